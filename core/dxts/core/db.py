@@ -1,0 +1,367 @@
+"""Database access shared by every component: one engine per URL, explicit transactions.
+
+* `Database.transaction(isolation)` opens one transaction at the isolation level the caller's
+  argument needs (stated at every call site, never inherited from a pool default).
+* `Database.run(fn, isolation=...)` runs a whole transaction function and retries it on a
+  deadlock (MySQL error 1213) with jittered exponential backoff, raising `Aborted` when the
+  retries are exhausted; a database that cannot be reached raises `Unavailable`.
+* Cancellation (a gRPC deadline cancels the task running a query) invalidates the connection and
+  kills the query on the server, so a pooled connection never hands a stale result to its next
+  user.
+* `start()` refuses servers too old for `FOR UPDATE SKIP LOCKED` (MariaDB < 10.6, MySQL < 8.0)
+  and statement-based binary logging, and sets `pool_recycle` below the server's `wait_timeout`.
+* SQLite (the embedded default) runs in WAL mode with a busy timeout, foreign keys on, and every
+  transaction begun IMMEDIATE: one writer at a time, which is what makes the same code paths
+  correct there without SKIP LOCKED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from dxts.core.errors import Aborted, InvalidArgument, Unavailable
+from dxts.core.settings import DatabaseSettings
+from sqlalchemy import event, exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MYSQL_DEADLOCK = 1213
+# Client-side codes meaning the server is gone or unreachable (CR_CONN_HOST_ERROR,
+# CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONNECTION_ERROR, ER_CON_COUNT_ERROR...).
+MYSQL_UNREACHABLE = {1040, 1042, 1043, 1047, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+
+MIN_MARIADB = (10, 6)
+MIN_MYSQL = (8, 0)
+
+
+class Isolation(StrEnum):
+    """The isolation levels dxts uses; each operation names the one its argument needs."""
+
+    READ_COMMITTED = "READ COMMITTED"
+    REPEATABLE_READ = "REPEATABLE READ"
+    SERIALIZABLE = "SERIALIZABLE"
+
+
+class utcnow(FunctionElement[Any]):
+    """The database clock in UTC with microseconds: use it wherever ordering matters."""
+
+    type = sa.DateTime()
+    inherit_cache = True
+
+
+@compiles(utcnow, "mysql")
+@compiles(utcnow, "mariadb")
+def _utcnow_mysql(element: utcnow, compiler: Any, **kw: Any) -> str:
+    return "UTC_TIMESTAMP(6)"
+
+
+@compiles(utcnow, "sqlite")
+def _utcnow_sqlite(element: utcnow, compiler: Any, **kw: Any) -> str:
+    # Six fractional digits, the format SQLAlchemy stores Python datetimes in, so that text
+    # comparisons between the two order correctly.
+    return "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What `start()` learnt about the server."""
+
+    dialect: str  # "sqlite", "mariadb" or "mysql"
+    version: tuple[int, ...]
+    version_string: str
+    wait_timeout_s: int | None
+
+
+def parse_server_version(version_string: str) -> tuple[str, tuple[int, ...]]:
+    """('mariadb' | 'mysql', (major, minor, patch)) from `SELECT VERSION()`."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version_string)
+    if not match:
+        raise Unavailable(f"cannot parse the server version {version_string!r}")
+    numbers = tuple(int(part) for part in match.groups(default="0"))
+    flavour = "mariadb" if "mariadb" in version_string.lower() else "mysql"
+    return flavour, numbers
+
+
+def check_server_version(version_string: str) -> tuple[str, tuple[int, ...]]:
+    """Refuse a server too old for FOR UPDATE SKIP LOCKED, with a message saying so."""
+    flavour, numbers = parse_server_version(version_string)
+    floor = MIN_MARIADB if flavour == "mariadb" else MIN_MYSQL
+    if numbers[:2] < floor:
+        name = "MariaDB" if flavour == "mariadb" else "MySQL"
+        raise Unavailable(
+            f"{name} {version_string} is too old: dxts needs {name} "
+            f"{'.'.join(map(str, floor))} or newer (FOR UPDATE SKIP LOCKED)"
+        )
+    return flavour, numbers
+
+
+def mysql_error_code(error: BaseException) -> int | None:
+    """The server/client error number behind a SQLAlchemy DBAPI error, if any."""
+    orig = getattr(error, "orig", None)
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0]
+    return None
+
+
+def is_deadlock(error: BaseException) -> bool:
+    return isinstance(error, exc.DBAPIError) and mysql_error_code(error) == MYSQL_DEADLOCK
+
+
+def is_unreachable(error: BaseException) -> bool:
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, exc.InterfaceError):
+        return True
+    if isinstance(error, exc.OperationalError):
+        code = mysql_error_code(error)
+        if code in MYSQL_UNREACHABLE:
+            return True
+        message = str(error.orig).lower()
+        return "unable to open database" in message
+    return isinstance(error, OSError | ConnectionError)
+
+
+class Database:
+    """One engine for one URL, with the transaction discipline every component follows."""
+
+    def __init__(self, url: str, settings: DatabaseSettings | None = None) -> None:
+        if not isinstance(url, str) or "://" not in url:
+            raise InvalidArgument(f"{url!r} is not a database URL", field="url")
+        self.url = sa.make_url(url)
+        self.settings = settings or DatabaseSettings(url=url)
+        backend = self.url.get_backend_name()
+        if backend not in ("sqlite", "mysql", "mariadb"):
+            raise InvalidArgument(
+                f"unsupported database {backend!r}: use sqlite+aiosqlite:// or "
+                "mysql+asyncmy:// (MariaDB >= 10.6, MySQL >= 8.0)",
+                field="url",
+            )
+        self.is_sqlite = backend == "sqlite"
+        self._engine: AsyncEngine | None = None
+        self.server: ServerInfo | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("Database.start() has not been awaited")
+        return self._engine
+
+    @property
+    def dialect_name(self) -> str:
+        return "sqlite" if self.is_sqlite else (self.server.dialect if self.server else "mysql")
+
+    async def start(self) -> ServerInfo:
+        """Check the server and build the pooled engine; idempotent."""
+        if self._engine is not None and self.server is not None:
+            return self.server
+        if self.is_sqlite:
+            self._engine = self._sqlite_engine()
+            async with self._engine.connect() as conn:
+                version = (await conn.execute(sa.text("select sqlite_version()"))).scalar_one()
+            self.server = ServerInfo("sqlite", tuple(map(int, version.split("."))), version, None)
+            return self.server
+        self.server = await self._probe_server()
+        recycle = max(
+            60, (self.server.wait_timeout_s or 28800) - self.settings.pool_recycle_margin_s
+        )
+        self._engine = create_async_engine(
+            self.url,
+            pool_size=self.settings.pool_size,
+            max_overflow=self.settings.max_overflow,
+            pool_recycle=recycle,
+            pool_pre_ping=True,
+        )
+        event.listen(self._engine.sync_engine, "connect", _set_mysql_session)
+        return self.server
+
+    async def _probe_server(self) -> ServerInfo:
+        probe = create_async_engine(self.url, poolclass=sa.pool.NullPool)
+        try:
+            async with probe.connect() as conn:
+                row = (
+                    await conn.execute(
+                        sa.text("SELECT VERSION(), @@wait_timeout, @@log_bin, @@binlog_format")
+                    )
+                ).one()
+        except exc.DBAPIError as error:
+            raise Unavailable(f"cannot reach the database at {self.url!r}: {error.orig}") from error
+        except OSError as error:
+            raise Unavailable(f"cannot reach the database at {self.url!r}: {error}") from error
+        finally:
+            await probe.dispose()
+        version_string, wait_timeout, log_bin, binlog_format = row
+        flavour, numbers = check_server_version(version_string)
+        if int(log_bin or 0) and str(binlog_format).upper() != "ROW":
+            raise Unavailable(
+                f"the server writes a {binlog_format} binary log: FOR UPDATE SKIP LOCKED "
+                "needs binlog_format=ROW wherever a binary log is on"
+            )
+        return ServerInfo(flavour, numbers, version_string, int(wait_timeout))
+
+    def _sqlite_engine(self) -> AsyncEngine:
+        engine = create_async_engine(
+            self.url, connect_args={"timeout": self.settings.sqlite_busy_timeout_ms / 1000}
+        )
+        busy_ms = self.settings.sqlite_busy_timeout_ms
+        in_memory = self.url.database in (None, "", ":memory:")
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _configure(dbapi_connection: Any, _record: Any) -> None:
+            # Let SQLAlchemy, not the driver, decide when transactions begin (below).
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _begin_immediate(conn: Any) -> None:
+            # One writer at a time: take the write lock at BEGIN, not at the first write, so a
+            # read-then-write transaction can never deadlock on lock upgrade.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    async def dispose(self) -> None:
+        if self._engine is not None:
+            await self._engine.dispose()
+            self._engine = None
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, isolation: Isolation) -> AsyncIterator[AsyncConnection]:
+        """One transaction at `isolation`; commits on success, rolls back on error.
+
+        On SQLite every transaction is serialisable (one writer), whatever is asked for.
+        """
+        if not isinstance(isolation, Isolation):
+            raise InvalidArgument(f"{isolation!r} is not an Isolation level", field="isolation")
+        try:
+            conn = await self.engine.connect()
+        except exc.DBAPIError as error:
+            if is_unreachable(error):
+                raise Unavailable(f"database unreachable: {error.orig}") from error
+            raise
+        except OSError as error:
+            raise Unavailable(f"database unreachable: {error}") from error
+        thread_id: int | None = None
+        try:
+            if not self.is_sqlite:
+                # Known before any query runs: once a query is cancelled SQLAlchemy invalidates
+                # the connection, and the server thread to kill can no longer be asked for.
+                raw = await conn.get_raw_connection()
+                thread_id = int(raw.driver_connection.thread_id())  # type: ignore[union-attr]
+                await conn.execution_options(isolation_level=isolation.value)
+            async with conn.begin():
+                yield conn
+        except asyncio.CancelledError:
+            await self._abandon(conn, thread_id)
+            raise
+        except exc.DBAPIError as error:
+            await conn.close()
+            if is_unreachable(error):
+                raise Unavailable(f"database unreachable: {error.orig}") from error
+            raise
+        except BaseException:
+            await conn.close()
+            raise
+        else:
+            await conn.close()
+
+    async def _abandon(self, conn: AsyncConnection, thread_id: int | None) -> None:
+        """A cancelled query: kill it on the server and drop the connection from the pool."""
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+        with contextlib.suppress(Exception):
+            await conn.close()
+        if thread_id is not None:
+            # Shielded and detached: cancellation must not be delayed by the kill, and the
+            # kill must not be cancelled with the task.
+            task = asyncio.ensure_future(self._kill_query(thread_id))
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+    async def _kill_query(self, thread_id: int) -> None:
+        # A connection of its own, outside the pool: the pool may be exhausted by the very
+        # callers waiting for the cancelled query's connection.
+        killer = create_async_engine(self.url, poolclass=sa.pool.NullPool)
+        try:
+            async with killer.connect() as conn:
+                await conn.execute(sa.text(f"KILL QUERY {int(thread_id)}"))
+        except Exception as error:
+            log.warning("could not kill cancelled query on thread %s: %s", thread_id, error)
+        finally:
+            await killer.dispose()
+
+    async def run(
+        self,
+        work: Callable[[AsyncConnection], Awaitable[T]],
+        *,
+        isolation: Isolation,
+        retries: int | None = None,
+    ) -> T:
+        """Run `work(conn)` as one transaction, retrying the whole of it on deadlock."""
+        attempts = (self.settings.deadlock_retries if retries is None else retries) + 1
+        delay = 0.005
+        for attempt in range(1, attempts + 1):
+            try:
+                async with self.transaction(isolation) as conn:
+                    return await work(conn)
+            except exc.DBAPIError as error:
+                if not is_deadlock(error):
+                    raise
+                if attempt == attempts:
+                    raise Aborted(
+                        f"deadlock persisted after {attempts} attempts; retry the operation"
+                    ) from error
+                log.info("deadlock on attempt %d/%d; retrying", attempt, attempts)
+                await asyncio.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def ping(self) -> bool:
+        """True when the database answers a trivial query (health checks)."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+
+
+_background: set[asyncio.Future[None]] = set()
+
+
+def _set_mysql_session(dbapi_connection: Any, _record: Any) -> None:
+    """Every session in UTC with strict SQL modes, whatever the server's defaults."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute(
+        "SET time_zone = '+00:00', "
+        "sql_mode = 'STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+        "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+    )
+    cursor.close()
+
+
+async def open_database(url: str, settings: DatabaseSettings | None = None) -> Database:
+    """Build and start a Database for `url`."""
+    database = Database(url, settings)
+    await database.start()
+    return database

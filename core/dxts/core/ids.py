@@ -1,0 +1,110 @@
+"""Identifiers and hashes: UUIDv7 for minted ids, one canonicaliser for every hash.
+
+* Minted ids (workgraphs, transformations, inputs, parcels, outputs, ownership rows) are UUIDv7,
+  stored as BINARY(16) and carried over gRPC as canonical lowercase hyphenated strings.
+* Content hashes (processes, requirements, resolved hints) are SHA-256 of the RFC 8785 (JCS)
+  canonical JSON: 32 bytes, carried as 64 lowercase hex characters.
+* The input hash is XXH3-128 of the canonical JSON of `[lfn or null, descriptor or null]`: the
+  core computes it, never a feeder, so two feeders describing the same thing agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+import rfc8785
+import uuid6
+import xxhash
+from dxts.core.errors import FieldViolation, InvalidArgument
+
+UUID_BYTES = 16
+CONTENT_HASH_BYTES = 32
+
+
+def new_id() -> bytes:
+    """Mint a UUIDv7 (time-ordered, so bulk inserts stay index-local) as 16 bytes."""
+    return uuid6.uuid7().bytes
+
+
+def new_ids(count: int) -> list[bytes]:
+    """Mint `count` UUIDv7s, in increasing order."""
+    return [uuid6.uuid7().bytes for _ in range(count)]
+
+
+def id_to_str(value: bytes) -> str:
+    """Render a 16-byte id in the canonical form used on the wire and in logs."""
+    if not isinstance(value, bytes | bytearray) or len(value) != UUID_BYTES:
+        raise InvalidArgument(f"an id is {UUID_BYTES} bytes, got {value!r}")
+    return str(uuid.UUID(bytes=bytes(value)))
+
+
+def id_from_str(text: str, *, field: str = "id") -> bytes:
+    """Parse a canonical id string; anything else is INVALID_ARGUMENT naming `field`."""
+    if not isinstance(text, str):
+        raise InvalidArgument(f"expected a UUID string, got {type(text).__name__}", field=field)
+    try:
+        parsed = uuid.UUID(text)
+    except ValueError:
+        raise InvalidArgument(f"{text!r} is not a UUID", field=field) from None
+    if str(parsed) != text.lower():
+        raise InvalidArgument(f"{text!r} is not in canonical form (expected {parsed})", field=field)
+    return parsed.bytes
+
+
+def hash_to_str(value: bytes) -> str:
+    """Render a 32-byte content hash as lowercase hex."""
+    if not isinstance(value, bytes | bytearray) or len(value) != CONTENT_HASH_BYTES:
+        raise InvalidArgument(f"a content hash is {CONTENT_HASH_BYTES} bytes, got {value!r}")
+    return bytes(value).hex()
+
+
+def hash_from_str(text: str, *, field: str = "hash") -> bytes:
+    """Parse a content hash (64 hex characters, an optional `sha256:` prefix)."""
+    if not isinstance(text, str):
+        raise InvalidArgument(f"expected a hex string, got {type(text).__name__}", field=field)
+    digits = text.removeprefix("sha256:")
+    if len(digits) != 2 * CONTENT_HASH_BYTES:
+        raise InvalidArgument(
+            f"{text!r} is not a content hash ({2 * CONTENT_HASH_BYTES} hex digits)", field=field
+        )
+    try:
+        return bytes.fromhex(digits)
+    except ValueError:
+        raise InvalidArgument(f"{text!r} is not hexadecimal", field=field) from None
+
+
+def canonical_json(value: Any, *, field: str = "") -> bytes:
+    """RFC 8785 (JCS) canonical JSON bytes of `value`.
+
+    Refuses what JSON cannot carry exactly (NaN, non-string keys, integers beyond IEEE-754's
+    exact range, non-JSON types) as INVALID_ARGUMENT rather than silently coercing it, because a
+    hash over a coerced value would identify something the caller never sent.
+    """
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        raise InvalidArgument(
+            FieldViolation(field, f"not canonicalisable as JSON: {exc}")
+        ) from None
+
+
+def content_hash(value: Any, *, field: str = "") -> bytes:
+    """SHA-256 (32 bytes) of the canonical JSON: Processes, Requirements, ResolvedHints keys."""
+    return hashlib.sha256(canonical_json(value, field=field)).digest()
+
+
+def input_hash(lfn: str | None, descriptor: dict[str, Any] | None, *, field: str = "") -> bytes:
+    """XXH3-128 (16 bytes) over the canonical JSON of `[lfn, descriptor]`: Inputs.InputHash."""
+    if lfn is not None and not isinstance(lfn, str):
+        raise InvalidArgument(
+            f"lfn must be a string or null, got {type(lfn).__name__}",
+            field=f"{field}.lfn" if field else "lfn",
+        )
+    if descriptor is not None and not isinstance(descriptor, dict):
+        raise InvalidArgument(
+            f"descriptor must be an object or null, got {type(descriptor).__name__}",
+            field=f"{field}.descriptor" if field else "descriptor",
+        )
+    return xxhash.xxh3_128_digest(canonical_json([lfn, descriptor], field=field))

@@ -1,0 +1,11 @@
+"""The whole dxts schema as SQLAlchemy Core tables: one metadata, one module per side.
+
+The spec (DX-ADR-004) is implemented exactly, with two deliberate widenings recorded in the
+tests that compare it with the live database: every timestamp is DATETIME(6) (UTC), and the
+counter tables are derived from their declarations (see `dxts.core.counters`).
+"""
+
+from dxts.core.schema import accounting, definition, execution
+from dxts.core.schema.metadata import metadata
+
+__all__ = ["accounting", "definition", "execution", "metadata"]

@@ -1,0 +1,168 @@
+"""Execution side (DX-ADR-004): the bulk rows, written constantly by the system.
+
+Owned by execution, except the Parcels transitions Unassigned → Reserved → Assigned (and back
+on a refused submission) and the backend identifier tables, which belong to the dispatcher.
+The bulk tables lead their keys with the transformation so that each transformation's rows are
+contiguous and cleaning is a range delete.
+"""
+
+import sqlalchemy as sa
+from dxts.core.schema.metadata import MYSQL_TABLE_OPTIONS, metadata
+from dxts.core.schema.types import Enum, Hash16, Hash32, Json, Lfn, Timestamp, Uuid
+from dxts.core.states import InputStatus, Kind, ParcelStatus, values
+
+input_status = Enum("InputStatus", values(InputStatus))
+parcel_status = Enum("ParcelStatus", values(ParcelStatus))
+
+inputs = sa.Table(
+    "Inputs",
+    metadata,
+    sa.Column(
+        "TransformationID",
+        Uuid(),
+        sa.ForeignKey("Transformations.TransformationID"),
+        primary_key=True,
+    ),
+    sa.Column("InputID", Uuid(), primary_key=True),
+    sa.Column("ParentInputID", Uuid(), nullable=True),
+    sa.Column("InputHash", Hash16(), nullable=False),
+    sa.Column("LFN", Lfn(), nullable=True),
+    sa.Column("LFNSize", sa.BigInteger(), nullable=True),
+    sa.Column("Descriptor", Json(), nullable=True),
+    sa.Column("Status", input_status, nullable=False, server_default="Unassigned"),
+    sa.Column("ErrorCount", sa.Integer(), nullable=False, server_default=sa.text("0")),
+    sa.Column("DelayedUntil", Timestamp(), nullable=True),
+    sa.Column("LastParcelID", Uuid(), nullable=True),
+    sa.Column("UpdatedAt", Timestamp(), nullable=False),
+    sa.ForeignKeyConstraint(
+        ["TransformationID", "ParentInputID"],
+        ["Inputs.TransformationID", "Inputs.InputID"],
+        ondelete="CASCADE",
+    ),
+    sa.UniqueConstraint("TransformationID", "InputHash"),
+    sa.Index(None, "TransformationID", "Status"),
+    sa.Index(None, "TransformationID", "LFN"),
+    sa.Index(None, "TransformationID", "ParentInputID"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+parcels = sa.Table(
+    "Parcels",
+    metadata,
+    sa.Column("ParcelID", Uuid(), primary_key=True),
+    sa.Column(
+        "TransformationID",
+        Uuid(),
+        sa.ForeignKey("Transformations.TransformationID"),
+        nullable=True,
+    ),
+    sa.Column("Kind", Enum("ParcelKind", values(Kind)), nullable=False),
+    sa.Column("Status", parcel_status, nullable=False, server_default="Unassigned"),
+    sa.Column("Backend", sa.String(32), nullable=True),
+    sa.Column("Annotations", Json(), nullable=True),
+    sa.Column("UpdatedAt", Timestamp(), nullable=False),
+    sa.Column("CompletedAt", Timestamp(), nullable=True),
+    sa.Index(None, "TransformationID", "Status"),
+    sa.Index(None, "Backend", "Status"),
+    sa.Index(None, "Kind", "Status"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+user_parcels = sa.Table(
+    "UserParcels",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("VO", sa.String(32), nullable=False),
+    sa.Column("Sub", sa.String(256), nullable=False),
+    sa.Index(None, "VO", "Sub"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+compute_parcels = sa.Table(
+    "ComputeParcels",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("ProcessID", Hash32(), sa.ForeignKey("Processes.ProcessID"), nullable=False),
+    sa.Column(
+        "RequirementsID", Hash32(), sa.ForeignKey("Requirements.RequirementsID"), nullable=True
+    ),
+    sa.Column(
+        "ResolvedHintsID", Hash32(), sa.ForeignKey("ResolvedHints.ResolvedHintsID"), nullable=True
+    ),
+    sa.Column("Parameters", Json(), nullable=True),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+data_parcels = sa.Table(
+    "DataParcels",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("Request", Json(), nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+data_parcel_deltas = sa.Table(
+    "DataParcelDeltas",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("DataParcels.ParcelID"), primary_key=True),
+    sa.Column("StorageElement", sa.String(64), primary_key=True),
+    sa.Column("FilesAdded", sa.BigInteger(), nullable=False),
+    sa.Column("BytesAdded", sa.BigInteger(), nullable=False),
+    sa.Column("FilesFreed", sa.BigInteger(), nullable=False),
+    sa.Column("BytesFreed", sa.BigInteger(), nullable=False),
+    sa.Index(None, "StorageElement"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+parcel_inputs = sa.Table(
+    "ParcelInputs",
+    metadata,
+    sa.Column("TransformationID", Uuid(), primary_key=True),
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("InputID", Uuid(), primary_key=True),
+    sa.ForeignKeyConstraint(
+        ["TransformationID", "InputID"], ["Inputs.TransformationID", "Inputs.InputID"]
+    ),
+    sa.Index(None, "TransformationID", "InputID"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+parcel_outputs = sa.Table(
+    "ParcelOutputs",
+    metadata,
+    sa.Column(
+        "TransformationOutputID",
+        Uuid(),
+        sa.ForeignKey("TransformationOutputs.TransformationOutputID"),
+        primary_key=True,
+    ),
+    sa.Column("OutputID", Uuid(), primary_key=True),
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), nullable=False),
+    sa.Column("LFN", Lfn(), nullable=False),
+    sa.Column("LFNSize", sa.BigInteger(), nullable=True),
+    sa.Index(None, "ParcelID"),
+    sa.Index(None, "TransformationOutputID", "LFN"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# Backend identifier tables: one per backend, owned by the dispatcher. A parcel has a row in at
+# most one of them; the unique index is the reverse lookup when the backend reports back.
+
+diracx_ids = sa.Table(
+    "DiracXIDs",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("SlotID", Uuid(), nullable=False),
+    sa.UniqueConstraint("SlotID"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+glidein_ids = sa.Table(
+    "GlideInIDs",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("Server", sa.String(255), nullable=False),
+    sa.Column("GlideInID", sa.String(255), nullable=False),
+    sa.UniqueConstraint("Server", "GlideInID"),
+    **MYSQL_TABLE_OPTIONS,
+)
