@@ -17,6 +17,7 @@ from typing import Any
 import rfc8785
 import uuid6
 import xxhash
+
 from dxts.core.errors import FieldViolation, InvalidArgument
 
 UUID_BYTES = 16
@@ -48,7 +49,7 @@ def id_from_str(text: str, *, field: str = "id") -> bytes:
         parsed = uuid.UUID(text)
     except ValueError:
         raise InvalidArgument(f"{text!r} is not a UUID", field=field) from None
-    if str(parsed) != text.lower():
+    if str(parsed) != text:
         raise InvalidArgument(f"{text!r} is not in canonical form (expected {parsed})", field=field)
     return parsed.bytes
 
