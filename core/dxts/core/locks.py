@@ -1,0 +1,237 @@
+"""Named locks: "one invocation per transformation at a time" across replicas, skipping not waiting.
+
+A sweep declares the lock it needs as a value, `Lock("transformation", transformation_id)`, and
+takes it through one wrapper:
+
+    async with lock_manager.try_hold(Lock("transformation", tid)) as held:
+        if not held:
+            return  # another replica is on it: skip this round, never queue behind it
+        ...
+
+* On MariaDB/MySQL the lock is `GET_LOCK(name, 0)` on a connection of its own, opened for this
+  hold outside the shared pool and closed when the hold ends. The server ties the lock to that
+  connection, so a holder that crashes (or whose connection is killed) releases it; and since the
+  connection never goes back to a pool, no later user can inherit a lock it did not take.
+* On SQLite (one process, the embedded default) it is an in-process lock keyed by database and
+  name, shared by every LockManager of the process.
+
+Names are stable across versions (replicas of two releases must compute the same name during a
+rolling upgrade): `dxts:<kind>:<key>` when that is at most 64 characters of `[a-z0-9_.:-]`
+(MySQL's GET_LOCK limit; MySQL compares names case-insensitively, MariaDB does not, so only
+lowercase names are used literally), otherwise `dxts#<kind prefix>:<SHA-256 prefix>` of the
+literal form. A 16-byte id renders as its canonical UUID string, so the id and its string name
+the same lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from dxts.core.db import Database, is_unreachable
+from dxts.core.errors import InvalidArgument, Unavailable
+from dxts.core.ids import UUID_BYTES, id_to_str
+
+log = logging.getLogger(__name__)
+
+MAX_NAME_LENGTH = 64
+KIND_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+LITERAL_NAME = re.compile(r"[a-z0-9_.:-]+")
+# 128 bits of the SHA-256: long names only collide by intent.
+HASH_HEX_DIGITS = 32
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A declared lock: what kind of thing it guards and which one (an id, or a string)."""
+
+    kind: str
+    key: bytes | str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not KIND_PATTERN.fullmatch(self.kind):
+            raise InvalidArgument(
+                f"a lock kind is 1-32 characters of [a-z0-9_-] starting with a letter, "
+                f"got {self.kind!r}",
+                field="kind",
+            )
+        if isinstance(self.key, bytes):
+            if len(self.key) != UUID_BYTES:
+                raise InvalidArgument(
+                    f"a bytes lock key is a {UUID_BYTES}-byte id, got {len(self.key)} bytes",
+                    field="key",
+                )
+        elif not isinstance(self.key, str) or not self.key:
+            raise InvalidArgument(
+                f"a lock key is a 16-byte id or a non-empty string, got {self.key!r}",
+                field="key",
+            )
+
+    @property
+    def name(self) -> str:
+        """The server-side lock name: readable when it can be, never over 64 characters."""
+        key = id_to_str(self.key) if isinstance(self.key, bytes) else self.key
+        literal = f"dxts:{self.kind}:{key}"
+        if len(literal) <= MAX_NAME_LENGTH and LITERAL_NAME.fullmatch(literal):
+            return literal
+        digest = hashlib.sha256(literal.encode()).hexdigest()[:HASH_HEX_DIGITS]
+        room = MAX_NAME_LENGTH - len("dxts#:") - HASH_HEX_DIGITS
+        return f"dxts#{self.kind[:room]}:{digest}"
+
+
+class Held:
+    """One attempt at a lock; truthy when it was acquired. Release it once (try_hold does)."""
+
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+        self.acquired = False
+
+    def __bool__(self) -> bool:
+        return self.acquired
+
+    async def still_held(self) -> bool:
+        """Whether the lock is still ours (a server lock is lost with a killed connection)."""
+        return self.acquired
+
+    async def release(self) -> None:
+        self.acquired = False
+
+
+class _ServerHeld(Held):
+    """A GET_LOCK held on its own connection; releasing also closes the connection."""
+
+    def __init__(self, lock: Lock, conn: AsyncConnection) -> None:
+        super().__init__(lock)
+        self.acquired = True
+        self._conn = conn
+
+    async def still_held(self) -> bool:
+        if not self.acquired:
+            return False
+        try:
+            owner = await self._conn.scalar(
+                sa.text("SELECT IS_USED_LOCK(:name) = CONNECTION_ID()"), {"name": self.lock.name}
+            )
+        except Exception:
+            return False
+        return bool(owner)
+
+    async def release(self) -> None:
+        if not self.acquired:
+            return
+        self.acquired = False
+        # Shielded: a cancelled sweep still gives the lock back, and the connection is closed
+        # whatever happens (closing it releases the lock on the server too).
+        task = asyncio.ensure_future(_release_and_close(self._conn, self.lock.name))
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+        await asyncio.shield(task)
+
+
+class _LocalHeld(Held):
+    """An in-process lock (SQLite: one process)."""
+
+    def __init__(self, lock: Lock, slot: tuple[str, str]) -> None:
+        super().__init__(lock)
+        self.acquired = True
+        self._slot = slot
+
+    async def release(self) -> None:
+        if not self.acquired:
+            return
+        self.acquired = False
+        with _local_guard:
+            _local_held.discard(self._slot)
+
+
+class LockManager:
+    """Takes named locks for one database: `try_hold` for sweeps, `acquire` for the rest."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        # Lock connections never come from (or go back to) a pool: see the module docstring.
+        self._engine = (
+            None
+            if database.is_sqlite
+            else create_async_engine(database.url, poolclass=sa.pool.NullPool)
+        )
+
+    async def acquire(self, lock: Lock) -> Held:
+        """Try the lock once, without waiting; the result is falsy if someone else holds it."""
+        if not isinstance(lock, Lock):
+            raise InvalidArgument(f"expected a Lock, got {type(lock).__name__}", field="lock")
+        if self._engine is None:
+            return self._acquire_local(lock)
+        try:
+            conn = await self._engine.connect()
+        except (exc.DBAPIError, OSError) as error:
+            if is_unreachable(error):
+                raise Unavailable(f"cannot open a lock connection: {error}") from error
+            raise
+        try:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            got = await conn.scalar(sa.text("SELECT GET_LOCK(:name, 0)"), {"name": lock.name})
+        except BaseException:
+            # Cancelled or failed after GET_LOCK may have succeeded: dropping the connection
+            # drops whatever it holds.
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
+        if got == 1:
+            return _ServerHeld(lock, conn)
+        await conn.close()
+        return Held(lock)
+
+    def _acquire_local(self, lock: Lock) -> Held:
+        slot = (self._database.url.render_as_string(hide_password=True), lock.name)
+        with _local_guard:
+            if slot in _local_held:
+                return Held(lock)
+            _local_held.add(slot)
+        return _LocalHeld(lock, slot)
+
+    @contextlib.asynccontextmanager
+    async def try_hold(self, lock: Lock) -> AsyncIterator[Held]:
+        """Hold `lock` for the block if it is free; `held` is falsy (and the block should skip)
+        if another holder has it. Released on exit, whatever the block raised."""
+        held = await self.acquire(lock)
+        try:
+            yield held
+        finally:
+            await held.release()
+
+    async def dispose(self) -> None:
+        """Close the manager's engine (it pools nothing; held locks stay with their holders)."""
+        if self._engine is not None:
+            await self._engine.dispose()
+
+
+async def _release_and_close(conn: AsyncConnection, name: str) -> None:
+    try:
+        released = await conn.scalar(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+        if released != 1:
+            log.warning("lock %s was no longer held by its connection at release", name)
+    except Exception as error:
+        log.warning("lock %s: release failed (%s); its connection is dropped instead", name, error)
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
+_closing: set[asyncio.Future[None]] = set()
+_local_guard = threading.Lock()
+_local_held: set[tuple[str, str]] = set()
