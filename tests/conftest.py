@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import create_async_engine
+
 from dxts.core.db import Database
 from dxts.core.schema import metadata
-from sqlalchemy.ext.asyncio import create_async_engine
 
 MYSQL_URL_VARIABLE = "DXTS_TEST_MYSQL_URL"
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 import sqlalchemy as sa
+
 from dxts.core import db as dbmod
 from dxts.core.db import Database, Isolation, check_server_version, utcnow
 from dxts.core.errors import Aborted, InvalidArgument, Unavailable

@@ -28,12 +28,13 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from dxts.core.errors import Aborted, InvalidArgument, Unavailable
-from dxts.core.settings import DatabaseSettings
 from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
+
+from dxts.core.errors import Aborted, InvalidArgument, Unavailable
+from dxts.core.settings import DatabaseSettings
 
 log = logging.getLogger(__name__)
 

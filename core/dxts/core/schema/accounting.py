@@ -6,6 +6,7 @@ The journalled counter tables are generated from their declarations in `dxts.cor
 """
 
 import sqlalchemy as sa
+
 from dxts.core.schema.definition import transformation_status, workgraph_status
 from dxts.core.schema.metadata import MYSQL_TABLE_OPTIONS, metadata
 from dxts.core.schema.types import Json, Timestamp, Uuid

@@ -5,6 +5,7 @@ execution (ARCHITECTURE.md, table ownership); everything else here only by defin
 """
 
 import sqlalchemy as sa
+
 from dxts.core.schema.metadata import MYSQL_TABLE_OPTIONS, metadata
 from dxts.core.schema.types import Enum, Hash32, Json, Timestamp, Uuid
 from dxts.core.states import ActionResult, Kind, TransformationStatus, WorkgraphStatus, values

@@ -7,6 +7,7 @@ contiguous and cleaning is a range delete.
 """
 
 import sqlalchemy as sa
+
 from dxts.core.schema.metadata import MYSQL_TABLE_OPTIONS, metadata
 from dxts.core.schema.types import Enum, Hash16, Hash32, Json, Lfn, Timestamp, Uuid
 from dxts.core.states import InputStatus, Kind, ParcelStatus, values
