@@ -1,0 +1,130 @@
+"""Table ownership (ARCHITECTURE.md): each table is written only by its owning component.
+
+The scan reads every module of every component and finds the table each `insert`, `update`,
+`delete` (SQLAlchemy constructs, `sa.insert(t)` or `t.insert()`) acts on, resolving the names
+imported from `dxts.core.schema`. Append-only rows (journals, logs) and content-addressed rows
+are written only through core's library functions, so they belong to core's writers here.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from dxts.core.schema import metadata
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+    "package-dir"
+]
+
+DEFINITION = {
+    "Workgraphs", "Ownership", "Transformations", "ComputeTransformations",
+    "TransformationOutputs", "Processes", "ProcessReferences", "ProcessRegistry",
+    "Requirements", "ResolvedHints", "Actions",
+}
+EXECUTION = {
+    "Inputs", "Parcels", "UserParcels", "ComputeParcels", "DataParcels", "DataParcelDeltas",
+    "ParcelInputs", "ParcelOutputs",
+    # FeederState, and clearing FeederEnabled on NoMoreInputs.
+    "Transformations",
+}
+DISPATCHER = {"Parcels", "DiracXIDs", "GlideInIDs"}
+
+# What each component may write. Core holds the library functions other components call inside
+# their own transactions (journal, log, content-addressed put-if-absent, counter maintenance).
+MAY_WRITE: dict[str, set[str] | None] = {
+    "dxts.core": None,  # checked by the rule below: only append-only and content-addressed rows
+    "dxts.definition": DEFINITION,
+    "dxts.execution": EXECUTION,
+    "dxts.accounting": set(),  # counters and logs are written through core's construct
+    "dxts.dispatcher": DISPATCHER,
+    "dxts.backends": set(),
+    "dxts.cli": set(),
+    "dxts.bench": None,  # benchmarks build their own data sets
+    "dxts.v1": set(),
+}
+CORE_WRITES = {
+    "TransformationLog", "WorkgraphLog", "CounterLocks", "Processes", "ProcessReferences",
+    "Requirements", "ResolvedHints",
+} | {name for name in metadata.tables if name.endswith(("Counters", "CounterJournal"))}
+
+WRITE_CALLS = {"insert", "update", "delete"}
+
+
+def schema_variables() -> dict[str, str]:
+    """Module-level variable name in dxts.core.schema.* → table name."""
+    from dxts.core.schema import accounting, definition, execution
+
+    found = {}
+    for module in (definition, execution, accounting):
+        for name, value in vars(module).items():
+            table_name = getattr(value, "name", None)
+            if table_name in metadata.tables and value is metadata.tables[table_name]:
+                found[name] = table_name
+    return found
+
+
+def written_tables(path: Path, variables: dict[str, str]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dxts.core.schema"):
+            for alias in node.names:
+                if alias.name in variables:
+                    local[alias.asname or alias.name] = variables[alias.name]
+
+    def table_of(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return local.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            return variables.get(expr.attr)
+        return None
+
+    tables = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name not in WRITE_CALLS:
+            continue
+        target = None
+        if node.args:
+            target = table_of(node.args[0])  # sa.insert(table)
+        if target is None and isinstance(func, ast.Attribute):
+            target = table_of(func.value)  # table.insert()
+        if target:
+            tables.add(target)
+    return tables
+
+
+@pytest.mark.parametrize("component", sorted(PACKAGE_DIRS))
+def test_components_write_only_what_they_own(component: str) -> None:
+    allowed = MAY_WRITE[component]
+    if component == "dxts.bench":
+        return
+    if allowed is None:
+        allowed = CORE_WRITES
+    variables = schema_variables()
+    violations = []
+    for path in sorted((REPO / PACKAGE_DIRS[component]).rglob("*.py")):
+        for table in written_tables(path, variables) - allowed:
+            violations.append(f"{path.relative_to(REPO)} writes {table}")
+    assert not violations, "\n".join(violations)
+
+
+def test_the_scanner_sees_writes(tmp_path: Path) -> None:
+    offender = tmp_path / "m.py"
+    offender.write_text(
+        "import sqlalchemy as sa\n"
+        "from dxts.core.schema.execution import inputs as i\n"
+        "from dxts.core.schema import definition\n"
+        "sa.update(i)\n"
+        "definition.workgraphs.delete()\n"
+        "sa.select(definition.actions)\n"
+    )
+    assert written_tables(offender, schema_variables()) == {"Inputs", "Workgraphs"}
