@@ -1,0 +1,5 @@
+"""The benchmarks `python -m dxts.bench NAME` can run: name → module (imported only when run)."""
+
+BENCHMARKS: dict[str, str] = {
+    "raw": "dxts.bench.raw",
+}
