@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -164,7 +165,7 @@ async def test_released_when_the_holder_is_cancelled(database: Database) -> None
     await manager.dispose()
 
 
-async def test_sqlite_lock_is_shared_by_managers_of_one_database(tmp_path: object) -> None:
+async def test_sqlite_lock_is_shared_by_managers_of_one_database(tmp_path: Path) -> None:
     one = Database(f"sqlite+aiosqlite:///{tmp_path}/a.sqlite")
     other = Database(f"sqlite+aiosqlite:///{tmp_path}/b.sqlite")
     lock = Lock("transformation", new_id())
