@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 import pytest
 import sqlalchemy as sa
@@ -177,3 +178,16 @@ async def test_cancelled_query_never_leaks_into_the_next_user(mysql_test_url: st
         assert sleeping == 0
     finally:
         await database.dispose()
+
+
+async def test_db_now_reads_the_database_clock(database: Database) -> None:
+    from dxts.core.db import db_now
+
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        first = await db_now(conn)
+        second = await db_now(conn)
+    assert isinstance(first, datetime.datetime)
+    assert first.tzinfo is None
+    assert second >= first
+    assert abs((datetime.datetime.now(datetime.UTC).replace(tzinfo=None) - first)
+               .total_seconds()) < 60

@@ -77,6 +77,16 @@ def _utcnow_sqlite(element: utcnow, compiler: Any, **kw: Any) -> str:
     return "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
 
 
+async def db_now(conn: AsyncConnection) -> Any:
+    """The database clock, read once: pass it as a plain value into bulk statements.
+
+    An SQL expression inside the rows of an executemany stops asyncmy from rewriting the batch
+    into one multi-row INSERT (it then sends one statement per row), so bulk writers read the
+    clock once per transaction instead of embedding `utcnow()` in every row.
+    """
+    return await conn.scalar(sa.select(utcnow()))
+
+
 @dataclass(frozen=True)
 class ServerInfo:
     """What `start()` learnt about the server."""
