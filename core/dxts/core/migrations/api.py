@@ -53,8 +53,33 @@ def context_options(connection: sa.Connection) -> dict[str, Any]:
         "target_metadata": metadata,
         "render_as_batch": connection.dialect.name == "sqlite",
         "compare_type": True,
-        "compare_server_default": True,
+        "compare_server_default": _compare_server_default,
     }
+
+
+_BOOLEAN_SPELLINGS = {"1": True, "true": True, "0": False, "false": False}
+
+
+def _compare_server_default(
+    context: MigrationContext,
+    inspected_column: sa.Column[Any],
+    metadata_column: sa.Column[Any],
+    inspected_default: str | None,
+    metadata_default: Any,
+    rendered_metadata_default: str | None,
+) -> bool | None:
+    """Boolean defaults by value: the database reports `DEFAULT TRUE` back as 1 (MariaDB) or
+    as `(true)` (SQLite), and Alembic would otherwise see a change in every comparison. None
+    leaves every other default to Alembic's own comparison."""
+    if not isinstance(metadata_column.type, sa.Boolean):
+        return None
+    found, wanted = (
+        _BOOLEAN_SPELLINGS.get((text or "").strip("'\"() ").lower())
+        for text in (inspected_default, rendered_metadata_default)
+    )
+    if found is None or wanted is None:
+        return None
+    return found != wanted
 
 
 @dataclass(frozen=True)
