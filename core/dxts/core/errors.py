@@ -79,6 +79,7 @@ class InvalidTransition(FailedPrecondition):
         self.current = current
         self.attempted = attempted
         self.actor = actor
+        self.identifier = identifier
         who = f" by {actor}" if actor else ""
         which = f" {identifier}" if identifier is not None else ""
         super().__init__(

@@ -1,0 +1,128 @@
+"""Client channels: every call carries the bearer token and a deadline, and fails with the
+domain error the server raised.
+
+    async with channel("127.0.0.1:50051", token=token) as ch:
+        stub = definition_pb2_grpc.DefinitionServiceStub(ch)
+        reply = await stub.GetWorkgraph(request)   # raises NotFound, InvalidArgument, ...
+
+The deadline of each call is the tighter of its own `timeout=` and the deadline inherited from
+the request being served (or a `deadlines.deadline()` block); with neither, `default_timeout`.
+Unary-response calls raise domain errors (`errors.domain_error`); streaming-response calls are
+given the token and deadline but their errors are left as grpc.aio.AioRpcError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from typing import Any
+
+import grpc
+from grpc.aio import ClientCallDetails
+
+from dxts.core.grpc.deadlines import DEFAULT_TIMEOUT_S, call_timeout
+from dxts.core.grpc.errors import domain_error
+
+
+class _CallSettings:
+    """What every call of one channel gets: its token and its default deadline."""
+
+    def __init__(self, token: str | None, default_timeout: float | None) -> None:
+        self.token = token
+        self.default_timeout = default_timeout
+
+    def apply(self, details: ClientCallDetails) -> ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()))
+        if self.token is not None and "authorization" not in metadata:
+            metadata.add("authorization", f"Bearer {self.token}")
+        return ClientCallDetails(
+            method=details.method,
+            timeout=call_timeout(details.timeout, self.default_timeout),
+            metadata=metadata,
+            credentials=details.credentials,
+            wait_for_ready=details.wait_for_ready,
+        )
+
+
+async def _response_or_domain_error(call: Any) -> Any:
+    try:
+        return await call
+    except grpc.aio.AioRpcError as error:
+        converted = domain_error(error)
+        if converted is error:
+            raise
+        raise converted from error
+
+
+class _UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, settings: _CallSettings) -> None:
+        self._settings = settings
+
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], client_call_details: ClientCallDetails, request: Any
+    ) -> Any:
+        call = await continuation(self._settings.apply(client_call_details), request)
+        return await _response_or_domain_error(call)
+
+
+class _StreamUnary(grpc.aio.StreamUnaryClientInterceptor):
+    def __init__(self, settings: _CallSettings) -> None:
+        self._settings = settings
+
+    async def intercept_stream_unary(
+        self,
+        continuation: Callable[..., Any],
+        client_call_details: ClientCallDetails,
+        request_iterator: Any,
+    ) -> Any:
+        call = await continuation(self._settings.apply(client_call_details), request_iterator)
+        return await _response_or_domain_error(call)
+
+
+class _UnaryStream(grpc.aio.UnaryStreamClientInterceptor):
+    def __init__(self, settings: _CallSettings) -> None:
+        self._settings = settings
+
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], client_call_details: ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(self._settings.apply(client_call_details), request)
+
+
+class _StreamStream(grpc.aio.StreamStreamClientInterceptor):
+    def __init__(self, settings: _CallSettings) -> None:
+        self._settings = settings
+
+    async def intercept_stream_stream(
+        self,
+        continuation: Callable[..., Any],
+        client_call_details: ClientCallDetails,
+        request_iterator: AsyncIterable[Any] | Iterable[Any],
+    ) -> Any:
+        return await continuation(self._settings.apply(client_call_details), request_iterator)
+
+
+def channel(
+    address: str,
+    token: str | None = None,
+    *,
+    default_timeout: float | None = DEFAULT_TIMEOUT_S,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Channel:
+    """A grpc.aio channel to `address` whose calls carry `token` and a deadline.
+
+    Plain text unless `credentials` are given (TLS is terminated in front of the services in a
+    deployment; the embedded default listens on localhost).
+    """
+    settings = _CallSettings(token, default_timeout)
+    interceptors = [
+        _UnaryUnary(settings),
+        _UnaryStream(settings),
+        _StreamUnary(settings),
+        _StreamStream(settings),
+    ]
+    if credentials is not None:
+        return grpc.aio.secure_channel(
+            address, credentials, options=list(options), interceptors=interceptors
+        )
+    return grpc.aio.insecure_channel(address, options=list(options), interceptors=interceptors)
