@@ -5,7 +5,8 @@ tests that compare it with the live database: every timestamp is DATETIME(6) (UT
 counter tables are derived from their declarations (see `dxts.core.counters`).
 """
 
+from dxts.core.counters import instances as counters  # registers the counter tables
 from dxts.core.schema import accounting, definition, execution
 from dxts.core.schema.metadata import metadata
 
-__all__ = ["accounting", "definition", "execution", "metadata"]
+__all__ = ["accounting", "counters", "definition", "execution", "metadata"]
