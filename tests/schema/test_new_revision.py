@@ -10,14 +10,17 @@ import asyncio
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
+from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from dxts.core.errors import FailedPrecondition
 from dxts.core.migrations import api, current, revision, upgrade
 from dxts.core.schema import metadata
 
@@ -77,3 +80,61 @@ async def test_revision_autogenerates_the_missing_change(
     assert revisions.heads == (number,) and not revisions.at_head
     assert await upgrade(db_url) == api.Revisions(current=(number,), heads=(number,))
     assert await api.run_on_connection(db_url, _diff) == []
+
+
+async def test_sqlite_table_rebuild_keeps_rows_that_reference_it(tmp_path: Path) -> None:
+    """A batch migration on SQLite copies a table and drops the original, which with foreign
+    keys on would fail (or cascade) for every row pointing at it; the runner switches them off
+    for the migration and checks them all before committing."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'rebuild.sqlite'}"
+    await upgrade(url)
+    workgraphs, ownership = metadata.tables["Workgraphs"], metadata.tables["Ownership"]
+
+    def seed(connection: sa.Connection) -> None:
+        connection.execute(
+            workgraphs.insert().values(
+                WorkgraphID=b"W" * 16, Type="T", StrippedSpec={}, UpdatedAt=datetime.now(UTC)
+            )
+        )
+        connection.execute(
+            ownership.insert().values(
+                OwnershipID=b"O" * 16, VO="vo", Sub="s", WorkgraphID=b"W" * 16
+            )
+        )
+
+    def rebuild(connection: sa.Connection) -> None:
+        with Operations(MigrationContext.configure(connection)).batch_alter_table(
+            "Workgraphs", recreate="always"
+        ):
+            pass
+
+    def rows(connection: sa.Connection) -> tuple[int, int]:
+        count = sa.select(sa.func.count())
+        return (
+            connection.execute(count.select_from(workgraphs)).scalar_one(),
+            connection.execute(count.select_from(ownership)).scalar_one(),
+        )
+
+    await api.run_on_connection(url, seed)
+    await api.run_on_connection(url, rebuild)
+    assert await api.run_on_connection(url, rows) == (1, 1)
+
+
+async def test_sqlite_migration_leaving_broken_references_commits_nothing(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'orphans.sqlite'}"
+    await upgrade(url)
+    ownership = metadata.tables["Ownership"]
+
+    def orphan(connection: sa.Connection) -> None:
+        connection.execute(
+            ownership.insert().values(
+                OwnershipID=b"O" * 16, VO="vo", Sub="s", WorkgraphID=b"?" * 16
+            )
+        )
+
+    with pytest.raises(FailedPrecondition, match="foreign keys point nowhere"):
+        await api.run_on_connection(url, orphan)
+    count = sa.select(sa.func.count()).select_from(ownership)
+    assert await api.run_on_connection(url, lambda c: c.execute(count).scalar_one()) == 0
