@@ -9,8 +9,8 @@ wrong declaration cannot agree with itself.
 
 from __future__ import annotations
 
-from collections import Counter as Tally
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -197,12 +197,17 @@ async def table_rows(conn: AsyncConnection, table: sa.Table, tid: bytes) -> int:
     )
 
 
-def tally(reading: dict[Any, Any]) -> Tally[Any]:
-    """A reading as a flat multiset of (key, measure, value), for readable assertion diffs."""
-    return Tally(
-        {
-            (key, measure): value
-            for key, values in reading.items()
-            for measure, value in values.items()
-        }
-    )
+@contextlib.contextmanager
+def statements(database: Database) -> Iterator[list[str]]:
+    """Every SQL statement the engine sends while the block runs."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    engine = database.engine.sync_engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +15,7 @@ from counted_rows import (
     make_transformations,
     recount,
     recount_data,
+    statements,
     table_rows,
 )
 
@@ -42,22 +41,6 @@ from dxts.core.schema import execution
 RC, RR = Isolation.READ_COMMITTED, Isolation.REPEATABLE_READ
 COUNTERS = TRANSFORMATION.counters_table
 JOURNAL = TRANSFORMATION.journal_table
-
-
-@contextlib.contextmanager
-def statements(database: Database) -> Iterator[list[str]]:
-    """Every SQL statement the engine sends while the block runs."""
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    engine = database.engine.sync_engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
 
 
 async def forget(database: Database, tids: list[bytes]) -> None:
