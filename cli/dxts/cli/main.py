@@ -1,0 +1,117 @@
+"""The `dxts` command."""
+
+from __future__ import annotations
+
+import json
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.tree import Tree
+
+from dxts.core.errors import InvalidArgument
+from dxts.definition.compile import Plan
+from dxts.definition.config import DefinitionConfig
+from dxts.definition.loading import Bundle
+from dxts.definition.plugins import EmptyCatalogue
+from dxts.definition.problems import Severity
+from dxts.definition.submit import check_document
+
+CONFIG_VARIABLE = "DXTS_DEFINITION_CONFIG"
+
+app = typer.Typer(no_args_is_help=True, help="dxts: the DiracX Transformation System.")
+
+
+@app.callback()
+def main() -> None:
+    """Operate and inspect workgraphs."""
+
+
+class Output(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+def _config() -> DefinitionConfig:
+    path = os.environ.get(CONFIG_VARIABLE)
+    return DefinitionConfig.from_file(Path(path)) if path else DefinitionConfig()
+
+
+@app.command()
+def validate(
+    document: Annotated[Path, typer.Argument(help="The workgraph document (YAML or JSON).")],
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory the document's relative `run` paths resolve in "
+            "(default: the document's directory)."
+        ),
+    ] = None,
+    allow_unknown_plugins: Annotated[
+        bool, typer.Option(help="Report plugins not installed here as warnings, not errors.")
+    ] = False,
+    plan: Annotated[bool, typer.Option(help="Print the compiled plan.")] = False,
+    output: Annotated[Output, typer.Option(help="Format of --plan.")] = Output.TEXT,
+    vo: Annotated[str, typer.Option(help="VO whose configured defaults apply.")] = "",
+) -> None:
+    """Validate a workgraph and compile it, with no server and no database.
+
+    Prints every problem, one per line (`error|warning  kind  path  message`); exits 1 if
+    any is an error.
+    """
+    root = (bundle or document.parent).resolve()
+    try:
+        main_path = document.resolve().relative_to(root).as_posix()
+    except ValueError:
+        typer.echo(f"error: {document} is not inside the bundle {root}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        config = _config()
+    except InvalidArgument as exc:
+        typer.echo(f"error: {CONFIG_VARIABLE}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    # TODO: check names against the entry-point plugin registry once dxts.core.plugins has one.
+    problems, compiled = check_document(
+        Bundle.from_directory(root, main_path),
+        catalogue=EmptyCatalogue(),
+        config=config,
+        vo=vo,
+        allow_unknown_plugins=allow_unknown_plugins,
+    )
+    for problem in problems:
+        typer.echo(problem.line())
+    if plan and compiled is not None:
+        if output is Output.JSON:
+            typer.echo(json.dumps(compiled.as_json(), indent=2))
+        else:
+            Console().print(_tree(compiled))
+    if any(p.severity is Severity.ERROR for p in problems):
+        raise typer.Exit(1)
+
+
+def _tree(plan: Plan) -> Tree:
+    label = plan.annotations.get("label") or plan.annotations.get("id") or "workgraph"
+    tree = Tree(f"[bold]{label}[/] type={plan.type} scouts={plan.scouts}")
+    if plan.approving:
+        approving = tree.add("approving")
+        for action in plan.approving:
+            approving.add(f"{action.position}. {action.action} {action.args or ''}")
+    for member in plan.members:
+        node = tree.add(
+            f"[bold]{member.name}[/] {member.kind} initial_state={member.initial_state}"
+            + (" (scouts)" if member.scouts else "")
+        )
+        node.add(f"feeder {member.feeder} ← {member.feeds_from}")
+        node.add(f"packer {member.packer} {member.packer_args or ''}")
+        if member.process_id:
+            node.add(f"process sha256-{member.process_id.hex()[:16]}…")
+        for out in member.outputs:
+            node.add(f"output {out.name}" + (" (intermediate)" if out.intermediate else ""))
+        if member.upstream:
+            node.add(f"upstream {', '.join(member.upstream)}")
+        for action in member.actions:
+            node.add(f"{action.state} {action.position}. {action.action} {action.args or ''}")
+    return tree

@@ -1,0 +1,101 @@
+"""Problems found in a submitted document: every one of them, each with a kind and a path.
+
+Validation never stops at the first problem: a production manager fixing a document wants the
+whole list at once. Each problem names its kind (the vocabulary of CWL.md, plus the loading
+kinds below), a dotted path into the document (`steps.merge.in.input-data`) and a message long
+enough to act on. Errors refuse the document; warnings are returned with it.
+
+Kinds beyond CWL.md's list, for documents that cannot be read at all: `invalid-cwl` (not YAML/JSON
+or not CWL v1.2 according to cwl-utils) and `unresolved-run` (a `run` naming nothing in the
+bundle or the store, or escaping the bundle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dxts.core.errors import FieldViolation, InvalidArgument
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Kind(StrEnum):
+    INVALID_CWL = "invalid-cwl"
+    UNRESOLVED_RUN = "unresolved-run"
+    NOT_A_WORKGRAPH = "not-a-workgraph"
+    BARE_STEP = "bare-step"
+    HINT_SCHEMA = "hint-schema"
+    UNKNOWN_SOURCE = "unknown-source"
+    ORPHAN_OUTPUT = "orphan-output"
+    CYCLE = "cycle"
+    NO_DRIVING_INPUT = "no-driving-input"
+    AMBIGUOUS_DRIVING_INPUT = "ambiguous-driving-input"
+    DRIVING_INPUT = "driving-input"
+    UNKNOWN_PLUGIN = "unknown-plugin"
+    PLUGIN_ARGS = "plugin-args"
+    EXPRESSION_TOOL = "expression-tool"
+    SCATTER = "scatter"
+    WHEN = "when"
+
+
+@dataclass(frozen=True)
+class Problem:
+    severity: Severity
+    kind: Kind
+    path: str
+    message: str
+
+    def line(self) -> str:
+        """The CLI's one-line form: `error  kind  path  message`."""
+        return f"{self.severity.value}  {self.kind.value}  {self.path or '.'}  {self.message}"
+
+
+def error(kind: Kind, path: str, message: str) -> Problem:
+    return Problem(Severity.ERROR, kind, path, message)
+
+
+def warning(kind: Kind, path: str, message: str) -> Problem:
+    return Problem(Severity.WARNING, kind, path, message)
+
+
+@dataclass(frozen=True)
+class DocumentViolation(FieldViolation):
+    """A FieldViolation that also carries the problem kind.
+
+    The description starts with the kind (`cycle: ...`) so that a consumer that only knows
+    FieldViolation (the gRPC BadRequest mapping) still shows it.
+    """
+
+    kind: str = ""
+
+
+def errors_of(problems: Iterable[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity is Severity.ERROR]
+
+
+def raise_for_errors(problems: Iterable[Problem]) -> None:
+    """Raise InvalidArgument listing every error, if there is any."""
+    found = errors_of(problems)
+    if found:
+        raise InvalidArgument(
+            [
+                DocumentViolation(p.path, f"{p.kind.value}: {p.message}", kind=p.kind.value)
+                for p in found
+            ]
+        )
+
+
+def join(*parts: str | int) -> str:
+    """Dotted document path; list indices are rendered `[n]` on the part before them."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part:
+            out = f"{out}.{part}" if out else part
+    return out
