@@ -1,0 +1,158 @@
+{{/* Names, labels and the shared pieces of every dxts pod. */}}
+
+{{- define "dxts.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* "<release>-dxts", or the release name alone when it already contains the chart name. */}}
+{{- define "dxts.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dxts.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels; call with (dict "root" $ "component" "definition"). */}}
+{{- define "dxts.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dxts.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Standard labels; call with (dict "root" $ "component" "definition"). */}}
+{{- define "dxts.labels" -}}
+{{ include "dxts.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: dxts
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ include "dxts.chart" .root }}
+{{- end -}}
+
+{{- define "dxts.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "dxts.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "dxts.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The components, as JSON ({"items": [...]}): the four services, then one entry per enabled
+backend adaptor. `command` is the console entry point the container runs; `service` marks the
+four services (PodDisruptionBudget, service addresses); `autoscaled` marks those with an HPA.
+*/}}
+{{- define "dxts.components" -}}
+{{- $items := list -}}
+{{- range $name := list "definition" "execution" "accounting" -}}
+{{- $values := index $.Values $name -}}
+{{- $items = append $items (dict "component" $name "command" (printf "dxts-%s" $name) "values" $values "service" true "autoscaled" $values.autoscaling.enabled) -}}
+{{- end -}}
+{{- $items = append $items (dict "component" "dispatcher" "command" "dxts-dispatcher" "values" .Values.dispatcher "service" true "autoscaled" false) -}}
+{{- $seen := dict -}}
+{{- range $backend := .Values.backends -}}
+{{- if hasKey $seen $backend.name -}}
+{{- fail (printf "backends: %q is listed twice" $backend.name) -}}
+{{- end -}}
+{{- $_ := set $seen $backend.name true -}}
+{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false) -}}
+{{- end -}}
+{{- dict "items" $items | toJson -}}
+{{- end -}}
+
+{{/* "host:port" of a component's Service inside the namespace. */}}
+{{- define "dxts.address" -}}
+{{- printf "%s-%s:%d" (include "dxts.fullname" .root) .component (int .root.Values.grpc.port) -}}
+{{- end -}}
+
+{{/* The backend list the dispatcher gets as DXTS_BACKENDS. */}}
+{{- define "dxts.backendsJson" -}}
+{{- $backends := list -}}
+{{- range $backend := .Values.backends -}}
+{{- $address := include "dxts.address" (dict "root" $ "component" (printf "backend-%s" $backend.name)) -}}
+{{- $backends = append $backends (dict "name" $backend.name "address" $address "kind" (default "compute" $backend.kind)) -}}
+{{- end -}}
+{{- $backends | toJson -}}
+{{- end -}}
+
+{{/*
+The database URL the chart stores itself (from database.url or the trial MariaDB); empty when
+the URL comes from an existing Secret.
+*/}}
+{{- define "dxts.database.generatedUrl" -}}
+{{- $db := .Values.database -}}
+{{- if and .Values.mariadb.enabled (or $db.existingSecret $db.url) -}}
+{{- fail "mariadb.enabled (trial database) excludes database.existingSecret and database.url" -}}
+{{- end -}}
+{{- if and $db.existingSecret $db.url -}}
+{{- fail "set database.existingSecret or database.url, not both" -}}
+{{- end -}}
+{{- if $db.url -}}
+{{- $db.url -}}
+{{- else if .Values.mariadb.enabled -}}
+{{- $m := .Values.mariadb -}}
+{{- $password := required "mariadb.password is required when mariadb.enabled" $m.password -}}
+{{- printf "mysql+asyncmy://%s:%s@%s:3306/%s" $m.username $password (include "dxts.mariadb.name" .) $m.database -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the pods read DXTS_DB_URL from. */}}
+{{- define "dxts.database.secretName" -}}
+{{- default (printf "%s-database" (include "dxts.fullname" .)) .Values.database.existingSecret -}}
+{{- end -}}
+
+{{/* The Secret the pods mount the token-verification key from. */}}
+{{- define "dxts.auth.secretName" -}}
+{{- default (printf "%s-auth" (include "dxts.fullname" .)) .Values.auth.existingSecret -}}
+{{- end -}}
+
+{{- define "dxts.mariadb.name" -}}
+{{- printf "%s-mariadb" (include "dxts.fullname" .) -}}
+{{- end -}}
+
+{{/* DXTS_DB_URL from its Secret (the services and the migration; the adaptors have no database). */}}
+{{- define "dxts.databaseEnv" -}}
+- name: DXTS_DB_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secretName }}
+      key: {{ .root.Values.database.existingSecretKey }}
+{{- end -}}
+
+{{/* Environment of every long-running dxts container: listening ports, token checks, config. */}}
+{{- define "dxts.commonEnv" -}}
+- name: DXTS_LISTEN
+  value: {{ printf "%s:%d" .Values.grpc.listenHost (int .Values.grpc.port) | quote }}
+- name: DXTS_METRICS_PORT
+  value: {{ .Values.metrics.port | quote }}
+- name: DXTS_SHUTDOWN_GRACE_S
+  value: {{ .Values.shutdownGraceSeconds | quote }}
+- name: DXTS_AUTH_PUBLIC_KEY_FILE
+  value: {{ printf "/etc/dxts/auth/%s" .Values.auth.existingSecretKey | quote }}
+- name: DXTS_AUTH_ISSUER
+  value: {{ .Values.auth.issuer | quote }}
+- name: DXTS_AUTH_AUDIENCE
+  value: {{ .Values.auth.audience | quote }}
+- name: DXTS_CONFIG_FILE
+  value: /etc/dxts/config/dxts.yaml
+{{- end -}}
+
+{{/* Annotations that roll the pods when what the chart generates for them changes. */}}
+{{- define "dxts.checksums" -}}
+checksum/config: {{ toJson .Values.config | sha256sum }}
+checksum/auth: {{ printf "%s|%s" .Values.auth.existingSecret .Values.auth.publicKey | sha256sum }}
+checksum/database: {{ printf "%s|%s" .Values.database.existingSecret (include "dxts.database.generatedUrl" .) | sha256sum }}
+{{- end -}}
