@@ -34,9 +34,18 @@ class _CallSettings:
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
         if self.token is not None and "authorization" not in metadata:
             metadata.add("authorization", f"Bearer {self.token}")
+        timeout = call_timeout(details.timeout, self.default_timeout)
+        if timeout is not None and timeout <= 0:
+            # Already too late: fail here, as grpc would only race the call against its timer.
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(),
+                details=f"the deadline passed before {details.method!r} was called",
+            )
         return ClientCallDetails(
             method=details.method,
-            timeout=call_timeout(details.timeout, self.default_timeout),
+            timeout=timeout,
             metadata=metadata,
             credentials=details.credentials,
             wait_for_ready=details.wait_for_ready,
