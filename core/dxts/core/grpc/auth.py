@@ -104,13 +104,14 @@ class TokenVerifier:
         leeway_s: float = LEEWAY_S,
     ) -> None:
         self._key = key
+        offered = list(algorithms)
         symmetric = isinstance(key, str | bytes)
         # Only the algorithms of this key's kind: a public key must never be usable as an
         # HMAC secret (the classic algorithm-confusion attack), nor a secret as a public key.
-        self.algorithms = sorted(a for a in algorithms if (a in HMAC_ALGORITHMS) == symmetric)
+        self.algorithms = sorted(a for a in offered if (a in HMAC_ALGORITHMS) == symmetric)
         if not self.algorithms:
             raise InvalidArgument(
-                f"no usable algorithm among {sorted(algorithms)} for this key", field="algorithms"
+                f"no usable algorithm among {sorted(offered)} for this key", field="algorithms"
             )
         self.issuer = issuer
         self.audience = audience
