@@ -404,7 +404,7 @@ def _warnings(analysis: Analysis) -> None:
                 warning(
                     Kind.WHEN,
                     join(member.path, "when"),
-                    f"step {step.id} has `when`: the condition is evaluated by the CWL runner "
+                    f"step {step.id} has `when`: dxts leaves the condition to the CWL runner "
                     "inside each parcel; a skipped parcel produces no outputs and its inputs "
                     "are still reported processed by its status report",
                 )

@@ -242,7 +242,10 @@ class _BundleFetcher(Fetcher):
             return url
         base = urlsplit(base_url).path.removeprefix(urlsplit(BUNDLE_ROOT).path)
         path, _, fragment = url.partition("#")
-        target = normalise_path(base, path) if path else base
+        try:
+            target = normalise_path(base, path) if path else base
+        except BundleEscape:
+            return url  # reported by the loader, which resolves `run` itself; never read
         return f"{BUNDLE_ROOT}{target}" + (f"#{fragment}" if fragment else "")
 
 

@@ -27,13 +27,13 @@ async def put_processes(
     call) process; the references are the (parent, child) pairs those spell.
     """
     keyed = [(content_hash(body), body) for body in bodies]
-    await db.put_processes(conn, keyed, sorted(set(references)))
+    await db.put_processes(conn, list(dict(keyed).items()), sorted(set(references)))
     return [key for key, _ in keyed]
 
 
 async def put_requirements(conn: AsyncConnection, sets: Sequence[dict[str, Any]]) -> list[bytes]:
     keyed = [(content_hash(value), value) for value in sets]
-    await db.put_requirements(conn, keyed)
+    await db.put_requirements(conn, list(dict(keyed).items()))
     return [key for key, _ in keyed]
 
 

@@ -21,7 +21,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition import db
+from dxts.definition import db, store
 from dxts.definition.compile import Plan, compile_plan
 from dxts.definition.config import DefinitionConfig
 from dxts.definition.loading import Bundle, LoadedDocument, load_document
@@ -204,15 +204,10 @@ async def submit_workgraph(
 
 async def insert_plan(conn: AsyncConnection, plan: Plan) -> None:
     """Every row of a plan, in the caller's transaction: one INSERT per table."""
-    await db.put_processes(
-        conn, [(p.process_id, p.body) for p in plan.processes], list(plan.references)
+    await store.put_processes(conn, [p.body for p in plan.processes], plan.references)
+    await store.put_requirements(
+        conn, [m.requirements_template for m in plan.members if m.requirements_template]
     )
-    templates = {
-        m.requirements_template_id: m.requirements_template
-        for m in plan.members
-        if m.requirements_template is not None
-    }
-    await db.put_requirements(conn, list(templates.items()))  # type: ignore[arg-type]
     action_rows = [
         {
             "WorkgraphID": plan.workgraph_id,

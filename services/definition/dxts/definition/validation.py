@@ -82,12 +82,18 @@ def validate(
                 "https://diracgrid.org/cwl#}`) to submit it as a workgraph",
             )
         )
-    problems += _hint_schema(document)
+    schema_problems = _hint_schema(document)
+    problems += schema_problems
     analysis = analyse(document)
     problems += analysis.problems
     if not analysis.has_cycle:
         problems += _plugins(
-            document, analysis, catalogue, config, vo, allow_unknown_plugins=allow_unknown_plugins
+            analysis,
+            catalogue,
+            config,
+            vo,
+            allow_unknown_plugins=allow_unknown_plugins,
+            malformed={p.path for p in schema_problems},
         )
     return Validated(document, analysis, problems)
 
@@ -124,18 +130,21 @@ def _hint_schema(document: LoadedDocument) -> list[Problem]:
 
 
 def _plugins(
-    document: LoadedDocument,
     analysis: Analysis,
     catalogue: PluginCatalogue,
     config: DefinitionConfig,
     vo: str,
     *,
     allow_unknown_plugins: bool,
+    malformed: set[str],
 ) -> list[Problem]:
+    """Names and arguments of every binding the schema check found well formed."""
     problems: list[Problem] = []
     reported: set[tuple[str, str]] = set()
     for binding in _bindings(analysis, scouts=_workgraph_scouts(analysis, config, vo)):
-        if not isinstance(binding.name, str):
+        if not isinstance(binding.name, str) or any(
+            path == binding.path or path.startswith(f"{binding.path}.") for path in malformed
+        ):
             continue  # the schema check reported it
         name_path = join(binding.path, binding.name_field)
         if not catalogue.is_registered(binding.kind, binding.name):

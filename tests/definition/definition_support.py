@@ -1,0 +1,173 @@
+"""Shared helpers of the definition tests: fixture bundles and a plugin catalogue.
+
+The catalogue registers dxts's built-in plugin names with small argument models (and a phase
+rule on Seeds), standing in for the entry-point registry. The experiment-specific names of the
+shared examples (LHCb's) are deliberately absent: the tests submit those documents with
+`allow_unknown_plugins` and assert exactly which names were unknown.
+TODO: use the entry-point registry and tests/extension's plugins once they exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field
+
+from dxts.core.plugins.args import NoArgs, PluginArgs, validate_model
+from dxts.core.plugins.points import Phase, PluginKind
+from dxts.definition.loading import Bundle
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXAMPLES = FIXTURES / "examples"
+EXAMPLE_NAMES = ("simulation", "mc-simulation", "sprucing", "analysis-production")
+EXPERIMENT_PLUGINS = {
+    "LHCbBookkeeping",
+    "MergeHistograms",
+    "PPGApproval",
+    "OnlyUnprocessedRemain",
+    "RemovedFilesHaveNoReplica",
+    "EveryInputSettled",
+}
+
+
+class SeedsArgs(PluginArgs):
+    target_events: int = Field(ge=1)
+    events_per_seed: int = Field(ge=1)
+    scouting_events: int | None = Field(None, ge=1)
+    batch: int | None = None
+    max_in_flight: int | None = None
+
+    def check_phase(self, phase: Phase) -> None:
+        if phase is Phase.SCOUTING and self.scouting_events is None:
+            raise ValueError("a scouting Seeds feeder needs scouting_events (the scout's sample)")
+
+
+class GroupArgs(PluginArgs):
+    group_size: int = Field(ge=1)
+    keep_storage_together: bool = False
+
+
+class CheckSuccessRateArgs(PluginArgs):
+    min_success_rate: float = Field(ge=0, le=1)
+    min_passed: int | None = None
+
+
+class EstimateArgs(PluginArgs):
+    max_cpu_hours: float | None = None
+    max_memory_gb: float | None = None
+
+
+class RoleArgs(PluginArgs):
+    role: str
+
+
+class RetryArgs(PluginArgs):
+    max_errors: int | None = None
+
+
+MODELS: dict[tuple[PluginKind, str], type[PluginArgs]] = {
+    (PluginKind.FEEDER, "Seeds"): SeedsArgs,
+    (PluginKind.PACKER, "PerInput"): NoArgs,
+    (PluginKind.PACKER, "BySize"): GroupArgs,
+    (PluginKind.PACKER, "ByRun"): GroupArgs,
+    (PluginKind.PACKER, "ByGroupSizeRun"): GroupArgs,
+    (PluginKind.HOOK, "RetryUntilMaxErrors"): RetryArgs,
+    (PluginKind.ACTION, "CheckSuccessRate"): CheckSuccessRateArgs,
+    (PluginKind.ACTION, "EstimateResourceUsage"): EstimateArgs,
+    (PluginKind.ACTION, "ManualApproval"): RoleArgs,
+    **{
+        (PluginKind.ACTION, name): NoArgs
+        for name in (
+            "NoInputProcessedTwice",
+            "CleanIntermediates",
+            "CleanDatabaseEntries",
+            "CancelInFlightParcels",
+            "RemoveOutputFiles",
+            "RemoveIntermediateFiles",
+        )
+    },
+}
+
+
+class Catalogue:
+    def is_registered(self, kind: PluginKind, name: str) -> bool:
+        return (kind, name) in MODELS
+
+    def validate_args(self, kind: PluginKind, name: str, args: Any, *, phase: Phase) -> None:
+        validate_model(MODELS[(kind, name)], args, phase=phase, field="args")
+
+
+def example(name: str) -> Bundle:
+    return Bundle.from_directory(EXAMPLES, f"{name}.cwl")
+
+
+def fixture(relative: str) -> Bundle:
+    return Bundle.from_directory(FIXTURES, relative)
+
+
+def counting_mint() -> Any:
+    """Deterministic ids, so two compilations of one document can be compared whole."""
+    counter = iter(range(1, 1_000_000))
+
+    def mint(count: int) -> list[bytes]:
+        return [next(counter).to_bytes(16, "big") for _ in range(count)]
+
+    return mint
+
+
+def _as_list(value: Any, key: str) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = []
+    for name, entry in value.items():
+        if isinstance(entry, dict):
+            out.append({key: name, **entry})
+        else:  # the short forms: `in: {x: source}`, `inputs: {x: type}`
+            short = {"in": "source", "hints": None}.get(key, "type")
+            out.append({key: name, short or "value": entry})
+    return out
+
+
+def list_form(document: dict[str, Any]) -> dict[str, Any]:
+    """The same workflow with every map-form field CWL allows written as a list."""
+    out = dict(document)
+    for field in ("inputs", "outputs"):
+        out[field] = _as_list(document.get(field), "id")
+    if isinstance(document.get("hints"), dict):
+        out["hints"] = [{"class": c, **body} for c, body in document["hints"].items()]
+    steps = []
+    for name, step in (document.get("steps") or {}).items():
+        step = dict(step)
+        if isinstance(step.get("in"), dict):
+            step["in"] = [
+                {"id": k, **v} if isinstance(v, dict) else {"id": k, "source": v}
+                for k, v in step["in"].items()
+            ]
+        if isinstance(step.get("hints"), dict):
+            step["hints"] = [{"class": c, **body} for c, body in step["hints"].items()]
+        steps.append({"id": name, **step})
+    out["steps"] = steps
+    return out
+
+
+def list_form_bundle(name: str) -> Bundle:
+    """An example rewritten in list form, beside the same tool files."""
+    document = yaml.safe_load((EXAMPLES / f"{name}.cwl").read_text())
+    files = {
+        f"transformations/{p.name}": p.read_text() for p in (EXAMPLES / "transformations").iterdir()
+    }
+    files[f"{name}.cwl"] = yaml.safe_dump(list_form(document), sort_keys=False)
+    return Bundle.from_mapping(f"{name}.cwl", files)
+
+
+def walk(value: Any) -> Iterator[Any]:
+    yield value
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from walk(item)
