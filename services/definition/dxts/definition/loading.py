@@ -420,11 +420,11 @@ class _Loader:
     ) -> list[tuple[tuple[str | int, ...], ProcessNode]]:
         if getattr(typed, "class_", None) != "Workflow":
             return []
-        scope = _fragment(typed.id or "")
         raw_steps = _raw_entries(body, "steps")
         sites: list[tuple[tuple[str | int, ...], ProcessNode]] = []
         for step in typed.steps or []:
-            step_id = _local(step.id, scope)
+            # An inline process has a blank-node id, so scope by the step id's last part.
+            step_id = _fragment(step.id).rsplit("/", 1)[-1]
             if step_id not in raw_steps:
                 continue
             key, raw_step = raw_steps[step_id]
@@ -451,7 +451,7 @@ class _Loader:
             self.problems.append(error(Kind.UNRESOLVED_RUN, where, str(exc)))
             return None
         if reference is not None:
-            return ProcessNode(raw_run, reference=reference)
+            return ProcessNode(where, reference=reference)
         target, _, fragment = raw_run.partition("#")
         try:
             target = normalise_path(path, target) if target else path
