@@ -1,0 +1,357 @@
+"""The chart, rendered with its defaults and with each values file under values/: lint-clean,
+and every object holds the properties a safe, reachable deployment needs."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from chart_render import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    VALUE_SETS,
+    Helm,
+    containers,
+    of_kind,
+    pod_specs,
+)
+
+Manifests = list[dict[str, Any]]
+PREFIX = f"{RELEASE}-dxts"
+SERVICES = ["definition", "execution", "accounting", "dispatcher"]
+SETS = list(VALUE_SETS)
+
+
+def workloads(manifests: Manifests) -> list[dict[str, Any]]:
+    return [doc for doc in manifests if doc["kind"] in {"Deployment", "StatefulSet"}]
+
+
+def component(doc: dict[str, Any]) -> str:
+    return str(doc["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in container.get("env", [])}
+
+
+def is_dxts(container: dict[str, Any]) -> bool:
+    return "mariadb" not in container["image"]
+
+
+def hooks(doc: dict[str, Any]) -> set[str]:
+    annotations = doc["metadata"].get("annotations") or {}
+    return set(filter(None, annotations.get("helm.sh/hook", "").split(",")))
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_helm_lint_is_clean(helm: Helm, value_set: str) -> None:
+    files = [arg for path in VALUE_SETS[value_set] for arg in ("--values", str(path))]
+    result = helm.run("lint", "--strict", str(CHART), *files)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_components_rendered_per_value_set(rendered: dict[str, Manifests]) -> None:
+    def deployments(name: str) -> set[str]:
+        return set(of_kind(rendered[name], "Deployment"))
+
+    core = {f"{PREFIX}-{name}" for name in SERVICES}
+    assert deployments("default") == core | {f"{PREFIX}-backend-local"}
+    assert deployments("external-db") == core | {f"{PREFIX}-backend-local"}
+    assert deployments("everything") == core | {
+        f"{PREFIX}-backend-local",
+        f"{PREFIX}-backend-null",
+    }
+    assert set(of_kind(rendered["everything"], "StatefulSet")) == {f"{PREFIX}-mariadb"}
+    assert not of_kind(rendered["default"], "StatefulSet")
+    for name, manifests in rendered.items():
+        assert set(of_kind(manifests, "Service")) >= deployments(name), name
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_every_workload_has_probes_resources_and_a_locked_down_context(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    found = workloads(rendered[value_set])
+    assert found
+    for doc in found:
+        spec = doc["spec"]["template"]["spec"]
+        where = doc["metadata"]["name"]
+        assert spec["securityContext"]["runAsNonRoot"] is True, where
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert spec["automountServiceAccountToken"] is False, where
+        for container in spec["containers"]:
+            assert container.get("readinessProbe"), where
+            assert container.get("livenessProbe"), where
+            assert container["resources"]["requests"]["cpu"], where
+            assert container["resources"]["requests"]["memory"], where
+            assert container["resources"]["limits"]["memory"], where
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["runAsNonRoot"] is True, where
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["capabilities"]["drop"] == ["ALL"], where
+            mounts = {mount["mountPath"] for mount in container["volumeMounts"]}
+            assert "/tmp" in mounts, f"{where}: a read-only root needs a writable /tmp"
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_nothing_runs_as_root(rendered: dict[str, Manifests], value_set: str) -> None:
+    specs = list(pod_specs(rendered[value_set]))
+    assert {doc["kind"] for doc, _ in specs} >= {"Deployment", "Job"}
+    for doc, spec in specs:
+        pod_user = spec["securityContext"].get("runAsUser")
+        for container in containers(spec):
+            where = f"{doc['metadata']['name']}/{container['name']}"
+            context = container.get("securityContext", {})
+            user = context.get("runAsUser", pod_user)
+            assert user is not None and user != 0, where
+            assert context.get("runAsNonRoot", spec["securityContext"].get("runAsNonRoot")), where
+            if is_dxts(container):
+                # The image's fixed user (Dockerfile DXTS_UID).
+                assert user == 10001, where
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_dxts_probes_use_the_grpc_health_service_on_the_grpc_port(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    for doc in of_kind(rendered[value_set], "Deployment").values():
+        (container,) = doc["spec"]["template"]["spec"]["containers"]
+        ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+        assert set(ports) == {"grpc", "metrics"}, doc["metadata"]["name"]
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"] == {"port": ports["grpc"]}, doc["metadata"]["name"]
+        env = env_of(container)
+        assert env["DXTS_LISTEN"]["value"].endswith(f":{ports['grpc']}")
+        assert env["DXTS_METRICS_PORT"]["value"] == str(ports["metrics"])
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_every_service_port_targets_a_named_container_port(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    manifests = rendered[value_set]
+    pods = [
+        (doc["spec"]["template"]["metadata"]["labels"], doc["spec"]["template"]["spec"])
+        for doc in workloads(manifests)
+    ]
+    for service in of_kind(manifests, "Service").values():
+        selector = service["spec"]["selector"]
+        selected = [spec for labels, spec in pods if selector.items() <= labels.items()]
+        assert selected, f"{service['metadata']['name']} selects no pods"
+        for spec in selected:
+            named = {port["name"]: port for c in spec["containers"] for port in c["ports"]}
+            for port in service["spec"]["ports"]:
+                assert port["targetPort"] in named, (service["metadata"]["name"], port)
+                assert named[port["targetPort"]]["protocol"] == port["protocol"]
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_migration_job_is_a_pre_install_pre_upgrade_hook_that_waits_for_the_database(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    manifests = rendered[value_set]
+    (job,) = of_kind(manifests, "Job").values()
+    annotations = job["metadata"]["annotations"]
+    assert hooks(job) == {"pre-install", "pre-upgrade"}
+    assert "before-hook-creation" in annotations["helm.sh/hook-delete-policy"]
+    weight = int(annotations["helm.sh/hook-weight"])
+    spec = job["spec"]["template"]["spec"]
+    (wait,) = spec["initContainers"]
+    (migrate,) = spec["containers"]
+    assert [*wait["command"], *wait["args"]] == ["dxts-db", "current"]
+    assert [*migrate["command"], *migrate["args"]] == ["dxts-db", "upgrade"]
+    assert spec["restartPolicy"] == "OnFailure"
+    assert job["spec"]["activeDeadlineSeconds"] > 0
+    for container in (wait, migrate):
+        secret = env_of(container)["DXTS_DB_URL"]["valueFrom"]["secretKeyRef"]
+        # The Secret the Job reads must exist before it: made earlier or a lighter hook.
+        made_by_chart = {
+            doc["metadata"]["name"]: doc for doc in manifests if doc["kind"] == "Secret"
+        }
+        if secret["name"] in made_by_chart:
+            source = made_by_chart[secret["name"]]
+            assert hooks(source) >= {"pre-install", "pre-upgrade"}, secret["name"]
+            assert int(source["metadata"]["annotations"]["helm.sh/hook-weight"]) < weight
+            assert secret["key"] in source["data"]
+    for doc in manifests:
+        if component(doc) == "mariadb":
+            # The trial database must be up before the hook that migrates it.
+            assert hooks(doc) == {"pre-install"}, doc["metadata"]["name"]
+            assert int(doc["metadata"]["annotations"]["helm.sh/hook-weight"]) < weight
+
+
+@pytest.mark.parametrize(
+    ("value_set", "secret", "key"),
+    [
+        ("default", f"{PREFIX}-database", "url"),
+        ("external-db", "dxts-db-credentials", "DXTS_DB_URL"),
+        ("everything", f"{PREFIX}-database", "url"),
+    ],
+)
+def test_services_read_the_database_url_from_the_secret_and_adaptors_do_not(
+    rendered: dict[str, Manifests], value_set: str, secret: str, key: str
+) -> None:
+    for name, doc in of_kind(rendered[value_set], "Deployment").items():
+        (container,) = doc["spec"]["template"]["spec"]["containers"]
+        env = env_of(container)
+        if component(doc) in SERVICES:
+            assert env["DXTS_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": secret, "key": key}
+        else:
+            assert "DXTS_DB_URL" not in env, name
+
+
+def test_trial_database_url_points_at_the_in_cluster_mariadb(
+    rendered: dict[str, Manifests],
+) -> None:
+    secret = of_kind(rendered["everything"], "Secret")[f"{PREFIX}-database"]
+    url = base64.b64decode(secret["data"]["url"]).decode()
+    assert url == f"mysql+asyncmy://dxts:trial-password@{PREFIX}-mariadb:3306/dxts"
+    assert f"{PREFIX}-mariadb" in of_kind(rendered["everything"], "Service")
+    # Production values never render the trial database.
+    for value_set in ("default", "external-db"):
+        assert not [doc for doc in rendered[value_set] if component(doc) == "mariadb"]
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_config_and_token_key_are_mounted_where_the_environment_says(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    manifests = rendered[value_set]
+    config_maps = of_kind(manifests, "ConfigMap")
+    for name, doc in of_kind(manifests, "Deployment").items():
+        spec = doc["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        env = env_of(container)
+        volumes = {volume["name"]: volume for volume in spec["volumes"]}
+        mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+
+        config_dir, config_file = env["DXTS_CONFIG_FILE"]["value"].rsplit("/", 1)
+        config_map = volumes[mounts[config_dir]]["configMap"]["name"]
+        assert config_file in config_maps[config_map]["data"], name
+
+        key_dir, key_file = env["DXTS_AUTH_PUBLIC_KEY_FILE"]["value"].rsplit("/", 1)
+        secret = volumes[mounts[key_dir]]["secret"]
+        assert [item["path"] for item in secret["items"]] == [key_file], name
+        assert env["DXTS_AUTH_ISSUER"]["value"] and env["DXTS_AUTH_AUDIENCE"]["value"]
+
+
+def test_existing_secrets_are_referenced_not_generated(rendered: dict[str, Manifests]) -> None:
+    manifests = rendered["external-db"]
+    assert set(of_kind(manifests, "Secret")) == set()
+    deployment = of_kind(manifests, "Deployment")[f"{PREFIX}-definition"]
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["auth"]["secret"]["secretName"] == "dxts-token-key"
+    # A chart-generated key ends up in a Secret the pods mount.
+    generated = of_kind(rendered["everything"], "Secret")[f"{PREFIX}-auth"]
+    assert list(generated["data"]) == ["public.pem"]
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_dispatcher_knows_every_enabled_backend_and_each_has_a_service(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    manifests = rendered[value_set]
+    dispatcher = of_kind(manifests, "Deployment")[f"{PREFIX}-dispatcher"]
+    (container,) = dispatcher["spec"]["template"]["spec"]["containers"]
+    backends = json.loads(env_of(container)["DXTS_BACKENDS"]["value"])
+    services = of_kind(manifests, "Service")
+    adaptors = {
+        component(doc).removeprefix("backend-")
+        for doc in of_kind(manifests, "Deployment").values()
+        if component(doc).startswith("backend-")
+    }
+    assert {backend["name"] for backend in backends} == adaptors
+    for backend in backends:
+        assert set(backend) == {"name", "address", "kind"}
+        assert backend["kind"] in {"compute", "data"}
+        host, port = backend["address"].rsplit(":", 1)
+        ports = {p["port"] for p in services[host]["spec"]["ports"] if p["name"] == "grpc"}
+        assert ports == {int(port)}
+    for peer in SERVICES:
+        host, port = env_of(container)[f"DXTS_{peer.upper()}_ADDRESS"]["value"].rsplit(":", 1)
+        assert host == f"{PREFIX}-{peer}" and host in services
+
+
+@pytest.mark.parametrize("value_set", SETS)
+def test_each_service_has_a_disruption_budget_over_its_own_pods(
+    rendered: dict[str, Manifests], value_set: str
+) -> None:
+    manifests = rendered[value_set]
+    budgets = of_kind(manifests, "PodDisruptionBudget")
+    deployments = of_kind(manifests, "Deployment")
+    assert set(budgets) == {f"{PREFIX}-{name}" for name in SERVICES}
+    for name, budget in budgets.items():
+        labels = deployments[name]["spec"]["template"]["metadata"]["labels"]
+        assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert budget["spec"]["maxUnavailable"] >= 1
+
+
+def test_services_run_two_replicas_by_default(rendered: dict[str, Manifests]) -> None:
+    deployments = of_kind(rendered["default"], "Deployment")
+    for name in SERVICES:
+        assert deployments[f"{PREFIX}-{name}"]["spec"]["replicas"] == 2
+    assert deployments[f"{PREFIX}-backend-local"]["spec"]["replicas"] == 1
+
+
+def test_autoscalers_target_the_stateless_services_which_leave_replicas_to_them(
+    rendered: dict[str, Manifests],
+) -> None:
+    assert not of_kind(rendered["default"], "HorizontalPodAutoscaler")
+    manifests = rendered["everything"]
+    autoscalers = of_kind(manifests, "HorizontalPodAutoscaler")
+    deployments = of_kind(manifests, "Deployment")
+    assert set(autoscalers) == {f"{PREFIX}-{n}" for n in ("definition", "execution", "accounting")}
+    for name, hpa in autoscalers.items():
+        target = hpa["spec"]["scaleTargetRef"]
+        assert (target["kind"], target["name"]) == ("Deployment", name)
+        assert "replicas" not in deployments[name]["spec"], name
+        assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+    assert autoscalers[f"{PREFIX}-execution"]["spec"]["maxReplicas"] == 10
+    assert deployments[f"{PREFIX}-dispatcher"]["spec"]["replicas"] == 2
+
+
+def test_service_monitor_scrapes_the_metrics_port_of_every_component(
+    rendered: dict[str, Manifests],
+) -> None:
+    assert not of_kind(rendered["default"], "ServiceMonitor")
+    manifests = rendered["everything"]
+    (monitor,) = of_kind(manifests, "ServiceMonitor").values()
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert [endpoint["port"] for endpoint in monitor["spec"]["endpoints"]] == ["metrics"]
+    selector = monitor["spec"]["selector"]
+    (expression,) = selector["matchExpressions"]
+    scraped = {
+        name
+        for name, service in of_kind(manifests, "Service").items()
+        if selector["matchLabels"].items() <= service["metadata"]["labels"].items()
+        and service["metadata"]["labels"][expression["key"]] in expression["values"]
+    }
+    components = set(of_kind(manifests, "Deployment"))
+    assert scraped == components
+    for name in scraped:
+        ports = of_kind(manifests, "Service")[name]["spec"]["ports"]
+        assert "metrics" in {port["name"] for port in ports}
+
+
+def test_standard_labels_on_every_object(rendered: dict[str, Manifests]) -> None:
+    for doc in rendered["everything"]:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "dxts"
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/component"]
+        assert labels["helm.sh/chart"].startswith("dxts-")
+
+
+def test_notes_say_how_to_reach_the_services_and_submit(helm: Helm) -> None:
+    result = helm.run("install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE)
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert f"port-forward svc/{PREFIX}-definition" in notes
+    assert "dxts submit" in notes
+    assert f"create secret generic {PREFIX}-database" in notes
