@@ -9,6 +9,7 @@ TODO: use the entry-point registry and tests/extension's plugins once they exist
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,68 @@ def walk(value: Any) -> Iterator[Any]:
     elif isinstance(value, list):
         for item in value:
             yield from walk(item)
+
+
+NESTED = """
+cwlVersion: v1.2
+class: Workflow
+$namespaces: {dirac: https://diracgrid.org/cwl#}
+requirements: {SubworkflowFeatureRequirement: {}}
+hints:
+  dirac:Workgraph: {schema_version: "1.0", type: Test}
+inputs:
+  events:
+    type: {type: array, items: [File, string]}
+    dirac:Feeder: {name: Seeds, args: {target_events: 10, events_per_seed: 1}}
+steps:
+  chain:
+    hints: {dirac:Transformation: {}}
+    in: {seed: events}
+    out: [merged]
+    run:
+      class: Workflow
+      inputs:
+        seed: {type: {type: array, items: [File, string]}}
+      outputs:
+        merged: {type: "File[]", outputSource: merge/merged}
+      steps:
+        gauss:
+          run: ../tools/gauss.cwl
+          in: {seed: seed}
+          out: [sim-files]
+        merge:
+          run: packed.cwl#merge
+          in: {input-data: gauss/sim-files}
+          out: [merged]
+  again:
+    hints: {dirac:Transformation: {}}
+    run: ../tools/gauss.cwl
+    in: {seed: chain/merged}
+    out: [sim-files]
+outputs:
+  final: {type: "File[]", outputSource: again/sim-files}
+"""
+
+
+def nested_bundle() -> Bundle:
+    tools = example("simulation")
+    packed = {
+        "cwlVersion": "v1.2",
+        "$graph": [
+            {
+                "id": "merge",
+                "class": "CommandLineTool",
+                "baseCommand": ["true"],
+                "inputs": {"input-data": {"type": {"type": "array", "items": ["File", "string"]}}},
+                "outputs": {"merged": {"type": "File[]", "outputBinding": {"glob": "*.m"}}},
+            }
+        ],
+    }
+    return Bundle.from_mapping(
+        "wf/nested.cwl",
+        {
+            "wf/nested.cwl": NESTED,
+            "wf/packed.cwl": json.dumps(packed),
+            "tools/gauss.cwl": tools.read("transformations/gauss.cwl") or "",
+        },
+    )

@@ -12,6 +12,7 @@ from definition_support import (
     counting_mint,
     example,
     list_form_bundle,
+    nested_bundle,
 )
 
 from dxts.core.ids import content_hash, id_to_str
@@ -205,73 +206,6 @@ def test_stripped_spec_carries_hashes_not_bodies() -> None:
     assert runs == {
         m.name: f"proc:sha256-{m.process_id.hex()}" for m in plan.members if m.process_id
     }  # type: ignore[union-attr]
-
-
-NESTED = """
-cwlVersion: v1.2
-class: Workflow
-$namespaces: {dirac: https://diracgrid.org/cwl#}
-requirements: {SubworkflowFeatureRequirement: {}}
-hints:
-  dirac:Workgraph: {schema_version: "1.0", type: Test}
-inputs:
-  events:
-    type: {type: array, items: [File, string]}
-    dirac:Feeder: {name: Seeds, args: {target_events: 10, events_per_seed: 1}}
-steps:
-  chain:
-    hints: {dirac:Transformation: {}}
-    in: {seed: events}
-    out: [merged]
-    run:
-      class: Workflow
-      inputs:
-        seed: {type: {type: array, items: [File, string]}}
-      outputs:
-        merged: {type: "File[]", outputSource: merge/merged}
-      steps:
-        gauss:
-          run: ../tools/gauss.cwl
-          in: {seed: seed}
-          out: [sim-files]
-        merge:
-          run: packed.cwl#merge
-          in: {input-data: gauss/sim-files}
-          out: [merged]
-  again:
-    hints: {dirac:Transformation: {}}
-    run: ../tools/gauss.cwl
-    in: {seed: chain/merged}
-    out: [sim-files]
-outputs:
-  final: {type: "File[]", outputSource: again/sim-files}
-"""
-
-
-def nested_bundle() -> Bundle:
-    tools = example("simulation")
-    packed = {
-        "cwlVersion": "v1.2",
-        "$graph": [
-            {
-                "id": "merge",
-                "class": "CommandLineTool",
-                "baseCommand": ["true"],
-                "inputs": {"input-data": {"type": {"type": "array", "items": ["File", "string"]}}},
-                "outputs": {"merged": {"type": "File[]", "outputBinding": {"glob": "*.m"}}},
-            }
-        ],
-    }
-    import json
-
-    return Bundle.from_mapping(
-        "wf/nested.cwl",
-        {
-            "wf/nested.cwl": NESTED,
-            "wf/packed.cwl": json.dumps(packed),
-            "tools/gauss.cwl": tools.read("transformations/gauss.cwl") or "",
-        },
-    )
 
 
 def test_inline_nested_and_packed_runs_are_stored_as_references() -> None:

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from definition_support import Catalogue, example, fixture
-from test_definition_compile import nested_bundle
+from definition_support import Catalogue, example, fixture, nested_bundle
 
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import AlreadyExists, InvalidArgument, NotFound
@@ -26,7 +25,7 @@ from dxts.core.schema.definition import (
     workgraphs,
 )
 from dxts.definition import registry
-from dxts.definition.config import DefinitionConfig, Defaults, VODefaults
+from dxts.definition.config import Defaults, DefinitionConfig, VODefaults
 from dxts.definition.loading import Bundle
 from dxts.definition.problems import DocumentViolation
 from dxts.definition.submit import Submitted, submit_workgraph
