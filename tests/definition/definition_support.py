@@ -1,24 +1,23 @@
 """Shared helpers of the definition tests: fixture bundles and a plugin catalogue.
 
-The catalogue registers dxts's built-in plugin names with small argument models (and a phase
-rule on Seeds), standing in for the entry-point registry. The experiment-specific names of the
-shared examples (LHCb's) are deliberately absent: the tests submit those documents with
-`allow_unknown_plugins` and assert exactly which names were unknown.
+`catalogue()` is a real plugin Registry holding stand-ins for dxts's built-in plugins, with
+small argument models (and a phase rule on Seeds), until the built-ins are registered. The
+experiment-specific names of the shared examples (LHCb's) are deliberately absent: the tests
+submit those documents with `allow_unknown_plugins` and assert exactly which were unknown.
 TODO: use the entry-point registry and tests/extension's plugins once they exist.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import Field
 
-from dxts.core.plugins.args import NoArgs, PluginArgs, validate_model
-from dxts.core.plugins.points import Phase, PluginKind
+from dxts.core.plugins import Phase, PluginArgs, action, hook
+from dxts.core.plugins.registry import Registry
 from dxts.definition.loading import Bundle
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -69,36 +68,77 @@ class RetryArgs(PluginArgs):
     max_errors: int | None = None
 
 
-MODELS: dict[tuple[PluginKind, str], type[PluginArgs]] = {
-    (PluginKind.FEEDER, "Seeds"): SeedsArgs,
-    (PluginKind.PACKER, "PerInput"): NoArgs,
-    (PluginKind.PACKER, "BySize"): GroupArgs,
-    (PluginKind.PACKER, "ByRun"): GroupArgs,
-    (PluginKind.PACKER, "ByGroupSizeRun"): GroupArgs,
-    (PluginKind.HOOK, "RetryUntilMaxErrors"): RetryArgs,
-    (PluginKind.ACTION, "CheckSuccessRate"): CheckSuccessRateArgs,
-    (PluginKind.ACTION, "EstimateResourceUsage"): EstimateArgs,
-    (PluginKind.ACTION, "ManualApproval"): RoleArgs,
-    **{
-        (PluginKind.ACTION, name): NoArgs
-        for name in (
-            "NoInputProcessedTwice",
-            "CleanIntermediates",
-            "CleanDatabaseEntries",
-            "CancelInFlightParcels",
-            "RemoveOutputFiles",
-            "RemoveIntermediateFiles",
-        )
-    },
-}
+def seeds(*, feeder_args: SeedsArgs, feeder_state: dict[str, Any]) -> None:
+    """Stands in for the built-in seed feeder (only its arguments matter here)."""
 
 
-class Catalogue:
-    def is_registered(self, kind: PluginKind, name: str) -> bool:
-        return (kind, name) in MODELS
+def grouping(*, packer_args: GroupArgs, inputs: Any) -> None:
+    """Stands in for the built-in grouping packers."""
 
-    def validate_args(self, kind: PluginKind, name: str, args: Any, *, phase: Phase) -> None:
-        validate_model(MODELS[(kind, name)], args, phase=phase, field="args")
+
+def per_input(*, inputs: Any) -> None:
+    """Stands in for PerInput, which takes no arguments."""
+
+
+@hook("HandleFailedInput")
+def retry(*, args: RetryArgs, input: Any) -> None:
+    """Stands in for RetryUntilMaxErrors."""
+
+
+@action("Approving")
+def check_success_rate(*, args: CheckSuccessRateArgs) -> None:
+    """Stands in for CheckSuccessRate."""
+
+
+@action("Approving")
+def estimate(*, args: EstimateArgs) -> None:
+    """Stands in for EstimateResourceUsage."""
+
+
+@action("Approving")
+def manual(*, args: RoleArgs) -> None:
+    """Stands in for ManualApproval."""
+
+
+@action("Finalizing")
+def finalizing(*, transformation: Any) -> None:
+    """Stands in for the built-in finalizing checks."""
+
+
+@action("Archiving", "Cleaning")
+def housekeeping(*, transformation: Any) -> None:
+    """Stands in for the built-in archiving and cleaning actions."""
+
+
+def catalogue() -> Registry:
+    return Registry.of(
+        {
+            "feeder": {"Seeds": seeds},
+            "packer": {
+                "PerInput": per_input,
+                "BySize": grouping,
+                "ByRun": grouping,
+                "ByGroupSizeRun": grouping,
+            },
+            "hook": {"RetryUntilMaxErrors": retry},
+            "action": {
+                "CheckSuccessRate": check_success_rate,
+                "EstimateResourceUsage": estimate,
+                "ManualApproval": manual,
+                "NoInputProcessedTwice": finalizing,
+                **{
+                    name: housekeeping
+                    for name in (
+                        "CleanIntermediates",
+                        "CleanDatabaseEntries",
+                        "CancelInFlightParcels",
+                        "RemoveOutputFiles",
+                        "RemoveIntermediateFiles",
+                    )
+                },
+            },
+        }
+    )
 
 
 def example(name: str) -> Bundle:
@@ -162,16 +202,6 @@ def list_form_bundle(name: str) -> Bundle:
     }
     files[f"{name}.cwl"] = yaml.safe_dump(list_form(document), sort_keys=False)
     return Bundle.from_mapping(f"{name}.cwl", files)
-
-
-def walk(value: Any) -> Iterator[Any]:
-    yield value
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from walk(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from walk(item)
 
 
 NESTED = """

@@ -8,7 +8,7 @@ import pytest
 from definition_support import (
     EXAMPLE_NAMES,
     EXPERIMENT_PLUGINS,
-    Catalogue,
+    catalogue,
     counting_mint,
     example,
     list_form_bundle,
@@ -38,7 +38,7 @@ def compiled(bundle: Bundle, **kwargs: object) -> Plan:
     validated = validate(
         document,
         problems,
-        catalogue=Catalogue(),
+        catalogue=catalogue(),
         config=DefinitionConfig(),
         vo="lhcb",
         allow_unknown_plugins=True,
@@ -253,7 +253,7 @@ def test_a_process_reference_is_kept_and_checked_only_at_submission_offline() ->
                 or "",
             },
         ),
-        catalogue=Catalogue(),
+        catalogue=catalogue(),
         allow_unknown_plugins=True,
     )
     assert {(p.kind, p.path) for p in problems} == {

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 import cwltool.main
-from definition_support import Catalogue, example, nested_bundle
+from definition_support import catalogue, example, nested_bundle
 
 from dxts.definition.materialise import materialise
 from dxts.definition.submit import check_document
@@ -15,7 +15,7 @@ from dxts.definition.submit import check_document
 def test_cwltool_validates_every_compiled_process(tmp_path: Path) -> None:
     tree = {}
     for bundle in (example("mc-simulation"), example("sprucing"), nested_bundle()):
-        _, plan = check_document(bundle, catalogue=Catalogue(), allow_unknown_plugins=True)
+        _, plan = check_document(bundle, catalogue=catalogue(), allow_unknown_plugins=True)
         assert plan is not None
         tree.update({p.process_id: p.body for p in plan.processes})
     # gauss, boole-moore, merge, moore-spruce; the nested sub-workflow and its packed merge

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from definition_support import Catalogue, example, fixture, nested_bundle
+from definition_support import catalogue, example, fixture, nested_bundle
 
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import AlreadyExists, InvalidArgument, NotFound
@@ -34,7 +34,7 @@ from dxts.definition.submit import Submitted, submit_workgraph
 async def submit(database: Database, bundle: Bundle, **kwargs: Any) -> Submitted:
     options: dict[str, Any] = {"allow_unknown_plugins": True, **kwargs}
     return await submit_workgraph(
-        database, bundle, vo="lhcb", sub="alice", catalogue=Catalogue(), **options
+        database, bundle, vo="lhcb", sub="alice", catalogue=catalogue(), **options
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from definition_support import EXAMPLE_NAMES, EXPERIMENT_PLUGINS, Catalogue, example, fixture
+from definition_support import EXAMPLE_NAMES, EXPERIMENT_PLUGINS, catalogue, example, fixture
 
 from dxts.core.errors import InvalidArgument
 from dxts.definition.config import DefinitionConfig
@@ -17,7 +17,7 @@ def check(bundle: Bundle, *, allow_unknown_plugins: bool = False) -> Validated:
     return validate(
         document,
         problems,
-        catalogue=Catalogue(),
+        catalogue=catalogue(),
         config=DefinitionConfig(),
         allow_unknown_plugins=allow_unknown_plugins,
     )

@@ -1,31 +1,52 @@
-"""The plugin catalogue as validation sees it: is a name registered, are these args valid.
+"""The plugin catalogue as validation sees it: the part of `dxts.core.plugins.Registry` it uses.
 
-The entry-point registry lives in `dxts.core.plugins`; validation depends only on this small
-protocol so that it runs the same against the registry, against a test's catalogue, and offline
-with nothing registered at all (`allow_unknown_plugins` then turns unknown names into warnings).
+Validation depends only on this protocol, so it runs the same against the entry-point registry,
+against a test's registry, and offline with nothing installed (`EmptyCatalogue`, where
+`allow_unknown_plugins` turns every unknown name into a warning).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from dxts.core.plugins.points import Phase, PluginKind
+from dxts.core.errors import NotFound
+from dxts.core.plugins.points import Phase, PluginKind, Point
 
 
 class PluginCatalogue(Protocol):
-    def is_registered(self, kind: PluginKind, name: str) -> bool:
-        """Whether a `kind` plugin called `name` is installed."""
+    def get(self, kind: PluginKind, name: str) -> Any:
+        """The plugin; NotFound when no installed package registers it."""
 
-    def validate_args(self, kind: PluginKind, name: str, args: Any, *, phase: Phase) -> None:
-        """Raise InvalidArgument if `args` are invalid for the plugin in `phase`; violation
-        fields are relative to the binding (`args.group_size`)."""
+    def validate_args(
+        self,
+        kind: PluginKind,
+        name: Any,
+        args: Any,
+        *,
+        phase: Phase,
+        point: Point | None = None,
+        name_field: str = "name",
+        args_field: str = "args",
+    ) -> Any:
+        """Raise InvalidArgument (fields under `name_field`/`args_field`) if the plugin cannot
+        be bound at `point` or `args` are invalid for it in `phase`."""
 
 
 class EmptyCatalogue:
-    """Knows no plugin: every name is unknown (an offline check with nothing installed)."""
+    """Knows no plugin (an offline check on a machine where nothing is installed)."""
 
-    def is_registered(self, kind: PluginKind, name: str) -> bool:
-        return False
+    def get(self, kind: PluginKind, name: str) -> Any:
+        raise NotFound(kind.value, name)
 
-    def validate_args(self, kind: PluginKind, name: str, args: Any, *, phase: Phase) -> None:
-        raise AssertionError("validate_args called for a plugin the catalogue does not know")
+    def validate_args(
+        self,
+        kind: PluginKind,
+        name: Any,
+        args: Any,
+        *,
+        phase: Phase,
+        point: Point | None = None,
+        name_field: str = "name",
+        args_field: str = "args",
+    ) -> Any:
+        raise NotFound(kind.value, name)

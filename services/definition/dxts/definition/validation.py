@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from dxts.core.errors import InvalidArgument
-from dxts.core.plugins.points import Phase, PluginKind
+from dxts.core.errors import InvalidArgument, NotFound
+from dxts.core.plugins.points import Phase, PluginKind, Point
 from dxts.definition.analysis import (
     TRANSFORMATION,
     WORKGRAPH,
@@ -48,6 +48,7 @@ class _Binding:
     path: str  # of the binding object
     name_field: str  # "name", "hook" or "action"
     phases: tuple[Phase, ...]
+    point: Point | None
 
 
 def validate(
@@ -147,7 +148,9 @@ def _plugins(
         ):
             continue  # the schema check reported it
         name_path = join(binding.path, binding.name_field)
-        if not catalogue.is_registered(binding.kind, binding.name):
+        try:
+            catalogue.get(binding.kind, binding.name)
+        except NotFound:
             message = (
                 f"no {binding.kind.value} plugin named {binding.name!r} is installed (entry-point "
                 f"group {binding.kind.group})"
@@ -160,7 +163,14 @@ def _plugins(
             continue
         for phase in binding.phases:
             try:
-                catalogue.validate_args(binding.kind, binding.name, binding.args, phase=phase)
+                catalogue.validate_args(
+                    binding.kind,
+                    binding.name,
+                    binding.args,
+                    phase=phase,
+                    point=binding.point,
+                    name_field=binding.name_field,
+                )
             except InvalidArgument as exc:
                 for violation in exc.violations:
                     path = join(binding.path, violation.field or "args")
@@ -186,8 +196,10 @@ def _bindings(analysis: Analysis, *, scouts: bool) -> Iterator[_Binding]:
     active = (Phase.ACTIVE,)
     both = (Phase.SCOUTING, Phase.ACTIVE)
     hint = analysis.workgraph_hint
-    yield from _hooks(hint.get("hooks"), join(WORKGRAPH_HINT_PATH, "hooks"), active)
-    yield from _actions(hint.get("approving"), join(WORKGRAPH_HINT_PATH, "approving"), active)
+    yield from _hooks(hint.get("hooks"), join(WORKGRAPH_HINT_PATH, "hooks"), "workgraph", active)
+    yield from _actions(
+        hint.get("approving"), join(WORKGRAPH_HINT_PATH, "approving"), Point.APPROVING, active
+    )
     scouting_feeders = set()
     for member in analysis.members.values():
         phases = both if scouts and member.initial_state == "Active" else active
@@ -195,26 +207,47 @@ def _bindings(analysis: Analysis, *, scouts: bool) -> Iterator[_Binding]:
             scouting_feeders.add(member.source.name)
         packer = member.hint.get("packer")
         if isinstance(packer, dict):
-            path = join(member.hint_path, "packer")
             yield _Binding(
-                PluginKind.PACKER, packer.get("name"), packer.get("args"), path, "name", phases
+                PluginKind.PACKER,
+                packer.get("name"),
+                packer.get("args"),
+                join(member.hint_path, "packer"),
+                "name",
+                phases,
+                Point.PACKER,
             )
-        yield from _hooks(member.hint.get("hooks"), join(member.hint_path, "hooks"), phases)
+        hooks = member.hint.get("hooks")
+        yield from _hooks(hooks, join(member.hint_path, "hooks"), "transformation", phases)
         lists = member.hint.get("actions")
         for state in ACTION_LISTS:
             value = lists.get(state) if isinstance(lists, dict) else None
-            yield from _actions(value, join(member.hint_path, "actions", state), active)
+            yield from _actions(
+                value, join(member.hint_path, "actions", state), Point(state), active
+            )
     for input_id, feeder in analysis.feeders.items():
-        path = join("inputs", input_id, "dirac:Feeder")
-        phases = both if input_id in scouting_feeders else active
         yield _Binding(
-            PluginKind.FEEDER, feeder.get("name"), feeder.get("args"), path, "name", phases
+            PluginKind.FEEDER,
+            feeder.get("name"),
+            feeder.get("args"),
+            join("inputs", input_id, "dirac:Feeder"),
+            "name",
+            both if input_id in scouting_feeders else active,
+            Point.FEEDER,
         )
 
 
-def _hooks(value: Any, path: str, phases: tuple[Phase, ...]) -> Iterator[_Binding]:
+def _hooks(
+    value: Any,
+    path: str,
+    owner: Literal["workgraph", "transformation"],
+    phases: tuple[Phase, ...],
+) -> Iterator[_Binding]:
     for key, binding in value.items() if isinstance(value, dict) else ():
         if isinstance(binding, dict):
+            try:
+                point = Point.of_hook_binding(owner, key)
+            except ValueError:
+                continue  # the schema check reported the unknown hook
             yield _Binding(
                 PluginKind.HOOK,
                 binding.get("hook"),
@@ -222,10 +255,11 @@ def _hooks(value: Any, path: str, phases: tuple[Phase, ...]) -> Iterator[_Bindin
                 join(path, key),
                 "hook",
                 phases,
+                point,
             )
 
 
-def _actions(value: Any, path: str, phases: tuple[Phase, ...]) -> Iterator[_Binding]:
+def _actions(value: Any, path: str, point: Point, phases: tuple[Phase, ...]) -> Iterator[_Binding]:
     for index, binding in enumerate(value if isinstance(value, list) else []):
         if isinstance(binding, dict):
             yield _Binding(
@@ -235,4 +269,5 @@ def _actions(value: Any, path: str, phases: tuple[Phase, ...]) -> Iterator[_Bind
                 join(path, index),
                 "action",
                 phases,
+                point,
             )
