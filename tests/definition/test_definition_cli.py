@@ -16,24 +16,26 @@ def lines(output: str) -> list[list[str]]:
     return [line.split("  ", 3) for line in output.splitlines() if line]
 
 
-def test_a_valid_document_offline_exits_0_with_its_warnings() -> None:
+def test_a_valid_document_exits_0_with_its_warnings() -> None:
     result = runner.invoke(
         app, ["validate", str(EXAMPLES / "simulation.cwl"), "--allow-unknown-plugins"]
     )
     assert result.exit_code == 0, result.output
-    found = lines(result.output)
-    # Nothing is installed offline, so every plugin the document names is a warning.
-    assert {(s, k) for s, k, _, _ in found} == {("warning", "unknown-plugin")}
-    assert [p for _, _, p, _ in found][:2] == [
-        "steps.MCSimulation.hints.dirac:Transformation.packer.name",
-        "steps.MCSimulation.hints.dirac:Transformation.actions.Finalizing[0].action",
-    ]
+    # Whatever is not installed here is a warning, each on a line of its own.
+    assert {(s, k) for s, k, _, _ in lines(result.output)} <= {("warning", "unknown-plugin")}
 
 
-def test_unknown_plugins_are_errors_without_the_flag() -> None:
-    result = runner.invoke(app, ["validate", str(EXAMPLES / "simulation.cwl")])
+def test_an_unknown_plugin_is_an_error_without_the_flag() -> None:
+    result = runner.invoke(
+        app,
+        ["validate", str(FIXTURES / "invalid" / "unknown-plugin.cwl"), "--bundle", str(FIXTURES)],
+    )
     assert result.exit_code == 1
-    assert {tuple(line[:2]) for line in lines(result.output)} == {("error", "unknown-plugin")}
+    found = lines(result.output)
+    assert ["error", "unknown-plugin", "steps.merge.hints.dirac:Transformation.packer.name"] in [
+        line[:3] for line in found
+    ]
+    assert all(len(line) == 4 and line[0] in ("error", "warning") for line in found)
 
 
 def test_an_invalid_document_prints_every_problem_and_exits_1() -> None:
@@ -49,14 +51,15 @@ def test_an_invalid_document_prints_every_problem_and_exits_1() -> None:
     )
     assert result.exit_code == 1
     found = {(s, k, p) for s, k, p, _ in lines(result.output)}
-    assert found == {
+    assert {f for f in found if f[0] == "error"} == {
         ("error", "bare-step", "steps.sim.hints"),
         ("error", "unknown-source", "steps.merge.in.input-data"),
         ("error", "orphan-output", "steps.sim.out.sim-files"),
         ("error", "no-driving-input", "steps.merge.in"),
-        ("warning", "unknown-plugin", "steps.merge.hints.dirac:Transformation.packer.name"),
-        ("warning", "unknown-plugin", "inputs.events.dirac:Feeder.name"),
     }
+    assert ("warning", "unknown-plugin", "steps.merge.hints.dirac:Transformation.packer.name") in (
+        found
+    )
 
 
 def test_a_document_outside_the_bundle_is_refused() -> None:

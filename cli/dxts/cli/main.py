@@ -13,10 +13,11 @@ from rich.console import Console
 from rich.tree import Tree
 
 from dxts.core.errors import InvalidArgument
+from dxts.core.plugins import PluginRegistryError
+from dxts.core.plugins.registry import Registry
 from dxts.definition.compile import Plan
 from dxts.definition.config import DefinitionConfig
 from dxts.definition.loading import Bundle
-from dxts.definition.plugins import EmptyCatalogue
 from dxts.definition.problems import Severity
 from dxts.definition.submit import check_document
 
@@ -59,8 +60,8 @@ def validate(
 ) -> None:
     """Validate a workgraph and compile it, with no server and no database.
 
-    Prints every problem, one per line (`error|warning  kind  path  message`); exits 1 if
-    any is an error.
+    Plugin names are checked against the plugins installed here. Prints every problem, one
+    per line (`error|warning  kind  path  message`); exits 1 if any is an error.
     """
     root = (bundle or document.parent).resolve()
     try:
@@ -73,10 +74,14 @@ def validate(
     except InvalidArgument as exc:
         typer.echo(f"error: {CONFIG_VARIABLE}: {exc}", err=True)
         raise typer.Exit(2) from None
-    # TODO: check names against the entry-point plugin registry once dxts.core.plugins has one.
+    try:
+        registry = Registry.discover()
+    except PluginRegistryError as exc:
+        typer.echo(f"error: the installed plugins are broken: {exc}", err=True)
+        raise typer.Exit(2) from None
     problems, compiled = check_document(
         Bundle.from_directory(root, main_path),
-        catalogue=EmptyCatalogue(),
+        catalogue=registry,
         config=config,
         vo=vo,
         allow_unknown_plugins=allow_unknown_plugins,
