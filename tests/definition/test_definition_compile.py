@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
+import yaml
 from definition_support import (
     EXAMPLE_NAMES,
+    EXAMPLES,
     EXPERIMENT_PLUGINS,
     catalogue,
     counting_mint,
@@ -263,3 +267,67 @@ def test_a_process_reference_is_kept_and_checked_only_at_submission_offline() ->
     assert plan is not None
     assert plan.member("MCSimulation").process_id == gauss_hash
     assert plan.member("MCMerge").process_id is None  # a registry name needs the server
+
+
+def packed_bundle(main: str) -> Bundle:
+    gauss = yaml.safe_load(example("simulation").read("transformations/gauss.cwl") or "")
+    gauss.pop("cwlVersion")
+    workflow = {
+        "id": "main",
+        "class": "Workflow",
+        "hints": {"dirac:Workgraph": {"schema_version": "1.0", "type": "Test"}},
+        "inputs": {
+            "events": {
+                "type": {"type": "array", "items": ["File", "string"]},
+                "dirac:Feeder": {
+                    "name": "Seeds",
+                    "args": {"target_events": 5, "events_per_seed": 1},
+                },
+            }
+        },
+        "steps": {
+            "sim": {
+                "hints": {"dirac:Transformation": {}},
+                "run": "#gauss",
+                "in": {"seed": "events"},
+                "out": ["sim-files"],
+            }
+        },
+        "outputs": {"files": {"type": "File[]", "outputSource": "sim/sim-files"}},
+    }
+    packed = {
+        "cwlVersion": "v1.2",
+        "$namespaces": {"dirac": "https://diracgrid.org/cwl#"},
+        "$graph": [workflow, {"id": "gauss", **gauss}],
+    }
+    return Bundle.from_mapping(main, {"packed.cwl": json.dumps(packed)})
+
+
+@pytest.mark.parametrize("main", ["packed.cwl", "packed.cwl#main"])
+def test_a_packed_document_is_entered_at_main_or_its_fragment(main: str) -> None:
+    plan = compiled(packed_bundle(main))
+    (process,) = plan.processes
+    assert process.location == "packed.cwl#gauss"
+    assert process.body["id"] == "gauss" and process.body["cwlVersion"] == "v1.2"
+    assert "$namespaces" not in process.body  # the tool uses no dirac: prefix
+    assert plan.member("sim").process_id == process.process_id
+    assert plan.stripped_spec["id"] == "main" and "$namespaces" in plan.stripped_spec
+
+
+def test_a_symlink_out_of_a_directory_bundle_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.cwl"
+    secret.write_text(example("simulation").read("transformations/gauss.cwl") or "")
+    bundle_dir = tmp_path / "bundle"
+    (bundle_dir / "transformations").mkdir(parents=True)
+    for name in ("simulation.cwl", "transformations/boole-moore.cwl", "transformations/merge.cwl"):
+        (bundle_dir / name).write_text((EXAMPLES / name).read_text())
+    (bundle_dir / "transformations" / "gauss.cwl").symlink_to(secret)
+    problems, plan = check_document(
+        Bundle.from_directory(bundle_dir, "simulation.cwl"),
+        catalogue=catalogue(),
+        allow_unknown_plugins=True,
+    )
+    assert plan is None
+    assert [(p.kind, p.path) for p in problems if p.kind is Kind.UNRESOLVED_RUN] == [
+        (Kind.UNRESOLVED_RUN, "steps.MCSimulation.run")
+    ]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dxts.core.errors import FieldViolation, InvalidArgument
 
@@ -74,6 +74,13 @@ class DefinitionConfig(BaseModel):
     default_type: str = Field("Default", max_length=32)
     installation: Defaults = Field(default_factory=_builtin)
     vos: dict[str, VODefaults] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _installation_has_a_packer(self) -> DefinitionConfig:
+        # Transformations.Packer is NOT NULL: a step naming none needs a default to fall to.
+        if not self.installation.packer or "name" not in self.installation.packer:
+            raise ValueError("installation.packer needs a name: it is every member's default")
+        return self
 
     @classmethod
     def from_file(cls, path: Path) -> DefinitionConfig:
