@@ -70,18 +70,29 @@ def schema_variables() -> dict[str, str]:
 
 def written_tables(path: Path, variables: dict[str, str]) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
-    local: dict[str, str] = {}
+    local: dict[str, str] = {}  # a table imported by name
+    modules: set[str] = set()  # a schema module imported (definition, execution, ...)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dxts.core.schema"):
             for alias in node.names:
                 if alias.name in variables:
                     local[alias.asname or alias.name] = variables[alias.name]
+                else:
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("dxts.core.schema"):
+                    modules.add(alias.asname or alias.name.split(".")[0])
 
     def table_of(expr: ast.expr) -> str | None:
         if isinstance(expr, ast.Name):
             return local.get(expr.id)
-        if isinstance(expr, ast.Attribute):
-            return variables.get(expr.attr)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name | ast.Attribute):
+            base = expr.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in modules:
+                return variables.get(expr.attr)
         return None
 
     tables = set()
@@ -126,5 +137,6 @@ def test_the_scanner_sees_writes(tmp_path: Path) -> None:
         "sa.update(i)\n"
         "definition.workgraphs.delete()\n"
         "sa.select(definition.actions)\n"
+        "layer.actions.update({})\n"
     )
     assert written_tables(offender, schema_variables()) == {"Inputs", "Workgraphs"}

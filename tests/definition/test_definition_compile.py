@@ -19,9 +19,9 @@ from definition_support import (
     nested_bundle,
 )
 
+from dxts.core.config import DefinitionConfig
 from dxts.core.ids import content_hash, id_to_str
 from dxts.definition.compile import EDGE_ARGUMENT, Plan, PlannedMember, compile_plan
-from dxts.definition.config import DefinitionConfig
 from dxts.definition.loading import Bundle, load_document
 from dxts.definition.problems import Kind
 from dxts.definition.submit import check_document

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from dxts.core import content_store as store
+from dxts.core.config import Defaults, DefinitionConfig, VODefaults, resolve_hints
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import content_hash
 from dxts.core.schema.definition import resolved_hints
-from dxts.definition import store
-from dxts.definition.config import Defaults, DefinitionConfig, VODefaults, resolve_hints
 
 CONFIG = DefinitionConfig(
     installation=Defaults(

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 from definition_support import catalogue, example, fixture, nested_bundle
 
+from dxts.core.config import Defaults, DefinitionConfig, VODefaults
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import AlreadyExists, InvalidArgument, NotFound
 from dxts.core.ids import id_to_str
@@ -25,7 +26,6 @@ from dxts.core.schema.definition import (
     workgraphs,
 )
 from dxts.definition import registry
-from dxts.definition.config import Defaults, DefinitionConfig, VODefaults
 from dxts.definition.loading import Bundle
 from dxts.definition.problems import DocumentViolation
 from dxts.definition.submit import Submitted, submit_workgraph

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from definition_support import EXAMPLE_NAMES, EXPERIMENT_PLUGINS, catalogue, example, fixture
 
+from dxts.core.config import DefinitionConfig
 from dxts.core.errors import InvalidArgument
-from dxts.definition.config import DefinitionConfig
 from dxts.definition.loading import Bundle, load_document
 from dxts.definition.problems import DocumentViolation, Kind, Severity, raise_for_errors
 from dxts.definition.validation import Validated, validate

@@ -12,11 +12,11 @@ import typer
 from rich.console import Console
 from rich.tree import Tree
 
+from dxts.core.config import DefinitionConfig
 from dxts.core.errors import InvalidArgument
 from dxts.core.plugins import PluginRegistryError
 from dxts.core.plugins.registry import Registry
 from dxts.definition.compile import Plan
-from dxts.definition.config import DefinitionConfig
 from dxts.definition.loading import Bundle
 from dxts.definition.problems import Severity
 from dxts.definition.submit import check_document

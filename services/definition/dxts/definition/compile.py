@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dxts.core.config import ACTION_LISTS, DefinitionConfig, ResolvedHints, resolve_hints
 from dxts.core.ids import content_hash, id_to_str, new_ids
 from dxts.core.plugins.points import Point
 from dxts.definition.analysis import Analysis, Member
-from dxts.definition.config import ACTION_LISTS, DefinitionConfig, ResolvedHints, resolve_hints
 from dxts.definition.loading import LoadedDocument, ProcessNode, reference_for
 from dxts.definition.problems import Problem
 

@@ -1,19 +1,18 @@
-"""All SQL of the definition service (workgraph creation, content store, process registry).
+"""All SQL of the definition service (workgraph creation, process registry, lineage).
 
 Every function takes the caller's connection, so it runs inside whatever transaction the caller
-opened; writes are one multi-row INSERT per table. Content-addressed rows are put-if-absent
-(`ON DUPLICATE KEY UPDATE` on MariaDB/MySQL, `ON CONFLICT DO NOTHING` on SQLite): inserting a
-hash that exists is a no-op, and two submissions storing the same tool at once both succeed.
+opened; writes are one multi-row INSERT per table. The content-addressed rows (Processes,
+Requirements, ResolvedHints) are written through `dxts.core.content_store`, which other
+components also call inside their own transactions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import db_now
@@ -24,59 +23,10 @@ from dxts.core.schema.definition import (
     process_references,
     process_registry,
     processes,
-    requirements,
-    resolved_hints,
     transformation_outputs,
     transformations,
     workgraphs,
 )
-
-
-async def _put_if_absent(
-    conn: AsyncConnection, table: sa.Table, rows: list[dict[str, Any]]
-) -> None:
-    if not rows:
-        return
-    if conn.dialect.name == "sqlite":
-        await conn.execute(sqlite.insert(table).values(rows).on_conflict_do_nothing())
-        return
-    statement = mysql.insert(table).values(rows)
-    key = table.primary_key.columns[0].name
-    await conn.execute(statement.on_duplicate_key_update({key: statement.inserted[key]}))
-
-
-async def put_processes(
-    conn: AsyncConnection,
-    bodies: Sequence[tuple[bytes, Any]],
-    references: Sequence[tuple[bytes, bytes]],
-) -> None:
-    now = await db_now(conn)
-    await _put_if_absent(
-        conn, processes, [{"ProcessID": h, "Process": b, "CreatedAt": now} for h, b in bodies]
-    )
-    await _put_if_absent(
-        conn,
-        process_references,
-        [{"ParentProcessID": p, "ChildProcessID": c} for p, c in references],
-    )
-
-
-async def put_requirements(conn: AsyncConnection, rows: Sequence[tuple[bytes, Any]]) -> None:
-    now = await db_now(conn)
-    await _put_if_absent(
-        conn,
-        requirements,
-        [{"RequirementsID": h, "Requirements": r, "CreatedAt": now} for h, r in rows],
-    )
-
-
-async def put_resolved_hints(conn: AsyncConnection, rows: Sequence[tuple[bytes, Any]]) -> None:
-    now = await db_now(conn)
-    await _put_if_absent(
-        conn,
-        resolved_hints,
-        [{"ResolvedHintsID": h, "Hints": r, "CreatedAt": now} for h, r in rows],
-    )
 
 
 async def existing_processes(conn: AsyncConnection, ids: Iterable[bytes]) -> set[bytes]:

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core import content_store as store
+from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition import db, store
+from dxts.definition import db
 from dxts.definition.compile import Plan, compile_plan
-from dxts.definition.config import DefinitionConfig
 from dxts.definition.loading import Bundle, LoadedDocument, load_document
 from dxts.definition.plugins import PluginCatalogue
 from dxts.definition.problems import (

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dxts.core.config import ACTION_LISTS, DefinitionConfig, resolve_hints
 from dxts.core.errors import InvalidArgument, NotFound
 from dxts.core.plugins.points import Phase, PluginKind, Point
 from dxts.definition.analysis import (
@@ -22,7 +23,6 @@ from dxts.definition.analysis import (
     Analysis,
     analyse,
 )
-from dxts.definition.config import ACTION_LISTS, DefinitionConfig, resolve_hints
 from dxts.definition.hints import check_hint
 from dxts.definition.loading import LoadedDocument
 from dxts.definition.plugins import PluginCatalogue
