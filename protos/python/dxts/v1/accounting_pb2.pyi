@@ -81,8 +81,11 @@ class GetCountsRequest(_message.Message):
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     ENTITY_FIELD_NUMBER: _builtins.int
     entity: _common_pb2.Entity.ValueType
+    """Required: ENTITY_INPUT or ENTITY_PARCEL."""
     @_builtins.property
-    def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 1000 ids; duplicates are answered once per occurrence."""
+
     def __init__(
         self,
         *,
@@ -125,6 +128,9 @@ class GetWorkgraphSummaryRequest(_message.Message):
 
     WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
+    """The members are listed by the definition service (DefinitionService.GetWorkgraph), called
+    with the caller's own token: an unknown or invisible workgraph is NOT_FOUND.
+    """
     def __init__(
         self,
         *,
@@ -190,7 +196,9 @@ class GetWorkgraphSummaryResponse(_message.Message):
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemberSummary]: ...
     @_builtins.property
     def member_counts(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.StatusCount]:
-        """Members by status."""
+        """Members by status: every transformation status in machine order, zeros included (as are
+        the member, input and parcel counts).
+        """
 
     @_builtins.property
     def input_totals(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.StatusCount]:
@@ -285,26 +293,86 @@ class StorageUsage(_message.Message):
 Global___StorageUsage: _TypeAlias = StorageUsage  # noqa: Y015
 
 @_typing.final
+class StorageOutlook(_message.Message):
+    """What the data parcels not yet ended (Unassigned, Reserved, Assigned, Completing) are about to
+    do to one storage element: write, free, and the difference.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    STORAGE_ELEMENT_FIELD_NUMBER: _builtins.int
+    LFN_COUNT_TO_WRITE_FIELD_NUMBER: _builtins.int
+    LFN_SIZE_TO_WRITE_FIELD_NUMBER: _builtins.int
+    LFN_COUNT_TO_FREE_FIELD_NUMBER: _builtins.int
+    LFN_SIZE_TO_FREE_FIELD_NUMBER: _builtins.int
+    LFN_COUNT_NET_FIELD_NUMBER: _builtins.int
+    LFN_SIZE_NET_FIELD_NUMBER: _builtins.int
+    transformation_id: _builtins.str
+    """Empty in the per-storage-element totals."""
+    storage_element: _builtins.str
+    lfn_count_to_write: _builtins.int
+    lfn_size_to_write: _builtins.int
+    lfn_count_to_free: _builtins.int
+    lfn_size_to_free: _builtins.int
+    lfn_count_net: _builtins.int
+    """to_write - to_free (negative when the storage element is about to gain free space)."""
+    lfn_size_net: _builtins.int
+    def __init__(
+        self,
+        *,
+        transformation_id: _builtins.str = ...,
+        storage_element: _builtins.str = ...,
+        lfn_count_to_write: _builtins.int = ...,
+        lfn_size_to_write: _builtins.int = ...,
+        lfn_count_to_free: _builtins.int = ...,
+        lfn_size_to_free: _builtins.int = ...,
+        lfn_count_net: _builtins.int = ...,
+        lfn_size_net: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lfn_count_net", b"lfn_count_net", "lfn_count_to_free", b"lfn_count_to_free", "lfn_count_to_write", b"lfn_count_to_write", "lfn_size_net", b"lfn_size_net", "lfn_size_to_free", b"lfn_size_to_free", "lfn_size_to_write", b"lfn_size_to_write", "storage_element", b"storage_element", "transformation_id", b"transformation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StorageOutlook: _TypeAlias = StorageOutlook  # noqa: Y015
+
+@_typing.final
 class GetStorageSummaryResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     USAGE_FIELD_NUMBER: _builtins.int
     TOTALS_FIELD_NUMBER: _builtins.int
+    OUTLOOK_FIELD_NUMBER: _builtins.int
+    OUTLOOK_TOTALS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___StorageUsage]: ...
+    def usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___StorageUsage]:
+        """Per transformation, storage element and parcel status (non-zero keys only)."""
+
     @_builtins.property
     def totals(self) -> _containers.RepeatedCompositeFieldContainer[Global___StorageUsage]:
         """Summed over the selected transformations, per storage element and status."""
+
+    @_builtins.property
+    def outlook(self) -> _containers.RepeatedCompositeFieldContainer[Global___StorageOutlook]:
+        """Per transformation and storage element."""
+
+    @_builtins.property
+    def outlook_totals(self) -> _containers.RepeatedCompositeFieldContainer[Global___StorageOutlook]:
+        """Summed over the selected transformations, per storage element."""
 
     def __init__(
         self,
         *,
         usage: _abc.Iterable[Global___StorageUsage] | None = ...,
         totals: _abc.Iterable[Global___StorageUsage] | None = ...,
+        outlook: _abc.Iterable[Global___StorageOutlook] | None = ...,
+        outlook_totals: _abc.Iterable[Global___StorageOutlook] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["totals", b"totals", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outlook", b"outlook", "outlook_totals", b"outlook_totals", "totals", b"totals", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -318,8 +386,11 @@ class ListLogRequest(_message.Message):
     WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
     TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
     SINCE_FIELD_NUMBER: _builtins.int
+    NEWEST_FIRST_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     transformation_id: _builtins.str
+    newest_first: _builtins.bool
+    """Newest entries first; the default is oldest first."""
     @_builtins.property
     def paging(self) -> _common_pb2.Paging: ...
     @_builtins.property
@@ -333,10 +404,11 @@ class ListLogRequest(_message.Message):
         workgraph_id: _builtins.str = ...,
         transformation_id: _builtins.str = ...,
         since: _timestamp_pb2.Timestamp | None = ...,
+        newest_first: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "paging", b"paging", "since", b"since", "transformation_id", b"transformation_id", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "paging", b"paging", "since", b"since", "transformation_id", b"transformation_id", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["newest_first", b"newest_first", "owner", b"owner", "paging", b"paging", "since", b"since", "transformation_id", b"transformation_id", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_owner: _TypeAlias = _typing.Literal["workgraph_id", "transformation_id"]  # noqa: Y015
     _WhichOneofArgType_owner: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
@@ -433,6 +505,10 @@ Global___ListLogResponse: _TypeAlias = ListLogResponse  # noqa: Y015
 
 @_typing.final
 class RebuildRequest(_message.Message):
+    """Rebuild is idempotent by nature: a retry recounts again and finds nothing left to correct
+    (its response then lists no corrections); request_id is logged, not stored.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int

@@ -87,7 +87,7 @@ class AccountingServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListLog(self, request, context):
-        """A workgraph's or transformation's log, oldest first.
+        """A workgraph's or transformation's log, oldest or newest first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -42,7 +42,7 @@ class AccountingServiceStub:
     GetStorageSummary: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.GetStorageSummaryRequest, _accounting_pb2.GetStorageSummaryResponse]
     """What data transformations add to and free from each storage element, by parcel status."""
     ListLog: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.ListLogRequest, _accounting_pb2.ListLogResponse]
-    """A workgraph's or transformation's log, oldest first."""
+    """A workgraph's or transformation's log, oldest or newest first."""
     Rebuild: _grpc.UnaryUnaryMultiCallable[_accounting_pb2.RebuildRequest, _accounting_pb2.RebuildResponse]
     """Recounts counters from the counted tables and journals corrections (operator repair)."""
 
@@ -56,7 +56,7 @@ class AccountingServiceAsyncStub(AccountingServiceStub):
     GetStorageSummary: _aio.UnaryUnaryMultiCallable[_accounting_pb2.GetStorageSummaryRequest, _accounting_pb2.GetStorageSummaryResponse]  # type: ignore[assignment]
     """What data transformations add to and free from each storage element, by parcel status."""
     ListLog: _aio.UnaryUnaryMultiCallable[_accounting_pb2.ListLogRequest, _accounting_pb2.ListLogResponse]  # type: ignore[assignment]
-    """A workgraph's or transformation's log, oldest first."""
+    """A workgraph's or transformation's log, oldest or newest first."""
     Rebuild: _aio.UnaryUnaryMultiCallable[_accounting_pb2.RebuildRequest, _accounting_pb2.RebuildResponse]  # type: ignore[assignment]
     """Recounts counters from the counted tables and journals corrections (operator repair)."""
 
@@ -91,7 +91,7 @@ class AccountingServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _accounting_pb2.ListLogRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_accounting_pb2.ListLogResponse, _abc.Awaitable[_accounting_pb2.ListLogResponse]]:
-        """A workgraph's or transformation's log, oldest first."""
+        """A workgraph's or transformation's log, oldest or newest first."""
 
     @_abc_1.abstractmethod
     def Rebuild(

@@ -1,0 +1,64 @@
+"""`dxts-accounting`: the accounting service as a process of its own.
+
+Settings come from the environment: DXTS_DB_URL (and the other DXTS_DB_* settings),
+DXTS_LISTEN, DXTS_METRICS_PORT, DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_DEFINITION_ADDRESS,
+DXTS_DATA_DIR (development keys only) and the DXTS_ACCOUNTING_* tunables. SIGTERM or SIGINT
+stops it gracefully: health turns NOT_SERVING, in-flight calls get the grace period, then the
+sweeps are cancelled (a fold in progress rolls back; its rows are folded by the next holder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+
+from dxts.accounting.component import build_accounting
+from dxts.accounting.settings import AccountingSettings
+from dxts.core.db import open_database
+from dxts.core.errors import DxtsError
+from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
+from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+
+log = logging.getLogger("dxts.accounting")
+
+
+async def serve() -> None:
+    """Run the service until a signal asks it to stop."""
+    server_settings = ServerSettings()
+    database_settings = DatabaseSettings()
+    settings = AccountingSettings()
+    verifier = TokenVerifier.from_settings(AuthSettings(), dev_key_dir=settings.data_dir)
+    async with contextlib.AsyncExitStack() as stack:
+        database = await open_database(database_settings.url, database_settings)
+        stack.push_async_callback(database.dispose)
+        accounting = await build_accounting(database, settings=settings)
+        stack.push_async_callback(accounting.stop)
+        metrics = start_metrics_server(server_settings.metrics_port)
+        if metrics is not None:
+            stack.callback(metrics.close)
+            log.info("metrics on port %d", metrics.port)
+        server = GrpcServer(
+            accounting.services, settings=server_settings, verifier=verifier, database=database
+        )
+        await server.start()
+        stack.push_async_callback(server.stop)
+        await server.serve_until_signalled()
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve())
+    except DxtsError as error:
+        log.error("cannot run the accounting service: %s", error)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

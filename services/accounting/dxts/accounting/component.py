@@ -1,0 +1,91 @@
+"""The accounting component assembled: its gRPC service and its sweeps, ready to be served.
+
+`dxts-accounting` (`__main__`) serves it alone; `dxts up` composes it with the other
+components in one process and one event loop:
+
+    accounting = await build_accounting(database, settings=AccountingSettings())
+    server = GrpcServer([*accounting.services, ...], settings=..., verifier=...)
+    ...
+    await accounting.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import grpc
+
+from dxts.accounting import db
+from dxts.accounting.members import DefinitionMemberLister, MemberLister, NoMemberLister
+from dxts.accounting.repair import DriftWatch
+from dxts.accounting.servicer import AccountingServicer
+from dxts.accounting.settings import AccountingSettings
+from dxts.accounting.sweeps import Sweeps
+from dxts.core.counters import on_drift
+from dxts.core.db import Database
+from dxts.core.grpc import Service, channel
+from dxts.core.locks import LockManager
+from dxts.v1 import accounting_pb2, accounting_pb2_grpc
+
+
+@dataclass
+class Accounting:
+    """A built accounting component: `services` to serve, `tasks` running its sweeps."""
+
+    services: list[Service]
+    sweeps: Sweeps
+    tasks: list[asyncio.Task[None]]
+    _cleanups: list[Callable[[], object]] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        """Cancel the sweeps and release what the component opened (not the database)."""
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for cleanup in reversed(self._cleanups):
+            result = cleanup()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+async def build_accounting(
+    database: Database,
+    *,
+    settings: AccountingSettings | None = None,
+    members: MemberLister | None = None,
+    locks: LockManager | None = None,
+    start_sweeps: bool = True,
+) -> Accounting:
+    """The accounting service over a started `database`.
+
+    `members` defaults to the definition service at `settings.definition_address` (or to a
+    lister that answers UNAVAILABLE when none is configured); `locks` to a LockManager of its
+    own. With `start_sweeps` false the sweeps are built but not run (tests drive them).
+    """
+    settings = settings or AccountingSettings()
+    await db.prepare(database)
+    cleanups: list[Callable[[], object]] = []
+    if members is None:
+        if settings.definition_address:
+            definition: grpc.aio.Channel = channel(settings.definition_address)
+            cleanups.append(definition.close)
+            members = DefinitionMemberLister(definition, settings.definition_address)
+        else:
+            members = NoMemberLister()
+    if locks is None:
+        locks = LockManager(database)
+        cleanups.append(locks.dispose)
+    watch = DriftWatch()
+    cleanups.append(on_drift(watch.on_drift))
+    sweeps = Sweeps(database, locks, settings, watch)
+    service = Service.of(
+        accounting_pb2.DESCRIPTOR.services_by_name["AccountingService"],
+        accounting_pb2_grpc.add_AccountingServiceServicer_to_server,
+        AccountingServicer(database, members),
+    )
+    return Accounting([service], sweeps, sweeps.start() if start_sweeps else [], cleanups)
