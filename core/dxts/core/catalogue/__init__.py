@@ -1,0 +1,27 @@
+"""The file catalogue: the interface feeders and the outcome recorder depend on, and dxts's own
+local implementation (`LocalFileCatalogue`). See `interface` for the query vocabulary and the
+watermark, `local` for what the local watermark guarantees."""
+
+from dxts.core.catalogue.interface import (
+    CatalogueFile,
+    CataloguePage,
+    CatalogueSettings,
+    FileCatalogue,
+    Range,
+    Registered,
+    load_catalogue,
+    parse_where,
+)
+from dxts.core.catalogue.local import LocalFileCatalogue
+
+__all__ = [
+    "CatalogueFile",
+    "CataloguePage",
+    "CatalogueSettings",
+    "FileCatalogue",
+    "LocalFileCatalogue",
+    "Range",
+    "Registered",
+    "load_catalogue",
+    "parse_where",
+]
