@@ -62,6 +62,7 @@ SETTINGS = AccountingSettings(
     fold_standby_s=0.01,
     metrics_interval_s=0.05,
     drift_interval_s=0.05,
+    drift_debounce_s=0.01,
 )
 
 

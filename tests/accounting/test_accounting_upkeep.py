@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import urllib.request
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,6 +16,7 @@ from accounting_world import transformations as make_transformations
 from prometheus_client import REGISTRY
 
 from dxts.accounting import Accounting, build_accounting, metrics
+from dxts.accounting.log_listing import LogOwner, list_log
 from dxts.accounting.sweeps import fold_lock
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, journal_inputs
 from dxts.core.db import Database, Isolation
@@ -242,10 +244,34 @@ async def test_metrics_report_the_journal_and_the_server(
 # -- the sweeps as tasks ------------------------------------------------------------------------
 
 
-async def test_running_sweeps_fold_and_stop(database: Database, lister: Lister) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]]) -> bool:
+    """Whether `check` comes true while the sweeps run (polled; generous for a busy machine)."""
+    for _ in range(2000):
+        if await check():
+            return True
+        await asyncio.sleep(0.005)
+    return False
+
+
+async def test_running_sweeps_fold_repair_drift_and_stop(
+    database: Database, lister: Lister
+) -> None:
     tid = await fresh_transformation(database, {"Unassigned": 9, "Processed": 5})
     assert await journal_depth(database, TRANSFORMATION.journal_table) > 0
     running = await build_accounting(database, settings=SETTINGS, members=lister)
+
+    async def counted() -> dict[str, int]:
+        async with database.transaction(RC) as conn:
+            reading = await TRANSFORMATION.read(conn, {"TransformationID": tid})
+        return {key[2]: v["Count"] for key, v in reading.items()}
+
+    async def folded() -> bool:
+        return await journal_depth(database, TRANSFORMATION.journal_table) == 0
+
+    async def repaired() -> bool:
+        exact = await counted() == {"Unassigned": 9, "Processed": 5}
+        return exact and sample("dxts_counter_negative", T) == 0
+
     try:
         assert {task.get_name() for task in running.tasks} == {
             "accounting-fold-Transformation",
@@ -253,17 +279,15 @@ async def test_running_sweeps_fold_and_stop(database: Database, lister: Lister) 
             "accounting-metrics",
             "accounting-drift",
         }
-        for _ in range(2000):
-            if await journal_depth(database, TRANSFORMATION.journal_table) == 0:
-                break
-            await asyncio.sleep(0.005)
-        assert await journal_depth(database, TRANSFORMATION.journal_table) == 0
-        async with database.transaction(RC) as conn:
-            reading = await TRANSFORMATION.read(conn, {"TransformationID": tid})
-        assert {key[2]: v["Count"] for key, v in reading.items()} == {
-            "Unassigned": 9,
-            "Processed": 5,
-        }
+        assert await eventually(folded)
+        assert await repaired()
+        await corrupt(database, tid, "Failed", -2)
+        assert await eventually(repaired)
     finally:
         await running.stop()
-    assert all(task.done() for task in running.tasks)
+    # Stopped at their next pause, not cancelled in the middle of a transaction.
+    assert all(task.done() and not task.cancelled() for task in running.tasks)
+    page = await list_log(database, LogOwner.TRANSFORMATION, tid, limit=10)
+    assert [(r.event_type, r.author, r.data["reason"]) for r in page.records] == [
+        ("CounterRebuild", "accounting", "drift")
+    ]

@@ -4,7 +4,8 @@ Settings come from the environment: DXTS_DB_URL (and the other DXTS_DB_* setting
 DXTS_LISTEN, DXTS_METRICS_PORT, DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_DEFINITION_ADDRESS,
 DXTS_DATA_DIR (development keys only) and the DXTS_ACCOUNTING_* tunables. SIGTERM or SIGINT
 stops it gracefully: health turns NOT_SERVING, in-flight calls get the grace period, then the
-sweeps are cancelled (a fold in progress rolls back; its rows are folded by the next holder).
+sweeps finish their turn (one still running after a few seconds is cancelled: a fold in progress
+rolls back, and its rows are folded by the next holder of the fold lock).
 """
 
 from __future__ import annotations

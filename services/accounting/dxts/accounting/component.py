@@ -12,7 +12,6 @@ components in one process and one event loop:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,6 +29,9 @@ from dxts.core.grpc import Service, channel
 from dxts.core.locks import LockManager
 from dxts.v1 import accounting_pb2, accounting_pb2_grpc
 
+# A fold or rebuild in progress is short; longer than this it is cancelled (and rolled back).
+STOP_GRACE_S = 5.0
+
 
 @dataclass
 class Accounting:
@@ -40,15 +42,12 @@ class Accounting:
     tasks: list[asyncio.Task[None]]
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
-    async def stop(self) -> None:
-        """Cancel the sweeps and release what the component opened (not the database)."""
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for cleanup in reversed(self._cleanups):
-            result = cleanup()
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the sweeps (turns in progress get `grace_s` to finish) and release what the
+        component opened (not the database); idempotent."""
+        await self.sweeps.stop(self.tasks, grace_s=grace_s)
+        while self._cleanups:
+            result = self._cleanups.pop()()
             if asyncio.iscoroutine(result):
                 await result
 

@@ -39,3 +39,6 @@ class AccountingSettings(BaseSettings):
     )
     metrics_interval_s: float = Field(15.0, gt=0, description="journal and InnoDB metrics")
     drift_interval_s: float = Field(60.0, gt=0, description="full scan for negative counts")
+    drift_debounce_s: float = Field(
+        1.0, ge=0, description="least pause between two drift scans woken by reads"
+    )

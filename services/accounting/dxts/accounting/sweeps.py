@@ -6,12 +6,13 @@
   after `fold_interval_s` otherwise, then offers it; the others retry every `fold_standby_s`.
 * **Metrics**: journal depth and oldest-row age per counter, InnoDB history list length.
   Every replica exports them (they describe the database, not the replica).
-* **Drift**: every `drift_interval_s`, or at once when a read reported a negative key, scan
+* **Drift**: every `drift_interval_s`, or soon after a read reported a negative key, scan
   each counter for negative keys (the `dxts_counter_negative` gauge), rebuild the affected
   transformations under the `counter-repair` lock (one replica repairs), and scan again.
 
 A turn that fails (database unavailable, deadlock retries exhausted) is logged and retried
-at the next interval: sweeps never die of a transient error.
+at the next interval: sweeps never die of a transient error. `stop` ends every loop at its next
+pause, so a graceful stop never interrupts a transaction that could finish.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 
 from dxts.accounting import metrics
 from dxts.accounting.repair import Correction, DriftWatch
@@ -50,6 +50,19 @@ class Sweeps:
         self.locks = locks
         self.settings = settings
         self.watch = watch
+        # Set by `stop`: every loop ends at its next pause, never in a transaction.
+        self.stopping = asyncio.Event()
+
+    async def _pause(self, seconds: float, *, wake: asyncio.Event | None = None) -> None:
+        """Sleep `seconds`, ending early when stopping (or when `wake` is set)."""
+        waits = [asyncio.ensure_future(self.stopping.wait())]
+        if wake is not None:
+            waits.append(asyncio.ensure_future(wake.wait()))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     # -- fold ---------------------------------------------------------------------------------
 
@@ -73,30 +86,31 @@ class Sweeps:
             while True:
                 result = await self.fold_once(counter)
                 folded += result.folded
-                if result.full:
+                if result.full and not self.stopping.is_set():
                     continue
-                if loop.time() >= ends or not await held.still_held():
+                if loop.time() >= ends or self.stopping.is_set() or not await held.still_held():
                     return folded
-                await asyncio.sleep(self.settings.fold_interval_s)
+                await self._pause(self.settings.fold_interval_s)
 
     async def fold_forever(self, counter: Counter) -> None:
-        while True:
+        while not self.stopping.is_set():
             try:
                 folded = await self.fold_turn(counter, lease_s=self.settings.fold_lease_s)
             except Exception:
                 log.exception("fold of %s failed; retrying", counter.name)
                 folded = None
             if folded is None:
-                await asyncio.sleep(self.settings.fold_standby_s)
+                await self._pause(self.settings.fold_standby_s)
 
     # -- metrics ------------------------------------------------------------------------------
 
     async def metrics_forever(self) -> None:
-        await _every(
-            self.settings.metrics_interval_s,
-            lambda: metrics.collect(self.database, self.watch.counters),
-            "metrics collection",
-        )
+        while not self.stopping.is_set():
+            try:
+                await metrics.collect(self.database, self.watch.counters)
+            except Exception:
+                log.exception("metrics collection failed; retrying")
+            await self._pause(self.settings.metrics_interval_s)
 
     # -- drift --------------------------------------------------------------------------------
 
@@ -114,13 +128,16 @@ class Sweeps:
         return corrections
 
     async def drift_forever(self) -> None:
-        while True:
+        while not self.stopping.is_set():
             try:
                 await self.drift_turn()
             except Exception:
                 log.exception("drift watch failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.watch.wake.wait(), self.settings.drift_interval_s)
+            # Reads keep reporting a key until it is repaired: do not rescan at their pace.
+            await self._pause(self.settings.drift_debounce_s)
+            await self._pause(self.settings.drift_interval_s, wake=self.watch.wake)
+
+    # -- running ------------------------------------------------------------------------------
 
     def start(self) -> list[asyncio.Task[None]]:
         """Every sweep as a task of the running loop."""
@@ -128,11 +145,15 @@ class Sweeps:
         named += [("metrics", self.metrics_forever()), ("drift", self.drift_forever())]
         return [asyncio.create_task(c, name=f"accounting-{name}") for name, c in named]
 
-
-async def _every(interval_s: float, turn: Callable[[], Awaitable[None]], what: str) -> None:
-    while True:
-        try:
-            await turn()
-        except Exception:
-            log.exception("%s failed; retrying", what)
-        await asyncio.sleep(interval_s)
+    async def stop(self, tasks: list[asyncio.Task[None]], *, grace_s: float) -> None:
+        """Let the running turns finish (up to `grace_s`), then cancel what is left: a
+        cancelled fold rolls back and its rows wait for the next holder."""
+        self.stopping.set()
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=grace_s)
+        for task in late:
+            task.cancel()
+        for task in late:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
