@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dxts.accounting import db
 from dxts.accounting.members import Member, MemberLister
@@ -235,16 +236,14 @@ async def storage_summary(
         key=lambda u: (u.transformation_id or b"", u.storage_element, PARCEL_ORDER[u.status]),
     )
     totals: dict[tuple[str, ParcelStatus], list[int]] = {}
-    outlook: dict[tuple[bytes | None, str], list[int]] = {}
+    pending: dict[tuple[bytes, str], list[int]] = {}
+    pending_totals: dict[str, list[int]] = {}
     for u in usage:
-        total = totals.setdefault((u.storage_element, u.status), [0, 0, 0, 0])
-        for i, n in enumerate((u.files_added, u.bytes_added, u.files_freed, u.bytes_freed)):
-            total[i] += n
-        if u.status in LIVE_PARCEL_STATES:
-            for key in ((u.transformation_id, u.storage_element), (None, u.storage_element)):
-                pending = outlook.setdefault(key, [0, 0, 0, 0])
-                for i, n in enumerate((u.files_added, u.bytes_added, u.files_freed, u.bytes_freed)):
-                    pending[i] += n
+        quantities = (u.files_added, u.bytes_added, u.files_freed, u.bytes_freed)
+        _add(totals, (u.storage_element, u.status), quantities)
+        if u.status in LIVE_PARCEL_STATES and u.transformation_id is not None:
+            _add(pending, (u.transformation_id, u.storage_element), quantities)
+            _add(pending_totals, u.storage_element, quantities)
     return StorageSummary(
         usage,
         [
@@ -253,14 +252,12 @@ async def storage_summary(
                 totals.items(), key=lambda item: (item[0][0], PARCEL_ORDER[item[0][1]])
             )
         ],
-        [
-            StorageOutlook(tid, se, *sums)
-            for (tid, se), sums in sorted(outlook.items(), key=lambda i: (i[0][0] or b"", i[0][1]))
-            if tid is not None
-        ],
-        [
-            StorageOutlook(None, se, *sums)
-            for (tid, se), sums in sorted(outlook.items(), key=lambda i: i[0][1])
-            if tid is None
-        ],
+        [StorageOutlook(tid, se, *sums) for (tid, se), sums in sorted(pending.items())],
+        [StorageOutlook(None, se, *sums) for se, sums in sorted(pending_totals.items())],
     )
+
+
+def _add(sums: dict[Any, list[int]], key: Any, quantities: tuple[int, ...]) -> None:
+    row = sums.setdefault(key, [0] * len(quantities))
+    for i, n in enumerate(quantities):
+        row[i] += n

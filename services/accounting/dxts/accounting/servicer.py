@@ -161,8 +161,8 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
         entity = ENTITIES.get(request.entity)
         if entity is None:
             problems.append(FieldViolation("entity", "expected ENTITY_INPUT or ENTITY_PARCEL"))
+            raise InvalidArgument(problems)
         _raise_if(problems)
-        assert entity is not None
         found = await counts.get_counts(self.database, ids, entity)
         return accounting_pb2.GetCountsResponse(counts=[_counts_pb(c) for c in found])
 
