@@ -1,0 +1,71 @@
+"""What the core shows a plugin: read-only views of the entities an extension point concerns.
+
+The runners build these from rows (ids as `uuid.UUID`, JSON columns as dicts, never None) and
+pass them by the parameter names of `Point.context`. They are snapshots: changing one changes
+nothing, since plugins propose and only the core writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from dxts.core.states import (
+    InputStatus,
+    Kind,
+    ParcelStatus,
+    TransformationStatus,
+    WorkgraphStatus,
+)
+
+# How many inputs of a transformation are in each status (the exact counters).
+InputOverview = dict[InputStatus, int]
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """An input as the core holds it: what a packer is streamed and HandleFailedInput judges."""
+
+    id: UUID
+    lfn: str | None
+    lfn_size: int | None
+    descriptor: dict[str, Any] | None
+    status: InputStatus = InputStatus.UNASSIGNED
+    error_count: int = 0
+    parent_id: UUID | None = None
+
+
+@dataclass(frozen=True)
+class Workgraph:
+    id: UUID
+    type: str
+    status: WorkgraphStatus
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Transformation:
+    id: UUID
+    type: str
+    kind: Kind
+    status: TransformationStatus
+    feeder: str | None
+    feeder_args: dict[str, Any]
+    feeder_enabled: bool
+    packer: str
+    packer_args: dict[str, Any]
+    workgraph_id: UUID | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """The parcel an input last ran in; `reason` is why it failed, as reported, if known."""
+
+    id: UUID
+    kind: Kind
+    status: ParcelStatus
+    backend: str | None = None
+    reason: str | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)
