@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from dxts.core.catalogue import (
     LocalFileCatalogue,
     Registered,
     load_catalogue,
+    open_catalogue,
     parse_where,
 )
 from dxts.core.errors import FailedPrecondition, InvalidArgument, Unavailable
@@ -194,9 +196,14 @@ async def test_bad_arguments_are_refused(catalogue: LocalFileCatalogue) -> None:
         await catalogue.remove_replicas({"/a": "BUFFER"})
 
 
-async def test_the_configured_implementation_is_loaded_by_entry_point() -> None:
-    settings = CatalogueSettings(url="sqlite+aiosqlite:///:memory:")
-    assert isinstance(load_catalogue(settings), LocalFileCatalogue)
+async def test_the_configured_implementation_is_loaded_by_entry_point(tmp_path: Path) -> None:
+    settings = CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path / 'catalogue.sqlite'}")
+    catalogue = await open_catalogue(settings)
+    try:
+        assert isinstance(catalogue, LocalFileCatalogue)
+        assert await catalogue.register([raw(1, 1)]) == Registered(1, 1)
+    finally:
+        await catalogue.close()
     with pytest.raises(Unavailable, match=r"'rucio' is installed .*installed: local"):
         load_catalogue(settings.model_copy(update={"implementation": "rucio"}))
 

@@ -110,6 +110,14 @@ def unhashable_descriptor() -> Iterator[Any]:
     yield Input(descriptor={"runs": {1, 2}})
 
 
+async def queries_badly() -> AsyncIterator[Any]:
+    """Passes a bad query to a service, which refuses it: the plugin's failure, not a proposal."""
+    from dxts.core.catalogue import parse_where
+
+    parse_where({"run": {"min": 2, "max": 1}})
+    yield NoMoreInputs()
+
+
 def yields_a_dict() -> Iterator[Any]:
     yield {"lfn": "/a", "lfn_size": 1}
 

@@ -22,6 +22,7 @@ from dxts.core.plugins import (
     NoMoreInputs,
     Operation,
     PluginFailed,
+    PluginRegistryError,
     Providers,
     Registry,
     SetFeederState,
@@ -49,6 +50,7 @@ def make_registry(counter: s.Counter | None = None) -> Registry:
                 "Late": s.input_after_the_end,
                 "Raises": s.raises,
                 "Maybe": s.maybe_catalogue,
+                "Invalid": s.queries_badly,
             },
             "packer": {
                 "Pairs": s.pairs,
@@ -318,3 +320,15 @@ async def test_a_factory_provider_is_made_once_on_first_use() -> None:
     for _ in range(2):
         await feed(registry, "Seeds", {"count": 1})
     assert made == [1]
+
+
+async def test_a_missing_provider_is_named_even_when_the_check_was_skipped() -> None:
+    registry = Registry.of({"feeder": {"Seeds": s.seeds}})  # no Counter provider, no check()
+    with pytest.raises(PluginRegistryError, match="nothing provides parameter 'counter'"):
+        await feed(registry, "Seeds")
+
+
+async def test_a_domain_error_inside_a_plugin_is_its_failure() -> None:
+    with pytest.raises(PluginFailed, match="raised InvalidArgument") as error:
+        await feed(make_registry(), "Invalid")
+    assert isinstance(error.value.__cause__, InvalidArgument)

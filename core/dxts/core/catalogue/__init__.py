@@ -10,6 +10,7 @@ from dxts.core.catalogue.interface import (
     Range,
     Registered,
     load_catalogue,
+    open_catalogue,
     parse_where,
 )
 from dxts.core.catalogue.local import LocalFileCatalogue
@@ -23,5 +24,6 @@ __all__ = [
     "Range",
     "Registered",
     "load_catalogue",
+    "open_catalogue",
     "parse_where",
 ]

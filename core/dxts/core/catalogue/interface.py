@@ -258,3 +258,11 @@ def load_catalogue(settings: CatalogueSettings | None = None) -> FileCatalogue:
     if not isinstance(catalogue, FileCatalogue):
         raise Unavailable(f"{entry_point.value} did not make a FileCatalogue")
     return catalogue
+
+
+async def open_catalogue(settings: CatalogueSettings | None = None) -> FileCatalogue:
+    """The configured catalogue, started: what a service registers as the FileCatalogue
+    provider (`providers.add(FileCatalogue, await open_catalogue())`)."""
+    catalogue = load_catalogue(settings)
+    await catalogue.start()
+    return catalogue

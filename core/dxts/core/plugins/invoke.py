@@ -38,7 +38,7 @@ from dxts.core.errors import DxtsError, FieldViolation, InvalidArgument
 from dxts.core.plugins import proposals as p
 from dxts.core.plugins.args import positional_fields, violations
 from dxts.core.plugins.context import Transformation
-from dxts.core.plugins.errors import PluginFailed
+from dxts.core.plugins.errors import PluginFailed, PluginRegistryError
 from dxts.core.plugins.points import Phase, PluginKind, Point
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ async def call(
     * HandleFailedInput → ToUnassigned | ToProblematic | SplitInto;
     * TransformationActive → Operation | None;
     * WorkgraphActive → dict[UUID, Operation] (targets are members; None → {});
-    * ScoutingToApproving → Accept | dict[UUID, Operation];
+    * ScoutingToApproving → Accept | dict[UUID, Operation] (None → {}: keep scouting);
     * an action → ActionResult.
 
     Feeder arguments an Operation proposes are validated against the target's feeder for
@@ -133,6 +133,10 @@ async def _prepare(
     for injection in plugin.injections:
         if registry.providers.can_provide(injection.annotation):
             kwargs[injection.parameter] = await registry.providers.get(injection.annotation)
+        elif not injection.optional:  # Registry.check() was skipped at start-up
+            raise PluginRegistryError(
+                [f"{plugin.label}: nothing provides parameter {injection.parameter!r}"]
+            )
     if "inputs" in kwargs:
         kwargs["inputs"] = _adapt_inputs(kwargs["inputs"], _is_async(plugin.function))
     return plugin, kwargs
@@ -283,7 +287,8 @@ class _BlockingInputs(Iterator[Any]):
 
 
 def _failure(plugin: Plugin, error: Exception, where: str) -> DxtsError:
-    """A proposal the plugin built invalidly is bad input; anything else it raised a failure."""
+    """A proposal the plugin built invalidly is bad input; anything else it raised (a domain
+    error of an injected service included, kept as the cause) is a failure of the plugin."""
     if isinstance(error, ValidationError) and error.title in p.PROPOSAL_TYPES:
         fields = positional_fields(getattr(p, error.title))
         return InvalidArgument(
@@ -295,8 +300,6 @@ def _failure(plugin: Plugin, error: Exception, where: str) -> DxtsError:
                 for v in violations(error, error.title, fields)
             ]
         )
-    if isinstance(error, InvalidArgument | PluginFailed):
-        return error
     return PluginFailed(plugin.label, plugin.provider, error)
 
 
