@@ -332,3 +332,27 @@ async def test_a_domain_error_inside_a_plugin_is_its_failure() -> None:
     with pytest.raises(PluginFailed, match="raised InvalidArgument") as error:
         await feed(make_registry(), "Invalid")
     assert isinstance(error.value.__cause__, InvalidArgument)
+
+
+async def test_cancelling_the_consumer_stops_a_sync_generator() -> None:
+    import asyncio
+
+    counter = s.Counter()
+    registry = make_registry(counter)
+    started = asyncio.Event()
+
+    async def consume() -> None:
+        context = {"transformation": s.transformation(), "feeder_state": {}}
+        async for _ in registry.stream("Feeder", "Endless", None, phase="active", **context):
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(1000):
+        if counter.threads[-1].startswith("closed in"):
+            break
+        await _yield_to_the_worker()
+    assert counter.threads[-1].startswith("closed in")

@@ -176,28 +176,35 @@ async def _items(
 
 
 class _ThreadStream:
-    """Runs a sync producer in one worker thread; items cross to the loop one at a time.
+    """Runs a sync producer in one worker thread and hands its items to the loop in order.
 
-    The producer takes a slot of a semaphore before posting an item and the consumer gives it
-    back on taking one, so the thread runs at most STREAM_BUFFER items ahead. Stopping sets a
-    flag and frees a slot: the thread notices at its next item and closes the generator (in its
-    own thread). A plugin blocked inside its own code cannot be interrupted; it stops after it
-    next yields.
+    Items go through a deque; the loop is woken only when the consumer is waiting for one, so a
+    consumer busy with a batch costs the producer nothing. The producer takes a slot of a
+    semaphore per item and the consumer gives it back, so the thread runs at most STREAM_BUFFER
+    items ahead. Stopping sets a flag and frees a slot: the thread notices at its next item and
+    closes the generator (in its own thread). A plugin blocked inside its own code cannot be
+    interrupted; it stops after it next yields.
     """
 
     _END = object()
 
     def __init__(self, produce: Callable[[], Any], executor: Any) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._items: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._waiter: asyncio.Future[None] | None = None
         self._slots = threading.Semaphore(STREAM_BUFFER)
         self._stopped = threading.Event()
         self._loop = asyncio.get_running_loop()
         self._loop.run_in_executor(executor, self._run, produce)
 
     def _post(self, message: Any) -> None:
-        # A closed loop raises RuntimeError: nobody is waiting for the items any more.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, message)
+        with self._lock:
+            self._items.append(message)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            # A closed loop raises RuntimeError: nobody is waiting for the items any more.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(_wake, waiter)
 
     def _run(self, produce: Callable[[], Any]) -> None:
         try:
@@ -216,10 +223,18 @@ class _ThreadStream:
         except Exception as error:
             self._post((False, error))
 
+    async def _next(self) -> Any:
+        while True:
+            with self._lock:
+                if self._items:
+                    return self._items.popleft()
+                waiter = self._waiter = self._loop.create_future()
+            await waiter
+
     async def __aiter__(self) -> AsyncIterator[Any]:
         try:
             while True:
-                message = await self._queue.get()
+                message = await self._next()
                 if message is self._END:
                     return
                 ok, value = message
@@ -230,6 +245,11 @@ class _ThreadStream:
         finally:
             self._stopped.set()
             self._slots.release()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _as_iterator(result: Any) -> Iterator[Any]:
