@@ -40,6 +40,7 @@ class Workgraph(_message.Message):
     HOOKS_JSON_FIELD_NUMBER: _builtins.int
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    HALTED_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     type: _builtins.str
     status: _common_pb2.WorkgraphStatus.ValueType
@@ -48,6 +49,8 @@ class Workgraph(_message.Message):
     owner_sub: _builtins.str
     annotations_json: _builtins.str
     hooks_json: _builtins.str
+    halted: _builtins.bool
+    """Halted (HaltWorkgraph): execution stops packers and hooks and writes off waiting inputs."""
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -64,10 +67,11 @@ class Workgraph(_message.Message):
         hooks_json: _builtins.str = ...,
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        halted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "halted", b"halted", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -100,6 +104,8 @@ class Transformation(_message.Message):
     UPSTREAM_TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     SCOUTING_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    HALTED_FIELD_NUMBER: _builtins.int
+    REQUIREMENTS_TEMPLATE_JSON_FIELD_NUMBER: _builtins.int
     transformation_id: _builtins.str
     workgraph_id: _builtins.str
     """Empty for a standalone transformation."""
@@ -125,6 +131,12 @@ class Transformation(_message.Message):
     requirements_template_id: _builtins.str
     scouting: _builtins.bool
     """True while the owning workgraph is Scouting (the feeder is told it is scouting)."""
+    halted: _builtins.bool
+    """True when the owning workgraph is halted (see Workgraph.halted)."""
+    requirements_template_json: _builtins.str
+    """The requirements template itself (RequirementsTemplateID's content): filled only by
+    ListActiveTransformations.
+    """
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TransformationOutput]: ...
     @_builtins.property
@@ -159,10 +171,12 @@ class Transformation(_message.Message):
         upstream_transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
         scouting: _builtins.bool = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        halted: _builtins.bool = ...,
+        requirements_template_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -359,8 +373,11 @@ class SubmitWorkgraphResponse(_message.Message):
     WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
     PLAN_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
+    SCOUTS_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     """Empty on a dry run."""
+    scouts: _builtins.bool
+    """Starting it will scout first (an approving list and a member that runs in the scout)."""
     @_builtins.property
     def plan(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlannedTransformation]: ...
     @_builtins.property
@@ -371,10 +388,11 @@ class SubmitWorkgraphResponse(_message.Message):
         workgraph_id: _builtins.str = ...,
         plan: _abc.Iterable[Global___PlannedTransformation] | None = ...,
         warnings: _abc.Iterable[_common_pb2.Diagnostic] | None = ...,
+        scouts: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan", "warnings", b"warnings", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan", "scouts", b"scouts", "warnings", b"warnings", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -529,7 +547,9 @@ class UpdateAnnotationsRequest(_message.Message):
     workgraph_id: _builtins.str
     transformation_id: _builtins.str
     merge_patch_json: _builtins.str
-    """A JSON merge patch (RFC 7396) applied to the annotations: null removes a key."""
+    """A JSON merge patch (RFC 7396) applied to the labels (annotations.labels): a string sets a
+    label, null removes it. Every other annotation is the system's and cannot be changed here.
+    """
     def __init__(
         self,
         *,
@@ -1150,6 +1170,54 @@ class FlushTransformationResponse(_message.Message):
 Global___FlushTransformationResponse: _TypeAlias = FlushTransformationResponse  # noqa: Y015
 
 @_typing.final
+class TransitionTransformationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    transformation_id: _builtins.str
+    target: _common_pb2.TransformationStatus.ValueType
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        transformation_id: _builtins.str = ...,
+        target: _common_pb2.TransformationStatus.ValueType = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "request_id", b"request_id", "target", b"target", "transformation_id", b"transformation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TransitionTransformationRequest: _TypeAlias = TransitionTransformationRequest  # noqa: Y015
+
+@_typing.final
+class TransitionTransformationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSFORMATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def transformation(self) -> Global___Transformation: ...
+    def __init__(
+        self,
+        *,
+        transformation: Global___Transformation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["transformation", b"transformation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["transformation", b"transformation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TransitionTransformationResponse: _TypeAlias = TransitionTransformationResponse  # noqa: Y015
+
+@_typing.final
 class GetTransformationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1633,10 +1701,7 @@ class ProcessLineageResponse(_message.Message):
     COMPOSED_BY_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
-    PARCEL_COUNT_FIELD_NUMBER: _builtins.int
     process_id: _builtins.str
-    parcel_count: _builtins.int
-    """Parcels that ran (or will run) it; list them with ExecutionService.ListParcels."""
     @_builtins.property
     def composes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Processes this one references (it composes them)."""
@@ -1651,7 +1716,7 @@ class ProcessLineageResponse(_message.Message):
 
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Transformations running it."""
+        """Transformations running it, or running a process that contains it."""
 
     def __init__(
         self,
@@ -1661,11 +1726,10 @@ class ProcessLineageResponse(_message.Message):
         composed_by: _abc.Iterable[_builtins.str] | None = ...,
         versions: _abc.Iterable[Global___ProcessVersion] | None = ...,
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
-        parcel_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["composed_by", b"composed_by", "composes", b"composes", "parcel_count", b"parcel_count", "process_id", b"process_id", "transformation_ids", b"transformation_ids", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["composed_by", b"composed_by", "composes", b"composes", "process_id", b"process_id", "transformation_ids", b"transformation_ids", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

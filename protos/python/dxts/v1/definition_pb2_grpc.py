@@ -115,6 +115,11 @@ class DefinitionServiceStub:
                 request_serializer=dxts_dot_v1_dot_definition__pb2.FlushTransformationRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_definition__pb2.FlushTransformationResponse.FromString,
                 _registered_method=True)
+        self.TransitionTransformation = channel.unary_unary(
+                '/dxts.v1.DefinitionService/TransitionTransformation',
+                request_serializer=dxts_dot_v1_dot_definition__pb2.TransitionTransformationRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_definition__pb2.TransitionTransformationResponse.FromString,
+                _registered_method=True)
         self.GetTransformation = channel.unary_unary(
                 '/dxts.v1.DefinitionService/GetTransformation',
                 request_serializer=dxts_dot_v1_dot_definition__pb2.GetTransformationRequest.SerializeToString,
@@ -270,6 +275,15 @@ class DefinitionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransitionTransformation(self, request, context):
+        """One operator edge of a transformation's state machine. A standalone transformation (no
+        workgraph) takes its workgraph's edges itself this way (start, cancel, back to Active); a
+        member only the operator's own edges (pause, resume, leave a blocked state).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTransformation(self, request, context):
         """Transformations.
         """
@@ -417,6 +431,11 @@ def add_DefinitionServiceServicer_to_server(servicer, server):
                     servicer.FlushTransformation,
                     request_deserializer=dxts_dot_v1_dot_definition__pb2.FlushTransformationRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_definition__pb2.FlushTransformationResponse.SerializeToString,
+            ),
+            'TransitionTransformation': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransitionTransformation,
+                    request_deserializer=dxts_dot_v1_dot_definition__pb2.TransitionTransformationRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_definition__pb2.TransitionTransformationResponse.SerializeToString,
             ),
             'GetTransformation': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTransformation,
@@ -901,6 +920,33 @@ class DefinitionService:
             '/dxts.v1.DefinitionService/FlushTransformation',
             dxts_dot_v1_dot_definition__pb2.FlushTransformationRequest.SerializeToString,
             dxts_dot_v1_dot_definition__pb2.FlushTransformationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransitionTransformation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.DefinitionService/TransitionTransformation',
+            dxts_dot_v1_dot_definition__pb2.TransitionTransformationRequest.SerializeToString,
+            dxts_dot_v1_dot_definition__pb2.TransitionTransformationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,11 @@ class DefinitionServiceStub:
     SetFeeder: _grpc.UnaryUnaryMultiCallable[_definition_pb2.SetFeederRequest, _definition_pb2.SetFeederResponse]
     FlushTransformation: _grpc.UnaryUnaryMultiCallable[_definition_pb2.FlushTransformationRequest, _definition_pb2.FlushTransformationResponse]
     """Asks for one packer invocation with flush=True (checked here, forwarded to execution)."""
+    TransitionTransformation: _grpc.UnaryUnaryMultiCallable[_definition_pb2.TransitionTransformationRequest, _definition_pb2.TransitionTransformationResponse]
+    """One operator edge of a transformation's state machine. A standalone transformation (no
+    workgraph) takes its workgraph's edges itself this way (start, cancel, back to Active); a
+    member only the operator's own edges (pause, resume, leave a blocked state).
+    """
     GetTransformation: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetTransformationRequest, _definition_pb2.GetTransformationResponse]
     """Transformations."""
     ListTransformations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ListTransformationsRequest, _definition_pb2.ListTransformationsResponse]
@@ -97,6 +102,11 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     SetFeeder: _aio.UnaryUnaryMultiCallable[_definition_pb2.SetFeederRequest, _definition_pb2.SetFeederResponse]  # type: ignore[assignment]
     FlushTransformation: _aio.UnaryUnaryMultiCallable[_definition_pb2.FlushTransformationRequest, _definition_pb2.FlushTransformationResponse]  # type: ignore[assignment]
     """Asks for one packer invocation with flush=True (checked here, forwarded to execution)."""
+    TransitionTransformation: _aio.UnaryUnaryMultiCallable[_definition_pb2.TransitionTransformationRequest, _definition_pb2.TransitionTransformationResponse]  # type: ignore[assignment]
+    """One operator edge of a transformation's state machine. A standalone transformation (no
+    workgraph) takes its workgraph's edges itself this way (start, cancel, back to Active); a
+    member only the operator's own edges (pause, resume, leave a blocked state).
+    """
     GetTransformation: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetTransformationRequest, _definition_pb2.GetTransformationResponse]  # type: ignore[assignment]
     """Transformations."""
     ListTransformations: _aio.UnaryUnaryMultiCallable[_definition_pb2.ListTransformationsRequest, _definition_pb2.ListTransformationsResponse]  # type: ignore[assignment]
@@ -229,6 +239,17 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.FlushTransformationResponse, _abc.Awaitable[_definition_pb2.FlushTransformationResponse]]:
         """Asks for one packer invocation with flush=True (checked here, forwarded to execution)."""
+
+    @_abc_1.abstractmethod
+    def TransitionTransformation(
+        self,
+        request: _definition_pb2.TransitionTransformationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_definition_pb2.TransitionTransformationResponse, _abc.Awaitable[_definition_pb2.TransitionTransformationResponse]]:
+        """One operator edge of a transformation's state machine. A standalone transformation (no
+        workgraph) takes its workgraph's edges itself this way (start, cancel, back to Active); a
+        member only the operator's own edges (pause, resume, leave a blocked state).
+        """
 
     @_abc_1.abstractmethod
     def GetTransformation(

@@ -7,7 +7,8 @@ enough to act on. Errors refuse the document; warnings are returned with it.
 
 Kinds beyond CWL.md's list, for documents that cannot be read at all: `invalid-cwl` (not YAML/JSON
 or not CWL v1.2 according to cwl-utils) and `unresolved-run` (a `run` naming nothing in the
-bundle or the store, or escaping the bundle).
+bundle or the store, or escaping the bundle); and `not-a-job`, a user job that is not a
+CommandLineTool or Workflow with a `dirac:Job` hint.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Kind(StrEnum):
     INVALID_CWL = "invalid-cwl"
     UNRESOLVED_RUN = "unresolved-run"
     NOT_A_WORKGRAPH = "not-a-workgraph"
+    NOT_A_JOB = "not-a-job"
     BARE_STEP = "bare-step"
     HINT_SCHEMA = "hint-schema"
     UNKNOWN_SOURCE = "unknown-source"

@@ -1,0 +1,103 @@
+"""Labels: the part of a workgraph's or transformation's annotations that users write.
+
+Annotations also hold what compilation and the operators record (the document's id and label,
+a member's initial state and `after`, the halted mark); those are the system's. Users set
+labels at submission and change them with a JSON merge patch (RFC 7396) on `labels` only: a
+string sets a label, null removes it. Merge patches are idempotent, so a retry is harmless.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import FieldViolation, InvalidArgument
+from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
+from dxts.definition import db
+from dxts.definition.transitions import Caller, authorise, lock_transformation, lock_workgraph
+
+LABELS = "labels"
+KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+VALUE_LENGTH = 256
+
+
+def check_labels(labels: Mapping[str, Any], field: str = "labels") -> dict[str, str]:
+    """Labels as given, or InvalidArgument naming every bad key and value."""
+    problems = []
+    for key, value in labels.items():
+        if not isinstance(key, str) or not KEY.match(key):
+            problems.append(
+                FieldViolation(
+                    f"{field}.{key}",
+                    "a label key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting alphanumeric",
+                )
+            )
+        elif not isinstance(value, str) or len(value) > VALUE_LENGTH:
+            problems.append(
+                FieldViolation(
+                    f"{field}.{key}",
+                    f"a label value is a string of at most {VALUE_LENGTH} characters",
+                )
+            )
+    if problems:
+        raise InvalidArgument(problems)
+    return dict(labels)
+
+
+def apply_patch(annotations: Mapping[str, Any] | None, patch: Any) -> dict[str, Any]:
+    """The annotations with `patch` merged into their labels."""
+    if not isinstance(patch, dict) or not patch:
+        raise InvalidArgument("a non-empty JSON object of labels", field="merge_patch_json")
+    current = dict(annotations or {})
+    labels = dict(current.get(LABELS) or {})
+    check_labels({k: v for k, v in patch.items() if v is not None}, "merge_patch_json")
+    for key, value in patch.items():
+        if value is None:
+            labels.pop(key, None)
+        else:
+            labels[key] = value
+    if labels:
+        current[LABELS] = labels
+    else:
+        current.pop(LABELS, None)
+    return current
+
+
+async def update_labels(
+    database: Database,
+    caller: Caller,
+    patch: Any,
+    *,
+    workgraph_id: bytes | None = None,
+    transformation_id: bytes | None = None,
+    request_id: str = "",
+) -> dict[str, Any]:
+    """Merge `patch` into the labels of one workgraph or transformation (whoever may steer
+    it); returns the annotations as stored."""
+
+    async def work(conn: AsyncConnection) -> dict[str, Any]:
+        data = {"patch": patch, **({"request_id": request_id} if request_id else {})}
+        if workgraph_id is not None:
+            workgraph = await lock_workgraph(conn, workgraph_id)
+            authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
+            annotations = apply_patch(workgraph.annotations, patch)
+            await db.set_workgraph_annotations(conn, workgraph_id, annotations, await db_now(conn))
+            await log_workgraphs(conn, [LogEntry(workgraph_id, "Labels", caller.author, data=data)])
+            return annotations
+        assert transformation_id is not None
+        locked = await lock_transformation(conn, transformation_id)
+        authorise(caller, locked.vo, locked.sub, "transformation", transformation_id)
+        annotations = apply_patch(locked.annotations, patch)
+        await db.set_transformation_annotations(
+            conn, transformation_id, annotations, await db_now(conn)
+        )
+        await log_transformations(
+            conn, [LogEntry(transformation_id, "Labels", caller.author, data=data)]
+        )
+        return annotations
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
