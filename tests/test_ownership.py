@@ -32,7 +32,11 @@ EXECUTION = {
     # FeederState, and clearing FeederEnabled on NoMoreInputs.
     "Transformations",
 }
-DISPATCHER = {"Parcels", "DiracXIDs", "GlideInIDs"}
+DISPATCHER = {
+    "Parcels", "DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs",
+    # ResolvedHintsID only: the sidecar the dispatcher resolves (DX-ADR-004, ComputeParcels).
+    "ComputeParcels",
+}
 
 # What each component may write. Core holds the library functions other components call inside
 # their own transactions (journal, log, content-addressed put-if-absent, counter maintenance).

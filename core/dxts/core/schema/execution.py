@@ -167,3 +167,24 @@ glidein_ids = sa.Table(
     sa.UniqueConstraint("Server", "GlideInID"),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# The adaptors this project ships (DISPATCH.md), shaped like DiracXIDs: each adaptor mints a
+# UUID per accepted parcel. Owned by the dispatcher like the two above.
+
+local_ids = sa.Table(
+    "LocalIDs",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("LocalID", Uuid(), nullable=False),
+    sa.UniqueConstraint("LocalID"),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+null_ids = sa.Table(
+    "NullIDs",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("NullID", Uuid(), nullable=False),
+    sa.UniqueConstraint("NullID"),
+    **MYSQL_TABLE_OPTIONS,
+)

@@ -26,45 +26,51 @@ _sym_db = _symbol_database.Default()
 from dxts.v1 import common_pb2 as dxts_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x64xts/v1/backend.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\"\x11\n\x0f\x44\x65scribeRequest\"\x8a\x01\n\x10\x44\x65scribeResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x04kind\x18\x02 \x01(\x0e\x32\r.dxts.v1.Kind\x12(\n\x0breport_mode\x18\x03 \x01(\x0e\x32\x13.dxts.v1.ReportMode\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0f\n\x07version\x18\x05 \x01(\t\"f\n\x07Payload\x12*\n\x07\x63ompute\x18\x01 \x01(\x0b\x32\x17.dxts.v1.ComputePayloadH\x00\x12$\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x14.dxts.v1.DataPayloadH\x00\x42\t\n\x07payload\"\x89\x01\n\x0e\x43omputePayload\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12+\n\tprocesses\x18\x02 \x03(\x0b\x32\x18.dxts.v1.ProcessDocument\x12\x19\n\x11resolved_hints_id\x18\x03 \x01(\t\x12\x1b\n\x13resolved_hints_json\x18\x04 \x01(\t\"<\n\x0fProcessDocument\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12\x15\n\rdocument_json\x18\x02 \x01(\t\"\r\n\x0b\x44\x61taPayload\"\x86\x01\n\x10ParcelSubmission\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x17\n\x0fparameters_json\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\x12\x19\n\x11requirements_json\x18\x04 \x01(\t\x12\x15\n\routput_prefix\x18\x05 \x01(\t\"^\n\rSubmitRequest\x12!\n\x07payload\x18\x01 \x01(\x0b\x32\x10.dxts.v1.Payload\x12*\n\x07parcels\x18\x02 \x03(\x0b\x32\x19.dxts.v1.ParcelSubmission\"v\n\x0cSubmitResult\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12/\n\x0b\x64isposition\x18\x02 \x01(\x0e\x32\x1a.dxts.v1.SubmitDisposition\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"8\n\x0eSubmitResponse\x12&\n\x07results\x18\x01 \x03(\x0b\x32\x15.dxts.v1.SubmitResult\"\"\n\x0bPollRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\"O\n\x0cPollResponse\x12\"\n\x08outcomes\x18\x01 \x03(\x0b\x32\x10.dxts.v1.Outcome\x12\x1b\n\x13unknown_identifiers\x18\x02 \x03(\t\"$\n\rCancelRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\"-\n\x0e\x43\x61ncelResponse\x12\x1b\n\x13unknown_identifiers\x18\x01 \x03(\t*U\n\nReportMode\x12\x1b\n\x17REPORT_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10REPORT_MODE_PULL\x10\x01\x12\x14\n\x10REPORT_MODE_PUSH\x10\x02*x\n\x11SubmitDisposition\x12\"\n\x1eSUBMIT_DISPOSITION_UNSPECIFIED\x10\x00\x12\x1f\n\x1bSUBMIT_DISPOSITION_ACCEPTED\x10\x01\x12\x1e\n\x1aSUBMIT_DISPOSITION_REFUSED\x10\x02\x32\x83\x02\n\x15\x42\x61\x63kendAdaptorService\x12?\n\x08\x44\x65scribe\x12\x18.dxts.v1.DescribeRequest\x1a\x19.dxts.v1.DescribeResponse\x12\x39\n\x06Submit\x12\x16.dxts.v1.SubmitRequest\x1a\x17.dxts.v1.SubmitResponse\x12\x33\n\x04Poll\x12\x14.dxts.v1.PollRequest\x1a\x15.dxts.v1.PollResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.dxts.v1.CancelRequest\x1a\x17.dxts.v1.CancelResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x64xts/v1/backend.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\"\x11\n\x0f\x44\x65scribeRequest\"\xf6\x01\n\x10\x44\x65scribeResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x04kind\x18\x02 \x01(\x0e\x32\r.dxts.v1.Kind\x12(\n\x0breport_mode\x18\x03 \x01(\x0e\x32\x13.dxts.v1.ReportMode\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0f\n\x07version\x18\x05 \x01(\t\x12\x39\n\x08\x63ounters\x18\x06 \x03(\x0b\x32\'.dxts.v1.DescribeResponse.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"f\n\x07Payload\x12*\n\x07\x63ompute\x18\x01 \x01(\x0b\x32\x17.dxts.v1.ComputePayloadH\x00\x12$\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x14.dxts.v1.DataPayloadH\x00\x42\t\n\x07payload\"\x89\x01\n\x0e\x43omputePayload\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12+\n\tprocesses\x18\x02 \x03(\x0b\x32\x18.dxts.v1.ProcessDocument\x12\x19\n\x11resolved_hints_id\x18\x03 \x01(\t\x12\x1b\n\x13resolved_hints_json\x18\x04 \x01(\t\"<\n\x0fProcessDocument\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12\x15\n\rdocument_json\x18\x02 \x01(\t\"\r\n\x0b\x44\x61taPayload\"\x99\x01\n\x10ParcelSubmission\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x17\n\x0fparameters_json\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\x12\x19\n\x11requirements_json\x18\x04 \x01(\t\x12\x15\n\routput_prefix\x18\x05 \x01(\t\x12\x11\n\tinput_ids\x18\x06 \x03(\t\"^\n\rSubmitRequest\x12!\n\x07payload\x18\x01 \x01(\x0b\x32\x10.dxts.v1.Payload\x12*\n\x07parcels\x18\x02 \x03(\x0b\x32\x19.dxts.v1.ParcelSubmission\"v\n\x0cSubmitResult\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12/\n\x0b\x64isposition\x18\x02 \x01(\x0e\x32\x1a.dxts.v1.SubmitDisposition\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"8\n\x0eSubmitResponse\x12&\n\x07results\x18\x01 \x03(\x0b\x32\x15.dxts.v1.SubmitResult\"\"\n\x0bPollRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\"O\n\x0cPollResponse\x12\"\n\x08outcomes\x18\x01 \x03(\x0b\x32\x10.dxts.v1.Outcome\x12\x1b\n\x13unknown_identifiers\x18\x02 \x03(\t\"8\n\rCancelRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\x12\x12\n\nparcel_ids\x18\x02 \x03(\t\"R\n\x0e\x43\x61ncelResponse\x12\x1b\n\x13unknown_identifiers\x18\x01 \x03(\t\x12#\n\x04keys\x18\x02 \x03(\x0b\x32\x15.dxts.v1.CancelledKey\"5\n\x0c\x43\x61ncelledKey\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x12\n\nidentifier\x18\x02 \x01(\t*U\n\nReportMode\x12\x1b\n\x17REPORT_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10REPORT_MODE_PULL\x10\x01\x12\x14\n\x10REPORT_MODE_PUSH\x10\x02*x\n\x11SubmitDisposition\x12\"\n\x1eSUBMIT_DISPOSITION_UNSPECIFIED\x10\x00\x12\x1f\n\x1bSUBMIT_DISPOSITION_ACCEPTED\x10\x01\x12\x1e\n\x1aSUBMIT_DISPOSITION_REFUSED\x10\x02\x32\x83\x02\n\x15\x42\x61\x63kendAdaptorService\x12?\n\x08\x44\x65scribe\x12\x18.dxts.v1.DescribeRequest\x1a\x19.dxts.v1.DescribeResponse\x12\x39\n\x06Submit\x12\x16.dxts.v1.SubmitRequest\x1a\x17.dxts.v1.SubmitResponse\x12\x33\n\x04Poll\x12\x14.dxts.v1.PollRequest\x1a\x15.dxts.v1.PollResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.dxts.v1.CancelRequest\x1a\x17.dxts.v1.CancelResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dxts.v1.backend_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REPORTMODE']._serialized_start=1150
-  _globals['_REPORTMODE']._serialized_end=1235
-  _globals['_SUBMITDISPOSITION']._serialized_start=1237
-  _globals['_SUBMITDISPOSITION']._serialized_end=1357
+  _globals['_DESCRIBERESPONSE_COUNTERSENTRY']._loaded_options = None
+  _globals['_DESCRIBERESPONSE_COUNTERSENTRY']._serialized_options = b'8\001'
+  _globals['_REPORTMODE']._serialized_start=1389
+  _globals['_REPORTMODE']._serialized_end=1474
+  _globals['_SUBMITDISPOSITION']._serialized_start=1476
+  _globals['_SUBMITDISPOSITION']._serialized_end=1596
   _globals['_DESCRIBEREQUEST']._serialized_start=56
   _globals['_DESCRIBEREQUEST']._serialized_end=73
   _globals['_DESCRIBERESPONSE']._serialized_start=76
-  _globals['_DESCRIBERESPONSE']._serialized_end=214
-  _globals['_PAYLOAD']._serialized_start=216
-  _globals['_PAYLOAD']._serialized_end=318
-  _globals['_COMPUTEPAYLOAD']._serialized_start=321
-  _globals['_COMPUTEPAYLOAD']._serialized_end=458
-  _globals['_PROCESSDOCUMENT']._serialized_start=460
-  _globals['_PROCESSDOCUMENT']._serialized_end=520
-  _globals['_DATAPAYLOAD']._serialized_start=522
-  _globals['_DATAPAYLOAD']._serialized_end=535
-  _globals['_PARCELSUBMISSION']._serialized_start=538
-  _globals['_PARCELSUBMISSION']._serialized_end=672
-  _globals['_SUBMITREQUEST']._serialized_start=674
-  _globals['_SUBMITREQUEST']._serialized_end=768
-  _globals['_SUBMITRESULT']._serialized_start=770
-  _globals['_SUBMITRESULT']._serialized_end=888
-  _globals['_SUBMITRESPONSE']._serialized_start=890
-  _globals['_SUBMITRESPONSE']._serialized_end=946
-  _globals['_POLLREQUEST']._serialized_start=948
-  _globals['_POLLREQUEST']._serialized_end=982
-  _globals['_POLLRESPONSE']._serialized_start=984
-  _globals['_POLLRESPONSE']._serialized_end=1063
-  _globals['_CANCELREQUEST']._serialized_start=1065
-  _globals['_CANCELREQUEST']._serialized_end=1101
-  _globals['_CANCELRESPONSE']._serialized_start=1103
-  _globals['_CANCELRESPONSE']._serialized_end=1148
-  _globals['_BACKENDADAPTORSERVICE']._serialized_start=1360
-  _globals['_BACKENDADAPTORSERVICE']._serialized_end=1619
+  _globals['_DESCRIBERESPONSE']._serialized_end=322
+  _globals['_DESCRIBERESPONSE_COUNTERSENTRY']._serialized_start=275
+  _globals['_DESCRIBERESPONSE_COUNTERSENTRY']._serialized_end=322
+  _globals['_PAYLOAD']._serialized_start=324
+  _globals['_PAYLOAD']._serialized_end=426
+  _globals['_COMPUTEPAYLOAD']._serialized_start=429
+  _globals['_COMPUTEPAYLOAD']._serialized_end=566
+  _globals['_PROCESSDOCUMENT']._serialized_start=568
+  _globals['_PROCESSDOCUMENT']._serialized_end=628
+  _globals['_DATAPAYLOAD']._serialized_start=630
+  _globals['_DATAPAYLOAD']._serialized_end=643
+  _globals['_PARCELSUBMISSION']._serialized_start=646
+  _globals['_PARCELSUBMISSION']._serialized_end=799
+  _globals['_SUBMITREQUEST']._serialized_start=801
+  _globals['_SUBMITREQUEST']._serialized_end=895
+  _globals['_SUBMITRESULT']._serialized_start=897
+  _globals['_SUBMITRESULT']._serialized_end=1015
+  _globals['_SUBMITRESPONSE']._serialized_start=1017
+  _globals['_SUBMITRESPONSE']._serialized_end=1073
+  _globals['_POLLREQUEST']._serialized_start=1075
+  _globals['_POLLREQUEST']._serialized_end=1109
+  _globals['_POLLRESPONSE']._serialized_start=1111
+  _globals['_POLLRESPONSE']._serialized_end=1190
+  _globals['_CANCELREQUEST']._serialized_start=1192
+  _globals['_CANCELREQUEST']._serialized_end=1248
+  _globals['_CANCELRESPONSE']._serialized_start=1250
+  _globals['_CANCELRESPONSE']._serialized_end=1332
+  _globals['_CANCELLEDKEY']._serialized_start=1334
+  _globals['_CANCELLEDKEY']._serialized_end=1387
+  _globals['_BACKENDADAPTORSERVICE']._serialized_start=1599
+  _globals['_BACKENDADAPTORSERVICE']._serialized_end=1858
 # @@protoc_insertion_point(module_scope)

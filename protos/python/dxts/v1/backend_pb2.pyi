@@ -4,7 +4,14 @@
 isort:skip_file
 BackendAdaptorService: implemented by every backend adaptor (a small gRPC server beside the
 batch system it drives), called by the dispatcher. An adaptor knows nothing of
-transformations, inputs or the database (DISPATCH.md).
+transformations or the database (DISPATCH.md): it is given, per parcel, what to run and the
+ids of the inputs the process reports on, and it answers with identifiers and outcomes.
+
+Idempotency is the contract's backbone: Submit is idempotent per parcel id (a second Submit of
+an accepted parcel returns the same identifier and starts nothing, whatever happened in
+between, adaptor restarts included), which is what lets the dispatcher re-submit a parcel
+stranded in Reserved by a crash without running it twice. Poll and Cancel are idempotent by
+nature.
 """
 
 from collections import abc as _abc
@@ -83,17 +90,45 @@ Global___DescribeRequest: _TypeAlias = DescribeRequest  # noqa: Y015
 class DescribeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class CountersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NAME_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     REPORT_MODE_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    COUNTERS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     kind: _common_pb2.Kind.ValueType
     report_mode: Global___ReportMode.ValueType
     capacity: _builtins.int
-    """How many parcels it accepts in flight; 0 = no limit."""
+    """How many parcels it accepts in flight; 0 = no limit. Beyond it Submit refuses."""
     version: _builtins.str
+    @_builtins.property
+    def counters(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """The adaptor's own tallies since it started, for operators and tests (names are the
+        adaptor's; the shipped ones report at least "submits", "accepted", "started",
+        "repeated_submits" — Submits of a key already accepted — and "in_flight").
+        """
+
     def __init__(
         self,
         *,
@@ -102,10 +137,11 @@ class DescribeResponse(_message.Message):
         report_mode: Global___ReportMode.ValueType = ...,
         capacity: _builtins.int = ...,
         version: _builtins.str = ...,
+        counters: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "kind", b"kind", "name", b"name", "report_mode", b"report_mode", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "counters", b"counters", "kind", b"kind", "name", b"name", "report_mode", b"report_mode", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -220,6 +256,7 @@ class ParcelSubmission(_message.Message):
     REQUEST_JSON_FIELD_NUMBER: _builtins.int
     REQUIREMENTS_JSON_FIELD_NUMBER: _builtins.int
     OUTPUT_PREFIX_FIELD_NUMBER: _builtins.int
+    INPUT_IDS_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The idempotency key: a second Submit of an accepted parcel id returns the same identifier
     and starts nothing.
@@ -232,6 +269,12 @@ class ParcelSubmission(_message.Message):
     """Matching criteria (sites, memory, ...), when any."""
     output_prefix: _builtins.str
     """Where outputs go (LFN prefix)."""
+    @_builtins.property
+    def input_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The inputs this parcel carries (transformation parcels; none for a user parcel): the keys
+        the process's status report uses (DISPATCH.md).
+        """
+
     def __init__(
         self,
         *,
@@ -240,10 +283,11 @@ class ParcelSubmission(_message.Message):
         request_json: _builtins.str = ...,
         requirements_json: _builtins.str = ...,
         output_prefix: _builtins.str = ...,
+        input_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["output_prefix", b"output_prefix", "parameters_json", b"parameters_json", "parcel_id", b"parcel_id", "request_json", b"request_json", "requirements_json", b"requirements_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_ids", b"input_ids", "output_prefix", b"output_prefix", "parameters_json", b"parameters_json", "parcel_id", b"parcel_id", "request_json", b"request_json", "requirements_json", b"requirements_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -376,16 +420,26 @@ class CancelRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     IDENTIFIERS_FIELD_NUMBER: _builtins.int
+    PARCEL_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def parcel_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Cancel by idempotency key, for a parcel whose identifier the dispatcher never recorded (it
+        died between submit and record, and the parcel was cancelled meanwhile). A key the adaptor
+        accepted is cancelled like its identifier; a key it never accepted is remembered as
+        cancelled, and a later Submit of it is refused.
+        """
+
     def __init__(
         self,
         *,
         identifiers: _abc.Iterable[_builtins.str] | None = ...,
+        parcel_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["identifiers", b"identifiers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["identifiers", b"identifiers", "parcel_ids", b"parcel_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -396,17 +450,48 @@ class CancelResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     UNKNOWN_IDENTIFIERS_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def unknown_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedCompositeFieldContainer[Global___CancelledKey]:
+        """One per requested parcel id, in request order."""
+
     def __init__(
         self,
         *,
         unknown_identifiers: _abc.Iterable[_builtins.str] | None = ...,
+        keys: _abc.Iterable[Global___CancelledKey] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["unknown_identifiers", b"unknown_identifiers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keys", b"keys", "unknown_identifiers", b"unknown_identifiers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelResponse: _TypeAlias = CancelResponse  # noqa: Y015
+
+@_typing.final
+class CancelledKey(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARCEL_ID_FIELD_NUMBER: _builtins.int
+    IDENTIFIER_FIELD_NUMBER: _builtins.int
+    parcel_id: _builtins.str
+    identifier: _builtins.str
+    """The identifier of the accepted work being cancelled; empty when the key was never accepted
+    (nothing ran, and nothing will: the key is refused from now on).
+    """
+    def __init__(
+        self,
+        *,
+        parcel_id: _builtins.str = ...,
+        identifier: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["identifier", b"identifier", "parcel_id", b"parcel_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelledKey: _TypeAlias = CancelledKey  # noqa: Y015

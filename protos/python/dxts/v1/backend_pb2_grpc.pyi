@@ -4,7 +4,14 @@
 isort:skip_file
 BackendAdaptorService: implemented by every backend adaptor (a small gRPC server beside the
 batch system it drives), called by the dispatcher. An adaptor knows nothing of
-transformations, inputs or the database (DISPATCH.md).
+transformations or the database (DISPATCH.md): it is given, per parcel, what to run and the
+ids of the inputs the process reports on, and it answers with identifiers and outcomes.
+
+Idempotency is the contract's backbone: Submit is idempotent per parcel id (a second Submit of
+an accepted parcel returns the same identifier and starts nothing, whatever happened in
+between, adaptor restarts included), which is what lets the dispatcher re-submit a parcel
+stranded in Reserved by a crash without running it twice. Poll and Cancel are idempotent by
+nature.
 """
 
 from collections import abc as _abc

@@ -426,12 +426,15 @@ class OutputFile(_message.Message):
     LFN_FIELD_NUMBER: _builtins.int
     SIZE_FIELD_NUMBER: _builtins.int
     CHECKSUM_FIELD_NUMBER: _builtins.int
+    STORAGE_ELEMENT_FIELD_NUMBER: _builtins.int
     output_name: _builtins.str
     """The CWL output id of the process the file belongs to (TransformationOutputs.Name)."""
     lfn: _builtins.str
     size: _builtins.int
     checksum: _builtins.str
     """"adler32:0a1b2c3d"-style checksum, when the backend computed one."""
+    storage_element: _builtins.str
+    """The storage element the backend wrote it to (its first replica, for the catalogue)."""
     def __init__(
         self,
         *,
@@ -439,10 +442,11 @@ class OutputFile(_message.Message):
         lfn: _builtins.str = ...,
         size: _builtins.int = ...,
         checksum: _builtins.str = ...,
+        storage_element: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "lfn", b"lfn", "output_name", b"output_name", "size", b"size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "lfn", b"lfn", "output_name", b"output_name", "size", b"size", "storage_element", b"storage_element"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

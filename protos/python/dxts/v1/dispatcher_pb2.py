@@ -27,7 +27,7 @@ from dxts.v1 import common_pb2 as dxts_dot_v1_dot_common__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x64xts/v1/dispatcher.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n\x15ReportOutcomesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\"\n\x08outcomes\x18\x03 \x03(\x0b\x32\x10.dxts.v1.Outcome\";\n\x16ReportOutcomesResponse\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.dxts.v1.OutcomeAck\"\x19\n\x17\x44ispatcherStatusRequest\"\x83\x02\n\rBackendStatus\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x1b\n\x04kind\x18\x02 \x01(\x0e\x32\r.dxts.v1.Kind\x12\x11\n\treachable\x18\x03 \x01(\x08\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x11\n\tin_flight\x18\x05 \x01(\x03\x12\x10\n\x08reserved\x18\x06 \x01(\x03\x12\x36\n\x12oldest_reserved_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08refusals\x18\x08 \x01(\x03\x12\x30\n\x0clast_poll_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x18\x44ispatcherStatusResponse\x12(\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x16.dxts.v1.BackendStatus\x12)\n\x05\x61s_of\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xbf\x01\n\x11\x44ispatcherService\x12Q\n\x0eReportOutcomes\x12\x1e.dxts.v1.ReportOutcomesRequest\x1a\x1f.dxts.v1.ReportOutcomesResponse\x12W\n\x10\x44ispatcherStatus\x12 .dxts.v1.DispatcherStatusRequest\x1a!.dxts.v1.DispatcherStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x64xts/v1/dispatcher.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n\x15ReportOutcomesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\"\n\x08outcomes\x18\x03 \x03(\x0b\x32\x10.dxts.v1.Outcome\";\n\x16ReportOutcomesResponse\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.dxts.v1.OutcomeAck\"\x19\n\x17\x44ispatcherStatusRequest\"\xaa\x02\n\rBackendStatus\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x1b\n\x04kind\x18\x02 \x01(\x0e\x32\r.dxts.v1.Kind\x12\x11\n\treachable\x18\x03 \x01(\x08\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x11\n\tin_flight\x18\x05 \x01(\x03\x12\x10\n\x08reserved\x18\x06 \x01(\x03\x12\x36\n\x12oldest_reserved_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08refusals\x18\x08 \x01(\x03\x12\x30\n\x0clast_poll_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x62\x61\x64_outcomes\x18\n \x01(\x03\x12\x0f\n\x07\x61\x64\x61ptor\x18\x0b \x01(\t\"o\n\x18\x44ispatcherStatusResponse\x12(\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x16.dxts.v1.BackendStatus\x12)\n\x05\x61s_of\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xbf\x01\n\x11\x44ispatcherService\x12Q\n\x0eReportOutcomes\x12\x1e.dxts.v1.ReportOutcomesRequest\x1a\x1f.dxts.v1.ReportOutcomesResponse\x12W\n\x10\x44ispatcherStatus\x12 .dxts.v1.DispatcherStatusRequest\x1a!.dxts.v1.DispatcherStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,9 +41,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DISPATCHERSTATUSREQUEST']._serialized_start=251
   _globals['_DISPATCHERSTATUSREQUEST']._serialized_end=276
   _globals['_BACKENDSTATUS']._serialized_start=279
-  _globals['_BACKENDSTATUS']._serialized_end=538
-  _globals['_DISPATCHERSTATUSRESPONSE']._serialized_start=540
-  _globals['_DISPATCHERSTATUSRESPONSE']._serialized_end=651
-  _globals['_DISPATCHERSERVICE']._serialized_start=654
-  _globals['_DISPATCHERSERVICE']._serialized_end=845
+  _globals['_BACKENDSTATUS']._serialized_end=577
+  _globals['_DISPATCHERSTATUSRESPONSE']._serialized_start=579
+  _globals['_DISPATCHERSTATUSRESPONSE']._serialized_end=690
+  _globals['_DISPATCHERSERVICE']._serialized_start=693
+  _globals['_DISPATCHERSERVICE']._serialized_end=884
 # @@protoc_insertion_point(module_scope)

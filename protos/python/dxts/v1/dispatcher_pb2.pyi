@@ -101,6 +101,8 @@ class BackendStatus(_message.Message):
     OLDEST_RESERVED_AT_FIELD_NUMBER: _builtins.int
     REFUSALS_FIELD_NUMBER: _builtins.int
     LAST_POLL_AT_FIELD_NUMBER: _builtins.int
+    BAD_OUTCOMES_FIELD_NUMBER: _builtins.int
+    ADAPTOR_FIELD_NUMBER: _builtins.int
     backend: _builtins.str
     kind: _common_pb2.Kind.ValueType
     reachable: _builtins.bool
@@ -112,6 +114,12 @@ class BackendStatus(_message.Message):
     """Parcels Reserved for it, and the oldest reservation (stale ones are re-submitted)."""
     refusals: _builtins.int
     """Submissions it refused since this dispatcher started."""
+    bad_outcomes: _builtins.int
+    """Outcomes it reported that could not be used (unknown identifier, malformed manifest) since
+    this dispatcher started.
+    """
+    adaptor: _builtins.str
+    """The adaptor type it runs (local, null, ...): which identifier table holds its identifiers."""
     @_builtins.property
     def oldest_reserved_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -128,10 +136,12 @@ class BackendStatus(_message.Message):
         oldest_reserved_at: _timestamp_pb2.Timestamp | None = ...,
         refusals: _builtins.int = ...,
         last_poll_at: _timestamp_pb2.Timestamp | None = ...,
+        bad_outcomes: _builtins.int = ...,
+        adaptor: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_poll_at", b"last_poll_at", "oldest_reserved_at", b"oldest_reserved_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "capacity", b"capacity", "in_flight", b"in_flight", "kind", b"kind", "last_poll_at", b"last_poll_at", "oldest_reserved_at", b"oldest_reserved_at", "reachable", b"reachable", "refusals", b"refusals", "reserved", b"reserved"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adaptor", b"adaptor", "backend", b"backend", "bad_outcomes", b"bad_outcomes", "capacity", b"capacity", "in_flight", b"in_flight", "kind", b"kind", "last_poll_at", b"last_poll_at", "oldest_reserved_at", b"oldest_reserved_at", "reachable", b"reachable", "refusals", b"refusals", "reserved", b"reserved"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

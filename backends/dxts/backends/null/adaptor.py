@@ -1,0 +1,277 @@
+"""The null adaptor: accepts at once, runs nothing, finishes as configured (`settings`).
+
+It exists for benchmarks and failure injection, and it keeps its state in memory: a restart
+forgets what it accepted (re-submitted parcels are then accepted anew, with a new identifier).
+Within one run it honours the contract exactly, which is what the dispatcher's tests lean on:
+Submit is idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that
+named it and every start of work, so a test can prove that no parcel ran twice. The same
+tallies are in Describe's counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from dxts.backends.null.settings import NullSettings
+from dxts.backends.server import AdaptorServicer, accepted, key_problem, refused
+from dxts.core.grpc import channel
+from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.ids import id_to_str, new_id
+from dxts.v1 import backend_pb2, common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SUCCESS, FAILURE, SPLIT, NO_REPORT, LOST = "success", "failure", "split", "no_report", "lost"
+
+
+@dataclass
+class Job:
+    parcel_id: str
+    identifier: str
+    fate: str
+    finish_at: float  # time.monotonic()
+    input_ids: tuple[str, ...]
+    output_prefix: str
+    cancelled: bool = False
+    pushed: bool = False
+
+
+def fate_of(parcel_id: str, settings: NullSettings) -> str:
+    """The parcel's outcome, drawn from the mix by a stable hash of its id."""
+    digest = hashlib.sha256(f"null:{parcel_id}".encode()).digest()
+    point = int.from_bytes(digest[:8], "big") / 2**64
+    for fate, share in (
+        (FAILURE, settings.failure),
+        (SPLIT, settings.split),
+        (NO_REPORT, settings.no_report),
+        (LOST, settings.lost),
+    ):
+        if point < share:
+            return fate
+        point -= share
+    return SUCCESS
+
+
+class NullAdaptor(AdaptorServicer):
+    def __init__(self, settings: NullSettings | None = None, *, token: str | None = None) -> None:
+        self.settings = settings or NullSettings()
+        self.jobs: dict[str, Job] = {}  # by ParcelID
+        self.by_identifier: dict[str, Job] = {}
+        self.cancelled_keys: set[str] = set()  # cancelled before they were ever accepted
+        self.submits: Counter[str] = Counter()  # Submits naming each key
+        self.started: Counter[str] = Counter()  # starts of work per key: must never exceed 1
+        self.refusals = 0
+        self._token = token
+        self._pusher: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.settings.report_mode == "push" and self._pusher is None:
+            self._pusher = asyncio.create_task(self._push_forever())
+
+    async def stop(self) -> None:
+        if self._pusher is not None:
+            self._pusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pusher
+            self._pusher = None
+
+    # -- the contract -------------------------------------------------------------------------
+
+    def _in_flight(self) -> int:
+        now = time.monotonic()
+        return sum(1 for job in self.jobs.values() if not self._finished(job, now))
+
+    def _finished(self, job: Job, now: float) -> bool:
+        return job.cancelled or (job.fate != LOST and now >= job.finish_at)
+
+    async def Describe(
+        self, request: backend_pb2.DescribeRequest, context: Any
+    ) -> backend_pb2.DescribeResponse:
+        in_flight = self._in_flight()
+        return backend_pb2.DescribeResponse(
+            name=self.settings.name,
+            kind=enum_to_proto(self.settings.kind),  # type: ignore[arg-type]
+            report_mode=backend_pb2.REPORT_MODE_PUSH
+            if self.settings.report_mode == "push"
+            else backend_pb2.REPORT_MODE_PULL,
+            capacity=self.settings.capacity,
+            version="null-1",
+            counters={
+                "submits": sum(self.submits.values()),
+                "accepted": len(self.jobs),
+                "started": sum(self.started.values()),
+                "repeated_submits": sum(n - 1 for n in self.submits.values() if n > 1),
+                "refused": self.refusals,
+                "in_flight": in_flight,
+            },
+        )
+
+    async def Submit(
+        self, request: backend_pb2.SubmitRequest, context: Any
+    ) -> backend_pb2.SubmitResponse:
+        results = []
+        now = time.monotonic()
+        in_flight = self._in_flight()
+        for parcel in request.parcels:
+            key = parcel.parcel_id
+            problem = key_problem(key)
+            if problem is not None:
+                results.append(refused(key, problem))
+                continue
+            self.submits[key] += 1
+            job = self.jobs.get(key)
+            if job is not None:
+                results.append(accepted(key, job.identifier))
+            elif key in self.cancelled_keys:
+                results.append(refused(key, "cancelled before it was accepted"))
+            elif self.settings.capacity and in_flight >= self.settings.capacity:
+                self.refusals += 1
+                results.append(refused(key, f"at capacity ({self.settings.capacity} in flight)"))
+            else:
+                job = Job(
+                    key,
+                    id_to_str(new_id()),
+                    fate_of(key, self.settings),
+                    now + self.settings.delay_s,
+                    tuple(parcel.input_ids),
+                    parcel.output_prefix,
+                )
+                self.jobs[key] = job
+                self.by_identifier[job.identifier] = job
+                self.started[key] += 1
+                in_flight += 1
+                results.append(accepted(key, job.identifier))
+        return backend_pb2.SubmitResponse(results=results)
+
+    async def Poll(
+        self, request: backend_pb2.PollRequest, context: Any
+    ) -> backend_pb2.PollResponse:
+        now = time.monotonic()
+        reply = backend_pb2.PollResponse()
+        for identifier in request.identifiers:
+            job = self.by_identifier.get(identifier)
+            if job is None:
+                reply.unknown_identifiers.append(identifier)
+            elif self._finished(job, now):
+                reply.outcomes.append(self.outcome(job))
+        return reply
+
+    async def Cancel(
+        self, request: backend_pb2.CancelRequest, context: Any
+    ) -> backend_pb2.CancelResponse:
+        reply = backend_pb2.CancelResponse()
+        now = time.monotonic()
+        for identifier in request.identifiers:
+            job = self.by_identifier.get(identifier)
+            if job is None:
+                reply.unknown_identifiers.append(identifier)
+            elif not self._finished(job, now):
+                job.cancelled = True
+        for key in request.parcel_ids:
+            job = self.jobs.get(key)
+            if job is None:
+                self.cancelled_keys.add(key)
+                reply.keys.append(backend_pb2.CancelledKey(parcel_id=key))
+            else:
+                if not self._finished(job, now):
+                    job.cancelled = True
+                reply.keys.append(
+                    backend_pb2.CancelledKey(parcel_id=key, identifier=job.identifier)
+                )
+        return reply
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    def outcome(self, job: Job) -> common_pb2.Outcome:
+        """The terminal outcome of a finished job."""
+        outcome = common_pb2.Outcome(
+            parcel_id=job.parcel_id,
+            backend=self.settings.name,
+            identifier=job.identifier,
+            backend_status=job.fate,
+        )
+        if job.cancelled:
+            outcome.result = common_pb2.OUTCOME_RESULT_CANCELLED
+            outcome.backend_status = "cancelled"
+            outcome.message = "cancelled on request"
+            return outcome
+        if job.fate == FAILURE:
+            outcome.result = common_pb2.OUTCOME_RESULT_FAILED
+            outcome.message = "null backend: injected failure"
+            return outcome
+        outcome.result = common_pb2.OUTCOME_RESULT_SUCCEEDED
+        if job.fate != NO_REPORT and job.input_ids:
+            outcome.status_report_json = json.dumps(self._report(job), sort_keys=True)
+        outcome.outputs.extend(
+            common_pb2.OutputFile(
+                output_name=name,
+                lfn=f"{job.output_prefix}/{name}.null",
+                size=self.settings.output_size,
+                storage_element=self.settings.name,
+            )
+            for name in self.settings.outputs
+        )
+        return outcome
+
+    def _report(self, job: Job) -> dict[str, Any]:
+        if job.fate != SPLIT:
+            return {input_id: {"action": "SUCCESS"} for input_id in job.input_ids}
+        parts = self.settings.split_parts
+        succeeded = round(parts * self.settings.split_success_fraction)
+        report = {}
+        for input_id in job.input_ids:
+            children = [
+                {"lfn": None, "lfn_size": None, "descriptor": {"split_of": input_id, "part": part}}
+                for part in range(parts)
+            ]
+            report[input_id] = {
+                "action": "SPLIT",
+                "SUCCESS": children[:succeeded],
+                "FAILURE": children[succeeded:],
+            }
+        return report
+
+    # -- the push path ------------------------------------------------------------------------
+
+    async def push_once(self, stub: dispatcher_pb2_grpc.DispatcherServiceAsyncStub) -> int:
+        """Report the finished jobs not yet acknowledged; returns how many were acknowledged.
+        An outcome the dispatcher does not know yet (it has not recorded the identifier) is
+        pushed again next time."""
+        now = time.monotonic()
+        due = [j for j in self.jobs.values() if not j.pushed and self._finished(j, now)]
+        if not due:
+            return 0
+        reply = await stub.ReportOutcomes(
+            dispatcher_pb2.ReportOutcomesRequest(
+                request_id=id_to_str(new_id()),
+                backend=self.settings.name,
+                outcomes=[self.outcome(job) for job in due],
+            )
+        )
+        done = 0
+        for job, ack in zip(due, reply.acks, strict=True):
+            if ack.disposition != common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL:
+                job.pushed = True
+                done += 1
+        return done
+
+    async def _push_forever(self) -> None:
+        assert self.settings.dispatcher_address
+        async with channel(self.settings.dispatcher_address, token=self._token) as ch:
+            stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
+            while True:
+                try:
+                    await self.push_once(stub)
+                except Exception as error:
+                    log.warning("pushing outcomes failed (retrying): %s", error)
+                await asyncio.sleep(self.settings.push_interval_s)

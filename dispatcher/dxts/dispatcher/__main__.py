@@ -1,0 +1,72 @@
+"""`dxts-dispatcher`: the dispatcher as a process of its own (any number of replicas).
+
+Settings come from the environment: DXTS_DB_URL (and the other DXTS_DB_* settings),
+DXTS_LISTEN (DispatcherService: the push path and DispatcherStatus), DXTS_METRICS_PORT,
+DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_BACKENDS, DXTS_BACKEND_POLICY or DXTS_CONFIG_FILE,
+DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_DEFINITION_CONFIG, DXTS_SERVICE_TOKEN(_FILE)
+or DXTS_DATA_DIR, and the DXTS_DISPATCH_* tunables (see `settings`). SIGTERM or SIGINT stops it
+gracefully: health turns NOT_SERVING, in-flight calls get the grace period, then the sweeps are
+cancelled; whatever they left Reserved is re-submitted by a recovery sweep after the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+
+from pydantic import ValidationError
+
+from dxts.core.db import open_database
+from dxts.core.errors import DxtsError
+from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
+from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.dispatcher.component import build_dispatcher
+from dxts.dispatcher.settings import DispatcherSettings
+
+log = logging.getLogger("dxts.dispatcher")
+
+
+async def serve() -> None:
+    server_settings = ServerSettings()
+    database_settings = DatabaseSettings()
+    settings = DispatcherSettings()
+    verifier = TokenVerifier.from_settings(AuthSettings(), dev_key_dir=settings.data_dir)
+    async with contextlib.AsyncExitStack() as stack:
+        database = await open_database(database_settings.url, database_settings)
+        stack.push_async_callback(database.dispose)
+        component = await build_dispatcher(database, settings=settings)
+        stack.push_async_callback(component.stop)
+        metrics = start_metrics_server(server_settings.metrics_port)
+        if metrics is not None:
+            stack.callback(metrics.close)
+            log.info("metrics on port %d", metrics.port)
+        server = GrpcServer(
+            component.services, settings=server_settings, verifier=verifier, database=database
+        )
+        await server.start()
+        stack.push_async_callback(server.stop)
+        log.info(
+            "dispatching to %s",
+            ", ".join(f"{b.name} ({b.kind.value}, {b.address})" for b in settings.backends)
+            or "no backend",
+        )
+        await server.serve_until_signalled()
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve())
+    except (DxtsError, ValidationError, ValueError) as error:
+        log.error("cannot run the dispatcher: %s", error)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

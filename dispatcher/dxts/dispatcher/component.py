@@ -1,0 +1,238 @@
+"""The dispatcher assembled: backends, the definition source, the outcome sink, its sweeps and
+its gRPC service. `dxts-dispatcher` (`__main__`) serves it alone; `dxts up` composes it.
+
+    component = await build_dispatcher(database, settings=DispatcherSettings())
+    server = GrpcServer([*component.services, ...], ...)
+    ...
+    await component.stop()
+
+Sweeps (each an asyncio task; a failed round is logged and the next one runs):
+
+* `settings.claimers` claim loops per kind some backend takes (several replicas and several
+  loops claim side by side: SKIP LOCKED keeps their batches disjoint); a loop that claimed
+  nothing waits `idle_s`;
+* recovery of stale Reserved parcels every `recovery_interval_s`;
+* per backend, a poll every `poll_interval_s` and a cancel pass every `cancel_interval_s`;
+* every `status_interval_s`, Describe each backend (capacity, push or pull) and refresh the
+  per-backend load the claim budget and the gauges use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import grpc
+
+from dxts.core.config import DefinitionConfig
+from dxts.core.db import Database, Isolation
+from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.locks import LockManager
+from dxts.core.states import Kind
+from dxts.dispatcher import db
+from dxts.dispatcher.backends import BackendClient, BackendUnreachable
+from dxts.dispatcher.dispatch import Dispatcher
+from dxts.dispatcher.forwarding import Forwarder
+from dxts.dispatcher.metrics import IN_FLIGHT, OLDEST_RESERVED, RESERVED, UNREACHABLE
+from dxts.dispatcher.outcomes import GrpcOutcomeSink, OutcomeSink
+from dxts.dispatcher.payloads import DefinitionSource, GrpcDefinitionSource, Materialiser
+from dxts.dispatcher.servicer import DispatcherServicer
+from dxts.dispatcher.settings import DispatcherSettings
+from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+# The dispatcher's own identity when it mints a development token (single machine only).
+SERVICE_VO = "dxts"
+SERVICE_SUB = "dxts-dispatcher"
+DEV_TOKEN_LIFETIME = timedelta(days=365)
+# A peer that comes back is used again within a second or so, not after grpc's default backoff
+# (up to two minutes), during which every call fails at once.
+RECONNECT = (
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+)
+
+
+@dataclass
+class DispatcherComponent:
+    dispatcher: Dispatcher
+    forwarder: Forwarder
+    backends: dict[str, BackendClient]
+    services: list[Service]
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _channels: list[grpc.aio.Channel] = field(default_factory=list)
+    _locks: LockManager | None = None
+
+    async def refresh(self) -> None:
+        """Describe every backend and refresh the loads (claim budget, gauges)."""
+        for backend in self.backends.values():
+            try:
+                await backend.describe()
+            except BackendUnreachable as error:
+                UNREACHABLE.labels(backend.name, "Describe").inc()
+                log.warning("%s", error)
+        database = self.dispatcher.database
+        loads, now = await database.run(
+            lambda conn: db.backend_loads(conn, sorted(self.backends)),
+            isolation=Isolation.READ_COMMITTED,
+        )
+        for name, load in loads.items():
+            self.backends[name].state.in_flight = load.reserved + load.assigned
+            IN_FLIGHT.labels(name).set(load.assigned)
+            RESERVED.labels(name).set(load.reserved)
+            age = (now - load.oldest_reserved_at).total_seconds() if load.oldest_reserved_at else 0
+            OLDEST_RESERVED.labels(name).set(max(0.0, age))
+
+    def start_sweeps(self) -> None:
+        settings = self.dispatcher.settings
+        for kind in self.dispatcher.policy.kinds():
+            for _ in range(settings.claimers):
+                self.tasks.append(asyncio.create_task(self._claim_loop(kind)))
+        self.tasks.append(
+            asyncio.create_task(_every(settings.recovery_interval_s, self._recover, "recovery"))
+        )
+        self.tasks.append(
+            asyncio.create_task(_every(settings.status_interval_s, self.refresh, "status"))
+        )
+        for backend in self.backends.values():
+            self.tasks.append(
+                asyncio.create_task(
+                    _every(
+                        settings.poll_interval_s,
+                        functools.partial(self.forwarder.poll_once, backend),
+                        f"poll {backend.name}",
+                    )
+                )
+            )
+            self.tasks.append(
+                asyncio.create_task(
+                    _every(
+                        settings.cancel_interval_s,
+                        functools.partial(self.forwarder.cancel_once, backend),
+                        f"cancel {backend.name}",
+                    )
+                )
+            )
+
+    async def _claim_loop(self, kind: Kind) -> None:
+        while True:
+            try:
+                claimed = await self.dispatcher.dispatch_once(kind)
+            except Exception:
+                log.exception("claiming %s parcels failed", kind.value)
+                claimed = 0
+            if not claimed:
+                await asyncio.sleep(self.dispatcher.settings.idle_s)
+
+    async def _recover(self) -> None:
+        for kind in self.dispatcher.policy.kinds():
+            while await self.dispatcher.recover_once(kind):
+                pass
+
+    async def stop(self) -> None:
+        """Cancel the sweeps (a round in progress leaves at most Reserved parcels, which the
+        recovery sweep closes) and close the channels; not the database."""
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for ch in self._channels:
+            await ch.close()
+        if self._locks is not None:
+            await self._locks.dispose()
+
+
+async def _every(interval: float, work: Callable[[], Awaitable[object]], name: str) -> None:
+    while True:
+        try:
+            await work()
+        except Exception:
+            log.exception("the %s sweep failed; next round in %.0f s", name, interval)
+        await asyncio.sleep(interval)
+
+
+def service_token(settings: DispatcherSettings) -> str | None:
+    """The configured token, else one from the development key pair (DXTS_DATA_DIR)."""
+    token = settings.token()
+    if token is None and settings.data_dir is not None:
+        token = DevKeys.load_or_create(settings.data_dir).issue(
+            SERVICE_VO, SERVICE_SUB, ("service",), lifetime=DEV_TOKEN_LIFETIME
+        )
+    return token
+
+
+async def build_dispatcher(
+    database: Database,
+    *,
+    settings: DispatcherSettings,
+    definition: DefinitionSource | None = None,
+    sink: OutcomeSink | None = None,
+    config: DefinitionConfig | None = None,
+    token: str | None = None,
+    start_sweeps: bool = True,
+) -> DispatcherComponent:
+    """The dispatcher over a started `database`. `definition` and `sink` default to the gRPC
+    ones at `settings.definition_address` / `execution_address`; `token` to `service_token()`.
+    With `start_sweeps` false nothing runs until the caller drives it (tests, benchmarks)."""
+    token = token if token is not None else service_token(settings)
+    channels: list[grpc.aio.Channel] = []
+
+    def open_channel(address: str) -> grpc.aio.Channel:
+        opened = channel(
+            address, token=token, default_timeout=settings.call_timeout_s, options=RECONNECT
+        )
+        channels.append(opened)
+        return opened
+
+    if definition is None:
+        if not settings.definition_address:
+            raise ValueError("DXTS_DEFINITION_ADDRESS is not set")
+        definition = GrpcDefinitionSource(
+            open_channel(settings.definition_address), timeout_s=settings.call_timeout_s
+        )
+    if sink is None:
+        if not settings.execution_address:
+            raise ValueError("DXTS_EXECUTION_ADDRESS is not set")
+        sink = GrpcOutcomeSink(
+            open_channel(settings.execution_address), timeout_s=settings.call_timeout_s
+        )
+    if config is None:
+        config = (
+            DefinitionConfig.from_file(settings.definition_config)
+            if settings.definition_config
+            else DefinitionConfig()
+        )
+    backends = {
+        b.name: BackendClient(b, open_channel(b.address), settings.call_timeout_s)
+        for b in settings.backends
+    }
+    locks = LockManager(database)
+    dispatcher = Dispatcher(database, settings, backends, Materialiser(definition, config))
+    forwarder = Forwarder(database, settings, backends, sink, locks)
+    servicer = DispatcherServicer(forwarder)
+    component = DispatcherComponent(
+        dispatcher,
+        forwarder,
+        backends,
+        [
+            Service.of(
+                dispatcher_pb2.DESCRIPTOR.services_by_name["DispatcherService"],
+                dispatcher_pb2_grpc.add_DispatcherServiceServicer_to_server,
+                servicer,
+            )
+        ],
+        _channels=channels,
+        _locks=locks,
+    )
+    if start_sweeps:
+        await component.refresh()
+        component.start_sweeps()
+    return component

@@ -1,0 +1,203 @@
+"""The dispatcher's settings: which backends exist, which one gets which parcels, and its pace.
+
+* `DXTS_BACKENDS`: a JSON list of `{name, address, kind}` (the Helm chart writes it), plus an
+  optional `adaptor` naming the adaptor type when it differs from the name ("local", "null"):
+  the type picks the identifier table the backend's identifiers are recorded in.
+* The policy (`DXTS_BACKEND_POLICY` as JSON, else the `backend_policy` section of the YAML file
+  `DXTS_CONFIG_FILE`): per kind, a `default` backend and optionally a `route` of a stable
+  `fraction` of the parcels to another `backend`. A kind the policy leaves out goes to the first
+  configured backend of that kind.
+* `DXTS_DEFINITION_ADDRESS`, `DXTS_EXECUTION_ADDRESS`: the definition service (process trees,
+  transformation scopes) and the execution service (RecordOutcomes).
+* `DXTS_DEFINITION_CONFIG`: the installation's configuration defaults, resolved into the
+  sidecar each compute parcel records (the same file the definition service reads).
+* Credentials for the calls the dispatcher makes on its own behalf: `DXTS_SERVICE_TOKEN` or
+  `DXTS_SERVICE_TOKEN_FILE`; with neither, a token minted from the development key pair in
+  `DXTS_DATA_DIR` (a single machine only).
+* Tunables: `DXTS_DISPATCH_*` (batch sizes, lease, intervals, timeouts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dxts.core.errors import InvalidArgument
+from dxts.core.states import Kind
+
+# Reserved by DX-ADR-003 for the born-Done recovery parcels: never a configured backend.
+RESERVED_BACKEND_NAMES = frozenset({"recovery"})
+
+
+def _kind(value: Any) -> Any:
+    """ "compute"/"Compute"/"KIND_COMPUTE" all mean Kind.COMPUTE (the chart writes lowercase)."""
+    if isinstance(value, str):
+        text = value.removeprefix("KIND_").lower()
+        for member in Kind:
+            if member.value.lower() == text:
+                return member
+    return value
+
+
+class BackendConfig(BaseModel):
+    """One backend adaptor the dispatcher submits to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=32, description="Parcels.Backend value")
+    address: str = Field(min_length=1, description="host:port of the adaptor's gRPC server")
+    kind: Kind = Kind.COMPUTE
+    adaptor: str = Field("", description="adaptor type (identifier table); default: the name")
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _parse_kind(cls, value: Any) -> Any:
+        return _kind(value)
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_BACKEND_NAMES:
+            raise ValueError(f"{value!r} is reserved (DX-ADR-003), not a backend")
+        return value
+
+    @model_validator(mode="after")
+    def _adaptor_defaults_to_name(self) -> BackendConfig:
+        if not self.adaptor:
+            object.__setattr__(self, "adaptor", self.name)
+        return self
+
+
+class Route(BaseModel):
+    """A stable fraction of a kind's parcels (by ParcelID hash) sent to another backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: str
+    fraction: float = Field(ge=0.0, le=1.0)
+
+
+class KindPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: str
+    route: Route | None = None
+
+
+class BackendPolicy(BaseModel):
+    """Which backend gets a parcel the packer did not direct, per kind."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compute: KindPolicy | None = None
+    data: KindPolicy | None = None
+
+    def for_kind(self, kind: Kind) -> KindPolicy | None:
+        return self.compute if kind is Kind.COMPUTE else self.data
+
+
+class DispatcherSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DXTS_DISPATCH_", extra="ignore")
+
+    backends: list[BackendConfig] = Field(
+        default_factory=list, validation_alias=AliasChoices("DXTS_BACKENDS", "backends")
+    )
+    backend_policy: BackendPolicy | None = Field(
+        None, validation_alias=AliasChoices("DXTS_BACKEND_POLICY", "backend_policy")
+    )
+    config_file: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
+        description="installation YAML; its backend_policy section when none is set directly",
+    )
+    definition_config: Path | None = Field(
+        None, validation_alias=AliasChoices("DXTS_DEFINITION_CONFIG", "definition_config")
+    )
+    definition_address: str | None = Field(
+        None, validation_alias=AliasChoices("DXTS_DEFINITION_ADDRESS", "definition_address")
+    )
+    execution_address: str | None = Field(
+        None, validation_alias=AliasChoices("DXTS_EXECUTION_ADDRESS", "execution_address")
+    )
+    service_token: str | None = Field(
+        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token")
+    )
+    service_token_file: Path | None = Field(
+        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
+    )
+    data_dir: Path | None = Field(None, validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"))
+
+    claim_batch: int = Field(100, ge=1, description="parcels per claim transaction")
+    submit_batch: int = Field(500, ge=1, description="parcels per Submit call")
+    poll_batch: int = Field(1000, ge=1, description="identifiers per Poll call")
+    outcome_batch: int = Field(500, ge=1, description="outcomes per RecordOutcomes call")
+    claimers: int = Field(2, ge=1, description="concurrent claim loops per kind in a replica")
+    lease_s: float = Field(
+        300.0, gt=0, description="a Reserved parcel older than this is re-submitted"
+    )
+    idle_s: float = Field(1.0, gt=0, description="pause of a claim loop that found nothing")
+    poll_interval_s: float = Field(5.0, gt=0)
+    cancel_interval_s: float = Field(5.0, gt=0)
+    cancel_resend_s: float = Field(60.0, gt=0, description="repeat a Cancel not yet confirmed")
+    recovery_interval_s: float = Field(30.0, gt=0)
+    status_interval_s: float = Field(15.0, gt=0, description="Describe and the gauges")
+    call_timeout_s: float = Field(30.0, gt=0, description="deadline of every adaptor call")
+    refusal_backoff_s: float = Field(
+        5.0, ge=0, description="pause claiming for a backend that refused work"
+    )
+    output_lfn_base: str = Field("/dxts", description="LFN prefix of every parcel's outputs")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DispatcherSettings:
+        names = [backend.name for backend in self.backends]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"backend names must be unique: {', '.join(duplicates)}")
+        if self.backend_policy is None and self.config_file is not None:
+            self.backend_policy = _policy_from_file(self.config_file)
+        by_name = {backend.name: backend for backend in self.backends}
+        policy = self.backend_policy or BackendPolicy()
+        for kind in Kind:
+            chosen = policy.for_kind(kind)
+            if chosen is None:
+                continue
+            targets = [chosen.default, *([chosen.route.backend] if chosen.route else [])]
+            for target in targets:
+                backend = by_name.get(target)
+                if backend is None:
+                    raise ValueError(f"backend_policy names {target!r}, which is not configured")
+                if backend.kind is not kind:
+                    raise ValueError(
+                        f"backend_policy sends {kind.value} parcels to {target!r}, "
+                        f"a {backend.kind.value} backend"
+                    )
+        return self
+
+    def kind_policy(self, kind: Kind) -> KindPolicy | None:
+        """The policy for `kind`: the configured one, else the first backend of that kind."""
+        chosen = (self.backend_policy or BackendPolicy()).for_kind(kind)
+        if chosen is not None:
+            return chosen
+        first = next((b.name for b in self.backends if b.kind is kind), None)
+        return KindPolicy(default=first) if first else None
+
+    def token(self) -> str | None:
+        """The bearer token of the dispatcher's own calls (None: the development key pair)."""
+        if self.service_token:
+            return self.service_token
+        if self.service_token_file is not None:
+            return self.service_token_file.read_text().strip()
+        return None
+
+
+def _policy_from_file(path: Path) -> BackendPolicy | None:
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise InvalidArgument(f"cannot read {path}: {error}", field="config_file") from None
+    section = document.get("backend_policy") if isinstance(document, dict) else None
+    return BackendPolicy.model_validate(section) if section else None
