@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -51,11 +52,35 @@ def mysql_test_url() -> Iterator[str]:
         finally:
             await engine.dispose()
 
+    async def _drop() -> None:
+        # A connection a test forgot to close would make DROP DATABASE wait on its metadata
+        # lock forever (the forgetful pool lives in this very process): kill them, and say so.
+        engine = create_async_engine(base, poolclass=sa.pool.NullPool)
+        try:
+            async with engine.begin() as conn:
+                leftovers = (
+                    await conn.execute(
+                        sa.text("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = :db"),
+                        {"db": name},
+                    )
+                ).scalars().all()
+                for thread_id in leftovers:
+                    await conn.execute(sa.text(f"KILL {int(thread_id)}"))
+                await conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
+        finally:
+            await engine.dispose()
+        if leftovers:
+            warnings.warn(
+                f"{len(leftovers)} connection(s) to {name} were left open by the tests; "
+                "killed before dropping the database",
+                stacklevel=1,
+            )
+
     asyncio.run(_do(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
     try:
         yield base.set(database=name).render_as_string(hide_password=False)
     finally:
-        asyncio.run(_do(f"DROP DATABASE IF EXISTS `{name}`"))
+        asyncio.run(_drop())
 
 
 @pytest.fixture(scope="module")
