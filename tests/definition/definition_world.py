@@ -25,6 +25,8 @@ RC = Isolation.READ_COMMITTED
 Stub = Any  # definition_pb2_grpc.DefinitionServiceAsyncStub exists for type checkers only
 OWNER = ("lhcb", "ursula")
 MEMBERS = ("simulate", "reconstruct", "replicate")
+# Members of a started, scouting workgraph: one running, one paused, one held until approval.
+HELD = {"simulate": "Active", "reconstruct": "Paused", "replicate": "New"}
 PROCESS = {
     "cwlVersion": "v1.2",
     "class": "CommandLineTool",
@@ -32,6 +34,7 @@ PROCESS = {
     "inputs": {},
     "outputs": {},
 }
+REQUIREMENTS = {"cores": 1, "memory_gb": 2}
 SEEDS_ARGS = {"target_events": 1000, "events_per_seed": 10, "scouting_events": 100}
 
 
@@ -83,6 +86,7 @@ async def build_workgraph(
     async with database.transaction(RC) as conn:
         now = await db_now(conn)
         (process_id,) = await content_store.put_processes(conn, [PROCESS])
+        (template_id,) = await content_store.put_requirements(conn, [REQUIREMENTS])
         await conn.execute(
             sa.insert(definition.workgraphs).values(
                 WorkgraphID=wid,
@@ -132,7 +136,14 @@ async def build_workgraph(
         await conn.execute(sa.insert(definition.transformations), rows)
         await conn.execute(
             sa.insert(definition.compute_transformations),
-            [{"TransformationID": ids[n], "ProcessID": process_id} for n in MEMBERS[:2]],
+            [
+                {
+                    "TransformationID": ids[n],
+                    "ProcessID": process_id,
+                    "RequirementsTemplateID": template_id if n == "simulate" else None,
+                }
+                for n in MEMBERS[:2]
+            ],
         )
         await conn.execute(
             sa.insert(definition.transformation_outputs),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from definition_world import (
+    HELD,
     MEMBERS,
     ExecutionDouble,
     Fixture,
@@ -45,7 +46,6 @@ WORKGRAPH_STATES = (
     "Cancelling",
     "Cancelled",
 )
-HELD = {"simulate": "Active", "reconstruct": "Paused", "replicate": "New"}
 
 
 def _all(status: str) -> dict[str, str]:
