@@ -28,7 +28,7 @@ CALLERS = {
     "colleague": ("lhcb", "carl", ["user"]),
     "manager": ("lhcb", "mona", ["mc_production_manager"]),
     "outsider": ("atlas", "otto", ["operator"]),
-    "service": ("dxts", "execution", ["dxts-service"]),
+    "service": ("dxts", "dxts-dispatcher", ["service"]),
 }
 
 

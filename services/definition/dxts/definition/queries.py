@@ -33,7 +33,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Viewer:
     identity: Identity
-    service_role: str = "dxts-service"
+    service_role: str = "service"
 
     @property
     def all_vos(self) -> bool:

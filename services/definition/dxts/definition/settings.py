@@ -1,6 +1,7 @@
 """The definition service's own settings (the shared ones are in dxts.core.settings).
 
-Read from `DXTS_DEFINITION_*`, except the names the chart gives every service:
+Read from `DXTS_DEFINITION_*` (`DXTS_DEFINITION_CONFIG` included: a DefinitionConfig file, as
+`dxts validate` and the dispatcher read it), except the names the chart gives every service:
 `DXTS_EXECUTION_ADDRESS` (where Flush, halts and user parcels are forwarded),
 `DXTS_CONFIG_FILE` (the installation configuration) and `DXTS_DATA_DIR` (development keys).
 
@@ -34,6 +35,11 @@ class DefinitionSettings(BaseSettings):
         description="host:port of the execution service; None: Flush, halts and user jobs "
         "answer UNAVAILABLE",
     )
+    config: Path | None = Field(
+        None,
+        description="DXTS_DEFINITION_CONFIG: a DefinitionConfig YAML file (what `dxts validate` "
+        "and the dispatcher read); when set it wins over DXTS_CONFIG_FILE",
+    )
     config_file: Path | None = Field(
         None,
         validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
@@ -50,13 +56,15 @@ class DefinitionSettings(BaseSettings):
         description="token role that may steer every workgraph of its VO and force sign-offs",
     )
     service_role: str = Field(
-        "dxts-service",
+        "service",
         min_length=1,
         description="token role of dxts's own components: sees every VO's transformations and "
         "processes (the execution sweeps, the dispatcher), steers nothing",
     )
 
     def definition_config(self) -> DefinitionConfig:
+        if self.config is not None:
+            return DefinitionConfig.from_file(self.config)
         return load_config(self.config_file) if self.config_file else DefinitionConfig()
 
 
