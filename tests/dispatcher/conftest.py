@@ -34,4 +34,3 @@ async def null_adaptors(keys: Keys) -> AsyncIterator[Callable[..., Any]]:
     for adaptor, server in running:
         await server.stop(grace=0)
         await adaptor.stop()
-

@@ -33,7 +33,7 @@ from dxts.core.grpc import DevKeys, GrpcServer
 from dxts.core.ids import canonical_json, id_from_str, input_hash, new_id, new_ids
 from dxts.core.schema import definition, execution, metadata
 from dxts.core.settings import ServerSettings
-from dxts.core.states import Kind, ParcelStatus
+from dxts.core.states import Kind
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.v1 import backend_pb2_grpc, common_pb2
@@ -256,8 +256,9 @@ async def assert_counters_exact(database: Database) -> None:
             {
                 (bytes(r[0]), "Input", r[1]): int(r[2])
                 for r in await conn.execute(
-                    sa.select(inputs_t.c.TransformationID, inputs_t.c.Status, sa.func.count())
-                    .group_by(inputs_t.c.TransformationID, inputs_t.c.Status)
+                    sa.select(
+                        inputs_t.c.TransformationID, inputs_t.c.Status, sa.func.count()
+                    ).group_by(inputs_t.c.TransformationID, inputs_t.c.Status)
                 )
             }
         )
@@ -440,4 +441,3 @@ async def dispatcher(
     )
     await component.refresh()
     return component
-

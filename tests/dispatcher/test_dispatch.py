@@ -15,8 +15,8 @@ from dispatch_support import (
     FakeDefinition,
     Keys,
     assert_counters_exact,
-    empty,
     dispatcher,
+    empty,
     identifiers,
     parcel_rows,
     parcels,
@@ -83,7 +83,9 @@ async def test_parcels_are_claimed_submitted_and_recorded(
     assert set((await statuses(database, produced + users)).values()) == {"Assigned"}
     recorded = await identifiers(database, execution.null_ids)
     assert set(recorded) == set(produced + users)
-    assert {id_to_str(i) for i in recorded.values()} == {j.identifier for j in adaptor.jobs.values()}
+    assert {id_to_str(i) for i in recorded.values()} == {
+        j.identifier for j in adaptor.jobs.values()
+    }
     assert adaptor.submits == Counter({id_to_str(p): 1 for p in produced + users})
 
     sent = {p.parcel_id: p for r in adaptor.requests for p in r.parcels}
@@ -201,7 +203,9 @@ async def test_the_packers_backend_is_kept_and_a_fraction_is_routed(
             {"name": "second", "address": second_address, "kind": "compute", "adaptor": "null"},
         ],
         keys,
-        backend_policy={"compute": {"default": "null", "route": {"backend": "second", "fraction": 0.25}}},
+        backend_policy={
+            "compute": {"default": "null", "route": {"backend": "second", "fraction": 0.25}}
+        },
     )
     assert await drain(component) == 65
     rows = await parcel_rows(database, free + forced)

@@ -1,0 +1,273 @@
+"""Bringing outcomes back: polling, the push path, DispatcherStatus, and what a misbehaving
+adaptor cannot do (unknown identifiers, malformed manifests, timeouts) — on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from dispatch_support import (
+    FakeExecution,
+    Keys,
+    assert_counters_exact,
+    dispatcher,
+    empty,
+    identifiers,
+    parcels,
+    serve,
+    statuses,
+    transformation,
+)
+from prometheus_client import REGISTRY
+
+from dxts.backends.null.adaptor import NullAdaptor
+from dxts.core.db import Database
+from dxts.core.grpc import GrpcServer, channel
+from dxts.core.ids import id_to_str, new_id
+from dxts.core.schema import execution
+from dxts.core.settings import ServerSettings
+from dxts.core.states import Kind
+from dxts.v1 import backend_pb2, common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
+
+COMPUTE = {"name": "null", "address": "", "kind": "compute"}
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def drain(component: Any) -> int:
+    total = 0
+    while claimed := await component.dispatcher.dispatch_once(Kind.COMPUTE):
+        total += claimed
+    return total
+
+
+async def test_polled_outcomes_reach_execution_once_recorded(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 40, transformation_id=tid, inputs_per_parcel=1)
+    adaptor, address = await null_adaptors(
+        failure=0.25, split=0.25, lost=0.1, outputs=["output-data"], output_size=7
+    )
+    sink = FakeExecution(database)
+    component = await dispatcher(
+        database, [{**COMPUTE, "address": address}], keys, sink=sink, poll_batch=7
+    )
+    assert await drain(component) == 40
+    lost = {p for p in ids if adaptor.jobs[id_to_str(p)].fate == "lost"}
+    assert 0 < len(lost) < 40
+
+    assert await component.forwarder.poll_once(component.backends["null"]) == 40 - len(lost)
+    seen = sink.by_parcel()
+    assert set(seen) == set(ids) - lost
+    recorded = await identifiers(database, execution.null_ids)
+    for parcel_id, (outcome,) in seen.items():
+        job = adaptor.jobs[id_to_str(parcel_id)]
+        assert outcome.backend == "null"
+        assert outcome.identifier == id_to_str(recorded[parcel_id])
+        if job.fate == "failure":
+            assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+            continue
+        assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+        report = json.loads(outcome.status_report_json)
+        assert set(report) == set(job.input_ids)
+        assert {e["action"] for e in report.values()} == {
+            "SPLIT" if job.fate == "split" else "SUCCESS"
+        }
+        (output,) = outcome.outputs
+        assert (output.output_name, output.size) == ("output-data", 7)
+        assert output.lfn.startswith(f"/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}/")
+
+    # Recorded parcels have left Assigned: a second poll forwards nothing new.
+    states = await statuses(database, ids)
+    assert {states[p] for p in lost} == {"Assigned"}
+    assert await component.forwarder.poll_once(component.backends["null"]) == 0
+    assert len(sink.outcomes) == 40 - len(lost)
+    await assert_counters_exact(database)
+    await component.stop()
+
+
+async def test_outcomes_wait_for_execution_when_it_is_down(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 5, transformation_id=tid)
+    _adaptor, address = await null_adaptors()
+    sink = FakeExecution(database)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+    await drain(component)
+    sink.unavailable = True
+    assert await component.forwarder.poll_once(component.backends["null"]) == 0
+    assert set((await statuses(database, ids)).values()) == {"Assigned"}
+    sink.unavailable = False
+    assert await component.forwarder.poll_once(component.backends["null"]) == 5
+    assert set((await statuses(database, ids)).values()) == {"Completing"}
+    await component.stop()
+
+
+class Misbehaving(NullAdaptor):
+    """Reports an identifier it was not asked about, a malformed manifest, no result."""
+
+    async def Poll(self, request: backend_pb2.PollRequest, context: Any) -> Any:
+        reply = await super().Poll(request, context)
+        first, second, third = reply.outcomes[:3]
+        first.outputs.add(output_name="out", lfn="relative/path", size=1)
+        second.result = common_pb2.OUTCOME_RESULT_UNSPECIFIED
+        third.parcel_id = id_to_str(new_id())
+        stranger = reply.outcomes.add()
+        stranger.CopyFrom(reply.outcomes[3])
+        stranger.identifier = id_to_str(new_id())
+        return reply
+
+
+async def test_unusable_outcomes_are_counted_and_corrupt_nothing(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 5, transformation_id=tid)
+    _adaptor, address = await null_adaptors(Misbehaving)
+    sink = FakeExecution(database)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+    await drain(component)
+    before = {
+        reason: metric("dxts_dispatcher_bad_outcomes_total", backend="null", reason=reason)
+        for reason in ("malformed", "unknown_identifier", "parcel_mismatch")
+    }
+    await component.forwarder.poll_once(component.backends["null"])
+    after = {
+        reason: metric("dxts_dispatcher_bad_outcomes_total", backend="null", reason=reason)
+        for reason in before
+    }
+    assert {r: after[r] - before[r] for r in before} == {
+        "malformed": 2,
+        "unknown_identifier": 1,
+        "parcel_mismatch": 1,
+    }
+    assert component.backends["null"].state.bad_outcomes == 4
+    forwarded = {o.identifier: o for o in sink.outcomes}
+    assert len(forwarded) == 4  # all but the parcel-mismatch one; the stranger dropped
+    recorded = await identifiers(database, execution.null_ids)
+    assert set(forwarded) <= {id_to_str(i) for i in recorded.values()}
+    unusable = [o for o in forwarded.values() if o.result == common_pb2.OUTCOME_RESULT_FAILED]
+    assert len(unusable) == 2
+    assert all(not o.outputs and "unusable outcome" in o.message for o in unusable)
+    states = await statuses(database, ids)
+    assert sorted(states.values()) == ["Assigned", "Completing", "Completing", "Failed", "Failed"]
+    await assert_counters_exact(database)
+    await component.stop()
+
+
+class Slow(NullAdaptor):
+    async def Poll(self, request: backend_pb2.PollRequest, context: Any) -> Any:
+        await asyncio.sleep(5)
+        return await super().Poll(request, context)
+
+
+async def test_an_adaptor_that_times_out_is_left_for_the_next_round(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 3, transformation_id=tid)
+    _adaptor, address = await null_adaptors(Slow)
+    sink = FakeExecution(database)
+    component = await dispatcher(
+        database, [{**COMPUTE, "address": address}], keys, sink=sink, call_timeout_s=0.3
+    )
+    await drain(component)
+    before = metric("dxts_dispatcher_backend_unreachable_total", backend="null", call="Poll")
+    assert await component.forwarder.poll_once(component.backends["null"]) == 0
+    assert metric("dxts_dispatcher_backend_unreachable_total", backend="null", call="Poll") == (
+        before + 1
+    )
+    assert not component.backends["null"].state.reachable
+    assert not sink.outcomes
+    assert set((await statuses(database, ids)).values()) == {"Assigned"}
+    await component.stop()
+
+
+class Garbled(NullAdaptor):
+    """Accepts, but answers with an identifier that is not one, and forgets a parcel."""
+
+    async def Submit(self, request: backend_pb2.SubmitRequest, context: Any) -> Any:
+        reply = await super().Submit(request, context)
+        reply.results[0].identifier = "not-an-identifier"
+        del reply.results[1]
+        return reply
+
+
+async def test_unusable_submit_answers_leave_parcels_reserved(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 4, transformation_id=tid)
+    _adaptor, address = await null_adaptors(Garbled)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys)
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 4
+    states = await statuses(database, ids)
+    assert sorted(states.values()) == ["Assigned", "Assigned", "Reserved", "Reserved"]
+    await assert_counters_exact(database)
+    await component.stop()
+
+
+async def test_pushed_outcomes_are_forwarded_and_status_is_served(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 6, transformation_id=tid)
+    sink = FakeExecution(database)
+    placeholder = await serve(NullAdaptor(), keys)  # to learn a free port for the dispatcher
+    dispatcher_address = placeholder.address
+    await placeholder.stop(grace=0)
+    adaptor, address = await null_adaptors(
+        report_mode="push", dispatcher_address=dispatcher_address, push_interval_s=0.05
+    )
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+    server = GrpcServer(
+        component.services,
+        settings=ServerSettings(listen=dispatcher_address),
+        verifier=keys.keys.verifier(),
+    )
+    await server.start()
+    try:
+        assert component.backends["null"].state.report_mode == backend_pb2.REPORT_MODE_PUSH
+        assert await drain(component) == 6
+        assert await component.forwarder.poll_once(component.backends["null"]) == 0
+        for _ in range(200):
+            if len(sink.by_parcel()) == 6 and all(j.pushed for j in adaptor.jobs.values()):
+                break
+            await asyncio.sleep(0.05)
+        assert set(sink.by_parcel()) == set(ids)
+        assert set((await statuses(database, ids)).values()) == {"Completing"}
+
+        async with channel(server.address, token=keys.token) as ch:
+            stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
+            reply = await stub.ReportOutcomes(
+                dispatcher_pb2.ReportOutcomesRequest(
+                    backend="null",
+                    outcomes=[
+                        common_pb2.Outcome(
+                            identifier=id_to_str(new_id()),
+                            result=common_pb2.OUTCOME_RESULT_SUCCEEDED,
+                        )
+                    ],
+                )
+            )
+            (ack,) = reply.acks
+            assert ack.disposition == common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
+            status = await stub.DispatcherStatus(dispatcher_pb2.DispatcherStatusRequest())
+        (backend,) = status.backends
+        assert (backend.backend, backend.adaptor, backend.reachable) == ("null", "null", True)
+        assert (backend.in_flight, backend.reserved, backend.bad_outcomes) == (0, 0, 1)
+        assert len(sink.outcomes) >= 6
+    finally:
+        await server.stop(grace=0)
+        await component.stop()
