@@ -8,6 +8,7 @@ from the state machine module they test.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -767,3 +768,54 @@ async def test_a_retried_command_is_answered_without_being_applied_twice(
         await stubs["owner"].StartWorkgraph(
             pb.StartWorkgraphRequest(workgraph_id=fixture.wid, request_id="start-twice")
         )
+
+
+# -- concurrency ----------------------------------------------------------------------------------
+
+
+async def test_concurrent_starts_apply_exactly_once(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    fixture = await build_workgraph(database)
+    outcomes = await asyncio.gather(
+        *(
+            stubs["operator"].StartWorkgraph(
+                pb.StartWorkgraphRequest(workgraph_id=fixture.wid, request_id=f"race-{i}")
+            )
+            for i in range(6)
+        ),
+        return_exceptions=True,
+    )
+    started = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, FailedPrecondition)]
+    assert (len(started), len(refused)) == (1, 5)
+    assert {r.current_state for r in refused} == {"Scouting"}
+    workgraph_log, member_log = await log_rows(database, fixture)
+    assert [(r.OldStatus, r.NewStatus) for r in workgraph_log] == [("New", "Scouting")]
+    assert len(member_log) == 2  # simulate and reconstruct started, replicate held
+
+
+async def test_a_pause_racing_a_cancel_leaves_a_consistent_workgraph(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    fixture = await build_workgraph(database, status="Active", members=MEMBERS_UNDER["Active"])
+    pause, cancel = await asyncio.gather(
+        stubs["owner"].PauseTransformation(
+            pb.PauseTransformationRequest(transformation_id=fixture.tid("simulate"))
+        ),
+        stubs["operator"].CancelWorkgraph(pb.CancelWorkgraphRequest(workgraph_id=fixture.wid)),
+        return_exceptions=True,
+    )
+    assert not isinstance(cancel, BaseException)
+    assert await statuses(database, fixture) == ("Cancelling", _all("Cancelling"))
+    _, member_log = await log_rows(database, fixture)
+    simulate = [
+        (r.OldStatus, r.NewStatus)
+        for r in member_log
+        if bytes(r.TransformationID) == fixture.ids["simulate"]
+    ]
+    if isinstance(pause, FailedPrecondition):  # the cancel went first
+        assert pause.current_state == "Cancelling"
+        assert simulate == [("Active", "Cancelling")]
+    else:
+        assert simulate == [("Active", "Paused"), ("Paused", "Cancelling")]
