@@ -1,0 +1,343 @@
+"""The local adaptor over real gRPC, running real CWL with cwltool: manifests and status reports,
+failures, staging `lfn:` inputs through the catalogue, cancellation that kills the process,
+idempotency across a restart, capacity, and data requests between storage elements."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.settings import LocalSettings
+from dxts.backends.server import adaptor_service
+from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
+from dxts.core.grpc import DevKeys, GrpcServer, channel
+from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
+from dxts.core.settings import ServerSettings
+from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
+
+PYTHON = sys.executable
+WRITE = """
+import json, sys
+message, ids = sys.argv[1], sys.argv[2:]
+open("result.txt", "w").write(message)
+report = {i: {"action": "SUCCESS"} for i in ids}
+if message == "split":
+    good = [{"lfn": "/a/part1", "lfn_size": 1, "descriptor": {}}]
+    bad = [{"lfn": "/a/part2", "lfn_size": 1, "data": {}}]
+    report = {i: {"action": "SPLIT", "SUCCESS": good, "FAILURE": bad} for i in ids}
+open("report.json", "w").write(json.dumps(report))
+"""
+WRITER = {
+    "class": "CommandLineTool",
+    "baseCommand": [PYTHON, "-c", WRITE],
+    "inputs": {
+        "message": {"type": "string", "inputBinding": {"position": 1}},
+        "dxts-input-ids": {"type": "string[]", "inputBinding": {"position": 2}},
+    },
+    "outputs": {
+        "output-data": {"type": "File", "outputBinding": {"glob": "result.txt"}},
+        "status-report": {"type": "File", "outputBinding": {"glob": "report.json"}},
+    },
+}
+FAILING = {
+    "class": "CommandLineTool",
+    "baseCommand": [PYTHON, "-c", "import sys; print('broken', file=sys.stderr); sys.exit(3)"],
+    "inputs": {},
+    "outputs": {},
+}
+SLEEPER = {
+    "class": "CommandLineTool",
+    "baseCommand": [
+        PYTHON,
+        "-c",
+        "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(120)",
+    ],
+    "inputs": {},
+    "outputs": {},
+}
+COPIER = {
+    "class": "CommandLineTool",
+    "baseCommand": [PYTHON, "-c", "import shutil, sys; shutil.copy(sys.argv[1], 'copy.dst')"],
+    "inputs": {"input-data": {"type": "File", "inputBinding": {"position": 1}}},
+    "outputs": {"copy": {"type": "File", "outputBinding": {"glob": "copy.dst"}}},
+}
+
+
+def compute_payload(process: dict[str, Any]) -> backend_pb2.Payload:
+    process_id = hash_to_str(content_hash(process))
+    return backend_pb2.Payload(
+        compute=backend_pb2.ComputePayload(
+            process_id=process_id,
+            processes=[
+                backend_pb2.ProcessDocument(
+                    process_id=process_id, document_json=json.dumps(process)
+                )
+            ],
+            resolved_hints_id="0" * 64,
+            resolved_hints_json='{"output_sandbox": []}',
+        )
+    )
+
+
+def submission(parameters: Any = None, **fields: Any) -> backend_pb2.ParcelSubmission:
+    parcel_id = id_to_str(new_id())
+    return backend_pb2.ParcelSubmission(
+        parcel_id=parcel_id,
+        parameters_json=json.dumps(parameters or {}),
+        output_prefix=f"/dxts/test/{parcel_id}",
+        **fields,
+    )
+
+
+class Harness:
+    def __init__(self, tmp: Path, catalogue: LocalFileCatalogue) -> None:
+        self.tmp = tmp
+        self.catalogue = catalogue
+        self.keys = DevKeys.load_or_create(tmp / "keys")
+        self.token = self.keys.issue("dxts", "dxts-dispatcher", ["service"])
+        self.settings = LocalSettings(
+            work_dir=tmp / "local",
+            storage_elements=["LOCAL", "TAPE"],
+            workers=2,
+            kill_grace_s=1,
+        )
+        self.adaptor: LocalAdaptor | None = None
+        self.server: GrpcServer | None = None
+        self.channel: Any = None
+        self.stub: Any = None
+
+    async def start(self, **overrides: Any) -> LocalAdaptor:
+        settings = self.settings.model_copy(update=overrides)
+        self.adaptor = LocalAdaptor(settings, self.catalogue)
+        await self.adaptor.start()
+        self.server = GrpcServer(
+            [adaptor_service(self.adaptor)],
+            settings=ServerSettings(listen="127.0.0.1:0"),
+            verifier=self.keys.verifier(),
+        )
+        await self.server.start()
+        self.channel = channel(self.server.address, token=self.token, default_timeout=30)
+        self.stub = backend_pb2_grpc.BackendAdaptorServiceStub(self.channel)
+        return self.adaptor
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.channel.close()
+            await self.server.stop(grace=0)
+            assert self.adaptor is not None
+            await self.adaptor.stop()
+            self.server = None
+
+    async def submit(
+        self, payload: backend_pb2.Payload, *parcels: backend_pb2.ParcelSubmission
+    ) -> list[backend_pb2.SubmitResult]:
+        reply = await self.stub.Submit(backend_pb2.SubmitRequest(payload=payload, parcels=parcels))
+        return list(reply.results)
+
+    async def outcome(self, identifier: str, tries: int = 600) -> common_pb2.Outcome:
+        """Poll until the parcel is terminal (cwltool takes about a second per run)."""
+        for _ in range(tries):
+            reply = await self.stub.Poll(backend_pb2.PollRequest(identifiers=[identifier]))
+            if reply.outcomes:
+                return reply.outcomes[0]
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{identifier} did not finish")
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    catalogue = LocalFileCatalogue(
+        CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path / 'catalogue.sqlite'}")
+    )
+    await catalogue.start()
+    harness = Harness(tmp_path, catalogue)
+    await harness.start()
+    yield harness
+    await harness.stop()
+    await catalogue.close()
+
+
+async def test_a_tool_writes_an_output_and_a_status_report(harness: Harness) -> None:
+    inputs = [id_to_str(new_id()), id_to_str(new_id())]
+    parcel = submission({"message": "hello"}, input_ids=inputs)
+    (result,) = await harness.submit(compute_payload(WRITER), parcel)
+    assert result.disposition == backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    assert (outcome.parcel_id, outcome.identifier) == (parcel.parcel_id, result.identifier)
+    assert json.loads(outcome.status_report_json) == {i: {"action": "SUCCESS"} for i in inputs}
+    (output,) = outcome.outputs
+    assert output.output_name == "output-data"
+    assert output.lfn == f"{parcel.output_prefix}/result.txt"
+    assert (output.size, output.storage_element) == (5, "LOCAL")
+    assert output.checksum.startswith("adler32:")
+    assert harness.settings.se_path("LOCAL", output.lfn).read_text() == "hello"
+    sandbox = harness.settings.work_dir / "jobs" / result.identifier
+    assert (sandbox / "runner.log").read_text()
+    assert json.loads((sandbox / "job.json").read_text())["dxts-input-ids"] == inputs
+
+
+async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(FAILING), submission())
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "exited with" in outcome.message
+    assert "broken" in outcome.message
+    assert not outcome.outputs
+
+
+async def test_a_tool_reporting_split_yields_that_report(harness: Harness) -> None:
+    inputs = [id_to_str(new_id())]
+    (result,) = await harness.submit(
+        compute_payload(WRITER), submission({"message": "split"}, input_ids=inputs)
+    )
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    report = json.loads(outcome.status_report_json)
+    assert report[inputs[0]]["action"] == "SPLIT"
+    assert [c["lfn"] for c in report[inputs[0]]["SUCCESS"]] == ["/a/part1"]
+    assert [c["lfn"] for c in report[inputs[0]]["FAILURE"]] == ["/a/part2"]
+
+
+async def test_lfn_inputs_are_staged_from_a_local_replica(harness: Harness) -> None:
+    lfn = "/lhcb/data/run1/file.dst"
+    replica = harness.settings.se_path("TAPE", lfn)
+    replica.parent.mkdir(parents=True)
+    replica.write_bytes(b"event data")
+    await harness.catalogue.register([CatalogueFile(lfn=lfn, size=10, replicas=("TAPE",))])
+    parcel = submission({"input-data": {"class": "File", "location": f"lfn:{lfn}"}})
+    (result,) = await harness.submit(compute_payload(COPIER), parcel)
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    (output,) = outcome.outputs
+    assert harness.settings.se_path("LOCAL", output.lfn).read_bytes() == b"event data"
+
+    missing = submission({"input-data": {"class": "File", "location": "lfn:/lhcb/nowhere.dst"}})
+    (result,) = await harness.submit(compute_payload(COPIER), missing)
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "cannot stage lfn:/lhcb/nowhere.dst" in outcome.message
+
+
+async def test_cancel_kills_the_running_process(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(SLEEPER), submission())
+    pid_file = harness.settings.work_dir / "jobs" / result.identifier / "out"
+    pid = None
+    for _ in range(300):
+        found = list(pid_file.rglob("pid")) + list((pid_file.parent / "tmp").rglob("pid"))
+        if found and found[0].read_text():
+            pid = int(found[0].read_text())
+            break
+        await asyncio.sleep(0.1)
+    assert pid is not None, "the tool never started"
+    os.kill(pid, 0)  # running
+    reply = await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=[result.identifier]))
+    assert not reply.unknown_identifiers
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(pid, 0)
+            await asyncio.sleep(0.1)
+
+
+async def test_submit_is_idempotent_across_a_restart(harness: Harness) -> None:
+    parcel = submission({"message": "once"}, input_ids=[id_to_str(new_id())])
+    (first,) = await harness.submit(compute_payload(WRITER), parcel)
+    (again,) = await harness.submit(compute_payload(WRITER), parcel)
+    assert again.identifier == first.identifier
+    outcome = await harness.outcome(first.identifier)
+    assert harness.adaptor is not None and harness.adaptor.started[parcel.parcel_id] == 1
+
+    sleeping = submission()
+    (running,) = await harness.submit(compute_payload(SLEEPER), sleeping)
+    for _ in range(300):
+        counts = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+        if counts.get("jobs_running"):
+            break
+        await asyncio.sleep(0.1)
+    await harness.stop()
+
+    restarted = await harness.start()
+    (after,) = await harness.submit(compute_payload(WRITER), parcel)
+    assert after.identifier == first.identifier
+    assert await harness.outcome(first.identifier) == outcome
+    assert not restarted.started  # nothing ran again
+    interrupted = await harness.outcome(running.identifier)
+    assert interrupted.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "interrupted by a restart" in interrupted.message
+    counters = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+    assert (counters["accepted"], counters["in_flight"]) == (2, 0)
+
+
+async def test_capacity_and_cancelled_keys_are_refused(harness: Harness) -> None:
+    await harness.stop()
+    await harness.start(capacity=1)
+    first, second = submission(), submission()
+    answers = await harness.submit(compute_payload(SLEEPER), first, second)
+    assert [a.disposition for a in answers] == [
+        backend_pb2.SUBMIT_DISPOSITION_ACCEPTED,
+        backend_pb2.SUBMIT_DISPOSITION_REFUSED,
+    ]
+    assert "capacity" in answers[1].reason
+    reply = await harness.stub.Cancel(
+        backend_pb2.CancelRequest(parcel_ids=[first.parcel_id, second.parcel_id])
+    )
+    assert [(k.parcel_id, k.identifier) for k in reply.keys] == [
+        (first.parcel_id, answers[0].identifier),
+        (second.parcel_id, ""),
+    ]
+    assert (await harness.outcome(answers[0].identifier)).result == (
+        common_pb2.OUTCOME_RESULT_CANCELLED
+    )
+    (late,) = await harness.submit(compute_payload(SLEEPER), second)
+    assert late.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+    assert "cancelled" in late.reason
+
+
+async def test_data_requests_move_replicas_between_storage_elements(harness: Harness) -> None:
+    lfns = ["/lhcb/raw/a.raw", "/lhcb/raw/b.raw"]
+    for lfn in lfns:
+        path = harness.settings.se_path("LOCAL", lfn)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"raw!")
+    await harness.catalogue.register(
+        [CatalogueFile(lfn=lfn, size=4, replicas=("LOCAL",)) for lfn in lfns]
+    )
+    files = [{"LFN": lfn} for lfn in lfns]
+    request = {
+        "Operations": [
+            {"Type": "ReplicateAndRegister", "TargetSE": "TAPE", "Files": files},
+            {"Type": "RemoveReplica", "TargetSE": "LOCAL", "Files": files},
+        ]
+    }
+    data = backend_pb2.Payload(data=backend_pb2.DataPayload())
+    (result,) = await harness.submit(
+        data,
+        backend_pb2.ParcelSubmission(
+            parcel_id=id_to_str(new_id()), request_json=json.dumps(request)
+        ),
+    )
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    for lfn in lfns:
+        assert harness.settings.se_path("TAPE", lfn).read_bytes() == b"raw!"
+        assert not harness.settings.se_path("LOCAL", lfn).exists()
+    assert await harness.catalogue.replicas(lfns) == {lfn: ("TAPE",) for lfn in lfns}
+
+    bad = {"Operations": [{"Type": "ReplicateAndRegister", "TargetSE": "MARS", "Files": files}]}
+    (result,) = await harness.submit(
+        data,
+        backend_pb2.ParcelSubmission(parcel_id=id_to_str(new_id()), request_json=json.dumps(bad)),
+    )
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "MARS" in outcome.message

@@ -1,0 +1,106 @@
+"""The null adaptor's own promises: idempotent Submit with observable per-key tallies, the
+configured outcome mix drawn stably per parcel, delays, cancellation, and its settings checks."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from dxts.backends.null.adaptor import (
+    FAILURE,
+    LOST,
+    NO_REPORT,
+    SPLIT,
+    SUCCESS,
+    NullAdaptor,
+    fate_of,
+)
+from dxts.backends.null.settings import NullSettings
+from dxts.core.ids import id_to_str, new_id
+from dxts.v1 import backend_pb2, common_pb2
+
+
+def submission(inputs: int = 1) -> backend_pb2.ParcelSubmission:
+    return backend_pb2.ParcelSubmission(
+        parcel_id=id_to_str(new_id()),
+        output_prefix="/dxts/t/p",
+        input_ids=[id_to_str(new_id()) for _ in range(inputs)],
+    )
+
+
+async def submit(adaptor: NullAdaptor, *parcels: backend_pb2.ParcelSubmission) -> Any:
+    return (await adaptor.Submit(backend_pb2.SubmitRequest(parcels=list(parcels)), None)).results
+
+
+async def test_submit_is_idempotent_and_counted() -> None:
+    adaptor = NullAdaptor(NullSettings())
+    parcel = submission()
+    (first,) = await submit(adaptor, parcel)
+    (again,) = await submit(adaptor, parcel)
+    assert first.identifier == again.identifier
+    assert adaptor.submits[parcel.parcel_id] == 2
+    assert adaptor.started[parcel.parcel_id] == 1
+    (bad,) = await submit(adaptor, backend_pb2.ParcelSubmission(parcel_id="nope"))
+    assert bad.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+    counters = (await adaptor.Describe(backend_pb2.DescribeRequest(), None)).counters
+    assert (counters["submits"], counters["accepted"], counters["repeated_submits"]) == (2, 1, 1)
+
+
+async def test_the_outcome_mix_is_drawn_stably_per_parcel() -> None:
+    settings = NullSettings(failure=0.2, split=0.2, no_report=0.2, lost=0.2, outputs=["out"])
+    adaptor = NullAdaptor(settings)
+    parcels = [submission(inputs=2) for _ in range(300)]
+    results = await submit(adaptor, *parcels)
+    fates = {p.parcel_id: fate_of(p.parcel_id, settings) for p in parcels}
+    assert {p: adaptor.jobs[p].fate for p in fates} == fates
+    assert {SUCCESS, FAILURE, SPLIT, NO_REPORT, LOST} == set(fates.values())
+    reply = await adaptor.Poll(
+        backend_pb2.PollRequest(identifiers=[r.identifier for r in results]), None
+    )
+    assert len(reply.outcomes) == sum(1 for f in fates.values() if f != LOST)
+    for outcome in reply.outcomes:
+        fate = fates[outcome.parcel_id]
+        if fate == FAILURE:
+            assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+            continue
+        assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+        assert [o.output_name for o in outcome.outputs] == ["out"]
+        if fate == NO_REPORT:
+            assert outcome.status_report_json == ""
+            continue
+        report = json.loads(outcome.status_report_json)
+        assert set(report) == set(adaptor.jobs[outcome.parcel_id].input_ids)
+        actions = {entry["action"] for entry in report.values()}
+        assert actions == ({"SPLIT"} if fate == SPLIT else {"SUCCESS"})
+        if fate == SPLIT:
+            entry = next(iter(report.values()))
+            assert (len(entry["SUCCESS"]), len(entry["FAILURE"])) == (1, 1)
+
+
+async def test_outcomes_wait_for_the_delay_and_cancellation_ends_them() -> None:
+    adaptor = NullAdaptor(NullSettings(delay_s=3600))
+    slow, other = submission(), submission()
+    results = await submit(adaptor, slow, other)
+    identifiers = [r.identifier for r in results]
+    poll = backend_pb2.PollRequest(identifiers=identifiers)
+    assert not (await adaptor.Poll(poll, None)).outcomes
+    await adaptor.Cancel(backend_pb2.CancelRequest(identifiers=identifiers[:1]), None)
+    (outcome,) = (await adaptor.Poll(poll, None)).outcomes
+    assert (outcome.parcel_id, outcome.result) == (
+        slow.parcel_id,
+        common_pb2.OUTCOME_RESULT_CANCELLED,
+    )
+    adaptor.jobs[other.parcel_id].finish_at = time.monotonic()
+    assert len((await adaptor.Poll(poll, None)).outcomes) == 2
+
+
+def test_settings_refuse_an_impossible_mix() -> None:
+    with pytest.raises(ValidationError):
+        NullSettings(failure=0.6, split=0.6)
+    with pytest.raises(ValidationError):
+        NullSettings(report_mode="push")
+    assert NullSettings(kind="data").kind.value == "Data"
