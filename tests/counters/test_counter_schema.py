@@ -15,7 +15,7 @@ from dxts.core.migrations.api import run_on_connection
 from dxts.core.schema import execution, metadata
 from dxts.core.states import InputStatus, ParcelStatus, values
 
-MARIADB = mysql.dialect(is_mariadb=True)  # type: ignore[no-untyped-call]
+MARIADB = mysql.dialect(is_mariadb=True)
 
 
 def ddl(table: sa.Table) -> str:

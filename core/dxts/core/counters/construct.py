@@ -47,10 +47,10 @@ Key = tuple[Any, ...]
 Scope = Mapping[str, Any]
 
 # Bound parameters per statement, under SQLite's default ceiling (32766): a journal call with
-# more distinct keys than fit is written in several INSERTs. Real calls carry far fewer.
+# more distinct keys than fit is written in several INSERTs (real calls carry far fewer), and
+# a fold claims at most this many ids.
 MAX_PARAMETERS = 30_000
-# Above this many claimed ids the fold passes them through a session temporary table.
-IN_LIST_LIMIT = 500
+_MYSQL = mysql.dialect()
 BIGINT = 2**63
 
 
@@ -222,6 +222,16 @@ class Counter:
             prefixes=["TEMPORARY"],
             quote=True,
         )
+        quote = _MYSQL.identifier_preparer.quote_identifier
+        journal_q, claim_q, id_q = (
+            quote(journal_name),
+            quote(self._claim_table.name),
+            quote("JournalID"),
+        )
+        self._delete_claimed = sa.text(
+            f"DELETE {journal_q} FROM {claim_q} STRAIGHT_JOIN {journal_q} "
+            f"ON {journal_q}.{id_q} = {claim_q}.{id_q}"
+        )
         per_row = len(key_names) + len(measures)
         self._rows_per_insert = MAX_PARAMETERS // per_row
         locks.declared.append(name)
@@ -389,37 +399,50 @@ class Counter:
         are summed, upserted and deleted. Returns how many were folded and whether the batch
         was full (then fold again at once).
         """
-        if not isinstance(batch, int) or batch < 1:
-            raise InvalidArgument("batch must be a positive integer", field="batch")
+        if not isinstance(batch, int) or not 0 < batch <= MAX_PARAMETERS:
+            # A fuller journal is folded by folding again at once, never by one huge batch.
+            raise InvalidArgument(f"batch must be from 1 to {MAX_PARAMETERS}", field="batch")
 
         async def work(conn: AsyncConnection) -> FoldResult:
             await locks.take(conn, self.name, Operation.FOLD)
             ids = await self.claim(conn, batch)
             if not ids:
                 return FoldResult(0, False)
-            journal = self.journal_table
-            claimed: sa.ColumnElement[bool]
-            if len(ids) <= IN_LIST_LIMIT:
-                claimed = journal.c.JournalID.in_(ids)
-                delete = sa.delete(journal).where(claimed)
-            else:
-                claim = self._claim_table
-                await conn.execute(sa.schema.CreateTable(claim, if_not_exists=True))
-                await conn.execute(sa.delete(claim))
-                await conn.execute(sa.insert(claim).values([{"JournalID": i} for i in ids]))
-                claimed = journal.c.JournalID.in_(sa.select(claim.c.JournalID))
-                # MariaDB runs DELETE ... IN (subquery) as a scan of the whole journal, which
-                # would lock (and wait on) writers' rows; the join form drives from the claim.
-                delete = sa.delete(journal).where(
-                    claimed
-                    if conn.dialect.name == "sqlite"
-                    else journal.c.JournalID == claim.c.JournalID
-                )
+            claimed, delete = await self._stage(conn, ids)
             await conn.execute(self._upsert(conn.dialect.name, claimed))
             await conn.execute(delete)
             return FoldResult(len(ids), len(ids) == batch)
 
         return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+    async def _stage(
+        self, conn: AsyncConnection, ids: list[int]
+    ) -> tuple[sa.ColumnElement[bool], sa.Executable]:
+        """The condition selecting exactly `ids` in the journal, and the statement deleting them.
+
+        On MariaDB/MySQL the ids go through a session temporary table and the delete is driven
+        from it (STRAIGHT_JOIN, then the journal's primary key). Given an IN list, or a join it
+        may reorder, MariaDB plans a scan of a small journal, and at READ COMMITTED a locking
+        scan waits on every writer's uncommitted row: the fold would stall behind writers
+        (measured; see the tests). The table is created once per session (its DDL is not
+        transactional there) and emptied before each use. SQLite, with one writer and no row
+        locks, takes an IN list.
+        """
+        journal = self.journal_table
+        if conn.dialect.name == "sqlite":
+            claimed = journal.c.JournalID.in_(ids)
+            return claimed, sa.delete(journal).where(claimed)
+        claim = self._claim_table
+        created: set[str] = conn.info.setdefault("dxts.counters.claim_tables", set())
+        if claim.name in created:
+            await conn.execute(sa.delete(claim))  # what an earlier fold on this session left
+        else:
+            await conn.execute(sa.schema.CreateTable(claim))
+            created.add(claim.name)
+        for start in range(0, len(ids), MAX_PARAMETERS):
+            chunk = ids[start : start + MAX_PARAMETERS]
+            await conn.execute(sa.insert(claim).values([{"JournalID": i} for i in chunk]))
+        return journal.c.JournalID.in_(sa.select(claim.c.JournalID)), self._delete_claimed
 
     def _upsert(self, dialect: str, claimed: sa.ColumnElement[bool]) -> sa.Executable:
         """INSERT the claimed rows' sums into the counters, adding to rows already there."""
@@ -529,16 +552,25 @@ class Counter:
         """
         if not scope:
             raise InvalidArgument("delete_scope needs a non-empty scope", field="scope")
-        counters = self.counters_table
-        journal = self.journal_table
+        counters, journal = self.counters_table, self.journal_table
         delete_counters = sa.delete(counters).where(*self._predicate(counters.c, scope, "scope"))
-        delete_journal = sa.delete(journal).where(*self._predicate(journal.c, scope, "scope"))
+        in_scope = self._predicate(journal.c, scope, "scope")
 
         async def work(conn: AsyncConnection) -> int:
             await locks.take(conn, self.name, Operation.REBUILD)
             await locks.take(conn, self.name, Operation.FOLD)
             deleted = (await conn.execute(delete_counters)).rowcount
-            return deleted + (await conn.execute(delete_journal)).rowcount
+            if conn.dialect.name == "sqlite":
+                return deleted + (await conn.execute(sa.delete(journal).where(*in_scope))).rowcount
+            # Like the fold: exactly these rows, never a scan that waits on other writers. A
+            # consistent read finds them all: the scope has no writer left.
+            ids = list(
+                (await conn.execute(sa.select(journal.c.JournalID).where(*in_scope))).scalars()
+            )
+            if ids:
+                _, delete = await self._stage(conn, ids)
+                deleted += (await conn.execute(delete)).rowcount
+            return deleted
 
         return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
