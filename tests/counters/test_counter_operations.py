@@ -51,15 +51,16 @@ async def forget(database: Database, tids: list[bytes]) -> None:
 async def test_lock_rows_exist_after_create_all_and_ensure_is_idempotent(
     database: Database,
 ) -> None:
-    async with database.transaction(RC) as conn:
-        await ensure_lock_rows(conn)
-        await ensure_lock_rows(conn)
-        rows = set(await conn.execute(sa.select(counter_locks)))
-    assert rows == {
+    expected = {
         (name, operation)
         for name in ("Transformation", "DataParcels")
         for operation in ("rebuild", "fold")
     }
+    async with database.transaction(RC) as conn:
+        assert set(await conn.execute(sa.select(counter_locks))) == expected  # create_all's hook
+        await ensure_lock_rows(conn)
+        await ensure_lock_rows(conn)
+        assert set(await conn.execute(sa.select(counter_locks))) == expected
 
 
 async def test_journal_sums_per_key_in_one_insert_and_drops_zeros(database: Database) -> None:

@@ -7,8 +7,9 @@ tables a rebuild recounts. The declaration derives, in the shared metadata:
 * `<Name>CounterJournal`: `JournalID` (auto-increment), the key, one `<measure>Delta` per
   measure, `InsertedAt` from the database clock; an index on the key.
 
-Neither has a foreign key: the rows outlive nothing and must never make a writer wait on a
-parent. Every generated identifier is quoted (`Count` is also an SQL function).
+Neither has a foreign key: a writer's journal insert must never wait on a parent row, and the
+rows of a transformation are dropped on their own schedule (delete_scope). Every generated
+identifier is quoted (`Count` is also an SQL function).
 
 The five operations, each with the isolation its argument needs:
 
@@ -175,7 +176,6 @@ class Counter:
         if name in locks.declared:
             raise ValueError(f"counter {name} is declared twice")
         self.name = name
-        self.key = tuple(key)
         self.key_names = tuple(key_names)
         self.measures = tuple(measures)
         self.sources = tuple(sources)
@@ -213,8 +213,8 @@ class Counter:
             quote=True,
             **MYSQL_TABLE_OPTIONS,
         )
-        # The fold's claimed ids, for batches too large for an IN list: a session temporary
-        # table, outside the shared metadata (migrations must not see it).
+        # The fold's claimed ids on MariaDB/MySQL (see _stage): a session temporary table,
+        # outside the shared metadata (migrations must not see it).
         self._claim_table = sa.Table(
             f"{name}FoldClaim",
             sa.MetaData(),
@@ -397,7 +397,7 @@ class Counter:
 
         Never by a JournalID watermark (ids do not commit in order): exactly the claimed ids
         are summed, upserted and deleted. Returns how many were folded and whether the batch
-        was full (then fold again at once).
+        (at most MAX_PARAMETERS ids) was full: then fold again at once.
         """
         if not isinstance(batch, int) or not 0 < batch <= MAX_PARAMETERS:
             # A fuller journal is folded by folding again at once, never by one huge batch.
