@@ -1,0 +1,35 @@
+"""Prometheus metrics of the execution service (the default registry the metrics server serves).
+
+Part 1 (feeders, packers, sweeps) first; the outcome and failed-input sweeps add theirs at the
+end of this module.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+PLUGIN_FAILURES = Counter(
+    "dxts_execution_plugin_failures",
+    "Feeder and packer invocations that failed (raised, proposed something refused, or could "
+    "not be written); retried by the next sweep.",
+    ["point", "plugin"],
+)
+INPUTS_FED = Counter(
+    "dxts_execution_inputs_fed", "Inputs inserted by feeders (duplicates excluded).", ["feeder"]
+)
+FEEDERS_EXHAUSTED = Counter(
+    "dxts_execution_feeders_exhausted", "Feeders that reported NoMoreInputs.", ["feeder"]
+)
+INPUTS_PACKED = Counter(
+    "dxts_execution_inputs_packed",
+    "Inputs a packer decided on, by outcome (assigned, problematic, delayed).",
+    ["packer", "outcome"],
+)
+PARCELS_CREATED = Counter(
+    "dxts_execution_parcels_created", "Parcels created by packers.", ["packer", "kind"]
+)
+RUN_SECONDS = Histogram(
+    "dxts_execution_run_seconds",
+    "Time of one feeder or packer invocation (one transformation).",
+    ["point"],
+)
