@@ -19,6 +19,9 @@ WORKGRAPH = "dirac:Workgraph"
 TRANSFORMATION = "dirac:Transformation"
 WORKGRAPH_HINT_PATH = join("hints", WORKGRAPH)
 INITIAL_STATES = ("Active", "Stopped", "Paused")
+# The output a process marks as its status report (DISPATCH.md): consumed by dxts itself, when
+# a parcel's outcome is recorded, so it is never an orphan.
+STATUS_REPORT_OUTPUT = "status-report"
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ def _sources(doc: LoadedDocument, analysis: Analysis) -> None:
     for member in analysis.members.values():
         for output in member.step.outputs if member.step else ():
             name = f"{member.name}/{output}"
-            if name not in consumed and name not in declared:
+            if output != STATUS_REPORT_OUTPUT and name not in consumed and name not in declared:
                 analysis.problems.append(
                     error(
                         Kind.ORPHAN_OUTPUT,
