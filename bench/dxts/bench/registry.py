@@ -2,4 +2,5 @@
 
 BENCHMARKS: dict[str, str] = {
     "raw": "dxts.bench.raw",
+    "dispatch": "dxts.bench.dispatch",
 }

@@ -271,7 +271,12 @@ async def load_payloads(conn: AsyncConnection, held: Sequence[Parcel]) -> None:
         inputs: dict[bytes, list[bytes]] = {}
         for link in await conn.execute(
             sa.select(parcel_inputs.c.ParcelID, parcel_inputs.c.InputID)
-            .where(sa.tuple_(parcel_inputs.c.TransformationID, parcel_inputs.c.ParcelID).in_(pairs))
+            # Two IN lists rather than a row-value IN: ranges on the primary key's prefix on
+            # every server (ParcelIDs are unique, so no pair outside the batch can match).
+            .where(
+                parcel_inputs.c.TransformationID.in_(sorted({t for t, _ in pairs})),
+                parcel_inputs.c.ParcelID.in_([p for _, p in pairs]),
+            )
             .order_by(parcel_inputs.c.ParcelID, parcel_inputs.c.InputID)
         ):
             inputs.setdefault(bytes(link.ParcelID), []).append(bytes(link.InputID))
@@ -359,9 +364,11 @@ async def insert_identifiers(
     table, column = _id_column(adaptor)
     rows = [{"ParcelID": p, column.name: i} for p, i in sorted(identifiers.items())]
     if conn.dialect.name == "sqlite":
-        await conn.execute(sqlite.insert(table).on_conflict_do_nothing(), rows)
+        result = await conn.execute(sqlite.insert(table).on_conflict_do_nothing(), rows)
     else:
-        await conn.execute(sa.insert(table).prefix_with("IGNORE"), rows)
+        result = await conn.execute(sa.insert(table).prefix_with("IGNORE"), rows)
+    if conn.dialect.supports_sane_multi_rowcount and result.rowcount == len(rows):
+        return []  # every row is new: nothing can clash (the usual case, one statement less)
     recorded = {
         bytes(row[0]): bytes(row[1])
         for row in await conn.execute(

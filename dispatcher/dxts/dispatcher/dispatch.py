@@ -88,12 +88,13 @@ class Dispatcher:
             chosen = self.policy.choose(parcel_id, parcel_kind, forced)
             return chosen if chosen in names else None
 
-        async def work(conn: Any) -> list[db.Parcel]:
+        async def work(conn: Any) -> tuple[list[db.Parcel], list[bytes]]:
             held = await db.claim(conn, kind, size, sorted(names), choose)
             await db.load_payloads(conn, held)
-            return held
+            return held, await self._record_known_sidecars(conn, held)
 
-        held = await self.database.run(work, isolation=RC)
+        held, stored = await self.database.run(work, isolation=RC)
+        self.materialiser.stored.update(stored)
         if held:
             CLAIMED.labels(kind.value).inc(len(held))
             await self._submit(held, recovering=False)
@@ -106,12 +107,13 @@ class Dispatcher:
             return 0
         lease = timedelta(seconds=self.settings.lease_s)
 
-        async def work(conn: Any) -> list[db.Parcel]:
+        async def work(conn: Any) -> tuple[list[db.Parcel], list[bytes]]:
             held = await db.claim_stale(conn, kind, lease, self.settings.claim_batch, names)
             await db.load_payloads(conn, held)
-            return held
+            return held, await self._record_known_sidecars(conn, held)
 
-        held = await self.database.run(work, isolation=RC)
+        held, stored = await self.database.run(work, isolation=RC)
+        self.materialiser.stored.update(stored)
         if held:
             log.warning("recovering %d parcels stranded in Reserved", len(held))
             await self._submit(held, recovering=True)
@@ -188,18 +190,34 @@ class Dispatcher:
             batches.append((payload, parcels))
         return batches
 
-    async def _record_sidecars(self, chosen: Mapping[bytes, bytes]) -> None:
+    async def _record_known_sidecars(self, conn: Any, held: Sequence[db.Parcel]) -> list[bytes]:
+        """Inside the claim: record the sidecar of every compute parcel whose scope is already
+        known (the steady state), so that it commits with the reservation; returns the sidecars
+        it stored. Parcels of a scope not seen yet are left to `_prepare`, which asks for it
+        outside any transaction."""
+        chosen: dict[bytes, bytes] = {}
+        for parcel in held:
+            if parcel.kind is Kind.COMPUTE and parcel.resolved_hints_id is None:
+                key = self.materialiser.cached_sidecar(parcel.transformation_id, parcel.vo)
+                if key is not None:
+                    parcel.resolved_hints_id = chosen[parcel.parcel_id] = key
+        return await self._store_sidecars(conn, chosen)
+
+    async def _store_sidecars(self, conn: Any, chosen: Mapping[bytes, bytes]) -> list[bytes]:
         """Store the sidecars this process has not stored yet (a handful per lifetime: one per
-        scope) and record each parcel's, in one transaction."""
+        scope) and record each parcel's; returns the ones stored (known once committed)."""
         new = sorted(set(chosen.values()) - self.materialiser.stored)
-
-        async def work(conn: Any) -> None:
-            for key in new:
-                await content_store.put_resolved_hints(conn, self.materialiser.sidecars[key])
+        for key in new:
+            await content_store.put_resolved_hints(conn, self.materialiser.sidecars[key])
+        if chosen:
             await db.set_resolved_hints(conn, chosen)
+        return new
 
-        await self.database.run(work, isolation=RC)
-        self.materialiser.stored.update(new)
+    async def _record_sidecars(self, chosen: Mapping[bytes, bytes]) -> None:
+        stored = await self.database.run(
+            lambda conn: self._store_sidecars(conn, chosen), isolation=RC
+        )
+        self.materialiser.stored.update(stored)
 
     async def _submit_chunk(
         self,

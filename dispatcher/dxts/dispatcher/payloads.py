@@ -98,29 +98,42 @@ class Materialiser:
         self.source = source
         self.config = config
         self._scopes = _Lru()
+        self._by_scope = _Lru()
         self._trees = _Lru()
         self._payloads = _Lru()
         self.sidecars: dict[bytes, dict[str, Any]] = {}  # every sidecar this process resolved
         self.stored: set[bytes] = set()  # sidecars known to be in ResolvedHints
 
+    def _scope(self, transformation_id: bytes | None, vo: str | None) -> tuple[str, str] | None:
+        if transformation_id is None:
+            return vo or "", self.config.default_type
+        return self._scopes.get(transformation_id)
+
+    def _sidecar_of(self, scope: tuple[str, str]) -> bytes:
+        key = self._by_scope.get(scope)
+        if key is None:
+            vo, workgraph_type = scope
+            hints = resolve_hints(self.config, vo=vo, workgraph_hint={"type": workgraph_type})
+            sidecar = hints.as_json()
+            key = self._by_scope.remember(scope, content_hash(sidecar, field="resolved_hints"))
+            self.sidecars.setdefault(key, sidecar)
+        return key
+
+    def cached_sidecar(self, transformation_id: bytes | None, vo: str | None) -> bytes | None:
+        """The sidecar's hash when the scope is known without asking anyone (no I/O)."""
+        scope = self._scope(transformation_id, vo)
+        return None if scope is None else self._sidecar_of(scope)
+
     async def sidecar(self, transformation_id: bytes | None, vo: str | None) -> bytes:
         """The hash of the sidecar in force for a transformation's scope (a user parcel: its
         VO and the default type), remembered in `sidecars`."""
-        if transformation_id is not None:
-            scope = self._scopes.get(transformation_id)
-            if scope is None:
-                scope = self._scopes.remember(
-                    transformation_id, await self.source.transformation_scope(transformation_id)
-                )
-            vo, workgraph_type = scope
-        else:
-            workgraph_type = self.config.default_type
-        hints = resolve_hints(
-            self.config, vo=vo or "", workgraph_hint={"type": workgraph_type}
-        ).as_json()
-        key = content_hash(hints, field="resolved_hints")
-        self.sidecars.setdefault(key, hints)
-        return key
+        scope = self._scope(transformation_id, vo)
+        if scope is None:
+            assert transformation_id is not None
+            scope = self._scopes.remember(
+                transformation_id, await self.source.transformation_scope(transformation_id)
+            )
+        return self._sidecar_of(scope)
 
     async def compute_payload(
         self, process_id: bytes, hints_id: bytes, hints: dict[str, Any]

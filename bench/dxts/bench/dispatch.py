@@ -1,0 +1,365 @@
+"""`dispatch`: Unassigned → Assigned through the dispatcher and a backend adaptor over gRPC.
+
+One figure per replica count, `dispatch_parcels_per_s`: a round seeds `parcels` Unassigned
+compute parcels (untimed), then that many dispatcher replicas (each its own Database, so its own
+connections, running `claimers` claim loops as concurrent tasks in this process) claim, build
+the payload, submit to the null adaptor (a separate `dxts.backends.null` process reached over
+gRPC, so that its CPU is not this process's) and record identifiers until nothing is left; the
+round fails unless every parcel ended Assigned with exactly one identifier. The baseline is the
+raw SKIP LOCKED claim measured in the same run on the same rows: as many connections as
+replicas, the same batch, `SELECT ... FOR UPDATE SKIP LOCKED` + `UPDATE` and nothing else, so
+the ratio is what submitting and recording cost over claiming alone.
+
+`pipeline_parcels_per_s` (through execution's RecordOutcomes) is not measured: execution does
+not serve RecordOutcomes yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from dxts.bench.harness import Bench, Operation
+from dxts.core import content_store
+from dxts.core.counters import TRANSFORMATION, journal_parcels
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import FailedPrecondition, Unavailable
+from dxts.core.grpc import DevKeys, channel
+from dxts.core.ids import canonical_json, new_id, new_ids
+from dxts.core.schema import definition, execution
+from dxts.core.states import Kind, ParcelStatus
+from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
+from dxts.dispatcher.settings import DispatcherSettings
+from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
+
+RC = Isolation.READ_COMMITTED
+SEED_BATCH = 5_000
+TOOL = {
+    "class": "CommandLineTool",
+    "cwlVersion": "v1.2",
+    "baseCommand": "true",
+    "inputs": {},
+    "outputs": {},
+}
+
+
+@dataclass(frozen=True)
+class DispatchParams:
+    parcels: int
+    claim_batch: int
+    submit_batch: int
+    claimers: int
+    replicas: tuple[int, ...]
+    rounds: int
+
+
+SCALES = {
+    "tiny": DispatchParams(200, 20, 20, 1, (1, 2), 1),
+    "small": DispatchParams(6_000, 100, 100, 2, (1, 2, 4), 3),
+    "full": DispatchParams(50_000, 100, 100, 2, (1, 2, 4), 5),
+}
+
+
+class _Definition:
+    """The definition side, answered from the database (the benchmark has one process)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def process_tree(self, process_id: bytes) -> list[tuple[bytes, str]]:
+        async def work(conn: Any) -> Any:
+            return await conn.scalar(
+                sa.select(definition.processes.c.Process).where(
+                    definition.processes.c.ProcessID == process_id
+                )
+            )
+
+        body = await self.database.run(work, isolation=RC)
+        return [(process_id, canonical_json(body).decode())]
+
+    async def transformation_scope(self, transformation_id: bytes) -> tuple[str, str]:
+        return "bench", "Bench"
+
+
+class _NoExecution:
+    async def record(self, outcomes: Any) -> list[common_pb2.OutcomeAck]:
+        raise Unavailable("the dispatch benchmark forwards no outcomes")
+
+
+async def run(bench: Bench, params: DispatchParams) -> None:
+    database = bench.database
+    transformation_id, process_id = await _seed_transformation(database)
+    url = database.url.render_as_string(hide_password=False)
+    with tempfile.TemporaryDirectory(prefix="dxts-bench-dispatch-") as folder:
+        async with _null_adaptor(Path(folder)) as (address, token):
+            for replicas in params.replicas:
+                async with _replicas(url, replicas, address, token, params) as components:
+                    await bench.compare(
+                        "dispatch_parcels_per_s",
+                        unit="parcels/s",
+                        baseline=_claim(database, replicas, transformation_id, process_id, params),
+                        subject=_dispatch(
+                            database, components, transformation_id, process_id, params
+                        ),
+                        rounds=params.rounds,
+                        params={
+                            "replicas": replicas,
+                            "parcels": params.parcels,
+                            "claim_batch": params.claim_batch,
+                            "submit_batch": params.submit_batch,
+                            "claim_loops_per_replica": params.claimers,
+                            "replicas_run_as": "concurrent tasks in one process, one Database each",
+                            "adaptor": "null, a separate process, over gRPC",
+                            "baseline": f"SKIP LOCKED claim only, {replicas} connections, "
+                            f"batch {params.claim_batch}",
+                        },
+                    )
+
+
+async def _seed_transformation(database: Database) -> tuple[bytes, bytes]:
+    ownership_id, transformation_id = new_id(), new_id()
+
+    async def work(conn: Any) -> bytes:
+        await conn.execute(
+            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="bench", Sub="b")
+        )
+        await conn.execute(
+            sa.insert(definition.transformations).values(
+                TransformationID=transformation_id,
+                OwnershipID=ownership_id,
+                Type="Bench",
+                Kind=Kind.COMPUTE.value,
+                Status="Active",
+                Packer="bench",
+                UpdatedAt=await db_now(conn),
+            )
+        )
+        (process_id,) = await content_store.put_processes(conn, [TOOL])
+        return process_id
+
+    return transformation_id, await database.run(work, isolation=RC)
+
+
+async def _reseed(database: Database, transformation_id: bytes, process_id: bytes, n: int) -> None:
+    """Empty the parcels (and what hangs off them) and create `n` Unassigned ones anew."""
+
+    async def clear(conn: Any) -> None:
+        for table in (
+            execution.null_ids,
+            execution.compute_parcels,
+            execution.parcels,
+            TRANSFORMATION.journal_table,
+        ):
+            await conn.execute(sa.delete(table))
+
+    await database.run(clear, isolation=RC)
+    ids = new_ids(n)
+    for start in range(0, n, SEED_BATCH):
+        chunk = ids[start : start + SEED_BATCH]
+
+        async def work(conn: Any, chunk: list[bytes] = chunk) -> None:
+            now = await db_now(conn)
+            await conn.execute(
+                sa.insert(execution.parcels),
+                [
+                    {
+                        "ParcelID": p,
+                        "TransformationID": transformation_id,
+                        "Kind": Kind.COMPUTE.value,
+                        "Status": ParcelStatus.UNASSIGNED.value,
+                        "UpdatedAt": now,
+                    }
+                    for p in chunk
+                ],
+            )
+            await conn.execute(
+                sa.insert(execution.compute_parcels),
+                [{"ParcelID": p, "ProcessID": process_id, "Parameters": {"n": 1}} for p in chunk],
+            )
+            created: dict[tuple[bytes, str | None, str | None], int] = {
+                (transformation_id, None, "Unassigned"): len(chunk)
+            }
+            await journal_parcels(conn, created)
+
+        await database.run(work, isolation=RC)
+
+
+async def _assigned(database: Database) -> tuple[int, int]:
+    async def work(conn: Any) -> tuple[int, int]:
+        parcels = execution.parcels
+        assigned = await conn.scalar(
+            sa.select(sa.func.count()).where(parcels.c.Status == ParcelStatus.ASSIGNED.value)
+        )
+        recorded = await conn.scalar(sa.select(sa.func.count()).select_from(execution.null_ids))
+        return int(assigned or 0), int(recorded or 0)
+
+    return await database.run(work, isolation=RC)
+
+
+def _dispatch(
+    database: Database,
+    components: list[DispatcherComponent],
+    transformation_id: bytes,
+    process_id: bytes,
+    params: DispatchParams,
+) -> Operation:
+    async def setup() -> None:
+        await _reseed(database, transformation_id, process_id, params.parcels)
+
+    async def loop(component: DispatcherComponent) -> int:
+        total = 0
+        # A claim finding nothing means the rest is locked by the other loops, who take it.
+        while claimed := await component.dispatcher.dispatch_once(Kind.COMPUTE):
+            total += claimed
+        return total
+
+    async def dispatch_all() -> int:
+        counts = await asyncio.gather(
+            *(loop(c) for c in components for _ in range(params.claimers))
+        )
+        assigned, recorded = await _assigned(database)
+        if not sum(counts) == assigned == recorded == params.parcels:
+            raise FailedPrecondition(
+                f"claimed {sum(counts)}, Assigned {assigned}, identifiers {recorded} of "
+                f"{params.parcels}: every parcel must be dispatched exactly once"
+            )
+        return params.parcels
+
+    return Operation(dispatch_all, setup)
+
+
+def _claim(
+    database: Database,
+    connections: int,
+    transformation_id: bytes,
+    process_id: bytes,
+    params: DispatchParams,
+) -> Operation:
+    parcels = execution.parcels
+
+    async def setup() -> None:
+        await _reseed(database, transformation_id, process_id, params.parcels)
+
+    async def claim_batch(conn: Any) -> int:
+        claimed = (
+            (
+                await conn.execute(
+                    sa.select(parcels.c.ParcelID)
+                    .where(
+                        parcels.c.Kind == Kind.COMPUTE.value,
+                        parcels.c.Status == ParcelStatus.UNASSIGNED.value,
+                    )
+                    .order_by(parcels.c.ParcelID)
+                    .limit(params.claim_batch)
+                    .with_for_update(skip_locked=True)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        if not claimed:
+            return 0
+        result = await conn.execute(
+            sa.update(parcels)
+            .where(parcels.c.ParcelID.in_(claimed), parcels.c.Status == "Unassigned")
+            .values(Status=ParcelStatus.RESERVED.value)
+        )
+        return int(result.rowcount)
+
+    async def claimer() -> int:
+        total = 0
+        while claimed := await database.run(claim_batch, isolation=RC):
+            total += claimed
+        return total
+
+    async def claim_all() -> int:
+        counts = await asyncio.gather(*(claimer() for _ in range(connections)))
+        if sum(counts) != params.parcels:
+            raise FailedPrecondition(f"claimed {sum(counts)} of {params.parcels}")
+        return params.parcels
+
+    return Operation(claim_all, setup)
+
+
+@contextlib.asynccontextmanager
+async def _replicas(
+    url: str, count: int, address: str, token: str, params: DispatchParams
+) -> AsyncIterator[list[DispatcherComponent]]:
+    databases: list[Database] = []
+    components: list[DispatcherComponent] = []
+    try:
+        for _ in range(count):
+            database = Database(url)
+            await database.start()
+            databases.append(database)
+            settings = DispatcherSettings(
+                backends=[{"name": "null", "address": address, "kind": "compute"}],
+                claim_batch=params.claim_batch,
+                submit_batch=params.submit_batch,
+            )
+            component = await build_dispatcher(
+                database,
+                settings=settings,
+                definition=_Definition(database),
+                sink=_NoExecution(),
+                token=token,
+                start_sweeps=False,
+            )
+            components.append(component)
+            await component.refresh()
+        yield components
+    finally:
+        for component in components:
+            await component.stop()
+        for database in databases:
+            await database.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
+    """`dxts.backends.null` in a process of its own; yields (address, token)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    token = DevKeys.load_or_create(folder).issue("dxts", "dxts-dispatcher", ["service"])
+    environment = {
+        **os.environ,
+        "DXTS_LISTEN": address,
+        "DXTS_DATA_DIR": str(folder),
+        "DXTS_NULL_DELAY_S": "3600",
+    }
+    log = (folder / "null.log").open("wb")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "dxts.backends.null",
+        env=environment,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=log,
+    )
+    try:
+        async with channel(address, token=token, default_timeout=2) as ch:
+            stub = backend_pb2_grpc.BackendAdaptorServiceStub(ch)
+            for _ in range(100):
+                with contextlib.suppress(Exception):
+                    await stub.Describe(backend_pb2.DescribeRequest())
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise Unavailable(f"the null adaptor did not start: {folder / 'null.log'}")
+        yield address, token
+    finally:
+        process.terminate()
+        await process.wait()
+        log.close()
