@@ -1,0 +1,84 @@
+"""Row helpers every area of execution shares: duplicate-ignoring bulk inserts, conditional bulk
+input moves with their journal, id lists cut to a size every database accepts.
+
+A move is one conditional `UPDATE ... WHERE Status = :from` per chunk of ids: its row count is
+what the transaction found under its own row locks, and exactly that is journalled, in the
+caller's transaction (COUNTERS.md). The state machine is consulted first, so a move the
+machine does not have is refused before any SQL runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.counters import journal_input_transition
+from dxts.core.schema.execution import inputs
+from dxts.core.state_machines import INPUT, Actor
+
+# Ids per IN list: well under SQLite's bound-parameter ceiling (32766), and small enough for
+# MariaDB's optimiser to keep to the primary key.
+IN_CHUNK = 2_000
+
+T = TypeVar("T")
+
+
+def chunked(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+async def insert_ignoring_duplicates(
+    conn: AsyncConnection, table: sa.Table, rows: Sequence[Mapping[str, Any]]
+) -> int:
+    """Insert `rows` (plain values only: an SQL expression in a row stops the driver's
+    multi-row rewrite), skipping any that repeat a unique key; returns the rows inserted.
+
+    One executemany per call, which asyncmy sends as multi-row `INSERT IGNORE ... VALUES`
+    statements (SQLite: `INSERT ... ON CONFLICT DO NOTHING`); the summed row count excludes
+    the skipped rows. IGNORE also downgrades other errors to warnings, so callers insert only
+    rows already validated (sizes, lengths, JSON) against the columns.
+    """
+    if not rows:
+        return 0
+    if conn.dialect.name == "sqlite":
+        statement: sa.Executable = sqlite.insert(table).on_conflict_do_nothing()
+    else:
+        statement = sa.insert(table).prefix_with("IGNORE")
+    result = await conn.execute(statement, list(rows))
+    return int(result.rowcount)
+
+
+async def move_inputs(
+    conn: AsyncConnection,
+    transformation_id: bytes,
+    input_ids: Sequence[bytes],
+    *,
+    source: str,
+    target: str,
+    actor: Actor,
+    now: datetime,
+    values: Mapping[str, Any] | None = None,
+) -> int:
+    """Move the inputs among `input_ids` that are in `source` to `target` (setting `values`
+    too), journal the move, and return how many moved."""
+    INPUT.check(source, target, actor)
+    moved = 0
+    for chunk in chunked(input_ids):
+        result = await conn.execute(
+            sa.update(inputs)
+            .where(
+                inputs.c.TransformationID == transformation_id,
+                inputs.c.InputID.in_(chunk),
+                inputs.c.Status == source,
+            )
+            .values(Status=target, UpdatedAt=now, **(values or {}))
+        )
+        moved += result.rowcount
+    await journal_input_transition(conn, transformation_id, source, target, moved)
+    return moved

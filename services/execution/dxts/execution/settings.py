@@ -1,0 +1,57 @@
+"""The execution service's own settings (the shared ones are in dxts.core.settings).
+
+Tunables are read from `DXTS_EXECUTION_*`; what every component shares keeps its common name:
+`DXTS_DEFINITION_ADDRESS` (the Active transformations and their definitions),
+`DXTS_SERVICE_TOKEN` / `DXTS_SERVICE_TOKEN_FILE` (the credentials of execution's own calls; with
+neither, a token minted from the development key pair in `DXTS_DATA_DIR`, a single machine
+only). The file catalogue is configured by `DXTS_CATALOGUE_*` (`CatalogueSettings`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ExecutionSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DXTS_EXECUTION_", extra="ignore")
+
+    definition_address: str | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_DEFINITION_ADDRESS", "definition_address"),
+        description="host:port of the definition service",
+    )
+    data_dir: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
+        description="where the development token key pair lives when no key is configured",
+    )
+    service_token: str | None = Field(
+        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token")
+    )
+    service_token_file: Path | None = Field(
+        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
+    )
+    call_timeout_s: float = Field(30.0, gt=0, description="deadline of execution's own calls")
+
+    feed_interval_s: float = Field(10.0, gt=0, description="pause between two feeder sweeps")
+    pack_interval_s: float = Field(10.0, gt=0, description="pause between two packer sweeps")
+    sweep_concurrency: int = Field(
+        8, ge=1, description="transformations one sweep works on at the same time"
+    )
+    feed_batch: int = Field(5000, ge=1, description="inputs per feeder transaction")
+    claim_chunk: int = Field(1000, ge=1, description="inputs claimed per packer claim")
+    pack_batch: int = Field(2000, ge=1, description="inputs decided per packer transaction")
+    stop_grace_s: float = Field(
+        5.0, ge=0, description="how long a stopping sweep may finish its turn"
+    )
+
+    def token(self) -> str | None:
+        """The bearer token of execution's own calls (None: the development key pair)."""
+        if self.service_token:
+            return self.service_token
+        if self.service_token_file is not None:
+            return self.service_token_file.read_text().strip()
+        return None
