@@ -118,7 +118,12 @@ async def test_an_assigned_parcel_is_cancelled_and_the_confirmation_forwarded(
     adaptor, address = await null_adaptors(delay_s=3600)
     sink = FakeExecution(database)
     component = await dispatcher(
-        database, [{**COMPUTE, "address": address}], keys, sink=sink, cancel_resend_s=3600
+        database,
+        [{**COMPUTE, "address": address}],
+        keys,
+        sink=sink,
+        cancel_resend_s=3600,
+        poll_batch=1,  # the cancel requests are read (and polled) one page of one at a time
     )
     backend = component.backends["null"]
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3

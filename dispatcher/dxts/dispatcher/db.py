@@ -453,29 +453,38 @@ class CancelRequest:
 
 
 async def cancel_requests(
-    conn: AsyncConnection, backend: str, adaptor: str, limit: int
+    conn: AsyncConnection, backend: str, adaptor: str, page: int
 ) -> tuple[list[CancelRequest], datetime]:
     """The backend's Completing parcels that carry a cancel request, with their identifier
     when one is recorded; and the database clock, to age them against.
 
-    Completing parcels are few (a finished one stays only until execution records it), so the
-    request is read from Annotations here rather than through a JSON predicate whose boolean
-    semantics differ between MariaDB and SQLite.
+    Completing parcels are few (a finished one stays only until execution records it), so they
+    are read page by page on the (Backend, Status) index and the request is read from
+    Annotations here, rather than through a JSON predicate whose boolean semantics differ
+    between MariaDB and SQLite.
     """
     table, column = _id_column(adaptor)
-    rows = await conn.execute(
-        sa.select(parcels.c.ParcelID, parcels.c.Annotations, parcels.c.UpdatedAt, column)
-        .select_from(parcels.outerjoin(table, table.c.ParcelID == parcels.c.ParcelID))
-        .where(parcels.c.Backend == backend, parcels.c.Status == COMPLETING)
-        .order_by(parcels.c.ParcelID)
-        .limit(limit)
-    )
-    requests = [
-        CancelRequest(bytes(row[0]), bytes(row[3]) if row[3] else None, row[2])
-        for row in rows
-        if isinstance(row[1], dict) and row[1].get(CANCEL_REQUESTED) is True
-    ]
-    return requests, await db_now(conn)
+    requests: list[CancelRequest] = []
+    after: bytes | None = None
+    while True:
+        query = (
+            sa.select(parcels.c.ParcelID, parcels.c.Annotations, parcels.c.UpdatedAt, column)
+            .select_from(parcels.outerjoin(table, table.c.ParcelID == parcels.c.ParcelID))
+            .where(parcels.c.Backend == backend, parcels.c.Status == COMPLETING)
+            .order_by(parcels.c.ParcelID)
+            .limit(page)
+        )
+        if after is not None:
+            query = query.where(parcels.c.ParcelID > after)
+        rows = (await conn.execute(query)).all()
+        requests.extend(
+            CancelRequest(bytes(row[0]), bytes(row[3]) if row[3] else None, row[2])
+            for row in rows
+            if isinstance(row[1], dict) and row[1].get(CANCEL_REQUESTED) is True
+        )
+        if len(rows) < page:
+            return requests, await db_now(conn)
+        after = bytes(rows[-1][0])
 
 
 async def parcels_of_identifiers(

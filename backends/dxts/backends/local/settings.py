@@ -4,7 +4,8 @@
   directory per parcel (`jobs/<identifier>/`: the materialised process, the input object, the
   runner's log and output; kept as the parcel's output sandbox).
 * `storage_root` / `storage_elements`: the local storage elements, one directory each
-  (`<storage_root>/<name>/<LFN>`); `output_se` is where compute outputs are written.
+  (`<storage_root>/<name>/<LFN>`, by default beside the work directory in `se/`); `output_se`
+  is where compute outputs are written.
 * `workers`: processes run at once; `capacity`: parcels accepted and not finished before Submit
   refuses (0: no limit).
 * The file catalogue used to find `lfn:` inputs' replicas (and updated by data requests) is the
@@ -22,7 +23,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.core.states import Kind
 
-DEFAULT_WORK_DIR = Path("/var/lib/dxts/local")
+# The Helm chart mounts the local backend's storage volume here: work area and storage elements.
+DEFAULT_WORK_DIR = Path("/var/lib/dxts/storage/work")
 
 
 class LocalSettings(BaseSettings):
@@ -34,7 +36,7 @@ class LocalSettings(BaseSettings):
     storage_root: Path | None = Field(
         None,
         validation_alias=AliasChoices("DXTS_LOCAL_STORAGE_ROOT", "storage_root"),
-        description="default: <work_dir>/storage",
+        description="default: <work_dir>/../se",
     )
     storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
     output_se: str | None = Field(None, description="default: the first storage element")
@@ -67,7 +69,7 @@ class LocalSettings(BaseSettings):
     @model_validator(mode="after")
     def _storage(self) -> LocalSettings:
         if self.storage_root is None:
-            self.storage_root = self.work_dir / "storage"
+            self.storage_root = self.work_dir.parent / "se"
         if self.output_se is None:
             self.output_se = self.storage_elements[0]
         if self.output_se not in self.storage_elements:
