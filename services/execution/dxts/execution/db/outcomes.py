@@ -1,0 +1,360 @@
+"""SQL of outcome recording: locking parcels, reading what they carried, moving rows.
+
+Parcels are locked (`SELECT ... FOR UPDATE`) before they move, so the rows that lock returns
+are the truth their journal is written from; inputs move through `common.move_inputs`, whose
+conditional UPDATE's row count is. Every move journals in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.counters import StorageDelta, journal_data_parcels, journal_inputs, journal_parcels
+from dxts.core.schema.execution import (
+    compute_parcels,
+    data_parcel_deltas,
+    inputs,
+    parcel_inputs,
+    parcel_outputs,
+    parcels,
+)
+from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution.db.common import chunked
+
+# -- parcels -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParcelRow:
+    parcel_id: bytes
+    transformation_id: bytes | None
+    kind: str
+    status: str
+    backend: str | None
+    annotations: dict[str, Any]
+
+
+def _parcel_row(row: Any) -> ParcelRow:
+    return ParcelRow(
+        parcel_id=bytes(row.ParcelID),
+        transformation_id=bytes(row.TransformationID) if row.TransformationID else None,
+        kind=row.Kind,
+        status=row.Status,
+        backend=row.Backend,
+        annotations=dict(row.Annotations) if isinstance(row.Annotations, dict) else {},
+    )
+
+
+_PARCEL_COLUMNS = (
+    parcels.c.ParcelID,
+    parcels.c.TransformationID,
+    parcels.c.Kind,
+    parcels.c.Status,
+    parcels.c.Backend,
+    parcels.c.Annotations,
+)
+
+
+async def lock_parcels(
+    conn: AsyncConnection, parcel_ids: Iterable[bytes]
+) -> dict[bytes, ParcelRow]:
+    """The parcels among `parcel_ids`, locked until the transaction ends (SQLite: the whole
+    database already is)."""
+    wanted = sorted(set(parcel_ids))
+    found: dict[bytes, ParcelRow] = {}
+    for chunk in chunked(wanted):
+        rows = await conn.execute(
+            sa.select(*_PARCEL_COLUMNS)
+            .where(parcels.c.ParcelID.in_(chunk))
+            .order_by(parcels.c.ParcelID)
+            .with_for_update()
+        )
+        found.update((parcel.parcel_id, parcel) for parcel in map(_parcel_row, rows))
+    return found
+
+
+async def parcels_in_status(
+    conn: AsyncConnection, status: str, *, after: bytes | None, limit: int
+) -> list[ParcelRow]:
+    """Parcels in `status`, in key order after `after`: through the (Kind, Status) index, one
+    range per kind (nothing on Parcels is indexed by Status alone)."""
+    condition = [parcels.c.Kind.in_([k.value for k in Kind]), parcels.c.Status == status]
+    if after is not None:
+        condition.append(parcels.c.ParcelID > after)
+    rows = await conn.execute(
+        sa.select(*_PARCEL_COLUMNS).where(*condition).order_by(parcels.c.ParcelID).limit(limit)
+    )
+    return [_parcel_row(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class ParcelMove:
+    """One locked parcel to `target`; `annotations` None leaves them as they are."""
+
+    row: ParcelRow
+    target: str
+    annotations: dict[str, Any] | None = None
+    completed: bool = False
+
+
+async def move_parcels(conn: AsyncConnection, moves: Sequence[ParcelMove], now: datetime) -> None:
+    """Apply moves of parcels this transaction has locked, and journal them (the transformation
+    counter, and the data counter for data parcels). Parcels whose annotations are unchanged
+    move in one UPDATE per (from, to); the others one row each, as their annotations differ."""
+    plain: dict[tuple[str, str, bool], list[bytes]] = defaultdict(list)
+    annotated: list[dict[str, Any]] = []
+    for move in moves:
+        if move.annotations is None:
+            plain[(move.row.status, move.target, move.completed)].append(move.row.parcel_id)
+        else:
+            annotated.append(
+                {
+                    "b_id": move.row.parcel_id,
+                    "b_from": move.row.status,
+                    "b_to": move.target,
+                    "b_annotations": move.annotations,
+                    "b_completed": now if move.completed else None,
+                }
+            )
+    for (source, target, completed), ids in plain.items():
+        values: dict[str, Any] = {"Status": target, "UpdatedAt": now}
+        if completed:
+            values["CompletedAt"] = now
+        for chunk in chunked(ids):
+            await conn.execute(
+                sa.update(parcels)
+                .where(parcels.c.ParcelID.in_(chunk), parcels.c.Status == source)
+                .values(values)
+            )
+    if annotated:
+        await conn.execute(
+            sa.update(parcels)
+            .where(
+                parcels.c.ParcelID == sa.bindparam("b_id"),
+                parcels.c.Status == sa.bindparam("b_from"),
+            )
+            .values(
+                Status=sa.bindparam("b_to"),
+                Annotations=sa.bindparam("b_annotations", type_=parcels.c.Annotations.type),
+                UpdatedAt=now,
+                CompletedAt=sa.func.coalesce(
+                    sa.bindparam("b_completed", type_=parcels.c.CompletedAt.type),
+                    parcels.c.CompletedAt,
+                ),
+            ),
+            annotated,
+        )
+    await journal_parcel_moves(conn, [(m.row, m.row.status, m.target) for m in moves])
+
+
+async def journal_parcel_moves(
+    conn: AsyncConnection, moves: Sequence[tuple[ParcelRow, str | None, str | None]]
+) -> None:
+    """Journal parcel moves `(row, from, to)` (None from: created; None to: deleted)."""
+    counts: dict[tuple[bytes, str | None, str | None], int] = defaultdict(int)
+    data: list[tuple[ParcelRow, str | None, str | None]] = []
+    for row, source, target in moves:
+        if row.transformation_id is None or source == target:
+            continue  # user parcels are not counted
+        counts[(row.transformation_id, source, target)] += 1
+        if row.kind == Kind.DATA:
+            data.append((row, source, target))
+    if counts:
+        await journal_parcels(conn, counts)
+    if data:
+        deltas = await _storage_deltas(conn, [row.parcel_id for row, _, _ in data])
+        sums: dict[tuple[bytes, str | None, str | None, str], list[int]] = {}
+        for row, source, target in data:
+            for se, delta in deltas.get(row.parcel_id, ()):
+                assert row.transformation_id is not None
+                total = sums.setdefault((row.transformation_id, source, target, se), [0] * 4)
+                for i, quantity in enumerate(delta):
+                    total[i] += quantity
+        if sums:
+            await journal_data_parcels(conn, {k: StorageDelta(*v) for k, v in sums.items()})
+
+
+async def _storage_deltas(
+    conn: AsyncConnection, parcel_ids: Sequence[bytes]
+) -> dict[bytes, list[tuple[str, StorageDelta]]]:
+    found: dict[bytes, list[tuple[str, StorageDelta]]] = defaultdict(list)
+    d = data_parcel_deltas.c
+    for chunk in chunked(parcel_ids):
+        rows = await conn.execute(
+            sa.select(
+                d.ParcelID, d.StorageElement, d.FilesAdded, d.BytesAdded, d.FilesFreed, d.BytesFreed
+            ).where(d.ParcelID.in_(chunk))
+        )
+        for row in rows:
+            found[bytes(row.ParcelID)].append(
+                (
+                    row.StorageElement,
+                    StorageDelta(row.FilesAdded, row.BytesAdded, row.FilesFreed, row.BytesFreed),
+                )
+            )
+    return found
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+# Values a move of inputs sets besides their status (`common.move_inputs(values=...)`).
+BUMP_ERRORS: dict[str, Any] = {"ErrorCount": inputs.c.ErrorCount + 1}
+RESET_ERRORS: dict[str, Any] = {"ErrorCount": 0}
+
+
+@dataclass(frozen=True)
+class CarriedInput:
+    """An input a parcel carried (a ParcelInputs row), as it is now."""
+
+    parcel_id: bytes
+    input_id: bytes
+    status: str
+    last_parcel_id: bytes | None
+    error_count: int
+    lfn: str | None
+    lfn_size: int | None
+    descriptor: dict[str, Any] | None
+
+    @property
+    def assigned_here(self) -> bool:
+        """Still Assigned to this parcel: the inputs whose fate its outcome decides."""
+        return self.status == InputStatus.ASSIGNED and self.last_parcel_id == self.parcel_id
+
+
+async def carried_inputs(
+    conn: AsyncConnection, parcel_rows: Iterable[ParcelRow]
+) -> dict[bytes, list[CarriedInput]]:
+    """ParcelID → the inputs it carried, through ParcelInputs' primary key (per transformation)."""
+    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
+    for parcel in parcel_rows:
+        if parcel.transformation_id is not None:
+            by_transformation[parcel.transformation_id].append(parcel.parcel_id)
+    found: dict[bytes, list[CarriedInput]] = defaultdict(list)
+    pi, i = parcel_inputs.c, inputs.c
+    for tid, ids in by_transformation.items():
+        for chunk in chunked(sorted(ids)):
+            rows = await conn.execute(
+                sa.select(
+                    pi.ParcelID,
+                    i.InputID,
+                    i.Status,
+                    i.LastParcelID,
+                    i.ErrorCount,
+                    i.LFN,
+                    i.LFNSize,
+                    i.Descriptor,
+                )
+                .select_from(
+                    parcel_inputs.join(
+                        inputs,
+                        sa.and_(i.TransformationID == pi.TransformationID, i.InputID == pi.InputID),
+                    )
+                )
+                .where(pi.TransformationID == tid, pi.ParcelID.in_(chunk))
+                .order_by(pi.ParcelID, pi.InputID)
+            )
+            for row in rows:
+                found[bytes(row.ParcelID)].append(
+                    CarriedInput(
+                        parcel_id=bytes(row.ParcelID),
+                        input_id=bytes(row.InputID),
+                        status=row.Status,
+                        last_parcel_id=bytes(row.LastParcelID) if row.LastParcelID else None,
+                        error_count=row.ErrorCount,
+                        lfn=row.LFN,
+                        lfn_size=row.LFNSize,
+                        descriptor=row.Descriptor,
+                    )
+                )
+    return found
+
+
+async def existing_hashes(
+    conn: AsyncConnection, transformation_id: bytes, hashes: Sequence[bytes]
+) -> set[bytes]:
+    """The input hashes among `hashes` the transformation already has (its unique key)."""
+    found: set[bytes] = set()
+    for chunk in chunked(sorted(set(hashes))):
+        rows = await conn.execute(
+            sa.select(inputs.c.InputHash).where(
+                inputs.c.TransformationID == transformation_id, inputs.c.InputHash.in_(chunk)
+            )
+        )
+        found.update(bytes(h) for h in rows.scalars())
+    return found
+
+
+async def insert_inputs(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """New input rows (split children), journalled as creations in their status."""
+    if not rows:
+        return
+    for chunk in chunked(rows):
+        await conn.execute(sa.insert(inputs), list(chunk))
+    counts: dict[tuple[bytes, str | None, str | None], int] = defaultdict(int)
+    for row in rows:
+        counts[(row["TransformationID"], None, row["Status"])] += 1
+    await journal_inputs(conn, counts)
+
+
+# -- recovery parcels, outputs -------------------------------------------------------------------
+
+
+async def compute_facets(
+    conn: AsyncConnection, parcel_ids: Sequence[bytes]
+) -> dict[bytes, tuple[bytes, bytes | None, bytes | None]]:
+    """ParcelID → (ProcessID, RequirementsID, ResolvedHintsID) of compute parcels."""
+    c = compute_parcels.c
+    found = {}
+    for chunk in chunked(sorted(set(parcel_ids))):
+        rows = await conn.execute(
+            sa.select(c.ParcelID, c.ProcessID, c.RequirementsID, c.ResolvedHintsID).where(
+                c.ParcelID.in_(chunk)
+            )
+        )
+        for row in rows:
+            found[bytes(row.ParcelID)] = (
+                bytes(row.ProcessID),
+                bytes(row.RequirementsID) if row.RequirementsID else None,
+                bytes(row.ResolvedHintsID) if row.ResolvedHintsID else None,
+            )
+    return found
+
+
+async def insert_born_done_parcels(
+    conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], facets: Sequence[Mapping[str, Any]]
+) -> None:
+    """Recovery parcels (born Done, never submitted) with their compute facets, journalled as
+    creations in Done."""
+    if not rows:
+        return
+    await conn.execute(sa.insert(parcels), list(rows))
+    if facets:
+        await conn.execute(sa.insert(compute_parcels), list(facets))
+    await journal_parcel_moves(
+        conn,
+        [
+            (
+                ParcelRow(row["ParcelID"], row["TransformationID"], row["Kind"], "", None, {}),
+                None,
+                ParcelStatus.DONE,
+            )
+            for row in rows
+        ],
+    )
+
+
+async def insert_parcel_inputs(conn: AsyncConnection, links: Sequence[Mapping[str, Any]]) -> None:
+    for chunk in chunked(links):
+        await conn.execute(sa.insert(parcel_inputs), list(chunk))
+
+
+async def insert_parcel_outputs(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    for chunk in chunked(rows):
+        await conn.execute(sa.insert(parcel_outputs), list(chunk))

@@ -1,0 +1,620 @@
+"""Outcome recording (DISPATCH.md): from a backend's answer to terminal parcels and inputs.
+
+Two steps, each one transaction per batch:
+
+* `record_outcomes` — what the dispatcher forwards (RecordOutcomes). A finished parcel goes
+  Assigned → Completing with the outcome stored on it (`Annotations.outcome`); a failed one
+  Assigned → Failed with its inputs Failed (ErrorCount + 1). A parcel Completing with a cancel
+  request takes its confirmation: CANCELLED → Cancelled with its inputs NotProcessed, a failure →
+  Failed, a success is stored for recording like any other. Idempotent: an outcome for a parcel
+  already past that point is acknowledged as ALREADY_RECORDED and changes nothing; an unknown
+  parcel is acknowledged as UNKNOWN_PARCEL, logged, and changes nothing.
+* `record_completing` — the Completing sweep: outputs registered with the file catalogue and
+  written as ParcelOutputs, the status report applied to each input (splits included), the parcel
+  Done, PartiallyDone or Failed. Re-entrant: everything but the catalogue registration (itself
+  idempotent) commits in the one transaction that takes the parcel out of Completing, so a batch
+  interrupted anywhere simply runs again.
+
+Decisions DISPATCH.md leaves to this project, besides its step 4:
+
+* A backend that cancels an Assigned parcel nobody asked it to cancel has failed it: Failed,
+  inputs Failed (there is no Assigned → Cancelled edge, and the inputs deserve a retry).
+* An outcome for a parcel still Unassigned or Reserved is not recorded (UNKNOWN_PARCEL with the
+  reason): it cannot have run; the adaptor reports it again once the parcel is Assigned.
+* An outcome from a backend other than the parcel's is not recorded either (UNKNOWN_PARCEL).
+* A file the catalogue refuses (its LFN registered with other content), or that cannot be
+  registered at all, fails the parcel with the reason: its outputs cannot be recorded.
+* Split children inherit their parent's failure history: a FAILURE portion starts at the
+  parent's ErrorCount + 1 (it failed in this parcel), a SUCCESS portion at the parent's count. A
+  child whose identity the transformation already has is not inserted again (warning).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from google.protobuf import json_format
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.catalogue import CatalogueFile, FileCatalogue
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import FailedPrecondition, InvalidArgument
+from dxts.core.ids import id_from_str, id_to_str, new_id
+from dxts.core.plugins import FileInput, Input
+from dxts.core.state_machines import Actor
+from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution import status_reports
+from dxts.execution.db import outcomes as db
+from dxts.execution.db.common import move_inputs
+from dxts.execution.db.outcomes import CarriedInput, ParcelMove, ParcelRow
+from dxts.execution.definition_client import ActiveTransformations
+from dxts.execution.status_reports import STATUS_REPORT_OUTPUT, Action, Entry
+from dxts.v1 import common_pb2
+
+log = logging.getLogger(__name__)
+
+RC = Isolation.READ_COMMITTED
+CORE = Actor.CORE
+I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
+
+# Keys execution writes in Parcels.Annotations. CANCEL_REQUESTED is the dispatcher's agreed key
+# (dxts.dispatcher.db.CANCEL_REQUESTED): a Completing parcel carrying it waits for the backend.
+OUTCOME = "outcome"
+CANCEL_REQUESTED = "cancel_requested"
+CANCEL_REASON = "cancel_reason"
+WARNINGS = "warnings"
+REASON = "reason"
+RECOVERY_PARCEL = "recovery_parcel_id"
+RECOVERY_OF = "recovery_of"
+RECOVERY_BACKEND = "recovery"
+
+MAX_WARNINGS = 20  # kept per parcel; the rest are counted
+RECORD_BATCH = 200  # parcels per recording transaction
+PAGE = 1_000  # Completing parcels read per page while looking for recordable ones
+
+RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
+ALREADY = common_pb2.OUTCOME_DISPOSITION_ALREADY_RECORDED
+UNKNOWN = common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
+SUCCEEDED = common_pb2.OUTCOME_RESULT_SUCCEEDED
+CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
+
+
+# -- the outcome as stored ----------------------------------------------------------------------
+
+
+def outcome_to_json(outcome: common_pb2.Outcome) -> dict[str, Any]:
+    return json_format.MessageToDict(outcome, preserving_proto_field_name=True)
+
+
+def stored_outcome(annotations: Mapping[str, Any] | None) -> common_pb2.Outcome | None:
+    """The outcome recorded on a parcel (`Annotations.outcome`), or None (GetParcel uses it)."""
+    stored = (annotations or {}).get(OUTCOME)
+    if not isinstance(stored, dict):
+        return None
+    return json_format.ParseDict(stored, common_pb2.Outcome(), ignore_unknown_fields=True)
+
+
+def _with(annotations: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**annotations, **changes}
+
+
+def _warned(annotations: Mapping[str, Any], warnings: Sequence[str]) -> dict[str, Any]:
+    if not warnings:
+        return dict(annotations)
+    kept = [*annotations.get(WARNINGS, []), *warnings]
+    if len(kept) > MAX_WARNINGS:
+        kept = [*kept[: MAX_WARNINGS - 1], f"... and {len(kept) - MAX_WARNINGS + 1} more"]
+    return _with(annotations, **{WARNINGS: kept})
+
+
+# -- RecordOutcomes -----------------------------------------------------------------------------
+
+
+def _ack(outcome: common_pb2.Outcome, disposition: int, message: str = "") -> common_pb2.OutcomeAck:
+    return common_pb2.OutcomeAck(
+        parcel_id=outcome.parcel_id,
+        backend=outcome.backend,
+        identifier=outcome.identifier,
+        disposition=disposition,  # type: ignore[arg-type]
+        message=message,
+    )
+
+
+async def record_outcomes(
+    database: Database, outcomes: Sequence[common_pb2.Outcome]
+) -> list[common_pb2.OutcomeAck]:
+    """Take each outcome's parcel past Assigned (one transaction); one ack per outcome, in order."""
+    acks: list[common_pb2.OutcomeAck | None] = [None] * len(outcomes)
+    by_parcel: dict[bytes, list[int]] = defaultdict(list)
+    for index, outcome in enumerate(outcomes):
+        try:
+            parcel_id = id_from_str(outcome.parcel_id, field=f"outcomes[{index}].parcel_id")
+        except InvalidArgument as error:
+            acks[index] = _ack(outcome, UNKNOWN, str(error))
+            log.warning("outcome for no parcel id from %s: %s", outcome.backend or "?", error)
+            continue
+        by_parcel[parcel_id].append(index)
+
+    async def work(conn: AsyncConnection) -> dict[int, common_pb2.OutcomeAck]:
+        now = await db_now(conn)
+        rows = await db.lock_parcels(conn, by_parcel)
+        answers: dict[int, common_pb2.OutcomeAck] = {}
+        moves: list[ParcelMove] = []
+        inputs_failed: list[ParcelRow] = []
+        inputs_written_off: list[ParcelRow] = []
+        for parcel_id, indexes in by_parcel.items():
+            first, *repeats = indexes
+            outcome = outcomes[first]
+            row = rows.get(parcel_id)
+            for index in repeats:
+                answers[index] = _ack(outcomes[index], ALREADY, "repeated in this batch")
+            refused = _refusal(row, outcome)
+            if refused is not None:
+                answers[first] = refused
+                continue
+            assert row is not None
+            move = _move_for(row, outcome)
+            if move is None:
+                answers[first] = _ack(outcome, ALREADY, f"parcel is {row.status}")
+                continue
+            moves.append(move)
+            if move.target == P.FAILED:
+                inputs_failed.append(row)
+            elif move.target == P.CANCELLED:
+                inputs_written_off.append(row)
+            answers[first] = _ack(outcome, RECORDED, move.target)
+        await db.move_parcels(conn, moves, now)
+        await _move_carried(conn, inputs_failed, I.FAILED, now, values=db.BUMP_ERRORS)
+        await _move_carried(conn, inputs_written_off, I.NOT_PROCESSED, now)
+        return answers
+
+    if by_parcel:
+        answered = await database.run(work, isolation=RC)
+        for index, ack in answered.items():
+            acks[index] = ack
+            if ack.disposition == UNKNOWN:
+                log.warning("outcome not recorded for %s: %s", ack.parcel_id, ack.message)
+    return [ack for ack in acks if ack is not None]
+
+
+def _refusal(row: ParcelRow | None, outcome: common_pb2.Outcome) -> common_pb2.OutcomeAck | None:
+    """Why the outcome cannot be this parcel's, as its ack; None when it can."""
+    if row is None:
+        return _ack(outcome, UNKNOWN, f"no parcel {outcome.parcel_id}")
+    if row.backend and outcome.backend and row.backend != outcome.backend:
+        return _ack(outcome, UNKNOWN, f"parcel runs on {row.backend}, not on {outcome.backend}")
+    if row.status in (P.UNASSIGNED, P.RESERVED):
+        return _ack(outcome, UNKNOWN, f"parcel is {row.status}: it has not been dispatched")
+    return None
+
+
+def _move_for(row: ParcelRow, outcome: common_pb2.Outcome) -> ParcelMove | None:
+    """What the outcome does to the parcel; None when it was recorded before."""
+    waiting = row.status == P.COMPLETING and OUTCOME not in row.annotations
+    if row.status != P.ASSIGNED and not waiting:
+        return None
+    annotations = _with(row.annotations, **{OUTCOME: outcome_to_json(outcome)})
+    if outcome.result == SUCCEEDED:
+        return ParcelMove(row, P.COMPLETING, annotations)
+    if outcome.result == CANCELLED and waiting:
+        return ParcelMove(row, P.CANCELLED, annotations, completed=True)
+    why = outcome.message or common_pb2.OutcomeResult.Name(outcome.result)
+    if outcome.result == CANCELLED:
+        why = f"cancelled by the backend unasked: {why}"
+    return ParcelMove(row, P.FAILED, _with(annotations, **{REASON: why}), completed=True)
+
+
+async def _move_carried(
+    conn: AsyncConnection,
+    rows: Sequence[ParcelRow],
+    target: InputStatus,
+    now: datetime,
+    *,
+    values: Mapping[str, Any] | None = None,
+) -> None:
+    """Move every input still Assigned to one of `rows` to `target`."""
+    if not rows:
+        return
+    carried = await db.carried_inputs(conn, rows)
+    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
+    for row in rows:
+        for item in carried.get(row.parcel_id, ()):
+            if item.assigned_here:
+                assert row.transformation_id is not None
+                by_transformation[row.transformation_id].append(item.input_id)
+    for tid, ids in by_transformation.items():
+        await move_inputs(
+            conn, tid, ids, source=I.ASSIGNED, target=target, actor=CORE, now=now, values=values
+        )
+
+
+# -- planning the record of one Completing parcel -------------------------------------------------
+
+
+@dataclass
+class Recording:
+    """What recording a Completing parcel does, computed from its outcome and its inputs."""
+
+    parcel: ParcelRow
+    target: ParcelStatus
+    carried: list[CarriedInput]  # the inputs still Assigned to it: those it decides
+    fates: dict[InputStatus, list[CarriedInput]] = field(default_factory=dict)
+    splits: list[tuple[CarriedInput, Entry]] = field(default_factory=list)
+    # (TransformationOutputID, or None for a user parcel's file; the file)
+    files: list[tuple[bytes | None, common_pb2.OutputFile]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+    def fail(self, reason: str) -> None:
+        """The whole parcel fails: every input Failed, nothing registered."""
+        self.target, self.reason = P.FAILED, reason
+        self.fates = {I.FAILED: list(self.carried)}
+        self.splits, self.files = [], []
+
+
+def plan_recording(
+    parcel: ParcelRow,
+    outcome: common_pb2.Outcome,
+    carried: Sequence[CarriedInput],
+    outputs: Mapping[str, bytes] | None,
+) -> Recording:
+    """The record of a parcel whose backend finished it; `outputs` is the transformation's
+    declared outputs (name → TransformationOutputID), None for a user parcel."""
+    mine = [item for item in carried if item.assigned_here]
+    plan = Recording(parcel, P.DONE, mine)
+    if outcome.result != SUCCEEDED:  # stored by an older recorder, or by hand: still a failure
+        plan.fail(outcome.message or "the backend reported a failure")
+        return plan
+    declared = (
+        outputs is not None and parcel.kind == Kind.COMPUTE and STATUS_REPORT_OUTPUT in outputs
+    )
+    entries: dict[bytes, Entry] = {}
+    if declared:
+        if not outcome.status_report_json:
+            plan.fail("the process declares a status report but none arrived")
+            return plan
+        try:
+            report = status_reports.parse(outcome.status_report_json)
+        except status_reports.ReportRefused as error:
+            plan.fail(f"the status report does not follow the schema: {error}")
+            return plan
+        ids = {item.input_id for item in mine}
+        strangers = [id_to_str(k) for k in report.entries if k not in ids]
+        strangers.extend(repr(key[:40]) for key in report.unknown_keys)
+        if strangers:
+            plan.warnings.append(
+                f"the status report names {len(strangers)} input(s) this parcel did not carry, "
+                f"ignored: {', '.join(strangers[:5])}"
+            )
+        entries = report.entries
+    elif outcome.status_report_json:
+        plan.warnings.append("a status report arrived but the process declares none: ignored")
+    fates: dict[InputStatus, list[CarriedInput]] = defaultdict(list)
+    some_success = False
+    for item in mine:
+        entry = entries.get(item.input_id) if declared else Entry(Action.SUCCESS)
+        action = entry.action if entry is not None else Action.NOT_TRIED
+        if entry is not None and action is Action.SPLIT:
+            plan.splits.append((item, entry))
+        else:
+            fates[_FATE[action]].append(item)
+        some_success = some_success or (entry is not None and entry.some_success)
+    plan.fates = dict(fates)
+    all_success = len(fates.get(I.PROCESSED, ())) == len(mine)
+    plan.target = P.DONE if all_success else P.PARTIALLY_DONE if some_success else P.FAILED
+    if plan.target != P.FAILED:
+        plan.files = _declared_files(plan, outcome, outputs)
+    return plan
+
+
+_FATE = {
+    Action.SUCCESS: I.PROCESSED,
+    Action.FAILURE: I.FAILED,
+    Action.NOT_TRIED: I.UNASSIGNED,
+}
+
+
+def _declared_files(
+    plan: Recording, outcome: common_pb2.Outcome, outputs: Mapping[str, bytes] | None
+) -> list[tuple[bytes | None, common_pb2.OutputFile]]:
+    files: list[tuple[bytes | None, common_pb2.OutputFile]] = []
+    undeclared: set[str] = set()
+    for file in outcome.outputs:
+        if outputs is None:
+            files.append((None, file))
+        elif file.output_name in outputs:
+            files.append((outputs[file.output_name], file))
+        else:
+            undeclared.add(file.output_name)
+    if undeclared:
+        names = ", ".join(repr(name[:64]) for name in sorted(undeclared))
+        plan.warnings.append(f"outputs the process does not declare, not recorded: {names}")
+        log.warning("parcel %s: undeclared outputs %s", id_to_str(plan.parcel.parcel_id), names)
+    return files
+
+
+# -- the Completing sweep -----------------------------------------------------------------------
+
+
+class Recorder:
+    """Records Completing parcels. The transformations' declared outputs are asked of the
+    definition side (`describe`) once each: they never change once a transformation exists."""
+
+    def __init__(
+        self,
+        database: Database,
+        catalogue: FileCatalogue,
+        transformations: ActiveTransformations,
+    ) -> None:
+        self.database = database
+        self.catalogue = catalogue
+        self.transformations = transformations
+        self._outputs: dict[bytes, dict[str, bytes]] = {}
+
+    async def record_completing(self, *, batch: int = RECORD_BATCH) -> int:
+        """Record every Completing parcel whose outcome has arrived; returns how many."""
+        recorded, after = 0, None
+        while True:
+            page = await self.database.run(
+                functools.partial(
+                    db.parcels_in_status, status=P.COMPLETING, after=after, limit=PAGE
+                ),
+                isolation=RC,
+            )
+            if not page:
+                return recorded
+            after = page[-1].parcel_id
+            ready = [row for row in page if OUTCOME in row.annotations]
+            # Asked before the transactions, which should not wait on another service.
+            await self._declared({row.transformation_id for row in ready})
+            for start in range(0, len(ready), batch):
+                recorded += await self.record([r.parcel_id for r in ready[start : start + batch]])
+            if len(page) < PAGE:
+                return recorded
+
+    async def record(self, parcel_ids: Sequence[bytes]) -> int:
+        """Record these parcels if they are Completing with an outcome; one transaction."""
+        return await self.database.run(lambda conn: self._record(conn, parcel_ids), isolation=RC)
+
+    async def _record(self, conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> int:
+        now = await db_now(conn)
+        rows = [
+            row
+            for row in (await db.lock_parcels(conn, parcel_ids)).values()
+            if row.status == P.COMPLETING and OUTCOME in row.annotations
+        ]
+        if not rows:
+            return 0
+        carried = await db.carried_inputs(conn, rows)
+        outputs = await self._declared({r.transformation_id for r in rows})
+        plans = []
+        for row in rows:
+            outcome = stored_outcome(row.annotations)
+            assert outcome is not None
+            declared = outputs[row.transformation_id] if row.transformation_id else None
+            plans.append(plan_recording(row, outcome, carried.get(row.parcel_id, []), declared))
+        await self._register(plans)
+        await _apply(conn, plans, now)
+        return len(plans)
+
+    async def _declared(
+        self, transformation_ids: set[bytes | None]
+    ) -> dict[bytes, dict[str, bytes]]:
+        for tid in transformation_ids:
+            if tid is not None and tid not in self._outputs:
+                described = await self.transformations.describe(tid, token=None)
+                self._outputs[tid] = {o.name: o.output_id for o in described.outputs}
+        return self._outputs
+
+    async def _register(self, plans: Sequence[Recording]) -> None:
+        """Register the files of the parcels that will be Done or PartiallyDone. A parcel whose
+        files cannot be registered, or that the catalogue refuses (found by registering parcel
+        by parcel), fails instead."""
+        wanted: list[tuple[Recording, list[CatalogueFile]]] = []
+        for plan in plans:
+            if not plan.files:
+                continue
+            try:
+                wanted.append((plan, _catalogue_files(plan)))
+            except ValueError as error:
+                _refused(plan, f"an output cannot be registered: {error}")
+        if not wanted:
+            return
+        try:
+            await self.catalogue.register([f for _, files in wanted for f in files])
+            return
+        except (FailedPrecondition, InvalidArgument):
+            pass
+        for plan, files in wanted:
+            try:
+                await self.catalogue.register(files)
+            except (FailedPrecondition, InvalidArgument) as error:
+                _refused(plan, f"the file catalogue refused its outputs: {error}")
+
+
+def _refused(plan: Recording, reason: str) -> None:
+    log.warning("parcel %s: %s", id_to_str(plan.parcel.parcel_id), reason)
+    plan.fail(reason)
+
+
+def _catalogue_files(plan: Recording) -> list[CatalogueFile]:
+    tid = plan.parcel.transformation_id
+    files = []
+    for _, file in plan.files:
+        metadata = {"output": file.output_name}
+        if tid is not None:
+            metadata["transformation_id"] = id_to_str(tid)
+        files.append(
+            CatalogueFile(
+                lfn=file.lfn,
+                size=file.size,
+                checksum=file.checksum or None,
+                metadata=metadata,
+                replicas=(file.storage_element,) if file.storage_element else (),
+            )
+        )
+    return files
+
+
+async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetime) -> None:
+    """Write every plan: outputs, input moves, split children and recovery parcels, the parcels'
+    terminal moves, with their journals."""
+    outputs = [
+        {
+            "TransformationOutputID": output_id,
+            "OutputID": new_id(),
+            "ParcelID": plan.parcel.parcel_id,
+            "LFN": file.lfn,
+            "LFNSize": file.size,
+        }
+        for plan in plans
+        for output_id, file in plan.files
+        if output_id is not None
+    ]
+    await db.insert_parcel_outputs(conn, outputs)
+    moves: dict[tuple[bytes, InputStatus], list[bytes]] = defaultdict(list)
+    for plan in plans:
+        tid = plan.parcel.transformation_id
+        if tid is None:
+            continue
+        for fate, items in plan.fates.items():
+            moves[(tid, fate)].extend(item.input_id for item in items)
+        moves[(tid, I.SPLIT)].extend(item.input_id for item, _ in plan.splits)
+    for (tid, fate), ids in moves.items():
+        values = db.BUMP_ERRORS if fate == I.FAILED else None
+        await move_inputs(
+            conn, tid, ids, source=I.ASSIGNED, target=fate, actor=CORE, now=now, values=values
+        )
+    recovery = await _insert_splits(conn, [p for p in plans if p.splits], now)
+    await db.move_parcels(
+        conn,
+        [
+            ParcelMove(
+                plan.parcel,
+                plan.target,
+                _terminal_annotations(plan, recovery.get(plan.parcel.parcel_id)),
+                completed=True,
+            )
+            for plan in plans
+        ],
+        now,
+    )
+
+
+def _terminal_annotations(plan: Recording, recovery_id: bytes | None) -> dict[str, Any] | None:
+    """The parcel's annotations after recording; None when nothing is added to them."""
+    if not plan.warnings and plan.reason is None and recovery_id is None:
+        return None
+    annotations = _warned(plan.parcel.annotations, plan.warnings)
+    if plan.reason is not None:
+        annotations[REASON] = plan.reason
+    if recovery_id is not None:
+        annotations[RECOVERY_PARCEL] = id_to_str(recovery_id)
+    return annotations
+
+
+async def _insert_splits(
+    conn: AsyncConnection, plans: Sequence[Recording], now: datetime
+) -> dict[bytes, bytes]:
+    """Insert the split children of `plans`: SUCCESS portions Processed and claimed by one new
+    born-Done recovery parcel per parcel, FAILURE portions Unassigned. Returns ParcelID → its
+    recovery parcel."""
+    if not plans:
+        return {}
+    wanted: dict[bytes, list[bytes]] = defaultdict(list)
+    for plan in plans:
+        assert plan.parcel.transformation_id is not None
+        for _, entry in plan.splits:
+            wanted[plan.parcel.transformation_id].extend(
+                child.input_hash for child in (*entry.succeeded, *entry.failed)
+            )
+    taken = {tid: await db.existing_hashes(conn, tid, hashes) for tid, hashes in wanted.items()}
+    facets = await db.compute_facets(conn, [plan.parcel.parcel_id for plan in plans])
+    children: list[dict[str, Any]] = []
+    parcels: list[dict[str, Any]] = []
+    parcel_facets: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    recovery: dict[bytes, bytes] = {}
+    for plan in plans:
+        tid = plan.parcel.transformation_id
+        assert tid is not None
+        recovery_id = new_id()
+        claimed = 0
+        skipped = 0
+        for parent, entry in plan.splits:
+            for child, success in [(c, True) for c in entry.succeeded] + [
+                (c, False) for c in entry.failed
+            ]:
+                if child.input_hash in taken[tid]:
+                    skipped += 1
+                    continue
+                taken[tid].add(child.input_hash)
+                row = _child_row(tid, parent, child, now)
+                if success:
+                    row.update(Status=I.PROCESSED, LastParcelID=recovery_id)
+                    link = {"TransformationID": tid, "ParcelID": recovery_id}
+                    links.append({**link, "InputID": row["InputID"]})
+                    claimed += 1
+                else:
+                    row.update(ErrorCount=parent.error_count + 1)
+                children.append(row)
+        if skipped:
+            plan.warnings.append(
+                f"{skipped} split child(ren) already exist in the transformation: not inserted"
+            )
+        if claimed:
+            recovery[plan.parcel.parcel_id] = recovery_id
+            parcels.append(
+                {
+                    "ParcelID": recovery_id,
+                    "TransformationID": tid,
+                    "Kind": plan.parcel.kind,
+                    "Status": P.DONE,
+                    "Backend": RECOVERY_BACKEND,
+                    "Annotations": {RECOVERY_OF: id_to_str(plan.parcel.parcel_id)},
+                    "UpdatedAt": now,
+                    "CompletedAt": now,
+                }
+            )
+            facet = facets.get(plan.parcel.parcel_id)
+            if facet is not None:
+                process_id, requirements_id, hints_id = facet
+                parcel_facets.append(
+                    {
+                        "ParcelID": recovery_id,
+                        "ProcessID": process_id,
+                        "RequirementsID": requirements_id,
+                        "ResolvedHintsID": hints_id,
+                        "Parameters": None,
+                    }
+                )
+    # Parcels first: the Processed children's LastParcelID names them.
+    await db.insert_born_done_parcels(conn, parcels, parcel_facets)
+    await db.insert_inputs(conn, children)
+    await db.insert_parcel_inputs(conn, links)
+    return recovery
+
+
+def _child_row(
+    transformation_id: bytes, parent: CarriedInput, child: Input, now: datetime
+) -> dict[str, Any]:
+    return {
+        "TransformationID": transformation_id,
+        "InputID": new_id(),
+        "ParentInputID": parent.input_id,
+        "InputHash": child.input_hash,
+        "LFN": child.lfn if isinstance(child, FileInput) else None,
+        "LFNSize": child.lfn_size if isinstance(child, FileInput) else None,
+        "Descriptor": child.descriptor,
+        "Status": I.UNASSIGNED,
+        "ErrorCount": parent.error_count,
+        "DelayedUntil": None,
+        "LastParcelID": None,
+        "UpdatedAt": now,
+    }

@@ -1,0 +1,397 @@
+"""Outcome recording (DISPATCH.md): RecordOutcomes, the Completing sweep, the status report,
+splits and recovery parcels, user parcels, cancellations; idempotent and re-entrant — on SQLite
+and MariaDB."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from recording_world import (
+    World,
+    assert_counters_exact,
+    definitions,
+    empty,
+    feed,
+    inputs_of,
+    outcome,
+    pack,
+    parcel,
+    parcels_of,
+    report,
+    rows_of,
+    snapshot,
+    statuses,
+    transformation,
+    user_parcel,
+)
+
+from dxts.core.catalogue import CatalogueSettings, FileCatalogue
+from dxts.core.catalogue.local import LocalFileCatalogue
+from dxts.core.db import Database
+from dxts.core.ids import id_to_str
+from dxts.core.schema import execution
+from dxts.execution import outcomes
+from dxts.execution.db import outcomes as db
+from dxts.execution.outcomes import Recorder, record_outcomes, stored_outcome
+from dxts.v1 import common_pb2
+
+SUCCEEDED = common_pb2.OUTCOME_RESULT_SUCCEEDED
+FAILED = common_pb2.OUTCOME_RESULT_FAILED
+CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
+RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
+ALREADY = common_pb2.OUTCOME_DISPOSITION_ALREADY_RECORDED
+UNKNOWN = common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
+
+
+@pytest.fixture(scope="module")
+async def catalogue(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FileCatalogue]:
+    path: Path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
+    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
+    await catalogue.start()
+    yield catalogue
+    await catalogue.close()
+
+
+@pytest.fixture
+async def world(database: Database) -> World:
+    await empty(database)
+    return await transformation(database)
+
+
+def ids(*values: bytes) -> list[str]:
+    return [id_to_str(v) for v in values]
+
+
+async def test_a_successful_parcel_is_recorded_done_with_its_outputs(
+    database: Database, world: World, catalogue: FileCatalogue
+) -> None:
+    inputs = await feed(database, world, 3)
+    (p,) = await pack(database, world, [inputs])
+    lfn = f"/lhcb/out/{p.hex()}/a.root"
+    fates = report(**dict.fromkeys(ids(*inputs), "SUCCESS"))
+
+    acks = await record_outcomes(database, [outcome(p, report=fates, files=[("out", lfn)])])
+
+    assert [a.disposition for a in acks] == [RECORDED]
+    row = await parcel(database, p)
+    assert row.Status == "Completing"
+    assert stored_outcome(row.Annotations).outputs[0].lfn == lfn  # type: ignore[union-attr]
+    assert await statuses(database, world.transformation_id) == {"Assigned": 3}
+    await assert_counters_exact(database)
+
+    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 1
+
+    row = await parcel(database, p)
+    assert (row.Status, row.CompletedAt is not None) == ("Done", True)
+    assert await statuses(database, world.transformation_id) == {"Processed": 3}
+    (output,) = await rows_of(database, execution.parcel_outputs, ParcelID=p)
+    assert (output.TransformationOutputID, output.LFN, output.LFNSize) == (
+        world.outputs["out"],
+        lfn,
+        10,
+    )
+    registered = await catalogue.files([lfn])
+    assert registered[lfn].replicas == ("SE-A",)
+    await assert_counters_exact(database)
+    # Nothing left to record.
+    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 0
+
+
+async def test_a_failed_parcel_fails_its_inputs_at_once(database: Database, world: World) -> None:
+    inputs = await feed(database, world, 2)
+    (p,) = await pack(database, world, [inputs])
+
+    acks = await record_outcomes(database, [outcome(p, result=FAILED, message="segfault")])
+
+    assert [a.disposition for a in acks] == [RECORDED]
+    row = await parcel(database, p)
+    assert (row.Status, row.Annotations["reason"]) == ("Failed", "segfault")
+    rows = await inputs_of(database, world.transformation_id)
+    assert {(r.Status, r.ErrorCount) for r in rows.values()} == {("Failed", 1)}
+    await assert_counters_exact(database)
+
+
+async def test_an_unasked_cancellation_is_a_failure(database: Database, world: World) -> None:
+    inputs = await feed(database, world, 1)
+    (p,) = await pack(database, world, [inputs])
+
+    await record_outcomes(database, [outcome(p, result=CANCELLED, message="killed by admin")])
+
+    row = await parcel(database, p)
+    assert row.Status == "Failed"
+    assert "unasked" in row.Annotations["reason"]
+    assert await statuses(database, world.transformation_id) == {"Failed": 1}
+
+
+async def test_recording_the_same_outcome_twice_changes_nothing(
+    database: Database, world: World, catalogue: FileCatalogue
+) -> None:
+    inputs = await feed(database, world, 4)
+    done, failed = await pack(database, world, [inputs[:2], inputs[2:]])
+    first = [
+        outcome(done, report=report(**dict.fromkeys(ids(*inputs[:2]), "SUCCESS"))),
+        outcome(failed, result=FAILED),
+    ]
+    assert [a.disposition for a in await record_outcomes(database, first)] == [RECORDED] * 2
+    before = await snapshot(database)
+
+    again = await record_outcomes(database, first)
+
+    assert [a.disposition for a in again] == [ALREADY] * 2
+    assert await snapshot(database) == before
+    # Also once the parcel has been recorded to the end.
+    await Recorder(database, catalogue, definitions(world)).record_completing()
+    recorded = await snapshot(database)
+    assert [a.disposition for a in await record_outcomes(database, first)] == [ALREADY] * 2
+    assert await snapshot(database) == recorded
+    # A repeat inside one batch is acknowledged once as recorded.
+    (third,) = await pack(database, world, [await feed(database, world, 1)])
+    twice = await record_outcomes(database, [outcome(third), outcome(third)])
+    assert [a.disposition for a in twice] == [RECORDED, ALREADY]
+
+
+async def test_every_report_action_and_the_recovery_split(
+    database: Database, world: World, catalogue: FileCatalogue
+) -> None:
+    ok, bad, untried, split, unnamed = await feed(database, world, 5)
+    await _set_error_count(database, world, split, 2)
+    (p,) = await pack(database, world, [[ok, bad, untried, split, unnamed]])
+    child = {"lfn": "/lhcb/in/split.dst", "lfn_size": 5000}
+    fates = report(
+        **{
+            id_to_str(ok): "SUCCESS",
+            id_to_str(bad): "FAILURE",
+            id_to_str(untried): "NOT_TRIED",
+            id_to_str(split): {
+                "action": "SPLIT",
+                "SUCCESS": [{**child, "descriptor": {"Mask": "1-10"}}],
+                # the upstream spelling of the descriptor
+                "FAILURE": [{**child, "data": {"Mask": "11-20"}}],
+            },
+        }
+    )
+    await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}")])])
+    await Recorder(database, catalogue, definitions(world)).record_completing()
+
+    row = await parcel(database, p)
+    assert row.Status == "PartiallyDone"
+    rows = await inputs_of(database, world.transformation_id)
+    assert {k: (r.Status, r.ErrorCount) for k, r in rows.items() if r.ParentInputID is None} == {
+        ok: ("Processed", 0),
+        bad: ("Failed", 1),
+        untried: ("Unassigned", 0),
+        split: ("Split", 2),
+        unnamed: ("Unassigned", 0),
+    }
+    children = {r.Descriptor["Mask"]: r for r in rows.values() if r.ParentInputID == split}
+    assert set(children) == {"1-10", "11-20"}
+    done_child, failed_child = children["1-10"], children["11-20"]
+    assert (done_child.Status, done_child.LFN, done_child.LFNSize) == (
+        "Processed",
+        "/lhcb/in/split.dst",
+        5000,
+    )
+    assert (failed_child.Status, failed_child.ErrorCount, failed_child.LastParcelID) == (
+        "Unassigned",
+        3,
+        None,
+    )
+    # The born-Done recovery parcel claims the processed child, and nothing else.
+    recovery = await parcel(database, bytes(done_child.LastParcelID))
+    assert (recovery.Status, recovery.Backend, recovery.TransformationID) == (
+        "Done",
+        "recovery",
+        world.transformation_id,
+    )
+    assert recovery.Annotations == {"recovery_of": id_to_str(p)}
+    assert row.Annotations["recovery_parcel_id"] == id_to_str(recovery.ParcelID)
+    links = await rows_of(database, execution.parcel_inputs, ParcelID=recovery.ParcelID)
+    assert [bytes(link.InputID) for link in links] == [bytes(done_child.InputID)]
+    (facet,) = await rows_of(database, execution.compute_parcels, ParcelID=recovery.ParcelID)
+    (original,) = await rows_of(database, execution.compute_parcels, ParcelID=p)
+    assert facet.ProcessID == original.ProcessID
+    await assert_counters_exact(database)
+
+
+async def test_a_report_of_splits_only_succeeding_in_part(
+    database: Database, world: World, catalogue: FileCatalogue
+) -> None:
+    inputs = await feed(database, world, 2)
+    (p,) = await pack(database, world, [inputs])
+    split = {"action": "SPLIT", "FAILURE": [{"descriptor": {"part": 1}}]}
+    fates = report(**{key: split for key in ids(*inputs)})
+    await record_outcomes(database, [outcome(p, report=fates)])
+    await Recorder(database, catalogue, definitions(world)).record_completing()
+
+    # No input succeeded, even in part: Failed. The two reports name the same child: the second
+    # is not inserted again.
+    row = await parcel(database, p)
+    assert row.Status == "Failed"
+    assert any("already exist" in w for w in row.Annotations["warnings"])
+    assert await statuses(database, world.transformation_id) == {"Split": 2, "Unassigned": 1}
+    await assert_counters_exact(database)
+
+
+async def test_a_process_without_a_status_report_succeeds_wholly(
+    database: Database, catalogue: FileCatalogue
+) -> None:
+    await empty(database)
+    world = await transformation(database, outputs=("out",))
+    inputs = await feed(database, world, 2)
+    (p,) = await pack(database, world, [inputs])
+    await record_outcomes(
+        database, [outcome(p, report=report(**{id_to_str(inputs[0]): "FAILURE"}))]
+    )
+    await Recorder(database, catalogue, definitions(world)).record_completing()
+
+    row = await parcel(database, p)
+    assert row.Status == "Done"
+    assert row.Annotations["warnings"] == [
+        "a status report arrived but the process declares none: ignored"
+    ]
+    assert await statuses(database, world.transformation_id) == {"Processed": 2}
+
+
+async def test_a_data_parcel_moves_its_storage_counters(
+    database: Database, catalogue: FileCatalogue
+) -> None:
+    from dxts.core.counters import StorageDelta
+
+    await empty(database)
+    world = await transformation(database, outputs=(), kind="Data")
+    inputs = await feed(database, world, 4)
+    deltas = {"CERN-TAPE": StorageDelta(2, 2000, 0, 0), "CERN-DISK": StorageDelta(0, 0, 2, 2000)}
+    done, failed = await pack(database, world, [inputs[:2], inputs[2:]], deltas=deltas)
+    await record_outcomes(database, [outcome(done), outcome(failed, result=FAILED)])
+    await assert_counters_exact(database)
+    await Recorder(database, catalogue, definitions(world)).record_completing()
+
+    assert [r.Status for r in await parcels_of(database, world.transformation_id)] == [
+        "Done",
+        "Failed",
+    ]
+    await assert_counters_exact(database)
+
+
+async def test_a_user_parcel_simply_becomes_done_or_failed(
+    database: Database, catalogue: FileCatalogue
+) -> None:
+    await empty(database)
+    done, failed = await user_parcel(database), await user_parcel(database)
+    lfn = f"/lhcb/user/b/bob/{done.hex()}.out"
+    acks = await record_outcomes(
+        database, [outcome(done, files=[("result", lfn)]), outcome(failed, result=FAILED)]
+    )
+    assert [a.disposition for a in acks] == [RECORDED, RECORDED]
+    await Recorder(database, catalogue, definitions()).record_completing()
+
+    assert (await parcel(database, done)).Status == "Done"
+    assert (await parcel(database, failed)).Status == "Failed"
+    assert lfn in await catalogue.files([lfn])
+    assert await rows_of(database, execution.parcel_outputs) == []
+
+
+async def test_a_cancelled_parcel_writes_its_inputs_off(database: Database, world: World) -> None:
+    inputs = await feed(database, world, 2)
+    (p,) = await pack(database, world, [inputs])
+    await _request_cancel(database, p)
+
+    # The confirmation; a repeat of it is ignored.
+    confirmation = outcome(p, result=CANCELLED, message="cancelled on request")
+    assert [a.disposition for a in await record_outcomes(database, [confirmation])] == [RECORDED]
+    assert [a.disposition for a in await record_outcomes(database, [confirmation])] == [ALREADY]
+
+    row = await parcel(database, p)
+    assert (row.Status, row.Annotations["cancel_requested"]) == ("Cancelled", True)
+    assert await statuses(database, world.transformation_id) == {"NotProcessed": 2}
+    await assert_counters_exact(database)
+
+
+async def test_a_parcel_that_finished_before_its_cancellation_is_recorded(
+    database: Database, world: World, catalogue: FileCatalogue
+) -> None:
+    inputs = await feed(database, world, 1)
+    (p,) = await pack(database, world, [inputs])
+    await _request_cancel(database, p)
+    recorder = Recorder(database, catalogue, definitions(world))
+    assert await recorder.record_completing() == 0  # waiting for the backend
+
+    fates = report(**{id_to_str(inputs[0]): "SUCCESS"})
+    await record_outcomes(database, [outcome(p, report=fates)])
+    assert await recorder.record_completing() == 1
+
+    assert (await parcel(database, p)).Status == "Done"
+    assert await statuses(database, world.transformation_id) == {"Processed": 1}
+    await assert_counters_exact(database)
+
+
+async def test_an_interrupted_recording_runs_again_to_the_same_rows(
+    database: Database, world: World, catalogue: FileCatalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = await feed(database, world, 6)
+    parcel_ids = await pack(database, world, [inputs[:3], inputs[3:]])
+    for p, group in zip(parcel_ids, [inputs[:3], inputs[3:]], strict=True):
+        fates = report(
+            **{
+                id_to_str(group[0]): "SUCCESS",
+                id_to_str(group[1]): "FAILURE",
+                id_to_str(group[2]): {
+                    "action": "SPLIT",
+                    "SUCCESS": [{"descriptor": {"of": id_to_str(group[2]), "n": 1}}],
+                    "FAILURE": [{"descriptor": {"of": id_to_str(group[2]), "n": 2}}],
+                },
+            }
+        )
+        await record_outcomes(
+            database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}.root")])]
+        )
+    completing = await snapshot(database)
+    real_move = db.move_parcels
+
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        await real_move(*args, **kwargs)  # everything written, then the process dies
+        raise RuntimeError("crash before commit")
+
+    monkeypatch.setattr(db, "move_parcels", crash)
+    with pytest.raises(RuntimeError):
+        await Recorder(database, catalogue, definitions(world)).record_completing()
+    assert await snapshot(database) == completing  # rolled back whole
+
+    monkeypatch.setattr(db, "move_parcels", real_move)
+    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 2
+
+    assert [r.Status for r in await parcels_of(database, world.transformation_id)] == [
+        "PartiallyDone",
+        "PartiallyDone",
+        "Done",
+        "Done",
+    ]
+    assert await statuses(database, world.transformation_id) == {
+        "Processed": 4,
+        "Failed": 2,
+        "Split": 2,
+        "Unassigned": 2,
+    }
+    assert len(await rows_of(database, execution.parcel_outputs)) == 2
+    await assert_counters_exact(database)
+
+
+async def _request_cancel(database: Database, parcel_id: bytes) -> None:
+    """What CancelParcels does to an Assigned parcel (tested on its own elsewhere)."""
+    from dxts.execution import operations
+
+    requested = await operations.cancel_parcels(database, parcel_ids=[parcel_id], reason="test")
+    assert requested.cancel_requested == 1
+
+
+async def _set_error_count(database: Database, world: World, input_id: bytes, count: int) -> None:
+    async with database.transaction(outcomes.RC) as conn:
+        await conn.execute(
+            sa.update(execution.inputs)
+            .where(execution.inputs.c.InputID == input_id)
+            .values(ErrorCount=count)
+        )
