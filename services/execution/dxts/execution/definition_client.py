@@ -69,6 +69,7 @@ class ActiveTransformation:
     feeder_enabled: bool = True
     packer_args: dict[str, Any] = field(default_factory=dict)
     annotations: dict[str, Any] = field(default_factory=dict)
+    hooks: dict[str, Any] = field(default_factory=dict)  # the Hooks column: name → binding
     scouting: bool = False
     halted: bool = False
     process_id: bytes | None = None
@@ -179,6 +180,7 @@ def from_proto(message: definition_pb2.Transformation) -> ActiveTransformation:
         packer=message.packer,
         packer_args=_json_object(message.packer_args_json, "packer_args_json"),
         annotations=_json_object(message.annotations_json, "annotations_json"),
+        hooks=_json_object(message.hooks_json, "hooks_json"),
         scouting=message.scouting,
         halted=message.halted,
         process_id=hash_from_str(message.process_id) if message.process_id else None,
