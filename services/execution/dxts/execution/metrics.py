@@ -33,3 +33,22 @@ RUN_SECONDS = Histogram(
     "Time of one feeder or packer invocation (one transformation).",
     ["point"],
 )
+
+# -- outcome recording and failed inputs (part 2) ----------------------------------------------
+
+OUTCOMES = Counter(
+    "dxts_execution_outcomes",
+    "Outcomes the dispatcher forwarded, by disposition (recorded, already_recorded, "
+    "unknown_parcel).",
+    ["disposition"],
+)
+PARCELS_RECORDED = Counter(
+    "dxts_execution_parcels_recorded",
+    "Completing parcels recorded, by the status they ended in.",
+    ["status"],
+)
+FAILED_INPUTS_DECIDED = Counter(
+    "dxts_execution_failed_inputs_decided",
+    "Failed inputs HandleFailedInput decided, by decision.",
+    ["decision"],
+)

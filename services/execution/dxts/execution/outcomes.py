@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,6 +54,7 @@ from dxts.execution.db import outcomes as db
 from dxts.execution.db.common import move_inputs
 from dxts.execution.db.outcomes import CarriedInput, ParcelMove, ParcelRow
 from dxts.execution.definition_client import ActiveTransformations
+from dxts.execution.metrics import OUTCOMES, PARCELS_RECORDED
 from dxts.execution.status_reports import STATUS_REPORT_OUTPUT, Action, Entry
 from dxts.v1 import common_pb2
 
@@ -178,9 +179,13 @@ async def record_outcomes(
         answered = await database.run(work, isolation=RC)
         for index, ack in answered.items():
             acks[index] = ack
-            if ack.disposition == UNKNOWN:
-                log.warning("outcome not recorded for %s: %s", ack.parcel_id, ack.message)
-    return [ack for ack in acks if ack is not None]
+    answers = [ack for ack in acks if ack is not None]
+    for answer in answers:
+        name = common_pb2.OutcomeDisposition.Name(answer.disposition)
+        OUTCOMES.labels(name.removeprefix("OUTCOME_DISPOSITION_").lower()).inc()
+        if answer.disposition == UNKNOWN:
+            log.warning("outcome not recorded for %s: %s", answer.parcel_id, answer.message)
+    return answers
 
 
 def _refusal(row: ParcelRow | None, outcome: common_pb2.Outcome) -> common_pb2.OutcomeAck | None:
@@ -380,9 +385,14 @@ class Recorder:
 
     async def record(self, parcel_ids: Sequence[bytes]) -> int:
         """Record these parcels if they are Completing with an outcome; one transaction."""
-        return await self.database.run(lambda conn: self._record(conn, parcel_ids), isolation=RC)
+        ended = await self.database.run(
+            functools.partial(self._record, parcel_ids=parcel_ids), isolation=RC
+        )
+        for status, count in Counter(ended).items():
+            PARCELS_RECORDED.labels(status).inc(count)
+        return len(ended)
 
-    async def _record(self, conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> int:
+    async def _record(self, conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> list[str]:
         now = await db_now(conn)
         rows = [
             row
@@ -390,7 +400,7 @@ class Recorder:
             if row.status == P.COMPLETING and OUTCOME in row.annotations
         ]
         if not rows:
-            return 0
+            return []
         carried = await db.carried_inputs(conn, rows)
         outputs = await self._declared({r.transformation_id for r in rows})
         plans = []
@@ -401,7 +411,7 @@ class Recorder:
             plans.append(plan_recording(row, outcome, carried.get(row.parcel_id, []), declared))
         await self._register(plans)
         await _apply(conn, plans, now)
-        return len(plans)
+        return [plan.target for plan in plans]
 
     async def _declared(
         self, transformation_ids: set[bytes | None]
@@ -555,7 +565,7 @@ async def _insert_splits(
                     skipped += 1
                     continue
                 taken[tid].add(child.input_hash)
-                row = _child_row(tid, parent, child, now)
+                row = child_row(tid, parent.input_id, parent.error_count, child, now)
                 if success:
                     row.update(Status=I.PROCESSED, LastParcelID=recovery_id)
                     link = {"TransformationID": tid, "ParcelID": recovery_id}
@@ -601,19 +611,20 @@ async def _insert_splits(
     return recovery
 
 
-def _child_row(
-    transformation_id: bytes, parent: CarriedInput, child: Input, now: datetime
+def child_row(
+    transformation_id: bytes, parent_id: bytes, error_count: int, child: Input, now: datetime
 ) -> dict[str, Any]:
+    """An Inputs row for a split child (Unassigned, carrying its parent's ErrorCount)."""
     return {
         "TransformationID": transformation_id,
         "InputID": new_id(),
-        "ParentInputID": parent.input_id,
+        "ParentInputID": parent_id,
         "InputHash": child.input_hash,
         "LFN": child.lfn if isinstance(child, FileInput) else None,
         "LFNSize": child.lfn_size if isinstance(child, FileInput) else None,
         "Descriptor": child.descriptor,
         "Status": I.UNASSIGNED,
-        "ErrorCount": parent.error_count,
+        "ErrorCount": error_count,
         "DelayedUntil": None,
         "LastParcelID": None,
         "UpdatedAt": now,
