@@ -1,0 +1,502 @@
+"""SQL of the packer runner: the claim, one batch of decisions turned into rows, and the Join
+packer's partner lookup.
+
+The claim (`claim_chunk`) is `SELECT ... FOR UPDATE SKIP LOCKED` over the transformation's
+Unassigned inputs whose DelayedUntil has passed, in InputID order after a key (the
+(TransformationID, Status) index carries InputID, so each chunk is one index range), run in a
+READ COMMITTED transaction of its own that ends as soon as the rows are read. Rows another
+transaction holds at that moment are skipped, never waited on. Why the locks are not kept
+while the packer decides is in `dxts.execution.packing`.
+
+A batch (`write_batch`) is one transaction: the merged requirement sets (content-addressed),
+the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas) and their
+ParcelInputs, then the inputs moved by conditional UPDATEs — Assigned (with LastParcelID, by a
+join on the ParcelInputs just written), Problematic, or only DelayedUntil set — each required
+to match exactly the rows the batch names while they are still Unassigned, then the journals
+(inputs, parcels, the data counter). A short row count raises `ClaimLost` and the whole batch
+rolls back: nothing is assigned twice and nothing half-written.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core import content_store
+from dxts.core.builtins.readers import Partner, PartnerState, ProducedFile
+from dxts.core.counters import StorageDelta as Quantities
+from dxts.core.counters import journal_data_parcels, journal_inputs, journal_parcels
+from dxts.core.errors import Aborted
+from dxts.core.logs import LogEntry, log_transformations
+from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord
+from dxts.core.schema.execution import (
+    compute_parcels,
+    data_parcel_deltas,
+    data_parcels,
+    inputs,
+    parcel_inputs,
+    parcel_outputs,
+    parcels,
+)
+from dxts.core.state_machines import INPUT, PARCEL, Actor
+from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution.db.common import chunked
+
+AUTHOR = "execution"
+UNASSIGNED = InputStatus.UNASSIGNED.value
+
+
+class ClaimLost(Aborted):
+    """Inputs a batch decided on were no longer Unassigned when it wrote: rolled back."""
+
+
+async def claim_chunk(
+    conn: AsyncConnection,
+    transformation_id: bytes,
+    *,
+    after: bytes | None,
+    limit: int,
+    now: datetime,
+) -> list[InputRecord]:
+    """Up to `limit` claimable inputs after InputID `after`, skipping rows others hold."""
+    c = inputs.c
+    conditions = [
+        c.TransformationID == transformation_id,
+        c.Status == UNASSIGNED,
+        sa.or_(c.DelayedUntil.is_(None), c.DelayedUntil <= now),
+    ]
+    if after is not None:
+        conditions.append(c.InputID > after)
+    rows = await conn.execute(
+        sa.select(c.InputID, c.LFN, c.LFNSize, c.Descriptor, c.ErrorCount, c.ParentInputID)
+        .where(*conditions)
+        .order_by(c.InputID)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return [
+        InputRecord(
+            id=UUID(bytes=bytes(r.InputID)),
+            lfn=r.LFN,
+            lfn_size=r.LFNSize,
+            descriptor=r.Descriptor,
+            error_count=int(r.ErrorCount),
+            parent_id=UUID(bytes=bytes(r.ParentInputID)) if r.ParentInputID else None,
+        )
+        for r in rows
+    ]
+
+
+async def input_states(
+    conn: AsyncConnection, transformation_id: bytes, input_ids: Sequence[bytes]
+) -> dict[bytes, tuple[str, datetime | None]]:
+    """Status and DelayedUntil of the given inputs (for explaining a refused proposal)."""
+    rows = await conn.execute(
+        sa.select(inputs.c.InputID, inputs.c.Status, inputs.c.DelayedUntil).where(
+            inputs.c.TransformationID == transformation_id, inputs.c.InputID.in_(input_ids)
+        )
+    )
+    return {bytes(r.InputID): (r.Status, r.DelayedUntil) for r in rows}
+
+
+@dataclass(frozen=True)
+class NewParcel:
+    parcel_id: bytes
+    proposal: ComputeParcel | DataParcel
+
+    @property
+    def input_ids(self) -> list[bytes]:
+        return [input_id.bytes for input_id in self.proposal.inputs]
+
+    @property
+    def compute(self) -> ComputeParcel:
+        assert isinstance(self.proposal, ComputeParcel)
+        return self.proposal
+
+    @property
+    def data(self) -> DataParcel:
+        assert isinstance(self.proposal, DataParcel)
+        return self.proposal
+
+
+@dataclass
+class Batch:
+    """Decisions of one transaction, every input named once."""
+
+    parcels: list[NewParcel] = field(default_factory=list)
+    bad: list[tuple[bytes, str]] = field(default_factory=list)
+    delays: dict[datetime, list[bytes]] = field(default_factory=dict)
+    size: int = 0  # inputs decided
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the batch needs to know of the transformation."""
+
+    transformation_id: bytes
+    kind: Kind
+    process_id: bytes | None
+    requirements_template: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Written:
+    parcels: int
+    assigned: int
+    problematic: int
+    delayed: int
+
+
+async def write_batch(
+    conn: AsyncConnection, target: Target, batch: Batch, *, now: datetime
+) -> Written:
+    """Every row of the batch, in the caller's transaction (see the module docstring)."""
+    tid = target.transformation_id
+    if batch.parcels:
+        await _insert_parcels(conn, target, batch.parcels, now)
+    assigned = await _assign(conn, tid, batch.parcels, now)
+    problematic = await _problematic(conn, tid, batch.bad, now)
+    delayed = await _delay(conn, tid, batch.delays, now)
+    moves: list[tuple[tuple[bytes, str | None, str | None], int]] = [
+        ((tid, UNASSIGNED, InputStatus.ASSIGNED.value), assigned),
+        ((tid, UNASSIGNED, InputStatus.PROBLEMATIC.value), problematic),
+    ]
+    await journal_inputs(conn, moves)
+    return Written(len(batch.parcels), assigned, problematic, delayed)
+
+
+async def _insert_parcels(
+    conn: AsyncConnection, target: Target, new: Sequence[NewParcel], now: datetime
+) -> None:
+    PARCEL.check(None, ParcelStatus.UNASSIGNED, Actor.CORE)
+    tid = target.transformation_id
+    await conn.execute(
+        sa.insert(parcels),
+        [
+            {
+                "ParcelID": p.parcel_id,
+                "TransformationID": tid,
+                "Kind": target.kind.value,
+                "Status": ParcelStatus.UNASSIGNED.value,
+                "Annotations": {"metadata": p.proposal.metadata} if p.proposal.metadata else None,
+                "UpdatedAt": now,
+            }
+            for p in new
+        ],
+    )
+    if target.kind is Kind.COMPUTE:
+        await _compute_facets(conn, target, new)
+    else:
+        await _data_facets(conn, tid, new)
+    await conn.execute(
+        sa.insert(parcel_inputs),
+        [
+            {"TransformationID": tid, "ParcelID": p.parcel_id, "InputID": input_id}
+            for p in new
+            for input_id in p.input_ids
+        ],
+    )
+    created: list[tuple[tuple[bytes, str | None, str | None], int]] = [
+        ((tid, None, ParcelStatus.UNASSIGNED.value), len(new))
+    ]
+    await journal_parcels(conn, created)
+
+
+def merged_requirements(
+    template: dict[str, Any] | None, additions: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The parcel's requirements: its additions merged key by key over the template."""
+    merged = {**(template or {}), **(additions or {})}
+    return merged or None
+
+
+async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[NewParcel]) -> None:
+    sets = [merged_requirements(target.requirements_template, p.compute.requirements) for p in new]
+    distinct = {id(s): s for s in sets if s is not None}
+    keys = await content_store.put_requirements(conn, list(distinct.values()))
+    key_of = dict(zip(distinct, keys, strict=True))
+    await conn.execute(
+        sa.insert(compute_parcels),
+        [
+            {
+                "ParcelID": p.parcel_id,
+                "ProcessID": target.process_id,
+                "RequirementsID": key_of[id(s)] if s is not None else None,
+                "Parameters": p.compute.parameters,
+            }
+            for p, s in zip(new, sets, strict=True)
+        ],
+    )
+
+
+async def _data_facets(conn: AsyncConnection, tid: bytes, new: Sequence[NewParcel]) -> None:
+    await conn.execute(
+        sa.insert(data_parcels),
+        [{"ParcelID": p.parcel_id, "Request": p.data.request} for p in new],
+    )
+    rows, moves = [], []
+    for p in new:
+        for delta in p.data.deltas:
+            added = delta.files > 0 or delta.bytes > 0
+            quantities = Quantities(
+                files_added=delta.files if added else 0,
+                bytes_added=delta.bytes if added else 0,
+                files_freed=0 if added else -delta.files,
+                bytes_freed=0 if added else -delta.bytes,
+            )
+            rows.append(
+                {
+                    "ParcelID": p.parcel_id,
+                    "StorageElement": delta.se,
+                    "FilesAdded": quantities.files_added,
+                    "BytesAdded": quantities.bytes_added,
+                    "FilesFreed": quantities.files_freed,
+                    "BytesFreed": quantities.bytes_freed,
+                }
+            )
+            moves.append(((tid, None, ParcelStatus.UNASSIGNED.value, delta.se), quantities))
+    if rows:
+        await conn.execute(sa.insert(data_parcel_deltas), rows)
+        await journal_data_parcels(conn, moves)
+
+
+def _short(what: str, moved: int, expected: int) -> ClaimLost:
+    return ClaimLost(
+        f"{expected - moved} of {expected} inputs to be {what} were no longer Unassigned "
+        "(changed by another transaction since the claim): the batch is rolled back"
+    )
+
+
+async def _assign(
+    conn: AsyncConnection, tid: bytes, new: Sequence[NewParcel], now: datetime
+) -> int:
+    """Unassigned → Assigned with LastParcelID, joined to the ParcelInputs just written."""
+    INPUT.check(UNASSIGNED, InputStatus.ASSIGNED, Actor.PACKER)
+    expected = sum(len(p.input_ids) for p in new)
+    moved = 0
+    for chunk in chunked([p.parcel_id for p in new]):
+        result = await conn.execute(
+            sa.update(inputs)
+            .where(
+                parcel_inputs.c.TransformationID == tid,
+                parcel_inputs.c.ParcelID.in_(chunk),
+                inputs.c.TransformationID == parcel_inputs.c.TransformationID,
+                inputs.c.InputID == parcel_inputs.c.InputID,
+                inputs.c.Status == UNASSIGNED,
+            )
+            .values(
+                Status=InputStatus.ASSIGNED.value,
+                LastParcelID=parcel_inputs.c.ParcelID,
+                UpdatedAt=now,
+            )
+        )
+        moved += result.rowcount
+    if moved != expected:
+        raise _short("assigned", moved, expected)
+    return moved
+
+
+async def _problematic(
+    conn: AsyncConnection, tid: bytes, bad: Sequence[tuple[bytes, str]], now: datetime
+) -> int:
+    """BadInput: Unassigned → Problematic, each with a log row keeping the reason."""
+    if not bad:
+        return 0
+    INPUT.check(UNASSIGNED, InputStatus.PROBLEMATIC, Actor.PACKER)
+    moved = 0
+    for chunk in chunked([input_id for input_id, _ in bad]):
+        result = await conn.execute(
+            sa.update(inputs)
+            .where(
+                inputs.c.TransformationID == tid,
+                inputs.c.InputID.in_(chunk),
+                inputs.c.Status == UNASSIGNED,
+            )
+            .values(Status=InputStatus.PROBLEMATIC.value, UpdatedAt=now)
+        )
+        moved += result.rowcount
+    if moved != len(bad):
+        raise _short("set aside as Problematic", moved, len(bad))
+    await log_transformations(
+        conn,
+        [
+            LogEntry(
+                tid,
+                "InputProblematic",
+                AUTHOR,
+                message=reason,
+                data={"input_id": str(UUID(bytes=input_id)), "by": "packer"},
+            )
+            for input_id, reason in bad
+        ],
+    )
+    return moved
+
+
+async def _delay(
+    conn: AsyncConnection, tid: bytes, delays: dict[datetime, list[bytes]], now: datetime
+) -> int:
+    """DelayInput: DelayedUntil only (no status change, nothing journalled)."""
+    moved = expected = 0
+    for until, ids in delays.items():
+        expected += len(ids)
+        for chunk in chunked(ids):
+            result = await conn.execute(
+                sa.update(inputs)
+                .where(
+                    inputs.c.TransformationID == tid,
+                    inputs.c.InputID.in_(chunk),
+                    inputs.c.Status == UNASSIGNED,
+                )
+                .values(DelayedUntil=until, UpdatedAt=now)
+            )
+            moved += result.rowcount
+    if moved != expected:
+        raise _short("delayed", moved, expected)
+    return moved
+
+
+async def log_packer(
+    conn: AsyncConnection, transformation_id: bytes, event_type: str, message: str, data: Any
+) -> None:
+    await log_transformations(
+        conn, [LogEntry(transformation_id, event_type, AUTHOR, message=message, data=data)]
+    )
+
+
+# ------------------------------------------------------------------- the Join partner lookup
+
+
+async def find_partners(
+    conn: AsyncConnection,
+    lfns: Sequence[str],
+    *,
+    driving_output: bytes,
+    partner_output: bytes,
+    partner_transformation: bytes | None,
+) -> dict[str, Partner]:
+    """DX-ADR-004's path, four indexed reads for a whole chunk of driving LFNs: the producing
+    parcel ((TransformationOutputID, LFN)), its inputs (ParcelInputs by its transformation and
+    parcel), the partner producer's inputs for those source files ((TransformationID, LFN)) and
+    what their last parcels produced under the joined output ((ParcelID))."""
+    answer = {
+        lfn: Partner(PartnerState.NEVER, reason="not produced under the driving output")
+        for lfn in lfns
+    }
+    produced: dict[str, bytes] = {}
+    for names in chunked(list(lfns)):
+        rows = await conn.execute(
+            sa.select(parcel_outputs.c.LFN, parcel_outputs.c.ParcelID)
+            .where(
+                parcel_outputs.c.TransformationOutputID == driving_output,
+                parcel_outputs.c.LFN.in_(names),
+            )
+            .order_by(parcel_outputs.c.OutputID)
+        )
+        produced.update({r.LFN: bytes(r.ParcelID) for r in rows})  # the latest wins
+    sources: dict[bytes, list[str]] = defaultdict(list)
+    for chunk in chunked(sorted(set(produced.values()))):
+        rows = await conn.execute(
+            sa.select(parcels.c.ParcelID, inputs.c.LFN)
+            .select_from(
+                parcels.join(
+                    parcel_inputs,
+                    sa.and_(
+                        parcel_inputs.c.TransformationID == parcels.c.TransformationID,
+                        parcel_inputs.c.ParcelID == parcels.c.ParcelID,
+                    ),
+                ).join(
+                    inputs,
+                    sa.and_(
+                        inputs.c.TransformationID == parcel_inputs.c.TransformationID,
+                        inputs.c.InputID == parcel_inputs.c.InputID,
+                    ),
+                )
+            )
+            .where(parcels.c.ParcelID.in_(chunk))
+        )
+        for r in rows:
+            if r.LFN is not None:
+                sources[bytes(r.ParcelID)].append(r.LFN)
+    source_lfns = sorted({lfn for names in sources.values() for lfn in names})
+    partner_inputs: dict[str, list[tuple[str, bytes | None]]] = defaultdict(list)
+    if partner_transformation is not None:
+        for names in chunked(source_lfns):
+            rows = await conn.execute(
+                sa.select(inputs.c.LFN, inputs.c.Status, inputs.c.LastParcelID).where(
+                    inputs.c.TransformationID == partner_transformation, inputs.c.LFN.in_(names)
+                )
+            )
+            for r in rows:
+                if r.Status != InputStatus.SPLIT.value:  # its children stand for it
+                    last = bytes(r.LastParcelID) if r.LastParcelID else None
+                    partner_inputs[r.LFN].append((r.Status, last))
+    last_parcels = sorted(
+        {
+            last
+            for rows in partner_inputs.values()
+            for status, last in rows
+            if last and status == "Processed"
+        }
+    )
+    files: dict[bytes, list[ProducedFile]] = defaultdict(list)
+    for chunk in chunked(last_parcels):
+        rows = await conn.execute(
+            sa.select(
+                parcel_outputs.c.ParcelID,
+                parcel_outputs.c.OutputID,
+                parcel_outputs.c.LFN,
+                parcel_outputs.c.LFNSize,
+            )
+            .where(
+                parcel_outputs.c.ParcelID.in_(chunk),
+                parcel_outputs.c.TransformationOutputID == partner_output,
+            )
+            .order_by(parcel_outputs.c.OutputID)
+        )
+        for r in rows:
+            files[bytes(r.ParcelID)].append(
+                ProducedFile(UUID(bytes=bytes(r.OutputID)), r.LFN, r.LFNSize)
+            )
+    for lfn, parcel_id in produced.items():
+        answer[lfn] = _partner(sources.get(parcel_id, []), partner_inputs, files)
+    return answer
+
+
+def _partner(
+    source_lfns: list[str],
+    partner_inputs: dict[str, list[tuple[str, bytes | None]]],
+    files: dict[bytes, list[ProducedFile]],
+) -> Partner:
+    if not source_lfns:
+        return Partner(PartnerState.NEVER, reason="its producing parcel carried no file input")
+    found: list[ProducedFile] = []
+    for source in source_lfns:
+        rows = partner_inputs.get(source, [])
+        statuses = {status for status, _ in rows}
+        if not rows:
+            return Partner(PartnerState.WAITING, reason=f"{source} not fed to the partner yet")
+        if statuses == {InputStatus.NOT_PROCESSED.value}:
+            return Partner(
+                PartnerState.NEVER, reason=f"the partner's input {source} ended NotProcessed"
+            )
+        if statuses - {InputStatus.PROCESSED.value, InputStatus.NOT_PROCESSED.value}:
+            return Partner(PartnerState.WAITING, reason=f"the partner's input {source} is pending")
+        produced = [f for status, last in rows if last for f in files.get(last, [])]
+        if not produced:
+            return Partner(
+                PartnerState.NEVER,
+                reason=f"the partner's parcel for {source} produced nothing under the output",
+            )
+        found.extend(produced)
+    return Partner(PartnerState.READY, files=tuple(found))
