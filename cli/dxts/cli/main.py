@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,9 @@ import typer
 from rich.console import Console
 from rich.tree import Tree
 
+from dxts.cli import jobs, operate, workgraphs
+from dxts.cli.client import Options
+from dxts.cli.output import Output
 from dxts.core.config import DefinitionConfig
 from dxts.core.errors import InvalidArgument
 from dxts.core.plugins import PluginRegistryError
@@ -27,13 +29,43 @@ app = typer.Typer(no_args_is_help=True, help="dxts: the DiracX Transformation Sy
 
 
 @app.callback()
-def main() -> None:
-    """Operate and inspect workgraphs."""
+def main(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where `dxts up` keeps its state and the connection file the commands read "
+            "(default: DXTS_DATA_DIR, else ~/.dxts).",
+        ),
+    ] = None,
+    definition: Annotated[
+        str | None, typer.Option(help="host:port of the definition service.", show_default=False)
+    ] = None,
+    execution: Annotated[
+        str | None, typer.Option(help="host:port of the execution service.", show_default=False)
+    ] = None,
+    accounting: Annotated[
+        str | None, typer.Option(help="host:port of the accounting service.", show_default=False)
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token (default: DXTS_TOKEN).", show_default=False)
+    ] = None,
+) -> None:
+    """Submit, follow and steer workgraphs; run everything locally with `dxts up`.
 
-
-class Output(StrEnum):
-    TEXT = "text"
-    JSON = "json"
+    Service addresses and the token come from these options, else DXTS_DEFINITION_ADDRESS,
+    DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS and DXTS_TOKEN, else the connection file
+    `dxts up` writes in its data directory.
+    """
+    ctx.obj = Options(
+        {
+            "definition": definition,
+            "execution": execution,
+            "accounting": accounting,
+            "token": token,
+        },
+        data_dir,
+    )
 
 
 def _config() -> DefinitionConfig:
@@ -120,3 +152,29 @@ def _tree(plan: Plan) -> Tree:
         for action in member.actions:
             node.add(f"{action.state} {action.position}. {action.action} {action.args or ''}")
     return tree
+
+
+app.command()(workgraphs.submit)
+app.command("list")(workgraphs.list_workgraphs)
+app.command()(workgraphs.show)
+app.command()(workgraphs.watch)
+app.command()(workgraphs.logs)
+for verb in (
+    operate.start,
+    operate.pause,
+    operate.resume,
+    operate.drain,
+    operate.halt,
+    operate.cancel,
+    operate.flush,
+    operate.force,
+    operate.reset,
+):
+    app.command()(verb)
+app.command("extend-scout")(operate.extend_scout)
+app.command("return-to-active")(operate.return_to_active)
+app.add_typer(operate.feeder_app, name="feeder")
+app.add_typer(operate.inputs_app, name="inputs")
+app.add_typer(jobs.job_app, name="job")
+app.add_typer(jobs.registry_app, name="registry")
+app.command()(jobs.provenance)

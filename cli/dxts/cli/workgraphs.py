@@ -1,0 +1,449 @@
+"""Workgraphs: submit, list, show, watch, logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+from rich.tree import Tree
+
+from dxts.cli.client import Clients, request_id, run
+from dxts.cli.documents import bundle
+from dxts.cli.output import (
+    Output,
+    OutputOption,
+    compact,
+    console,
+    counts,
+    labels,
+    message_dict,
+    name,
+    parse_enum,
+    print_json,
+    when,
+)
+from dxts.core.errors import NotFound
+from dxts.core.states import (
+    InputStatus,
+    Kind,
+    TransformationStatus,
+    WorkgraphStatus,
+)
+from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
+
+# `dxts watch` ends with one of these (1 and 2 are every command's: failed call, bad usage).
+EXIT_BLOCKED = 3
+EXIT_CANCELLED = 4
+EXIT_TIMEOUT = 5
+
+DONE_STATES = {WorkgraphStatus.COMPLETED, WorkgraphStatus.ARCHIVING, WorkgraphStatus.ARCHIVED}
+BLOCKED_STATES = {
+    "ApprovingBlocked",
+    "FinalizingBlocked",
+    "ArchivingBlocked",
+    "CancellingBlocked",
+}
+# Inputs that have ended (STATE-MACHINES.md): a member's progress is these over all its inputs.
+SETTLED_INPUTS = (InputStatus.PROCESSED, InputStatus.SPLIT, InputStatus.NOT_PROCESSED)
+
+LabelOption = Annotated[
+    list[str] | None, typer.Option("--label", "-l", help="k=v; repeat for several.")
+]
+
+
+# -- submit -----------------------------------------------------------------------------------
+
+
+def submit(
+    ctx: typer.Context,
+    document: Annotated[Path, typer.Argument(help="The workgraph document (YAML or JSON).")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate and print the plan; store nothing.")
+    ] = False,
+    label: LabelOption = None,
+    bundle_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle", help="Directory relative `run` paths resolve in (default: the document's)."
+        ),
+    ] = None,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """Submit a workgraph: prints its id (with --dry-run, the plan as a tree). Every problem
+    with the document is printed on a line of its own (`error  kind  path  message`)."""
+
+    async def body(clients: Clients) -> definition_pb2.SubmitWorkgraphResponse:
+        return await clients.definition.SubmitWorkgraph(
+            definition_pb2.SubmitWorkgraphRequest(
+                request_id=request_id(),
+                bundle=bundle(document, bundle_root),
+                labels=labels(label),
+                dry_run=dry_run,
+            )
+        )
+
+    reply = run(ctx, body)
+    if output is Output.JSON:
+        print_json(message_dict(reply))
+        return
+    for warning in reply.warnings:
+        typer.echo(f"warning  {warning.code}  {warning.path or '.'}  {warning.message}", err=True)
+    if dry_run:
+        console.print(_plan_tree(document, reply))
+    else:
+        typer.echo(reply.workgraph_id)
+
+
+def _plan_tree(document: Path, reply: definition_pb2.SubmitWorkgraphResponse) -> Tree:
+    tree = Tree(
+        f"[bold]{document.name}[/] (dry run): {len(reply.plan)} transformations"
+        + (", scouts first" if reply.scouts else "")
+    )
+    for member in reply.plan:
+        node = tree.add(
+            f"[bold]{member.step}[/] {name(Kind, member.kind)} {member.type} → "
+            f"{name(TransformationStatus, member.initial_status)} at start"
+        )
+        node.add(f"feeder {member.feeder or '-'}")
+        node.add(f"packer {member.packer or '-'}")
+        if member.process_id:
+            node.add(f"process sha256-{member.process_id[:16]}…")
+        if member.upstream_steps:
+            node.add(f"after {', '.join(member.upstream_steps)}")
+    return tree
+
+
+# -- list ---------------------------------------------------------------------------------------
+
+
+def list_workgraphs(
+    ctx: typer.Context,
+    status: Annotated[
+        list[str] | None, typer.Option("--status", "-s", help="Only these statuses; repeatable.")
+    ] = None,
+    type_: Annotated[str, typer.Option("--type", help="Only this workgraph type.")] = "",
+    vo: Annotated[str, typer.Option(help="Only this VO.")] = "",
+    owner: Annotated[str, typer.Option(help="Only this owner (token subject).")] = "",
+    label: LabelOption = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 100,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """List workgraphs, newest last."""
+
+    async def body(clients: Clients) -> list[definition_pb2.Workgraph]:
+        request = definition_pb2.ListWorkgraphsRequest(
+            statuses=[parse_enum(WorkgraphStatus, s, field="--status") for s in status or []],  # type: ignore[misc]
+            type=type_,
+            vo=vo,
+            owner_sub=owner,
+            labels=labels(label),
+        )
+        found: list[definition_pb2.Workgraph] = []
+        while len(found) < limit:
+            request.paging.page_size = min(limit - len(found), 500)
+            page = await clients.definition.ListWorkgraphs(request)
+            found.extend(page.workgraphs)
+            if not page.next_page_token:
+                break
+            request.paging.page_token = page.next_page_token
+        return found[:limit]
+
+    found = run(ctx, body)
+    if output is Output.JSON:
+        print_json([message_dict(w) for w in found])
+        return
+    table = Table("workgraph", "label", "type", "status", "owner", "members", "updated")
+    for w in found:
+        annotations = json.loads(w.annotations_json or "{}")
+        table.add_row(
+            w.workgraph_id,
+            str(annotations.get("label") or annotations.get("id") or ""),
+            w.type,
+            name(WorkgraphStatus, w.status) + (" (halted)" if w.halted else ""),
+            f"{w.owner_sub}@{w.vo}",
+            str(len(w.transformation_ids)),
+            when(w.updated_at),
+        )
+    console.print(table)
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemberView:
+    transformation: definition_pb2.Transformation
+    status: str
+    inputs: dict[str, int]
+    parcels: dict[str, int]
+    blocked_by: list[definition_pb2.Action] = field(default_factory=list)
+
+    @property
+    def blocked(self) -> bool:
+        return self.status in BLOCKED_STATES
+
+    def settled(self) -> int:
+        return sum(self.inputs.get(s.value, 0) for s in SETTLED_INPUTS)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "transformation": message_dict(self.transformation),
+            "status": self.status,
+            "input_counts": self.inputs,
+            "parcel_counts": self.parcels,
+            "blocked_by": [message_dict(a) for a in self.blocked_by],
+        }
+
+
+@dataclass
+class WorkgraphView:
+    """A workgraph with its members' exact counts: what `show` prints and `watch` follows."""
+
+    workgraph: definition_pb2.Workgraph
+    members: list[MemberView]
+    blocked_by: list[definition_pb2.Action]
+
+    @property
+    def status(self) -> WorkgraphStatus:
+        return WorkgraphStatus(name(WorkgraphStatus, self.workgraph.status))
+
+    @property
+    def blocked(self) -> bool:
+        return self.status.value in BLOCKED_STATES or any(m.blocked for m in self.members)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "workgraph": message_dict(self.workgraph),
+            "status": self.status.value,
+            "members": [m.as_json() for m in self.members],
+            "blocked_by": [message_dict(a) for a in self.blocked_by],
+        }
+
+
+def _failed(actions: Any) -> list[definition_pb2.Action]:
+    failed = common_pb2.ACTION_RESULT_FAILED
+    return [a for a in actions if a.result == failed]
+
+
+async def gather(clients: Clients, workgraph_id: str) -> WorkgraphView:
+    """The workgraph (definition) and its counts (accounting), with the failed actions of
+    whatever is blocked."""
+    got = await clients.definition.GetWorkgraph(
+        definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
+    )
+    summary = await clients.accounting.GetWorkgraphSummary(
+        accounting_pb2.GetWorkgraphSummaryRequest(workgraph_id=workgraph_id)
+    )
+    counted = {m.transformation_id: m for m in summary.members}
+    members = []
+    for member in got.members:
+        found = counted.get(member.transformation_id)
+        status = found.status if found is not None else member.status
+        view = MemberView(
+            member,
+            name(TransformationStatus, status),
+            counts(found.input_counts) if found else {},
+            counts(found.parcel_counts) if found else {},
+        )
+        if view.blocked:
+            detail = await clients.definition.GetTransformation(
+                definition_pb2.GetTransformationRequest(transformation_id=member.transformation_id)
+            )
+            view.blocked_by = _failed(detail.actions)
+        members.append(view)
+    workgraph = got.workgraph
+    if summary.status:
+        workgraph.status = summary.status
+    return WorkgraphView(workgraph, members, _failed(got.actions))
+
+
+def _action_text(action: definition_pb2.Action) -> str:
+    return f"#{action.action_id} {action.action}: {action.message or 'failed'}"
+
+
+def _member_table(view: WorkgraphView) -> Table:
+    table = Table("member", "kind", "status", "feeder", "inputs", "parcels", "blocked by")
+    for m in view.members:
+        t = m.transformation
+        table.add_row(
+            t.step,
+            name(Kind, t.kind),
+            m.status,
+            f"{t.feeder or '-'} {'on' if t.feeder_enabled else 'off'}",
+            compact(m.inputs),
+            compact(m.parcels),
+            "\n".join(_action_text(a) for a in m.blocked_by),
+        )
+    return table
+
+
+def show(
+    ctx: typer.Context,
+    workgraph_id: Annotated[str, typer.Argument(metavar="WG", help="The workgraph id.")],
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """A workgraph and its members: status, feeder, input and parcel counts by status, and
+    the failed action holding up whatever is blocked."""
+    view = run(ctx, lambda clients: gather(clients, workgraph_id))
+    if output is Output.JSON:
+        print_json(view.as_json())
+        return
+    w = view.workgraph
+    label = json.loads(w.annotations_json or "{}").get("label", "")
+    console.print(
+        f"[bold]{w.workgraph_id}[/] {label} — {view.status.value}"
+        + (" (halted)" if w.halted else "")
+        + f" — {w.type}, {w.owner_sub}@{w.vo}"
+    )
+    for action in view.blocked_by:
+        console.print(f"blocked by {_action_text(action)}")
+    console.print(_member_table(view))
+
+
+# -- watch --------------------------------------------------------------------------------------
+
+
+def watch(
+    ctx: typer.Context,
+    workgraph_id: Annotated[str, typer.Argument(metavar="WG", help="The workgraph id.")],
+    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between reads.")] = 2.0,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="Give up after this many seconds.")
+    ] = None,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """Follow a workgraph with a progress bar per member (settled inputs over all inputs)
+    until it is Completed (exit 0), blocked (3), cancelled (4) or --timeout passes (5)."""
+
+    async def body(clients: Clients) -> tuple[WorkgraphView, int]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=console,
+            disable=output is Output.JSON,
+        ) as progress:
+            bars: dict[str, Any] = {}
+            while True:
+                view = await gather(clients, workgraph_id)
+                for m in view.members:
+                    t = m.transformation
+                    if t.transformation_id not in bars:
+                        bars[t.transformation_id] = progress.add_task(t.step, detail="", total=None)
+                    total = sum(m.inputs.values())
+                    progress.update(
+                        bars[t.transformation_id],
+                        total=total or None,
+                        completed=m.settled(),
+                        detail=f"{m.status}  parcels: {compact(m.parcels)}",
+                    )
+                ended = _ending(view)
+                if ended is not None:
+                    return view, ended
+                if deadline is not None and time.monotonic() >= deadline:
+                    return view, EXIT_TIMEOUT
+                await asyncio.sleep(interval)
+
+    view, code = run(ctx, body)
+    if output is Output.JSON:
+        print_json({**view.as_json(), "exit": code})
+    else:
+        console.print(_ending_line(view, code))
+    raise typer.Exit(code)
+
+
+def _ending(view: WorkgraphView) -> int | None:
+    if view.status in DONE_STATES:
+        return 0
+    if view.status is WorkgraphStatus.CANCELLED:
+        return EXIT_CANCELLED
+    if view.blocked:
+        return EXIT_BLOCKED
+    return None
+
+
+def _ending_line(view: WorkgraphView, code: int) -> str:
+    wg = view.workgraph.workgraph_id
+    if code == 0:
+        return f"{wg} {view.status.value}"
+    if code == EXIT_BLOCKED:
+        held = [(view.status.value, a) for a in view.blocked_by] + [
+            (f"{m.transformation.step} {m.status}", a) for m in view.members for a in m.blocked_by
+        ]
+        reasons = "; ".join(f"{where}: {_action_text(a)}" for where, a in held)
+        return f"{wg} blocked: {reasons or 'a person is needed'}"
+    if code == EXIT_CANCELLED:
+        return f"{wg} Cancelled"
+    return f"{wg} still {view.status.value}: gave up waiting"
+
+
+# -- logs ---------------------------------------------------------------------------------------
+
+
+def logs(
+    ctx: typer.Context,
+    entity_id: Annotated[str, typer.Argument(metavar="WG|TF", help="Workgraph or transformation.")],
+    limit: Annotated[int, typer.Option(min=1, help="At most this many entries.")] = 100,
+    newest_first: Annotated[bool, typer.Option(help="Newest entries first.")] = False,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """The log of a workgraph or a transformation: status changes, operations and their
+    authors."""
+
+    async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
+        request = accounting_pb2.ListLogRequest(newest_first=newest_first)
+        try:
+            await clients.definition.GetWorkgraph(
+                definition_pb2.GetWorkgraphRequest(workgraph_id=entity_id)
+            )
+            request.workgraph_id = entity_id
+        except NotFound:
+            try:
+                await clients.definition.GetTransformation(
+                    definition_pb2.GetTransformationRequest(transformation_id=entity_id)
+                )
+            except NotFound:
+                raise NotFound("workgraph or transformation", entity_id) from None
+            request.transformation_id = entity_id
+        entries: list[accounting_pb2.LogEntry] = []
+        while len(entries) < limit:
+            request.paging.page_size = min(limit - len(entries), 500)
+            page = await clients.accounting.ListLog(request)
+            entries.extend(page.entries)
+            if not page.next_page_token:
+                break
+            request.paging.page_token = page.next_page_token
+        return entries[:limit]
+
+    entries = run(ctx, body)
+    if output is Output.JSON:
+        print_json([message_dict(e) for e in entries])
+        return
+    table = Table("time", "event", "status", "author", "message")
+    for entry in entries:
+        table.add_row(
+            when(entry.created_at),
+            entry.event_type,
+            _status_change(entry),
+            entry.author,
+            entry.message,
+        )
+    console.print(table)
+
+
+def _status_change(entry: accounting_pb2.LogEntry) -> str:
+    old, new = entry.WhichOneof("old_status"), entry.WhichOneof("new_status")
+    if new is None:
+        return ""
+    enum = WorkgraphStatus if new == "new_workgraph_status" else TransformationStatus
+    before = name(enum, getattr(entry, old)) if old else "-"
+    return f"{before} → {name(enum, getattr(entry, new))}"

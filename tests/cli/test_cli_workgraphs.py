@@ -1,0 +1,140 @@
+"""Submitting, reading and steering workgraphs with the `dxts` command, against the services."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_support import EXAMPLES, Dxts, write_document
+
+
+@pytest.fixture(scope="module")
+async def workgraph(dxts: Dxts) -> str:
+    result = await dxts("submit", str(EXAMPLES / "mc-demo.cwl"), "--label", "campaign=cli")
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+async def test_submit_prints_the_id_and_show_reads_it_back(dxts: Dxts, workgraph: str) -> None:
+    result = await dxts("show", workgraph, "--output", "json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["workgraph"]["workgraph_id"] == workgraph
+    assert shown["status"] == "New"
+    steps = [m["transformation"]["step"] for m in shown["members"]]
+    assert steps == ["Simulation", "Reconstruction", "Merge", "DatasetReplication"]
+    assert all(m["status"] == "New" and m["blocked_by"] == [] for m in shown["members"])
+    labels = json.loads(shown["workgraph"]["annotations_json"])["labels"]
+    assert labels == {"campaign": "cli"}
+
+
+async def test_a_dry_run_prints_the_plan_and_stores_nothing(dxts: Dxts, workgraph: str) -> None:
+    before = json.loads((await dxts("list", "--output", "json")).stdout)
+    result = await dxts("submit", str(EXAMPLES / "mc-demo.cwl"), "--dry-run")
+    assert result.exit_code == 0, result.output
+    for step in ("Simulation", "Reconstruction", "Merge", "DatasetReplication"):
+        assert step in result.stdout
+    assert "feeder Seeds" in result.stdout and "after Merge" in result.stdout
+    after = json.loads((await dxts("list", "--output", "json")).stdout)
+    assert len(after) == len(before)
+
+
+async def test_a_bad_document_lists_every_problem_and_fails(dxts: Dxts, tmp_path: Path) -> None:
+    document = write_document(
+        tmp_path,
+        """
+        steps:
+          sim:
+            run: tools/simulate.cwl
+            in: {seed: nowhere}
+            out: [sim-files]
+        """,
+    )
+    result = await dxts("submit", str(document))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    lines = [line.split("  ", 3) for line in result.stderr.splitlines()]
+    found = {(line[0], line[1], line[2]) for line in lines}
+    assert found == {
+        ("error", "bare-step", "steps.sim.hints"),
+        ("error", "unknown-source", "steps.sim.in.seed"),
+        ("error", "orphan-output", "steps.sim.out.sim-files"),
+        ("error", "no-driving-input", "steps.sim.in"),
+    }
+    assert all(len(line) == 4 and line[3] for line in lines)
+
+
+async def test_list_filters_and_parses_as_json(dxts: Dxts, workgraph: str) -> None:
+    found = json.loads((await dxts("list", "--label", "campaign=cli", "-o", "json")).stdout)
+    assert [w["workgraph_id"] for w in found] == [workgraph]
+    none = json.loads((await dxts("list", "--status", "completed", "-o", "json")).stdout)
+    assert none == []
+    table = await dxts("list", "--type", "MCSimulation")
+    assert table.exit_code == 0 and workgraph[:8] in table.stdout
+
+
+async def test_an_unknown_id_is_one_line(dxts: Dxts) -> None:
+    missing = "0190f1c2-7a4b-7c3d-8e9f-0123456789ab"
+    for args in (("show", missing), ("start", missing), ("logs", missing), ("pause", missing)):
+        result = await dxts(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1 and missing in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+async def test_a_malformed_id_is_one_line(dxts: Dxts) -> None:
+    result = await dxts("show", "not-an-id")
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and "workgraph_id" in result.stderr
+
+
+async def members(dxts: Dxts, workgraph: str) -> dict[str, dict]:
+    shown = json.loads((await dxts("show", workgraph, "-o", "json")).stdout)
+    return {m["transformation"]["step"]: m for m in shown["members"]}
+
+
+async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> None:
+    started = await dxts("start", workgraph, "--reason", "go")
+    assert (started.exit_code, started.stdout) == (0, f"{workgraph} Active\n")
+    simulation = (await members(dxts, workgraph))["Simulation"]["transformation"]
+    tf = simulation["transformation_id"]
+    assert simulation["feeder_enabled"] is True
+
+    paused = await dxts("pause", tf)
+    assert (paused.exit_code, paused.stdout) == (0, f"{tf} Paused, feeder on\n")
+    assert (await members(dxts, workgraph))["Simulation"]["status"] == "Paused"
+    resumed = await dxts("resume", tf, "-o", "json")
+    assert json.loads(resumed.stdout)["transformation"]["status"] == "TRANSFORMATION_STATUS_ACTIVE"
+
+    off = await dxts("feeder", "disable", tf)
+    assert off.stdout == f"{tf} Active, feeder off\n"
+    on = await dxts("feeder", "enable", tf)
+    assert on.stdout == f"{tf} Active, feeder on\n"
+    args = {"target_events": 4000, "events_per_seed": 2000}
+    changed = await dxts("feeder", "args", tf, json.dumps(args), "-o", "json")
+    assert changed.exit_code == 0, changed.output
+    assert json.loads(json.loads(changed.stdout)["transformation"]["feeder_args_json"]) == args
+    refused = await dxts("feeder", "args", tf, '{"target_events": 0, "events_per_seed": 1}')
+    assert refused.exit_code == 1 and "target_events" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+
+    # A transition the machine refuses is one line naming the current state.
+    wrong = await dxts("return-to-active", workgraph)
+    assert wrong.exit_code == 1 and "Active" in wrong.stderr
+    assert len(wrong.stderr.splitlines()) == 1
+    wrong = await dxts("extend-scout", workgraph, "--feeder-args", f"{tf}={json.dumps(args)}")
+    assert wrong.exit_code == 1 and len(wrong.stderr.splitlines()) == 1
+
+    log = json.loads((await dxts("logs", workgraph, "-o", "json")).stdout)
+    assert any(e["message"] == "go" and e["author"] == "olivia" for e in log)
+    tf_log = await dxts("logs", tf, "--newest-first")
+    assert tf_log.exit_code == 0 and "Paused" in tf_log.stdout
+
+    drained = await dxts("drain", workgraph)
+    assert drained.exit_code == 0, drained.output
+    assert all(
+        not m["transformation"]["feeder_enabled"] or m["transformation"]["feeder"] == "Edge"
+        for m in (await members(dxts, workgraph)).values()
+    )
