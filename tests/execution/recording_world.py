@@ -83,6 +83,8 @@ def definitions(*worlds: World) -> InMemoryTransformations:
 async def empty(database: Database) -> None:
     """Every table emptied, children first (the counter lock rows are put back)."""
     async with database.transaction(RC) as conn:
+        # Split lineages first: InnoDB cascades no deeper than 15 levels.
+        await conn.execute(sa.update(execution.inputs).values(ParentInputID=None))
         for table in reversed(metadata.sorted_tables):
             await conn.execute(table.delete())
         await ensure_lock_rows(conn)
