@@ -10,8 +10,12 @@ raw SKIP LOCKED claim measured in the same run on the same rows: as many connect
 replicas, the same batch, `SELECT ... FOR UPDATE SKIP LOCKED` + `UPDATE` and nothing else, so
 the ratio is what submitting and recording cost over claiming alone.
 
-`pipeline_parcels_per_s` (through execution's RecordOutcomes) is not measured: execution does
-not serve RecordOutcomes yet.
+`pipeline_parcels_per_s`, at the largest replica count: Unassigned → Completing, i.e. the same
+dispatch with the null adaptor finishing every parcel at once, the replicas' poll sweeps running
+alongside (one at a time per backend, through the named lock) and forwarding the outcomes to
+execution's `record_outcomes` (called in this process: execution's gRPC servicer is not
+assembled yet), which takes each parcel Assigned → Completing with its outcome stored. Same
+baseline.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from dxts.core.schema import definition, execution
 from dxts.core.states import Kind, ParcelStatus
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
+from dxts.execution.outcomes import record_outcomes
 from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
 
 RC = Isolation.READ_COMMITTED
@@ -65,7 +70,7 @@ class DispatchParams:
 
 SCALES = {
     "tiny": DispatchParams(200, 20, 20, 1, (1, 2), 1),
-    "small": DispatchParams(6_000, 100, 100, 2, (1, 2, 4), 3),
+    "small": DispatchParams(5_000, 100, 100, 2, (1, 2, 4), 3),
     "full": DispatchParams(50_000, 100, 100, 2, (1, 2, 4), 5),
 }
 
@@ -91,11 +96,6 @@ class _Definition:
         return "bench", "Bench"
 
 
-class _NoExecution:
-    async def record(self, outcomes: Any) -> list[common_pb2.OutcomeAck]:
-        raise Unavailable("the dispatch benchmark forwards no outcomes")
-
-
 async def run(bench: Bench, params: DispatchParams) -> None:
     database = bench.database
     transformation_id, process_id = await _seed_transformation(database)
@@ -112,18 +112,35 @@ async def run(bench: Bench, params: DispatchParams) -> None:
                             database, components, transformation_id, process_id, params
                         ),
                         rounds=params.rounds,
-                        params={
-                            "replicas": replicas,
-                            "parcels": params.parcels,
-                            "claim_batch": params.claim_batch,
-                            "submit_batch": params.submit_batch,
-                            "claim_loops_per_replica": params.claimers,
-                            "replicas_run_as": "concurrent tasks in one process, one Database each",
-                            "adaptor": "null, a separate process, over gRPC",
-                            "baseline": f"SKIP LOCKED claim only, {replicas} connections, "
-                            f"batch {params.claim_batch}",
-                        },
+                        params=_described(params, replicas),
                     )
+            replicas = max(params.replicas)
+            async with _replicas(url, replicas, address, token, params) as components:
+                await bench.compare(
+                    "pipeline_parcels_per_s",
+                    unit="parcels/s",
+                    baseline=_claim(database, replicas, transformation_id, process_id, params),
+                    subject=_pipeline(database, components, transformation_id, process_id, params),
+                    rounds=params.rounds,
+                    params={
+                        **_described(params, replicas),
+                        "outcomes": "polled by one replica while all claim, recorded by "
+                        "execution's record_outcomes in this process (no gRPC hop)",
+                    },
+                )
+
+
+def _described(params: DispatchParams, replicas: int) -> dict[str, Any]:
+    return {
+        "replicas": replicas,
+        "parcels": params.parcels,
+        "claim_batch": params.claim_batch,
+        "submit_batch": params.submit_batch,
+        "claim_loops_per_replica": params.claimers,
+        "replicas_run_as": "concurrent tasks in one process, one Database each",
+        "adaptor": "null, a separate process, over gRPC",
+        "baseline": f"SKIP LOCKED claim only, {replicas} connections, batch {params.claim_batch}",
+    }
 
 
 async def _seed_transformation(database: Database) -> tuple[bytes, bytes]:
@@ -238,6 +255,75 @@ def _dispatch(
     return Operation(dispatch_all, setup)
 
 
+def _pipeline(
+    database: Database,
+    components: list[DispatcherComponent],
+    transformation_id: bytes,
+    process_id: bytes,
+    params: DispatchParams,
+) -> Operation:
+    """Unassigned → Completing: dispatched, finished at once by the null adaptor, polled and
+    recorded by execution, with the sweeps running side by side as in a deployment."""
+
+    async def setup() -> None:
+        await _reseed(database, transformation_id, process_id, params.parcels)
+
+    async def claim_loop(component: DispatcherComponent) -> None:
+        while await component.dispatcher.dispatch_once(Kind.COMPUTE):
+            pass
+
+    async def poll_loop(component: DispatcherComponent, claiming: asyncio.Future[Any]) -> None:
+        backend = component.backends["null"]
+        while True:
+            if not await component.forwarder.poll_once(backend):
+                if claiming.done() and not await _in_flight(database):
+                    return
+                await asyncio.sleep(0.01)
+
+    async def pipeline() -> int:
+        claiming: asyncio.Future[Any] = asyncio.gather(
+            *(claim_loop(c) for c in components for _ in range(params.claimers))
+        )
+        # One poller: in a deployment the named lock lets one replica poll a backend at a time,
+        # and the others' attempts would only measure GET_LOCK on fresh connections.
+        await asyncio.gather(claiming, poll_loop(components[0], claiming))
+        completing = await _count(database, ParcelStatus.COMPLETING.value)
+        if completing != params.parcels:
+            raise FailedPrecondition(f"{completing} of {params.parcels} parcels reached Completing")
+        return params.parcels
+
+    return Operation(pipeline, setup)
+
+
+async def _in_flight(database: Database) -> int:
+    return sum(
+        [
+            await _count(database, status)
+            for status in ("Unassigned", "Reserved", ParcelStatus.ASSIGNED.value)
+        ]
+    )
+
+
+async def _count(database: Database, status: str) -> int:
+    async def work(conn: Any) -> int:
+        parcels = execution.parcels
+        return int(
+            await conn.scalar(sa.select(sa.func.count()).where(parcels.c.Status == status)) or 0
+        )
+
+    return await database.run(work, isolation=RC)
+
+
+class _Execution:
+    """Execution's own recording, called in process (its gRPC servicer is not assembled yet)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def record(self, outcomes: Any) -> list[common_pb2.OutcomeAck]:
+        return await record_outcomes(self.database, outcomes)
+
+
 def _claim(
     database: Database,
     connections: int,
@@ -311,7 +397,7 @@ async def _replicas(
                 database,
                 settings=settings,
                 definition=_Definition(database),
-                sink=_NoExecution(),
+                sink=_Execution(database),
                 token=token,
                 start_sweeps=False,
             )
@@ -337,7 +423,7 @@ async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
         **os.environ,
         "DXTS_LISTEN": address,
         "DXTS_DATA_DIR": str(folder),
-        "DXTS_NULL_DELAY_S": "3600",
+        "DXTS_NULL_DELAY_S": "0",  # finished at once: the pipeline figure polls them
     }
     log = (folder / "null.log").open("wb")
     process = await asyncio.create_subprocess_exec(
