@@ -1,4 +1,4 @@
-"""`python -m dxts.bench NAME [--scale small|full] [--db-url URL]`: figures as JSON lines."""
+"""`python -m dxts.bench NAME [--scale small|full] [--db-url URL] [--rows N]`: JSON lines."""
 
 from __future__ import annotations
 
@@ -31,10 +31,16 @@ def main(argv: list[str] | None = None) -> int:
         help=f"database URL (default: a scratch database created and dropped on "
         f"{DEFAULT_SERVER_URL}); a URL naming a database uses it if it is empty",
     )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help="the row count, for benchmarks that take one (counters: the counted rows read)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     try:
-        asyncio.run(run_benchmark(args.name, args.scale, args.db_url, sys.stdout))
+        asyncio.run(run_benchmark(args.name, args.scale, args.db_url, sys.stdout, args.rows))
     except DxtsError as error:
         print(f"dxts.bench: {error}", file=sys.stderr)
         return 1

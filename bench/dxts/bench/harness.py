@@ -86,9 +86,13 @@ class Bench:
         subject: Operation | None,
         rounds: int,
         params: dict[str, Any] | None = None,
+        latency: bool = False,
     ) -> Figure:
         """Measure `subject` (the dxts path) against `baseline` (plain SQL), rounds alternating,
-        and print the figure. `subject=None` reports the baseline itself (value = baseline)."""
+        and print the figure. `subject=None` reports the baseline itself (value = baseline).
+
+        `latency=True` reports milliseconds per unit instead of a rate (the median of the
+        rounds' 1000 / rate; lower is better), for figures named `..._ms`."""
         if rounds < 1:
             raise InvalidArgument(f"rounds must be at least 1, got {rounds}", field="rounds")
         operations = [baseline] if subject is None else [baseline, subject]
@@ -98,6 +102,8 @@ class Bench:
                 rate = await _timed_rate(operation)
                 if round_number:  # round 0 warms caches and pools
                     rates[index].append(rate)
+        if latency:
+            rates = [[1000 / rate for rate in per_round] for per_round in rates]
         baseline_rate = _significant(statistics.median(rates[0]))
         value = baseline_rate if subject is None else _significant(statistics.median(rates[1]))
         measured = Figure(
@@ -211,8 +217,13 @@ async def _server_statement(server: sa.URL, statement: str) -> None:
         await engine.dispose()
 
 
-async def run_benchmark(name: str, scale: str, db_url: str | None, out: TextIO) -> list[Figure]:
-    """Run one registered benchmark at `scale` and print its figures to `out`."""
+async def run_benchmark(
+    name: str, scale: str, db_url: str | None, out: TextIO, rows: int | None = None
+) -> list[Figure]:
+    """Run one registered benchmark at `scale` and print its figures to `out`.
+
+    `rows` overrides the scale's row count, for a benchmark defining `with_rows(params, rows)`.
+    """
     if name not in BENCHMARKS:
         raise InvalidArgument(
             f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}", field="name"
@@ -220,6 +231,11 @@ async def run_benchmark(name: str, scale: str, db_url: str | None, out: TextIO) 
     module = importlib.import_module(BENCHMARKS[name])
     if scale not in module.SCALES:
         raise InvalidArgument(f"benchmark {name} has no scale {scale!r}", field="scale")
+    params = module.SCALES[scale]
+    if rows is not None:
+        if not hasattr(module, "with_rows"):
+            raise InvalidArgument(f"benchmark {name} takes no --rows", field="rows")
+        params = module.with_rows(params, rows)
     async with scratch_database(db_url) as database:
         log.info(
             "%s at scale %s on %s %s, database %s",
@@ -230,5 +246,5 @@ async def run_benchmark(name: str, scale: str, db_url: str | None, out: TextIO) 
             database.url.database,
         )
         bench = Bench(name, scale, database, out)
-        await module.run(bench, module.SCALES[scale])
+        await module.run(bench, params)
     return bench.figures

@@ -3,4 +3,5 @@
 BENCHMARKS: dict[str, str] = {
     "raw": "dxts.bench.raw",
     "dispatch": "dxts.bench.dispatch",
+    "counters": "dxts.bench.counters",
 }
