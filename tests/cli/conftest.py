@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 from dxts.cli.main import app
 from dxts.cli.up import Stack, compose
+from dxts.core.catalogue import CatalogueSettings, open_catalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys
 
@@ -32,11 +33,21 @@ def dev_keys(data_dir: Path) -> DevKeys:
 
 @pytest.fixture(scope="module")
 async def stack(database: Database, data_dir: Path, dev_keys: DevKeys) -> AsyncIterator[Stack]:
-    running = await compose(database, data_dir=data_dir, verifier=dev_keys.verifier(), sweeps=False)
+    catalogue = await open_catalogue(
+        CatalogueSettings(url=f"sqlite+aiosqlite:///{data_dir / 'catalogue.sqlite'}")
+    )
+    running = await compose(
+        database,
+        data_dir=data_dir,
+        verifier=dev_keys.verifier(),
+        catalogue=catalogue,
+        sweeps=False,
+    )
     try:
         yield running
     finally:
         await running.stop()
+        await catalogue.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.table import Table
 
 from dxts.cli.client import Clients, connection_of, request_id, run
 from dxts.cli.documents import bundle
@@ -20,6 +19,7 @@ from dxts.cli.output import (
     message_dict,
     name,
     print_json,
+    table,
     when,
 )
 from dxts.core.errors import InvalidArgument
@@ -194,13 +194,13 @@ def _print_versions(
     versions: list[definition_pb2.ProcessVersion], output: Output, *, single: bool = False
 ) -> None:
     if output is Output.JSON:
-        rows = [message_dict(v) for v in versions]
-        print_json(rows[0] if single else rows)
+        found = [message_dict(v) for v in versions]
+        print_json(found[0] if single else found)
         return
-    table = Table("name", "version", "process", "vo", "author", "created")
+    rows = table("name", "version", "process", "vo", "author", "created")
     for v in versions:
-        table.add_row(v.name, v.version, v.process_id, v.vo, v.author, when(v.created_at))
-    console.print(table)
+        rows.add_row(v.name, v.version, v.process_id, v.vo, v.author, when(v.created_at))
+    console.print(rows)
 
 
 # -- provenance ---------------------------------------------------------------------------------
@@ -220,16 +220,16 @@ def provenance(
     if output is Output.JSON:
         print_json(message_dict(reply))
         return
-    table = Table("file", "parcel", "status", "process", "inputs")
+    rows = table("file", "parcel", "status", "process", "inputs")
     for record in reply.records:
-        table.add_row(
+        rows.add_row(
             record.output.lfn,
             record.parcel.parcel_id,
             name(ParcelStatus, record.parcel.status),
             record.process_id[:16] + ("…" if record.process_id else ""),
             "\n".join(_input_text(i) for i in record.inputs),
         )
-    console.print(table)
+    console.print(rows)
 
 
 def _input_text(record: Any) -> str:

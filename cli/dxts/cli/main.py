@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.tree import Tree
 
-from dxts.cli import jobs, operate, workgraphs
+from dxts.cli import jobs, operate, up, workgraphs
 from dxts.cli.client import Options
 from dxts.cli.output import Output
 from dxts.core.config import DefinitionConfig
@@ -178,3 +178,4 @@ app.add_typer(operate.inputs_app, name="inputs")
 app.add_typer(jobs.job_app, name="job")
 app.add_typer(jobs.registry_app, name="registry")
 app.command()(jobs.provenance)
+app.command()(up.up)

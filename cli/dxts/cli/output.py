@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from rich.console import Console
+from rich.table import Table
 
 from dxts.core import states
 from dxts.core.errors import InvalidArgument
@@ -35,6 +36,14 @@ OutputOption = Annotated[
 ]
 
 console = Console(highlight=False)
+
+
+def table(*headers: str, whole: int = 1) -> Table:
+    """A table whose first `whole` columns (ids, names) are never wrapped or cut."""
+    found = Table(*headers)
+    for column in found.columns[:whole]:
+        column.no_wrap = True
+    return found
 
 
 def message_dict(message: Message) -> dict[str, Any]:

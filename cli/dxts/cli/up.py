@@ -3,24 +3,60 @@
 `compose()` assembles the components over one started database, each service on a gRPC server
 of its own: the definition, execution and accounting services the commands talk to, the
 dispatcher, and two local adaptors (compute parcels run with cwltool, data parcels between the
-local storage elements). Everything a restart must find again lives in the data directory.
+local storage elements). Everything a restart must find again lives in the data directory:
+
+    dxts.sqlite            the database (unless --db-url names another)
+    catalogue.sqlite       the local file catalogue
+    storage/<SE>/<LFN>     the local storage elements' files
+    local/, local-data/    the adaptors' own state and one directory per parcel (its sandbox)
+    dev-only-jwt-*.pem     the development token key pair
+    connection.json        the addresses and token the `dxts` commands read (while it runs)
+    up.log                 the components' log
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import fcntl
+import getpass
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
+from typing import Annotated
+
+import sqlalchemy as sa
+import typer
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.settings import LocalSettings
+from dxts.backends.server import AdaptorServicer, adaptor_service
+from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
+from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
-from dxts.core.grpc import GrpcServer, Service, TokenVerifier
-from dxts.core.settings import ServerSettings
+from dxts.core.errors import DxtsError
+from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier
+from dxts.core.migrations import upgrade
+from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.core.states import Kind
 from dxts.definition.component import build_definition
 from dxts.definition.settings import DefinitionSettings
+
+log = logging.getLogger("dxts.up")
+
+# The local storage elements: compute outputs are written to the first; the example workgraph
+# replicates its merged datasets to the second.
+STORAGE_ELEMENTS = ("LOCAL-DISK", "LOCAL-ARCHIVE")
+TOKEN_LIFETIME = timedelta(days=30)
+LOCK_FILE = "up.lock"
+LOG_FILE = "up.log"
 
 
 @dataclass
@@ -38,6 +74,7 @@ class Stack:
     """The running components: their servers (by name) and what stops them, last first."""
 
     servers: dict[str, GrpcServer] = field(default_factory=dict)
+    adaptors: dict[str, LocalAdaptor] = field(default_factory=dict)
     _stops: list[Callable[[], object]] = field(default_factory=list)
 
     def address(self, name: str) -> str:
@@ -72,8 +109,33 @@ class Stack:
         while self._stops:
             result = self._stops.pop()()
             if asyncio.iscoroutine(result):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await result
+                await result
+
+
+def local_settings(data_dir: Path, kind: Kind, workers: int) -> LocalSettings:
+    """The local adaptor of one kind, over the data directory's storage elements."""
+    name = "local" if kind is Kind.COMPUTE else "local-data"
+    return LocalSettings(
+        name=name,
+        kind=kind,
+        work_dir=data_dir / name,
+        storage_root=data_dir / "storage",
+        storage_elements=list(STORAGE_ELEMENTS),
+        output_se=STORAGE_ELEMENTS[0],
+        workers=workers,
+    )
+
+
+async def _serve_adaptor(
+    stack: Stack, adaptor: LocalAdaptor, verifier: TokenVerifier, host: str
+) -> str:
+    await adaptor.start()
+    stack.on_stop(adaptor.stop)
+    stack.adaptors[adaptor.settings.name] = adaptor
+    service: AdaptorServicer = adaptor
+    return await stack.serve(
+        adaptor.settings.name, [adaptor_service(service)], verifier, None, host=host
+    )
 
 
 async def compose(
@@ -81,14 +143,20 @@ async def compose(
     *,
     data_dir: Path,
     verifier: TokenVerifier,
+    catalogue: FileCatalogue,
     ports: Ports | None = None,
+    workers: int = 2,
     sweeps: bool = True,
 ) -> Stack:
-    """Build and serve every component over `database`; `sweeps` false builds them without
-    their background work (the command's tests steer the states themselves)."""
+    """Build and serve every component over `database` and `catalogue` (both started); with
+    `sweeps` false they are built without their background work (the command's tests steer
+    the states themselves)."""
     ports = ports or Ports()
     stack = Stack()
     try:
+        for kind in (Kind.COMPUTE, Kind.DATA):
+            settings = local_settings(data_dir, kind, workers)
+            await _serve_adaptor(stack, LocalAdaptor(settings, catalogue), verifier, ports.host)
         definition = await build_definition(
             database, settings=DefinitionSettings(data_dir=data_dir)
         )
@@ -119,3 +187,160 @@ async def compose(
         await stack.stop()
         raise
     return stack
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _only_one(directory: Path) -> Iterator[None]:
+    """One `dxts up` per data directory: two would share the SQLite file and the adaptors'
+    state, which is for one process only."""
+    with (directory / LOCK_FILE).open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise DxtsError(
+                f"{directory} is already used by a running `dxts up` (pid {holder})"
+            ) from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+
+
+def _log_to(path: Path, verbose: bool) -> None:
+    """Every component's log into `path`; warnings (and everything, with --verbose) on
+    stderr too."""
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    to_file = logging.FileHandler(path)
+    to_file.setFormatter(formatter)
+    to_terminal = logging.StreamHandler(sys.stderr)
+    to_terminal.setFormatter(formatter)
+    to_terminal.setLevel(logging.INFO if verbose else logging.ERROR)
+    root.addHandler(to_file)
+    root.addHandler(to_terminal)
+
+
+def _say(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -> None:
+    _say(f"dxts up: data directory {directory}")
+    keys = DevKeys.load_or_create(directory)
+    _say(
+        f"WARNING: development only. Tokens are signed with the key pair {keys.path}: anyone who "
+        "can read it can act as any user. Run dxts this way on a single machine only."
+    )
+    revisions = await upgrade(url)
+    _say(
+        f"database {sa.make_url(url).render_as_string(hide_password=True)}: {revisions.describe()}"
+    )
+    verifier = TokenVerifier.from_settings(AuthSettings(), dev_key_dir=directory)
+    catalogue_settings = CatalogueSettings()
+    if not os.environ.get("DXTS_CATALOGUE_URL"):
+        catalogue_settings.url = f"sqlite+aiosqlite:///{directory / 'catalogue.sqlite'}"
+    async with contextlib.AsyncExitStack() as exit_stack:
+        database = Database(url, DatabaseSettings(url=url))
+        await database.start()
+        exit_stack.push_async_callback(database.dispose)
+        catalogue = await open_catalogue(catalogue_settings)
+        exit_stack.push_async_callback(catalogue.close)
+        stack = await compose(
+            database,
+            data_dir=directory,
+            verifier=verifier,
+            catalogue=catalogue,
+            ports=ports,
+            workers=workers,
+        )
+        exit_stack.push_async_callback(stack.stop)
+        connection = Connection(
+            definition=stack.address("definition"),
+            execution=stack.servers["execution"].address if "execution" in stack.servers else None,
+            accounting=stack.address("accounting"),
+            token=keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME),
+        )
+        connection_file = directory / CONNECTION_FILE
+        connection.write(connection_file)
+        exit_stack.callback(connection_file.unlink, missing_ok=True)
+        for name, server in stack.servers.items():
+            _say(f"  {name:<12} {server.address}")
+        _say(f"storage elements under {directory / 'storage'}: {', '.join(STORAGE_ELEMENTS)}")
+        _say(f"ready: the dxts commands read {connection_file}; Ctrl-C stops")
+        await _until_signalled()
+        _say("dxts up: stopping")
+    _say("dxts up: stopped")
+
+
+async def _until_signalled() -> None:
+    loop = asyncio.get_running_loop()
+    received = asyncio.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, received.set)
+    try:
+        await received.wait()
+    finally:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(number)
+
+
+def up(
+    data_dir_option: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Where everything is kept (default: DXTS_DATA_DIR, else ~/.dxts).",
+        ),
+    ] = None,
+    db_url: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL of the database (default: DXTS_DB_URL, else the SQLite file "
+            "dxts.sqlite in the data directory), e.g. mysql+asyncmy://user:pw@host:3306/dxts.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface the services listen on.")] = "127.0.0.1",
+    definition_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
+    execution_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
+    accounting_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
+    vo: Annotated[str, typer.Option(help="The VO of the token the commands use.")] = "local",
+    workers: Annotated[
+        int, typer.Option(min=1, help="Parcels the local backend runs at once.")
+    ] = 2,
+    verbose: Annotated[bool, typer.Option(help="The components' log on stderr too.")] = False,
+) -> None:
+    """Run every component in this process, on the embedded default (a laptop, a demo).
+
+    Migrates the database first, then serves the definition, execution and accounting
+    services, the dispatcher and the local backends (cwltool for compute parcels, local
+    storage elements for data parcels), and writes the addresses and a development token to
+    the data directory for the other `dxts` commands. Ctrl-C (or SIGTERM) stops it cleanly;
+    everything is kept in the data directory, so the next `dxts up` carries on.
+    """
+    directory = data_dir(data_dir_option)
+    directory.mkdir(parents=True, exist_ok=True)
+    url = (
+        db_url
+        or os.environ.get("DXTS_DB_URL")
+        or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
+    )
+    ports = Ports(host, definition_port, execution_port, accounting_port)
+    _log_to(directory / LOG_FILE, verbose)
+    try:
+        with _only_one(directory):
+            asyncio.run(_run(directory, url, ports, vo, workers))
+    except DxtsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    except OSError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None

@@ -27,6 +27,7 @@ from dxts.cli.output import (
     name,
     parse_enum,
     print_json,
+    table,
     when,
 )
 from dxts.core.errors import NotFound
@@ -76,8 +77,11 @@ def submit(
     ] = None,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """Submit a workgraph: prints its id (with --dry-run, the plan as a tree). Every problem
-    with the document is printed on a line of its own (`error  kind  path  message`)."""
+    """Submit a workgraph; prints its id (with --dry-run, the plan as a tree).
+
+    Every problem with the document is printed on a line of its own, as `dxts validate` prints
+    them (`error  kind  path  message`), and the command exits 1.
+    """
 
     async def body(clients: Clients) -> definition_pb2.SubmitWorkgraphResponse:
         return await clients.definition.SubmitWorkgraph(
@@ -159,10 +163,10 @@ def list_workgraphs(
     if output is Output.JSON:
         print_json([message_dict(w) for w in found])
         return
-    table = Table("workgraph", "label", "type", "status", "owner", "members", "updated")
+    rows = table("workgraph", "label", "type", "status", "owner", "members", "updated")
     for w in found:
         annotations = json.loads(w.annotations_json or "{}")
-        table.add_row(
+        rows.add_row(
             w.workgraph_id,
             str(annotations.get("label") or annotations.get("id") or ""),
             w.type,
@@ -171,7 +175,7 @@ def list_workgraphs(
             str(len(w.transformation_ids)),
             when(w.updated_at),
         )
-    console.print(table)
+    console.print(rows)
 
 
 # -- show ---------------------------------------------------------------------------------------
@@ -269,10 +273,10 @@ def _action_text(action: definition_pb2.Action) -> str:
 
 
 def _member_table(view: WorkgraphView) -> Table:
-    table = Table("member", "kind", "status", "feeder", "inputs", "parcels", "blocked by")
+    rows = table("member", "kind", "status", "feeder", "inputs", "parcels", "blocked by")
     for m in view.members:
         t = m.transformation
-        table.add_row(
+        rows.add_row(
             t.step,
             name(Kind, t.kind),
             m.status,
@@ -281,7 +285,7 @@ def _member_table(view: WorkgraphView) -> Table:
             compact(m.parcels),
             "\n".join(_action_text(a) for a in m.blocked_by),
         )
-    return table
+    return rows
 
 
 def show(
@@ -289,8 +293,11 @@ def show(
     workgraph_id: Annotated[str, typer.Argument(metavar="WG", help="The workgraph id.")],
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """A workgraph and its members: status, feeder, input and parcel counts by status, and
-    the failed action holding up whatever is blocked."""
+    """A workgraph and its members, with their exact counts.
+
+    Per member: status, feeder on/off, inputs and parcels by status, and the failed action
+    holding up a blocked member.
+    """
     view = run(ctx, lambda clients: gather(clients, workgraph_id))
     if output is Output.JSON:
         print_json(view.as_json())
@@ -319,8 +326,12 @@ def watch(
     ] = None,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """Follow a workgraph with a progress bar per member (settled inputs over all inputs)
-    until it is Completed (exit 0), blocked (3), cancelled (4) or --timeout passes (5)."""
+    """Follow a workgraph with a progress bar per member until it ends or is blocked.
+
+    A bar counts a member's settled inputs (Processed, Split, NotProcessed) over all of them.
+    Exits 0 once Completed, 3 when blocked (a person is needed), 4 when cancelled, 5 when
+    --timeout passes.
+    """
 
     async def body(clients: Clients) -> tuple[WorkgraphView, int]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -396,8 +407,7 @@ def logs(
     newest_first: Annotated[bool, typer.Option(help="Newest entries first.")] = False,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """The log of a workgraph or a transformation: status changes, operations and their
-    authors."""
+    """The log of a workgraph or a transformation: status changes, operations, authors."""
 
     async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
         request = accounting_pb2.ListLogRequest(newest_first=newest_first)
@@ -428,16 +438,16 @@ def logs(
     if output is Output.JSON:
         print_json([message_dict(e) for e in entries])
         return
-    table = Table("time", "event", "status", "author", "message")
+    rows = table("time", "event", "status", "author", "message")
     for entry in entries:
-        table.add_row(
+        rows.add_row(
             when(entry.created_at),
             entry.event_type,
             _status_change(entry),
             entry.author,
             entry.message,
         )
-    console.print(table)
+    console.print(rows)
 
 
 def _status_change(entry: accounting_pb2.LogEntry) -> str:
