@@ -1,0 +1,79 @@
+"""The dispatcher with execution's own recording and cancellation (`dxts.execution`), on SQLite
+and MariaDB: the two sides agree on the outcome contract and on the `cancel_requested` mark."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dispatch_support import (
+    Keys,
+    assert_counters_exact,
+    dispatcher,
+    empty,
+    parcels,
+    statuses,
+    transformation,
+)
+
+from dxts.core.db import Database
+from dxts.core.ids import id_to_str
+from dxts.core.states import Kind
+from dxts.execution.operations import cancel_parcels
+from dxts.execution.outcomes import record_outcomes
+from dxts.v1 import common_pb2
+
+COMPUTE = {"name": "null", "address": "", "kind": "compute"}
+
+
+class Execution:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.acks: list[common_pb2.OutcomeAck] = []
+
+    async def record(self, outcomes: Sequence[common_pb2.Outcome]) -> list[common_pb2.OutcomeAck]:
+        acks = await record_outcomes(self.database, outcomes)
+        self.acks.extend(acks)
+        return acks
+
+
+async def test_outcomes_are_recorded_by_execution(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 12, transformation_id=tid, inputs_per_parcel=1)
+    adaptor, address = await null_adaptors(failure=0.3)
+    sink = Execution(database)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 12
+    assert await component.forwarder.poll_once(component.backends["null"]) == 12
+    assert {a.disposition for a in sink.acks} == {common_pb2.OUTCOME_DISPOSITION_RECORDED}
+    states = await statuses(database, ids)
+    for parcel_id in ids:
+        failed = adaptor.jobs[id_to_str(parcel_id)].fate == "failure"
+        assert states[parcel_id] == ("Failed" if failed else "Completing")
+    assert "Failed" in states.values() and "Completing" in states.values()
+    assert await component.forwarder.poll_once(component.backends["null"]) == 0
+    await assert_counters_exact(database)
+    await component.stop()
+
+
+async def test_cancellations_requested_by_execution_are_confirmed(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 4, transformation_id=tid, inputs_per_parcel=1)
+    adaptor, address = await null_adaptors(delay_s=3600)
+    sink = Execution(database)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 4
+    cancellation = await cancel_parcels(database, parcel_ids=ids[:3], reason="operator")
+    assert cancellation.cancel_requested == 3
+    assert await component.forwarder.cancel_once(component.backends["null"]) == 3
+    assert sum(job.cancelled for job in adaptor.jobs.values()) == 3
+    states = await statuses(database, ids)
+    assert [states[p] for p in ids] == ["Cancelled", "Cancelled", "Cancelled", "Assigned"]
+    await assert_counters_exact(database)
+    await component.stop()
