@@ -1,0 +1,373 @@
+"""The built-in actions (DX-ADR-006, "Actions"): checks record Passed, housekeeping Done.
+
+Approving (the workgraph's list): `CheckSuccessRate`, `EstimateResourceUsage`, `ManualApproval`.
+Finalizing: `NoInputProcessedTwice`, `ReconcileFeederInputs`, `CheckOutputFiles`,
+`EveryInputSettled`. Archiving and Cleaning: `CleanIntermediates` / `RemoveIntermediateFiles`,
+`RemoveOutputFiles`, `CancelInFlightParcels`, `CleanDatabaseEntries` (last in both lists).
+
+Pending means "not yet knowable, run me again later" (parcels still cancelling, rows still being
+deleted); a sign-off nobody has given is Failed, and the person gives it by forcing the action.
+Every action is idempotent: the runner may run one again after a crash between its effect and
+the recording of its result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
+from uuid import UUID, uuid4
+
+from pydantic import Field
+
+from dxts.core.builtins.lifecycle_services import (
+    IN_FLIGHT_PARCELS,
+    LIVE_PARCELS,
+    SUCCEEDED_PARCELS,
+    CleanMode,
+    Counts,
+    ExecutionControl,
+    ExecutionView,
+    OutputRecord,
+    SuccessRateSettings,
+    ThresholdArgs,
+    fates,
+    listed,
+)
+from dxts.core.catalogue import FileCatalogue
+from dxts.core.ids import canonical_json, input_hash
+from dxts.core.plugins import (
+    ActionResult,
+    Input,
+    InputOverview,
+    NoMoreInputs,
+    Phase,
+    PluginArgs,
+    Point,
+    Transformation,
+    action,
+)
+from dxts.core.plugins.registry import Registry
+from dxts.core.states import InputStatus, Kind, TransformationStatus
+
+I = InputStatus  # noqa: E741 - the state table's name
+EDGE_FEEDER = "Edge"
+# The Parcels.Annotations key under which a parcel's measured usage is recorded:
+# {"cpu_hours": float, "memory_gb": float}, per parcel.
+USAGE = "usage"
+CATALOGUE_BATCH = 1000  # LFNs per catalogue call
+
+
+async def _batches(
+    items: AsyncIterator[str], size: int = CATALOGUE_BATCH
+) -> AsyncIterator[list[str]]:
+    batch: list[str] = []
+    async for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -- Approving -----------------------------------------------------------------------------------
+
+
+class SuccessArgs(ThresholdArgs):
+    min_passed: int | None = Field(None, ge=1, description="Processed inputs needed to pass")
+
+
+@action("Approving")
+def check_success_rate(
+    *,
+    transformations: list[Transformation],
+    input_overviews: dict[UUID, InputOverview],
+    args: SuccessArgs,
+    settings: SuccessRateSettings,
+) -> ActionResult:
+    """Judge the scout by input fate: Problematic over settled, with a minimum sample."""
+    fate = fates(input_overviews.get(t.id, {}) for t in transformations)
+    threshold = args.threshold(settings)
+    if not fate.judged(threshold):
+        if fate.live:
+            return ActionResult.pending(f"{fate.describe()}; {fate.live} still in flight")
+        return ActionResult.failed(
+            f"{fate.describe()}: the sample is below the minimum of {threshold.min_sample}; "
+            "extend the scout"
+        )
+    if fate.failing(threshold):
+        return ActionResult.failed(
+            f"{fate.describe()}, below the minimum of {threshold.min_success_rate:.1%}"
+        )
+    if args.min_passed is not None and fate.processed < args.min_passed:
+        return ActionResult.failed(
+            f"{fate.processed} inputs processed, {args.min_passed} needed; extend the scout"
+        )
+    return ActionResult.passed(fate.describe())
+
+
+class EstimateArgs(PluginArgs):
+    max_cpu_hours: float | None = Field(None, gt=0, description="per parcel")
+    max_memory_gb: float | None = Field(None, gt=0, description="per parcel")
+    margin: float = Field(1.2, ge=1, description="what the template asks over the peak measured")
+
+
+async def _peaks(execution: ExecutionView, transformation: Transformation) -> dict[str, float]:
+    """The highest usage any successful scout parcel of the member reported, per measure."""
+    peaks: dict[str, float] = {}
+    async for parcel in execution.parcels(transformation.id, SUCCEEDED_PARCELS):
+        usage = parcel.annotations.get(USAGE)
+        if not isinstance(usage, dict):
+            continue
+        for key in ("cpu_hours", "memory_gb"):
+            value = usage.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                peaks[key] = max(peaks.get(key, 0.0), float(value))
+    return peaks
+
+
+@action("Approving")
+async def estimate_resource_usage(
+    *, transformations: list[Transformation], args: EstimateArgs, execution: ExecutionView
+) -> ActionResult:
+    """Fail when a member's scout parcels needed more than allowed; otherwise write the measured
+    needs (with the margin, rounded up to a tenth) into the members' requirements templates."""
+    limits = {"cpu_hours": args.max_cpu_hours, "memory_gb": args.max_memory_gb}
+    updated: dict[UUID, dict[str, Any]] = {}
+    too_much = []
+    for member in transformations:
+        if member.kind != Kind.COMPUTE:
+            continue
+        peaks = await _peaks(execution, member)
+        name = str(member.annotations.get("id") or member.id)
+        for key, peak in peaks.items():
+            limit = limits[key]
+            if limit is not None and peak > limit:
+                too_much.append(f"{name} used {peak:g} {key} per parcel (at most {limit:g})")
+        if peaks:
+            updated[member.id] = {
+                key: math.ceil(peak * args.margin * 10) / 10 for key, peak in peaks.items()
+            }
+    if too_much:
+        return ActionResult.failed(listed(too_much))
+    if not updated:
+        if any(limit is not None for limit in limits.values()):
+            return ActionResult.failed(
+                "no scout parcel reported its usage, so the limits cannot be checked"
+            )
+        return ActionResult.passed("no scout parcel reported its usage: templates unchanged")
+    return ActionResult.passed(
+        f"measured the needs of {len(updated)} member(s)", updated_requirements=updated
+    )
+
+
+class SignOffArgs(PluginArgs):
+    role: str | None = Field(None, min_length=1, description="who signs off")
+
+
+@action("Approving")
+def manual_approval(*, args: SignOffArgs) -> ActionResult:
+    """A person's sign-off: Failed until it is given, which is forcing this action to Passed."""
+    who = f"someone with the {args.role} role" if args.role else "an operator"
+    return ActionResult.failed(f"awaiting the sign-off of {who}: force this action to pass")
+
+
+# -- Finalizing ----------------------------------------------------------------------------------
+
+
+@action("Finalizing")
+async def no_input_processed_twice(
+    *, transformation: Transformation, execution: ExecutionView
+) -> ActionResult:
+    """Every input succeeded in at most one parcel (the property that makes inputs, not
+    parcels, the retryable thing)."""
+    seen: Counter[UUID] = Counter()
+    async for _, input_id in execution.successes(transformation.id):
+        seen[input_id] += 1
+    twice = [f"{input_id} ({n} parcels)" for input_id, n in seen.items() if n > 1]
+    if twice:
+        return ActionResult.failed(f"{len(twice)} input(s) processed twice: {listed(twice)}")
+    return ActionResult.passed(f"each of {len(seen)} processed inputs by one parcel")
+
+
+def _describe(item: Input) -> str:
+    lfn = getattr(item, "lfn", None)
+    return str(lfn) if lfn else canonical_json(item.descriptor).decode()
+
+
+@action("Finalizing")
+async def reconcile_feeder_inputs(
+    *, transformation: Transformation, registry: Registry, execution: ExecutionView
+) -> ActionResult:
+    """Re-run the feeder once without its bookmark (an Edge: compare the producer's files by LFN)
+    and fail listing what it yields that the transformation does not hold. Never repairs:
+    recovering a miss is an operator's work."""
+    feeder = transformation.feeder
+    if feeder is None:
+        return ActionResult.passed("no feeder to reconcile")
+    missing: list[str] = []
+    if feeder == EDGE_FEEDER:
+        output = UUID(str(transformation.feeder_args["transformation_output_id"]))
+        fed = {i.lfn async for i in execution.inputs(transformation.id) if i.lfn}
+        async for produced in execution.outputs_of(output):
+            if produced.lfn not in fed:
+                fed.add(produced.lfn)
+                missing.append(produced.lfn)
+        checked = len(fed)
+    else:
+        held = {input_hash(i.lfn, i.descriptor) async for i in execution.inputs(transformation.id)}
+        stream = cast(
+            AsyncGenerator[Any, None],
+            registry.stream(
+                Point.FEEDER,
+                feeder,
+                transformation.feeder_args,
+                phase=Phase.ACTIVE,
+                transformation=transformation,
+                feeder_state={},
+            ),
+        )
+        checked = 0
+        async with contextlib.aclosing(stream) as items:
+            async for item in items:
+                if isinstance(item, NoMoreInputs):
+                    break
+                if isinstance(item, Input):
+                    checked += 1
+                    if item.input_hash not in held:
+                        held.add(item.input_hash)
+                        missing.append(_describe(item))
+    if missing:
+        return ActionResult.failed(
+            f"{len(missing)} of {checked} inputs the feeder yields are missing: {listed(missing)}"
+        )
+    return ActionResult.passed(f"all {checked} inputs the feeder yields are present")
+
+
+@action("Finalizing")
+async def check_output_files(
+    *, transformation: Transformation, execution: ExecutionView, catalogue: FileCatalogue
+) -> ActionResult:
+    """Every file the transformation's parcels produced is in the catalogue with a replica."""
+
+    async def lfns() -> AsyncIterator[str]:
+        async for output in execution.outputs(transformation.id):
+            yield output.lfn
+
+    problems: list[str] = []
+    checked = 0
+    async for batch in _batches(lfns()):
+        checked += len(batch)
+        found = await catalogue.files(batch)
+        for lfn in batch:
+            if lfn not in found:
+                problems.append(f"{lfn} is not in the catalogue")
+            elif not found[lfn].replicas:
+                problems.append(f"{lfn} has no replica")
+    if problems:
+        return ActionResult.failed(f"{len(problems)} of {checked} output files: {listed(problems)}")
+    return ActionResult.passed(f"all {checked} output files are catalogued with a replica")
+
+
+@action("Finalizing")
+def every_input_settled(*, input_overview: InputOverview) -> ActionResult:
+    """Every input ended Processed, Split or NotProcessed (none in quarantine or in flight)."""
+    open_inputs = {
+        status: n
+        for status, n in input_overview.items()
+        if n and status not in (I.PROCESSED, I.SPLIT, I.NOT_PROCESSED)
+    }
+    if open_inputs:
+        shown = ", ".join(f"{n} {status}" for status, n in sorted(open_inputs.items()))
+        return ActionResult.failed(f"inputs not settled: {shown}")
+    return ActionResult.passed(f"all {sum(input_overview.values())} inputs settled")
+
+
+# -- Archiving and Cleaning ------------------------------------------------------------------------
+
+
+async def _remove(
+    execution: ExecutionView,
+    catalogue: FileCatalogue,
+    transformation: Transformation,
+    intermediate: bool,
+) -> ActionResult:
+    async def lfns() -> AsyncIterator[str]:
+        output: OutputRecord
+        async for output in execution.outputs(transformation.id):
+            if output.intermediate == intermediate:
+                yield output.lfn
+
+    removed = listed_files = 0
+    async for batch in _batches(lfns()):
+        listed_files += len(batch)
+        removed += await catalogue.remove_files(batch)
+    what = "intermediate" if intermediate else "output"
+    return ActionResult.done(f"{removed} of {listed_files} {what} files removed from the catalogue")
+
+
+@action("Archiving", "Cleaning")
+async def remove_intermediate_files(
+    *, transformation: Transformation, execution: ExecutionView, catalogue: FileCatalogue
+) -> ActionResult:
+    """Forget the files of the outputs no workflow output declares (CleanIntermediates when
+    archiving, RemoveIntermediateFiles when cleaning)."""
+    return await _remove(execution, catalogue, transformation, intermediate=True)
+
+
+@action("Cleaning")
+async def remove_output_files(
+    *, transformation: Transformation, execution: ExecutionView, catalogue: FileCatalogue
+) -> ActionResult:
+    """A cancelled transformation's declared outputs are removed as well."""
+    return await _remove(execution, catalogue, transformation, intermediate=False)
+
+
+@action("Cleaning")
+async def cancel_in_flight_parcels(
+    *,
+    transformation: Transformation,
+    input_overview: InputOverview,
+    counts: Counts,
+    control: ExecutionControl,
+) -> ActionResult:
+    """Ask execution to cancel the parcels in flight and write off the inputs waiting; Pending
+    until every parcel is terminal and no input waits."""
+    parcels = (await counts.parcels([transformation.id])).get(transformation.id, {})
+    reason = "transformation cancelled"
+    if sum(parcels.get(status, 0) for status in IN_FLIGHT_PARCELS):
+        await control.cancel_in_flight(transformation.id, request_id=str(uuid4()), reason=reason)
+    waiting = sum(input_overview.get(s, 0) for s in (I.UNASSIGNED, I.FAILED, I.PROBLEMATIC))
+    if waiting:
+        await control.write_off_waiting(transformation.id, request_id=str(uuid4()), reason=reason)
+    live = sum(parcels.get(status, 0) for status in LIVE_PARCELS)
+    if live or waiting:
+        return ActionResult.pending(f"{live} parcel(s) not terminal, {waiting} input(s) waiting")
+    return ActionResult.done("every parcel is terminal")
+
+
+class CleanArgs(PluginArgs):
+    calls: int = Field(20, ge=1, description="batches deleted per run before reporting Pending")
+
+
+@action("Archiving", "Cleaning")
+async def clean_database_entries(
+    *, transformation: Transformation, args: CleanArgs, control: ExecutionControl
+) -> ActionResult:
+    """Delete the transformation's bulk rows through execution (archiving keeps the outputs the
+    catalogue points at); the transformation row, its actions and its log remain."""
+    mode = (
+        CleanMode.ARCHIVE
+        if transformation.status == TransformationStatus.ARCHIVING
+        else CleanMode.CLEAN
+    )
+    deleted = 0
+    for _ in range(args.calls):
+        step = await control.clean_transformation(transformation.id, mode, request_id=str(uuid4()))
+        deleted += step.rows_deleted
+        if step.complete:
+            return ActionResult.done(f"{deleted} rows deleted ({mode})")
+    return ActionResult.pending(f"{deleted} rows deleted so far ({mode})")

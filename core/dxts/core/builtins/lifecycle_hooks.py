@@ -1,0 +1,276 @@
+"""The built-in lifecycle hooks: ScoutUntilSettled, OutputTarget and PeriodicFlush.
+
+* `ScoutUntilSettled` (ScoutingToApproving): accepts once every member running in the scout has
+  settled its sample, or at once when the failure threshold is crossed (so that CheckSuccessRate
+  fails and the trouble shows as ApprovingBlocked); with `stages`, it climbs a ladder of feeder
+  arguments first, one rung per settled sample. While a member's only live inputs wait to be
+  packed it asks for a flush, since a grouping packer holds back an undersized sample.
+* `OutputTarget` (the workgraph's Active hook): the document's file target (`target` of
+  dirac:Workgraph, which the engine resolves to the producing step and output) disables every
+  external feeder once the output holds that many files; an event target raises each Seeds
+  feeder in steps while the events in flight are below a floor and disables it once the events
+  produced reach the target, raising it again on undershoot.
+* `PeriodicFlush` (a transformation's Active hook): flushes the packer every `flush_every_s`
+  while inputs wait, and pauses the member when its failure rate crosses the threshold.
+
+All three are stateless: what they need to remember is in the rows they are shown (feeder
+arguments, the engine's `flushed_at` annotation), so any replica can run the next sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import Field, model_validator
+
+from dxts.core.builtins.lifecycle_services import SuccessRateSettings, ThresholdArgs, fates
+from dxts.core.catalogue import FileCatalogue
+from dxts.core.plugins import (
+    Accept,
+    InputOverview,
+    Operation,
+    PluginArgs,
+    Transformation,
+    Workgraph,
+    hook,
+)
+from dxts.core.states import InputStatus, TransformationStatus
+
+I = InputStatus  # noqa: E741 - the state table's name
+EDGE_FEEDER = "Edge"
+SEEDS_FEEDER = "Seeds"
+# What the engine records on a transformation when it applies a flush (the last one's time).
+FLUSHED_AT = "flushed_at"
+# The document's target as the engine shows it in the workgraph's annotations.
+TARGET = "target"
+
+
+def member_name(transformation: Transformation) -> str:
+    return str(transformation.annotations.get("id") or transformation.id)
+
+
+# -- ScoutingToApproving -------------------------------------------------------------------------
+
+
+class ScoutArgs(ThresholdArgs):
+    stages: list[dict[str, dict[str, Any]]] = Field(
+        default_factory=list,
+        description="the ladder: per rung, member name → feeder arguments merged over its own",
+    )
+    flush_when_idle: bool = Field(
+        True, description="flush a member whose only live inputs wait to be packed"
+    )
+
+
+def _settled(transformation: Transformation, overview: InputOverview) -> bool:
+    """No input of the member is still work, and it has had its sample (or its feeder is off)."""
+    if any(overview.get(status, 0) for status in (I.UNASSIGNED, I.ASSIGNED, I.FAILED)):
+        return False
+    return not transformation.feeder_enabled or sum(overview.values()) > 0
+
+
+def _idle(overview: InputOverview) -> bool:
+    return overview.get(I.UNASSIGNED, 0) > 0 and not (
+        overview.get(I.ASSIGNED, 0) or overview.get(I.FAILED, 0)
+    )
+
+
+def _contains(args: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
+    return all(key in args and args[key] == value for key, value in patch.items())
+
+
+def _rung(stages: list[dict[str, dict[str, Any]]], members: Mapping[str, Transformation]) -> int:
+    """The highest rung whose arguments every member it names already has (-1: none)."""
+    for index in range(len(stages) - 1, -1, -1):
+        if all(
+            name in members and _contains(members[name].feeder_args, patch)
+            for name, patch in stages[index].items()
+        ):
+            return index
+    return -1
+
+
+@hook("ScoutingToApproving")
+def scout_until_settled(
+    *,
+    transformations: list[Transformation],
+    input_overviews: dict[UUID, InputOverview],
+    args: ScoutArgs,
+    settings: SuccessRateSettings,
+) -> Accept | dict[UUID, Operation]:
+    """Accept a settled (or plainly failing) scout; otherwise climb the ladder or flush."""
+    running = [t for t in transformations if t.status == TransformationStatus.ACTIVE]
+    overviews = {t.id: input_overviews.get(t.id, {}) for t in running}
+    if fates(overviews.values()).failing(args.threshold(settings)):
+        return Accept()
+    if not all(_settled(t, overviews[t.id]) for t in running):
+        if not args.flush_when_idle:
+            return {}
+        return {t.id: Operation(flush=True) for t in running if _idle(overviews[t.id])}
+    by_name = {member_name(t): t for t in transformations}
+    following = _rung(args.stages, by_name) + 1
+    if following >= len(args.stages):
+        return Accept()
+    unknown = sorted(set(args.stages[following]) - set(by_name))
+    if unknown:
+        raise ValueError(f"stage {following + 1} names no member called {', '.join(unknown)}")
+    return {
+        by_name[name].id: Operation(
+            feeder_args={**by_name[name].feeder_args, **patch}, feeder_enabled=True
+        )
+        for name, patch in args.stages[following].items()
+    }
+
+
+# -- the workgraph's Active hook ------------------------------------------------------------------
+
+
+class TargetArgs(PluginArgs):
+    output: str | None = Field(
+        None, pattern=r"^[^/]+/[^/]+$", description="'step/output' (default: the document's target)"
+    )
+    files: int | None = Field(None, ge=1, description="files in it that end the workgraph")
+    target_events: int | None = Field(None, ge=1, description="events the Seeds feeders produce")
+    step_events: int | None = Field(
+        None, ge=1, description="events asked for at a time (default: all that remain)"
+    )
+    floor_events: int | None = Field(
+        None, ge=0, description="raise when fewer events are in flight (default: half a step)"
+    )
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TargetArgs:
+        if (self.output is None) != (self.files is None):
+            raise ValueError("output and files go together")
+        return self
+
+
+async def _files_in(
+    catalogue: FileCatalogue, producer: Transformation, output: str, enough: int
+) -> int:
+    """Files registered under the producer's output, counted up to `enough`."""
+    where = {"transformation_id": str(producer.id), "output": output}
+    count, watermark = 0, None
+    while count < enough:
+        page = await catalogue.query(where, after=watermark)
+        count += len(page.files)
+        watermark = page.watermark
+        if not page.more:
+            break
+    return count
+
+
+def _file_target(workgraph: Workgraph, args: TargetArgs) -> tuple[str, str, int] | None:
+    """(step, output, files) from the args, else from the document's target."""
+    if args.output is not None and args.files is not None:
+        step, output = args.output.split("/")
+        return step, output, args.files
+    target = workgraph.annotations.get(TARGET)
+    if not isinstance(target, dict) or not isinstance(target.get("files"), int):
+        return None
+    if not (isinstance(target.get("step"), str) and isinstance(target.get("step_output"), str)):
+        return None
+    return target["step"], target["step_output"], target["files"]
+
+
+def _raise_seeds(
+    member: Transformation, overview: InputOverview, args: TargetArgs
+) -> Operation | None:
+    """Disable a Seeds feeder whose events are produced; raise one that has issued what it was
+    asked for while too little is in flight, keeping what is asked within the target."""
+    assert args.target_events is not None
+    feeder = member.feeder_args
+    per_seed, asked = feeder.get("events_per_seed"), feeder.get("target_events")
+    if not (isinstance(per_seed, int) and isinstance(asked, int)):
+        raise ValueError(f"{member_name(member)}: Seeds arguments without events_per_seed")
+    produced = overview.get(I.PROCESSED, 0) * per_seed
+    if produced >= args.target_events:
+        return Operation(feeder_enabled=False)
+    in_flight = sum(overview.get(s, 0) for s in (I.UNASSIGNED, I.ASSIGNED, I.FAILED)) * per_seed
+    step = args.step_events or args.target_events
+    floor = step // 2 if args.floor_events is None else args.floor_events
+    issued = sum(overview.values())
+    if issued < math.ceil(asked / per_seed) or in_flight >= floor:
+        return None
+    # The feeder's cursor is at the seeds issued; events asked for that ended Problematic never
+    # come, so the next step counts from what was produced and what is in flight.
+    more = min(step, args.target_events - produced - in_flight)
+    raised = issued * per_seed + more
+    if more <= 0 or raised <= asked:
+        return None
+    return Operation(feeder_args={**feeder, "target_events": raised})
+
+
+@hook("WorkgraphActive")
+async def output_target(
+    *,
+    workgraph: Workgraph,
+    transformations: list[Transformation],
+    input_overviews: dict[UUID, InputOverview],
+    args: TargetArgs,
+    catalogue: FileCatalogue,
+) -> dict[UUID, Operation]:
+    """The file target ends the workgraph's external feeders; the event target paces Seeds."""
+    enabled = [t for t in transformations if t.feeder_enabled and t.feeder is not None]
+    target = _file_target(workgraph, args)
+    if target is not None:
+        step, output, files = target
+        producer = next((t for t in transformations if member_name(t) == step), None)
+        if producer is None:
+            raise ValueError(f"the target's step {step!r} is no member of the workgraph")
+        if await _files_in(catalogue, producer, output, files) >= files:
+            return {
+                t.id: Operation(feeder_enabled=False) for t in enabled if t.feeder != EDGE_FEEDER
+            }
+    if args.target_events is None:
+        return {}
+    operations = {}
+    for member in enabled:
+        if member.feeder == SEEDS_FEEDER and member.status == TransformationStatus.ACTIVE:
+            operation = _raise_seeds(member, input_overviews.get(member.id, {}), args)
+            if operation is not None:
+                operations[member.id] = operation
+    return operations
+
+
+# -- a transformation's Active hook -------------------------------------------------------------
+
+
+class FlushArgs(ThresholdArgs):
+    flush_every_s: float | None = Field(
+        3600.0, gt=0, description="flush this often while inputs wait (None: never)"
+    )
+    pause_on_failures: bool = Field(True, description="pause once the failure rate is crossed")
+
+
+def _flushed_at(transformation: Transformation) -> datetime | None:
+    text = transformation.annotations.get(FLUSHED_AT)
+    if not isinstance(text, str):
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+@hook("TransformationActive")
+def periodic_flush(
+    *,
+    transformation: Transformation,
+    input_overview: InputOverview,
+    args: FlushArgs,
+    settings: SuccessRateSettings,
+) -> Operation | None:
+    """Pause past the failure threshold; otherwise flush when due and inputs wait."""
+    if args.pause_on_failures and fates([input_overview]).failing(args.threshold(settings)):
+        return Operation(pause=True)
+    if args.flush_every_s is None or not input_overview.get(I.UNASSIGNED, 0):
+        return None
+    last = _flushed_at(transformation)
+    due = last is None or (datetime.now(UTC) - last).total_seconds() >= args.flush_every_s
+    return Operation(flush=True) if due else None

@@ -1,0 +1,327 @@
+"""The built-in lifecycle hooks' decisions: ScoutUntilSettled, OutputTarget, PeriodicFlush."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dxts.core.builtins.lifecycle_hooks import (
+    FlushArgs,
+    ScoutArgs,
+    TargetArgs,
+    output_target,
+    periodic_flush,
+    scout_until_settled,
+)
+from dxts.core.builtins.lifecycle_services import SuccessRateSettings
+from dxts.core.catalogue import (
+    CatalogueFile,
+    CatalogueSettings,
+    FileCatalogue,
+    LocalFileCatalogue,
+)
+from dxts.core.plugins import Accept, Operation, Transformation, Workgraph
+from dxts.core.plugins.errors import PluginFailed
+from dxts.core.plugins.providers import Providers
+from dxts.core.plugins.registry import Registry
+from dxts.core.states import InputStatus, Kind, TransformationStatus, WorkgraphStatus
+
+I = InputStatus  # noqa: E741
+SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)
+SEEDS = {"target_events": 100, "events_per_seed": 10, "scouting_events": 30}
+
+
+def member(
+    name: str,
+    *,
+    feeder: str | None = "Seeds",
+    args: dict[str, Any] | None = None,
+    enabled: bool = True,
+    status: TransformationStatus = TransformationStatus.ACTIVE,
+    annotations: dict[str, Any] | None = None,
+) -> Transformation:
+    return Transformation(
+        id=uuid.uuid4(),
+        type="Test",
+        kind=Kind.COMPUTE,
+        status=status,
+        feeder=feeder,
+        feeder_args=dict(SEEDS if args is None else args),
+        feeder_enabled=enabled,
+        packer="PerInput",
+        packer_args={},
+        annotations={"id": name, **(annotations or {})},
+    )
+
+
+def workgraph(target: dict[str, Any] | None = None) -> Workgraph:
+    return Workgraph(
+        id=uuid.uuid4(),
+        type="Test",
+        status=WorkgraphStatus.ACTIVE,
+        annotations={"target": target} if target else {},
+    )
+
+
+# -- ScoutUntilSettled ---------------------------------------------------------------------------
+
+
+def scout(
+    members: list[Transformation], overviews: dict[uuid.UUID, dict[InputStatus, int]], **args: Any
+) -> Any:
+    return scout_until_settled(
+        transformations=members,
+        input_overviews=overviews,
+        args=ScoutArgs(**args),
+        settings=SETTINGS,
+    )
+
+
+def test_scout_waits_while_work_is_in_flight() -> None:
+    sim, reco = member("sim"), member("reco", feeder="Edge", args={})
+    overviews = {sim.id: {I.PROCESSED: 3, I.ASSIGNED: 2}, reco.id: {}}
+    assert scout([sim, reco], overviews) == {}
+
+
+def test_scout_waits_for_a_member_that_has_had_no_input_yet() -> None:
+    sim, reco = member("sim"), member("reco", feeder="Edge", args={})
+    overviews = {sim.id: {I.PROCESSED: 3}, reco.id: {}}
+    assert scout([sim, reco], overviews) == {}
+    # Once the downstream member has its sample settled (or its feeder exhausted), it accepts.
+    overviews[reco.id] = {I.PROCESSED: 1}
+    assert scout([sim, reco], overviews) == Accept()
+    off = member("reco", feeder="Edge", args={}, enabled=False)
+    assert scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {}}) == Accept()
+
+
+def test_scout_ignores_members_held_until_approval() -> None:
+    sim = member("sim")
+    held = member("merge", status=TransformationStatus.NEW)
+    assert scout([sim, held], {sim.id: {I.PROCESSED: 3}, held.id: {}}) == Accept()
+
+
+def test_scout_accepts_at_once_past_the_failure_threshold() -> None:
+    sim = member("sim")
+    failing = {sim.id: {I.PROCESSED: 7, I.PROBLEMATIC: 3, I.ASSIGNED: 50}}
+    assert scout([sim], failing) == Accept()
+    # Below the minimum sample it is not judged yet, and a retried failure counts neither way.
+    small = {sim.id: {I.PROCESSED: 2, I.PROBLEMATIC: 3, I.ASSIGNED: 50, I.FAILED: 9}}
+    assert scout([sim], small) == {}
+    # The workgraph's own threshold overrides the installation's.
+    assert scout([sim], failing, min_success_rate=0.6) == {}
+
+
+def test_scout_flushes_a_member_whose_sample_only_waits_to_be_packed() -> None:
+    sim, reco = member("sim"), member("reco", feeder="Edge", args={})
+    overviews = {sim.id: {I.PROCESSED: 3}, reco.id: {I.UNASSIGNED: 2, I.PROCESSED: 1}}
+    assert scout([sim, reco], overviews) == {reco.id: Operation(flush=True)}
+    assert scout([sim, reco], overviews, flush_when_idle=False) == {}
+    overviews[reco.id][I.ASSIGNED] = 1  # something runs: the packer is not holding back
+    assert scout([sim, reco], overviews) == {}
+
+
+def test_scout_climbs_its_ladder_one_settled_rung_at_a_time() -> None:
+    stages = [{"sim": {"scouting_events": 100}}, {"sim": {"scouting_events": 1000}}]
+    sim = member("sim")
+    settled = {sim.id: {I.PROCESSED: 3}}
+    first = scout([sim], settled, stages=stages)
+    assert first == {
+        sim.id: Operation(feeder_args={**SEEDS, "scouting_events": 100}, feeder_enabled=True)
+    }
+    on_first = member("sim", args={**SEEDS, "scouting_events": 100}, enabled=False)
+    second = scout([on_first], {on_first.id: {I.PROCESSED: 10}}, stages=stages)
+    assert second == {
+        on_first.id: Operation(feeder_args={**SEEDS, "scouting_events": 1000}, feeder_enabled=True)
+    }
+    on_last = member("sim", args={**SEEDS, "scouting_events": 1000})
+    assert scout([on_last], {on_last.id: {I.PROCESSED: 100}}, stages=stages) == Accept()
+    # A rung not yet settled waits.
+    assert scout([on_last], {on_last.id: {I.ASSIGNED: 1}}, stages=stages) == {}
+
+
+def test_scout_refuses_a_ladder_naming_no_member() -> None:
+    sim = member("sim")
+    with pytest.raises(ValueError, match="no member called ghost"):
+        scout([sim], {sim.id: {I.PROCESSED: 3}}, stages=[{"ghost": {"x": 1}}])
+
+
+# -- OutputTarget ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def catalogue(tmp_path: Any) -> Any:
+    local = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path}/c.sqlite"))
+    await local.start()
+    try:
+        yield local
+    finally:
+        await local.close()
+
+
+async def register(
+    catalogue: FileCatalogue, producer: Transformation, output: str, n: int, start: int = 0
+) -> None:
+    await catalogue.register(
+        [
+            CatalogueFile(
+                lfn=f"/lhcb/{producer.id}/{output}/{i}",
+                size=1,
+                metadata={"transformation_id": str(producer.id), "output": output},
+                replicas=("CERN-DST",),
+            )
+            for i in range(start, start + n)
+        ]
+    )
+
+
+async def target(
+    catalogue: FileCatalogue,
+    members: list[Transformation],
+    overviews: dict[uuid.UUID, dict[InputStatus, int]] | None = None,
+    *,
+    document: dict[str, Any] | None = None,
+    **args: Any,
+) -> dict[uuid.UUID, Operation]:
+    return await output_target(
+        workgraph=workgraph(document),
+        transformations=members,
+        input_overviews=overviews or {},
+        args=TargetArgs(**args),
+        catalogue=catalogue,
+    )
+
+
+async def test_the_document_target_disables_the_external_feeders_once_reached(
+    catalogue: FileCatalogue,
+) -> None:
+    sim = member("sim")
+    query = member("stage", feeder="Query", args={})
+    merge = member("merge", feeder="Edge", args={})
+    members = [sim, query, merge]
+    document = {"output": "datasets", "files": 3, "step": "merge", "step_output": "merged"}
+    await register(catalogue, merge, "merged", 2)
+    await register(catalogue, merge, "histograms", 5)  # another output does not count
+    assert await target(catalogue, members, document=document) == {}
+    await register(catalogue, merge, "merged", 1, start=2)
+    assert await target(catalogue, members, document=document) == {
+        sim.id: Operation(feeder_enabled=False),
+        query.id: Operation(feeder_enabled=False),
+    }
+    # Arguments override the document's target.
+    assert await target(catalogue, members, document=document, output="merge/merged", files=4) == {}
+
+
+async def test_the_target_names_a_member(catalogue: FileCatalogue) -> None:
+    with pytest.raises(ValueError, match="no member"):
+        await target(catalogue, [member("sim")], output="ghost/out", files=1)
+
+
+async def test_an_event_target_raises_seeds_in_steps_and_ends_them(
+    catalogue: FileCatalogue,
+) -> None:
+    sim = member("sim", args={"target_events": 30, "events_per_seed": 10})
+    pace = {"target_events": 100, "step_events": 30, "floor_events": 15}
+    # Caught up (3 seeds for 30 events) with 20 events in flight: above the floor, wait.
+    busy = {sim.id: {I.PROCESSED: 1, I.ASSIGNED: 2}}
+    assert await target(catalogue, [sim], busy, **pace) == {}
+    # In flight below the floor: one more step.
+    low = {sim.id: {I.PROCESSED: 2, I.ASSIGNED: 1}}
+    assert await target(catalogue, [sim], low, **pace) == {
+        sim.id: Operation(feeder_args={"target_events": 60, "events_per_seed": 10})
+    }
+    # Not caught up yet (the feeder still has seeds to issue): wait.
+    behind = member("sim", args={"target_events": 60, "events_per_seed": 10})
+    assert await target(catalogue, [behind], {behind.id: {I.PROCESSED: 3}}, **pace) == {}
+    # Undershoot: seeds ended Problematic, so the next step counts from what was produced and
+    # stays within the target.
+    lost = {behind.id: {I.PROCESSED: 7, I.PROBLEMATIC: 2}}
+    assert await target(catalogue, [behind], lost, **pace) == {
+        behind.id: Operation(feeder_args={"target_events": 120, "events_per_seed": 10})
+    }
+    # Reached: disabled.
+    done = {behind.id: {I.PROCESSED: 10}}
+    assert await target(catalogue, [behind], done, **pace) == {
+        behind.id: Operation(feeder_enabled=False)
+    }
+
+
+async def test_no_target_no_operation(catalogue: FileCatalogue) -> None:
+    sim = member("sim")
+    assert await target(catalogue, [sim], {sim.id: {I.PROCESSED: 100}}) == {}
+
+
+# -- PeriodicFlush --------------------------------------------------------------------------------
+
+
+def flush(transformation: Transformation, overview: dict[InputStatus, int], **args: Any) -> Any:
+    return periodic_flush(
+        transformation=transformation,
+        input_overview=overview,
+        args=FlushArgs(**args),
+        settings=SETTINGS,
+    )
+
+
+def test_periodic_flush_when_due_and_inputs_wait() -> None:
+    never = member("merge")
+    assert flush(never, {I.UNASSIGNED: 3}) == Operation(flush=True)
+    assert flush(never, {I.PROCESSED: 3}) is None  # nothing waits
+    assert flush(never, {I.UNASSIGNED: 3}, flush_every_s=None) is None
+    recent = datetime.now(UTC) - timedelta(minutes=5)
+    fresh = member("merge", annotations={"flushed_at": recent.isoformat()})
+    assert flush(fresh, {I.UNASSIGNED: 3}, flush_every_s=3600) is None
+    assert flush(fresh, {I.UNASSIGNED: 3}, flush_every_s=60) == Operation(flush=True)
+
+
+def test_periodic_flush_pauses_past_the_failure_threshold() -> None:
+    merge = member("merge")
+    failing = {I.PROCESSED: 8, I.PROBLEMATIC: 2, I.UNASSIGNED: 5}
+    assert flush(merge, failing) == Operation(pause=True)
+    assert flush(merge, failing, pause_on_failures=False) == Operation(flush=True)
+    assert flush(merge, {I.PROCESSED: 1, I.PROBLEMATIC: 2}) is None  # sample too small
+
+
+# -- through the registry --------------------------------------------------------------------------
+
+
+async def test_hooks_run_through_the_registry_with_injection(catalogue: FileCatalogue) -> None:
+    providers = Providers()
+    providers.add(FileCatalogue, catalogue)
+    registry = Registry.discover(providers=providers)
+    sim = member("sim")
+    result = await registry.call(
+        "ScoutingToApproving",
+        "ScoutUntilSettled",
+        {"min_sample": 1},
+        phase="scouting",
+        workgraph=workgraph(),
+        transformations=[sim],
+        input_overviews={sim.id: {I.PROCESSED: 1}},
+    )
+    assert result == Accept()
+    # A hook that raises is a plugin failure naming it.
+    with pytest.raises(PluginFailed, match="ScoutUntilSettled"):
+        await registry.call(
+            "ScoutingToApproving",
+            "ScoutUntilSettled",
+            {"stages": [{"ghost": {}}]},
+            phase="scouting",
+            workgraph=workgraph(),
+            transformations=[sim],
+            input_overviews={sim.id: {I.PROCESSED: 1}},
+        )
+    document = {"output": "out", "files": 1, "step": "sim", "step_output": "out"}
+    await register(catalogue, sim, "out", 1)
+    operations = await registry.call(
+        "WorkgraphActive",
+        "OutputTarget",
+        {},
+        phase="active",
+        workgraph=workgraph(document),
+        transformations=[sim],
+        input_overviews={},
+    )
+    assert operations == {sim.id: Operation(feeder_enabled=False)}
