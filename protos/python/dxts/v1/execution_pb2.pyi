@@ -32,17 +32,21 @@ class _CleanModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CleanMode.V
     DESCRIPTOR: _descriptor.EnumDescriptor
     CLEAN_MODE_UNSPECIFIED: _CleanMode.ValueType  # 0
     CLEAN_MODE_ARCHIVE: _CleanMode.ValueType  # 1
-    """Archiving: delete the bulk rows, keep the ParcelOutputs the catalogue still points at."""
+    """While Archiving (or ArchivingBlocked): the outputs are kept."""
     CLEAN_MODE_CLEAN: _CleanMode.ValueType  # 2
-    """Cancelling: delete every bulk row."""
+    """While Cancelling (or CancellingBlocked)."""
 
-class CleanMode(_CleanMode, metaclass=_CleanModeEnumTypeWrapper): ...
+class CleanMode(_CleanMode, metaclass=_CleanModeEnumTypeWrapper):
+    """Both modes delete the same rows; the files stay in the catalogue either way (the Cleaning
+    list's RemoveOutputFiles removes a cancelled transformation's before). A mode is accepted only
+    in its state, and neither while a parcel of the transformation is live.
+    """
 
 CLEAN_MODE_UNSPECIFIED: CleanMode.ValueType  # 0
 CLEAN_MODE_ARCHIVE: CleanMode.ValueType  # 1
-"""Archiving: delete the bulk rows, keep the ParcelOutputs the catalogue still points at."""
+"""While Archiving (or ArchivingBlocked): the outputs are kept."""
 CLEAN_MODE_CLEAN: CleanMode.ValueType  # 2
-"""Cancelling: delete every bulk row."""
+"""While Cancelling (or CancellingBlocked)."""
 Global___CleanMode: _TypeAlias = CleanMode  # noqa: Y015
 
 @_typing.final

@@ -165,8 +165,10 @@ class ExecutionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CleanTransformation(self, request, context):
-        """Bulk delete of a transformation's rows (archive keeps outputs, clean removes everything);
-        used by the CleanDatabaseEntries action, which calls again until `complete`.
+        """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
+        ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
+        and its log stay. Used by the CleanDatabaseEntries action, which calls again until
+        `complete`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

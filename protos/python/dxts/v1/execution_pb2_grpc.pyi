@@ -49,8 +49,10 @@ class ExecutionServiceStub:
     Flush: _grpc.UnaryUnaryMultiCallable[_execution_pb2.FlushRequest, _execution_pb2.FlushResponse]
     """One packer invocation with flush=True (called by definition's FlushTransformation)."""
     CleanTransformation: _grpc.UnaryUnaryMultiCallable[_execution_pb2.CleanTransformationRequest, _execution_pb2.CleanTransformationResponse]
-    """Bulk delete of a transformation's rows (archive keeps outputs, clean removes everything);
-    used by the CleanDatabaseEntries action, which calls again until `complete`.
+    """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
+    ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
+    and its log stay. Used by the CleanDatabaseEntries action, which calls again until
+    `complete`.
     """
     RecordOutcomes: _grpc.UnaryUnaryMultiCallable[_execution_pb2.RecordOutcomesRequest, _execution_pb2.RecordOutcomesResponse]
     """From the dispatcher: outcomes forwarded from the backends (idempotent)."""
@@ -76,8 +78,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     Flush: _aio.UnaryUnaryMultiCallable[_execution_pb2.FlushRequest, _execution_pb2.FlushResponse]  # type: ignore[assignment]
     """One packer invocation with flush=True (called by definition's FlushTransformation)."""
     CleanTransformation: _aio.UnaryUnaryMultiCallable[_execution_pb2.CleanTransformationRequest, _execution_pb2.CleanTransformationResponse]  # type: ignore[assignment]
-    """Bulk delete of a transformation's rows (archive keeps outputs, clean removes everything);
-    used by the CleanDatabaseEntries action, which calls again until `complete`.
+    """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
+    ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
+    and its log stay. Used by the CleanDatabaseEntries action, which calls again until
+    `complete`.
     """
     RecordOutcomes: _aio.UnaryUnaryMultiCallable[_execution_pb2.RecordOutcomesRequest, _execution_pb2.RecordOutcomesResponse]  # type: ignore[assignment]
     """From the dispatcher: outcomes forwarded from the backends (idempotent)."""
@@ -160,8 +164,10 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _execution_pb2.CleanTransformationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.CleanTransformationResponse, _abc.Awaitable[_execution_pb2.CleanTransformationResponse]]:
-        """Bulk delete of a transformation's rows (archive keeps outputs, clean removes everything);
-        used by the CleanDatabaseEntries action, which calls again until `complete`.
+        """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
+        ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
+        and its log stay. Used by the CleanDatabaseEntries action, which calls again until
+        `complete`.
         """
 
     @_abc_1.abstractmethod
