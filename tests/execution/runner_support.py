@@ -9,6 +9,7 @@ declarations, so every test can compare the exact counters with it.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
@@ -238,3 +239,34 @@ async def disable_feeder(database: Database, transformation_id: bytes) -> None:
             .where(table.c.TransformationID == transformation_id)
             .values(FeederEnabled=False)
         )
+
+
+async def waiting_on_a_lock(database: Database) -> bool:
+    """True once a connection to this test's database waits for a row lock (polled)."""
+    for _ in range(100):
+        # Polled gently: back-to-back information_schema reads were seen to hold the other
+        # statement back from reaching its lock wait at all.
+        await asyncio.sleep(0.1)
+        async with database.transaction(RC) as conn:
+            ours = set(
+                (
+                    await conn.execute(
+                        sa.text(
+                            "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE()"
+                        )
+                    )
+                ).scalars()
+            )
+            waiting = set(
+                (
+                    await conn.execute(
+                        sa.text(
+                            "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX "
+                            "WHERE trx_state = 'LOCK WAIT'"
+                        )
+                    )
+                ).scalars()
+            )
+        if ours & waiting:
+            return True
+    return False
