@@ -1,0 +1,207 @@
+"""The main job, smaller: `dxts up` as a process of its own in a temporary data directory, the
+example workgraph submitted, started and watched to Completed with the `dxts` command, its
+outputs in the local storage elements and registered in the file catalogue; and the same with
+`dxts up` stopped mid-run and started again, which must lose nothing and process no input
+twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cli_support import EXAMPLES
+from typer.testing import CliRunner, Result
+
+from dxts.cli.main import app
+from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
+
+DXTS = [sys.executable, "-c", "import sys; from dxts.cli.main import app; sys.exit(app())"]
+START_TIMEOUT_S = 60
+RUN_TIMEOUT_S = 240
+
+
+def small_example(directory: Path) -> Path:
+    """mc-demo with two seeds: two simulations, one reconstruction, one merged dataset, one
+    replication."""
+    document = yaml.safe_load((EXAMPLES / "mc-demo.cwl").read_text())
+    document["inputs"]["events"]["dirac:Feeder"]["args"].update(
+        target_events=4000, events_per_seed=2000, batch=2, max_in_flight=4000
+    )
+    document["hints"]["dirac:Workgraph"]["target"]["files"] = 1
+    (directory / "tools").mkdir()
+    for tool in (EXAMPLES / "tools").iterdir():
+        (directory / "tools" / tool.name).write_text(tool.read_text())
+    path = directory / "small-demo.cwl"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+class Up:
+    """`dxts up` in a data directory, and the `dxts` command pointed at it."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.runner = CliRunner()
+
+    def start(self, *options: str) -> None:
+        connection = self.data_dir / "connection.json"
+        connection.unlink(missing_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DXTS_")}
+        self.process = subprocess.Popen(
+            [*DXTS, "up", "--data-dir", str(self.data_dir), *options],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(self.data_dir / "up.err").open("ab"),
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not connection.exists():
+            assert self.process.poll() is None, (self.data_dir / "up.err").read_text()
+            assert time.monotonic() < deadline, "dxts up did not come up"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """SIGTERM, as Ctrl-C would: a clean stop, which must leave nothing behind."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(timeout=60) == 0, (self.data_dir / "up.err").read_text()
+        assert not (self.data_dir / "connection.json").exists()
+        self.process = None
+
+    def dxts(self, *args: str) -> Result:
+        return self.runner.invoke(app, ["--data-dir", str(self.data_dir), *args])
+
+    def json(self, *args: str) -> Any:
+        result = self.dxts(*args, "--output", "json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    def submit_and_start(self, document: Path) -> str:
+        submitted = self.dxts("submit", str(document))
+        assert submitted.exit_code == 0, submitted.output
+        workgraph = submitted.stdout.strip()
+        started = self.dxts("start", workgraph)
+        assert started.exit_code == 0, started.output
+        return workgraph
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    running = Up(tmp_path / "data")
+    running.data_dir.mkdir()
+    try:
+        yield running
+    finally:
+        if running.process is not None:
+            running.process.kill()
+            running.process.wait()
+
+
+def merged_datasets(data_dir: Path, storage_element: str) -> list[str]:
+    root = data_dir / "storage" / storage_element
+    return sorted("/" + p.relative_to(root).as_posix() for p in root.rglob("*.dst"))
+
+
+def processed_twice(data_dir: Path) -> tuple[list[Any], list[Any]]:
+    """(inputs in more than one successful parcel, Processed inputs not in exactly one)."""
+    with sqlite3.connect(data_dir / "dxts.sqlite") as db:
+        twice = db.execute(
+            'SELECT pi.InputID FROM "ParcelInputs" pi JOIN "Parcels" p ON p.ParcelID = pi.ParcelID'
+            " WHERE p.Status IN ('Done', 'PartiallyDone') GROUP BY pi.InputID HAVING COUNT(*) > 1"
+        ).fetchall()
+        not_once = db.execute(
+            "SELECT i.InputID FROM \"Inputs\" i WHERE i.Status = 'Processed' AND ("
+            ' SELECT COUNT(*) FROM "ParcelInputs" pi JOIN "Parcels" p ON p.ParcelID = pi.ParcelID'
+            " WHERE pi.InputID = i.InputID AND p.Status IN ('Done', 'PartiallyDone')) != 1"
+        ).fetchall()
+    return twice, not_once
+
+
+async def registered(data_dir: Path, lfns: list[str]) -> dict[str, tuple[str, ...]]:
+    catalogue = LocalFileCatalogue(
+        CatalogueSettings(url=f"sqlite+aiosqlite:///{data_dir / 'catalogue.sqlite'}")
+    )
+    await catalogue.start()
+    try:
+        return {lfn: tuple(sorted(f.replicas)) for lfn, f in (await catalogue.files(lfns)).items()}
+    finally:
+        await catalogue.close()
+
+
+def check_completed(up: Up, workgraph: str) -> None:
+    shown = up.json("show", workgraph)
+    assert shown["status"] in ("Completed", "Archiving", "Archived"), shown["status"]
+    for member in shown["members"]:
+        inputs = member["input_counts"]
+        assert set(k for k, n in inputs.items() if n) <= {"Processed"}, member
+    by_step = {m["transformation"]["step"]: m for m in shown["members"]}
+    assert by_step["Simulation"]["input_counts"]["Processed"] == 2
+    assert by_step["Reconstruction"]["input_counts"]["Processed"] == 2
+    assert by_step["Merge"]["input_counts"]["Processed"] == 2
+    assert by_step["DatasetReplication"]["input_counts"]["Processed"] == 1
+
+
+def test_the_demo_runs_to_completed(up: Up, tmp_path: Path) -> None:
+    up.start()
+    workgraph = up.submit_and_start(small_example(tmp_path))
+    watched = up.dxts("watch", workgraph, "--interval", "0.5", "--timeout", str(RUN_TIMEOUT_S))
+    assert watched.exit_code == 0, watched.output
+    assert f"{workgraph} Completed" in watched.stdout
+    check_completed(up, workgraph)
+    up.stop()
+
+    disk = merged_datasets(up.data_dir, "LOCAL-DISK")
+    assert len(disk) == 1 and disk == merged_datasets(up.data_dir, "LOCAL-ARCHIVE")
+    assert asyncio.run(registered(up.data_dir, disk)) == {disk[0]: ("LOCAL-ARCHIVE", "LOCAL-DISK")}
+    header = json.loads((up.data_dir / "storage" / "LOCAL-DISK" / disk[0][1:]).open().readline())
+    assert len(header["files"]) == 2 and all(f.endswith(".reco") for f in header["files"])
+    assert header["candidates"] > 0
+    assert processed_twice(up.data_dir) == ([], [])
+
+
+def test_a_restart_mid_run_resumes_and_completes(up: Up, tmp_path: Path) -> None:
+    up.start()
+    workgraph = up.submit_and_start(small_example(tmp_path))
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while True:  # stop once the first parcel ran, with the rest of the chain still to go
+        shown = up.json("show", workgraph)
+        simulation = shown["members"][0]
+        if simulation["parcel_counts"].get("Done", 0) >= 1:
+            break
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.3)
+    assert shown["status"] == "Active"
+    up.stop()
+
+    up.start()
+    watched = up.dxts("watch", workgraph, "--interval", "0.5", "--timeout", str(RUN_TIMEOUT_S))
+    assert watched.exit_code == 0, watched.output
+    check_completed(up, workgraph)
+    up.stop()
+
+    disk = merged_datasets(up.data_dir, "LOCAL-DISK")
+    assert len(disk) == 1 and disk == merged_datasets(up.data_dir, "LOCAL-ARCHIVE")
+    assert asyncio.run(registered(up.data_dir, disk)) == {disk[0]: ("LOCAL-ARCHIVE", "LOCAL-DISK")}
+    assert processed_twice(up.data_dir) == ([], [])
+
+
+def test_up_runs_on_mariadb_after_migrating_it(up: Up, mysql_test_url: str) -> None:
+    """--db-url: the same components on an empty MariaDB database, migrated first."""
+    up.start("--db-url", mysql_test_url)
+    submitted = up.dxts("submit", str(EXAMPLES / "mc-demo.cwl"))
+    assert submitted.exit_code == 0, submitted.output
+    shown = up.json("show", submitted.stdout.strip())
+    assert shown["status"] == "New" and len(shown["members"]) == 4
+    up.stop()
+    assert not (up.data_dir / "dxts.sqlite").exists()
