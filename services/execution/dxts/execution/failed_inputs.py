@@ -199,7 +199,7 @@ async def _apply(
                     "InputProblematic",
                     AUTHOR,
                     message=decision.reason,
-                    data={"input_id": id_to_str(input_id)},
+                    data={"input_id": id_to_str(input_id), "by": "hook"},
                 )
             )
         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,12 +29,13 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.grpc import Identity
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.db import operations as db
 from dxts.execution.db import outcomes as moves
 from dxts.execution.db.common import move_inputs
-from dxts.execution.db.operations import OutputRow, Owner
+from dxts.execution.db.operations import OutputRow
 from dxts.execution.db.outcomes import ParcelMove
 from dxts.execution.outcomes import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
 
@@ -82,21 +83,50 @@ class Caller:
             )
 
 
-async def transformation_owner(database: Database, transformation_id: bytes) -> Owner:
-    owner = await database.run(
-        lambda conn: db.transformation_owner(conn, transformation_id), isolation=RC
+async def once(
+    database: Database,
+    transformation_id: bytes,
+    event: str,
+    request_id: str,
+    apply: Callable[[], Awaitable[dict[str, int]]],
+    *,
+    author: str,
+    reason: str,
+) -> dict[str, int]:
+    """Apply an operation on a transformation once per request id: its result is recorded in
+    a TransformationLog row (`event`, with the author, the reason and the request id), and a
+    retry of the request answers the recorded result instead of applying it again."""
+    if request_id:
+        recorded = await database.run(
+            functools.partial(
+                db.logged_result,
+                transformation_id=transformation_id,
+                event=event,
+                request_id=request_id,
+            ),
+            isolation=RC,
+        )
+        if recorded is not None:
+            return {k: v for k, v in recorded.items() if isinstance(v, int)}
+    result = await apply()
+    entry = LogEntry(
+        transformation_id,
+        event,
+        author[:64] or "execution",
+        message=reason or None,
+        data={**result, **({"request_id": request_id} if request_id else {})},
     )
-    if owner is None:
-        raise NotFound("transformation", id_to_str(transformation_id))
-    return owner
+    await database.run(lambda conn: log_transformations(conn, [entry]), isolation=RC)
+    return result
 
 
-async def authorise_transformation(
-    database: Database, caller: Caller, transformation_id: bytes
-) -> Owner:
-    owner = await transformation_owner(database, transformation_id)
-    caller.check_steers(owner.vo, owner.sub, "transformation", transformation_id)
-    return owner
+async def parcel_owners(
+    database: Database, parcel_ids: Sequence[bytes]
+) -> dict[bytes, tuple[bytes | None, str | None, str | None]]:
+    """ParcelID → (its TransformationID, or for a user parcel its VO and submitter)."""
+    return await database.run(
+        functools.partial(db.parcel_owners, parcel_ids=parcel_ids), isolation=RC
+    )
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -342,9 +372,7 @@ class ParcelProvenance:
     recovery_children: list[Any] = field(default_factory=list)  # Inputs rows
 
 
-async def provenance(
-    database: Database, caller: Caller | None, lfn: str, *, max_depth: int = 0
-) -> list[ProducerRecord]:
+async def provenance(database: Database, lfn: str, *, max_depth: int = 0) -> list[ProducerRecord]:
     """Who produced `lfn`, then who produced the files its parcel consumed, and so on, up to
     `max_depth` producer steps (0: all the way); NotFound when nothing here produced it."""
     if not lfn:
@@ -362,9 +390,6 @@ async def provenance(
                 break
             seen.update(o.output_id for o in outputs)
             rows = await db.parcel_rows(conn, [o.parcel_id for o in outputs])
-            if caller is not None:
-                vos = await db.parcel_vos(conn, list(rows))
-                outputs = [o for o in outputs if caller.sees(vos.get(o.parcel_id, ""))]
             consumed = await _consumed(conn, [rows[o.parcel_id] for o in outputs])
             for output in outputs:
                 records.append(
@@ -395,17 +420,12 @@ async def _consumed(conn: AsyncConnection, parcels: Sequence[Any]) -> dict[bytes
     return found
 
 
-async def parcel_provenance(
-    database: Database, caller: Caller | None, parcel_id: bytes
-) -> ParcelProvenance:
+async def parcel_provenance(database: Database, parcel_id: bytes) -> ParcelProvenance:
     """A parcel with the inputs it carried, the files it produced, and the split children its
     recovery parcel claimed (those of its inputs it reported SPLIT with a succeeded part)."""
 
     async def work(conn: AsyncConnection) -> ParcelProvenance:
         row = (await db.parcel_rows(conn, [parcel_id])).get(parcel_id)
-        if row is not None and caller is not None:
-            vo = (await db.parcel_vos(conn, [parcel_id])).get(parcel_id, "")
-            row = row if caller.sees(vo) else None
         if row is None:
             raise NotFound("parcel", id_to_str(parcel_id))
         consumed = await _consumed(conn, [row])

@@ -55,3 +55,30 @@ class ExecutionSettings(BaseSettings):
         if self.service_token_file is not None:
             return self.service_token_file.read_text().strip()
         return None
+
+    # -- outcome recording, failed inputs, operations (part 2) ------------------------------------
+
+    record_interval_s: float = Field(
+        2.0, gt=0, description="pause between two sweeps of the Completing parcels"
+    )
+    record_batch: int = Field(200, ge=1, description="parcels recorded per transaction")
+    failed_inputs_interval_s: float = Field(
+        10.0, gt=0, description="pause between two HandleFailedInput sweeps"
+    )
+    failed_inputs_batch: int = Field(500, ge=1, description="Failed inputs decided per transaction")
+    operation_batch: int = Field(
+        1000, ge=1, description="inputs or parcels an operator operation moves per transaction"
+    )
+    clean_max_rows: int = Field(
+        50_000, ge=1, description="rows one CleanTransformation call deletes at most"
+    )
+    operator_role: str = Field(
+        "operator",
+        min_length=1,
+        description="token role that may steer every transformation and job of its VO",
+    )
+    service_role: str = Field(
+        "service",
+        min_length=1,
+        description="token role of dxts's own components (every VO; RecordOutcomes)",
+    )

@@ -1,4 +1,9 @@
-"""SQL of the operator operations: selecting what to reset, write off or cancel; provenance."""
+"""SQL of the operator operations: selecting what to reset, write off or cancel; provenance.
+
+Provenance reads TransformationOutputs (definition's rows, read only): it is the one table that
+lists every declared output, and the (TransformationOutputID, LFN) index of ParcelOutputs —
+"which parcel produced a file" — can only be probed output by output.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.schema.definition import (
-    ownership,
-    transformation_outputs,
-    transformations,
-)
+from dxts.core.logs import REQUEST_LOOKBACK
+from dxts.core.schema.accounting import transformation_log
+from dxts.core.schema.definition import transformation_outputs
 from dxts.core.schema.execution import (
     compute_parcels,
     inputs,
@@ -23,31 +26,6 @@ from dxts.core.schema.execution import (
     user_parcels,
 )
 from dxts.execution.db.common import chunked
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Who a transformation belongs to, and where it is in its lifecycle (definition's rows,
-    read only)."""
-
-    vo: str
-    sub: str
-    status: str
-
-
-async def transformation_owner(conn: AsyncConnection, transformation_id: bytes) -> Owner | None:
-    row = (
-        await conn.execute(
-            sa.select(ownership.c.VO, ownership.c.Sub, transformations.c.Status)
-            .select_from(
-                transformations.join(
-                    ownership, ownership.c.OwnershipID == transformations.c.OwnershipID
-                )
-            )
-            .where(transformations.c.TransformationID == transformation_id)
-        )
-    ).one_or_none()
-    return Owner(row.VO, row.Sub, row.Status) if row else None
 
 
 async def input_ids_in(
@@ -76,27 +54,49 @@ async def parcel_ids_in(
     return [bytes(p) for p in rows.scalars()]
 
 
-async def parcel_vos(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> dict[bytes, str]:
-    """ParcelID → the VO it belongs to (its transformation's, or its submitter's)."""
-    found: dict[bytes, str] = {}
+async def parcel_owners(
+    conn: AsyncConnection, parcel_ids: Sequence[bytes]
+) -> dict[bytes, tuple[bytes | None, str | None, str | None]]:
+    """ParcelID → (TransformationID, and for a user parcel its VO and Sub)."""
+    found: dict[bytes, tuple[bytes | None, str | None, str | None]] = {}
     for chunk in chunked(sorted(set(parcel_ids))):
-        owned = await conn.execute(
-            sa.select(parcels.c.ParcelID, ownership.c.VO)
+        rows = await conn.execute(
+            sa.select(
+                parcels.c.ParcelID,
+                parcels.c.TransformationID,
+                user_parcels.c.VO,
+                user_parcels.c.Sub,
+            )
             .select_from(
-                parcels.join(
-                    transformations,
-                    transformations.c.TransformationID == parcels.c.TransformationID,
-                ).join(ownership, ownership.c.OwnershipID == transformations.c.OwnershipID)
+                parcels.outerjoin(user_parcels, user_parcels.c.ParcelID == parcels.c.ParcelID)
             )
             .where(parcels.c.ParcelID.in_(chunk))
         )
-        users = await conn.execute(
-            sa.select(user_parcels.c.ParcelID, user_parcels.c.VO).where(
-                user_parcels.c.ParcelID.in_(chunk)
-            )
-        )
-        found.update((bytes(row[0]), row[1]) for rows in (owned, users) for row in rows)
+        for row in rows:
+            tid = bytes(row.TransformationID) if row.TransformationID else None
+            found[bytes(row.ParcelID)] = (tid, row.VO, row.Sub)
     return found
+
+
+async def logged_result(
+    conn: AsyncConnection, transformation_id: bytes, event: str, request_id: str
+) -> dict[str, Any] | None:
+    """The Data of the transformation's recent `event` log row carrying `request_id`, if any:
+    what an operation recorded when it applied that request (`logs.request_logged`'s search,
+    returning what was recorded)."""
+    rows = await conn.execute(
+        sa.select(transformation_log.c.Data)
+        .where(
+            transformation_log.c.TransformationID == transformation_id,
+            transformation_log.c.EventType == event,
+        )
+        .order_by(transformation_log.c.LogID.desc())
+        .limit(REQUEST_LOOKBACK)
+    )
+    for (data,) in rows:
+        if isinstance(data, dict) and data.get("request_id") == request_id:
+            return data
+    return None
 
 
 # -- provenance -----------------------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""SQL of user parcels: the three rows of a submitted job, and reading them back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.schema.execution import compute_parcels, parcels, user_parcels
+
+
+async def insert_user_parcel(
+    conn: AsyncConnection,
+    parcel: Mapping[str, Any],
+    owner: Mapping[str, Any],
+    facet: Mapping[str, Any],
+) -> None:
+    """Parcels, UserParcels and ComputeParcels rows of one user job (user parcels are not
+    counted: they have no transformation)."""
+    await conn.execute(sa.insert(parcels).values(**parcel))
+    await conn.execute(sa.insert(user_parcels).values(**owner))
+    await conn.execute(sa.insert(compute_parcels).values(**facet))
+
+
+async def recent_parcel_annotations(
+    conn: AsyncConnection, vo: str, sub: str, since: bytes
+) -> list[tuple[bytes, Any]]:
+    """(ParcelID, Annotations) of the submitter's parcels with an id from `since` on: a range
+    of the (VO, Sub) index, whose entries end with the ParcelID."""
+    rows = await conn.execute(
+        sa.select(parcels.c.ParcelID, parcels.c.Annotations)
+        .select_from(user_parcels.join(parcels, parcels.c.ParcelID == user_parcels.c.ParcelID))
+        .where(
+            user_parcels.c["VO"] == vo,
+            user_parcels.c.Sub == sub,
+            user_parcels.c.ParcelID >= since,
+        )
+    )
+    return [(bytes(row.ParcelID), row.Annotations) for row in rows]
+
+
+async def user_parcel(conn: AsyncConnection, parcel_id: bytes) -> Any:
+    """The parcel with its submitter and its compute facet; None if it is no user parcel."""
+    return (
+        await conn.execute(
+            sa.select(
+                parcels,
+                user_parcels.c.VO,
+                user_parcels.c.Sub,
+                compute_parcels.c.ProcessID,
+                compute_parcels.c.RequirementsID,
+                compute_parcels.c.ResolvedHintsID,
+                compute_parcels.c.Parameters,
+            )
+            .select_from(
+                parcels.join(user_parcels, user_parcels.c.ParcelID == parcels.c.ParcelID).outerjoin(
+                    compute_parcels, compute_parcels.c.ParcelID == parcels.c.ParcelID
+                )
+            )
+            .where(parcels.c.ParcelID == parcel_id)
+        )
+    ).one_or_none()
