@@ -24,8 +24,9 @@ Four figures, each measured against a plain-SQL baseline in the same run:
   batch: correct on this quiet journal, forbidden on a live one (ids do not commit in order),
   and free of the lock row, the SKIP LOCKED claim and the staged ids.
 
-After the writer figures the shared transformation's counter must equal COUNT(*) again, and
-after the fold figure every folded key must read zero, or the benchmark fails.
+Before every journalling round and after the last, the shared transformation's counter must
+equal COUNT(*) (folded first), and after the fold figure every folded key must read zero, or the
+benchmark fails.
 
 Seeding is untimed. Inputs rows are numbered: row n has InputID = an 8-byte time prefix + n,
 InputHash = n (both sequential, so 10M rows insert in index order) and status cycling through
@@ -43,6 +44,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -100,7 +102,7 @@ class CountersParams:
 SCALES = {
     "tiny": CountersParams((300, 1_000), 5, 5, 2_000, 8, 4, 3, 50, 0.01, 400, 4, 1),
     "small": CountersParams(
-        (10_000, 1_000_000), 100, 100, 200_000, 8, 150, 10, 1_000, 0.01, 20_000, 20, 3
+        (10_000, 1_000_000), 100, 100, 200_000, 8, 75, 10, 1_000, 0.01, 20_000, 20, 3
     ),
     "full": CountersParams(
         (10_000, 1_000_000, 10_000_000),
@@ -194,6 +196,7 @@ class _Population:
         """Add rows up to `size`, journalling each chunk's creation with it; then fold all."""
         in_database = database.dialect_name == "mariadb"
         step = SEED_CHUNK if in_database else SEED_BATCH
+        started, first = time.perf_counter(), self.size
         for start in range(self.size, size, step):
             end = min(start + step, size)
             async with database.transaction(RC) as conn:
@@ -208,6 +211,9 @@ class _Population:
                 await journal_inputs(conn, created)
             self.size = end
         await _fold_empty(database, fold_batch)
+        log.info(
+            "counters: seeded %d Inputs rows in %.1f s", size - first, time.perf_counter() - started
+        )
 
     def _rows(self, start: int, end: int) -> list[dict[str, Any]]:
         now = _now()
@@ -385,7 +391,15 @@ class _Writers:
     async def round(self) -> int:
         old, new = self.statuses
         self.statuses = (new, old)
+        wall, cpu = time.perf_counter(), time.process_time()
         done = await asyncio.gather(*(self._writer(batches, old, new) for batches in self.slices))
+        # The writers share this process: say how much of one core their client side took.
+        log.info(
+            "counters: %s writers, %d txn, this process's CPU %.0f %% of the round",
+            "journalling" if self.journalled else "plain",
+            sum(done),
+            100 * (time.process_time() - cpu) / (time.perf_counter() - wall),
+        )
         return sum(done)
 
     async def _writer(self, batches: list[list[bytes]], old: str, new: str) -> int:
@@ -430,8 +444,11 @@ async def _writer_figures(bench: Bench, params: CountersParams) -> None:
     plain = _Writers(database, populations[0], params, journalled=False)
     journalled = _Writers(database, populations[1], params, journalled=True)
 
-    async def empty_journal() -> None:
+    async def checked_and_folded() -> None:
+        # Every round, not only at the end: the moves alternate direction, so an error that is
+        # the same each way would cancel out over an even number of rounds.
         await _fold_empty(database, params.fold_batch)
+        await _check_counter(database, journalled_id, "after the writers")
 
     async def folding_round() -> int:
         stop = asyncio.Event()
@@ -462,7 +479,7 @@ async def _writer_figures(bench: Bench, params: CountersParams) -> None:
         "counter_writer_txn_per_s",
         unit="txn/s",
         baseline=Operation(plain.round),
-        subject=Operation(journalled.round, empty_journal),
+        subject=Operation(journalled.round, checked_and_folded),
         rounds=params.rounds,
         params={**shape, "folding": False},
     )
@@ -470,7 +487,7 @@ async def _writer_figures(bench: Bench, params: CountersParams) -> None:
         "counter_writer_txn_per_s_folding",
         unit="txn/s",
         baseline=Operation(plain.round),
-        subject=Operation(folding_round, empty_journal),
+        subject=Operation(folding_round, checked_and_folded),
         rounds=params.rounds,
         params={
             **shape,
@@ -480,8 +497,7 @@ async def _writer_figures(bench: Bench, params: CountersParams) -> None:
             "folder": "one task in the writers' process, again at once after a full batch",
         },
     )
-    await _fold_empty(database, params.fold_batch)
-    await _check_counter(database, journalled_id, "after the writers")
+    await checked_and_folded()
 
 
 # -- fold_rows_per_s --------------------------------------------------------------------------
