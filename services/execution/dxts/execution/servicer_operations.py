@@ -359,8 +359,8 @@ class OperationsRpcs:
             ]
         )
 
-    async def _visible(self, transformation_ids: set[bytes], context: Context) -> set[str]:
-        """The canonical ids of the transformations the caller may see."""
+    async def _visible(self, transformation_ids: set[bytes], context: Context) -> set[bytes]:
+        """The transformations among these the caller may see."""
 
         async def sees(tid: bytes) -> bytes | None:
             try:
@@ -370,7 +370,7 @@ class OperationsRpcs:
             return tid
 
         found = await asyncio.gather(*(sees(tid) for tid in sorted(transformation_ids)))
-        return {id_to_str(tid) for tid in found if tid is not None}
+        return {tid for tid in found if tid is not None}
 
     # -- user parcels -----------------------------------------------------------------------------
 

@@ -1,0 +1,262 @@
+"""The OperationsRpcs over real gRPC: who may call what, request ids, and the replies — on SQLite
+and MariaDB."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from recording_world import (
+    RC,
+    TOOL,
+    World,
+    empty,
+    feed,
+    outcome,
+    pack,
+    report,
+    statuses,
+    transformation,
+    user_parcel,
+)
+
+from dxts.core import content_store
+from dxts.core.catalogue import CatalogueSettings
+from dxts.core.catalogue.local import LocalFileCatalogue
+from dxts.core.db import Database
+from dxts.core.errors import FailedPrecondition, NotFound, PermissionDenied
+from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
+from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.ids import hash_to_str, id_to_str
+from dxts.core.schema import accounting
+from dxts.core.settings import ServerSettings
+from dxts.core.states import InputStatus, TransformationStatus
+from dxts.execution.definition_client import Description, InMemoryTransformations
+from dxts.execution.outcomes import Recorder
+from dxts.execution.servicer_operations import OperationsRpcs
+from dxts.execution.settings import ExecutionSettings
+from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
+
+CALLERS = {
+    "alice": ("lhcb", "alice", []),  # owns the transformations
+    "bob": ("lhcb", "bob", []),  # same VO
+    "operator": ("lhcb", "olga", ["operator"]),
+    "carol": ("belle", "carol", []),  # another VO
+    "dispatcher": ("dxts", "dxts-dispatcher", ["service"]),
+}
+
+
+class ByVO(InMemoryTransformations):
+    """Definition's rule: a transformation is seen by its VO and by dxts's components (execution
+    itself asks with its own token, outside any request)."""
+
+    async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
+        found = await super().describe(transformation_id, token=token)
+        if token is None:
+            return found
+        identity = current_identity()
+        if identity.vo != found.vo and not identity.has_role("service"):
+            raise NotFound("transformation", id_to_str(transformation_id))
+        return found
+
+
+class Servicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServicer):
+    def __init__(self, database: Database, transformations: ByVO) -> None:
+        self.database = database
+        self.transformations = transformations
+        self.settings = ExecutionSettings()
+
+
+@pytest.fixture(scope="module")
+def definitions() -> ByVO:
+    return ByVO()
+
+
+@pytest.fixture(scope="module")
+async def stubs(
+    database: Database, definitions: ByVO, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[dict[str, Any]]:
+    keys = DevKeys.load_or_create(tmp_path_factory.mktemp("keys"))
+    service = Service.of(
+        execution_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
+        execution_pb2_grpc.add_ExecutionServiceServicer_to_server,
+        Servicer(database, definitions),
+    )
+    server = GrpcServer(
+        [service], settings=ServerSettings(listen="127.0.0.1:0"), verifier=keys.verifier()
+    )
+    async with server:
+        channels = {
+            name: channel(server.address, token=keys.issue(vo, sub, roles))
+            for name, (vo, sub, roles) in CALLERS.items()
+        }
+        try:
+            yield {
+                name: execution_pb2_grpc.ExecutionServiceStub(ch)  # type: ignore[misc]
+                for name, ch in channels.items()
+            }
+        finally:
+            for ch in channels.values():
+                await ch.close()
+
+
+@pytest.fixture
+async def world(database: Database, definitions: ByVO) -> World:
+    await empty(database)
+    world = await transformation(database)
+    definitions.put(world.record())
+    return world
+
+
+def select_statuses(*statuses: InputStatus) -> execution_pb2.InputSelection:
+    return execution_pb2.InputSelection(statuses=[enum_to_proto(s) for s in statuses])  # type: ignore[misc]
+
+
+async def test_only_components_record_outcomes(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    (p,) = await pack(database, world, [await feed(database, world, 1)])
+    request = execution_pb2.RecordOutcomesRequest(outcomes=[outcome(p)])
+    with pytest.raises(PermissionDenied):
+        await stubs["operator"].RecordOutcomes(request)
+
+    reply = await stubs["dispatcher"].RecordOutcomes(request)
+
+    assert [a.disposition for a in reply.acks] == [common_pb2.OUTCOME_DISPOSITION_RECORDED]
+    assert reply.acks[0].parcel_id == id_to_str(p)
+
+
+async def test_steering_a_transformation_is_for_its_owner_and_operators(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    tid = id_to_str(world.transformation_id)
+    await feed(database, world, 3)
+    request = execution_pb2.WriteOffInputsRequest(
+        request_id="halt-1",
+        transformation_id=tid,
+        selection=select_statuses(InputStatus.UNASSIGNED),
+        reason="halted",
+    )
+    with pytest.raises(PermissionDenied, match="operator"):
+        await stubs["bob"].WriteOffInputs(request)
+    with pytest.raises(NotFound):
+        await stubs["carol"].WriteOffInputs(request)
+
+    first = await stubs["operator"].WriteOffInputs(request)
+    again = await stubs["operator"].WriteOffInputs(request)  # a retry: the same answer
+
+    assert first.written_off_count == again.written_off_count == 3
+    async with database.transaction(RC) as conn:
+        log = accounting.transformation_log
+        (row,) = await conn.execute(sa.select(log).where(log.c.EventType == "InputsWrittenOff"))
+    assert (row.Author, row.Message, row.Data) == (
+        "olga",
+        "halted",
+        {"written_off": 3, "request_id": "halt-1"},
+    )
+    assert await statuses(database, world.transformation_id) == {"NotProcessed": 3}
+    # The owner resets; nothing is Problematic.
+    reset = await stubs["alice"].ResetInputs(
+        execution_pb2.ResetInputsRequest(
+            transformation_id=tid, selection=execution_pb2.InputSelection(input_ids=[tid])
+        )
+    )
+    assert reset.reset_count == 0
+
+
+async def test_cancelling_a_user_job_is_for_its_submitter(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    p = await user_parcel(database, status="Unassigned")  # submitted by lhcb/bob
+    request = execution_pb2.CancelParcelsRequest(
+        selection=execution_pb2.ParcelSelection(parcel_ids=[id_to_str(p)])
+    )
+    with pytest.raises(PermissionDenied):
+        await stubs["alice"].CancelParcels(request)
+    with pytest.raises(NotFound):
+        await stubs["carol"].CancelParcels(request)
+
+    reply = await stubs["bob"].CancelParcels(request)
+
+    assert (reply.cancelled_count, reply.cancel_requested_count) == (1, 0)
+
+
+async def test_user_jobs_over_grpc(
+    database: Database, world: World, stubs: dict[str, Any], tmp_path: Path
+) -> None:
+    async with database.transaction(RC) as conn:
+        (process_id,) = await content_store.put_processes(conn, [TOOL])
+    request = execution_pb2.CreateUserParcelRequest(
+        request_id="job-1",
+        vo="lhcb",
+        owner_sub="bob",
+        process_id=hash_to_str(process_id),
+        parameters_json='{"n": 1}',
+    )
+    with pytest.raises(PermissionDenied):
+        await stubs["alice"].CreateUserParcel(request)
+
+    created = await stubs["bob"].CreateUserParcel(request)
+    assert (await stubs["bob"].CreateUserParcel(request)).parcel_id == created.parcel_id
+
+    got = await stubs["alice"].GetUserParcel(
+        execution_pb2.GetUserParcelRequest(parcel_id=created.parcel_id)
+    )
+    assert (got.vo, got.owner_sub, got.compute.parameters_json) == ("lhcb", "bob", '{"n":1}')
+    assert got.parcel.status == common_pb2.PARCEL_STATUS_UNASSIGNED
+    assert not got.HasField("outcome")
+    with pytest.raises(NotFound):
+        await stubs["carol"].GetUserParcel(
+            execution_pb2.GetUserParcelRequest(parcel_id=created.parcel_id)
+        )
+
+
+async def test_cleaning_over_grpc_needs_the_right_state(
+    database: Database, world: World, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    await feed(database, world, 2)
+    request = execution_pb2.CleanTransformationRequest(
+        transformation_id=id_to_str(world.transformation_id),
+        mode=execution_pb2.CLEAN_MODE_ARCHIVE,
+    )
+    with pytest.raises(FailedPrecondition, match="Active"):
+        await stubs["dispatcher"].CleanTransformation(request)
+    definitions.update(world.transformation_id, status=TransformationStatus.ARCHIVING)
+
+    reply = await stubs["dispatcher"].CleanTransformation(request)
+
+    assert reply.complete and reply.rows_deleted >= 2
+    assert await statuses(database, world.transformation_id) == {}
+
+
+async def test_provenance_shows_only_what_the_caller_may_see(
+    database: Database, world: World, definitions: ByVO, stubs: dict[str, Any], tmp_path: Path
+) -> None:
+    (i,) = await feed(database, world, 1)
+    (p,) = await pack(database, world, [[i]])
+    lfn = f"/o/{p.hex()}.dst"
+    await stubs["dispatcher"].RecordOutcomes(
+        execution_pb2.RecordOutcomesRequest(
+            outcomes=[outcome(p, report=report(**{id_to_str(i): "SUCCESS"}), files=[("out", lfn)])]
+        )
+    )
+    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path}/c.db"))
+    await catalogue.start()
+    await Recorder(database, catalogue, definitions).record_completing()
+    await catalogue.close()
+
+    reply = await stubs["bob"].Provenance(execution_pb2.ProvenanceRequest(lfn=lfn))
+
+    (record,) = reply.records
+    assert (record.output.lfn, record.output.output_name, record.parcel.parcel_id) == (
+        lfn,
+        "out",
+        id_to_str(p),
+    )
+    assert [x.input_id for x in record.inputs] == [id_to_str(i)]
+    assert record.inputs[0].status == common_pb2.INPUT_STATUS_PROCESSED
+    with pytest.raises(NotFound):
+        await stubs["carol"].Provenance(execution_pb2.ProvenanceRequest(lfn=lfn))
