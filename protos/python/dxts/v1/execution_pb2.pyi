@@ -330,6 +330,8 @@ Global___ParcelSelection: _TypeAlias = ParcelSelection  # noqa: Y015
 
 @_typing.final
 class ListInputsRequest(_message.Message):
+    """Inputs in InputID (feed) order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGING_FIELD_NUMBER: _builtins.int
@@ -448,6 +450,8 @@ Global___GetInputResponse: _TypeAlias = GetInputResponse  # noqa: Y015
 
 @_typing.final
 class ListParcelsRequest(_message.Message):
+    """Parcels in ParcelID (creation) order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGING_FIELD_NUMBER: _builtins.int
@@ -457,8 +461,8 @@ class ListParcelsRequest(_message.Message):
     BACKEND_FIELD_NUMBER: _builtins.int
     PROCESS_ID_FIELD_NUMBER: _builtins.int
     transformation_id: _builtins.str
-    """Filters; each empty filter matches everything (transformation_id empty: every parcel the
-    caller may see, user parcels included).
+    """Filters; each empty filter matches everything. transformation_id empty: every parcel, for
+    dxts's components (the service role); for anyone else, the user parcels of the caller's VO.
     """
     kind: _common_pb2.Kind.ValueType
     backend: _builtins.str
@@ -817,6 +821,10 @@ Global___CancelParcelsResponse: _TypeAlias = CancelParcelsResponse  # noqa: Y015
 
 @_typing.final
 class FlushRequest(_message.Message):
+    """Idempotent by nature: a flush asks the packer to pack what it holds back, and a second one
+    packs whatever has arrived since (request_id is for tracing only).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -839,14 +847,40 @@ Global___FlushRequest: _TypeAlias = FlushRequest  # noqa: Y015
 
 @_typing.final
 class FlushResponse(_message.Message):
+    """What the packer invocation did."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
+    INPUTS_OFFERED_FIELD_NUMBER: _builtins.int
+    PARCELS_CREATED_FIELD_NUMBER: _builtins.int
+    INPUTS_ASSIGNED_FIELD_NUMBER: _builtins.int
+    INPUTS_PROBLEMATIC_FIELD_NUMBER: _builtins.int
+    INPUTS_DELAYED_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
+    inputs_offered: _builtins.int
+    """Inputs the packer was offered (Unassigned, not withheld, not held by another transaction)."""
+    parcels_created: _builtins.int
+    inputs_assigned: _builtins.int
+    inputs_problematic: _builtins.int
+    """Set aside by the packer (BadInput) and withheld (DelayInput)."""
+    inputs_delayed: _builtins.int
+    failure: _builtins.str
+    """Why the packer failed, if it did (also logged on the transformation); what it decided
+    before failing stays written.
+    """
     def __init__(
         self,
+        *,
+        inputs_offered: _builtins.int = ...,
+        parcels_created: _builtins.int = ...,
+        inputs_assigned: _builtins.int = ...,
+        inputs_problematic: _builtins.int = ...,
+        inputs_delayed: _builtins.int = ...,
+        failure: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "inputs_assigned", b"inputs_assigned", "inputs_delayed", b"inputs_delayed", "inputs_offered", b"inputs_offered", "inputs_problematic", b"inputs_problematic", "parcels_created", b"parcels_created"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
