@@ -2,7 +2,8 @@
 
 Settings come from the environment: DXTS_DB_URL (and the other DXTS_DB_* settings),
 DXTS_LISTEN, DXTS_METRICS_PORT, DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_EXECUTION_ADDRESS,
-DXTS_CONFIG_FILE, DXTS_DATA_DIR (development keys only) and the DXTS_DEFINITION_* settings.
+DXTS_CONFIG_FILE, DXTS_DATA_DIR (development keys only), the DXTS_DEFINITION_* settings and
+the lifecycle engine's (DXTS_LIFECYCLE_*, DXTS_ACCOUNTING_ADDRESS, DXTS_SERVICE_TOKEN).
 SIGTERM or SIGINT stops it gracefully: health turns NOT_SERVING and in-flight calls get the
 grace period.
 """
@@ -19,6 +20,7 @@ from dxts.core.errors import DxtsError
 from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.definition.component import Definition, build_definition
+from dxts.definition.lifecycle.settings import LifecycleSettings
 from dxts.definition.settings import DefinitionSettings
 
 __all__ = ["Definition", "build_definition", "main"]
@@ -35,7 +37,9 @@ async def serve() -> None:
     async with contextlib.AsyncExitStack() as stack:
         database = await open_database(database_settings.url, database_settings)
         stack.push_async_callback(database.dispose)
-        definition = await build_definition(database, settings=settings)
+        definition = await build_definition(
+            database, settings=settings, lifecycle=LifecycleSettings()
+        )
         stack.push_async_callback(definition.stop)
         metrics = start_metrics_server(server_settings.metrics_port)
         if metrics is not None:

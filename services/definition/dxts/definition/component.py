@@ -8,7 +8,8 @@ components in one process and one event loop:
     ...
     await definition.stop()
 
-The lifecycle engine's sweeps will join `tasks` when they exist; today there are none.
+With `lifecycle` settings the lifecycle engine's sweep (`dxts.definition.lifecycle`) runs
+as one of `tasks`; without them (tests of the service alone) nothing sweeps.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from dxts.definition.execution_client import (
     GrpcExecutionClient,
     NoExecutionClient,
 )
+from dxts.definition.lifecycle.component import build_lifecycle
+from dxts.definition.lifecycle.settings import LifecycleSettings
 from dxts.definition.plugins import PluginCatalogue
 from dxts.definition.servicer import DefinitionServicer
 from dxts.definition.settings import DefinitionSettings
@@ -64,6 +67,7 @@ async def build_definition(
     catalogue: PluginCatalogue | None = None,
     config: DefinitionConfig | None = None,
     execution: ExecutionFactory | None = None,
+    lifecycle: LifecycleSettings | None = None,
 ) -> Definition:
     """The definition service over a started `database`.
 
@@ -87,10 +91,22 @@ async def build_definition(
             def execution(token: str | None) -> ExecutionClient:
                 return refuse
 
+    registry = catalogue if catalogue is not None else Registry.discover()
+    tasks: list[asyncio.Task[None]] = []
+    if lifecycle is not None:
+        engine = await build_lifecycle(
+            database,
+            settings=lifecycle,
+            execution_address=settings.execution_address,
+            data_dir=settings.data_dir,
+            registry=registry if isinstance(registry, Registry) else None,
+        )
+        tasks.append(engine.start())
+        cleanups.append(engine.close)
     servicer = DefinitionServicer(
         database,
         settings=settings,
-        catalogue=catalogue if catalogue is not None else Registry.discover(),
+        catalogue=registry,
         config=config or settings.definition_config(),
         execution=execution,
     )
@@ -99,4 +115,4 @@ async def build_definition(
         definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
         servicer,
     )
-    return Definition([service], [], cleanups)
+    return Definition([service], tasks, cleanups)
