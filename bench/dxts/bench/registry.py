@@ -4,4 +4,5 @@ BENCHMARKS: dict[str, str] = {
     "raw": "dxts.bench.raw",
     "dispatch": "dxts.bench.dispatch",
     "counters": "dxts.bench.counters",
+    "definition": "dxts.bench.definition",
 }
