@@ -272,8 +272,12 @@ class LifecycleSweep:
         """The workgraph's Active hook and its operations, then every member's, concurrently."""
         workgraph = detail.workgraph
         wid = workgraph.workgraph_id
-        overviews = await self._overviews(detail.members)
         bound = binding(workgraph.hooks, "Active")
+        if bound is None and not any(
+            m.status == T.ACTIVE and binding(m.hooks, "Active") for m in detail.members
+        ):
+            return
+        overviews = await self._overviews(detail.members)
         if bound is not None:
             name, args = bound
             ok, result = await self.engine.call(
@@ -358,12 +362,14 @@ class LifecycleSweep:
         wid, state = detail.workgraph.workgraph_id, detail.workgraph.status
         running, done, after = MEMBER_LISTS[WorkgraphStatus(state)]
         depends = upstream(detail.members)
+        tried: set[bytes] = set()  # a member whose list waits runs again on a later sweep
         while True:
             members = {m.transformation_id: m for m in detail.members}
             statuses = {tid: m.status for tid, m in members.items()}
-            runnable = ready(statuses, depends, running, done)
+            runnable = [t for t in ready(statuses, depends, running, done) if t not in tried]
             if not runnable:
                 break
+            tried.update(runnable)
             results = await asyncio.gather(
                 *(self._member_list(members[tid], running, done, wid) for tid in runnable)
             )
