@@ -1,0 +1,176 @@
+"""The execution component assembled: its gRPC service and its sweeps, ready to be served.
+
+`dxts-execution` (`__main__`) serves it alone; `dxts up` composes it with the other components
+in one process and one event loop:
+
+    execution = await build_execution(database, settings=..., registry=Registry.discover(),
+                                      catalogue=catalogue, definition_client=..., locks=...)
+    server = GrpcServer([*execution.services, ...], settings=..., verifier=...)
+    ...
+    await execution.stop()
+
+What the plugins may be injected with comes from here (`plugin_providers`): the file catalogue
+and execution's implementations of the built-ins' read-only Protocols. The registry is checked
+at build time, so an extension whose parameters nothing provides stops the process at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from dxts.core.builtins.readers import InputOverviewReader, ParcelOutputReader, PartnerLookup
+from dxts.core.catalogue import FileCatalogue
+from dxts.core.db import Database
+from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.locks import LockManager
+from dxts.core.plugins import Providers, Registry
+from dxts.execution.definition_client import (
+    ActiveSnapshot,
+    ActiveTransformations,
+    GrpcTransformations,
+)
+from dxts.execution.feeding import EdgeReader
+from dxts.execution.packing import CounterReader, PartnerFinder
+from dxts.execution.servicer import ExecutionServicer
+from dxts.execution.settings import ExecutionSettings
+from dxts.execution.sweeps import Sweeps
+from dxts.execution.sweeps_completion import start_completion_sweeps
+from dxts.v1 import execution_pb2, execution_pb2_grpc
+
+# Execution's own identity when it mints a development token (single machine only).
+SERVICE_VO = "dxts"
+SERVICE_SUB = "dxts-execution"
+DEV_TOKEN_LIFETIME = timedelta(days=365)
+# A definition service that comes back is used again within a second or so.
+RECONNECT = (
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+)
+
+
+def install_providers(
+    providers: Providers,
+    database: Database,
+    snapshot: ActiveSnapshot,
+    catalogue: FileCatalogue | None,
+) -> Providers:
+    """Add what execution injects into plugins (those `providers` does not have yet): the file
+    catalogue, and execution's implementations of the built-ins' read-only Protocols."""
+    offered: list[tuple[Any, Any]] = [
+        (ParcelOutputReader, EdgeReader(database, snapshot)),
+        (InputOverviewReader, CounterReader(database)),
+        (PartnerLookup, PartnerFinder(database, snapshot)),
+    ]
+    if catalogue is not None:
+        offered.append((FileCatalogue, catalogue))
+    for annotation, instance in offered:
+        if not providers.can_provide(annotation):
+            providers.add(annotation, instance)
+    return providers
+
+
+def service_token(settings: ExecutionSettings) -> str | None:
+    """The configured token, else one from the development key pair (DXTS_DATA_DIR)."""
+    token = settings.token()
+    if token is None and settings.data_dir is not None:
+        token = DevKeys.load_or_create(settings.data_dir).issue(
+            SERVICE_VO, SERVICE_SUB, (settings.service_role,), lifetime=DEV_TOKEN_LIFETIME
+        )
+    return token
+
+
+@dataclass
+class Execution:
+    """A built execution component: `services` to serve, `tasks` running its sweeps."""
+
+    services: list[Service]
+    sweeps: Sweeps
+    tasks: list[asyncio.Task[None]]
+    servicer: ExecutionServicer
+    _cleanups: list[Callable[[], object]] = field(default_factory=list)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop the sweeps (a round in progress gets the grace to finish) and release what
+        the component opened (not the database nor the catalogue); idempotent."""
+        grace = self.sweeps.settings.stop_grace_s if grace_s is None else grace_s
+        await self.sweeps.stop(self.tasks, grace_s=grace)
+        self.tasks = []
+        while self._cleanups:
+            result = self._cleanups.pop()()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+async def build_execution(
+    database: Database,
+    *,
+    settings: ExecutionSettings | None = None,
+    registry: Registry | None = None,
+    catalogue: FileCatalogue | None = None,
+    definition_client: ActiveTransformations | None = None,
+    locks: LockManager | None = None,
+    start_sweeps: bool = True,
+) -> Execution:
+    """The execution service over a started `database`.
+
+    `registry` defaults to every installed plugin (`Registry.discover()`); it is given
+    execution's providers and checked, so a plugin nothing can be injected into stops the
+    process here. `catalogue` (started) is what plugins and the outcome recorder use.
+    `definition_client` defaults to the definition service at `settings.definition_address`
+    with execution's service token; `locks` to a LockManager of its own. With `start_sweeps`
+    false nothing runs in the background (tests drive the sweeps).
+    """
+    settings = settings or ExecutionSettings()
+    cleanups: list[Callable[[], object]] = []
+    if definition_client is None:
+        if not settings.definition_address:
+            raise ValueError("DXTS_DEFINITION_ADDRESS is not set: execution needs definition")
+        opened = channel(
+            settings.definition_address,
+            token=service_token(settings),
+            default_timeout=settings.call_timeout_s,
+            options=RECONNECT,
+        )
+        cleanups.append(opened.close)
+        definition_client = GrpcTransformations(opened)
+    if locks is None:
+        locks = LockManager(database)
+        cleanups.append(locks.dispose)
+    snapshot = ActiveSnapshot(definition_client)
+    registry = registry if registry is not None else Registry.discover()
+    install_providers(registry.providers, database, snapshot, catalogue)
+    registry.check()
+    sweeps = Sweeps(database, registry=registry, locks=locks, snapshot=snapshot, settings=settings)
+    servicer = ExecutionServicer(
+        database,
+        transformations=definition_client,
+        snapshot=snapshot,
+        registry=registry,
+        locks=locks,
+        settings=settings,
+    )
+    service = Service.of(
+        execution_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
+        execution_pb2_grpc.add_ExecutionServiceServicer_to_server,
+        servicer,
+    )
+    tasks: list[asyncio.Task[None]] = []
+    if start_sweeps:
+        tasks = sweeps.start()
+        if catalogue is None:
+            raise ValueError("the completion sweeps record outputs in a file catalogue: give one")
+        tasks += start_completion_sweeps(
+            database,
+            registry=registry,
+            catalogue=catalogue,
+            transformations=definition_client,
+            locks=locks,
+            settings=settings,
+            stopping=sweeps.stopping,
+        )
+    return Execution([service], sweeps, tasks, servicer, cleanups)

@@ -1,0 +1,380 @@
+"""ListInputs, GetInput, ListParcels, GetParcel and Flush over a real in-process gRPC server (the
+component as `build_execution` makes it), on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import runner_support as s
+import sqlalchemy as sa
+
+from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
+from dxts.core.db import Database, db_now
+from dxts.core.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from dxts.core.grpc import DevKeys, GrpcServer, channel, current_identity
+from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.ids import hash_to_str, id_to_str, input_hash, new_id
+from dxts.core.locks import LockManager
+from dxts.core.schema import execution
+from dxts.core.settings import ServerSettings
+from dxts.core.states import InputStatus, Kind, ParcelStatus, TransformationStatus
+from dxts.execution.component import Execution, build_execution
+from dxts.execution.definition_client import Description, InMemoryTransformations
+from dxts.execution.feeding import run_feeder
+from dxts.execution.packing import packer_lock, run_packer
+from dxts.execution.settings import ExecutionSettings
+from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
+
+CALLERS = {
+    "alice": ("lhcb", "alice", []),  # owns the transformations
+    "bob": ("lhcb", "bob", []),  # same VO, owns nothing
+    "operator": ("lhcb", "olga", ["operator"]),
+    "carol": ("belle", "carol", []),  # another VO
+    "service": ("dxts", "dxts-dispatcher", ["service"]),
+}
+RC = s.RC
+
+
+class ByVO(InMemoryTransformations):
+    """Definition's rule: a transformation is seen by its VO and by dxts's components."""
+
+    async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
+        found = await super().describe(transformation_id, token=token)
+        identity = current_identity()
+        if identity.vo != found.vo and not identity.has_role("service"):
+            raise NotFound("transformation", id_to_str(transformation_id))
+        return found
+
+
+def number(member: Any) -> Any:
+    return enum_to_proto(member)
+
+
+def listed(n: int) -> dict[str, Any]:
+    return {"inputs": [{"lfn": f"/g/{i:03d}", "lfn_size": i} for i in range(n)]}
+
+
+@pytest.fixture(scope="module")
+def definitions(database: Database) -> ByVO:
+    return ByVO(database=database)
+
+
+@pytest.fixture(scope="module")
+async def component(
+    database: Database, definitions: ByVO, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Execution]:
+    folder = tmp_path_factory.mktemp("catalogue")
+    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{folder}/c.sqlite"))
+    await catalogue.start()
+    execution_component = await build_execution(
+        database,
+        settings=ExecutionSettings(),
+        registry=s.registry({}),
+        catalogue=catalogue,
+        definition_client=definitions,
+        start_sweeps=False,
+    )
+    try:
+        yield execution_component
+    finally:
+        await execution_component.stop()
+        await catalogue.close()
+
+
+@pytest.fixture(scope="module")
+async def stubs(
+    component: Execution, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[dict[str, Any]]:
+    keys = DevKeys.load_or_create(tmp_path_factory.mktemp("keys"))
+    server = GrpcServer(
+        component.services,
+        settings=ServerSettings(listen="127.0.0.1:0"),
+        verifier=keys.verifier(),
+    )
+    async with server:
+        channels = {
+            name: channel(server.address, token=keys.issue(vo, sub, roles))
+            for name, (vo, sub, roles) in CALLERS.items()
+        }
+        try:
+            yield {
+                name: execution_pb2_grpc.ExecutionServiceStub(ch)  # type: ignore[misc]
+                for name, ch in channels.items()
+            }
+        finally:
+            for ch in channels.values():
+                await ch.close()
+
+
+async def made(database: Database, definitions: ByVO, n: int, **options: Any) -> Any:
+    plugins = s.registry({})
+    t = await s.transformation(database, feeder="List", feeder_args=listed(n), **options)
+    definitions.put(t)
+    await run_feeder(database, plugins, replace(t, feeder_enabled=True))
+    return replace(t, feeder_enabled=False)
+
+
+async def test_inputs_page_by_key_with_filters(
+    database: Database, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    t = await made(database, definitions, 5)
+    await run_packer(database, s.registry({}), t)
+    rows = await s.input_rows(database, t.id)
+    tid = id_to_str(t.id)
+    seen, token = [], ""
+    while True:
+        reply = await stubs["bob"].ListInputs(
+            execution_pb2.ListInputsRequest(
+                transformation_id=tid, paging=common_pb2.Paging(page_size=2, page_token=token)
+            )
+        )
+        seen.append([i.lfn for i in reply.inputs])
+        token = reply.next_page_token
+        if not token:
+            break
+    assert seen == [["/g/000", "/g/001"], ["/g/002", "/g/003"], ["/g/004"]]
+    first = (
+        await stubs["bob"].ListInputs(execution_pb2.ListInputsRequest(transformation_id=tid))
+    ).inputs[0]
+    assert (first.input_id, first.lfn_size, first.status) == (
+        id_to_str(rows[0].InputID),
+        0,
+        number(InputStatus.ASSIGNED),
+    )
+    assert first.last_parcel_id == id_to_str(rows[0].LastParcelID)
+    by_lfn = await stubs["bob"].ListInputs(
+        execution_pb2.ListInputsRequest(transformation_id=tid, lfn="/g/003")
+    )
+    assert [i.lfn for i in by_lfn.inputs] == ["/g/003"]
+    none = await stubs["bob"].ListInputs(
+        execution_pb2.ListInputsRequest(
+            transformation_id=tid, statuses=[number(InputStatus.UNASSIGNED)]
+        )
+    )
+    assert list(none.inputs) == []
+    page = await stubs["bob"].ListInputs(
+        execution_pb2.ListInputsRequest(
+            transformation_id=tid, paging=common_pb2.Paging(page_size=1)
+        )
+    )
+    with pytest.raises(InvalidArgument, match="different filters"):
+        await stubs["bob"].ListInputs(
+            execution_pb2.ListInputsRequest(
+                transformation_id=tid,
+                lfn="/g/001",
+                paging=common_pb2.Paging(page_size=1, page_token=page.next_page_token),
+            )
+        )
+    with pytest.raises(NotFound):
+        await stubs["carol"].ListInputs(execution_pb2.ListInputsRequest(transformation_id=tid))
+    with pytest.raises(InvalidArgument, match="transformation_id"):
+        await stubs["bob"].ListInputs(execution_pb2.ListInputsRequest())
+
+
+async def test_an_input_with_its_parcels_parent_and_children(
+    database: Database, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    t = await made(database, definitions, 1)
+    await run_packer(database, s.registry({}), t)
+    (parent,) = await s.input_rows(database, t.id)
+    child_id = new_id()
+    async with database.transaction(RC) as conn:
+        await conn.execute(
+            sa.insert(execution.inputs).values(
+                TransformationID=t.id,
+                InputID=child_id,
+                ParentInputID=parent.InputID,
+                InputHash=input_hash("/g/000", {"Mask": "1-5"}),
+                LFN="/g/000",
+                LFNSize=0,
+                Descriptor={"Mask": "1-5"},
+                UpdatedAt=await db_now(conn),
+            )
+        )
+    tid = id_to_str(t.id)
+    reply = await stubs["alice"].GetInput(
+        execution_pb2.GetInputRequest(transformation_id=tid, input_id=id_to_str(parent.InputID))
+    )
+    assert [p.parcel_id for p in reply.parcels] == [id_to_str(parent.LastParcelID)]
+    assert [c.input_id for c in reply.children] == [id_to_str(child_id)]
+    assert not reply.HasField("parent")
+    child = await stubs["alice"].GetInput(
+        execution_pb2.GetInputRequest(transformation_id=tid, input_id=id_to_str(child_id))
+    )
+    assert child.parent.input_id == id_to_str(parent.InputID)
+    assert json.loads(child.input.descriptor_json) == {"Mask": "1-5"}
+    children = await stubs["alice"].ListInputs(
+        execution_pb2.ListInputsRequest(
+            transformation_id=tid, parent_input_id=id_to_str(parent.InputID)
+        )
+    )
+    assert [c.input_id for c in children.inputs] == [id_to_str(child_id)]
+    with pytest.raises(NotFound):
+        await stubs["alice"].GetInput(
+            execution_pb2.GetInputRequest(transformation_id=tid, input_id=id_to_str(new_id()))
+        )
+    with pytest.raises(NotFound):
+        await stubs["carol"].GetInput(
+            execution_pb2.GetInputRequest(transformation_id=tid, input_id=id_to_str(child_id))
+        )
+
+
+async def test_parcels_listed_and_shown_with_facet_inputs_outputs_and_outcome(
+    database: Database, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    t = await made(
+        database, definitions, 3, outputs=["out"], annotations={"driving_input": "input-data"}
+    )
+    await run_packer(database, s.registry({}), t)
+    rows = await s.input_rows(database, t.id)
+    parcel_id = bytes(rows[0].LastParcelID)
+    outcome = {
+        "parcel_id": id_to_str(parcel_id),
+        "backend": "null",
+        "result": "OUTCOME_RESULT_SUCCEEDED",
+    }
+    async with database.transaction(RC) as conn:
+        parcels = execution.parcels
+        await conn.execute(
+            sa.update(parcels)
+            .where(parcels.c.ParcelID == parcel_id)
+            .values(Annotations={"outcome": outcome})
+        )
+        await conn.execute(
+            sa.insert(execution.null_ids).values(ParcelID=parcel_id, NullID=new_id())
+        )
+        await conn.execute(
+            sa.insert(execution.parcel_outputs).values(
+                TransformationOutputID=t.outputs[0].output_id,
+                OutputID=new_id(),
+                ParcelID=parcel_id,
+                LFN="/g/out/000",
+                LFNSize=7,
+            )
+        )
+    tid = id_to_str(t.id)
+    listed_parcels = await stubs["bob"].ListParcels(
+        execution_pb2.ListParcelsRequest(
+            transformation_id=tid,
+            statuses=[number(ParcelStatus.UNASSIGNED)],
+            kind=number(Kind.COMPUTE),
+            process_id=hash_to_str(t.process_id),
+        )
+    )
+    assert len(listed_parcels.parcels) == 3
+    reply = await stubs["bob"].GetParcel(
+        execution_pb2.GetParcelRequest(parcel_id=id_to_str(parcel_id))
+    )
+    assert reply.parcel.transformation_id == tid and reply.WhichOneof("facet") == "compute"
+    assert reply.compute.process_id == hash_to_str(t.process_id)
+    assert json.loads(reply.compute.parameters_json) == {
+        "input-data": [{"class": "File", "location": "lfn:/g/000", "size": 0}]
+    }
+    assert [i.lfn for i in reply.inputs] == ["/g/000"]
+    assert [(o.lfn, o.output_name, o.lfn_size) for o in reply.outputs] == [("/g/out/000", "out", 7)]
+    assert reply.identifier and reply.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+    with pytest.raises(NotFound):
+        await stubs["carol"].GetParcel(
+            execution_pb2.GetParcelRequest(parcel_id=id_to_str(parcel_id))
+        )
+    with pytest.raises(NotFound):
+        await stubs["bob"].GetParcel(execution_pb2.GetParcelRequest(parcel_id=id_to_str(new_id())))
+
+
+async def test_a_data_parcel_shows_its_request_and_deltas(
+    database: Database, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    t = await made(
+        database,
+        definitions,
+        2,
+        kind=Kind.DATA,
+        packer="BySize",
+        packer_args={"group_size": 2},
+        annotations={"data_management": {"operation": "replicate", "destination": ["CERN-DST"]}},
+    )
+    await run_packer(database, s.registry({}), t)
+    (row, _) = await s.input_rows(database, t.id)
+    reply = await stubs["alice"].GetParcel(
+        execution_pb2.GetParcelRequest(parcel_id=id_to_str(row.LastParcelID))
+    )
+    assert reply.WhichOneof("facet") == "data"
+    assert json.loads(reply.data.request_json)["Operations"][0]["Type"] == "ReplicateAndRegister"
+    assert [(d.storage_element, d.files_added, d.bytes_added) for d in reply.data.deltas] == [
+        ("CERN-DST", 2, 1)
+    ]
+
+
+async def test_listing_across_transformations_is_for_components(
+    database: Database, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    user_parcel = new_id()
+    async with database.transaction(RC) as conn:
+        now = await db_now(conn)
+        await conn.execute(
+            sa.insert(execution.parcels).values(
+                ParcelID=user_parcel, Kind="Compute", Status="Unassigned", UpdatedAt=now
+            )
+        )
+        await conn.execute(
+            sa.insert(execution.user_parcels).values(ParcelID=user_parcel, VO="lhcb", Sub="bob")
+        )
+    mine = await stubs["alice"].ListParcels(execution_pb2.ListParcelsRequest())
+    assert [p.parcel_id for p in mine.parcels] == [id_to_str(user_parcel)]
+    assert (
+        list((await stubs["carol"].ListParcels(execution_pb2.ListParcelsRequest())).parcels) == []
+    )
+    everything = await stubs["service"].ListParcels(
+        execution_pb2.ListParcelsRequest(paging=common_pb2.Paging(page_size=1000))
+    )
+    assert len(everything.parcels) > 1
+    shown = await stubs["bob"].GetParcel(
+        execution_pb2.GetParcelRequest(parcel_id=id_to_str(user_parcel))
+    )
+    assert (shown.vo, shown.owner_sub) == ("lhcb", "bob")
+    with pytest.raises(NotFound):
+        await stubs["carol"].GetParcel(
+            execution_pb2.GetParcelRequest(parcel_id=id_to_str(user_parcel))
+        )
+
+
+async def test_flush_packs_what_the_packer_holds_back(
+    database: Database, definitions: ByVO, stubs: dict[str, Any], component: Execution
+) -> None:
+    t = await made(database, definitions, 5, packer="BySize", packer_args={"group_size": 2})
+    definitions.put(replace(t, feeder_enabled=True))  # more may come: the packer holds back
+    held = await run_packer(database, s.registry({}), replace(t, feeder_enabled=True))
+    assert (held.parcels, held.assigned) == (2, 4)
+    request = execution_pb2.FlushRequest(transformation_id=id_to_str(t.id), request_id="r1")
+    with pytest.raises(PermissionDenied):
+        await stubs["bob"].Flush(request)
+    with pytest.raises(NotFound):
+        await stubs["carol"].Flush(request)
+    sweep = LockManager(database)
+    try:
+        async with sweep.try_hold(packer_lock(t.id)) as busy:  # a sweep is running it
+            assert busy
+            with pytest.raises(Aborted, match="busy"):
+                await stubs["alice"].Flush(request, timeout=2.0)
+    finally:
+        await sweep.dispose()
+    reply = await stubs["alice"].Flush(request)
+    assert (reply.inputs_offered, reply.parcels_created, reply.inputs_assigned) == (1, 1, 1)
+    assert reply.failure == ""
+    assert s.by_status(await s.input_rows(database, t.id)) == {"Assigned": 5}
+    definitions.update(t.id, status=TransformationStatus.PAUSED)
+    with pytest.raises(FailedPrecondition, match="Paused"):
+        await stubs["operator"].Flush(request)
+    definitions.update(t.id, status=TransformationStatus.ACTIVE, halted=True)
+    with pytest.raises(FailedPrecondition, match="halted"):
+        await stubs["operator"].Flush(request)
