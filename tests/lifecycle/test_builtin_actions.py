@@ -386,3 +386,21 @@ async def test_actions_run_through_the_registry_with_injection(
         input_overview={},
     )
     assert result.result is R.DONE
+
+
+def test_the_lifecycle_built_ins_pass_another_process_start_up_check() -> None:
+    """Execution checks every installed plugin at start-up with its own providers only: the
+    lifecycle's services are optional there, so they do not stop it."""
+    from dxts.core.builtins.readers import InputOverviewReader, ParcelOutputReader, PartnerLookup
+
+    registry = Registry.discover()
+    for annotation in (InputOverviewReader, ParcelOutputReader, PartnerLookup, FileCatalogue):
+        registry.providers.add(annotation, object())
+    registry.check()
+
+
+async def test_an_action_without_its_service_is_unavailable() -> None:
+    from dxts.core.errors import Unavailable
+
+    with pytest.raises(Unavailable, match="ExecutionView"):
+        await a.no_input_processed_twice(transformation=member())

@@ -26,11 +26,21 @@ from lifecycle_world import (
 from dxts.core.builtins.lifecycle_services import CleanMode
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.locks import Lock
-from dxts.core.plugins import ActionResult, Operation
+from dxts.core.plugins import (
+    ActionResult,
+    Operation,
+    PluginRegistryError,
+    Transformation,
+    action,
+)
+from dxts.core.plugins.registry import Registry
 from dxts.core.schema.definition import transformations
 from dxts.core.states import ActionResult as Result
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.definition import transitions
+from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution
+from dxts.definition.lifecycle.component import build_lifecycle
+from dxts.definition.lifecycle.settings import LifecycleSettings
 
 I, P = InputStatus, ParcelStatus  # noqa: E741
 RC = Isolation.READ_COMMITTED
@@ -259,8 +269,6 @@ async def test_a_standalone_transformation_runs_its_hook_and_its_lists(
 def test_lifecycle_settings_read_the_shared_names(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from dxts.definition.lifecycle.settings import LifecycleSettings
-
     token = tmp_path / "token"
     token.write_text("abc\n")
     monkeypatch.setenv("DXTS_ACCOUNTING_ADDRESS", "accounting:50051")
@@ -270,3 +278,26 @@ def test_lifecycle_settings_read_the_shared_names(
     assert settings.accounting_address == "accounting:50051"
     assert settings.token() == "abc"
     assert settings.archive_delay_s == 60
+
+
+class Bookkeeping:
+    """Something only an experiment's process provides."""
+
+
+@action("Finalizing")
+def needs_bookkeeping(*, transformation: Transformation, bk: Bookkeeping) -> ActionResult:
+    return ActionResult.passed()
+
+
+async def test_the_engine_refuses_to_start_with_a_plugin_it_cannot_serve(
+    database: Database,
+) -> None:
+    registry = Registry.of({"action": {"NeedsBookkeeping": needs_bookkeeping}})
+    with pytest.raises(PluginRegistryError, match=r"NeedsBookkeeping.*annotated Bookkeeping"):
+        await build_lifecycle(
+            database,
+            settings=LifecycleSettings(),
+            registry=registry,
+            counts=MemoryCounts(),
+            execution=MemoryExecution(),
+        )

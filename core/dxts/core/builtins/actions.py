@@ -35,6 +35,7 @@ from dxts.core.builtins.lifecycle_services import (
     ThresholdArgs,
     fates,
     listed,
+    needed,
 )
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.ids import canonical_json, input_hash
@@ -131,7 +132,10 @@ async def _peaks(execution: ExecutionView, transformation: Transformation) -> di
 
 @action("Approving")
 async def estimate_resource_usage(
-    *, transformations: list[Transformation], args: EstimateArgs, execution: ExecutionView
+    *,
+    transformations: list[Transformation],
+    args: EstimateArgs,
+    execution: ExecutionView | None = None,
 ) -> ActionResult:
     """Fail when a member's scout parcels needed more than allowed; otherwise write the measured
     needs (with the margin, rounded up to a tenth) into the members' requirements templates."""
@@ -141,7 +145,7 @@ async def estimate_resource_usage(
     for member in transformations:
         if member.kind != Kind.COMPUTE:
             continue
-        peaks = await _peaks(execution, member)
+        peaks = await _peaks(needed(execution, "ExecutionView"), member)
         name = str(member.annotations.get("id") or member.id)
         for key, peak in peaks.items():
             limit = limits[key]
@@ -180,12 +184,12 @@ def manual_approval(*, args: SignOffArgs) -> ActionResult:
 
 @action("Finalizing")
 async def no_input_processed_twice(
-    *, transformation: Transformation, execution: ExecutionView
+    *, transformation: Transformation, execution: ExecutionView | None = None
 ) -> ActionResult:
     """Every input succeeded in at most one parcel (the property that makes inputs, not
     parcels, the retryable thing)."""
     seen: Counter[UUID] = Counter()
-    async for _, input_id in execution.successes(transformation.id):
+    async for _, input_id in needed(execution, "ExecutionView").successes(transformation.id):
         seen[input_id] += 1
     twice = [f"{input_id} ({n} parcels)" for input_id, n in seen.items() if n > 1]
     if twice:
@@ -200,7 +204,10 @@ def _describe(item: Input) -> str:
 
 @action("Finalizing")
 async def reconcile_feeder_inputs(
-    *, transformation: Transformation, registry: Registry, execution: ExecutionView
+    *,
+    transformation: Transformation,
+    registry: Registry | None = None,
+    execution: ExecutionView | None = None,
 ) -> ActionResult:
     """Re-run the feeder once without its bookmark (an Edge: compare the producer's files by LFN)
     and fail listing what it yields that the transformation does not hold. Never repairs:
@@ -208,6 +215,7 @@ async def reconcile_feeder_inputs(
     feeder = transformation.feeder
     if feeder is None:
         return ActionResult.passed("no feeder to reconcile")
+    execution = needed(execution, "ExecutionView")
     missing: list[str] = []
     if feeder == EDGE_FEEDER:
         output = UUID(str(transformation.feeder_args["transformation_output_id"]))
@@ -221,7 +229,7 @@ async def reconcile_feeder_inputs(
         held = {input_hash(i.lfn, i.descriptor) async for i in execution.inputs(transformation.id)}
         stream = cast(
             AsyncGenerator[Any, None],
-            registry.stream(
+            needed(registry, "the plugin Registry").stream(
                 Point.FEEDER,
                 feeder,
                 transformation.feeder_args,
@@ -249,12 +257,16 @@ async def reconcile_feeder_inputs(
 
 @action("Finalizing")
 async def check_output_files(
-    *, transformation: Transformation, execution: ExecutionView, catalogue: FileCatalogue
+    *,
+    transformation: Transformation,
+    catalogue: FileCatalogue,
+    execution: ExecutionView | None = None,
 ) -> ActionResult:
     """Every file the transformation's parcels produced is in the catalogue with a replica."""
+    outputs = needed(execution, "ExecutionView").outputs(transformation.id)
 
     async def lfns() -> AsyncIterator[str]:
-        async for output in execution.outputs(transformation.id):
+        async for output in outputs:
             yield output.lfn
 
     problems: list[str] = []
@@ -311,19 +323,29 @@ async def _remove(
 
 @action("Archiving", "Cleaning")
 async def remove_intermediate_files(
-    *, transformation: Transformation, execution: ExecutionView, catalogue: FileCatalogue
+    *,
+    transformation: Transformation,
+    catalogue: FileCatalogue,
+    execution: ExecutionView | None = None,
 ) -> ActionResult:
     """Forget the files of the outputs no workflow output declares (CleanIntermediates when
     archiving, RemoveIntermediateFiles when cleaning)."""
-    return await _remove(execution, catalogue, transformation, intermediate=True)
+    return await _remove(
+        needed(execution, "ExecutionView"), catalogue, transformation, intermediate=True
+    )
 
 
 @action("Cleaning")
 async def remove_output_files(
-    *, transformation: Transformation, execution: ExecutionView, catalogue: FileCatalogue
+    *,
+    transformation: Transformation,
+    catalogue: FileCatalogue,
+    execution: ExecutionView | None = None,
 ) -> ActionResult:
     """A cancelled transformation's declared outputs are removed as well."""
-    return await _remove(execution, catalogue, transformation, intermediate=False)
+    return await _remove(
+        needed(execution, "ExecutionView"), catalogue, transformation, intermediate=False
+    )
 
 
 @action("Cleaning")
@@ -331,12 +353,14 @@ async def cancel_in_flight_parcels(
     *,
     transformation: Transformation,
     input_overview: InputOverview,
-    counts: Counts,
-    control: ExecutionControl,
+    counts: Counts | None = None,
+    control: ExecutionControl | None = None,
 ) -> ActionResult:
     """Ask execution to cancel the parcels in flight and write off the inputs waiting; Pending
     until every parcel is terminal and no input waits."""
-    parcels = (await counts.parcels([transformation.id])).get(transformation.id, {})
+    control = needed(control, "ExecutionControl")
+    found = await needed(counts, "Counts").parcels([transformation.id])
+    parcels = found.get(transformation.id, {})
     reason = "transformation cancelled"
     if sum(parcels.get(status, 0) for status in IN_FLIGHT_PARCELS):
         await control.cancel_in_flight(transformation.id, request_id=str(uuid4()), reason=reason)
@@ -355,7 +379,10 @@ class CleanArgs(PluginArgs):
 
 @action("Archiving", "Cleaning")
 async def clean_database_entries(
-    *, transformation: Transformation, args: CleanArgs, control: ExecutionControl
+    *,
+    transformation: Transformation,
+    args: CleanArgs,
+    control: ExecutionControl | None = None,
 ) -> ActionResult:
     """Delete the transformation's bulk rows through execution (archiving keeps the outputs the
     catalogue points at); the transformation row, its actions and its log remain."""
@@ -364,6 +391,7 @@ async def clean_database_entries(
         if transformation.status == TransformationStatus.ARCHIVING
         else CleanMode.CLEAN
     )
+    control = needed(control, "ExecutionControl")
     deleted = 0
     for _ in range(args.calls):
         step = await control.clean_transformation(transformation.id, mode, request_id=str(uuid4()))

@@ -7,6 +7,13 @@ comes through a Protocol here: the definition service provides implementations o
 (`dxts.definition.lifecycle.clients`, which also holds in-memory doubles for tests) and
 registers them as providers, and a plugin asks for one by annotating a parameter with it.
 
+The definition service is the one process that runs these plugins, so only it provides these
+Protocols: a plugin declares them optional (`execution: ExecutionView | None = None`), which keeps
+the start-up check of a process that never runs it (execution checks every installed plugin)
+from refusing it, and asks for the value with `needed`, which fails loudly where it is missing.
+The definition service checks at its own start-up that it provides them
+(`dxts.definition.lifecycle.component`).
+
 The success threshold. ScoutingToApproving accepts a failing scout at once so that
 CheckSuccessRate fails it, which holds only if both judge the same threshold (DX-ADR-006): one
 configuration value, `SuccessRateSettings`, read by both, which either may override through the
@@ -21,16 +28,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dxts.core.errors import Unavailable
 from dxts.core.plugins import InputRecord, PluginArgs
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
+S = TypeVar("S")
 
 # Inputs that are still work (not settled either way), and parcels that are.
 LIVE_INPUTS = (I.UNASSIGNED, I.ASSIGNED, I.FAILED)
@@ -135,6 +144,16 @@ class ExecutionControl(Protocol):
     ) -> CleanStep:
         """Delete one batch of the bulk rows; `complete` once nothing is left."""
         ...
+
+
+def needed(service: S | None, what: str) -> S:
+    """The injected service, or Unavailable naming it when this process does not provide it."""
+    if service is None:
+        raise Unavailable(
+            f"{what} is not provided here: the lifecycle's hooks and actions run in the "
+            "definition service"
+        )
+    return service
 
 
 # -- the success threshold ----------------------------------------------------------------------

@@ -22,12 +22,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from dxts.core.builtins.lifecycle_services import Counts, ExecutionControl, ExecutionView
 from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.locks import LockManager
-from dxts.core.plugins import Providers
+from dxts.core.plugins import PluginRegistryError, Providers
+from dxts.core.plugins.points import Point
 from dxts.core.plugins.registry import Registry
 from dxts.definition.lifecycle.clients import GrpcCounts, GrpcExecution, NoCounts, NoExecution
 from dxts.definition.lifecycle.engine import Engine
@@ -62,6 +65,48 @@ class Lifecycle:
             result = self._cleanups.pop()()
             if asyncio.iscoroutine(result):
                 await result
+
+
+LIFECYCLE_POINTS = frozenset(
+    {
+        Point.SCOUTING_TO_APPROVING,
+        Point.WORKGRAPH_ACTIVE,
+        Point.TRANSFORMATION_ACTIVE,
+        Point.APPROVING,
+        Point.FINALIZING,
+        Point.ARCHIVING,
+        Point.CLEANING,
+    }
+)
+# Declared optional by the built-ins (so that other processes' start-up checks pass them) but
+# needed here.
+SERVICES = (Counts, ExecutionView, ExecutionControl, Registry)
+
+
+def check_lifecycle_plugins(registry: Registry) -> None:
+    """What `Registry.check` proves, for the plugins this engine runs: every parameter they
+    are injected with has a provider here (settings classes read now). Feeders and packers run
+    in execution and are checked there."""
+    problems = []
+    for plugin in registry:
+        if not plugin.points & LIFECYCLE_POINTS:
+            continue
+        for injection in plugin.injections:
+            annotation = injection.annotation
+            name = getattr(annotation, "__qualname__", repr(annotation))
+            wanted = not injection.optional or annotation in SERVICES
+            if wanted and not registry.providers.can_provide(annotation):
+                problems.append(
+                    f"{plugin.label} ({plugin.provider}): parameter {injection.parameter!r} is "
+                    f"annotated {name}, which the definition service does not provide"
+                )
+                continue
+            try:
+                registry.providers.prepare(annotation)
+            except (ValidationError, ValueError) as error:
+                problems.append(f"{plugin.label}: {name} is invalid: {error}")
+    if problems:
+        raise PluginRegistryError(problems)
 
 
 def _provide(providers: Providers, annotation: Any, value: Any) -> None:
@@ -121,6 +166,7 @@ async def build_lifecycle(
             return opened
 
         providers.add_factory(FileCatalogue, open_configured)  # type: ignore[type-abstract]
+    check_lifecycle_plugins(registry)
     if locks is None:
         locks = LockManager(database)
         cleanups.append(locks.dispose)
