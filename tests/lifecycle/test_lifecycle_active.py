@@ -276,3 +276,52 @@ async def test_a_workgraph_without_a_scouting_hook_uses_the_default(
     assert (await engine.sweep(world))[0] == "Scouting"
     engine.counts.set(world.uid("sim"), {I.PROCESSED: 2})
     assert (await engine.sweep(world))[0] == "Approving"
+
+
+async def test_the_document_target_ends_the_feeders_through_the_built_in_hook(
+    database: Database, engine: Rig
+) -> None:
+    from dxts.core.catalogue import CatalogueFile
+
+    spec = {
+        "class": "Workflow",
+        "$namespaces": {"dirac": "https://diracgrid.org/cwl#"},
+        "hints": {"dirac:Workgraph": {"target": {"output": "datasets", "files": 2}}},
+        "outputs": {"datasets": {"outputSource": "merge/merged"}},
+    }
+    world = await build(
+        database,
+        {
+            "sim": Member(actions={"Finalizing": [step("hold")]}),
+            "merge": Member(
+                feeder="Edge",
+                source="sim",
+                feeder_enabled=False,
+                actions={"Finalizing": [step("hold")]},
+            ),
+        },
+        hooks={"Active": {"hook": "OutputTarget"}},
+        spec=spec,
+    )
+    engine.drained(world)
+    engine.script.queue("hold", ActionResult.pending(), ActionResult.pending())
+    files = [
+        CatalogueFile(
+            lfn=f"/merged/{world.uid('merge')}/{i}",
+            size=1,
+            metadata={"transformation_id": str(world.uid("merge")), "output": "merged"},
+        )
+        for i in range(2)
+    ]
+    await engine.catalogue.register(files[:1])
+    assert (await engine.sweep(world))[0] == "Active"
+    assert (await members(database, world))["sim"].FeederEnabled
+    await engine.catalogue.register(files[1:])
+    # The hook disables the external feeder; the drain guard in the same sweep sees it off.
+    assert await engine.sweep(world) == ("Finalizing", {"sim": "Finalizing", "merge": "Finalizing"})
+    _, member_log = await logs(database, world)
+    assert [
+        (world.name(bytes(r.TransformationID)), r.Author)
+        for r in member_log
+        if r.EventType == "FeederDisabled"
+    ] == [("sim", "hook OutputTarget")]
