@@ -7,7 +7,6 @@ bookmark and whatever it yields again is dropped on insert by the input hash.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from uuid import UUID
@@ -219,21 +218,20 @@ class EdgeArgs(PluginArgs):
 
     transformation_output_id: UUID
     page_size: int = Field(1000, ge=1, le=10_000)
-    margin_s: float = Field(60.0, ge=0, description="how far behind the present it reads")
-
-
-def time_bound(seconds_ago: float, *, now: float | None = None) -> UUID:
-    """The smallest UUIDv7 minted at (now - `seconds_ago`): every id minted earlier is below
-    it, whatever its random bits (the 48-bit millisecond timestamp leads the id)."""
-    millis = int(((time.time() if now is None else now) - seconds_ago) * 1000)
-    return UUID(int=(max(millis, 0) << 80) | (0x7 << 76) | (0x2 << 62))
+    margin_s: float = Field(
+        60.0,
+        ge=0,
+        description="how long a producing parcel must have been done before its files are fed",
+    )
 
 
 async def edge_feeder(
     *, feeder_args: EdgeArgs, feeder_state: dict[str, Any], outputs: ParcelOutputReader
 ) -> AsyncIterator[FeederProposal]:
     """Feed the producer's files under the output from the bookmark (the largest OutputID fed)
-    on, trailing the present by `margin_s` because an id is minted before its row commits.
+    on. It trails the present by `margin_s`: an OutputID is minted before its row commits, so
+    it stops at the first file whose parcel completed less than the margin ago (by the database
+    clock: a UUIDv7's own timestamp can run ahead of the clock when ids are minted in bursts).
 
     Exhaustion: drainage is checked before reading, and a drained producer writes nothing
     more, so the read that follows a positive check goes to the end without a margin and,
@@ -242,10 +240,10 @@ async def edge_feeder(
     output = feeder_args.transformation_output_id
     after = _uuid_bookmark(feeder_state)
     drained = await outputs.producer_drained(output)
-    before = None if drained else time_bound(feeder_args.margin_s)
+    settled = None if drained else feeder_args.margin_s
     while True:
         page = await outputs.outputs(
-            output, after=after, before=before, limit=feeder_args.page_size
+            output, after=after, settled_s=settled, limit=feeder_args.page_size
         )
         for file in page:
             yield FileInput(lfn=file.lfn, lfn_size=file.lfn_size or 0)

@@ -37,11 +37,12 @@ class ParcelOutputReader(Protocol):
         transformation_output_id: UUID,
         *,
         after: UUID | None,
-        before: UUID | None,
+        settled_s: float | None,
         limit: int,
     ) -> list[ProducedFile]:
-        """Up to `limit` rows under the output with `after` < OutputID < `before` (either bound
-        open when None), in OutputID order: a primary-key range scan."""
+        """Up to `limit` rows under the output with OutputID > `after` (None: from the first),
+        in OutputID order (a primary-key range scan), ending before the first row whose parcel
+        completed less than `settled_s` seconds ago by the database clock (None: no margin)."""
         ...
 
     async def producer_drained(self, transformation_output_id: UUID) -> bool:

@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, cast
 from uuid import UUID
 
@@ -217,13 +218,25 @@ class EdgeReader(ParcelOutputReader):
         transformation_output_id: UUID,
         *,
         after: UUID | None,
-        before: UUID | None,
+        settled_s: float | None,
         limit: int,
     ) -> list[ProducedFile]:
         async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
-            rows = await db.parcel_outputs_between(
-                conn, transformation_output_id.bytes, after=after, before=before, limit=limit
+            now = await db_now(conn)
+            rows = await db.parcel_outputs_after(
+                conn, transformation_output_id.bytes, after=after, limit=limit
             )
+        if settled_s is not None:
+            cutoff = now - timedelta(seconds=settled_s)
+            unsettled = next(
+                (
+                    i
+                    for i, r in enumerate(rows)
+                    if r.completed_at is None or r.completed_at > cutoff
+                ),
+                len(rows),
+            )
+            rows = rows[:unsettled]
         return [ProducedFile(UUID(bytes=r.output_id), r.lfn, r.lfn_size) for r in rows]
 
     async def producer_drained(self, transformation_output_id: UUID) -> bool:

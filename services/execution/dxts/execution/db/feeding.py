@@ -31,7 +31,7 @@ from dxts.core.ids import new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import Input
 from dxts.core.schema.definition import transformations
-from dxts.core.schema.execution import inputs, parcel_outputs
+from dxts.core.schema.execution import inputs, parcel_outputs, parcels
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, TransformationStatus
 from dxts.execution.db.common import insert_ignoring_duplicates
@@ -118,27 +118,23 @@ class OutputRow:
     output_id: bytes
     lfn: str
     lfn_size: int | None
+    completed_at: datetime | None  # its parcel's CompletedAt
 
 
-async def parcel_outputs_between(
-    conn: AsyncConnection,
-    transformation_output_id: bytes,
-    *,
-    after: UUID | None,
-    before: UUID | None,
-    limit: int,
+async def parcel_outputs_after(
+    conn: AsyncConnection, transformation_output_id: bytes, *, after: UUID | None, limit: int
 ) -> list[OutputRow]:
-    """ParcelOutputs under the output, `after` < OutputID < `before`: a primary-key range."""
+    """ParcelOutputs under the output with OutputID > `after` (a primary-key range), each with
+    its parcel's CompletedAt (its primary key)."""
     columns = parcel_outputs.c
     conditions = [columns.TransformationOutputID == transformation_output_id]
     if after is not None:
         conditions.append(columns.OutputID > after.bytes)
-    if before is not None:
-        conditions.append(columns.OutputID < before.bytes)
     rows = await conn.execute(
-        sa.select(columns.OutputID, columns.LFN, columns.LFNSize)
+        sa.select(columns.OutputID, columns.LFN, columns.LFNSize, parcels.c.CompletedAt)
+        .select_from(parcel_outputs.join(parcels, parcels.c.ParcelID == columns.ParcelID))
         .where(*conditions)
         .order_by(columns.OutputID)
         .limit(limit)
     )
-    return [OutputRow(bytes(r.OutputID), r.LFN, r.LFNSize) for r in rows]
+    return [OutputRow(bytes(r.OutputID), r.LFN, r.LFNSize, r.CompletedAt) for r in rows]

@@ -1,0 +1,369 @@
+"""The built-in feeders (Seeds, Query, Edge, List) run by the feeder runner with execution's
+providers, on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+import runner_support as s
+import sqlalchemy as sa
+
+from dxts.core.builtins.feeders import in_sample
+from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
+from dxts.core.counters import journal_inputs, journal_parcels
+from dxts.core.db import Database, db_now
+from dxts.core.errors import InvalidArgument
+from dxts.core.ids import input_hash, new_id, new_ids
+from dxts.core.plugins import Phase
+from dxts.core.schema import execution
+from dxts.core.states import TransformationStatus
+from dxts.execution.component import install_providers
+from dxts.execution.definition_client import ActiveSnapshot, InMemoryTransformations
+from dxts.execution.feeding import run_feeder
+
+RC = s.RC
+
+
+@pytest.fixture(scope="module")
+async def catalogue(
+    db_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LocalFileCatalogue]:
+    """A catalogue of its own per database the module runs on."""
+    folder = tmp_path_factory.mktemp("catalogue")
+    local = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{folder}/c.sqlite"))
+    await local.start()
+    try:
+        yield local
+    finally:
+        await local.close()
+
+
+@pytest.fixture(scope="module")
+def definitions(db_url: str) -> InMemoryTransformations:
+    return InMemoryTransformations()
+
+
+@pytest.fixture(scope="module")
+def plugins(
+    database: Database, catalogue: LocalFileCatalogue, definitions: InMemoryTransformations
+) -> Any:
+    registry = s.builtins()
+    # Listed afresh on every lookup, as a sweep's refresh would make it.
+    snapshot = ActiveSnapshot(definitions, max_age_s=0)
+    install_providers(registry.providers, database, snapshot, catalogue)
+    registry.check()
+    return registry
+
+
+async def lfns(database: Database, transformation_id: bytes) -> list[str]:
+    return [r.LFN or str(r.Descriptor) for r in await s.input_rows(database, transformation_id)]
+
+
+async def bookmark(database: Database, transformation_id: bytes) -> Any:
+    return (await s.transformation_row(database, transformation_id)).FeederState
+
+
+async def again(database: Database, plugins: Any, t: Any, **options: Any) -> Any:
+    """The next sweep's invocation: the bookmark and flags as the definition side lists them."""
+    row = await s.transformation_row(database, t.id)
+    t = replace(t, feeder_state=row.FeederState, feeder_enabled=bool(row.FeederEnabled))
+    return await run_feeder(database, plugins, replace(t, **options))
+
+
+# ------------------------------------------------------------------------------------ Seeds
+
+
+async def test_seeds_issue_up_to_the_target_with_an_exact_cursor(
+    database: Database, plugins: Any
+) -> None:
+    args = {"target_events": 10, "events_per_seed": 3, "batch": 6}
+    t = await s.transformation(database, feeder="Seeds", feeder_args=args)
+    first = await run_feeder(database, plugins, t)
+    assert (first.inserted, await bookmark(database, t.id)) == (2, {"next_seed": 2})
+    await again(database, plugins, t)
+    assert (await bookmark(database, t.id)) == {"next_seed": 4}  # 12 events ≥ 10: done
+    assert (await again(database, plugins, t)).yielded == 0
+    seeds = [r.Descriptor for r in await s.input_rows(database, t.id)]
+    assert seeds == [{"seed": n} for n in range(4)]
+    await s.assert_counters_exact(database, t.id)
+
+
+async def test_seeds_scout_their_sample_and_continue_from_it(
+    database: Database, plugins: Any
+) -> None:
+    args = {"target_events": 9, "events_per_seed": 3, "scouting_events": 4}
+    t = await s.transformation(database, feeder="Seeds", feeder_args=args)
+    assert (await run_feeder(database, plugins, replace(t, scouting=True))).inserted == 2
+    assert (await again(database, plugins, t, scouting=False)).inserted == 1  # seed 2: 9 events
+    with pytest.raises(InvalidArgument, match="scouting_events"):
+        plugins.validate_args(
+            "feeder", "Seeds", {"target_events": 9, "events_per_seed": 3}, phase=Phase.SCOUTING
+        )
+
+
+async def test_seeds_keep_the_events_in_flight_under_the_ceiling(
+    database: Database, plugins: Any
+) -> None:
+    args = {"target_events": 100, "events_per_seed": 10, "max_in_flight": 30}
+    t = await s.transformation(database, feeder="Seeds", feeder_args=args)
+    assert (await run_feeder(database, plugins, t)).inserted == 3
+    assert (await again(database, plugins, t)).yielded == 0  # 3 Unassigned seeds in flight
+    rows = await s.input_rows(database, t.id)
+    await _settle(database, t.id, [bytes(rows[0].InputID)])  # one seed's work is done
+    assert (await again(database, plugins, t)).inserted == 1
+
+
+async def _settle(database: Database, transformation_id: bytes, input_ids: list[bytes]) -> None:
+    table = execution.inputs
+    async with database.transaction(RC) as conn:
+        moved = (
+            await conn.execute(
+                sa.update(table)
+                .where(
+                    table.c.TransformationID == transformation_id, table.c.InputID.in_(input_ids)
+                )
+                .values(Status="Processed")
+            )
+        ).rowcount
+        await journal_inputs(conn, {(transformation_id, "Unassigned", "Processed"): moved})
+
+
+# ------------------------------------------------------------------------------------ Query
+
+
+def bk(lfn: str, run: int, kind: str = "DST", **extra: Any) -> CatalogueFile:
+    return CatalogueFile(
+        lfn=lfn, size=run, metadata={"run": run, "file_type": kind, "config": "c1", **extra}
+    )
+
+
+async def test_query_feeds_the_selection_after_its_watermark(
+    database: Database, plugins: Any, catalogue: LocalFileCatalogue
+) -> None:
+    await catalogue.register([bk(f"/q/a{run}", run) for run in (10, 11, 12, 13)])
+    await catalogue.register([bk("/q/raw", 11, "RAW"), bk("/q/other", 11, config="c2")])
+    args = {
+        "conditions": {"config": "c1"},
+        "file_type": "DST",
+        "start_run": 11,
+        "end_run": 13,
+        "page_size": 2,
+        "exhaust_after_pass": False,
+    }
+    t = await s.transformation(database, feeder="Query", feeder_args=args)
+    result = await run_feeder(database, plugins, t)
+    assert (result.inserted, sorted(await lfns(database, t.id))) == (
+        3,
+        ["/q/a11", "/q/a12", "/q/a13"],
+    )
+    assert [r.Descriptor for r in await s.input_rows(database, t.id)] == [
+        {"run": 11},
+        {"run": 12},
+        {"run": 13},
+    ]
+    state = await bookmark(database, t.id)
+    assert set(state) == {"query", "watermark"}
+    assert (await again(database, plugins, t)).yielded == 0  # nothing new after the watermark
+    await catalogue.register([bk("/q/a12b", 12)])
+    late = await again(database, plugins, t)
+    assert (late.yielded, late.inserted) == (1, 1)
+    # A changed selection starts a full pass; what the transformation has is dropped on insert.
+    wider = await again(database, plugins, t, feeder_args={**args, "start_run": 10})
+    assert (wider.yielded, wider.inserted) == (5, 1)
+    await s.assert_counters_exact(database, t.id)
+
+
+async def test_query_scouts_a_sample_and_can_exhaust(
+    database: Database, plugins: Any, catalogue: LocalFileCatalogue
+) -> None:
+    files = [bk(f"/s/f{i:03d}", 500 + i % 3) for i in range(60)]
+    await catalogue.register(files)
+    runs = {"conditions": {"config": "c1"}, "start_run": 500, "end_run": 502}
+    t = await s.transformation(
+        database, feeder="Query", feeder_args={**runs, "scouting_runs": [501]}
+    )
+    await run_feeder(database, plugins, replace(t, scouting=True))
+    assert sorted(await lfns(database, t.id)) == [f.lfn for f in files if f.metadata["run"] == 501]
+    sampled = await s.transformation(
+        database, feeder="Query", feeder_args={**runs, "scouting_fraction": 0.3}
+    )
+    await run_feeder(database, plugins, replace(sampled, scouting=True))
+    expected = sorted(f.lfn for f in files if in_sample(f.lfn, 0.3))
+    assert sorted(await lfns(database, sampled.id)) == expected and 0 < len(expected) < 60
+    done = await s.transformation(
+        database, feeder="Query", feeder_args={**runs, "exhaust_after_pass": True}
+    )
+    result = await run_feeder(database, plugins, done)
+    assert result.exhausted and result.inserted == 60
+    assert (await s.transformation_row(database, done.id)).FeederEnabled is False
+    with pytest.raises(InvalidArgument, match="outside"):
+        plugins.validate_args(
+            "feeder", "Query", {**runs, "scouting_runs": [9]}, phase=Phase.SCOUTING
+        )
+
+
+# ------------------------------------------------------------------------------------- Edge
+
+OLD = timedelta(minutes=2)
+
+
+async def produced(
+    database: Database, producer: Any, lfns_made: list[str], *, completed_ago: timedelta
+) -> bytes:
+    """One Done parcel of `producer` that made `lfns_made` under its output, completed
+    `completed_ago` by the database clock; returns the parcel id."""
+    parcel_id = new_id()
+    async with database.transaction(RC) as conn:
+        now = await db_now(conn)
+        await conn.execute(
+            sa.insert(execution.parcels).values(
+                ParcelID=parcel_id,
+                TransformationID=producer.id,
+                Kind="Compute",
+                Status="Done",
+                UpdatedAt=now,
+                CompletedAt=now - completed_ago,
+            )
+        )
+        await journal_parcels(conn, {(producer.id, None, "Done"): 1})
+        await conn.execute(
+            sa.insert(execution.parcel_outputs),
+            [
+                {
+                    "TransformationOutputID": producer.outputs[0].output_id,
+                    "OutputID": oid,
+                    "ParcelID": parcel_id,
+                    "LFN": lfn,
+                    "LFNSize": 5,
+                }
+                for oid, lfn in zip(new_ids(len(lfns_made)), lfns_made, strict=True)
+            ],
+        )
+    return parcel_id
+
+
+async def settle(database: Database, parcel_id: bytes) -> None:
+    """Time passes for a parcel: it completed long enough ago."""
+    table = execution.parcels
+    async with database.transaction(RC) as conn:
+        now = await db_now(conn)
+        await conn.execute(
+            sa.update(table).where(table.c.ParcelID == parcel_id).values(CompletedAt=now - OLD)
+        )
+
+
+async def edge_pair(database: Database, definitions: InMemoryTransformations) -> tuple[Any, Any]:
+    producer = await s.transformation(database, feeder="Seeds", outputs=["out"])
+    definitions.put(producer)
+    args = {"transformation_output_id": str(UUID(bytes=producer.outputs[0].output_id))}
+    consumer = await s.transformation(database, feeder="Edge", feeder_args={**args, "page_size": 2})
+    return producer, consumer
+
+
+async def test_edge_feeds_settled_files_in_output_order_behind_a_margin(
+    database: Database, plugins: Any, definitions: InMemoryTransformations
+) -> None:
+    producer, consumer = await edge_pair(database, definitions)
+    await produced(database, producer, ["/e/1", "/e/2", "/e/3"], completed_ago=OLD)
+    recent = await produced(database, producer, ["/e/4"], completed_ago=timedelta(0))
+    await produced(database, producer, ["/e/5"], completed_ago=OLD)  # minted after /e/4
+    result = await run_feeder(database, plugins, consumer)
+    assert (result.inserted, result.exhausted) == (3, False)
+    assert await lfns(database, consumer.id) == ["/e/1", "/e/2", "/e/3"]  # stops at /e/4
+    state = await bookmark(database, consumer.id)
+    async with database.transaction(RC) as conn:
+        third = await conn.scalar(
+            sa.select(execution.parcel_outputs.c.OutputID).where(
+                execution.parcel_outputs.c.LFN == "/e/3"
+            )
+        )
+    assert UUID(state["after"]) == UUID(bytes=bytes(third))
+    assert (await again(database, plugins, consumer)).yielded == 0
+    await settle(database, recent)
+    later = await again(database, plugins, consumer)
+    assert (later.inserted, later.exhausted) == (2, False)
+    fed = await s.input_rows(database, consumer.id)
+    assert sorted(r.LFN for r in fed) == ["/e/1", "/e/2", "/e/3", "/e/4", "/e/5"]
+    assert {(r.LFNSize, r.Descriptor) for r in fed} == {(5, None)}
+    await s.assert_counters_exact(database, consumer.id)
+
+
+async def test_edge_exhausts_once_the_producer_is_drained_and_read(
+    database: Database, plugins: Any, definitions: InMemoryTransformations
+) -> None:
+    producer, consumer = await edge_pair(database, definitions)
+    await produced(database, producer, ["/d/1"], completed_ago=OLD)
+    # The producer's feeder is off but one of its inputs is Failed, awaiting its hook: live.
+    definitions.update(producer.id, feeder_enabled=False)
+    failed = new_id()
+    async with database.transaction(RC) as conn:
+        await conn.execute(
+            sa.insert(execution.inputs).values(
+                TransformationID=producer.id,
+                InputID=failed,
+                InputHash=input_hash(None, {"seed": 1}),
+                Descriptor={"seed": 1},
+                Status="Failed",
+                UpdatedAt=await db_now(conn),
+            )
+        )
+        await journal_inputs(conn, {(producer.id, None, "Failed"): 1})
+    waiting = await run_feeder(database, plugins, consumer)
+    assert (waiting.inserted, waiting.exhausted) == (1, False)
+    await produced(database, producer, ["/d/2"], completed_ago=timedelta(0))
+    async with database.transaction(RC) as conn:  # the hook gives up on it
+        table = execution.inputs
+        await conn.execute(
+            sa.update(table).where(table.c.InputID == failed).values(Status="NotProcessed")
+        )
+        await journal_inputs(conn, {(producer.id, "Failed", "NotProcessed"): 1})
+    drained = await again(database, plugins, consumer)  # no margin once drained
+    assert (drained.inserted, drained.exhausted) == (1, True)
+    assert (await s.transformation_row(database, consumer.id)).FeederEnabled is False
+    assert await lfns(database, consumer.id) == ["/d/1", "/d/2"]
+
+
+async def test_edge_does_not_exhaust_on_a_producer_that_is_not_active(
+    database: Database, plugins: Any, definitions: InMemoryTransformations
+) -> None:
+    producer, consumer = await edge_pair(database, definitions)
+    definitions.update(producer.id, feeder_enabled=False, status=TransformationStatus.PAUSED)
+    await produced(database, producer, ["/p/1"], completed_ago=OLD)
+    result = await run_feeder(database, plugins, consumer)
+    assert (result.inserted, result.exhausted) == (1, False)
+
+
+# ------------------------------------------------------------------------------------- List
+
+
+async def test_list_feeds_its_items_from_the_cursor_then_exhausts(
+    database: Database, plugins: Any
+) -> None:
+    items = [
+        {"lfn": "/l/a", "lfn_size": 1},
+        {"descriptor": {"run": 7}},
+        {"lfn": "/l/b", "lfn_size": 2, "descriptor": {"mask": "1-2"}},
+    ]
+    t = await s.transformation(database, feeder="List", feeder_args={"inputs": items})
+    result = await run_feeder(
+        database, plugins, replace(t, feeder_state={"next": 1})
+    )  # an earlier pass fed the first
+    assert (result.inserted, result.exhausted, result.bookmark) == (2, True, {"next": 3})
+    rows = await s.input_rows(database, t.id)
+    assert {(r.LFN, str(r.Descriptor)) for r in rows} == {
+        (None, str({"run": 7})),
+        ("/l/b", str({"mask": "1-2"})),
+    }
+    for bad, fragment in [
+        ({"inputs": [{"lfn": "/x"}]}, "lfn_size"),
+        ({"inputs": [{"lfn_size": 3}]}, "without an lfn"),
+        ({"inputs": [{}]}, "non-empty descriptor"),
+        ({"inputs": []}, "at least 1"),
+    ]:
+        with pytest.raises(InvalidArgument, match=fragment):
+            plugins.validate_args("feeder", "List", bad, phase=Phase.ACTIVE)
