@@ -3,9 +3,15 @@ component as `build_execution` makes it), on SQLite and MariaDB."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,11 +27,11 @@ from dxts.core.errors import (
     NotFound,
     PermissionDenied,
 )
-from dxts.core.grpc import DevKeys, GrpcServer, channel, current_identity
+from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.ids import hash_to_str, id_to_str, input_hash, new_id
 from dxts.core.locks import LockManager
-from dxts.core.schema import execution
+from dxts.core.schema import execution, metadata
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, Kind, ParcelStatus, TransformationStatus
 from dxts.execution.component import Execution, build_execution
@@ -33,7 +39,13 @@ from dxts.execution.definition_client import Description, InMemoryTransformation
 from dxts.execution.feeding import run_feeder
 from dxts.execution.packing import packer_lock, run_packer
 from dxts.execution.settings import ExecutionSettings
-from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
+from dxts.v1 import (
+    common_pb2,
+    definition_pb2,
+    definition_pb2_grpc,
+    execution_pb2,
+    execution_pb2_grpc,
+)
 
 CALLERS = {
     "alice": ("lhcb", "alice", []),  # owns the transformations
@@ -378,3 +390,135 @@ async def test_flush_packs_what_the_packer_holds_back(
     definitions.update(t.id, status=TransformationStatus.ACTIVE, halted=True)
     with pytest.raises(FailedPrecondition, match="halted"):
         await stubs["operator"].Flush(request)
+
+
+# -- dxts-execution as a process -----------------------------------------------------------------
+
+ENTRY_POINT = Path(sys.executable).parent / "dxts-execution"
+
+
+class FakeDefinition(definition_pb2_grpc.DefinitionServiceServicer):
+    """The two calls execution makes of the definition side, answered from the database."""
+
+    def __init__(self, database: Database, record: Any) -> None:
+        self.database = database
+        self.record = record
+
+    async def _message(self) -> definition_pb2.Transformation:
+        row = await s.transformation_row(self.database, self.record.id)
+        return definition_pb2.Transformation(
+            transformation_id=id_to_str(self.record.id),
+            type="Test",
+            kind=number(Kind.COMPUTE),
+            status=number(TransformationStatus.ACTIVE),
+            vo=self.record.vo,
+            owner_sub=self.record.owner_sub,
+            feeder=self.record.feeder,
+            feeder_args_json=json.dumps(self.record.feeder_args),
+            feeder_state_json=json.dumps(row.FeederState) if row.FeederState else "",
+            feeder_enabled=bool(row.FeederEnabled),
+            packer=self.record.packer,
+            process_id=hash_to_str(self.record.process_id),
+            requirements_template_json=json.dumps(self.record.requirements_template),
+        )
+
+    async def ListActiveTransformations(
+        self, request: Any, context: Any
+    ) -> definition_pb2.ListActiveTransformationsResponse:
+        return definition_pb2.ListActiveTransformationsResponse(
+            transformations=[await self._message()]
+        )
+
+    async def GetTransformation(
+        self, request: Any, context: Any
+    ) -> definition_pb2.GetTransformationResponse:
+        return definition_pb2.GetTransformationResponse(transformation=await self._message())
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_entry_point_feeds_packs_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'dxts.sqlite'}"
+    database = Database(url)
+    await database.start()
+    async with database.engine.begin() as conn:
+        await conn.run_sync(metadata.create_all)
+    record = await s.transformation(database, feeder_args=listed(3))
+    keys = DevKeys.load_or_create(tmp_path / "data")
+    definition = GrpcServer(
+        [
+            Service.of(
+                definition_pb2.DESCRIPTOR.services_by_name["DefinitionService"],
+                definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
+                FakeDefinition(database, record),
+            )
+        ],
+        settings=ServerSettings(listen="127.0.0.1:0"),
+        verifier=keys.verifier(),
+    )
+    address = f"127.0.0.1:{free_port()}"
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith("DXTS_")
+    } | {
+        "DXTS_DB_URL": url,
+        "DXTS_LISTEN": address,
+        "DXTS_DATA_DIR": str(tmp_path / "data"),
+        "DXTS_CATALOGUE_URL": f"sqlite+aiosqlite:///{tmp_path / 'catalogue.sqlite'}",
+        "DXTS_SHUTDOWN_GRACE_S": "1",
+        "DXTS_EXECUTION_FEED_INTERVAL_S": "0.1",
+        "DXTS_EXECUTION_PACK_INTERVAL_S": "0.1",
+    }
+    async with definition:
+        environment["DXTS_DEFINITION_ADDRESS"] = definition.address
+        process = await asyncio.create_subprocess_exec(
+            str(ENTRY_POINT),
+            env=environment,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            for _ in range(600):  # a bound: the process starts, feeds and packs in a few rounds
+                assert process.returncode is None, "dxts-execution exited early"
+                rows = await s.input_rows(database, record.id)
+                if len(rows) == 3 and s.by_status(rows) == {"Assigned": 3}:
+                    break
+                await asyncio.sleep(0.05)
+            assert s.by_status(await s.input_rows(database, record.id)) == {"Assigned": 3}
+            token = keys.issue("lhcb", "alice", [])
+            async with channel(address, token=token) as ch:
+                reply = await execution_pb2_grpc.ExecutionServiceStub(ch).ListInputs(  # type: ignore[misc]
+                    execution_pb2.ListInputsRequest(transformation_id=id_to_str(record.id))
+                )
+            assert [i.lfn for i in reply.inputs] == ["/g/000", "/g/001", "/g/002"]
+        finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+            _, errors = await asyncio.wait_for(process.communicate(), timeout=30)
+    await database.dispose()
+    assert process.returncode == 0, errors.decode()
+    assert "signal received: stopping" in errors.decode()
+
+
+async def test_the_entry_point_refuses_to_start_without_the_definition_service(
+    tmp_path: Path,
+) -> None:
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith("DXTS_")
+    } | {
+        "DXTS_DB_URL": f"sqlite+aiosqlite:///{tmp_path / 'dxts.sqlite'}",
+        "DXTS_DATA_DIR": str(tmp_path / "data"),
+        "DXTS_CATALOGUE_URL": f"sqlite+aiosqlite:///{tmp_path / 'catalogue.sqlite'}",
+    }
+    process = await asyncio.create_subprocess_exec(
+        str(ENTRY_POINT),
+        env=environment,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, errors = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 1
+    assert "DXTS_DEFINITION_ADDRESS is not set" in errors.decode()

@@ -1,0 +1,108 @@
+"""The feeder and packer sweeps of a built component, on SQLite and MariaDB: what they run, what
+they skip, and that a failing round does not stop them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import runner_support as s
+
+from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
+from dxts.core.db import Database
+from dxts.core.states import TransformationStatus
+from dxts.execution.component import Execution, build_execution
+from dxts.execution.definition_client import ActiveTransformation, InMemoryTransformations
+from dxts.execution.settings import ExecutionSettings
+
+
+class Flaky(InMemoryTransformations):
+    """The definition service, unreachable for the next `failures` calls."""
+
+    failures = 0
+
+    async def active(self) -> list[ActiveTransformation]:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("definition service unreachable")
+        return await super().active()
+
+
+@pytest.fixture(scope="module")
+def definitions(database: Database) -> Flaky:
+    return Flaky(database=database)
+
+
+@pytest.fixture(scope="module")
+async def component(
+    database: Database, definitions: Flaky, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Execution]:
+    folder = tmp_path_factory.mktemp("catalogue")
+    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{folder}/c.sqlite"))
+    await catalogue.start()
+    built = await build_execution(
+        database,
+        settings=ExecutionSettings(
+            feed_interval_s=0.05, pack_interval_s=0.05, record_interval_s=0.05
+        ),
+        registry=s.registry({}),
+        catalogue=catalogue,
+        definition_client=definitions,
+        start_sweeps=False,
+    )
+    try:
+        yield built
+    finally:
+        await built.stop()
+        await catalogue.close()
+
+
+def listed(prefix: str, n: int) -> dict[str, Any]:
+    return {"inputs": [{"lfn": f"{prefix}/{i}", "lfn_size": 1} for i in range(n)]}
+
+
+async def test_a_round_feeds_and_packs_every_transformation_that_should_run(
+    database: Database, definitions: Flaky, component: Execution
+) -> None:
+    await s.empty(database)
+    definitions.records.clear()
+    running = await s.transformation(database, feeder_args=listed("/sw/a", 3))
+    halted = await s.transformation(database, feeder_args=listed("/sw/b", 2), halted=True)
+    paused = await s.transformation(database, feeder_args=listed("/sw/c", 2))
+    for record in (running, halted, replace(paused, status=TransformationStatus.PAUSED)):
+        definitions.put(record)
+    fed = await component.sweeps.feed_round()
+    assert [(r.inserted, r.exhausted) for r in fed] == [(3, True)]
+    assert await s.input_rows(database, halted.id) == []
+    assert await s.input_rows(database, paused.id) == []
+    assert await component.sweeps.feed_round() == []  # exhausted: FeederEnabled read back off
+    packed = await component.sweeps.pack_round()
+    assert [(r.parcels, r.assigned) for r in packed] == [(3, 3)]
+    assert s.by_status(await s.input_rows(database, running.id)) == {"Assigned": 3}
+    await s.assert_counters_exact(database, running.id)
+
+
+async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
+    database: Database, definitions: Flaky, component: Execution
+) -> None:
+    await s.empty(database)
+    definitions.records.clear()
+    t = await s.transformation(database, feeder_args=listed("/run", 4))
+    definitions.put(t)
+    definitions.failures = 2  # the first rounds cannot list anything
+    tasks = component.sweeps.start()
+    try:
+        for _ in range(400):  # a bound, not a timing: each round takes a few milliseconds
+            rows = await s.input_rows(database, t.id)
+            if rows and s.by_status(rows) == {"Assigned": 4}:
+                break
+            await asyncio.sleep(0.025)
+        assert s.by_status(await s.input_rows(database, t.id)) == {"Assigned": 4}
+        assert definitions.failures == 0
+    finally:
+        await component.sweeps.stop(tasks, grace_s=5)
+    assert all(task.done() for task in tasks)
+    component.sweeps.stopping.clear()
