@@ -6,7 +6,8 @@ doc: |
   A small Monte Carlo production that really computes: seeds become pseudo-events, the events
   are reconstructed into mass candidates, and the candidates are merged into datasets, which
   are then replicated to a second storage element. Under dxts the Seeds feeder issues seeds
-  until 12,000 events are asked for; the workgraph closes itself once two merged datasets exist.
+  until 12,000 events are produced (the OutputTarget hook), then every member drains in turn and
+  the workgraph closes itself.
   Plain `cwltool mc-demo.cwl mc-demo-job.yaml` runs the same chain once over the seeds given.
 
 $namespaces:
@@ -17,6 +18,10 @@ hints:
     schema_version: '1.0'
     type: MCSimulation
     target: {output: datasets, files: 2}
+    hooks:
+      # Ends the Seeds feeder once the events asked for are produced, so that the members
+      # drain one after the other and the workgraph closes itself.
+      Active: {hook: OutputTarget, args: {target_events: 12000}}
     data_management:
     - id: DatasetReplication
       operation: replicate

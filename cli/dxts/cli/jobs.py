@@ -220,17 +220,20 @@ def provenance(
     if output is Output.JSON:
         print_json(message_dict(reply))
         return
-    rows = table("file", "parcel", "status", "process", "inputs")
+    rows = table("file", "parcel", "status", "inputs", whole=0)
     for record in reply.records:
         rows.add_row(
-            record.output.lfn,
+            _basename(record.output.lfn),
             record.parcel.parcel_id,
             name(ParcelStatus, record.parcel.status),
-            record.process_id[:16] + ("…" if record.process_id else ""),
             "\n".join(_input_text(i) for i in record.inputs),
         )
     console.print(rows)
 
 
+def _basename(lfn: str) -> str:
+    return lfn.rsplit("/", 1)[-1]
+
+
 def _input_text(record: Any) -> str:
-    return record.lfn or record.descriptor_json or record.input_id
+    return _basename(record.lfn) if record.lfn else record.descriptor_json or record.input_id

@@ -23,6 +23,7 @@ import getpass
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,11 +44,19 @@ from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError
 from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier
+from dxts.core.locks import LockManager
 from dxts.core.migrations import upgrade
+from dxts.core.plugins import Providers, Registry
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.core.states import Kind
 from dxts.definition.component import build_definition
+from dxts.definition.lifecycle.component import build_lifecycle
+from dxts.definition.lifecycle.settings import LifecycleSettings
 from dxts.definition.settings import DefinitionSettings
+from dxts.dispatcher.component import build_dispatcher
+from dxts.dispatcher.settings import BackendConfig, DispatcherSettings
+from dxts.execution.component import build_execution
+from dxts.execution.settings import ExecutionSettings
 
 log = logging.getLogger("dxts.up")
 
@@ -55,6 +64,9 @@ log = logging.getLogger("dxts.up")
 # replicates its merged datasets to the second.
 STORAGE_ELEMENTS = ("LOCAL-DISK", "LOCAL-ARCHIVE")
 TOKEN_LIFETIME = timedelta(days=30)
+# The sweeps' pause on the embedded default: a laptop run of a few dozen parcels moves on within
+# a second, where the production defaults are tuned for millions of rows.
+PACE_S = 1.0
 LOCK_FILE = "up.lock"
 LOG_FILE = "up.log"
 
@@ -138,6 +150,15 @@ async def _serve_adaptor(
     )
 
 
+def _free_port(host: str) -> int:
+    """A port nothing listens on now. The services are given theirs before any is built,
+    because they name each other (definition forwards to execution, which reads definition)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 async def compose(
     database: Database,
     *,
@@ -152,26 +173,48 @@ async def compose(
     `sweeps` false they are built without their background work (the command's tests steer
     the states themselves)."""
     ports = ports or Ports()
+    host = ports.host
+    port = {
+        name: chosen or _free_port(host)
+        for name, chosen in (
+            ("definition", ports.definition),
+            ("execution", ports.execution),
+            ("accounting", ports.accounting),
+        )
+    }
+    address = {name: f"{host}:{number}" for name, number in port.items()}
     stack = Stack()
     try:
+        backends = []
         for kind in (Kind.COMPUTE, Kind.DATA):
             settings = local_settings(data_dir, kind, workers)
-            await _serve_adaptor(stack, LocalAdaptor(settings, catalogue), verifier, ports.host)
+            served = await _serve_adaptor(stack, LocalAdaptor(settings, catalogue), verifier, host)
+            backends.append(
+                BackendConfig(name=settings.name, address=served, kind=kind, adaptor="local")
+            )
+        locks = LockManager(database)
+        stack.on_stop(locks.dispose)
+
         definition = await build_definition(
-            database, settings=DefinitionSettings(data_dir=data_dir)
+            database,
+            settings=DefinitionSettings(data_dir=data_dir, execution_address=address["execution"]),
         )
         stack.on_stop(definition.stop)
-        definition_address = await stack.serve(
+        await stack.serve(
             "definition",
             definition.services,
             verifier,
             database,
-            host=ports.host,
-            port=ports.definition,
+            host=host,
+            port=port["definition"],
         )
+
         accounting = await build_accounting(
             database,
-            settings=AccountingSettings(definition_address=definition_address, data_dir=data_dir),
+            settings=AccountingSettings(
+                definition_address=address["definition"], data_dir=data_dir
+            ),
+            locks=locks,
             start_sweeps=sweeps,
         )
         stack.on_stop(accounting.stop)
@@ -180,9 +223,61 @@ async def compose(
             accounting.services,
             verifier,
             database,
-            host=ports.host,
-            port=ports.accounting,
+            host=host,
+            port=port["accounting"],
         )
+
+        # One registry for the plugins run here: the lifecycle's hooks and actions and
+        # execution's feeders and packers, each side providing what its plugins are injected.
+        registry = Registry.discover(providers=Providers())
+        lifecycle = await build_lifecycle(
+            database,
+            settings=LifecycleSettings(accounting_address=address["accounting"], interval_s=PACE_S),
+            execution_address=address["execution"],
+            data_dir=data_dir,
+            registry=registry,
+            catalogue=catalogue,
+            locks=locks,
+        )
+        stack.on_stop(lifecycle.close)
+        execution = await build_execution(
+            database,
+            settings=ExecutionSettings(
+                definition_address=address["definition"],
+                data_dir=data_dir,
+                feed_interval_s=PACE_S,
+                pack_interval_s=PACE_S,
+                record_interval_s=PACE_S / 2,
+                failed_inputs_interval_s=PACE_S,
+            ),
+            registry=registry,
+            catalogue=catalogue,
+            locks=locks,
+            start_sweeps=sweeps,
+        )
+        stack.on_stop(execution.stop)
+        await stack.serve(
+            "execution", execution.services, verifier, database, host=host, port=port["execution"]
+        )
+        if sweeps:
+            lifecycle.start()
+
+        dispatcher = await build_dispatcher(
+            database,
+            settings=DispatcherSettings(
+                backends=backends,
+                definition_address=address["definition"],
+                execution_address=address["execution"],
+                data_dir=data_dir,
+                idle_s=PACE_S / 2,
+                poll_interval_s=PACE_S,
+                cancel_interval_s=PACE_S,
+                recovery_interval_s=10 * PACE_S,
+            ),
+            start_sweeps=sweeps,
+        )
+        stack.on_stop(dispatcher.stop)
+        await stack.serve("dispatcher", dispatcher.services, verifier, database, host=host)
     except BaseException:
         await stack.stop()
         raise
@@ -265,7 +360,7 @@ async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -
         exit_stack.push_async_callback(stack.stop)
         connection = Connection(
             definition=stack.address("definition"),
-            execution=stack.servers["execution"].address if "execution" in stack.servers else None,
+            execution=stack.address("execution"),
             accounting=stack.address("accounting"),
             token=keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME),
         )
