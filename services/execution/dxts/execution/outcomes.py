@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now
-from dxts.core.errors import FailedPrecondition, InvalidArgument
+from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import id_from_str, id_to_str, new_id
 from dxts.core.plugins import FileInput, Input
 from dxts.core.state_machines import Actor
@@ -375,9 +375,14 @@ class Recorder:
             if not page:
                 return recorded
             after = page[-1].parcel_id
-            ready = [row for row in page if OUTCOME in row.annotations]
             # Asked before the transactions, which should not wait on another service.
-            await self._declared({row.transformation_id for row in ready})
+            known = await self._declared({row.transformation_id for row in page})
+            ready = [
+                row
+                for row in page
+                if OUTCOME in row.annotations
+                and (row.transformation_id is None or row.transformation_id in known)
+            ]
             for start in range(0, len(ready), batch):
                 recorded += await self.record([r.parcel_id for r in ready[start : start + batch]])
             if len(page) < PAGE:
@@ -405,6 +410,8 @@ class Recorder:
         outputs = await self._declared({r.transformation_id for r in rows})
         plans = []
         for row in rows:
+            if row.transformation_id is not None and row.transformation_id not in outputs:
+                continue
             outcome = stored_outcome(row.annotations)
             assert outcome is not None
             declared = outputs[row.transformation_id] if row.transformation_id else None
@@ -416,9 +423,15 @@ class Recorder:
     async def _declared(
         self, transformation_ids: set[bytes | None]
     ) -> dict[bytes, dict[str, bytes]]:
+        """The declared outputs of these transformations, by id; one the definition side does
+        not know is left out (its parcels wait, with a warning, rather than hold up the rest)."""
         for tid in transformation_ids:
             if tid is not None and tid not in self._outputs:
-                described = await self.transformations.describe(tid, token=None)
+                try:
+                    described = await self.transformations.describe(tid, token=None)
+                except NotFound:
+                    log.warning("parcels of %s wait: definition knows no such", id_to_str(tid))
+                    continue
                 self._outputs[tid] = {o.name: o.output_id for o in described.outputs}
         return self._outputs
 
