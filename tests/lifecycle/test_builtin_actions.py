@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ from dxts.core.states import (
     ParcelStatus,
     TransformationStatus,
 )
-from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution
+from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution, MemorySiblings
 
 I, P, R = InputStatus, ParcelStatus, ActionResult  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)
@@ -271,6 +272,47 @@ def test_every_input_settled() -> None:
     assert open_.result is R.FAILED and "2 Problematic" in open_.message
 
 
+async def test_only_unprocessed_remain_after_a_removal() -> None:
+    workgraph = uuid.uuid4()
+    removal = replace(member("removal", kind=Kind.DATA), workgraph_id=workgraph)
+    reco = replace(member("reco"), workgraph_id=workgraph)
+    siblings = MemorySiblings({workgraph: {"reco": reco, "removal": removal}})
+    execution = MemoryExecution()
+
+    def inputs(rows: dict[str, InputStatus]) -> list[InputRecord]:
+        return [replace(record(lfn), status=status) for lfn, status in rows.items()]
+
+    execution.input_rows[reco.id] += inputs(
+        {"/f1": I.PROCESSED, "/f2": I.PROCESSED, "/f3": I.NOT_PROCESSED}
+    )
+    execution.input_rows[removal.id] += inputs(
+        {"/f1": I.PROCESSED, "/f2": I.NOT_PROCESSED, "/f3": I.NOT_PROCESSED}
+    )
+
+    async def run(consumer: str = "reco") -> Any:
+        return await a.only_unprocessed_remain(
+            transformation=removal,
+            args=a.ConsumerArgs(consumer=consumer),
+            execution=execution,
+            siblings=siblings,
+        )
+
+    kept = await run()
+    assert (
+        kept.result is R.FAILED and "/f2 was processed by reco and is still there" in kept.message
+    )
+    execution.input_rows[removal.id][1] = replace(
+        execution.input_rows[removal.id][1], status=I.PROCESSED
+    )
+    assert (await run()).result is R.PASSED
+    execution.input_rows[removal.id][2] = replace(
+        execution.input_rows[removal.id][2], status=I.PROCESSED
+    )
+    lost = await run()
+    assert lost.result is R.FAILED and "/f3 was removed though reco did not" in lost.message
+    assert (await run("ghost")).result is R.FAILED
+
+
 # -- Archiving and Cleaning ----------------------------------------------------------------------
 
 
@@ -353,11 +395,17 @@ async def test_actions_run_through_the_registry_with_injection(
     catalogue: FileCatalogue,
 ) -> None:
     """The lifecycle's providers satisfy every built-in action's annotations."""
-    from dxts.core.builtins.lifecycle_services import Counts, ExecutionControl, ExecutionView
+    from dxts.core.builtins.lifecycle_services import (
+        Counts,
+        ExecutionControl,
+        ExecutionView,
+        Siblings,
+    )
 
     providers = Providers()
     execution = MemoryExecution()
     providers.add(Counts, MemoryCounts())
+    providers.add(Siblings, MemorySiblings())
     providers.add(ExecutionView, execution)
     providers.add(ExecutionControl, execution)
     providers.add(FileCatalogue, catalogue)
@@ -368,7 +416,7 @@ async def test_actions_run_through_the_registry_with_injection(
         "dxts.core.builtins.lifecycle_hooks",
     }
     built_in = [p for p in registry if p.function.__module__ in lifecycle]
-    assert len(built_in) == 15
+    assert len(built_in) == 16
     missing = [
         (p.name, i.parameter)
         for p in built_in

@@ -301,3 +301,36 @@ async def test_the_engine_refuses_to_start_with_a_plugin_it_cannot_serve(
             counts=MemoryCounts(),
             execution=MemoryExecution(),
         )
+
+
+async def test_an_action_reads_its_siblings_from_the_definition_rows(
+    database: Database, engine: Rig
+) -> None:
+    from dataclasses import replace
+
+    from dxts.core.plugins import InputRecord
+
+    world = await build(
+        database,
+        {
+            "reco": Member(status="Finalizing"),
+            "removal": Member(
+                status="Finalizing",
+                kind="Data",
+                feeder="Edge",
+                source="reco",
+                after=("reco",),
+                actions={"Finalizing": [("OnlyUnprocessedRemain", {"consumer": "reco"})]},
+            ),
+        },
+        status="Finalizing",
+    )
+    processed = replace(
+        InputRecord(id=world.uid("reco"), lfn="/f", lfn_size=1, descriptor=None), status=I.PROCESSED
+    )
+    engine.execution.input_rows[world.uid("reco")].append(processed)
+    engine.execution.input_rows[world.uid("removal")].append(processed)
+    assert (await engine.sweep(world))[1]["removal"] != "FinalizingBlocked"
+    _, member_log = await logs(database, world)
+    (run,) = [r for r in member_log if r.EventType == "ActionRun"]
+    assert run.Data["result"] == "Passed" and "the 1 files reco processed" in run.Message

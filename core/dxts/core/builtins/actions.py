@@ -2,8 +2,9 @@
 
 Approving (the workgraph's list): `CheckSuccessRate`, `EstimateResourceUsage`, `ManualApproval`.
 Finalizing: `NoInputProcessedTwice`, `ReconcileFeederInputs`, `CheckOutputFiles`,
-`EveryInputSettled`. Archiving and Cleaning: `CleanIntermediates` / `RemoveIntermediateFiles`,
-`RemoveOutputFiles`, `CancelInFlightParcels`, `CleanDatabaseEntries` (last in both lists).
+`EveryInputSettled`, `OnlyUnprocessedRemain`. Archiving and Cleaning: `CleanIntermediates` /
+`RemoveIntermediateFiles`, `RemoveOutputFiles`, `CancelInFlightParcels`, `CleanDatabaseEntries`
+(last in both lists).
 
 Pending means "not yet knowable, run me again later" (parcels still cancelling, rows still being
 deleted); a sign-off nobody has given is Failed, and the person gives it by forcing the action.
@@ -31,6 +32,7 @@ from dxts.core.builtins.lifecycle_services import (
     ExecutionControl,
     ExecutionView,
     OutputRecord,
+    Siblings,
     SuccessRateSettings,
     ThresholdArgs,
     fates,
@@ -296,6 +298,44 @@ def every_input_settled(*, input_overview: InputOverview) -> ActionResult:
         shown = ", ".join(f"{n} {status}" for status, n in sorted(open_inputs.items()))
         return ActionResult.failed(f"inputs not settled: {shown}")
     return ActionResult.passed(f"all {sum(input_overview.values())} inputs settled")
+
+
+class ConsumerArgs(PluginArgs):
+    consumer: str = Field(min_length=1, description="the member that consumes the files")
+
+
+async def _processed_lfns(execution: ExecutionView, transformation_id: UUID) -> set[str]:
+    return {i.lfn async for i in execution.inputs(transformation_id, [I.PROCESSED]) if i.lfn}
+
+
+@action("Finalizing")
+async def only_unprocessed_remain(
+    *,
+    transformation: Transformation,
+    args: ConsumerArgs,
+    execution: ExecutionView | None = None,
+    siblings: Siblings | None = None,
+) -> ActionResult:
+    """A removal after a consumer: it removed exactly the files the consumer processed, so the
+    files left in place are the ones the consumer did not (kept for whoever investigates)."""
+    execution = needed(execution, "ExecutionView")
+    if transformation.workgraph_id is None:
+        return ActionResult.failed("a standalone transformation has no consumer to compare with")
+    members = await needed(siblings, "Siblings").members(transformation.workgraph_id)
+    consumer = members.get(args.consumer)
+    if consumer is None:
+        return ActionResult.failed(f"the workgraph has no member called {args.consumer}")
+    consumed = await _processed_lfns(execution, consumer.id)
+    removed = await _processed_lfns(execution, transformation.id)
+    kept = sorted(consumed - removed)
+    lost = sorted(removed - consumed)
+    problems = [f"{lfn} was processed by {args.consumer} and is still there" for lfn in kept]
+    problems += [f"{lfn} was removed though {args.consumer} did not process it" for lfn in lost]
+    if problems:
+        return ActionResult.failed(listed(problems))
+    return ActionResult.passed(
+        f"the {len(removed)} files {args.consumer} processed were removed, no other"
+    )
 
 
 # -- Archiving and Cleaning ------------------------------------------------------------------------

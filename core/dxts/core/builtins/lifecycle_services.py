@@ -35,7 +35,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.core.errors import Unavailable
-from dxts.core.plugins import InputRecord, PluginArgs
+from dxts.core.plugins import InputRecord, PluginArgs, Transformation
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
@@ -119,6 +119,14 @@ class ExecutionView(Protocol):
     def successes(self, transformation_id: UUID) -> AsyncIterator[tuple[UUID, UUID]]:
         """(parcel, input) for every input a parcel processed successfully: every input of a
         Done parcel, the inputs a PartiallyDone parcel's status report calls SUCCESS."""
+        ...
+
+
+class Siblings(Protocol):
+    """The other members of a transformation's workgraph (definition's own rows)."""
+
+    async def members(self, workgraph_id: UUID) -> dict[str, Transformation]:
+        """Every member by its name in the document."""
         ...
 
 

@@ -10,10 +10,11 @@ declare what they need by annotation). Here are their implementations:
   `successes` read each successful parcel with GetParcel: one call per parcel, acceptable for
   the once-per-workgraph finalizing checks that use them. Declared outputs (name, Intermediate,
   producer) are definition's own rows, read here directly;
+* `DefinitionSiblings` — a workgraph's members, from definition's own rows;
 * `NoCounts`, `NoExecution` — stand-ins when an address is not configured: every call is
   UNAVAILABLE, which the engine reports and retries like any unavailable peer;
-* `MemoryCounts`, `MemoryExecution` — in-memory doubles for tests (this package's and the
-  end-to-end scenarios'): set what they answer, read what they were asked.
+* `MemoryCounts`, `MemoryExecution`, `MemorySiblings` — in-memory doubles for tests (this
+  package's and the end-to-end scenarios'): set what they answer, read what they were asked.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from dxts.core.builtins.lifecycle_services import (
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Unavailable
 from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, from_json_text
-from dxts.core.plugins import InputRecord
+from dxts.core.plugins import InputRecord, Transformation
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.definition import db
 from dxts.definition.execution_client import GrpcExecutionClient
+from dxts.definition.lifecycle.views import name_of, read_workgraph, transformation_view
 from dxts.v1 import (
     accounting_pb2,
     accounting_pb2_grpc,
@@ -263,6 +265,17 @@ class GrpcExecution:
         return CleanStep(reply.rows_deleted, reply.complete)
 
 
+class DefinitionSiblings:
+    """`Siblings` from the definition service's own rows."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def members(self, workgraph_id: UUID) -> dict[str, Transformation]:
+        detail = await read_workgraph(self._database, workgraph_id.bytes)
+        return {name_of(m): transformation_view(m) for m in detail.members}
+
+
 # -- not configured -----------------------------------------------------------------------------
 
 
@@ -426,3 +439,13 @@ class MemoryExecution:
 
     def called(self, method: str) -> list[UUID]:
         return [tid for name, tid, _ in self.calls if name == method]
+
+
+@dataclass
+class MemorySiblings:
+    """`Siblings` answering the members a test sets, by workgraph."""
+
+    by_workgraph: dict[UUID, dict[str, Transformation]] = field(default_factory=dict)
+
+    async def members(self, workgraph_id: UUID) -> dict[str, Transformation]:
+        return dict(self.by_workgraph.get(workgraph_id, {}))

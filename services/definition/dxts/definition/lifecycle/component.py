@@ -7,7 +7,8 @@
     await lifecycle.close()
 
 The engine's registry provides what the built-in hooks and actions ask for by annotation:
-`Counts`, `ExecutionView`, `ExecutionControl` (the peers below), `FileCatalogue` (the configured
+`Counts`, `ExecutionView`, `ExecutionControl` (the peers below), `Siblings` (a workgraph's
+members, read here), `FileCatalogue` (the configured
 catalogue, opened on first use) and the `Registry` itself (ReconcileFeederInputs re-runs
 feeders). Tests pass doubles for the peers and a registry of their own plugins.
 """
@@ -24,7 +25,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dxts.core.builtins.lifecycle_services import Counts, ExecutionControl, ExecutionView
+from dxts.core.builtins.lifecycle_services import (
+    Counts,
+    ExecutionControl,
+    ExecutionView,
+    Siblings,
+)
 from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, channel
@@ -32,7 +38,13 @@ from dxts.core.locks import LockManager
 from dxts.core.plugins import PluginRegistryError, Providers
 from dxts.core.plugins.points import Point
 from dxts.core.plugins.registry import Registry
-from dxts.definition.lifecycle.clients import GrpcCounts, GrpcExecution, NoCounts, NoExecution
+from dxts.definition.lifecycle.clients import (
+    DefinitionSiblings,
+    GrpcCounts,
+    GrpcExecution,
+    NoCounts,
+    NoExecution,
+)
 from dxts.definition.lifecycle.engine import Engine
 from dxts.definition.lifecycle.settings import LifecycleSettings
 from dxts.definition.lifecycle.sweep import LifecycleSweep
@@ -80,7 +92,7 @@ LIFECYCLE_POINTS = frozenset(
 )
 # Declared optional by the built-ins (so that other processes' start-up checks pass them) but
 # needed here.
-SERVICES = (Counts, ExecutionView, ExecutionControl, Registry)
+SERVICES = (Counts, ExecutionView, ExecutionControl, Siblings, Registry)
 
 
 def check_lifecycle_plugins(registry: Registry) -> None:
@@ -155,6 +167,7 @@ async def build_lifecycle(
     _provide(providers, Counts, counts)
     _provide(providers, ExecutionView, execution)
     _provide(providers, ExecutionControl, execution)
+    _provide(providers, Siblings, DefinitionSiblings(database))
     _provide(providers, Registry, registry)
     if catalogue is not None:
         _provide(providers, FileCatalogue, catalogue)
