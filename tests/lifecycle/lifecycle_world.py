@@ -9,6 +9,7 @@ test plugins, whose results a test queues and whose calls it reads back in order
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,9 @@ class Script:
     def __init__(self) -> None:
         self.results: dict[str, list[Any]] = defaultdict(list)
         self.calls: list[tuple[str, Any]] = []
+        # Gated actions wait for `opened`, having said they started with `entered`.
+        self.entered = asyncio.Event()
+        self.opened = asyncio.Event()
 
     def queue(self, key: str, *results: Any) -> None:
         self.results[key].extend(results)
@@ -94,6 +98,14 @@ def scripted_action(
     return script.next(args.key, default or ActionResult.passed())
 
 
+@action("Finalizing", "Archiving", "Cleaning")
+async def gated_action(*, args: KeyArgs, script: Script) -> ActionResult:
+    script.calls.append((args.key, None))
+    script.entered.set()
+    await script.opened.wait()
+    return ActionResult.done() if args.key.startswith("done") else ActionResult.passed()
+
+
 @hook("ScoutingToApproving")
 def scripted_scout(
     *, args: KeyArgs, input_overviews: dict[uuid.UUID, InputOverview], script: Script
@@ -124,7 +136,11 @@ SCRIPTED = {
         "ScriptedWorkgraphHook": scripted_workgraph_hook,
         "ScriptedMemberHook": scripted_member_hook,
     },
-    "action": {"ScriptedApproval": scripted_approval, "Scripted": scripted_action},
+    "action": {
+        "ScriptedApproval": scripted_approval,
+        "Scripted": scripted_action,
+        "Gated": gated_action,
+    },
 }
 
 

@@ -4,6 +4,7 @@ per-workgraph lock; standalone transformations."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -334,3 +335,33 @@ async def test_an_action_reads_its_siblings_from_the_definition_rows(
     _, member_log = await logs(database, world)
     (run,) = [r for r in member_log if r.EventType == "ActionRun"]
     assert run.Data["result"] == "Passed" and "the 1 files reco processed" in run.Message
+
+
+async def test_two_replicas_never_sweep_one_workgraph_at_once(
+    database: Database, engine: Rig
+) -> None:
+    """A second replica (its own lock connections) skips a workgraph the first is sweeping."""
+    from dxts.core.locks import LockManager
+    from dxts.definition.lifecycle.sweep import LifecycleSweep
+
+    world = await build(
+        database,
+        {"sim": Member(status="Finalizing", actions={"Finalizing": [("Gated", {"key": "g"})]})},
+        status="Finalizing",
+    )
+    script = engine.script
+    script.entered.clear()
+    script.opened.clear()
+    other_locks = LockManager(database)
+    other = LifecycleSweep(engine.lifecycle.engine, other_locks)
+    try:
+        first = asyncio.create_task(engine.lifecycle.sweep.sweep_workgraph(world.workgraph_id))
+        await asyncio.wait_for(script.entered.wait(), 10)
+        assert not await other.sweep_workgraph(world.workgraph_id)
+        script.opened.set()
+        assert await asyncio.wait_for(first, 10)
+    finally:
+        script.opened.set()
+        await other_locks.dispose()
+    assert [key for key, _ in script.calls].count("g") == 1
+    assert (await statuses(database, world))[0] == "Archived"
