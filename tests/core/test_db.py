@@ -191,3 +191,13 @@ async def test_db_now_reads_the_database_clock(database: Database) -> None:
     assert second >= first
     assert abs((datetime.datetime.now(datetime.UTC).replace(tzinfo=None) - first)
                .total_seconds()) < 60
+
+
+async def test_each_transaction_runs_at_the_level_it_asks_for(mariadb: Database) -> None:
+    """Sessions start at READ COMMITTED; another level is set for its transaction only."""
+    query = sa.text("SELECT @@tx_isolation")
+    for isolation in (Isolation.READ_COMMITTED, Isolation.REPEATABLE_READ,
+                      Isolation.READ_COMMITTED, Isolation.SERIALIZABLE, Isolation.READ_COMMITTED):
+        async with mariadb.transaction(isolation) as conn:
+            level = await conn.scalar(query)
+        assert level == isolation.value.replace(" ", "-")

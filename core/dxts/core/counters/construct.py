@@ -441,7 +441,9 @@ class Counter:
             created.add(claim.name)
         for start in range(0, len(ids), MAX_PARAMETERS):
             chunk = ids[start : start + MAX_PARAMETERS]
-            await conn.execute(sa.insert(claim).values([{"JournalID": i} for i in chunk]))
+            # executemany form: the driver sends one multi-row INSERT without SQLAlchemy
+            # compiling a bind parameter per id (measured: a third of the fold's time).
+            await conn.execute(sa.insert(claim), [{"JournalID": i} for i in chunk])
         return journal.c.JournalID.in_(sa.select(claim.c.JournalID)), self._delete_claimed
 
     def _upsert(self, dialect: str, claimed: sa.ColumnElement[bool]) -> sa.Executable:
