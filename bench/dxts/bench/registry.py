@@ -5,4 +5,5 @@ BENCHMARKS: dict[str, str] = {
     "dispatch": "dxts.bench.dispatch",
     "counters": "dxts.bench.counters",
     "definition": "dxts.bench.definition",
+    "execution": "dxts.bench.execution",
 }
