@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import utcnow
+from dxts.core.db import db_now, utcnow
 from dxts.core.errors import FieldViolation, InvalidArgument
 from dxts.core.ids import UUID_BYTES, canonical_json
 from dxts.core.schema.accounting import transformation_log, workgraph_log
@@ -114,8 +114,14 @@ async def _append(
     ]
     if problems:
         raise InvalidArgument(problems)
-    if rows:
-        await conn.execute(sa.insert(table).values(rows))
+    if len(rows) == 1:
+        await conn.execute(sa.insert(table).values(rows[0]))
+    elif rows:
+        # A fan-out: read the clock once and send plain values in executemany form, which the
+        # driver turns into one multi-row INSERT (an SQL expression in the rows would make it
+        # one statement per row, and `.values(list)` compiles a parameter per cell).
+        now = await db_now(conn)
+        await conn.execute(sa.insert(table), [{**row, "CreatedAt": now} for row in rows])
     return len(rows)
 
 

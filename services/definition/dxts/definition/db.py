@@ -66,18 +66,17 @@ async def insert_workgraph(
     now = await db_now(conn)
     await conn.execute(sa.insert(workgraphs).values({**workgraph, "UpdatedAt": now}))
     await conn.execute(sa.insert(ownership).values(ownership_row))
-    await conn.execute(
-        sa.insert(transformations).values([{**m, "UpdatedAt": now} for m in members])
-    )
+    # executemany form: one multi-row INSERT per table from the driver, without SQLAlchemy
+    # compiling a bind parameter per cell (measured: half the cost of a 50-step submission).
+    await conn.execute(sa.insert(transformations), [{**m, "UpdatedAt": now} for m in members])
     if compute:
-        await conn.execute(sa.insert(compute_transformations).values(compute))
+        await conn.execute(sa.insert(compute_transformations), compute)
     if outputs:
-        await conn.execute(sa.insert(transformation_outputs).values(outputs))
+        await conn.execute(sa.insert(transformation_outputs), outputs)
     if action_rows:
         await conn.execute(
-            sa.insert(actions).values(
-                [{"WorkgraphID": None, "TransformationID": None, **a} for a in action_rows]
-            )
+            sa.insert(actions),
+            [{"WorkgraphID": None, "TransformationID": None, **a} for a in action_rows],
         )
     return now
 
