@@ -236,14 +236,18 @@ async def test_a_file_the_catalogue_refuses_fails_only_its_parcel(
 
 def test_the_report_parser_on_its_own() -> None:
     child = {"lfn": "/lhcb/x.dst", "lfn_size": 10, "data": {"Mask": "1-5"}, "descriptor": None}
+    first, second, stranger = (id_to_str(bytes([n]) * 16) for n in (1, 2, 3))
+    carried = {first: b"\x01" * 16, second: b"\x02" * 16}
     parsed = status_reports.parse(
         json.dumps(
             {
-                id_to_str(b"\x01" * 16): {"action": "NOT_TRIED"},
-                id_to_str(b"\x02" * 16): {"action": "SPLIT", "SUCCESS": [child]},
-                "a free comment key": {"action": "SUCCESS"},
+                first: {"action": "NOT_TRIED"},
+                second: {"action": "SPLIT", "SUCCESS": [child]},
+                stranger: {"action": "SUCCESS"},
+                "a free comment key": {"action": "FAILURE"},
             }
-        )
+        ),
+        carried,
     )
     assert parsed.entries[b"\x01" * 16].action is status_reports.Action.NOT_TRIED
     (portion,) = parsed.entries[b"\x02" * 16].succeeded
@@ -251,6 +255,7 @@ def test_the_report_parser_on_its_own() -> None:
         {"Mask": "1-5"},
         True,
     )
-    assert parsed.unknown_keys == ("a free comment key",)
+    assert parsed.strangers == (stranger, "a free comment key")
+    # A stranger's entry still has to follow the schema; every problem is counted.
     with pytest.raises(status_reports.ReportRefused, match=r"and 2 more"):
-        status_reports.parse(json.dumps({id_to_str(bytes([n]) * 16): {} for n in range(7)}))
+        status_reports.parse(json.dumps({str(n): {} for n in range(7)}), carried)

@@ -40,6 +40,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.bench.execution_outcomes import run_outcomes
 from dxts.bench.harness import Bench, Figure, Operation
 from dxts.core import content_store
 from dxts.core.counters import journal_inputs
@@ -122,6 +123,7 @@ async def run(bench: Bench, params: ExecutionParams) -> None:
     for pool in params.rss_pools:
         await _peak_rss(bench, database, registry, params, pool)
     # -- outcome recording (part 2): `outcome_parcels_per_s` goes here ----------------------
+    await run_outcomes(bench)
 
 
 # ----------------------------------------------------------------------------------- setup

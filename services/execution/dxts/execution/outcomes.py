@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from google.protobuf import json_format
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
@@ -66,7 +65,7 @@ I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 
 # Keys execution writes in Parcels.Annotations. CANCEL_REQUESTED is the dispatcher's agreed key
 # (dxts.dispatcher.db.CANCEL_REQUESTED): a Completing parcel carrying it waits for the backend.
-OUTCOME = "outcome"
+OUTCOME = db.OUTCOME
 CANCEL_REQUESTED = "cancel_requested"
 CANCEL_REASON = "cancel_reason"
 WARNINGS = "warnings"
@@ -76,7 +75,7 @@ RECOVERY_OF = "recovery_of"
 RECOVERY_BACKEND = "recovery"
 
 MAX_WARNINGS = 20  # kept per parcel; the rest are counted
-RECORD_BATCH = 200  # parcels per recording transaction
+RECORD_BATCH = 500  # parcels per recording transaction
 PAGE = 1_000  # Completing parcels read per page while looking for recordable ones
 
 RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
@@ -89,8 +88,23 @@ CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
 # -- the outcome as stored ----------------------------------------------------------------------
 
 
+_FILE_FIELDS = ("output_name", "lfn", "size", "checksum", "storage_element")
+_TEXT_FIELDS = ("backend", "identifier", "backend_status", "message", "status_report_json")
+_RESULT_NAMES = frozenset(common_pb2.OutcomeResult.keys())
+
+
 def outcome_to_json(outcome: common_pb2.Outcome) -> dict[str, Any]:
-    return json_format.MessageToDict(outcome, preserving_proto_field_name=True)
+    """The outcome as stored in `Annotations.outcome`: the message's fields by name, the result
+    by its enum name, sizes as numbers (plain JSON, read back without protobuf's JSON mapping,
+    which recording would otherwise pay for every parcel)."""
+    stored: dict[str, Any] = {
+        "result": common_pb2.OutcomeResult.Name(outcome.result),
+        **{name: getattr(outcome, name) for name in _TEXT_FIELDS},
+        "outputs": [{name: getattr(f, name) for name in _FILE_FIELDS} for f in outcome.outputs],
+    }
+    if outcome.HasField("finished_at"):
+        stored["finished_at"] = outcome.finished_at.ToJsonString()
+    return stored
 
 
 def stored_outcome(annotations: Mapping[str, Any] | None) -> common_pb2.Outcome | None:
@@ -98,7 +112,19 @@ def stored_outcome(annotations: Mapping[str, Any] | None) -> common_pb2.Outcome 
     stored = (annotations or {}).get(OUTCOME)
     if not isinstance(stored, dict):
         return None
-    return json_format.ParseDict(stored, common_pb2.Outcome(), ignore_unknown_fields=True)
+    outcome = common_pb2.Outcome(
+        outputs=[
+            common_pb2.OutputFile(**{k: f[k] for k in _FILE_FIELDS if k in f})
+            for f in stored.get("outputs", ())
+        ]
+    )
+    if stored.get("result") in _RESULT_NAMES:
+        outcome.result = common_pb2.OutcomeResult.Value(stored["result"])
+    for name in _TEXT_FIELDS:
+        setattr(outcome, name, str(stored.get(name) or ""))
+    if stored.get("finished_at"):
+        outcome.finished_at.FromJsonString(stored["finished_at"])
+    return outcome
 
 
 def _with(annotations: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
@@ -285,17 +311,17 @@ def plan_recording(
             plan.fail("the process declares a status report but none arrived")
             return plan
         try:
-            report = status_reports.parse(outcome.status_report_json)
+            report = status_reports.parse(
+                outcome.status_report_json, {_text_id(i.input_id): i.input_id for i in mine}
+            )
         except status_reports.ReportRefused as error:
             plan.fail(f"the status report does not follow the schema: {error}")
             return plan
-        ids = {item.input_id for item in mine}
-        strangers = [id_to_str(k) for k in report.entries if k not in ids]
-        strangers.extend(repr(key[:40]) for key in report.unknown_keys)
-        if strangers:
+        if report.strangers:
+            shown = ", ".join(repr(key[:40]) for key in report.strangers[:5])
             plan.warnings.append(
-                f"the status report names {len(strangers)} input(s) this parcel did not carry, "
-                f"ignored: {', '.join(strangers[:5])}"
+                f"the status report names {len(report.strangers)} input(s) this parcel did not "
+                f"carry, ignored: {shown}"
             )
         entries = report.entries
     elif outcome.status_report_json:
@@ -316,6 +342,13 @@ def plan_recording(
     if plan.target != P.FAILED:
         plan.files = _declared_files(plan, outcome, outputs)
     return plan
+
+
+def _text_id(value: bytes) -> str:
+    """`ids.id_to_str` for ids read from the database (16 bytes by the column's type), without
+    building a UUID: recording renders every input id of every report it reads."""
+    h = value.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 _FATE = {
@@ -367,24 +400,16 @@ class Recorder:
         recorded, after = 0, None
         while True:
             page = await self.database.run(
-                functools.partial(
-                    db.parcels_in_status, status=P.COMPLETING, after=after, limit=PAGE
-                ),
-                isolation=RC,
+                functools.partial(db.recordable, after=after, limit=PAGE), isolation=RC
             )
             if not page:
                 return recorded
-            after = page[-1].parcel_id
+            after = page[-1][0]
             # Asked before the transactions, which should not wait on another service.
-            known = await self._declared({row.transformation_id for row in page})
-            ready = [
-                row
-                for row in page
-                if OUTCOME in row.annotations
-                and (row.transformation_id is None or row.transformation_id in known)
-            ]
+            known = await self._declared({tid for _, tid in page})
+            ready = [p for p, tid in page if tid is None or tid in known]
             for start in range(0, len(ready), batch):
-                recorded += await self.record([r.parcel_id for r in ready[start : start + batch]])
+                recorded += await self.record(ready[start : start + batch])
             if len(page) < PAGE:
                 return recorded
 
@@ -467,22 +492,18 @@ def _refused(plan: Recording, reason: str) -> None:
 
 
 def _catalogue_files(plan: Recording) -> list[CatalogueFile]:
-    tid = plan.parcel.transformation_id
-    files = []
-    for _, file in plan.files:
-        metadata = {"output": file.output_name}
-        if tid is not None:
-            metadata["transformation_id"] = id_to_str(tid)
-        files.append(
-            CatalogueFile(
-                lfn=file.lfn,
-                size=file.size,
-                checksum=file.checksum or None,
-                metadata=metadata,
-                replicas=(file.storage_element,) if file.storage_element else (),
-            )
+    """The plan's files as the catalogue registers them: LFN, size, checksum and the storage
+    element written to; no metadata (which parcel and output produced a file is ParcelOutputs'
+    to say, and an LFN must register alike whichever parcel re-produces it)."""
+    return [
+        CatalogueFile(
+            lfn=file.lfn,
+            size=file.size,
+            checksum=file.checksum or None,
+            replicas=(file.storage_element,) if file.storage_element else (),
         )
-    return files
+        for _, file in plan.files
+    ]
 
 
 async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetime) -> None:

@@ -61,7 +61,7 @@ class ExecutionSettings(BaseSettings):
     record_interval_s: float = Field(
         2.0, gt=0, description="pause between two sweeps of the Completing parcels"
     )
-    record_batch: int = Field(200, ge=1, description="parcels recorded per transaction")
+    record_batch: int = Field(500, ge=1, description="parcels recorded per transaction")
     failed_inputs_interval_s: float = Field(
         10.0, gt=0, description="pause between two HandleFailedInput sweeps"
     )

@@ -12,8 +12,8 @@ A child has the shape a feeder yields: `lfn` with `lfn_size`, and/or `descriptor
 example calls it `data`; either is accepted, not both). A key set to null counts as absent, as
 the null adaptor writes them. Anything else — unknown actions or keys, a SPLIT with no child,
 two children with the same identity — fails the schema, and the parcel fails with the reason.
-Keys that are not input ids are not a schema failure: like entries for inputs the parcel did not
-carry, they are ignored with a warning on the parcel.
+Keys that name no input the parcel carried (an input id or not) are not a schema failure: their
+entries are ignored with a warning on the parcel.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dxts.core.errors import InvalidArgument
-from dxts.core.ids import id_from_str
 from dxts.core.plugins import FileInput, Input
 from dxts.core.plugins.args import violations
 
@@ -61,12 +59,16 @@ class ReportRefused(ValueError):
 
 @dataclass(frozen=True)
 class StatusReport:
-    entries: dict[bytes, Entry]  # by input id
-    unknown_keys: tuple[str, ...]  # keys that are no input id at all
+    entries: dict[bytes, Entry]  # by input id: the carried inputs the report names
+    strangers: tuple[str, ...]  # keys naming no input the parcel carried (ids or not)
 
 
-def parse(text: str) -> StatusReport:
-    """The report in `text`; ReportRefused (with every problem found) when it is not one."""
+_PLAIN = {action: Entry(action) for action in Action if action is not Action.SPLIT}
+
+
+def parse(text: str, carried: Mapping[str, bytes]) -> StatusReport:
+    """The report in `text`, whose keys are looked up among `carried` (canonical input id →
+    InputID); ReportRefused (with every problem found) when it is not one."""
     try:
         document = json.loads(text)
     except ValueError as error:
@@ -74,24 +76,24 @@ def parse(text: str) -> StatusReport:
     if not isinstance(document, dict):
         raise ReportRefused(f"expected an object keyed by input id, got {type(document).__name__}")
     entries: dict[bytes, Entry] = {}
-    unknown: list[str] = []
+    strangers: list[str] = []
     problems: list[str] = []
     for key, value in document.items():
-        try:
-            input_id = id_from_str(key)
-        except InvalidArgument:
-            unknown.append(key)
-            continue
         entry = _entry(value, key, problems)
-        if entry is not None:
+        input_id = carried.get(key)
+        if input_id is None:
+            strangers.append(key)
+        elif entry is not None:
             entries[input_id] = entry
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         raise ReportRefused("; ".join(problems[:SHOWN]) + more)
-    return StatusReport(entries, tuple(unknown))
+    return StatusReport(entries, tuple(strangers))
 
 
 def _entry(value: Any, key: str, problems: list[str]) -> Entry | None:
+    if isinstance(value, dict) and len(value) == 1 and value.get("action") in _PLAIN:
+        return _PLAIN[value["action"]]  # the common case, decided at once
     if not isinstance(value, dict):
         problems.append(f"{key}: expected an object with an action")
         return None

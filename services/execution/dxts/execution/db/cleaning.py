@@ -67,7 +67,7 @@ async def delete_parcels(conn: AsyncConnection, transformation_id: bytes, limit:
         return 0
     deleted = 0
     for table in parcel_dependents():
-        condition = [table.c.ParcelID.in_(ids)]
+        condition: list[sa.ColumnElement[bool]] = [table.c.ParcelID.in_(ids)]
         if "TransformationID" in table.c:  # ParcelInputs: stay on its primary key
             condition.insert(0, table.c.TransformationID == transformation_id)
         deleted += (await conn.execute(sa.delete(table).where(*condition))).rowcount

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -27,6 +27,10 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.db.common import chunked
+
+# The Annotations key of a parcel's recorded outcome (`outcomes.OUTCOME`).
+OUTCOME = "outcome"
+
 
 # -- parcels -------------------------------------------------------------------------------------
 
@@ -80,18 +84,27 @@ async def lock_parcels(
     return found
 
 
-async def parcels_in_status(
-    conn: AsyncConnection, status: str, *, after: bytes | None, limit: int
-) -> list[ParcelRow]:
-    """Parcels in `status`, in key order after `after`: through the (Kind, Status) index, one
-    range per kind (nothing on Parcels is indexed by Status alone)."""
-    condition = [parcels.c.Kind.in_([k.value for k in Kind]), parcels.c.Status == status]
+async def recordable(
+    conn: AsyncConnection, *, after: bytes | None, limit: int
+) -> list[tuple[bytes, bytes | None]]:
+    """(ParcelID, TransformationID) of Completing parcels whose outcome has arrived, in key
+    order after `after`: through the (Kind, Status) index, one range per kind (nothing on
+    Parcels is indexed by Status alone); the outcome is looked for in the database, so the
+    page does not carry every outcome back."""
+    condition = [
+        parcels.c.Kind.in_([k.value for k in Kind]),
+        parcels.c.Status == ParcelStatus.COMPLETING,
+        sa.func.json_extract(parcels.c.Annotations, f"$.{OUTCOME}").is_not(None),
+    ]
     if after is not None:
         condition.append(parcels.c.ParcelID > after)
     rows = await conn.execute(
-        sa.select(*_PARCEL_COLUMNS).where(*condition).order_by(parcels.c.ParcelID).limit(limit)
+        sa.select(parcels.c.ParcelID, parcels.c.TransformationID)
+        .where(*condition)
+        .order_by(parcels.c.ParcelID)
+        .limit(limit)
     )
-    return [_parcel_row(row) for row in rows]
+    return [(bytes(p), bytes(t) if t else None) for p, t in rows]
 
 
 @dataclass(frozen=True)
@@ -106,51 +119,36 @@ class ParcelMove:
 
 async def move_parcels(conn: AsyncConnection, moves: Sequence[ParcelMove], now: datetime) -> None:
     """Apply moves of parcels this transaction has locked, and journal them (the transformation
-    counter, and the data counter for data parcels). Parcels whose annotations are unchanged
-    move in one UPDATE per (from, to); the others one row each, as their annotations differ."""
-    plain: dict[tuple[str, str, bool], list[bytes]] = defaultdict(list)
-    annotated: list[dict[str, Any]] = []
+    counter, and the data counter for data parcels): one UPDATE per (from, to) and chunk, the
+    parcels whose annotations change given theirs through a CASE on the ParcelID."""
+    groups: dict[tuple[str, str, bool], list[ParcelMove]] = defaultdict(list)
     for move in moves:
-        if move.annotations is None:
-            plain[(move.row.status, move.target, move.completed)].append(move.row.parcel_id)
-        else:
-            annotated.append(
-                {
-                    "b_id": move.row.parcel_id,
-                    "b_from": move.row.status,
-                    "b_to": move.target,
-                    "b_annotations": move.annotations,
-                    "b_completed": now if move.completed else None,
-                }
-            )
-    for (source, target, completed), ids in plain.items():
-        values: dict[str, Any] = {"Status": target, "UpdatedAt": now}
-        if completed:
-            values["CompletedAt"] = now
-        for chunk in chunked(ids):
+        groups[(move.row.status, move.target, move.completed)].append(move)
+    for (source, target, completed), group in groups.items():
+        for chunk in chunked(group):
+            values: dict[str, Any] = {"Status": target, "UpdatedAt": now}
+            if completed:
+                values["CompletedAt"] = now
+            annotated = {m.row.parcel_id: m.annotations for m in chunk if m.annotations is not None}
+            if annotated:
+                values["Annotations"] = sa.case(
+                    {
+                        sa.literal(parcel_id, parcels.c.ParcelID.type): sa.literal(
+                            annotations, parcels.c.Annotations.type
+                        )
+                        for parcel_id, annotations in annotated.items()
+                    },
+                    value=parcels.c.ParcelID,
+                    else_=parcels.c.Annotations,
+                )
             await conn.execute(
                 sa.update(parcels)
-                .where(parcels.c.ParcelID.in_(chunk), parcels.c.Status == source)
+                .where(
+                    parcels.c.ParcelID.in_([m.row.parcel_id for m in chunk]),
+                    parcels.c.Status == source,
+                )
                 .values(values)
             )
-    if annotated:
-        await conn.execute(
-            sa.update(parcels)
-            .where(
-                parcels.c.ParcelID == sa.bindparam("b_id"),
-                parcels.c.Status == sa.bindparam("b_from"),
-            )
-            .values(
-                Status=sa.bindparam("b_to"),
-                Annotations=sa.bindparam("b_annotations", type_=parcels.c.Annotations.type),
-                UpdatedAt=now,
-                CompletedAt=sa.func.coalesce(
-                    sa.bindparam("b_completed", type_=parcels.c.CompletedAt.type),
-                    parcels.c.CompletedAt,
-                ),
-            ),
-            annotated,
-        )
     await journal_parcel_moves(conn, [(m.row, m.row.status, m.target) for m in moves])
 
 
@@ -209,18 +207,15 @@ BUMP_ERRORS: dict[str, Any] = {"ErrorCount": inputs.c.ErrorCount + 1}
 RESET_ERRORS: dict[str, Any] = {"ErrorCount": 0}
 
 
-@dataclass(frozen=True)
-class CarriedInput:
-    """An input a parcel carried (a ParcelInputs row), as it is now."""
+class CarriedInput(NamedTuple):
+    """An input a parcel carried (a ParcelInputs row), as it is now (a tuple: recording reads
+    every input of every parcel it records)."""
 
     parcel_id: bytes
     input_id: bytes
     status: str
     last_parcel_id: bytes | None
     error_count: int
-    lfn: str | None
-    lfn_size: int | None
-    descriptor: dict[str, Any] | None
 
     @property
     def assigned_here(self) -> bool:
@@ -241,16 +236,7 @@ async def carried_inputs(
     for tid, ids in by_transformation.items():
         for chunk in chunked(sorted(ids)):
             rows = await conn.execute(
-                sa.select(
-                    pi.ParcelID,
-                    i.InputID,
-                    i.Status,
-                    i.LastParcelID,
-                    i.ErrorCount,
-                    i.LFN,
-                    i.LFNSize,
-                    i.Descriptor,
-                )
+                sa.select(pi.ParcelID, i.InputID, i.Status, i.LastParcelID, i.ErrorCount)
                 .select_from(
                     parcel_inputs.join(
                         inputs,
@@ -261,16 +247,14 @@ async def carried_inputs(
                 .order_by(pi.ParcelID, pi.InputID)
             )
             for row in rows:
-                found[bytes(row.ParcelID)].append(
+                parcel_id = bytes(row.ParcelID)
+                found[parcel_id].append(
                     CarriedInput(
-                        parcel_id=bytes(row.ParcelID),
-                        input_id=bytes(row.InputID),
-                        status=row.Status,
-                        last_parcel_id=bytes(row.LastParcelID) if row.LastParcelID else None,
-                        error_count=row.ErrorCount,
-                        lfn=row.LFN,
-                        lfn_size=row.LFNSize,
-                        descriptor=row.Descriptor,
+                        parcel_id,
+                        bytes(row.InputID),
+                        row.Status,
+                        bytes(row.LastParcelID) if row.LastParcelID else None,
+                        row.ErrorCount,
                     )
                 )
     return found
