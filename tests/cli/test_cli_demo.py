@@ -31,15 +31,21 @@ START_TIMEOUT_S = 60
 RUN_TIMEOUT_S = 240
 
 
-def small_example(directory: Path) -> Path:
+def small_example(directory: Path, *, approval: bool = False) -> Path:
     """mc-demo with two seeds: two simulations, one reconstruction, one merged dataset, one
-    replication."""
+    replication. With `approval`, one seed is simulated first as a scout (the later steps held
+    back until approval), and a person must sign it off (ManualApproval) before the rest runs."""
     document = yaml.safe_load((EXAMPLES / "mc-demo.cwl").read_text())
-    document["inputs"]["events"]["dirac:Feeder"]["args"].update(
-        target_events=4000, events_per_seed=2000, batch=2, max_in_flight=4000
-    )
-    document["hints"]["dirac:Workgraph"]["target"]["files"] = 1
-    document["hints"]["dirac:Workgraph"]["hooks"]["Active"]["args"]["target_events"] = 4000
+    feeder = document["inputs"]["events"]["dirac:Feeder"]["args"]
+    feeder.update(target_events=4000, events_per_seed=2000, batch=2, max_in_flight=4000)
+    workgraph = document["hints"]["dirac:Workgraph"]
+    workgraph["target"]["files"] = 1
+    workgraph["hooks"]["Active"]["args"]["target_events"] = 4000
+    if approval:
+        feeder["scouting_events"] = 2000
+        workgraph["approving"] = [{"action": "ManualApproval", "args": {"role": "operator"}}]
+        for step in ("Reconstruction", "Merge"):
+            document["steps"][step]["hints"]["dirac:Transformation"]["initial_state"] = "Stopped"
     (directory / "tools").mkdir()
     for tool in (EXAMPLES / "tools").iterdir():
         (directory / "tools" / tool.name).write_text(tool.read_text())
@@ -156,10 +162,33 @@ def check_completed(up: Up, workgraph: str) -> None:
 def test_the_demo_runs_to_completed(up: Up, tmp_path: Path) -> None:
     up.start()
     workgraph = up.submit_and_start(small_example(tmp_path))
+    job = up.dxts(
+        "job",
+        "submit",
+        str(EXAMPLES / "simulate-job.cwl"),
+        "--inputs",
+        str(EXAMPLES / "simulate-job.yaml"),
+    )
+    assert job.exit_code == 0, job.output
     watched = up.dxts("watch", workgraph, "--interval", "0.5", "--timeout", str(RUN_TIMEOUT_S))
     assert watched.exit_code == 0, watched.output
     assert f"{workgraph} Completed" in watched.stdout
     check_completed(up, workgraph)
+
+    merged = up.json("provenance", merged_datasets(up.data_dir, "LOCAL-DISK")[0])["records"]
+    produced = [r["output"]["lfn"].rsplit("/", 1)[1] for r in merged]
+    assert produced[0].startswith("merged-") and len(produced) == 1 + 2 + 2
+    assert sorted(name.rsplit(".", 1)[1] for name in produced[1:]) == ["reco"] * 2 + ["sim"] * 2
+
+    parcel = job.stdout.strip()
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while (status := up.json("job", "status", parcel))["parcel"]["status"] != "PARCEL_STATUS_DONE":
+        assert status["parcel"]["status"] not in ("PARCEL_STATUS_FAILED",), status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+    outputs = sorted(o["lfn"] for o in status["outputs"])
+    assert [lfn.rsplit("/", 1)[1] for lfn in outputs] == ["seed-42.sim", "seed-43.sim"]
+    assert all((up.data_dir / "storage" / "LOCAL-DISK" / lfn[1:]).is_file() for lfn in outputs)
     up.stop()
 
     disk = merged_datasets(up.data_dir, "LOCAL-DISK")
@@ -196,6 +225,29 @@ def test_a_restart_mid_run_resumes_and_completes(up: Up, tmp_path: Path) -> None
     assert len(disk) == 1 and disk == merged_datasets(up.data_dir, "LOCAL-ARCHIVE")
     assert asyncio.run(registered(up.data_dir, disk)) == {disk[0]: ("LOCAL-ARCHIVE", "LOCAL-DISK")}
     assert processed_twice(up.data_dir) == ([], [])
+
+
+def test_an_operator_signs_off_the_scout(up: Up, tmp_path: Path) -> None:
+    """`watch` stops at the approval a person must give (exit 3, naming the action), `force`
+    gives it, and the workgraph then runs to Completed."""
+    up.start()
+    workgraph = up.submit_and_start(small_example(tmp_path, approval=True))
+    blocked = up.dxts("watch", workgraph, "--interval", "0.5", "--timeout", str(RUN_TIMEOUT_S))
+    assert blocked.exit_code == 3, blocked.output
+    assert "ApprovingBlocked" in blocked.stdout and "ManualApproval" in blocked.stdout
+    (action,) = up.json("show", workgraph)["blocked_by"]
+    forced = up.dxts("force", str(action["action_id"]), "passed", "--message", "scout looks fine")
+    assert forced.exit_code == 0, forced.output
+    assert forced.stdout == f"action #{action['action_id']} ManualApproval: Passed\n"
+
+    watched = up.dxts("watch", workgraph, "--interval", "0.5", "--timeout", str(RUN_TIMEOUT_S))
+    assert watched.exit_code == 0, watched.output
+    check_completed(up, workgraph)
+    late = up.dxts("reset", str(action["action_id"]))  # its list has run: refused, one line
+    assert late.exit_code == 1 and len(late.stderr.splitlines()) == 1, late.output
+    log = up.json("logs", workgraph)
+    assert any(e["message"] == "scout looks fine" for e in log)
+    up.stop()
 
 
 def test_up_runs_on_mariadb_after_migrating_it(up: Up, mysql_test_url: str) -> None:

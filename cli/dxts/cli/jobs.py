@@ -220,7 +220,7 @@ def provenance(
     if output is Output.JSON:
         print_json(message_dict(reply))
         return
-    rows = table("file", "parcel", "status", "inputs", whole=0)
+    rows = table("file", "parcel", "status", "inputs", whole=(2,))
     for record in reply.records:
         rows.add_row(
             _basename(record.output.lfn),

@@ -38,11 +38,11 @@ OutputOption = Annotated[
 console = Console(highlight=False)
 
 
-def table(*headers: str, whole: int = 1) -> Table:
-    """A table whose first `whole` columns (ids, names) are never wrapped or cut."""
+def table(*headers: str, whole: tuple[int, ...] = (0,)) -> Table:
+    """A table whose columns at the `whole` positions (ids, names) are never wrapped or cut."""
     found = Table(*headers)
-    for column in found.columns[:whole]:
-        column.no_wrap = True
+    for position in whole:
+        found.columns[position].no_wrap = True
     return found
 
 

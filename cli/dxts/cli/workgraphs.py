@@ -32,6 +32,7 @@ from dxts.cli.output import (
 )
 from dxts.core.errors import NotFound
 from dxts.core.states import (
+    ActionResult,
     InputStatus,
     Kind,
     TransformationStatus,
@@ -163,7 +164,9 @@ def list_workgraphs(
     if output is Output.JSON:
         print_json([message_dict(w) for w in found])
         return
-    rows = table("workgraph", "label", "type", "status", "owner", "members", "updated")
+    rows = table(
+        "workgraph", "label", "type", "status", "owner", "members", "updated", whole=(0, 3)
+    )
     for w in found:
         annotations = json.loads(w.annotations_json or "{}")
         rows.add_row(
@@ -212,7 +215,11 @@ class WorkgraphView:
 
     workgraph: definition_pb2.Workgraph
     members: list[MemberView]
-    blocked_by: list[definition_pb2.Action]
+    approving: list[definition_pb2.Action]
+
+    @property
+    def blocked_by(self) -> list[definition_pb2.Action]:
+        return _failed(self.approving) if self.status.value in BLOCKED_STATES else []
 
     @property
     def status(self) -> WorkgraphStatus:
@@ -227,6 +234,7 @@ class WorkgraphView:
             "workgraph": message_dict(self.workgraph),
             "status": self.status.value,
             "members": [m.as_json() for m in self.members],
+            "approving": [message_dict(a) for a in self.approving],
             "blocked_by": [message_dict(a) for a in self.blocked_by],
         }
 
@@ -265,7 +273,7 @@ async def gather(clients: Clients, workgraph_id: str) -> WorkgraphView:
     workgraph = got.workgraph
     if summary.status:
         workgraph.status = summary.status
-    return WorkgraphView(workgraph, members, _failed(got.actions))
+    return WorkgraphView(workgraph, members, list(got.actions))
 
 
 def _action_text(action: definition_pb2.Action) -> str:
@@ -273,7 +281,9 @@ def _action_text(action: definition_pb2.Action) -> str:
 
 
 def _member_table(view: WorkgraphView) -> Table:
-    rows = table("member", "kind", "status", "feeder", "inputs", "parcels", "blocked by")
+    rows = table(
+        "member", "kind", "status", "feeder", "inputs", "parcels", "blocked by", whole=(0, 2)
+    )
     for m in view.members:
         t = m.transformation
         rows.add_row(
@@ -309,6 +319,9 @@ def show(
         + (" (halted)" if w.halted else "")
         + f" — {w.type}, {w.owner_sub}@{w.vo}"
     )
+    for action in view.approving:
+        result = name(ActionResult, action.result)
+        console.print(f"approving #{action.action_id} {action.action}: {result} {action.message}")
     for action in view.blocked_by:
         console.print(f"blocked by {_action_text(action)}")
     console.print(_member_table(view))

@@ -1,0 +1,95 @@
+"""The verbs that reach execution through the command: halts, cancellations, flushes, input
+operations, user jobs, provenance, and `watch`'s ending statuses (the services run without their
+sweeps here, so nothing moves unless a command moves it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_support import EXAMPLES, Dxts
+
+
+async def submitted(dxts: Dxts, *, start: bool = True) -> tuple[str, dict[str, str]]:
+    """A new workgraph (started), and its members' transformation ids by step."""
+    result = await dxts("submit", str(EXAMPLES / "mc-demo.cwl"))
+    assert result.exit_code == 0, result.output
+    workgraph = result.stdout.strip()
+    if start:
+        assert (await dxts("start", workgraph)).exit_code == 0
+    shown = json.loads((await dxts("show", workgraph, "-o", "json")).stdout)
+    return workgraph, {
+        m["transformation"]["step"]: m["transformation"]["transformation_id"]
+        for m in shown["members"]
+    }
+
+
+async def test_halt_and_cancel(dxts: Dxts) -> None:
+    workgraph, _ = await submitted(dxts)
+    halted = await dxts("halt", workgraph, "--reason", "bad conditions")
+    assert (halted.exit_code, halted.stdout) == (0, f"{workgraph} Active (halted)\n")
+
+    other, _ = await submitted(dxts)
+    cancelled = await dxts("cancel", other, "-o", "json")
+    assert cancelled.exit_code == 0, cancelled.output
+    assert json.loads(cancelled.stdout)["workgraph"]["status"] == "WORKGRAPH_STATUS_CANCELLING"
+    again = await dxts("start", other)
+    assert again.exit_code == 1 and "Cancelling" in again.stderr
+    assert len(again.stderr.splitlines()) == 1
+
+
+async def test_flush_and_input_operations(dxts: Dxts) -> None:
+    _, members = await submitted(dxts)
+    merge = members["Merge"]
+    flushed = await dxts("flush", merge)
+    assert (flushed.exit_code, flushed.stdout) == (0, f"{merge} flush requested\n")
+
+    reset = await dxts("inputs", "reset", merge, "--status", "problematic")
+    assert (reset.exit_code, reset.stdout) == (0, "0 inputs reset\n")
+    written = await dxts("inputs", "write-off", merge, "--status", "Unassigned", "-o", "json")
+    assert written.exit_code == 0, written.output
+    assert int(json.loads(written.stdout)["written_off_count"]) == 0
+    for args in (
+        ("inputs", "write-off", merge),  # neither --id nor --status
+        ("inputs", "reset", merge, "--status", "sleeping"),
+    ):
+        refused = await dxts(*args)
+        assert refused.exit_code == 1 and len(refused.stderr.splitlines()) == 1, refused.output
+
+
+async def test_a_user_job_is_submitted_and_read_back(dxts: Dxts) -> None:
+    submitted_job = await dxts(
+        "job",
+        "submit",
+        str(EXAMPLES / "simulate-job.cwl"),
+        "--inputs",
+        str(EXAMPLES / "simulate-job.yaml"),
+        "--label",
+        "who=tests",
+    )
+    assert submitted_job.exit_code == 0, submitted_job.output
+    parcel = submitted_job.stdout.strip()
+    status = json.loads((await dxts("job", "status", parcel, "-o", "json")).stdout)
+    assert status["parcel"]["parcel_id"] == parcel
+    assert status["parcel"]["status"] == "PARCEL_STATUS_UNASSIGNED"
+    assert json.loads(status["compute"]["parameters_json"]) == {"seeds": ["42", "43"]}
+    text = await dxts("job", "status", parcel)
+    assert text.exit_code == 0 and "Unassigned" in text.stdout
+
+
+async def test_provenance_of_a_file_nobody_produced(dxts: Dxts) -> None:
+    result = await dxts("provenance", "/no/such/file")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == "error: file /no/such/file not found\n"
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+async def test_watch_gives_up_at_its_timeout(dxts: Dxts, output: str) -> None:
+    workgraph, _ = await submitted(dxts, start=False)
+    watched = await dxts("watch", workgraph, "--timeout", "0", "-o", output)
+    assert watched.exit_code == 5, watched.output
+    if output == "json":
+        found = json.loads(watched.stdout)
+        assert (found["status"], found["exit"]) == ("New", 5)
+    else:
+        assert f"{workgraph} still New" in watched.stdout
