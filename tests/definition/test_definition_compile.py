@@ -189,6 +189,7 @@ def test_analysis_production() -> None:
         "label": "WGProduction",
         "doc": "DaVinci tupling over the bookkeeping dataset",
         "initial_state": "Active",
+        "driving_input": "input-data",
     }
     assert plan.annotations["id"] == "AnaProd_lb2ddstp_2026_data_lb2ddstp_26_MagUp_Sp26c2a"
     assert not plan.scouts

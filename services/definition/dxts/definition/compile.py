@@ -376,6 +376,9 @@ def _member(
                 "initial_state": member.initial_state,
                 "after": [id_to_str(transformation_ids[name]) for name in member.after],
                 "data_management": data,
+                # The step input the pool feeds: the packers put each parcel's inputs there in
+                # the CWL input object (the others are joined, or constant).
+                "driving_input": member.driving_input if step else None,
             }
         ),
     )
