@@ -1,0 +1,133 @@
+"""The completion sweeps: a turn records what is Completing and decides what is Failed, one
+replica at a time, and the loops keep going until asked to stop — on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from recording_world import (
+    World,
+    assert_counters_exact,
+    empty,
+    feed,
+    outcome,
+    pack,
+    parcel,
+    report,
+    statuses,
+    transformation,
+)
+
+from dxts.core.catalogue import CatalogueSettings
+from dxts.core.catalogue.local import LocalFileCatalogue
+from dxts.core.db import Database
+from dxts.core.ids import id_to_str
+from dxts.core.locks import LockManager
+from dxts.core.plugins import Registry
+from dxts.execution.definition_client import InMemoryTransformations
+from dxts.execution.outcomes import record_outcomes
+from dxts.execution.settings import ExecutionSettings
+from dxts.execution.sweeps_completion import (
+    RECORD_LOCK,
+    CompletionSweeps,
+    failed_inputs_lock,
+)
+from dxts.v1 import common_pb2
+
+
+@pytest.fixture(scope="module")
+async def catalogue(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[LocalFileCatalogue]:
+    path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
+    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
+    await catalogue.start()
+    yield catalogue
+    await catalogue.close()
+
+
+async def scene(database: Database) -> tuple[World, bytes, bytes]:
+    """A parcel Completing with a report, and another whose backend failed it."""
+    await empty(database)
+    world = await transformation(database)
+    inputs = await feed(database, world, 2)
+    done, failed = await pack(database, world, [inputs[:1], inputs[1:]])
+    await record_outcomes(
+        database,
+        [
+            outcome(done, report=report(**{id_to_str(inputs[0]): "SUCCESS"})),
+            outcome(failed, result=common_pb2.OUTCOME_RESULT_FAILED),
+        ],
+    )
+    return world, done, failed
+
+
+def sweeps(
+    database: Database, world: World, catalogue: LocalFileCatalogue, **settings: float
+) -> CompletionSweeps:
+    return CompletionSweeps(
+        database,
+        registry=Registry.discover(),
+        catalogue=catalogue,
+        transformations=InMemoryTransformations([world.record()]),
+        locks=LockManager(database),
+        settings=ExecutionSettings(**settings),
+    )
+
+
+async def test_one_turn_of_each_sweep(database: Database, catalogue: LocalFileCatalogue) -> None:
+    world, done, _ = await scene(database)
+    completion = sweeps(database, world, catalogue)
+
+    assert await completion.record_turn() == 1
+    handled = await completion.failed_inputs_turn()
+
+    assert (await parcel(database, done)).Status == "Done"
+    assert handled[world.transformation_id].decided == {"ToUnassigned": 1}
+    assert await statuses(database, world.transformation_id) == {
+        "Processed": 1,
+        "Unassigned": 1,
+    }
+    await assert_counters_exact(database)
+
+
+async def test_a_turn_skips_what_another_replica_holds(
+    database: Database, catalogue: LocalFileCatalogue
+) -> None:
+    world, done, _ = await scene(database)
+    completion = sweeps(database, world, catalogue)
+    other = LockManager(database)
+
+    async with other.try_hold(RECORD_LOCK) as held:
+        assert held
+        assert await completion.record_turn() is None
+    async with other.try_hold(failed_inputs_lock(world.transformation_id)) as held:
+        assert held
+        assert await completion.failed_inputs_turn() == {}
+    assert await statuses(database, world.transformation_id) == {"Assigned": 1, "Failed": 1}
+    assert (await parcel(database, done)).Status == "Completing"
+
+
+async def test_the_loops_run_until_stopped(
+    database: Database, catalogue: LocalFileCatalogue
+) -> None:
+    world, done, _ = await scene(database)
+    completion = sweeps(
+        database, world, catalogue, record_interval_s=0.05, failed_inputs_interval_s=0.05
+    )
+    settled = {"Processed": 1, "Unassigned": 1}
+    tasks = completion.start()
+    try:
+        for _ in range(200):  # 10 s at most
+            if await statuses(database, world.transformation_id) == settled:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        completion.stopping.set()
+        async with asyncio.timeout(10):
+            await asyncio.gather(*tasks)
+    assert await statuses(database, world.transformation_id) == settled
+    assert all(task.done() and task.exception() is None for task in tasks)
+    assert (await parcel(database, done)).Status == "Done"
