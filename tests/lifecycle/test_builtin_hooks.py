@@ -16,18 +16,17 @@ from dxts.core.builtins.lifecycle_hooks import (
     periodic_flush,
     scout_until_settled,
 )
-from dxts.core.builtins.lifecycle_services import SuccessRateSettings
-from dxts.core.catalogue import (
-    CatalogueFile,
-    CatalogueSettings,
-    FileCatalogue,
-    LocalFileCatalogue,
+from dxts.core.builtins.lifecycle_services import (
+    ExecutionView,
+    OutputRecord,
+    SuccessRateSettings,
 )
 from dxts.core.plugins import Accept, Operation, Transformation, Workgraph
 from dxts.core.plugins.errors import PluginFailed
 from dxts.core.plugins.providers import Providers
 from dxts.core.plugins.registry import Registry
 from dxts.core.states import InputStatus, Kind, TransformationStatus, WorkgraphStatus
+from dxts.definition.lifecycle.clients import MemoryExecution
 
 I = InputStatus  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)
@@ -152,33 +151,29 @@ def test_scout_refuses_a_ladder_naming_no_member() -> None:
 
 
 @pytest.fixture
-async def catalogue(tmp_path: Any) -> Any:
-    local = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path}/c.sqlite"))
-    await local.start()
-    try:
-        yield local
-    finally:
-        await local.close()
+def produced() -> MemoryExecution:
+    """What the producers' parcels produced (ParcelOutputs, as execution shows them)."""
+    return MemoryExecution()
 
 
 async def register(
-    catalogue: FileCatalogue, producer: Transformation, output: str, n: int, start: int = 0
+    produced: MemoryExecution, producer: Transformation, output: str, n: int, start: int = 0
 ) -> None:
-    await catalogue.register(
-        [
-            CatalogueFile(
-                lfn=f"/lhcb/{producer.id}/{output}/{i}",
-                size=1,
-                metadata={"transformation_id": str(producer.id), "output": output},
-                replicas=("CERN-DST",),
-            )
-            for i in range(start, start + n)
-        ]
+    produced.output_rows[producer.id].extend(
+        OutputRecord(
+            transformation_output_id=uuid.uuid5(producer.id, output),
+            name=output,
+            intermediate=False,
+            parcel_id=uuid.uuid4(),
+            lfn=f"/lhcb/{producer.id}/{output}/{i}",
+            size=1,
+        )
+        for i in range(start, start + n)
     )
 
 
 async def target(
-    catalogue: FileCatalogue,
+    produced: MemoryExecution,
     members: list[Transformation],
     overviews: dict[uuid.UUID, dict[InputStatus, int]] | None = None,
     *,
@@ -190,67 +185,67 @@ async def target(
         transformations=members,
         input_overviews=overviews or {},
         args=TargetArgs(**args),
-        catalogue=catalogue,
+        execution=produced,
     )
 
 
 async def test_the_document_target_disables_the_external_feeders_once_reached(
-    catalogue: FileCatalogue,
+    produced: MemoryExecution,
 ) -> None:
     sim = member("sim")
     query = member("stage", feeder="Query", args={})
     merge = member("merge", feeder="Edge", args={})
     members = [sim, query, merge]
     document = {"output": "datasets", "files": 3, "step": "merge", "step_output": "merged"}
-    await register(catalogue, merge, "merged", 2)
-    await register(catalogue, merge, "histograms", 5)  # another output does not count
-    assert await target(catalogue, members, document=document) == {}
-    await register(catalogue, merge, "merged", 1, start=2)
-    assert await target(catalogue, members, document=document) == {
+    await register(produced, merge, "merged", 2)
+    await register(produced, merge, "histograms", 5)  # another output does not count
+    assert await target(produced, members, document=document) == {}
+    await register(produced, merge, "merged", 1, start=2)
+    assert await target(produced, members, document=document) == {
         sim.id: Operation(feeder_enabled=False),
         query.id: Operation(feeder_enabled=False),
     }
     # Arguments override the document's target.
-    assert await target(catalogue, members, document=document, output="merge/merged", files=4) == {}
+    assert await target(produced, members, document=document, output="merge/merged", files=4) == {}
 
 
-async def test_the_target_names_a_member(catalogue: FileCatalogue) -> None:
+async def test_the_target_names_a_member(produced: MemoryExecution) -> None:
     with pytest.raises(ValueError, match="no member"):
-        await target(catalogue, [member("sim")], output="ghost/out", files=1)
+        await target(produced, [member("sim")], output="ghost/out", files=1)
 
 
 async def test_an_event_target_raises_seeds_in_steps_and_ends_them(
-    catalogue: FileCatalogue,
+    produced: MemoryExecution,
 ) -> None:
     sim = member("sim", args={"target_events": 30, "events_per_seed": 10})
     pace = {"target_events": 100, "step_events": 30, "floor_events": 15}
     # Caught up (3 seeds for 30 events) with 20 events in flight: above the floor, wait.
     busy = {sim.id: {I.PROCESSED: 1, I.ASSIGNED: 2}}
-    assert await target(catalogue, [sim], busy, **pace) == {}
+    assert await target(produced, [sim], busy, **pace) == {}
     # In flight below the floor: one more step.
     low = {sim.id: {I.PROCESSED: 2, I.ASSIGNED: 1}}
-    assert await target(catalogue, [sim], low, **pace) == {
+    assert await target(produced, [sim], low, **pace) == {
         sim.id: Operation(feeder_args={"target_events": 60, "events_per_seed": 10})
     }
     # Not caught up yet (the feeder still has seeds to issue): wait.
     behind = member("sim", args={"target_events": 60, "events_per_seed": 10})
-    assert await target(catalogue, [behind], {behind.id: {I.PROCESSED: 3}}, **pace) == {}
+    assert await target(produced, [behind], {behind.id: {I.PROCESSED: 3}}, **pace) == {}
     # Undershoot: seeds ended Problematic, so the next step counts from what was produced and
     # stays within the target.
     lost = {behind.id: {I.PROCESSED: 7, I.PROBLEMATIC: 2}}
-    assert await target(catalogue, [behind], lost, **pace) == {
+    assert await target(produced, [behind], lost, **pace) == {
         behind.id: Operation(feeder_args={"target_events": 120, "events_per_seed": 10})
     }
     # Reached: disabled.
     done = {behind.id: {I.PROCESSED: 10}}
-    assert await target(catalogue, [behind], done, **pace) == {
+    assert await target(produced, [behind], done, **pace) == {
         behind.id: Operation(feeder_enabled=False)
     }
 
 
-async def test_no_target_no_operation(catalogue: FileCatalogue) -> None:
+async def test_no_target_no_operation(produced: MemoryExecution) -> None:
     sim = member("sim")
-    assert await target(catalogue, [sim], {sim.id: {I.PROCESSED: 100}}) == {}
+    assert await target(produced, [sim], {sim.id: {I.PROCESSED: 100}}) == {}
 
 
 # -- PeriodicFlush --------------------------------------------------------------------------------
@@ -287,9 +282,9 @@ def test_periodic_flush_pauses_past_the_failure_threshold() -> None:
 # -- through the registry --------------------------------------------------------------------------
 
 
-async def test_hooks_run_through_the_registry_with_injection(catalogue: FileCatalogue) -> None:
+async def test_hooks_run_through_the_registry_with_injection(produced: MemoryExecution) -> None:
     providers = Providers()
-    providers.add(FileCatalogue, catalogue)
+    providers.add(ExecutionView, produced)
     registry = Registry.discover(providers=providers)
     sim = member("sim")
     result = await registry.call(
@@ -314,7 +309,7 @@ async def test_hooks_run_through_the_registry_with_injection(catalogue: FileCata
             input_overviews={sim.id: {I.PROCESSED: 1}},
         )
     document = {"output": "out", "files": 1, "step": "sim", "step_output": "out"}
-    await register(catalogue, sim, "out", 1)
+    await register(produced, sim, "out", 1)
     operations = await registry.call(
         "WorkgraphActive",
         "OutputTarget",

@@ -281,7 +281,9 @@ async def test_a_workgraph_without_a_scouting_hook_uses_the_default(
 async def test_the_document_target_ends_the_feeders_through_the_built_in_hook(
     database: Database, engine: Rig
 ) -> None:
-    from dxts.core.catalogue import CatalogueFile
+    import uuid
+
+    from dxts.core.builtins.lifecycle_services import OutputRecord
 
     spec = {
         "class": "Workflow",
@@ -305,18 +307,21 @@ async def test_the_document_target_ends_the_feeders_through_the_built_in_hook(
     )
     engine.drained(world)
     engine.script.queue("hold", ActionResult.pending(), ActionResult.pending())
+    produced = engine.execution.output_rows[world.uid("merge")]
     files = [
-        CatalogueFile(
+        OutputRecord(
+            transformation_output_id=uuid.UUID(bytes=world.outputs["merge"]),
+            name="merged",
+            intermediate=False,
+            parcel_id=uuid.uuid4(),
             lfn=f"/merged/{world.uid('merge')}/{i}",
-            size=1,
-            metadata={"transformation_id": str(world.uid("merge")), "output": "merged"},
         )
         for i in range(2)
     ]
-    await engine.catalogue.register(files[:1])
+    produced.append(files[0])
     assert (await engine.sweep(world))[0] == "Active"
     assert (await members(database, world))["sim"].FeederEnabled
-    await engine.catalogue.register(files[1:])
+    produced.append(files[1])
     # The hook disables the external feeder; the drain guard in the same sweep sees it off.
     assert await engine.sweep(world) == ("Finalizing", {"sim": "Finalizing", "merge": "Finalizing"})
     _, member_log = await logs(database, world)

@@ -27,8 +27,13 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from dxts.core.builtins.lifecycle_services import SuccessRateSettings, ThresholdArgs, fates
-from dxts.core.catalogue import FileCatalogue
+from dxts.core.builtins.lifecycle_services import (
+    ExecutionView,
+    SuccessRateSettings,
+    ThresholdArgs,
+    fates,
+    needed,
+)
 from dxts.core.plugins import (
     Accept,
     InputOverview,
@@ -150,17 +155,16 @@ class TargetArgs(PluginArgs):
 
 
 async def _files_in(
-    catalogue: FileCatalogue, producer: Transformation, output: str, enough: int
+    execution: ExecutionView, producer: Transformation, output: str, enough: int
 ) -> int:
-    """Files registered under the producer's output, counted up to `enough`."""
-    where = {"transformation_id": str(producer.id), "output": output}
-    count, watermark = 0, None
-    while count < enough:
-        page = await catalogue.query(where, after=watermark)
-        count += len(page.files)
-        watermark = page.watermark
-        if not page.more:
-            break
+    """Files the producer's parcels produced under the output (its ParcelOutputs: the catalogue
+    registers files without saying which output produced them), counted up to `enough`."""
+    count = 0
+    async for record in execution.outputs(producer.id):
+        if record.name == output:
+            count += 1
+            if count >= enough:
+                break
     return count
 
 
@@ -212,7 +216,7 @@ async def output_target(
     transformations: list[Transformation],
     input_overviews: dict[UUID, InputOverview],
     args: TargetArgs,
-    catalogue: FileCatalogue,
+    execution: ExecutionView | None = None,
 ) -> dict[UUID, Operation]:
     """The file target ends the workgraph's external feeders; the event target paces Seeds."""
     enabled = [t for t in transformations if t.feeder_enabled and t.feeder is not None]
@@ -222,7 +226,7 @@ async def output_target(
         producer = next((t for t in transformations if member_name(t) == step), None)
         if producer is None:
             raise ValueError(f"the target's step {step!r} is no member of the workgraph")
-        if await _files_in(catalogue, producer, output, files) >= files:
+        if await _files_in(needed(execution, "ExecutionView"), producer, output, files) >= files:
             return {
                 t.id: Operation(feeder_enabled=False) for t in enabled if t.feeder != EDGE_FEEDER
             }
