@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,32 @@ def fate_of(parcel_id: str, settings: NullSettings) -> str:
     return SUCCESS
 
 
+def carried_inputs(
+    parcel: backend_pb2.ParcelSubmission,
+) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
+    """(descriptor, LFN) of what the parcel carries, as far as the adaptor can see it: the
+    parameters' File locations and descriptor texts, and a data request's files."""
+    stack: list[Any] = [
+        json.loads(text) for text in (parcel.parameters_json, parcel.request_json) if text
+    ]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if value.get("class") == "File" and isinstance(value.get("location"), str):
+                yield None, value["location"].removeprefix("lfn:")
+            elif isinstance(value.get("LFN"), str):
+                yield None, value["LFN"]
+            else:
+                stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and value.startswith("{"):
+            with contextlib.suppress(ValueError):
+                decoded = json.loads(value)
+                if isinstance(decoded, dict):
+                    yield decoded, None
+
+
 class NullAdaptor(AdaptorServicer):
     def __init__(self, settings: NullSettings | None = None, *, token: str | None = None) -> None:
         self.settings = settings or NullSettings()
@@ -69,6 +96,7 @@ class NullAdaptor(AdaptorServicer):
         self.submits: Counter[str] = Counter()  # Submits naming each key
         self.started: Counter[str] = Counter()  # starts of work per key: must never exceed 1
         self.refusals = 0
+        self.rule_hits: Counter[int] = Counter()  # parcels each rule (by index) decided
         self._token = token
         self._pusher: asyncio.Task[None] | None = None
 
@@ -142,7 +170,7 @@ class NullAdaptor(AdaptorServicer):
                 job = Job(
                     key,
                     id_to_str(new_id()),
-                    fate_of(key, self.settings),
+                    self._ruled(parcel) or fate_of(key, self.settings),
                     now + self.settings.delay_s,
                     tuple(parcel.input_ids),
                     parcel.output_prefix,
@@ -191,6 +219,19 @@ class NullAdaptor(AdaptorServicer):
                 )
         return reply
 
+    def _ruled(self, parcel: backend_pb2.ParcelSubmission) -> str | None:
+        """The fate the first matching rule with uses left gives the parcel (counted), if any."""
+        if not self.settings.rules:
+            return None
+        carried = list(carried_inputs(parcel))
+        for index, rule in enumerate(self.settings.rules):
+            if rule.times is not None and self.rule_hits[index] >= rule.times:
+                continue
+            if any(rule.matches(descriptor, lfn) for descriptor, lfn in carried):
+                self.rule_hits[index] += 1
+                return rule.fate
+        return None
+
     # -- outcomes -----------------------------------------------------------------------------
 
     def outcome(self, job: Job) -> common_pb2.Outcome:
@@ -232,7 +273,15 @@ class NullAdaptor(AdaptorServicer):
         report = {}
         for input_id in job.input_ids:
             children = [
-                {"lfn": None, "lfn_size": None, "descriptor": {"split_of": input_id, "part": part}}
+                {
+                    "lfn": None,
+                    "lfn_size": None,
+                    "descriptor": {
+                        "split_of": input_id,
+                        "part": part,
+                        "mask": f"{part + 1}/{parts}",
+                    },
+                }
                 for part in range(parts)
             ]
             report[input_id] = {

@@ -10,16 +10,50 @@ what they leave over succeeds:
 * `no_report` — SUCCEEDED without a status report;
 * `lost` — never finishes (only a cancellation ends it): a backend that loses work;
 * success — SUCCEEDED, every input SUCCESS, one file per name in `outputs`.
+
+`rules` come before the mix (failure injection by input): the first rule that matches a parcel
+decides its fate, for the first `times` parcels it matches. A rule matches a parcel carrying an
+input whose descriptor holds every key and value of the rule's `descriptor` (a non-file input
+reaches the adaptor as its descriptor's JSON, the CWL value the packers write) or whose LFN
+contains the rule's `lfn` (a compute parcel's File inputs, a data parcel's request files).
+A split child's descriptor carries an opaque `mask` ("part/parts") beside `split_of` and `part`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.core.states import Kind
+
+Fate = Literal["success", "failure", "split", "no_report", "lost"]
+
+
+class NullRule(BaseModel):
+    """One injected fate, for the parcels carrying a matching input (see the module)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fate: Fate
+    descriptor: dict[str, Any] | None = Field(None, description="held by an input's descriptor")
+    lfn: str | None = Field(None, min_length=1, description="contained in an input's LFN")
+    times: int | None = Field(None, ge=1, description="parcels it decides; None: every one")
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> NullRule:
+        if (self.descriptor is None) == (self.lfn is None):
+            raise ValueError("a rule matches by descriptor or by lfn (one of them)")
+        return self
+
+    def matches(self, descriptor: dict[str, Any] | None, lfn: str | None) -> bool:
+        if self.lfn is not None:
+            return lfn is not None and self.lfn in lfn
+        assert self.descriptor is not None
+        return descriptor is not None and all(
+            key in descriptor and descriptor[key] == value for key, value in self.descriptor.items()
+        )
 
 
 class NullSettings(BaseSettings):
@@ -36,6 +70,7 @@ class NullSettings(BaseSettings):
     split_success_fraction: float = Field(0.5, ge=0, le=1)
     outputs: list[str] = Field(default_factory=list, description="CWL output ids to report")
     output_size: int = Field(0, ge=0)
+    rules: list[NullRule] = Field(default_factory=list, description="fates by input, first")
     capacity: int = Field(0, ge=0, description="parcels in flight before Submit refuses; 0: any")
     report_mode: Literal["pull", "push"] = "pull"
     dispatcher_address: str | None = Field(

@@ -1,0 +1,79 @@
+"""The null adaptor's failure injection by input, which the scenarios steer it with: a rule
+matches a parcel by an input's descriptor (a non-file input's CWL value) or LFN (a File input,
+a data request's file), decides the first `times` parcels it matches, and yields to the mix
+afterwards; split children carry a mask."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from dxts.backends.null.adaptor import FAILURE, SPLIT, SUCCESS, NullAdaptor
+from dxts.backends.null.settings import NullRule, NullSettings
+from dxts.core.ids import id_to_str, new_id
+from dxts.v1 import backend_pb2
+
+
+def parcel(*, parameters: object = None, request: object = None) -> backend_pb2.ParcelSubmission:
+    return backend_pb2.ParcelSubmission(
+        parcel_id=id_to_str(new_id()),
+        output_prefix="/dxts/t/p",
+        input_ids=[id_to_str(new_id())],
+        parameters_json=json.dumps(parameters) if parameters is not None else "",
+        request_json=json.dumps(request) if request is not None else "",
+    )
+
+
+def seed(n: int, **more: object) -> dict[str, object]:
+    return {"files": [json.dumps({"seed": n, **more}, separators=(",", ":"))]}
+
+
+async def fates(adaptor: NullAdaptor, *parcels: backend_pb2.ParcelSubmission) -> list[str]:
+    await adaptor.Submit(backend_pb2.SubmitRequest(parcels=list(parcels)), None)
+    return [adaptor.jobs[p.parcel_id].fate for p in parcels]
+
+
+async def test_a_rule_decides_the_parcels_carrying_a_matching_input_times_over() -> None:
+    adaptor = NullAdaptor(
+        NullSettings(
+            rules=[
+                NullRule(fate="failure", descriptor={"seed": 3}, times=2),
+                NullRule(fate="split", lfn="/raw/7"),
+            ]
+        )
+    )
+    assert await fates(adaptor, parcel(parameters=seed(3)), parcel(parameters=seed(4))) == [
+        FAILURE,
+        SUCCESS,
+    ]
+    # A re-submission of an accepted parcel is not a new parcel: the rule is not used again.
+    first = parcel(parameters=seed(3, mask="1/2"))
+    assert await fates(adaptor, first, first) == [FAILURE, FAILURE]
+    assert adaptor.rule_hits[0] == 2
+    assert await fates(adaptor, parcel(parameters=seed(3))) == [SUCCESS]  # used up
+    files = {"files": [{"class": "File", "location": "lfn:/raw/7.dst"}]}
+    request = {"Operations": [{"Type": "RemoveFile", "Files": [{"LFN": "/raw/7b", "Size": 1}]}]}
+    assert await fates(adaptor, parcel(parameters=files), parcel(request=request)) == [
+        SPLIT,
+        SPLIT,
+    ]
+
+
+async def test_split_children_carry_a_mask() -> None:
+    adaptor = NullAdaptor(NullSettings(split=1.0, split_parts=3, split_success_fraction=0.34))
+    submitted = parcel(parameters=seed(1))
+    await fates(adaptor, submitted)
+    report = json.loads(adaptor.outcome(adaptor.jobs[submitted.parcel_id]).status_report_json)
+    (entry,) = report.values()
+    masks = [c["descriptor"]["mask"] for c in entry["SUCCESS"] + entry["FAILURE"]]
+    assert masks == ["1/3", "2/3", "3/3"]
+    assert len(entry["SUCCESS"]) == 1
+
+
+def test_a_rule_matches_by_one_thing() -> None:
+    with pytest.raises(ValidationError, match="one of them"):
+        NullRule(fate="failure")
+    with pytest.raises(ValidationError, match="one of them"):
+        NullRule(fate="failure", lfn="/x", descriptor={"seed": 1})
