@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -259,3 +260,35 @@ def test_up_runs_on_mariadb_after_migrating_it(up: Up, mysql_test_url: str) -> N
     assert shown["status"] == "New" and len(shown["members"]) == 4
     up.stop()
     assert not (up.data_dir / "dxts.sqlite").exists()
+
+
+def test_up_refuses_a_busy_data_directory_and_a_busy_port(up: Up) -> None:
+    up.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DXTS_")}
+    second = subprocess.run(
+        [*DXTS, "up", "--data-dir", str(up.data_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 1
+    assert "already used by a running `dxts up`" in second.stderr.splitlines()[-1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        third = subprocess.run(
+            [*DXTS, "up", "--data-dir", str(up.data_dir / "other"), "--definition-port", port],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert third.returncode == 1
+    assert third.stderr.splitlines()[-1].startswith(
+        f"error: cannot serve definition on 127.0.0.1:{port}"
+    )
+    up.stop()

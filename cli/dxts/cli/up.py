@@ -42,7 +42,7 @@ from dxts.backends.server import AdaptorServicer, adaptor_service
 from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
-from dxts.core.errors import DxtsError
+from dxts.core.errors import DxtsError, Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier
 from dxts.core.locks import LockManager
 from dxts.core.migrations import upgrade
@@ -102,13 +102,20 @@ class Stack:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> str:
+        listen = f"{host}:{port}"
         server = GrpcServer(
             services,
-            settings=ServerSettings(listen=f"{host}:{port}", shutdown_grace_s=2.0),
+            settings=ServerSettings(listen=listen, shutdown_grace_s=2.0),
             verifier=verifier,
             database=database,
+            # grpc shares a port another process listens on unless told not to: a port taken
+            # by another `dxts up` must be an error, not a second server answering on it.
+            options=[("grpc.so_reuseport", 0)],
         )
-        await server.start()
+        try:
+            await server.start()
+        except RuntimeError as error:
+            raise Unavailable(f"cannot serve {name} on {listen}: {error}") from None
         self.servers[name] = server
         self._stops.append(server.stop)
         return server.address
@@ -309,16 +316,22 @@ def _only_one(directory: Path) -> Iterator[None]:
             handle.truncate(0)
 
 
+class _OneLine(logging.Formatter):
+    """The terminal gets one line per record; the tracebacks are in the log file."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{self.formatTime(record)} {record.levelname} {record.name}: {record.getMessage()}"
+
+
 def _log_to(path: Path, verbose: bool) -> None:
-    """Every component's log into `path`; warnings (and everything, with --verbose) on
-    stderr too."""
+    """Every component's log into `path`; errors (and everything, with --verbose) on stderr
+    too, one line each."""
     root = logging.getLogger()
     root.setLevel(logging.INFO)
-    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     to_file = logging.FileHandler(path)
-    to_file.setFormatter(formatter)
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     to_terminal = logging.StreamHandler(sys.stderr)
-    to_terminal.setFormatter(formatter)
+    to_terminal.setFormatter(_OneLine())
     to_terminal.setLevel(logging.INFO if verbose else logging.ERROR)
     root.addHandler(to_file)
     root.addHandler(to_terminal)
