@@ -37,7 +37,12 @@ from dxts.execution.db import outcomes as moves
 from dxts.execution.db.common import move_inputs
 from dxts.execution.db.operations import OutputRow
 from dxts.execution.db.outcomes import ParcelMove
-from dxts.execution.outcomes import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
+from dxts.execution.outcomes import (
+    CANCEL_REASON,
+    CANCEL_REQUESTED,
+    RECOVERY_PARCEL,
+    move_carried_inputs,
+)
 
 RC = Isolation.READ_COMMITTED
 BATCH = 1_000
@@ -312,22 +317,7 @@ async def cancel_parcels(
             PARCEL.check(move.row.status, move.target, Actor.CORE)
         await moves.move_parcels(conn, plan, now)
         written_off = [m.row for m in plan if m.target == P.CANCELLED]
-        carried = await moves.carried_inputs(conn, written_off)
-        by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
-        for row in written_off:
-            for item in carried.get(row.parcel_id, ()):
-                if item.assigned_here and row.transformation_id is not None:
-                    by_transformation[row.transformation_id].append(item.input_id)
-        for tid, input_ids in by_transformation.items():
-            await move_inputs(
-                conn,
-                tid,
-                input_ids,
-                source=I.ASSIGNED,
-                target=I.NOT_PROCESSED,
-                actor=Actor.CORE,
-                now=now,
-            )
+        await move_carried_inputs(conn, written_off, I.NOT_PROCESSED, now)
         done = sum(1 for m in plan if m.target == P.CANCELLED)
         return done, len(plan) - done
 

@@ -197,8 +197,8 @@ async def record_outcomes(
                 inputs_written_off.append(row)
             answers[first] = _ack(outcome, RECORDED, move.target)
         await db.move_parcels(conn, moves, now)
-        await _move_carried(conn, inputs_failed, I.FAILED, now, values=db.BUMP_ERRORS)
-        await _move_carried(conn, inputs_written_off, I.NOT_PROCESSED, now)
+        await move_carried_inputs(conn, inputs_failed, I.FAILED, now, values=db.BUMP_ERRORS)
+        await move_carried_inputs(conn, inputs_written_off, I.NOT_PROCESSED, now)
         return answers
 
     if by_parcel:
@@ -241,7 +241,7 @@ def _move_for(row: ParcelRow, outcome: common_pb2.Outcome) -> ParcelMove | None:
     return ParcelMove(row, P.FAILED, _with(annotations, **{REASON: why}), completed=True)
 
 
-async def _move_carried(
+async def move_carried_inputs(
     conn: AsyncConnection,
     rows: Sequence[ParcelRow],
     target: InputStatus,
