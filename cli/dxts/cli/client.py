@@ -17,7 +17,7 @@ import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,9 +44,9 @@ ENVIRONMENT = {
     "accounting": "DXTS_ACCOUNTING_ADDRESS",
     "token": "DXTS_TOKEN",
 }
-# Exit statuses shared by every command (`watch` adds its own, see workgraphs.py).
+# A failed call or a refused request (2 is a usage error, as typer reports them; `watch` adds
+# its own, see workgraphs.py).
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 DOCUMENT_PROBLEMS = frozenset(kind.value for kind in ProblemKind)
 
 
@@ -66,7 +66,6 @@ class Connection:
     execution: str | None = None
     accounting: str | None = None
     token: str | None = None
-    source: dict[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def resolve(cls, options: dict[str, str | None], directory: Path) -> Connection:
@@ -74,20 +73,14 @@ class Connection:
         path = directory / CONNECTION_FILE
         saved = _read_connection_file(path)
         for name, variable in ENVIRONMENT.items():
-            for value, source in (
-                (options.get(name), "option"),
-                (os.environ.get(variable), variable),
-                (saved.get(name), str(path)),
-            ):
-                if value:
-                    setattr(found, name, value)
-                    found.source[name] = source
-                    break
+            value = options.get(name) or os.environ.get(variable) or saved.get(name)
+            if value:
+                setattr(found, name, value)
         return found
 
     def write(self, path: Path) -> None:
         """Save it (mode 0600: the token is a credential) for the commands to find."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
         scratch = path.with_suffix(".tmp")
         scratch.write_text(json.dumps(values, indent=1) + "\n")
         os.chmod(scratch, 0o600)

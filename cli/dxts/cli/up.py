@@ -38,7 +38,7 @@ from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import AdaptorServicer, adaptor_service
+from dxts.backends.server import adaptor_service
 from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
@@ -57,8 +57,6 @@ from dxts.dispatcher.component import build_dispatcher
 from dxts.dispatcher.settings import BackendConfig, DispatcherSettings
 from dxts.execution.component import build_execution
 from dxts.execution.settings import ExecutionSettings
-
-log = logging.getLogger("dxts.up")
 
 # The local storage elements: compute outputs are written to the first; the example workgraph
 # replicates its merged datasets to the second.
@@ -86,7 +84,6 @@ class Stack:
     """The running components: their servers (by name) and what stops them, last first."""
 
     servers: dict[str, GrpcServer] = field(default_factory=dict)
-    adaptors: dict[str, LocalAdaptor] = field(default_factory=dict)
     _stops: list[Callable[[], object]] = field(default_factory=list)
 
     def address(self, name: str) -> str:
@@ -150,10 +147,8 @@ async def _serve_adaptor(
 ) -> str:
     await adaptor.start()
     stack.on_stop(adaptor.stop)
-    stack.adaptors[adaptor.settings.name] = adaptor
-    service: AdaptorServicer = adaptor
     return await stack.serve(
-        adaptor.settings.name, [adaptor_service(service)], verifier, None, host=host
+        adaptor.settings.name, [adaptor_service(adaptor)], verifier, None, host=host
     )
 
 
