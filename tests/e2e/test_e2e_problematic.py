@@ -1,0 +1,116 @@
+"""Scenario 5 (MariaDB): quarantined inputs hold the drain. Two files fail in every parcel
+until RetryUntilMaxErrors sets them aside as Problematic; the feeder is exhausted and
+everything else processed, yet the workgraph stays Active, until an operator writes them off
+and it completes. In a second run the operator resets the quarantined file instead: back to
+Unassigned with its error count cleared, it is packed again, processed, and the workgraph
+completes with every input Processed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_world import (
+    PACE_S,
+    I,
+    Submitted,
+    W,
+    World,
+    check_invariants,
+    listed,
+    running,
+    step,
+    workgraph,
+)
+
+from dxts.backends.null.settings import NullRule, NullSettings
+from dxts.core.db import Database
+from dxts.core.grpc.convert import enum_to_proto
+from dxts.v1 import execution_pb2
+
+pytestmark = pytest.mark.mariadb_only
+RETRY = {"HandleFailedInput": {"hook": "RetryUntilMaxErrors", "args": {"max_errors": 2}}}
+
+
+def document(prefix: str) -> dict[str, Any]:
+    return workgraph(
+        {"raw": listed(6, prefix)}, {"Sim": step("raw", hooks=RETRY)}, {"sims": "Sim/out"}
+    )
+
+
+def problematic_only(world: World, wg: Submitted, expected: int) -> Any:
+    async def check() -> bool:
+        census = await world.census(wg)
+        inputs = census["Sim"]["inputs"]
+        return inputs == {"Processed": 6 - expected, "Problematic": expected}
+
+    return check
+
+
+def selection(*statuses: I) -> execution_pb2.InputSelection:
+    return execution_pb2.InputSelection(
+        statuses=[enum_to_proto(s) for s in statuses]  # type: ignore[misc]
+    )
+
+
+async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
+    mariadb: Database, tmp_path: Path
+) -> None:
+    null = NullSettings(
+        name="null",
+        outputs=["out"],
+        rules=[
+            NullRule(fate="failure", lfn="/e2e/a/1.raw", times=2),
+            NullRule(fate="failure", lfn="/e2e/a/4.raw", times=2),
+            NullRule(fate="failure", lfn="/e2e/b/2.raw", times=2),
+        ],
+    )
+    async with running(mariadb, tmp_path, null=null) as world:
+        first = await world.submit(document("a"))
+        await world.start(first)
+        await world.until("two inputs quarantined", problematic_only(world, first, 2), first)
+        members = await world.members(first)
+        assert not members["Sim"].FeederEnabled  # the List feeder is exhausted
+        await asyncio.sleep(8 * PACE_S)  # lifecycle rounds: the drain guard keeps it Active
+        assert (await world.statuses(first))[0] == W.ACTIVE
+        quarantined = [
+            r for r in await world.inputs(first, "Sim") if r.Status == I.PROBLEMATIC.value
+        ]
+        assert sorted(r.LFN for r in quarantined) == ["/e2e/a/1.raw", "/e2e/a/4.raw"]
+        assert {r.ErrorCount for r in quarantined} == {2}
+        _, logs = await world.logs(first)
+        reasons = [r.Message for r in logs["Sim"] if r.EventType == "InputProblematic"]
+        assert len(reasons) == 2 and all("limit 2" in reason for reason in reasons)
+
+        reply = await world.call_execution(
+            "WriteOffInputs",
+            transformation_id=first.members["Sim"],
+            selection=selection(I.PROBLEMATIC),
+            reason="not worth it",
+        )
+        assert reply.written_off_count == 2
+        await world.reach(first, W.COMPLETED)
+        await check_invariants(world, first)
+        assert (await world.census(first))["Sim"]["inputs"] == {"Processed": 4, "NotProcessed": 2}
+
+        second = await world.submit(document("b"))
+        await world.start(second)
+        await world.until("one input quarantined", problematic_only(world, second, 1), second)
+        reply = await world.call_execution(
+            "ResetInputs",
+            transformation_id=second.members["Sim"],
+            selection=selection(I.PROBLEMATIC),
+            reason="the site is fixed",
+        )
+        assert reply.reset_count == 1
+        await world.reach(second, W.COMPLETED)
+        await check_invariants(world, second)
+        assert (await world.census(second))["Sim"]["inputs"] == {"Processed": 6}
+        (again,) = [r for r in await world.inputs(second, "Sim") if r.LFN == "/e2e/b/2.raw"]
+        assert again.ErrorCount == 0
+        # Two failed parcels, then the one that processed it.
+        parcels = {bytes(p.ParcelID): str(p.Status) for p in await world.parcels(second, "Sim")}
+        assert parcels[bytes(again.LastParcelID)] == "Done"
+        assert sorted(parcels.values()).count("Failed") == 2
