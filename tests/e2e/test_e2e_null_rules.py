@@ -5,6 +5,7 @@ afterwards; split children carry a mask."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from dxts.backends.null.adaptor import FAILURE, SPLIT, SUCCESS, NullAdaptor
 from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.core.ids import id_to_str, new_id
-from dxts.v1 import backend_pb2
+from dxts.v1 import backend_pb2, common_pb2
 
 
 def parcel(*, parameters: object = None, request: object = None) -> backend_pb2.ParcelSubmission:
@@ -77,3 +78,26 @@ def test_a_rule_matches_by_one_thing() -> None:
         NullRule(fate="failure")
     with pytest.raises(ValidationError, match="one of them"):
         NullRule(fate="failure", lfn="/x", descriptor={"seed": 1})
+
+
+async def test_a_rule_may_set_its_own_delay_and_ignore_cancel() -> None:
+    adaptor = NullAdaptor(
+        NullSettings(
+            delay_s=3600,
+            rules=[
+                NullRule(fate="failure", descriptor={"seed": 1}, delay_s=0.2, cancellable=False)
+            ],
+        )
+    )
+    stubborn, ordinary = parcel(parameters=seed(1)), parcel(parameters=seed(2))
+    await fates(adaptor, stubborn, ordinary)
+    identifiers = [adaptor.jobs[p.parcel_id].identifier for p in (stubborn, ordinary)]
+    await adaptor.Cancel(backend_pb2.CancelRequest(identifiers=identifiers), None)
+    assert not adaptor.jobs[stubborn.parcel_id].cancelled  # asked while it was still running
+    await asyncio.sleep(0.3)  # its own delay is over: it ends as it was going to
+    reply = await adaptor.Poll(backend_pb2.PollRequest(identifiers=identifiers), None)
+    results = {o.parcel_id: o.result for o in reply.outcomes}
+    assert results == {
+        stubborn.parcel_id: common_pb2.OUTCOME_RESULT_FAILED,
+        ordinary.parcel_id: common_pb2.OUTCOME_RESULT_CANCELLED,
+    }

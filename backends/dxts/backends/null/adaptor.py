@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.backends.null.settings import NullSettings
+from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.backends.server import AdaptorServicer, accepted, key_problem, refused
 from dxts.core.grpc import channel
 from dxts.core.grpc.convert import enum_to_proto
@@ -43,6 +43,7 @@ class Job:
     output_prefix: str
     cancelled: bool = False
     pushed: bool = False
+    cancellable: bool = True
 
 
 def fate_of(parcel_id: str, settings: NullSettings) -> str:
@@ -167,13 +168,18 @@ class NullAdaptor(AdaptorServicer):
                 self.refusals += 1
                 results.append(refused(key, f"at capacity ({self.settings.capacity} in flight)"))
             else:
+                rule = self._ruled(parcel)
+                delay = self.settings.delay_s
+                if rule is not None and rule.delay_s is not None:
+                    delay = rule.delay_s
                 job = Job(
                     key,
                     id_to_str(new_id()),
-                    self._ruled(parcel) or fate_of(key, self.settings),
-                    now + self.settings.delay_s,
+                    rule.fate if rule is not None else fate_of(key, self.settings),
+                    now + delay,
                     tuple(parcel.input_ids),
                     parcel.output_prefix,
+                    cancellable=rule is None or rule.cancellable,
                 )
                 self.jobs[key] = job
                 self.by_identifier[job.identifier] = job
@@ -204,7 +210,7 @@ class NullAdaptor(AdaptorServicer):
             job = self.by_identifier.get(identifier)
             if job is None:
                 reply.unknown_identifiers.append(identifier)
-            elif not self._finished(job, now):
+            elif not self._finished(job, now) and job.cancellable:
                 job.cancelled = True
         for key in request.parcel_ids:
             job = self.jobs.get(key)
@@ -212,15 +218,15 @@ class NullAdaptor(AdaptorServicer):
                 self.cancelled_keys.add(key)
                 reply.keys.append(backend_pb2.CancelledKey(parcel_id=key))
             else:
-                if not self._finished(job, now):
+                if not self._finished(job, now) and job.cancellable:
                     job.cancelled = True
                 reply.keys.append(
                     backend_pb2.CancelledKey(parcel_id=key, identifier=job.identifier)
                 )
         return reply
 
-    def _ruled(self, parcel: backend_pb2.ParcelSubmission) -> str | None:
-        """The fate the first matching rule with uses left gives the parcel (counted), if any."""
+    def _ruled(self, parcel: backend_pb2.ParcelSubmission) -> NullRule | None:
+        """The first matching rule with uses left (counted), if any."""
         if not self.settings.rules:
             return None
         carried = list(carried_inputs(parcel))
@@ -229,7 +235,7 @@ class NullAdaptor(AdaptorServicer):
                 continue
             if any(rule.matches(descriptor, lfn) for descriptor, lfn in carried):
                 self.rule_hits[index] += 1
-                return rule.fate
+                return rule
         return None
 
     # -- outcomes -----------------------------------------------------------------------------

@@ -12,7 +12,9 @@ what they leave over succeeds:
 * success — SUCCEEDED, every input SUCCESS, one file per name in `outputs`.
 
 `rules` come before the mix (failure injection by input): the first rule that matches a parcel
-decides its fate, for the first `times` parcels it matches. A rule matches a parcel carrying an
+decides its fate, for the first `times` parcels it matches, optionally with a delay of its own,
+and — `cancellable` false — ignoring Cancel (a job that runs to its end regardless: Cancel is best
+effort). A rule matches a parcel carrying an
 input whose descriptor holds every key and value of the rule's `descriptor` (a non-file input
 reaches the adaptor as its descriptor's JSON, the CWL value the packers write) or whose LFN
 contains the rule's `lfn` (a compute parcel's File inputs, a data parcel's request files).
@@ -40,6 +42,8 @@ class NullRule(BaseModel):
     descriptor: dict[str, Any] | None = Field(None, description="held by an input's descriptor")
     lfn: str | None = Field(None, min_length=1, description="contained in an input's LFN")
     times: int | None = Field(None, ge=1, description="parcels it decides; None: every one")
+    delay_s: float | None = Field(None, ge=0, description="instead of the adaptor's delay_s")
+    cancellable: bool = Field(True, description="false: Cancel leaves the job running")
 
     @model_validator(mode="after")
     def _matches_something(self) -> NullRule:
