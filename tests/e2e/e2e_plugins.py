@@ -6,6 +6,8 @@
 * `JoinByName` (packer): the built-in Join, whose `partner` is a TransformationOutputID — which
   a document cannot name, since the compiler mints it at submission — given here as
   "step/output" and resolved through `OutputNames`, which the world fills after submitting.
+* `Hold` (a Finalizing action) and `HoldApproval` (an Approving one): Pending, always — an owner
+  that stays in the state until something else (a cancellation) moves it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import Field
 from dxts.core.builtins.join import JoinArgs, join
 from dxts.core.builtins.readers import PartnerLookup
 from dxts.core.plugins import (
+    ActionResult,
     Input,
     InputRecord,
     PackerProposal,
@@ -27,6 +30,7 @@ from dxts.core.plugins import (
     SplitInto,
     ToUnassigned,
     Transformation,
+    action,
     hook,
 )
 from dxts.core.plugins.points import PluginKind
@@ -82,11 +86,23 @@ async def join_by_name(
         yield proposal
 
 
+@action("Finalizing")
+def hold() -> ActionResult:
+    return ActionResult.pending("held by the test")
+
+
+@action("Approving")
+def hold_approval() -> ActionResult:
+    return ActionResult.pending("held by the test")
+
+
 def scenario_plugins() -> list[Plugin]:
     found: list[Plugin] = []
     named: list[tuple[PluginKind, str, Any]] = [
         (PluginKind.HOOK, "SplitByMask", split_by_mask),
         (PluginKind.PACKER, "JoinByName", join_by_name),
+        (PluginKind.ACTION, "Hold", hold),
+        (PluginKind.ACTION, "HoldApproval", hold_approval),
     ]
     for kind, name, function in named:
         plugin, problems = analyse(kind, name, function, "(tests/e2e)")
