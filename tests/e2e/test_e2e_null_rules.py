@@ -73,6 +73,13 @@ async def test_split_children_carry_a_mask() -> None:
     assert len(entry["SUCCESS"]) == 1
 
 
+async def test_a_rule_may_match_the_output_prefix() -> None:
+    adaptor = NullAdaptor(NullSettings(rules=[NullRule(fate="failure", output_prefix="/t/")]))
+    other = parcel(parameters=seed(1))
+    other.output_prefix = "/dxts/u/p"
+    assert await fates(adaptor, parcel(parameters=seed(1)), other) == [FAILURE, SUCCESS]
+
+
 def test_a_rule_matches_by_one_thing() -> None:
     with pytest.raises(ValidationError, match="one of them"):
         NullRule(fate="failure")

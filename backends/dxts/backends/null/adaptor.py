@@ -233,7 +233,11 @@ class NullAdaptor(AdaptorServicer):
         for index, rule in enumerate(self.settings.rules):
             if rule.times is not None and self.rule_hits[index] >= rule.times:
                 continue
-            if any(rule.matches(descriptor, lfn) for descriptor, lfn in carried):
+            if rule.output_prefix is not None:
+                matched = rule.output_prefix in parcel.output_prefix
+            else:
+                matched = any(rule.matches(descriptor, lfn) for descriptor, lfn in carried)
+            if matched:
                 self.rule_hits[index] += 1
                 return rule
         return None

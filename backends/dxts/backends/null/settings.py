@@ -17,7 +17,8 @@ and — `cancellable` false — ignoring Cancel (a job that runs to its end rega
 effort). A rule matches a parcel carrying an
 input whose descriptor holds every key and value of the rule's `descriptor` (a non-file input
 reaches the adaptor as its descriptor's JSON, the CWL value the packers write) or whose LFN
-contains the rule's `lfn` (a compute parcel's File inputs, a data parcel's request files).
+contains the rule's `lfn` (a compute parcel's File inputs, a data parcel's request files), or a
+parcel whose output prefix contains the rule's `output_prefix` (it names the transformation).
 A split child's descriptor carries an opaque `mask` ("part/parts") beside `split_of` and `part`.
 """
 
@@ -41,17 +42,22 @@ class NullRule(BaseModel):
     fate: Fate
     descriptor: dict[str, Any] | None = Field(None, description="held by an input's descriptor")
     lfn: str | None = Field(None, min_length=1, description="contained in an input's LFN")
+    output_prefix: str | None = Field(
+        None, min_length=1, description="contained in the parcel's output prefix"
+    )
     times: int | None = Field(None, ge=1, description="parcels it decides; None: every one")
     delay_s: float | None = Field(None, ge=0, description="instead of the adaptor's delay_s")
     cancellable: bool = Field(True, description="false: Cancel leaves the job running")
 
     @model_validator(mode="after")
     def _matches_something(self) -> NullRule:
-        if (self.descriptor is None) == (self.lfn is None):
-            raise ValueError("a rule matches by descriptor or by lfn (one of them)")
+        given = [self.descriptor, self.lfn, self.output_prefix]
+        if sum(value is not None for value in given) != 1:
+            raise ValueError("a rule matches by descriptor, lfn or output_prefix (one of them)")
         return self
 
     def matches(self, descriptor: dict[str, Any] | None, lfn: str | None) -> bool:
+        """Whether one carried input matches (a descriptor or an lfn rule)."""
         if self.lfn is not None:
             return lfn is not None and self.lfn in lfn
         assert self.descriptor is not None
