@@ -175,6 +175,13 @@ def workgraph(
     }
 
 
+def selection(*statuses: InputStatus) -> execution_pb2.InputSelection:
+    """Every input of a transformation in one of `statuses` (ResetInputs, WriteOffInputs)."""
+    return execution_pb2.InputSelection(
+        statuses=[enum_to_proto(s) for s in statuses]  # type: ignore[misc]
+    )
+
+
 def bundle(document: Mapping[str, Any], name: str = "workgraph.cwl") -> common_pb2.DocumentBundle:
     return common_pb2.DocumentBundle(
         main_path=name, files={name: yaml.safe_dump(dict(document), sort_keys=False).encode()}

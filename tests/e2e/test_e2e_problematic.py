@@ -21,14 +21,13 @@ from e2e_world import (
     check_invariants,
     listed,
     running,
+    selection,
     step,
     workgraph,
 )
 
 from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.core.db import Database
-from dxts.core.grpc.convert import enum_to_proto
-from dxts.v1 import execution_pb2
 
 pytestmark = pytest.mark.mariadb_only
 RETRY = {"HandleFailedInput": {"hook": "RetryUntilMaxErrors", "args": {"max_errors": 2}}}
@@ -47,12 +46,6 @@ def problematic_only(world: World, wg: Submitted, expected: int) -> Any:
         return inputs == {"Processed": 6 - expected, "Problematic": expected}
 
     return check
-
-
-def selection(*statuses: I) -> execution_pb2.InputSelection:
-    return execution_pb2.InputSelection(
-        statuses=[enum_to_proto(s) for s in statuses]  # type: ignore[misc]
-    )
 
 
 async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
