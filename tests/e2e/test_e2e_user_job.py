@@ -1,0 +1,71 @@
+"""Scenario 11 (MariaDB): a user job submitted through the definition service runs to Done on
+the same backend while a workgraph runs there to Completed; the user parcel is no
+transformation's (not counted, no inputs), its outcome and outputs readable by its owner."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e_world import W, check_invariants, running, seeds, step, workgraph
+
+from dxts.core.db import Database
+from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.states import ParcelStatus
+from dxts.v1 import common_pb2, definition_pb2, execution_pb2
+
+pytestmark = pytest.mark.mariadb_only
+
+JOB = {
+    "cwlVersion": "v1.2",
+    "class": "CommandLineTool",
+    "$namespaces": {"dirac": "https://diracgrid.org/cwl#"},
+    "hints": {"dirac:Job": {}},
+    "baseCommand": ["true"],
+    "inputs": {"seeds": {"type": "string[]"}},
+    "outputs": {"out": {"type": "File", "outputBinding": {"glob": "out.txt"}}},
+}
+
+
+async def test_a_user_job_runs_beside_a_workgraph(mariadb: Database, tmp_path: Path) -> None:
+    document = workgraph(
+        {"seeds": seeds(6)},
+        {"Sim": step("seeds")},
+        {"sims": "Sim/out"},
+        hooks={"Active": {"hook": "OutputTarget", "args": {"target_events": 6}}},
+    )
+    async with running(mariadb, tmp_path) as world:
+        wg = await world.submit(document)
+        await world.start(wg)
+        submitted = await world.definition.SubmitJob(
+            definition_pb2.SubmitJobRequest(
+                request_id=str(uuid.uuid4()),
+                bundle=common_pb2.DocumentBundle(
+                    main_path="job.cwl", files={"job.cwl": yaml.safe_dump(JOB).encode()}
+                ),
+                inputs_json=json.dumps({"seeds": ["1", "2"]}),
+            )
+        )
+
+        async def finished() -> execution_pb2.GetUserParcelResponse | None:
+            found = await world.execution.GetUserParcel(
+                execution_pb2.GetUserParcelRequest(parcel_id=submitted.parcel_id)
+            )
+            done = found.parcel.status == enum_to_proto(ParcelStatus.DONE)  # type: ignore[misc]
+            return found if done else None
+
+        job = await world.until("the user parcel Done", finished, wg)
+        await world.reach(wg, W.COMPLETED)
+        await check_invariants(world, wg)
+
+        assert job.parcel.transformation_id == ""
+        assert job.parcel.backend == "null"
+        assert (job.vo, job.owner_sub) == ("lhcb", "olivia")
+        assert json.loads(job.compute.parameters_json) == {"seeds": ["1", "2"]}
+        assert [o.output_name for o in job.outputs] == ["out"]
+        assert job.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+        assert world.null.started[submitted.parcel_id] == 1
+        assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 6}
