@@ -402,7 +402,20 @@ class World:
                 f"  {name}: {state} feeder={'on' if rows[name].FeederEnabled else 'off'} "
                 f"inputs={dict(census[name]['inputs'])} parcels={dict(census[name]['parcels'])}"
             )
+        async with self.database.transaction(RC) as conn:
+            reading = await TRANSFORMATION.read(
+                conn, {"TransformationID": [wg.tid(n) for n in wg.members]}
+            )
+        counted: dict[str, dict[str, int]] = defaultdict(dict)
+        for (tid, entity, status), values in reading.items():
+            counted[wg.name_of(bytes(tid))][f"{entity}.{status}"] = values["Count"]
+        lines.append(f"  counters: {dict(counted)}")
         workgraph_log, _ = await self.logs(wg)
+        lines += [
+            f"  log: {r.OldStatus} → {r.NewStatus} by {r.Author}"
+            for r in workgraph_log
+            if r.EventType == STATE_CHANGE
+        ]
         failures = [r.Message for r in workgraph_log if r.EventType == "PluginFailed"]
         if failures:
             lines.append(f"  plugin failures: {failures[-3:]}")

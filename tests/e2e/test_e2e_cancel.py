@@ -56,13 +56,16 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
 
 
 async def _held(world: World, wg: Submitted, name: str, state: str) -> bool:
-    """In its state, and — for Active — with two parcels done and two running."""
+    """In its state; Scouting with its four parcels running, Active with two parcels done and
+    two running."""
     if (await world.statuses(wg))[0] != state:
         return False
-    if name != "active":
-        return True
     parcels = (await world.census(wg))["Sim"]["parcels"]
-    return parcels == {"Done": 2, "Assigned": 2}
+    if name == "scouting":
+        return parcels == {"Assigned": 4}
+    if name == "active":
+        return parcels == {"Done": 2, "Assigned": 2}
+    return True
 
 
 async def test_a_cancellation_from_every_state_cleans_up(

@@ -20,6 +20,7 @@ from e2e_world import (
     T,
     W,
     World,
+    check_counters,
     check_invariants,
     running,
     seeds,
@@ -68,6 +69,7 @@ async def test_a_scout_is_blocked_reset_signed_off_and_run(
         check, estimate, sign_off = (actions[f"workgraph/Approving/{n}"] for n in (1, 2, 3))
         assert (check.Result, estimate.Result, sign_off.Result) == ("Passed", "Failed", None)
         assert "reported its usage" in estimate.Message
+        await check_counters(world, wg)
         census = await world.census(wg)
         assert census["Sim"]["inputs"] == {"Processed": 4}  # the scout's sample, no more
         assert census["Replicate"] == {"inputs": {}, "parcels": {}}  # held
