@@ -25,6 +25,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -185,9 +186,26 @@ class Database:
         if self._engine is not None and self.server is not None:
             return self.server
         if self.is_sqlite:
+            folder = Path(self.url.database or "").parent
+            if self.url.database not in (None, "", ":memory:") and not folder.is_dir():
+                # Refused before connecting: aiosqlite's worker thread outlives a failed
+                # connect and would print a traceback after the loop has closed.
+                raise Unavailable(
+                    f"cannot open the database at {self.url!r}: unable to open database file "
+                    f"(folder {folder} does not exist)"
+                )
             self._engine = self._sqlite_engine()
-            async with self._engine.connect() as conn:
-                version = (await conn.execute(sa.text("select sqlite_version()"))).scalar_one()
+            try:
+                async with self._engine.connect() as conn:
+                    version = (
+                        await conn.execute(sa.text("select sqlite_version()"))
+                    ).scalar_one()
+            except exc.DBAPIError as error:
+                # Dispose before raising: aiosqlite's worker thread must not outlive the loop.
+                await self.dispose()
+                raise Unavailable(
+                    f"cannot open the database at {self.url!r}: {error.orig}"
+                ) from error
             self.server = ServerInfo("sqlite", tuple(map(int, version.split("."))), version, None)
             return self.server
         self.server = await self._probe_server()
