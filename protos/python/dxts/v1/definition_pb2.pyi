@@ -130,7 +130,9 @@ class Transformation(_message.Message):
     """Compute transformations only (content hashes)."""
     requirements_template_id: _builtins.str
     scouting: _builtins.bool
-    """True while the owning workgraph is Scouting (the feeder is told it is scouting)."""
+    """True while the owning workgraph is Scouting, Approving or ApprovingBlocked: until the scout is
+    approved the feeder is told it is scouting, so it takes only the scout's sample.
+    """
     halted: _builtins.bool
     """True when the owning workgraph is halted (see Workgraph.halted)."""
     requirements_template_json: _builtins.str

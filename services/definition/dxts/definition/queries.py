@@ -30,6 +30,13 @@ from dxts.definition.transitions import HALTED
 T = TypeVar("T")
 
 
+# Until the scout is approved the feeders take only its sample: a workgraph Approving (or blocked
+# there) has not been approved to run in full.
+SCOUT_UNTIL_APPROVED = frozenset(
+    {WorkgraphStatus.SCOUTING, WorkgraphStatus.APPROVING, WorkgraphStatus.APPROVING_BLOCKED}
+)
+
+
 @dataclass(frozen=True)
 class Viewer:
     identity: Identity
@@ -263,7 +270,7 @@ async def _transformation_views(
                 requirements_template_id=template_id,
                 outputs=tuple(outputs[tid]),
                 upstream_ids=tuple(dict.fromkeys(upstream)),
-                scouting=r.WorkgraphStatus == WorkgraphStatus.SCOUTING,
+                scouting=r.WorkgraphStatus in SCOUT_UNTIL_APPROVED,
                 halted=bool(workgraph_annotations.get(HALTED)),
                 updated_at=r.UpdatedAt,
                 feeder_state=r.FeederState if for_execution else None,
