@@ -12,10 +12,12 @@ the held replication starts, and the workgraph completes.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from e2e_world import (
+    PACE_S,
     Submitted,
     T,
     W,
@@ -86,6 +88,9 @@ async def test_a_scout_is_blocked_reset_signed_off_and_run(
         await world.until("the sign-off to block it", lambda: _awaits_sign_off(world, wg), wg)
         assert (await world.statuses(wg))[0] == W.APPROVING_BLOCKED
         assert (await world.statuses(wg))[1] == {"Sim": T.ACTIVE, "Replicate": T.NEW}
+        # Feeder rounds later, still the scout's sample: nothing runs in full before approval.
+        await asyncio.sleep(8 * PACE_S)
+        assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 4}
 
         await world.force(sign_off.ActionID, ActionResult.PASSED, "signed off")
         await world.reach(wg, W.ACTIVE, W.FINALIZING, W.COMPLETED)
