@@ -80,6 +80,17 @@ async def test_a_rule_may_match_the_output_prefix() -> None:
     assert await fates(adaptor, parcel(parameters=seed(1)), other) == [FAILURE, SUCCESS]
 
 
+async def test_a_not_tried_rule_reports_every_input_not_tried() -> None:
+    adaptor = NullAdaptor(NullSettings(rules=[NullRule(fate="not_tried", descriptor={"seed": 1})]))
+    submitted = parcel(parameters=seed(1))
+    assert await fates(adaptor, submitted) == ["not_tried"]
+    outcome = adaptor.outcome(adaptor.jobs[submitted.parcel_id])
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+    assert json.loads(outcome.status_report_json) == {
+        submitted.input_ids[0]: {"action": "NOT_TRIED"}
+    }
+
+
 def test_a_rule_matches_by_one_thing() -> None:
     with pytest.raises(ValidationError, match="one of them"):
         NullRule(fate="failure")

@@ -31,6 +31,7 @@ from dxts.v1 import backend_pb2, common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
 log = logging.getLogger(__name__)
 
 SUCCESS, FAILURE, SPLIT, NO_REPORT, LOST = "success", "failure", "split", "no_report", "lost"
+NOT_TRIED = "not_tried"  # by rule only: SUCCEEDED, every input reported NOT_TRIED
 
 
 @dataclass
@@ -277,7 +278,8 @@ class NullAdaptor(AdaptorServicer):
 
     def _report(self, job: Job) -> dict[str, Any]:
         if job.fate != SPLIT:
-            return {input_id: {"action": "SUCCESS"} for input_id in job.input_ids}
+            action = "NOT_TRIED" if job.fate == NOT_TRIED else "SUCCESS"
+            return {input_id: {"action": action} for input_id in job.input_ids}
         parts = self.settings.split_parts
         succeeded = round(parts * self.settings.split_success_fraction)
         report = {}

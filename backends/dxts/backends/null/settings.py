@@ -31,7 +31,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.core.states import Kind
 
-Fate = Literal["success", "failure", "split", "no_report", "lost"]
+# A rule may also say not_tried: the job ran but reached none of its inputs (NOT_TRIED each).
+Fate = Literal["success", "failure", "split", "no_report", "lost", "not_tried"]
 
 
 class NullRule(BaseModel):
