@@ -58,6 +58,11 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
             NullRule(fate="failure", lfn="/e2e/a/1.raw", times=2),
             NullRule(fate="failure", lfn="/e2e/a/4.raw", times=2),
             NullRule(fate="failure", lfn="/e2e/b/2.raw", times=2),
+            # Two more parcels of the second run that do not succeed, and are not quarantines:
+            # no status report (the parcel fails, its input is retried) and NOT_TRIED (the input
+            # goes back to be packed again, no error counted).
+            NullRule(fate="no_report", lfn="/e2e/b/3.raw", times=1),
+            NullRule(fate="not_tried", lfn="/e2e/b/4.raw", times=1),
         ],
     )
     async with running(mariadb, tmp_path, null=null) as world:
@@ -101,9 +106,15 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
         await world.reach(second, W.COMPLETED)
         await check_invariants(world, second)
         assert (await world.census(second))["Sim"]["inputs"] == {"Processed": 6}
-        (again,) = [r for r in await world.inputs(second, "Sim") if r.LFN == "/e2e/b/2.raw"]
-        assert again.ErrorCount == 0
-        # Two failed parcels, then the one that processed it.
-        parcels = {bytes(p.ParcelID): str(p.Status) for p in await world.parcels(second, "Sim")}
-        assert parcels[bytes(again.LastParcelID)] == "Done"
-        assert sorted(parcels.values()).count("Failed") == 2
+        rows = {r.LFN: r for r in await world.inputs(second, "Sim")}
+        assert {lfn: r.ErrorCount for lfn, r in rows.items()} == {
+            **{f"/e2e/b/{n}.raw": 0 for n in range(6)},
+            "/e2e/b/3.raw": 1,  # the parcel without a report failed it once
+        }
+        parcels = {bytes(p.ParcelID): p for p in await world.parcels(second, "Sim")}
+        assert all(parcels[bytes(r.LastParcelID)].Status == "Done" for r in rows.values())
+        # b/2 twice, b/3 without a report, b/4 with nothing tried: each its own failed parcel.
+        failed = [p for p in parcels.values() if p.Status == "Failed"]
+        assert len(failed) == 4 and len(parcels) == 6 + 4
+        reasons = [str((p.Annotations or {}).get("reason", "")) for p in failed]
+        assert sum("status report" in reason for reason in reasons) == 1, reasons
