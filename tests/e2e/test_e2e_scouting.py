@@ -4,7 +4,9 @@ EstimateResourceUsage, ManualApproval].
 The simulation runs a four-seed scout while the replication of its files (data management that
 sits only downstream) is held in New. The scout settles, the hook accepts it, CheckSuccessRate
 passes and EstimateResourceUsage fails (it is given a CPU limit, and no scout parcel reports
-its usage): ApprovingBlocked. The operator resets it — back to Approving, where it runs again
+its usage): ApprovingBlocked. The operator extends the scout to six seeds — scouting further,
+not again: two more seeds — and the list runs again from the start, to the same failure. The
+operator resets it — back to Approving, where it runs again
 and fails again, since nothing it measures has changed — then forces it: Approving, where the
 sign-off nobody has given blocks the workgraph again. Forcing the sign-off approves it: Active,
 the held replication starts, and the workgraph completes.
@@ -13,6 +15,7 @@ the held replication starts, and the workgraph completes.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,7 @@ from dxts.core.states import ActionResult
 pytestmark = pytest.mark.mariadb_only
 
 THRESHOLD = {"min_sample": 4, "min_success_rate": 0.9}
+SEEDS_ARGS = {"target_events": 8, "events_per_seed": 1, "scouting_events": 4}
 
 
 def scouted() -> dict[str, object]:
@@ -76,21 +80,26 @@ async def test_a_scout_is_blocked_reset_signed_off_and_run(
         assert census["Sim"]["inputs"] == {"Processed": 4}  # the scout's sample, no more
         assert census["Replicate"] == {"inputs": {}, "parcels": {}}  # held
 
+        extended = {**SEEDS_ARGS, "scouting_events": 6}
+        await world.call(
+            "ExtendScout",
+            workgraph_id=wg.workgraph_id,
+            reason="a bigger sample",
+            feeder_args_json={wg.members["Sim"]: json.dumps(extended)},
+        )
+        await world.until("the extended scout judged", lambda: _ran(world, wg, 2), wg)
+        assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 6}
+
         await world.call("ResetAction", action_id=estimate.ActionID, reason="measure again")
         # Back to Approving, where the action runs again from its position, and fails again.
-        await world.until(
-            "EstimateResourceUsage to run again",
-            lambda: _ran_twice(world, wg),
-            wg,
-        )
-        assert (await world.statuses(wg))[0] == W.APPROVING_BLOCKED
+        await world.until("EstimateResourceUsage to run again", lambda: _ran(world, wg, 3), wg)
         await world.force(estimate.ActionID, ActionResult.PASSED, "checked by hand")
         await world.until("the sign-off to block it", lambda: _awaits_sign_off(world, wg), wg)
         assert (await world.statuses(wg))[0] == W.APPROVING_BLOCKED
         assert (await world.statuses(wg))[1] == {"Sim": T.ACTIVE, "Replicate": T.NEW}
         # Feeder rounds later, still the scout's sample: nothing runs in full before approval.
         await asyncio.sleep(8 * PACE_S)
-        assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 4}
+        assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 6}
 
         await world.force(sign_off.ActionID, ActionResult.PASSED, "signed off")
         await world.reach(wg, W.ACTIVE, W.FINALIZING, W.COMPLETED)
@@ -107,6 +116,9 @@ async def test_a_scout_is_blocked_reset_signed_off_and_run(
             (W.NEW, W.SCOUTING),
             (W.SCOUTING, W.APPROVING),
             (W.APPROVING, W.APPROVING_BLOCKED),  # the estimate failed
+            (W.APPROVING_BLOCKED, W.SCOUTING),  # the scout extended
+            (W.SCOUTING, W.APPROVING),
+            (W.APPROVING, W.APPROVING_BLOCKED),  # the estimate failed again
             (W.APPROVING_BLOCKED, W.APPROVING),  # reset
             (W.APPROVING, W.APPROVING_BLOCKED),  # failed again
             (W.APPROVING_BLOCKED, W.APPROVING),  # forced
@@ -124,15 +136,19 @@ async def test_a_scout_is_blocked_reset_signed_off_and_run(
         assert runs == [
             ("CheckSuccessRate", "Passed"),
             ("EstimateResourceUsage", "Failed"),
+            ("CheckSuccessRate", "Passed"),  # the list runs again after the extended scout
+            ("EstimateResourceUsage", "Failed"),
             ("EstimateResourceUsage", "Failed"),
             ("ManualApproval", "Failed"),
         ]
 
 
-async def _ran_twice(world: World, wg: Submitted) -> bool:
+async def _ran(world: World, wg: Submitted, times: int) -> bool:
+    """EstimateResourceUsage has run `times` times, and the workgraph is blocked."""
     workgraph_log, _ = await world.logs(wg)
     runs = [r for r in workgraph_log if r.EventType == "ActionRun"]
-    return sum(r.Data["action"] == "EstimateResourceUsage" for r in runs) == 2
+    estimates = sum(r.Data["action"] == "EstimateResourceUsage" for r in runs)
+    return estimates == times and (await world.statuses(wg))[0] == W.APPROVING_BLOCKED
 
 
 async def _awaits_sign_off(world: World, wg: Submitted) -> bool:
