@@ -6,6 +6,8 @@
 * `JoinByName` (packer): the built-in Join, whose `partner` is a TransformationOutputID — which
   a document cannot name, since the compiler mints it at submission — given here as
   "step/output" and resolved through `OutputNames`, which the world fills after submitting.
+* `FailsOnce` (an Archiving or Cleaning action): Failed the first time it runs for a
+  transformation in a state, Done after.
 * `Hold` (a Finalizing action) and `HoldApproval` (an Approving one): Pending, always — an owner
   that stays in the state until something else (a cancellation) moves it.
 """
@@ -86,6 +88,18 @@ async def join_by_name(
         yield proposal
 
 
+FAILED_ONCE: set[tuple[uuid.UUID, str]] = set()
+
+
+@action("Archiving", "Cleaning")
+def fails_once(*, transformation: Transformation) -> ActionResult:
+    key = (transformation.id, str(transformation.status))
+    if key in FAILED_ONCE:
+        return ActionResult.done("fine this time")
+    FAILED_ONCE.add(key)
+    return ActionResult.failed("the storage element did not answer")
+
+
 @action("Finalizing")
 def hold() -> ActionResult:
     return ActionResult.pending("held by the test")
@@ -102,6 +116,7 @@ def scenario_plugins() -> list[Plugin]:
         (PluginKind.HOOK, "SplitByMask", split_by_mask),
         (PluginKind.PACKER, "JoinByName", join_by_name),
         (PluginKind.ACTION, "Hold", hold),
+        (PluginKind.ACTION, "FailsOnce", fails_once),
         (PluginKind.ACTION, "HoldApproval", hold_approval),
     ]
     for kind, name, function in named:
