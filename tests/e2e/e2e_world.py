@@ -577,8 +577,9 @@ async def running(
                 poll_interval_s=PACE_S,
                 cancel_interval_s=PACE_S,
                 cancel_resend_s=2.0,
+                refusal_backoff_s=2 * PACE_S,
                 recovery_interval_s=5.0,
-                status_interval_s=5.0,
+                status_interval_s=2 * PACE_S,
             ),
         )
         stack.on_stop(dispatcher.stop)

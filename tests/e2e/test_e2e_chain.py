@@ -2,7 +2,9 @@
 Reco (three files a parcel) → Merge (four a parcel) — runs to Completed on its own (the
 OutputTarget hook ends the Seeds feeder, each member drains in turn, the finalizing actions
 pass), then to Archived after the short archive delay: the bulk rows are gone, the declared
-outputs stay in the catalogue while the intermediate ones are removed, and the logs remain."""
+outputs stay in the catalogue while the intermediate ones are removed, and the logs remain.
+The backend takes four parcels at a time and refuses the others, which go back to be claimed
+again (not an attempt: nothing runs twice)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from e2e_world import W, check_invariants, running, seeds, step, workgraph
 
+from dxts.backends.null.settings import NullSettings
 from dxts.core.db import Database
 
 FINALIZING = ["NoInputProcessedTwice", "ReconcileFeederInputs", "CheckOutputFiles"]
@@ -33,7 +36,8 @@ def chain() -> dict[str, object]:
 
 
 async def test_a_chain_completes_then_archives(database: Database, tmp_path: Path) -> None:
-    async with running(database, tmp_path, archive_delay_s=3.0) as world:
+    null = NullSettings(name="null", outputs=["out"], capacity=4, delay_s=0.5)
+    async with running(database, tmp_path, null=null, archive_delay_s=3.0) as world:
         wg = await world.submit(chain())
         await world.start(wg)
         await world.reach(wg, W.COMPLETED)
@@ -63,5 +67,7 @@ async def test_a_chain_completes_then_archives(database: Database, tmp_path: Pat
             **{f"{m}/Archiving/{n}": "Done" for m in wg.members for n in (1, 2)},
             **{f"{m}/Cancelling/{n}": None for m in wg.members for n in (1, 2, 3, 4)},
         }
-        # No parcel was started twice by the backend.
+        # Refused submissions were submitted again; no parcel was started twice.
+        assert world.null.refusals > 0
         assert max(world.null.started.values()) == 1
+        assert len(world.null.started) == 12 + 4 + 1
