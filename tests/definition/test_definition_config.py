@@ -8,7 +8,13 @@ import pytest
 import sqlalchemy as sa
 
 from dxts.core import content_store as store
-from dxts.core.config import Defaults, DefinitionConfig, VODefaults, resolve_hints
+from dxts.core.config import (
+    Defaults,
+    DefinitionConfig,
+    VODefaults,
+    load_installation_config,
+    resolve_hints,
+)
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import content_hash
@@ -79,11 +85,12 @@ def test_another_vo_or_type_gets_only_the_installation_defaults() -> None:
 def test_a_configuration_file_is_checked(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("vos:\n  lhcb:\n    defaults: {executing_identity: lhcb_mc}\n")
-    assert DefinitionConfig.from_file(good).vos["lhcb"].defaults.executing_identity == "lhcb_mc"
+    loaded = load_installation_config(good).definition
+    assert loaded.vos["lhcb"].defaults.executing_identity == "lhcb_mc"
     bad = tmp_path / "bad.yaml"
     bad.write_text("installation: {packer: {args: {}}}\nvos: {lhcb: {defualts: {}}}\n")
     with pytest.raises(InvalidArgument) as raised:
-        DefinitionConfig.from_file(bad)
+        load_installation_config(bad)
     assert {v.field for v in raised.value.violations} >= {"vos.lhcb.defualts"}
 
 

@@ -16,11 +16,12 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from dxts.core.config import load_installation_config
 from dxts.core.errors import InvalidArgument, Unavailable
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.schema import metadata
 from dxts.definition.__main__ import main
-from dxts.definition.settings import DefinitionSettings, load_config
+from dxts.definition.settings import DefinitionSettings
 from dxts.v1 import common_pb2, definition_pb2
 from dxts.v1.definition_pb2_grpc import DefinitionServiceStub
 
@@ -50,14 +51,13 @@ def test_the_installation_file_sections_become_the_definition_config(tmp_path: P
     path.write_text(
         yaml.safe_dump(
             {
-                "defaults": {"packer": {"name": "BySize", "args": {"group_size": 5}}},
+                "installation": {"packer": {"name": "BySize", "args": {"group_size": 5}}},
                 "vos": {"lhcb": {"types": {"MC": {"executing_identity": "lhcb_mc"}}}},
-                "plugins": {"Seeds": {"anything": 1}},  # another component's section
-                "backend_policy": {},
+                "backend_policy": {},  # the dispatcher's section
             }
         )
     )
-    config = load_config(path)
+    config = load_installation_config(path).definition
     assert config.installation.packer == {"name": "BySize", "args": {"group_size": 5}}
     # The built-in defaults the section does not set are kept.
     assert config.installation.hooks == {"HandleFailedInput": {"hook": "RetryUntilMaxErrors"}}
@@ -67,10 +67,10 @@ def test_the_installation_file_sections_become_the_definition_config(tmp_path: P
 
 def test_a_bad_installation_file_names_the_field(tmp_path: Path) -> None:
     path = tmp_path / "dxts.yaml"
-    path.write_text(yaml.safe_dump({"defaults": {"packer": "BySize"}}))
+    path.write_text(yaml.safe_dump({"installation": {"packer": "BySize"}}))
     with pytest.raises(InvalidArgument) as refused:
-        load_config(path)
-    assert [v.field for v in refused.value.violations] == ["packer"]
+        load_installation_config(path)
+    assert [v.field for v in refused.value.violations] == ["installation.packer"]
 
 
 def free_port() -> int:
@@ -101,7 +101,7 @@ async def test_the_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> No
         await conn.run_sync(metadata.create_all)
     await engine.dispose()
     config = tmp_path / "dxts.yaml"
-    config.write_text(yaml.safe_dump({"defaults": {}, "plugins": {}}))
+    config.write_text(yaml.safe_dump({"installation": {}, "backend_policy": {}}))
     address = f"127.0.0.1:{free_port()}"
     environment = {
         key: value for key, value in os.environ.items() if not key.startswith("DXTS_")

@@ -25,6 +25,17 @@ from chart_render import CHART, VALUES, Helm
             id="negative-backend",
         ),
         pytest.param("replicas: 3\n", "'replicas' not allowed", id="unknown-top-level-key"),
+        pytest.param("config:\n  defaults: {}\n", "'defaults' not allowed", id="config-section"),
+        pytest.param(
+            "config:\n  installation:\n    pakcer: {name: BySize}\n",
+            "'pakcer' not allowed",
+            id="config-layer-field",
+        ),
+        pytest.param(
+            "config:\n  backend_policy:\n    compute: {route: {backend: b, fraction: 2}}\n",
+            "/config/backend_policy/compute",
+            id="config-policy",
+        ),
         pytest.param(
             "dispatcher:\n  autoscaling:\n    enabled: true\n",
             "'autoscaling' not allowed",

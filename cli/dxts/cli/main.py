@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +13,7 @@ from rich.tree import Tree
 from dxts.cli import jobs, operate, up, workgraphs
 from dxts.cli.client import Options
 from dxts.cli.output import Output
-from dxts.core.config import DefinitionConfig
+from dxts.core.config import CONFIG_FILE_VARIABLE, load_installation_config
 from dxts.core.errors import InvalidArgument
 from dxts.core.plugins import PluginRegistryError
 from dxts.core.plugins.registry import Registry
@@ -22,8 +21,6 @@ from dxts.definition.compile import Plan
 from dxts.definition.loading import Bundle
 from dxts.definition.problems import Severity
 from dxts.definition.submit import check_document
-
-CONFIG_VARIABLE = "DXTS_DEFINITION_CONFIG"
 
 app = typer.Typer(no_args_is_help=True, help="dxts: the DiracX Transformation System.")
 
@@ -68,11 +65,6 @@ def main(
     )
 
 
-def _config() -> DefinitionConfig:
-    path = os.environ.get(CONFIG_VARIABLE)
-    return DefinitionConfig.from_file(Path(path)) if path else DefinitionConfig()
-
-
 @app.command()
 def validate(
     document: Annotated[Path, typer.Argument(help="The workgraph document (YAML or JSON).")],
@@ -88,7 +80,9 @@ def validate(
     ] = False,
     plan: Annotated[bool, typer.Option(help="Print the compiled plan.")] = False,
     output: Annotated[Output, typer.Option(help="Format of --plan.")] = Output.TEXT,
-    vo: Annotated[str, typer.Option(help="VO whose configured defaults apply.")] = "",
+    vo: Annotated[
+        str, typer.Option(help="VO whose defaults in the installation file DXTS_CONFIG_FILE apply.")
+    ] = "",
 ) -> None:
     """Validate a workgraph and compile it, with no server and no database.
 
@@ -102,9 +96,9 @@ def validate(
         typer.echo(f"error: {document} is not inside the bundle {root}", err=True)
         raise typer.Exit(2) from None
     try:
-        config = _config()
+        config = load_installation_config().definition
     except InvalidArgument as exc:
-        typer.echo(f"error: {CONFIG_VARIABLE}: {exc}", err=True)
+        typer.echo(f"error: {CONFIG_FILE_VARIABLE}: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
         registry = Registry.discover()

@@ -1,4 +1,20 @@
-"""Configuration defaults, and the one function that resolves them against a document's hints.
+"""The installation's configuration file, its defaults, and the one function that resolves them
+against a document's hints.
+
+One YAML file configures an installation (`DXTS_CONFIG_FILE`; the Helm chart mounts its `config`
+value there), and every component reads it with `load_installation_config`, so no two of them can
+disagree about what it says. Its sections, each optional:
+
+* `default_type` — the workgraph type of a document that names none ("Default");
+* `installation` — the installation layer of defaults (`Defaults`), over the built-in one: each
+  field it sets replaces the built-in field, the fields it leaves out keep theirs (the PerInput
+  packer, RetryUntilMaxErrors, the Archiving and Cleaning lists);
+* `vos` — per VO, its `defaults` layer and one layer per workgraph type (`types`);
+* `backend_policy` — which backend gets a parcel the packer did not direct (the dispatcher's
+  `BackendPolicy`: per kind, a `default` backend and an optional `route`).
+
+Anything else is refused, naming the section: a misspelt section would otherwise be ignored.
+Plugin settings are not in the file: a plugin's settings class reads the environment.
 
 What a document leaves unset is filled in layers: installation → VO → the VO's workgraph type →
 `dirac:Workgraph` → `dirac:Transformation` (or a data-management declaration), each layer
@@ -14,17 +30,19 @@ schema says so), while a configuration layer's replace the layer before.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dxts.core.errors import FieldViolation, InvalidArgument
 
 ACTION_LISTS = ("Finalizing", "Archiving", "Cleaning")
+CONFIG_FILE_VARIABLE = "DXTS_CONFIG_FILE"
 
 
 class Defaults(BaseModel):
@@ -67,7 +85,8 @@ def _builtin() -> Defaults:
 
 
 class DefinitionConfig(BaseModel):
-    """The defaults of one installation (a YAML file, `DXTS_DEFINITION_CONFIG`)."""
+    """The defaults of one installation: what the definition service compiles with and the
+    dispatcher resolves each parcel's sidecar with (`InstallationConfig.definition`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -75,24 +94,13 @@ class DefinitionConfig(BaseModel):
     installation: Defaults = Field(default_factory=_builtin)
     vos: dict[str, VODefaults] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _installation_has_a_packer(self) -> DefinitionConfig:
-        # Transformations.Packer is NOT NULL: a step naming none needs a default to fall to.
-        if not self.installation.packer or "name" not in self.installation.packer:
-            raise ValueError("installation.packer needs a name: it is every member's default")
-        return self
-
+    @field_validator("installation")
     @classmethod
-    def from_file(cls, path: Path) -> DefinitionConfig:
-        try:
-            return cls.model_validate(yaml.safe_load(path.read_text()) or {})
-        except ValidationError as exc:
-            raise InvalidArgument(
-                [
-                    FieldViolation(".".join(str(p) for p in e["loc"]), e["msg"])
-                    for e in exc.errors(include_url=False)
-                ]
-            ) from None
+    def _installation_has_a_packer(cls, installation: Defaults) -> Defaults:
+        # Transformations.Packer is NOT NULL: a step naming none needs a default to fall to.
+        if not installation.packer or "name" not in installation.packer:
+            raise ValueError("installation.packer needs a name: it is every member's default")
+        return installation
 
     def layers(self, vo: str, workgraph_type: str) -> list[Defaults]:
         chain = [self.installation]
@@ -101,6 +109,62 @@ class DefinitionConfig(BaseModel):
             if workgraph_type in self.vos[vo].types:
                 chain.append(self.vos[vo].types[workgraph_type])
         return chain
+
+
+class _InstallationFile(BaseModel):
+    """The file's sections as written (see the module); `installation` is a layer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_type: str = Field("Default", max_length=32)
+    installation: Defaults = Field(default_factory=Defaults)
+    vos: dict[str, VODefaults] = Field(default_factory=dict)
+    backend_policy: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class InstallationConfig:
+    """What the installation file says, by reader: the definition defaults (the definition
+    service, the dispatcher's sidecars, `dxts validate`) and the dispatcher's backend policy
+    (checked by the dispatcher, which owns its model; None: not configured)."""
+
+    definition: DefinitionConfig = field(default_factory=DefinitionConfig)
+    backend_policy: dict[str, Any] | None = None
+
+
+def load_installation_config(path: Path | str | None = None) -> InstallationConfig:
+    """The installation file at `path`, else at `DXTS_CONFIG_FILE`; the built-in defaults when
+    neither names one. A file that cannot be read or says anything wrong is InvalidArgument,
+    one violation per bad field (`installation.packer`, `vos.lhcb.defaults`, ...)."""
+    if path is None or path == "":
+        path = os.environ.get(CONFIG_FILE_VARIABLE) or None
+    if path is None:
+        return InstallationConfig()
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise InvalidArgument(f"cannot read {path}: {error}", field="config_file") from None
+    if not isinstance(document, dict):
+        raise InvalidArgument(f"{path} is not a mapping of sections", field="config_file")
+    try:
+        written = _InstallationFile.model_validate(document)
+        layer = written.installation.model_dump(exclude_unset=True)
+        definition = DefinitionConfig.model_validate(
+            {
+                "default_type": written.default_type,
+                "installation": _builtin().model_copy(update=layer),
+                "vos": written.vos,
+            }
+        )
+    except ValidationError as exc:
+        raise InvalidArgument(
+            [
+                FieldViolation(".".join(str(p) for p in e["loc"]), e["msg"])
+                for e in exc.errors(include_url=False)
+            ]
+        ) from None
+    return InstallationConfig(definition, written.backend_policy)
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 Settings come from the environment: DXTS_DB_URL (and the other DXTS_DB_* settings),
 DXTS_LISTEN (DispatcherService: the push path and DispatcherStatus), DXTS_METRICS_PORT,
-DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_BACKENDS, DXTS_BACKEND_POLICY or DXTS_CONFIG_FILE,
-DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_DEFINITION_CONFIG, DXTS_SERVICE_TOKEN(_FILE)
-or DXTS_DATA_DIR, and the DXTS_DISPATCH_* tunables (see `settings`). SIGTERM or SIGINT stops it
-gracefully: health turns NOT_SERVING, in-flight calls get the grace period, then the sweeps are
-cancelled; whatever they left Reserved is re-submitted by a recovery sweep after the lease.
+DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_BACKENDS, DXTS_CONFIG_FILE (the definition defaults
+and, unless DXTS_BACKEND_POLICY is set, the backend policy), DXTS_DEFINITION_ADDRESS,
+DXTS_EXECUTION_ADDRESS, DXTS_SERVICE_TOKEN(_FILE) or DXTS_DATA_DIR, and the DXTS_DISPATCH_*
+tunables (see `settings`). SIGTERM or SIGINT stops it gracefully: health turns NOT_SERVING,
+in-flight calls get the grace period, then the sweeps are cancelled; whatever they left Reserved
+is re-submitted by a recovery sweep after the lease.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from datetime import timedelta
 
 import grpc
 
-from dxts.core.config import DefinitionConfig
+from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.db import Database, Isolation
 from dxts.core.grpc import DevKeys, Service, channel
 from dxts.core.locks import LockManager
@@ -205,11 +205,7 @@ async def build_dispatcher(
             open_channel(settings.execution_address), timeout_s=settings.call_timeout_s
         )
     if config is None:
-        config = (
-            DefinitionConfig.from_file(settings.definition_config)
-            if settings.definition_config
-            else DefinitionConfig()
-        )
+        config = load_installation_config(settings.config_file).definition
     backends = {
         b.name: BackendClient(b, open_channel(b.address), settings.call_timeout_s)
         for b in settings.backends

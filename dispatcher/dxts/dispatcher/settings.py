@@ -3,14 +3,15 @@
 * `DXTS_BACKENDS`: a JSON list of `{name, address, kind}` (the Helm chart writes it), plus an
   optional `adaptor` naming the adaptor type when it differs from the name ("local", "null"):
   the type picks the identifier table the backend's identifiers are recorded in.
-* The policy (`DXTS_BACKEND_POLICY` as JSON, else the `backend_policy` section of the YAML file
-  `DXTS_CONFIG_FILE`): per kind, a `default` backend and optionally a `route` of a stable
-  `fraction` of the parcels to another `backend`. A kind the policy leaves out goes to the first
-  configured backend of that kind.
+* The installation file `DXTS_CONFIG_FILE` (`dxts.core.config.load_installation_config`, the
+  loader every component uses): its definition defaults are resolved into the sidecar each
+  compute parcel records, exactly as the definition service resolves them; its
+  `backend_policy` section is the policy unless `DXTS_BACKEND_POLICY` (JSON) is set.
+* The policy: per kind, a `default` backend and optionally a `route` of a stable `fraction` of
+  the parcels to another `backend`. A kind the policy leaves out goes to the first configured
+  backend of that kind.
 * `DXTS_DEFINITION_ADDRESS`, `DXTS_EXECUTION_ADDRESS`: the definition service (process trees,
   transformation scopes) and the execution service (RecordOutcomes).
-* `DXTS_DEFINITION_CONFIG`: the installation's configuration defaults, resolved into the
-  sidecar each compute parcel records (the same file the definition service reads).
 * Credentials for the calls the dispatcher makes on its own behalf: `DXTS_SERVICE_TOKEN` or
   `DXTS_SERVICE_TOKEN_FILE`; with neither, a token minted from the development key pair in
   `DXTS_DATA_DIR` (a single machine only).
@@ -22,11 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dxts.core.errors import InvalidArgument
+from dxts.core.config import load_installation_config
 from dxts.core.states import Kind
 
 # Reserved by DX-ADR-003 for the born-Done recovery parcels: never a configured backend.
@@ -112,10 +112,8 @@ class DispatcherSettings(BaseSettings):
     config_file: Path | None = Field(
         None,
         validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
-        description="installation YAML; its backend_policy section when none is set directly",
-    )
-    definition_config: Path | None = Field(
-        None, validation_alias=AliasChoices("DXTS_DEFINITION_CONFIG", "definition_config")
+        description="installation YAML: the definition defaults of the sidecars, and its "
+        "backend_policy section when none is set directly",
     )
     definition_address: str | None = Field(
         None, validation_alias=AliasChoices("DXTS_DEFINITION_ADDRESS", "definition_address")
@@ -158,7 +156,8 @@ class DispatcherSettings(BaseSettings):
         if duplicates:
             raise ValueError(f"backend names must be unique: {', '.join(duplicates)}")
         if self.backend_policy is None and self.config_file is not None:
-            self.backend_policy = _policy_from_file(self.config_file)
+            section = load_installation_config(self.config_file).backend_policy
+            self.backend_policy = BackendPolicy.model_validate(section) if section else None
         by_name = {backend.name: backend for backend in self.backends}
         policy = self.backend_policy or BackendPolicy()
         for kind in Kind:
@@ -192,12 +191,3 @@ class DispatcherSettings(BaseSettings):
         if self.service_token_file is not None:
             return self.service_token_file.read_text().strip()
         return None
-
-
-def _policy_from_file(path: Path) -> BackendPolicy | None:
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise InvalidArgument(f"cannot read {path}: {error}", field="config_file") from None
-    section = document.get("backend_policy") if isinstance(document, dict) else None
-    return BackendPolicy.model_validate(section) if section else None
