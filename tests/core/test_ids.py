@@ -173,3 +173,94 @@ def test_canonical_form_is_stable_under_reserialisation(value: object) -> None:
 
     once = canonical_json(value)
     assert canonical_json(json.loads(once)) == once
+
+
+# Every text, lone surrogates included (the reference refuses them), and keys that sort
+# differently by UTF-16 code unit and by code point (U+E000-U+FFFF against astral ones).
+any_text = st.text(st.characters(blacklist_categories=()), max_size=8)
+awkward_keys = any_text | st.sampled_from(["\ufb33", "\U0001f600", "\ue000", "a", "A", ""])
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 2**53 too: refused by both
+    | st.floats()  # NaN and infinities too
+    | any_text
+)
+any_json = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4)
+    | st.lists(children, max_size=3).map(tuple)
+    | st.dictionaries(awkward_keys, children, max_size=4),
+    max_leaves=16,
+)
+plain_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=16,
+)
+
+
+def _reference(value: object) -> bytes | None:
+    import rfc8785
+
+    try:
+        return rfc8785.dumps(value)  # type: ignore[arg-type]
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):
+        return None
+
+
+@given(any_json)
+def test_the_plain_path_writes_what_rfc8785_writes(value: object) -> None:
+    from dxts.core.ids import _NotPlain, _plain_canonical
+
+    expected = _reference(value)
+    try:
+        fast: bytes | None = _plain_canonical(value)
+    except _NotPlain:
+        fast = None
+    if fast is not None:  # never an answer where the reference refuses
+        assert fast == expected
+    if expected is None:
+        with pytest.raises(InvalidArgument):
+            canonical_json(value)
+    else:
+        assert canonical_json(value) == expected
+
+
+@given(plain_json)
+def test_plain_values_take_the_plain_path(value: object) -> None:
+    from dxts.core.ids import _plain_canonical
+
+    assert _plain_canonical(value) == _reference(value)
+
+
+def test_subclasses_and_odd_keys_go_to_the_reference() -> None:
+    import enum
+    from collections import OrderedDict
+
+    from dxts.core.ids import _NotPlain, _plain_canonical
+
+    class Colour(enum.IntEnum):
+        RED = 1
+
+    class Name(enum.StrEnum):
+        A = "a"
+
+    for value in (
+        [Colour.RED],
+        {"k": Name.A},
+        OrderedDict(b=1, a=2),
+        {1: "x"},
+        [1.5],
+        {"x": 2**53},
+        "\ud800",
+    ):
+        with pytest.raises(_NotPlain):
+            _plain_canonical(value)
+        expected = _reference(value)
+        if expected is None:
+            with pytest.raises(InvalidArgument):
+                canonical_json(value)
+        else:
+            assert canonical_json(value) == expected

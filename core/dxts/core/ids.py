@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -22,6 +23,9 @@ from dxts.core.errors import FieldViolation, InvalidArgument
 
 UUID_BYTES = 16
 CONTENT_HASH_BYTES = 32
+# Integers JSON carries exactly (IEEE-754 doubles), as RFC 8785 bounds them.
+_INT_MAX = 2**53 - 1
+_INT_MIN = -_INT_MAX
 
 
 def new_id() -> bytes:
@@ -84,11 +88,81 @@ def canonical_json(value: Any, *, field: str = "") -> bytes:
     hash over a coerced value would identify something the caller never sent.
     """
     try:
+        return _plain_canonical(value)
+    except _NotPlain:
+        pass
+    try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise InvalidArgument(
             FieldViolation(field, f"not canonicalisable as JSON: {exc}")
         ) from None
+
+
+class _NotPlain(Exception):
+    """The value needs the reference implementation (a float, a subclass, a refusal...)."""
+
+
+# The C string encoder escapes exactly what RFC 8785 escapes: `"`, `\\`, and U+0000-U+001F
+# (\b \t \n \f \r short, the rest as \u00xx in lowercase hex), and nothing else.
+_encode_string = json.encoder.encode_basestring
+
+
+def _plain_canonical(value: Any) -> bytes:
+    """The canonical JSON of a value made only of the exact types null, bool, str, int (within
+    IEEE-754's exact range), list, tuple and dict with str keys, byte for byte what
+    `rfc8785.dumps` writes (property-tested against it), at a fraction of its cost: input
+    hashes and proposal copies canonicalise every input a feeder yields. Anything else (floats,
+    whose ECMAScript spelling is the reference's job, subclasses, strings that are not valid
+    UTF-8, anything refused) raises `_NotPlain` and goes to the reference implementation."""
+    parts: list[str] = []
+    try:
+        _write_plain(value, parts)
+        return "".join(parts).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError):  # lone surrogates; the reference decides
+        raise _NotPlain from None
+
+
+def _write_plain(value: Any, parts: list[str]) -> None:
+    kind = type(value)
+    if kind is str:
+        parts.append(_encode_string(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _NotPlain
+        parts.append(str(value))
+    elif kind is list or kind is tuple:
+        parts.append("[")
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            _write_plain(item, parts)
+        parts.append("]")
+    elif kind is dict:
+        for key in value:
+            if type(key) is not str:
+                raise _NotPlain
+        # RFC 8785 orders keys by UTF-16 code units; for ASCII keys that is code point order.
+        if all(key.isascii() for key in value):
+            keys = sorted(value)
+        else:
+            keys = sorted(value, key=lambda key: key.encode("utf-16be"))
+        parts.append("{")
+        for index, key in enumerate(keys):
+            if index:
+                parts.append(",")
+            parts.append(_encode_string(key))
+            parts.append(":")
+            _write_plain(value[key], parts)
+        parts.append("}")
+    else:
+        raise _NotPlain
 
 
 def content_hash(value: Any, *, field: str = "") -> bytes:

@@ -55,8 +55,10 @@ class FieldError(ValueError):
 
 
 def _json_copy(value: dict[str, Any]) -> dict[str, Any]:
+    if not value:  # the common empty metadata or parameters: nothing to check
+        return {}
     try:
-        copied: dict[str, Any] = json.loads(canonical_json(value))
+        copied: dict[str, Any] = json.loads(canonical_json(value).decode())
     except InvalidArgument as error:
         raise ValueError(error.violations[0].description) from None
     return copied
@@ -105,7 +107,8 @@ class Input:
             canonical = canonical_json([lfn, descriptor])
         except InvalidArgument as error:
             raise FieldError("descriptor", error.violations[0].description) from None
-        object.__setattr__(self, "descriptor", json.loads(canonical)[1])
+        copied = None if descriptor is None else json.loads(canonical.decode())[1]
+        object.__setattr__(self, "descriptor", copied)
         object.__setattr__(self, "_canonical", canonical)
         return self
 
