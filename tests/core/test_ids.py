@@ -35,6 +35,34 @@ def test_new_ids_are_uuid7_and_time_ordered() -> None:
     assert new_id() > ids[-1]
 
 
+def test_new_ids_carry_the_clock_and_the_rfc_9562_bits() -> None:
+    import time
+
+    before = time.time_ns() // 1_000_000
+    ids = new_ids(5000)  # far more than one millisecond's worth of a 12-bit counter
+    after = time.time_ns() // 1_000_000
+    for value in (ids[0], ids[-1]):
+        assert before <= int.from_bytes(value[:6]) <= after + 1
+        assert uuid.UUID(bytes=value).variant == uuid.RFC_4122
+    assert ids == sorted(set(ids))
+
+
+def test_new_ids_keep_increasing_when_the_clock_steps_back_or_the_counter_fills(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dxts.core.ids as ids_module
+
+    first = new_ids(3)
+    now = ids_module.time.time_ns()
+    monkeypatch.setattr(ids_module.time, "time_ns", lambda: now - 10**9)  # a second back
+    stepped_back = new_ids(3)
+    assert stepped_back == sorted(stepped_back) and stepped_back[0] > first[-1]
+    monkeypatch.setattr(ids_module, "_last_counter", (1 << ids_module._COUNTER_BITS) - 2)
+    overflowed = new_ids(3)
+    assert overflowed == sorted(overflowed) and overflowed[0] > stepped_back[-1]
+    assert int.from_bytes(overflowed[0][:6]) == int.from_bytes(stepped_back[-1][:6]) + 1
+
+
 def test_id_round_trip_and_refusals() -> None:
     value = new_id()
     text = id_to_str(value)

@@ -1,7 +1,8 @@
 """Identifiers and hashes: UUIDv7 for minted ids, one canonicaliser for every hash.
 
 * Minted ids (workgraphs, transformations, inputs, parcels, outputs, ownership rows) are UUIDv7,
-  stored as BINARY(16) and carried over gRPC as canonical lowercase hyphenated strings.
+  increasing within a process, stored as BINARY(16) and carried over gRPC as canonical
+  lowercase hyphenated strings.
 * Content hashes (processes, requirements, resolved hints) are SHA-256 of the RFC 8785 (JCS)
   canonical JSON: 32 bytes, carried as 64 lowercase hex characters.
 * The input hash is XXH3-128 of the canonical JSON of `[lfn or null, descriptor or null]`: the
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import secrets
+import threading
+import time
 import uuid
 from typing import Any
 
 import rfc8785
-import uuid6
 import xxhash
 
 from dxts.core.errors import FieldViolation, InvalidArgument
@@ -30,12 +34,54 @@ _INT_MIN = -_INT_MAX
 
 def new_id() -> bytes:
     """Mint a UUIDv7 (time-ordered, so bulk inserts stay index-local) as 16 bytes."""
-    return uuid6.uuid7().bytes
+    return new_ids(1)[0]
 
 
 def new_ids(count: int) -> list[bytes]:
-    """Mint `count` UUIDv7s, in increasing order."""
-    return [uuid6.uuid7().bytes for _ in range(count)]
+    """Mint `count` UUIDv7s, in increasing order, each greater than every id this process
+    minted before.
+
+    RFC 9562's method 1 (a fixed-length counter): the 48-bit millisecond timestamp, a 26-bit
+    counter (the 12 bits of rand_a and the top 14 of rand_b) seeded at random below half its
+    range each new millisecond and counted up within one (or when the clock steps back), and
+    48 random bits. A batch reserves its counter range once and draws its randomness in one
+    call: a feeder mints an id per input, a packer one per parcel.
+    """
+    ids: list[bytes] = []
+    while count > 0:
+        size = min(count, _COUNTER_HALF)
+        millisecond, first = _reserve(size)
+        noise = os.urandom(6 * size)
+        prefix = (millisecond << 16) | 0x7000  # timestamp and version 7: the first 8 bytes
+        for i, counter in enumerate(range(first, first + size)):
+            high = prefix | (counter >> 14)
+            low = 0x8000 | (counter & 0x3FFF)  # variant 0b10 and the counter's low 14 bits
+            ids.append(high.to_bytes(8) + low.to_bytes(2) + noise[6 * i : 6 * i + 6])
+        count -= size
+    return ids
+
+
+_COUNTER_BITS = 26
+_COUNTER_HALF = 1 << (_COUNTER_BITS - 1)
+_mint_lock = threading.Lock()
+_last_millisecond = 0
+_last_counter = 0
+
+
+def _reserve(size: int) -> tuple[int, int]:
+    """The millisecond and first counter of `size` (at most half the counter range) ids that
+    sort after every id reserved before; a full counter moves on to the next millisecond."""
+    global _last_millisecond, _last_counter
+    with _mint_lock:
+        now = time.time_ns() // 1_000_000
+        if now > _last_millisecond:
+            millisecond, first = now, secrets.randbits(_COUNTER_BITS - 1)
+        else:
+            millisecond, first = _last_millisecond, _last_counter + 1
+        if first + size > 1 << _COUNTER_BITS:
+            millisecond, first = millisecond + 1, secrets.randbits(_COUNTER_BITS - 1)
+        _last_millisecond, _last_counter = millisecond, first + size - 1
+    return millisecond, first
 
 
 def id_to_str(value: bytes) -> str:
