@@ -216,8 +216,20 @@ def test_trial_database_url_points_at_the_in_cluster_mariadb(
         assert not [doc for doc in rendered[value_set] if component(doc) == "mariadb"]
 
 
+def mounted_file(spec: dict[str, Any], container: dict[str, Any], path: str) -> dict[str, Any]:
+    """The volume that holds the file `path` in `container` (and holds that very file)."""
+    directory, name = path.rsplit("/", 1)
+    mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    assert directory in mounts, f"{container['name']}: nothing is mounted at {directory}"
+    volume = volumes[mounts[directory]]
+    if "secret" in volume:
+        assert [item["path"] for item in volume["secret"]["items"]] == [name], path
+    return volume
+
+
 @pytest.mark.parametrize("value_set", SETS)
-def test_config_and_token_key_are_mounted_where_the_environment_says(
+def test_files_named_by_the_environment_are_mounted_there(
     rendered: dict[str, Manifests], value_set: str
 ) -> None:
     manifests = rendered[value_set]
@@ -226,16 +238,15 @@ def test_config_and_token_key_are_mounted_where_the_environment_says(
         spec = doc["spec"]["template"]["spec"]
         (container,) = spec["containers"]
         env = env_of(container)
-        volumes = {volume["name"]: volume for volume in spec["volumes"]}
-        mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
 
-        config_dir, config_file = env["DXTS_CONFIG_FILE"]["value"].rsplit("/", 1)
-        config_map = volumes[mounts[config_dir]]["configMap"]["name"]
-        assert config_file in config_maps[config_map]["data"], name
+        # Only the readers of the installation file get it: definition and the dispatcher.
+        assert ("DXTS_CONFIG_FILE" in env) == (component(doc) in {"definition", "dispatcher"})
+        if "DXTS_CONFIG_FILE" in env:
+            path = env["DXTS_CONFIG_FILE"]["value"]
+            config_map = mounted_file(spec, container, path)["configMap"]["name"]
+            assert path.rsplit("/", 1)[1] in config_maps[config_map]["data"], name
 
-        key_dir, key_file = env["DXTS_AUTH_PUBLIC_KEY_FILE"]["value"].rsplit("/", 1)
-        secret = volumes[mounts[key_dir]]["secret"]
-        assert [item["path"] for item in secret["items"]] == [key_file], name
+        mounted_file(spec, container, env["DXTS_AUTH_PUBLIC_KEY_FILE"]["value"])
         assert env["DXTS_AUTH_ISSUER"]["value"] and env["DXTS_AUTH_AUDIENCE"]["value"]
 
 
@@ -271,9 +282,18 @@ def test_dispatcher_knows_every_enabled_backend_and_each_has_a_service(
         host, port = backend["address"].rsplit(":", 1)
         ports = {p["port"] for p in services[host]["spec"]["ports"] if p["name"] == "grpc"}
         assert ports == {int(port)}
-    for peer in SERVICES:
+    for peer in ("definition", "execution"):
         host, port = env_of(container)[f"DXTS_{peer.upper()}_ADDRESS"]["value"].rsplit(":", 1)
         assert host == f"{PREFIX}-{peer}" and host in services
+    # Each adaptor is told the name and kind the dispatcher knows it by.
+    deployments = of_kind(manifests, "Deployment")
+    for backend in backends:
+        (adaptor,) = deployments[f"{PREFIX}-backend-{backend['name']}"]["spec"]["template"]["spec"][
+            "containers"
+        ]
+        prefix = f"DXTS_{backend['name'].upper()}"
+        assert env_of(adaptor)[f"{prefix}_NAME"]["value"] == backend["name"]
+        assert env_of(adaptor)[f"{prefix}_KIND"]["value"] == backend["kind"]
 
 
 @pytest.mark.parametrize("value_set", SETS)
@@ -355,3 +375,96 @@ def test_notes_say_how_to_reach_the_services_and_submit(helm: Helm) -> None:
     assert f"port-forward svc/{PREFIX}-definition" in notes
     assert "dxts submit" in notes
     assert f"create secret generic {PREFIX}-database" in notes
+
+
+# Who opens the file catalogue: execution registers outputs, definition's clean-up actions
+# remove files, the local adaptor stages inputs. Who calls another component on its own behalf:
+# definition's lifecycle engine, execution, the dispatcher, and a null adaptor that pushes.
+CATALOGUE_USERS = {"definition", "execution", "backend-local"}
+CALLERS = {"definition", "execution", "dispatcher"}
+
+
+@pytest.mark.parametrize(
+    ("value_set", "secret"),
+    [
+        # Without a catalogue Secret of its own, the catalogue lives in the dxts database.
+        ("default", {"name": f"{PREFIX}-database", "key": "url"}),
+        ("external-db", {"name": "dxts-catalogue-credentials", "key": "DXTS_CATALOGUE_URL"}),
+        ("everything", {"name": f"{PREFIX}-database", "key": "url"}),
+    ],
+)
+def test_every_catalogue_user_reads_the_same_url_from_a_secret(
+    rendered: dict[str, Manifests], value_set: str, secret: dict[str, str]
+) -> None:
+    users = set()
+    for name, doc in of_kind(rendered[value_set], "Deployment").items():
+        (container,) = doc["spec"]["template"]["spec"]["containers"]
+        env = env_of(container)
+        if component(doc) in CATALOGUE_USERS:
+            assert env["DXTS_CATALOGUE_URL"]["valueFrom"]["secretKeyRef"] == secret, name
+            users.add(component(doc))
+        else:
+            assert "DXTS_CATALOGUE_URL" not in env, name
+    assert users == CATALOGUE_USERS
+
+
+def test_a_catalogue_url_given_as_a_value_is_kept_in_a_secret_of_its_own(helm: Helm) -> None:
+    url = "mysql+asyncmy://dxts:pw@db.example.org:3306/dxts_catalogue"
+    manifests = helm.render([], "--set", f"catalogue.url={url}")
+    secret = of_kind(manifests, "Secret")[f"{PREFIX}-catalogue"]
+    assert base64.b64decode(secret["data"]["url"]).decode() == url
+    readers = 0
+    for doc in of_kind(manifests, "Deployment").values():
+        (container,) = doc["spec"]["template"]["spec"]["containers"]
+        reference = env_of(container).get("DXTS_CATALOGUE_URL")
+        if reference is not None:
+            assert reference["valueFrom"]["secretKeyRef"] == {
+                "name": f"{PREFIX}-catalogue",
+                "key": "url",
+            }
+            readers += 1
+        assert url not in json.dumps(doc)
+    assert readers == len(CATALOGUE_USERS)
+
+
+@pytest.mark.parametrize(
+    ("value_set", "secret", "key"),
+    [
+        ("default", f"{PREFIX}-service-token", "token"),
+        ("external-db", "dxts-service-token", "service.jwt"),
+        ("everything", f"{PREFIX}-service-token", "token"),
+    ],
+)
+def test_components_that_call_others_carry_the_service_token_and_only_they(
+    rendered: dict[str, Manifests], value_set: str, secret: str, key: str
+) -> None:
+    pushing = {"everything": {"backend-null"}}.get(value_set, set())
+    holders = set()
+    for name, doc in of_kind(rendered[value_set], "Deployment").items():
+        spec = doc["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        env = env_of(container)
+        assert "DXTS_SERVICE_TOKEN" not in env, f"{name}: a token belongs in a Secret"
+        secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+        if component(doc) in CALLERS | pushing:
+            path = env["DXTS_SERVICE_TOKEN_FILE"]["value"]
+            assert path.endswith(f"/{key}"), name
+            assert mounted_file(spec, container, path)["secret"]["secretName"] == secret
+            holders.add(component(doc))
+        else:
+            assert "DXTS_SERVICE_TOKEN_FILE" not in env, name
+            assert secret not in secrets, name
+    assert holders == CALLERS | pushing
+
+
+def test_a_pushing_null_adaptor_is_told_where_the_dispatcher_is(
+    rendered: dict[str, Manifests],
+) -> None:
+    deployments = of_kind(rendered["everything"], "Deployment")
+    (container,) = deployments[f"{PREFIX}-backend-null"]["spec"]["template"]["spec"]["containers"]
+    env = env_of(container)
+    assert env["DXTS_NULL_REPORT_MODE"]["value"] == "push"
+    host, port = env["DXTS_DISPATCHER_ADDRESS"]["value"].rsplit(":", 1)
+    service = of_kind(rendered["everything"], "Service")[host]
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "dispatcher"
+    assert int(port) in {p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc"}

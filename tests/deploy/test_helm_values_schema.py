@@ -37,6 +37,16 @@ from chart_render import CHART, VALUES, Helm
             id="config-policy",
         ),
         pytest.param(
+            "backends:\n  - name: local\n    reportMode: push\n",
+            "/backends/0",
+            id="local-adaptor-does-not-push",
+        ),
+        pytest.param(
+            "catalogue:\n  existingSecret: c\n  url: mysql+asyncmy://u:p@h/c\n",
+            "set catalogue.existingSecret or catalogue.url, not both",
+            id="two-catalogue-sources",
+        ),
+        pytest.param(
             "dispatcher:\n  autoscaling:\n    enabled: true\n",
             "'autoscaling' not allowed",
             id="dispatcher-has-no-autoscaler",

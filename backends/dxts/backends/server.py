@@ -74,13 +74,9 @@ def data_dir() -> Path | None:
     return Path(value) if value else None
 
 
-def service_token(sub: str) -> str | None:
-    """The bearer token of the adaptor's own calls (the push path): DXTS_SERVICE_TOKEN, the
-    file DXTS_SERVICE_TOKEN_FILE, else one minted from the development key pair."""
-    if token := os.environ.get("DXTS_SERVICE_TOKEN"):
-        return token
-    if path := os.environ.get("DXTS_SERVICE_TOKEN_FILE"):
-        return Path(path).read_text().strip()
+def dev_service_token(sub: str) -> str | None:
+    """A service token minted from the development key pair in DXTS_DATA_DIR (None without
+    one): the adaptor's own calls when no token is configured, on a single machine only."""
     directory = data_dir()
     if directory is None:
         return None

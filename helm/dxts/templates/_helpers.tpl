@@ -53,22 +53,40 @@ helm.sh/chart: {{ include "dxts.chart" .root }}
 {{/*
 The components, as JSON ({"items": [...]}): the four services, then one entry per enabled
 backend adaptor. `command` is the console entry point the container runs; `service` marks the
-four services (PodDisruptionBudget, service addresses); `autoscaled` marks those with an HPA.
+four services (database, PodDisruptionBudget, rolling updates); `autoscaled` marks those with an
+HPA. What each one is given is exactly what its settings read (tests/deploy checks it against
+the settings classes):
+  peers         the components whose addresses it calls (DXTS_<PEER>_ADDRESS)
+  config        reads the installation file (DXTS_CONFIG_FILE)
+  catalogue     opens the file catalogue (DXTS_CATALOGUE_URL)
+  serviceToken  calls another component on its own behalf (DXTS_SERVICE_TOKEN_FILE)
+definition: its lifecycle engine calls accounting and execution, and its clean-up actions
+remove files from the catalogue (forwarded user calls carry the caller's token). execution
+reads definition and registers outputs in the catalogue. accounting calls definition with the
+caller's token only. The dispatcher calls definition and execution (and the adaptors). The
+local adaptor stages inputs through the catalogue; the null adaptor calls the dispatcher only
+when it pushes its reports.
 */}}
 {{- define "dxts.components" -}}
 {{- $items := list -}}
+{{- $services := dict
+  "definition" (dict "peers" (list "execution" "accounting") "config" true "catalogue" true "serviceToken" true)
+  "execution" (dict "peers" (list "definition") "config" false "catalogue" true "serviceToken" true)
+  "accounting" (dict "peers" (list "definition") "config" false "catalogue" false "serviceToken" false)
+-}}
 {{- range $name := list "definition" "execution" "accounting" -}}
 {{- $values := index $.Values $name -}}
-{{- $items = append $items (dict "component" $name "command" (printf "dxts-%s" $name) "values" $values "service" true "autoscaled" $values.autoscaling.enabled) -}}
+{{- $items = append $items (merge (dict "component" $name "command" (printf "dxts-%s" $name) "values" $values "service" true "autoscaled" $values.autoscaling.enabled) (index $services $name)) -}}
 {{- end -}}
-{{- $items = append $items (dict "component" "dispatcher" "command" "dxts-dispatcher" "values" .Values.dispatcher "service" true "autoscaled" false) -}}
+{{- $items = append $items (dict "component" "dispatcher" "command" "dxts-dispatcher" "values" .Values.dispatcher "service" true "autoscaled" false "peers" (list "definition" "execution") "config" true "catalogue" false "serviceToken" true) -}}
 {{- $seen := dict -}}
 {{- range $backend := .Values.backends -}}
 {{- if hasKey $seen $backend.name -}}
 {{- fail (printf "backends: %q is listed twice" $backend.name) -}}
 {{- end -}}
 {{- $_ := set $seen $backend.name true -}}
-{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false) -}}
+{{- $push := eq (default "pull" $backend.reportMode) "push" -}}
+{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false "peers" ($push | ternary (list "dispatcher") (list)) "config" false "catalogue" (eq $backend.name "local") "serviceToken" $push "adaptor" $backend.name "kind" (default "compute" $backend.kind) "push" $push) -}}
 {{- end -}}
 {{- dict "items" $items | toJson -}}
 {{- end -}}
@@ -119,6 +137,34 @@ the URL comes from an existing Secret.
 {{- default (printf "%s-auth" (include "dxts.fullname" .)) .Values.auth.existingSecret -}}
 {{- end -}}
 
+{{/* The catalogue URL the chart stores itself (from catalogue.url); empty otherwise. */}}
+{{- define "dxts.catalogue.generatedUrl" -}}
+{{- if and .Values.catalogue.existingSecret .Values.catalogue.url -}}
+{{- fail "set catalogue.existingSecret or catalogue.url, not both" -}}
+{{- end -}}
+{{- .Values.catalogue.url -}}
+{{- end -}}
+
+{{/*
+The Secret and key DXTS_CATALOGUE_URL is read from: the existing Secret, the chart's own (from
+catalogue.url), else the database's, whose database then holds the catalogue's tables too.
+*/}}
+{{- define "dxts.catalogue.secretKeyRef" -}}
+{{- $c := .Values.catalogue -}}
+{{- if $c.existingSecret -}}
+{{- dict "name" $c.existingSecret "key" $c.existingSecretKey | toJson -}}
+{{- else if include "dxts.catalogue.generatedUrl" . -}}
+{{- dict "name" (printf "%s-catalogue" (include "dxts.fullname" .)) "key" $c.existingSecretKey | toJson -}}
+{{- else -}}
+{{- dict "name" (include "dxts.database.secretName" .) "key" .Values.database.existingSecretKey | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the components that call others mount their service token from. */}}
+{{- define "dxts.serviceToken.secretName" -}}
+{{- default (printf "%s-service-token" (include "dxts.fullname" .)) .Values.serviceToken.existingSecret -}}
+{{- end -}}
+
 {{- define "dxts.mariadb.name" -}}
 {{- printf "%s-mariadb" (include "dxts.fullname" .) -}}
 {{- end -}}
@@ -132,7 +178,7 @@ the URL comes from an existing Secret.
       key: {{ .root.Values.database.existingSecretKey }}
 {{- end -}}
 
-{{/* Environment of every long-running dxts container: listening ports, token checks, config. */}}
+{{/* Environment of every long-running dxts container: listening ports, token checks. */}}
 {{- define "dxts.commonEnv" -}}
 - name: DXTS_LISTEN
   value: {{ printf "%s:%d" .Values.grpc.listenHost (int .Values.grpc.port) | quote }}
@@ -146,8 +192,6 @@ the URL comes from an existing Secret.
   value: {{ .Values.auth.issuer | quote }}
 - name: DXTS_AUTH_AUDIENCE
   value: {{ .Values.auth.audience | quote }}
-- name: DXTS_CONFIG_FILE
-  value: /etc/dxts/config/dxts.yaml
 {{- end -}}
 
 {{/* Annotations that roll the pods when what the chart generates for them changes. */}}
@@ -155,4 +199,5 @@ the URL comes from an existing Secret.
 checksum/config: {{ toJson .Values.config | sha256sum }}
 checksum/auth: {{ printf "%s|%s" .Values.auth.existingSecret .Values.auth.publicKey | sha256sum }}
 checksum/database: {{ printf "%s|%s" .Values.database.existingSecret (include "dxts.database.generatedUrl" .) | sha256sum }}
+checksum/catalogue: {{ printf "%s|%s" .Values.catalogue.existingSecret (include "dxts.catalogue.generatedUrl" .) | sha256sum }}
 {{- end -}}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.backends.server import run_adaptor, service_token
+from dxts.backends.server import dev_service_token, run_adaptor
 
 
 def build() -> NullAdaptor:
     settings = NullSettings()
-    return NullAdaptor(settings, token=service_token(f"dxts-backend-{settings.name}"))
+    token = settings.token() or dev_service_token(f"dxts-backend-{settings.name}")
+    return NullAdaptor(settings, token=token)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ A split child's descriptor carries an opaque `mask` ("part/parts") beside `split
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -88,6 +89,23 @@ class NullSettings(BaseSettings):
         None, validation_alias=AliasChoices("DXTS_DISPATCHER_ADDRESS", "dispatcher_address")
     )
     push_interval_s: float = Field(1.0, gt=0)
+    service_token: str | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token"),
+        description="credentials of the pushes (with the file below: neither, the development "
+        "key pair in DXTS_DATA_DIR)",
+    )
+    service_token_file: Path | None = Field(
+        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
+    )
+
+    def token(self) -> str | None:
+        """The configured bearer token of the pushes (None: none configured)."""
+        if self.service_token:
+            return self.service_token
+        if self.service_token_file is not None:
+            return self.service_token_file.read_text().strip()
+        return None
 
     @field_validator("kind", mode="before")
     @classmethod
