@@ -1,9 +1,10 @@
-"""Every command the chart runs is one of dxts's console entry points, and pyproject declares
-them (the services' entry points are being added: those still missing are reported as xfail)."""
+"""Every command the chart runs is one of dxts's console entry points, pyproject declares each
+of them, and each is installed in the environment the image is built from."""
 
 from __future__ import annotations
 
 import tomllib
+from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
@@ -32,21 +33,14 @@ def test_chart_runs_only_fixed_entry_points(rendered: dict[str, list[dict[str, A
     assert commands(rendered["everything"]) == ENTRY_POINTS - {"dxts"}
 
 
-@pytest.mark.parametrize(
-    "entry_point",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                name not in DECLARED,
-                reason=f"pyproject.toml [project.scripts] does not declare {name} yet: "
-                "its component is still being written (the lead makes this strict once "
-                "every entry point exists)",
-                strict=False,
-            ),
-        )
-        for name in sorted(ENTRY_POINTS)
-    ],
-)
+@pytest.mark.parametrize("entry_point", sorted(ENTRY_POINTS))
 def test_pyproject_declares_the_entry_point(entry_point: str) -> None:
     assert entry_point in DECLARED
+
+
+def test_every_command_the_chart_runs_is_an_installed_console_script(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    installed = {entry.name for entry in entry_points(group="console_scripts")}
+    for name, manifests in rendered.items():
+        assert commands(manifests) <= DECLARED & installed, name
