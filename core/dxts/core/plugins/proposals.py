@@ -78,6 +78,8 @@ Requirements = JsonObject
 
 
 def _unique(values: list[Any], what: str, *, show: bool = True) -> list[Any]:
+    if len(set(values)) == len(values):  # the usual case, checked at C speed
+        return values
     seen: dict[Any, int] = {}
     for index, value in enumerate(values):
         if value in seen:

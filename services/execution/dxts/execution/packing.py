@@ -44,7 +44,6 @@ from dxts.core.builtins.readers import InputOverviewReader, Partner, PartnerLook
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError, FailedPrecondition, FieldViolation, InvalidArgument
-from dxts.core.ids import new_ids
 from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import (
     BadInput,
@@ -128,7 +127,7 @@ class _Offer:
         self.database = database
         self.transformation_id = transformation_id
         self.chunk = chunk
-        self.pending: dict[UUID, InputRecord] = {}
+        self.pending: dict[UUID, bytes] = {}  # offered, undecided: the id as stored
         self.decided: set[UUID] = set()  # this batch's (earlier ones: see `explain`)
         self.offered = 0
 
@@ -141,22 +140,25 @@ class _Offer:
                     conn, self.transformation_id, after=after, limit=self.chunk, now=now
                 )
             # Committed: the row locks are gone (see the module docstring).
+            self.offered += len(chunk)
             for record in chunk:
-                self.pending[record.id] = record
-                self.offered += 1
+                self.pending[record.id] = record.id.bytes
                 yield record
             if len(chunk) < self.chunk:
                 return
             after = chunk[-1].id.bytes
 
-    async def take(self, ids: Sequence[UUID], where: str) -> None:
-        """Mark `ids` decided; InvalidArgument naming the first that may not be."""
+    async def take(self, ids: Sequence[UUID], where: str) -> list[bytes]:
+        """Mark `ids` decided and return them as stored; InvalidArgument naming the first that
+        may not be (the invocation then ends, so the ids before it need not be put back)."""
+        taken = []
         for index, input_id in enumerate(ids):
-            if input_id not in self.pending:
+            stored = self.pending.pop(input_id, None)
+            if stored is None:
                 raise InvalidArgument(await self.explain(input_id), field=f"{where}[{index}]")
-        for input_id in ids:
-            del self.pending[input_id]
             self.decided.add(input_id)
+            taken.append(stored)
+        return taken
 
     async def explain(self, input_id: UUID) -> str:
         """Why a proposal may not name `input_id` (looked up only when one is refused)."""
@@ -246,18 +248,18 @@ async def _decide(offer: _Offer, pending: db.Batch, kind: Kind, proposal: Any, w
                     where, f"a {kind.value} transformation's parcels are not {wanted.value}"
                 )
             )
-        await offer.take(proposal.inputs, f"{where}.inputs")
-        pending.parcels.append(db.NewParcel(new_ids(1)[0], proposal))
-        pending.size += len(proposal.inputs)
+        taken = await offer.take(proposal.inputs, f"{where}.inputs")
+        pending.parcels.append(db.Decided(proposal, taken))
+        pending.size += len(taken)
     elif isinstance(proposal, BadInput):
-        await offer.take([proposal.input_id], f"{where}.input_id")
-        pending.bad.append((proposal.input_id.bytes, proposal.reason))
+        (taken_id,) = await offer.take([proposal.input_id], f"{where}.input_id")
+        pending.bad.append((taken_id, proposal.reason))
         pending.size += 1
     elif isinstance(proposal, DelayInput):
-        await offer.take(proposal.input_ids, f"{where}.input_ids")
+        taken = await offer.take(proposal.input_ids, f"{where}.input_ids")
         until = proposal.delay_until.astimezone(UTC).replace(tzinfo=None)
-        pending.delays.setdefault(until, []).extend(i.bytes for i in proposal.input_ids)
-        pending.size += len(proposal.input_ids)
+        pending.delays.setdefault(until, []).extend(taken)
+        pending.size += len(taken)
 
 
 async def _write(

@@ -34,6 +34,7 @@ from dxts.core.builtins.readers import Partner, PartnerState, ProducedFile
 from dxts.core.counters import StorageDelta as Quantities
 from dxts.core.counters import journal_data_parcels, journal_inputs, journal_parcels
 from dxts.core.errors import Aborted
+from dxts.core.ids import new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord
 from dxts.core.schema.execution import (
@@ -83,14 +84,14 @@ async def claim_chunk(
     )
     return [
         InputRecord(
-            id=UUID(bytes=bytes(r.InputID)),
-            lfn=r.LFN,
-            lfn_size=r.LFNSize,
-            descriptor=r.Descriptor,
-            error_count=int(r.ErrorCount),
-            parent_id=UUID(bytes=bytes(r.ParentInputID)) if r.ParentInputID else None,
+            id=UUID(bytes=bytes(input_id)),
+            lfn=lfn,
+            lfn_size=lfn_size,
+            descriptor=descriptor,
+            error_count=int(error_count),
+            parent_id=UUID(bytes=bytes(parent_id)) if parent_id else None,
         )
-        for r in rows
+        for input_id, lfn, lfn_size, descriptor, error_count, parent_id in rows
     ]
 
 
@@ -107,13 +108,18 @@ async def input_states(
 
 
 @dataclass(frozen=True)
+class Decided:
+    """A parcel proposal with its inputs' ids as stored (from the claim, not re-encoded)."""
+
+    proposal: ComputeParcel | DataParcel
+    input_ids: list[bytes]
+
+
+@dataclass(frozen=True)
 class NewParcel:
     parcel_id: bytes
     proposal: ComputeParcel | DataParcel
-
-    @property
-    def input_ids(self) -> list[bytes]:
-        return [input_id.bytes for input_id in self.proposal.inputs]
+    input_ids: list[bytes]
 
     @property
     def compute(self) -> ComputeParcel:
@@ -130,7 +136,7 @@ class NewParcel:
 class Batch:
     """Decisions of one transaction, every input named once."""
 
-    parcels: list[NewParcel] = field(default_factory=list)
+    parcels: list[Decided] = field(default_factory=list)
     bad: list[tuple[bytes, str]] = field(default_factory=list)
     delays: dict[datetime, list[bytes]] = field(default_factory=dict)
     size: int = 0  # inputs decided
@@ -160,11 +166,16 @@ class Written:
 async def write_batch(
     conn: AsyncConnection, target: Target, batch: Batch, *, now: datetime
 ) -> Written:
-    """Every row of the batch, in the caller's transaction (see the module docstring)."""
+    """Every row of the batch, in the caller's transaction (see the module docstring). The
+    parcels' ids are minted here, one batch at a time, in proposal order."""
     tid = target.transformation_id
-    if batch.parcels:
-        await _insert_parcels(conn, target, batch.parcels, now)
-    assigned = await _assign(conn, tid, batch.parcels, now)
+    new = [
+        NewParcel(parcel_id, d.proposal, d.input_ids)
+        for parcel_id, d in zip(new_ids(len(batch.parcels)), batch.parcels, strict=True)
+    ]
+    if new:
+        await _insert_parcels(conn, target, new, now)
+    assigned = await _assign(conn, tid, new, now)
     problematic = await _problematic(conn, tid, batch.bad, now)
     delayed = await _delay(conn, tid, batch.delays, now)
     moves: list[tuple[tuple[bytes, str | None, str | None], int]] = [
@@ -172,7 +183,7 @@ async def write_batch(
         ((tid, UNASSIGNED, InputStatus.PROBLEMATIC.value), problematic),
     ]
     await journal_inputs(conn, moves)
-    return Written(len(batch.parcels), assigned, problematic, delayed)
+    return Written(len(new), assigned, problematic, delayed)
 
 
 async def _insert_parcels(
