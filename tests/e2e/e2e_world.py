@@ -480,6 +480,7 @@ async def running(
     null: NullSettings | None = None,
     null_data: NullSettings | None = None,
     archive_delay_s: float = 3600.0,
+    status_interval_s: float = 2 * PACE_S,
 ) -> AsyncIterator[World]:
     """Every component over `database` (schema created), served on port 0; stopped after.
     `directory` (existing) holds the development key pair and the catalogue."""
@@ -579,7 +580,7 @@ async def running(
                 cancel_resend_s=2.0,
                 refusal_backoff_s=2 * PACE_S,
                 recovery_interval_s=5.0,
-                status_interval_s=2 * PACE_S,
+                status_interval_s=status_interval_s,
             ),
         )
         stack.on_stop(dispatcher.stop)

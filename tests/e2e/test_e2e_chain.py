@@ -3,14 +3,15 @@ Reco (three files a parcel) → Merge (four a parcel) — runs to Completed on i
 OutputTarget hook ends the Seeds feeder, each member drains in turn, the finalizing actions
 pass), then to Archived after the short archive delay: the bulk rows are gone, the declared
 outputs stay in the catalogue while the intermediate ones are removed, and the logs remain.
-The backend takes four parcels at a time and refuses the others, which go back to be claimed
-again (not an attempt: nothing runs twice)."""
+The backend takes four parcels at a time and refuses the others — its capacity shrank after the
+dispatcher last asked — which go back to be claimed again (not an attempt: nothing runs twice)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from e2e_world import W, check_invariants, running, seeds, step, workgraph
+from e2e_world import PACE_S, W, check_invariants, running, seeds, step, workgraph
 
 from dxts.backends.null.settings import NullSettings
 from dxts.core.db import Database
@@ -36,8 +37,12 @@ def chain() -> dict[str, object]:
 
 
 async def test_a_chain_completes_then_archives(database: Database, tmp_path: Path) -> None:
-    null = NullSettings(name="null", outputs=["out"], capacity=4, delay_s=0.5)
-    async with running(database, tmp_path, null=null, archive_delay_s=3.0) as world:
+    null = NullSettings(name="null", outputs=["out"], delay_s=0.5)
+    async with running(
+        database, tmp_path, null=null, archive_delay_s=3.0, status_interval_s=3600
+    ) as world:
+        await asyncio.sleep(PACE_S)  # the dispatcher's first Describe: no capacity limit
+        world.null.settings.capacity = 4
         wg = await world.submit(chain())
         await world.start(wg)
         await world.reach(wg, W.COMPLETED)
