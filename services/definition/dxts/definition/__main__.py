@@ -3,7 +3,8 @@
 Settings come from the environment: DXTS_DB_URL (and the other DXTS_DB_* settings),
 DXTS_LISTEN, DXTS_METRICS_PORT, DXTS_SHUTDOWN_GRACE_S, DXTS_AUTH_*, DXTS_EXECUTION_ADDRESS,
 DXTS_CONFIG_FILE, DXTS_DATA_DIR (development keys only), the DXTS_DEFINITION_* settings and
-the lifecycle engine's (DXTS_LIFECYCLE_*, DXTS_ACCOUNTING_ADDRESS, DXTS_SERVICE_TOKEN).
+the lifecycle engine's (DXTS_LIFECYCLE_*, DXTS_ACCOUNTING_ADDRESS, DXTS_SERVICE_TOKEN or
+DXTS_SERVICE_TOKEN_FILE, and the file catalogue's DXTS_CATALOGUE_* for the clean-up actions).
 SIGTERM or SIGINT stops it gracefully: health turns NOT_SERVING and in-flight calls get the
 grace period.
 """
