@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str, id_to_str, new_id
 from dxts.core.locks import MAX_NAME_LENGTH, Lock, LockManager
@@ -204,11 +204,11 @@ async def test_mariadb_two_replicas_exclude_and_release(
     lock = Lock("transformation", new_id())
     held = await mine.acquire(lock)
     assert held
-    assert await lock_owner(mariadb, lock.name) is not None
+    assert await lock_owner(mariadb, LockManager(mariadb).server_name(lock)) is not None
     assert not await try_once(theirs, lock)
     assert await held.still_held()
     await held.release()
-    assert await lock_owner(mariadb, lock.name) is None
+    assert await lock_owner(mariadb, LockManager(mariadb).server_name(lock)) is None
     assert await try_once(theirs, lock)
     await mine.dispose()
     await theirs.dispose()
@@ -223,7 +223,7 @@ async def test_mariadb_lock_connection_is_not_a_pooled_one(mariadb: Database) ->
     async with manager.try_hold(lock) as held:
         assert held
         assert pool.checkedout() == before  # type: ignore[attr-defined]
-        owner = await lock_owner(mariadb, lock.name)
+        owner = await lock_owner(mariadb, LockManager(mariadb).server_name(lock))
         async with mariadb.engine.connect() as conn:
             pooled = await conn.scalar(sa.text("SELECT CONNECTION_ID()"))
             await conn.rollback()
@@ -247,7 +247,7 @@ async def test_mariadb_killed_holder_releases_the_lock(
     held = await mine.acquire(lock)
     assert held
     assert not await try_once(theirs, lock)
-    owner = await lock_owner(mariadb, lock.name)
+    owner = await lock_owner(mariadb, LockManager(mariadb).server_name(lock))
     assert owner is not None
     killer = create_async_engine(mariadb.url, poolclass=sa.pool.NullPool)
     async with killer.connect() as conn:
@@ -255,7 +255,7 @@ async def test_mariadb_killed_holder_releases_the_lock(
     await killer.dispose()
     # The server finishes the killed thread asynchronously: wait (bounded) for the lock to free.
     for _ in range(200):
-        if await lock_owner(mariadb, lock.name) is None:
+        if await lock_owner(mariadb, LockManager(mariadb).server_name(lock)) is None:
             break
         await asyncio.sleep(0.025)
     assert await try_once(theirs, lock)
@@ -265,3 +265,32 @@ async def test_mariadb_killed_holder_releases_the_lock(
     assert await try_once(theirs, lock)
     await mine.dispose()
     await theirs.dispose()
+
+
+async def test_installations_sharing_a_server_do_not_exclude_each_other(
+    mariadb: Database, mysql_test_url: str
+) -> None:
+    """GET_LOCK names are server-wide: the database name scopes them, so another database on
+    the same server (another installation, another test run) takes the same Lock freely."""
+    other_name = f"{mariadb.url.database}_other"
+    admin = Database(mysql_test_url)
+    await admin.start()
+    async with admin.transaction(Isolation.READ_COMMITTED) as conn:
+        await conn.execute(sa.text(f"CREATE DATABASE `{other_name}`"))
+    other = Database(mariadb.url.set(database=other_name).render_as_string(hide_password=False))
+    await other.start()
+    mine, theirs = LockManager(mariadb), LockManager(other)
+    lock = Lock("transformation", "shared-key")
+    try:
+        assert mine.server_name(lock) != theirs.server_name(lock)
+        async with mine.try_hold(lock) as held_here, theirs.try_hold(lock) as held_there:
+            assert held_here and held_there
+            async with LockManager(mariadb).try_hold(lock) as again:
+                assert not again  # still exclusive within one database
+    finally:
+        await mine.dispose()
+        await theirs.dispose()
+        await other.dispose()
+        async with admin.transaction(Isolation.READ_COMMITTED) as conn:
+            await conn.execute(sa.text(f"DROP DATABASE `{other_name}`"))
+        await admin.dispose()

@@ -89,6 +89,21 @@ class Lock:
         return f"dxts#{self.kind[:room]}:{digest}"
 
 
+def server_name(lock: Lock, database_name: str) -> str:
+    """The GET_LOCK name of `lock` in one database.
+
+    Named locks live in the server, not in a database: two installations (or two test runs)
+    sharing one MariaDB server would otherwise exclude each other's sweeps. The database name is
+    part of the literal, hashed like any other literal that is too long or not lowercase.
+    """
+    literal = f"{lock.name}@{database_name}"
+    if len(literal) <= MAX_NAME_LENGTH and LITERAL_NAME.fullmatch(literal.replace("@", ":")):
+        return literal
+    digest = hashlib.sha256(literal.encode()).hexdigest()[:HASH_HEX_DIGITS]
+    room = MAX_NAME_LENGTH - len("dxts#:") - HASH_HEX_DIGITS
+    return f"dxts#{lock.kind[:room]}:{digest}"
+
+
 class Held:
     """One attempt at a lock; truthy when it was acquired. Release it once (try_hold does)."""
 
@@ -110,17 +125,19 @@ class Held:
 class _ServerHeld(Held):
     """A GET_LOCK held on its own connection; releasing also closes the connection."""
 
-    def __init__(self, lock: Lock, conn: AsyncConnection) -> None:
+    def __init__(self, lock: Lock, conn: AsyncConnection, name: str) -> None:
         super().__init__(lock)
         self.acquired = True
         self._conn = conn
+        self.server_name = name
 
     async def still_held(self) -> bool:
         if not self.acquired:
             return False
         try:
             owner = await self._conn.scalar(
-                sa.text("SELECT IS_USED_LOCK(:name) = CONNECTION_ID()"), {"name": self.lock.name}
+                sa.text("SELECT IS_USED_LOCK(:name) = CONNECTION_ID()"),
+                {"name": self.server_name},
             )
         except Exception:
             return False
@@ -132,7 +149,7 @@ class _ServerHeld(Held):
         self.acquired = False
         # Shielded: a cancelled sweep still gives the lock back, and the connection is closed
         # whatever happens (closing it releases the lock on the server too).
-        task = asyncio.ensure_future(_release_and_close(self._conn, self.lock.name))
+        task = asyncio.ensure_future(_release_and_close(self._conn, self.server_name))
         _closing.add(task)
         task.add_done_callback(_closing.discard)
         await asyncio.shield(task)
@@ -166,6 +183,10 @@ class LockManager:
             else create_async_engine(database.url, poolclass=sa.pool.NullPool)
         )
 
+    def server_name(self, lock: Lock) -> str:
+        """The name this manager's database gives `lock` on the server (GET_LOCK)."""
+        return server_name(lock, self._database.url.database or "")
+
     async def acquire(self, lock: Lock) -> Held:
         """Try the lock once, without waiting; the result is falsy if someone else holds it."""
         if not isinstance(lock, Lock):
@@ -180,7 +201,9 @@ class LockManager:
             raise
         try:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
-            got = await conn.scalar(sa.text("SELECT GET_LOCK(:name, 0)"), {"name": lock.name})
+            got = await conn.scalar(
+                sa.text("SELECT GET_LOCK(:name, 0)"), {"name": self.server_name(lock)}
+            )
         except BaseException:
             # Cancelled or failed after GET_LOCK may have succeeded: dropping the connection
             # drops whatever it holds.
@@ -190,7 +213,7 @@ class LockManager:
                 await conn.close()
             raise
         if got == 1:
-            return _ServerHeld(lock, conn)
+            return _ServerHeld(lock, conn, self.server_name(lock))
         await conn.close()
         return Held(lock)
 
