@@ -250,19 +250,12 @@ async def move_carried_inputs(
     values: Mapping[str, Any] | None = None,
 ) -> None:
     """Move every input still Assigned to one of `rows` to `target`."""
-    if not rows:
-        return
-    carried = await db.carried_inputs(conn, rows)
     by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
     for row in rows:
-        for item in carried.get(row.parcel_id, ()):
-            if item.assigned_here:
-                assert row.transformation_id is not None
-                by_transformation[row.transformation_id].append(item.input_id)
-    for tid, ids in by_transformation.items():
-        await move_inputs(
-            conn, tid, ids, source=I.ASSIGNED, target=target, actor=CORE, now=now, values=values
-        )
+        if row.transformation_id is not None:
+            by_transformation[row.transformation_id].append(row.parcel_id)
+    for tid, parcel_ids in by_transformation.items():
+        await db.move_held_inputs(conn, tid, parcel_ids, target=target, now=now, values=values)
 
 
 # -- planning the record of one Completing parcel -------------------------------------------------
@@ -297,7 +290,7 @@ def plan_recording(
 ) -> Recording:
     """The record of a parcel whose backend finished it; `outputs` is the transformation's
     declared outputs (name → TransformationOutputID), None for a user parcel."""
-    mine = [item for item in carried if item.assigned_here]
+    mine = list(carried)
     plan = Recording(parcel, P.DONE, mine)
     if outcome.result != SUCCEEDED:  # stored by an older recorder, or by hand: still a failure
         plan.fail(outcome.message or "the backend reported a failure")
@@ -522,15 +515,24 @@ async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetim
         if output_id is not None
     ]
     await db.insert_parcel_outputs(conn, outputs)
-    moves: dict[tuple[bytes, InputStatus], list[bytes]] = defaultdict(list)
+    # A parcel whose inputs all meet one fate moves them by its id; the others input by input.
+    whole: dict[tuple[bytes, InputStatus], list[bytes]] = defaultdict(list)
+    loose: dict[tuple[bytes, InputStatus], list[bytes]] = defaultdict(list)
     for plan in plans:
         tid = plan.parcel.transformation_id
         if tid is None:
             continue
+        if len(plan.fates) == 1 and not plan.splits:
+            (fate,) = plan.fates
+            whole[(tid, fate)].append(plan.parcel.parcel_id)
+            continue
         for fate, items in plan.fates.items():
-            moves[(tid, fate)].extend(item.input_id for item in items)
-        moves[(tid, I.SPLIT)].extend(item.input_id for item, _ in plan.splits)
-    for (tid, fate), ids in moves.items():
+            loose[(tid, fate)].extend(item.input_id for item in items)
+        loose[(tid, I.SPLIT)].extend(item.input_id for item, _ in plan.splits)
+    for (tid, fate), parcel_ids in whole.items():
+        values = db.BUMP_ERRORS if fate == I.FAILED else None
+        await db.move_held_inputs(conn, tid, parcel_ids, target=fate, now=now, values=values)
+    for (tid, fate), ids in loose.items():
         values = db.BUMP_ERRORS if fate == I.FAILED else None
         await move_inputs(
             conn, tid, ids, source=I.ASSIGNED, target=fate, actor=CORE, now=now, values=values

@@ -16,7 +16,13 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.counters import StorageDelta, journal_data_parcels, journal_inputs, journal_parcels
+from dxts.core.counters import (
+    StorageDelta,
+    journal_data_parcels,
+    journal_input_transition,
+    journal_inputs,
+    journal_parcels,
+)
 from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
@@ -25,6 +31,7 @@ from dxts.core.schema.execution import (
     parcel_outputs,
     parcels,
 )
+from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.db.common import chunked
 
@@ -107,6 +114,9 @@ async def recordable(
     return [(bytes(p), bytes(t) if t else None) for p, t in rows]
 
 
+ID, JSON = parcels.c.ParcelID.type, parcels.c.Annotations.type
+
+
 @dataclass(frozen=True)
 class ParcelMove:
     """One locked parcel to `target`; `annotations` None leaves them as they are."""
@@ -129,17 +139,14 @@ async def move_parcels(conn: AsyncConnection, moves: Sequence[ParcelMove], now: 
             values: dict[str, Any] = {"Status": target, "UpdatedAt": now}
             if completed:
                 values["CompletedAt"] = now
-            annotated = {m.row.parcel_id: m.annotations for m in chunk if m.annotations is not None}
+            annotated = {
+                sa.bindparam(None, m.row.parcel_id, ID): sa.bindparam(None, m.annotations, JSON)
+                for m in chunk
+                if m.annotations is not None
+            }
             if annotated:
                 values["Annotations"] = sa.case(
-                    {
-                        sa.literal(parcel_id, parcels.c.ParcelID.type): sa.literal(
-                            annotations, parcels.c.Annotations.type
-                        )
-                        for parcel_id, annotations in annotated.items()
-                    },
-                    value=parcels.c.ParcelID,
-                    else_=parcels.c.Annotations,
+                    annotated, value=parcels.c.ParcelID, else_=parcels.c.Annotations
                 )
             await conn.execute(
                 sa.update(parcels)
@@ -208,25 +215,19 @@ RESET_ERRORS: dict[str, Any] = {"ErrorCount": 0}
 
 
 class CarriedInput(NamedTuple):
-    """An input a parcel carried (a ParcelInputs row), as it is now (a tuple: recording reads
-    every input of every parcel it records)."""
+    """An input a parcel carried and still holds (Assigned, LastParcelID the parcel): the inputs
+    whose fate its outcome decides. A tuple: recording reads every one of every parcel."""
 
     parcel_id: bytes
     input_id: bytes
-    status: str
-    last_parcel_id: bytes | None
     error_count: int
-
-    @property
-    def assigned_here(self) -> bool:
-        """Still Assigned to this parcel: the inputs whose fate its outcome decides."""
-        return self.status == InputStatus.ASSIGNED and self.last_parcel_id == self.parcel_id
 
 
 async def carried_inputs(
     conn: AsyncConnection, parcel_rows: Iterable[ParcelRow]
 ) -> dict[bytes, list[CarriedInput]]:
-    """ParcelID → the inputs it carried, through ParcelInputs' primary key (per transformation)."""
+    """ParcelID → the inputs still Assigned to it, through ParcelInputs' primary key (per
+    transformation); the inputs it carried that have moved on since are left in the database."""
     by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
     for parcel in parcel_rows:
         if parcel.transformation_id is not None:
@@ -236,28 +237,60 @@ async def carried_inputs(
     for tid, ids in by_transformation.items():
         for chunk in chunked(sorted(ids)):
             rows = await conn.execute(
-                sa.select(pi.ParcelID, i.InputID, i.Status, i.LastParcelID, i.ErrorCount)
+                sa.select(pi.ParcelID, i.InputID, i.ErrorCount)
                 .select_from(
                     parcel_inputs.join(
                         inputs,
                         sa.and_(i.TransformationID == pi.TransformationID, i.InputID == pi.InputID),
                     )
                 )
-                .where(pi.TransformationID == tid, pi.ParcelID.in_(chunk))
+                .where(
+                    pi.TransformationID == tid,
+                    pi.ParcelID.in_(chunk),
+                    i.Status == InputStatus.ASSIGNED,
+                    i.LastParcelID == pi.ParcelID,
+                )
                 .order_by(pi.ParcelID, pi.InputID)
             )
-            for row in rows:
-                parcel_id = bytes(row.ParcelID)
-                found[parcel_id].append(
-                    CarriedInput(
-                        parcel_id,
-                        bytes(row.InputID),
-                        row.Status,
-                        bytes(row.LastParcelID) if row.LastParcelID else None,
-                        row.ErrorCount,
-                    )
-                )
+            for parcel_id, input_id, error_count in rows:
+                found[parcel_id].append(CarriedInput(parcel_id, input_id, error_count))
     return found
+
+
+async def move_held_inputs(
+    conn: AsyncConnection,
+    transformation_id: bytes,
+    parcel_ids: Sequence[bytes],
+    *,
+    target: str,
+    now: datetime,
+    values: Mapping[str, Any] | None = None,
+) -> int:
+    """Move every input still Assigned to one of these parcels of one transformation to
+    `target` (setting `values` too), journal the move, and return how many moved.
+
+    Joined to their ParcelInputs rows, so the statement names the parcels, not the inputs (a
+    tenth of the ids for parcels of ten); conditional like `common.move_inputs`, whose row
+    count is what is journalled."""
+    INPUT.check(InputStatus.ASSIGNED, target, Actor.CORE)
+    pi, i = parcel_inputs.c, inputs.c
+    moved = 0
+    for chunk in chunked(parcel_ids):
+        result = await conn.execute(
+            sa.update(inputs)
+            .where(
+                pi.TransformationID == transformation_id,
+                pi.ParcelID.in_(chunk),
+                i.TransformationID == pi.TransformationID,
+                i.InputID == pi.InputID,
+                i.Status == InputStatus.ASSIGNED,
+                i.LastParcelID == pi.ParcelID,
+            )
+            .values(Status=target, UpdatedAt=now, **(values or {}))
+        )
+        moved += result.rowcount
+    await journal_input_transition(conn, transformation_id, InputStatus.ASSIGNED, target, moved)
+    return moved
 
 
 async def existing_hashes(
