@@ -10,8 +10,8 @@ the workgraph completes.
 
 The removal: a data-management removal of the raw files, `after` the step that reads them,
 must take a file only once that step has processed it, and set aside (Problematic) a file that
-step gave up on. No packer implements the `after` wait yet: that half is an expected failure
-(strict, so it reports when the wait is built).
+step gave up on (the removal's packer withholds a file while the step has not processed it,
+for a second at a time here rather than its default minute).
 """
 
 from __future__ import annotations
@@ -180,6 +180,7 @@ def removal() -> dict[str, Any]:
                 "operation": "remove",
                 "files": "raw",
                 "after": ["Sim"],
+                "packer": {"name": "PerInput", "args": {"after_delay_s": 1}},
                 "actions": {
                     "Finalizing": [{"action": "OnlyUnprocessedRemain", "args": {"consumer": "Sim"}}]
                 },
@@ -188,10 +189,6 @@ def removal() -> dict[str, Any]:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no packer implements the `after` wait: the removal takes every file at once",
-)
 async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Path) -> None:
     null = NullSettings(
         name="null",

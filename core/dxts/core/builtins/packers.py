@@ -12,6 +12,10 @@ the group's inputs, as an array, under the step input named by the packer argume
 leave the object empty otherwise (the backend still receives the parcel's input ids). A file
 input becomes a CWL File at `lfn:<LFN>` (the backends stage those); any other input the text
 of its canonical descriptor.
+
+A Data transformation with `after` (Annotations["after"]) packs a file only once the
+transformations it waits on have processed it (`dxts.core.builtins.after`): each chunk is
+screened before its inputs are grouped.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from typing import Any
 
 from pydantic import Field
 
+from dxts.core.builtins.after import after_of, screen
 from dxts.core.builtins.data import DataOperation, data_proposals, operation_of
+from dxts.core.builtins.readers import ConsumerLookup
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.ids import canonical_json
 from dxts.core.plugins import (
@@ -41,6 +47,12 @@ CHUNK = 256
 class PackArgs(PluginArgs):
     input_parameter: str | None = Field(
         None, min_length=1, description="the step input the group fills (default: driving)"
+    )
+    after_delay_s: float = Field(
+        60.0,
+        gt=0,
+        description="a Data transformation with `after`: how long an input is withheld while "
+        "a transformation it waits on has not processed its file",
     )
 
 
@@ -88,12 +100,24 @@ class Emitter:
         transformation: Transformation,
         args: PackArgs,
         catalogue: FileCatalogue | None,
+        consumers: ConsumerLookup | None,
         operation: DataOperation | None = None,
     ) -> None:
         self.kind = transformation.kind
         self.parameter = driving_input(transformation, args)
         self.catalogue = catalogue
         self.operation = operation_of(transformation, operation) if self.kind is Kind.DATA else None
+        self.after = after_of(transformation) if self.kind is Kind.DATA else ()
+        self.consumers = consumers
+        self.after_delay_s = args.after_delay_s
+
+    async def screen(
+        self, chunk: Sequence[InputRecord]
+    ) -> tuple[list[InputRecord], list[PackerProposal]]:
+        """The `after` wait: what may be grouped, and the proposals for what may not."""
+        return await screen(
+            chunk, after=self.after, consumers=self.consumers, delay_s=self.after_delay_s
+        )
 
     async def emit(self, group: Sequence[InputRecord]) -> list[PackerProposal]:
         if self.operation is not None:
@@ -132,7 +156,10 @@ async def grouped(
     full groups leave at once, the rest only with `release_rest`. `refuse` names why an
     input cannot be packed at all (a BadInput)."""
     open_groups: dict[Hashable, list[InputRecord]] = {}
-    async for chunk in chunks(inputs):
+    async for claimed in chunks(inputs):
+        chunk, withheld = await emitter.screen(claimed)
+        for proposal in withheld:
+            yield proposal
         held: dict[str, tuple[str, ...]] = {}
         if replicas_key and emitter.catalogue is not None:
             held = await emitter.catalogue.replicas([r.lfn for r in chunk if r.lfn])
@@ -162,9 +189,10 @@ async def per_input(
     inputs: AsyncIterator[InputRecord],
     transformation: Transformation,
     catalogue: FileCatalogue | None = None,
+    consumers: ConsumerLookup | None = None,
 ) -> AsyncIterator[PackerProposal]:
     """One parcel per input, at once."""
-    emitter = Emitter(transformation, packer_args, catalogue)
+    emitter = Emitter(transformation, packer_args, catalogue, consumers)
     async for proposal in grouped(inputs, group_size=1, emitter=emitter, release_rest=True):
         yield proposal
 
@@ -177,10 +205,11 @@ async def by_size(
     flush: bool,
     feeder_active: bool,
     catalogue: FileCatalogue | None = None,
+    consumers: ConsumerLookup | None = None,
 ) -> AsyncIterator[PackerProposal]:
     """Parcels of `group_size` inputs in feed order; the last, smaller one once the feeder is
     off or on a flush."""
-    emitter = Emitter(transformation, packer_args, catalogue)
+    emitter = Emitter(transformation, packer_args, catalogue, consumers)
     async for proposal in grouped(
         inputs,
         group_size=packer_args.group_size,
@@ -210,11 +239,12 @@ async def by_run(
     flush: bool,
     feeder_active: bool,
     catalogue: FileCatalogue | None = None,
+    consumers: ConsumerLookup | None = None,
 ) -> AsyncIterator[PackerProposal]:
     """Parcels of up to `group_size` inputs of one run (descriptor `run_key`); each run's
     undersized rest once the feeder is off or on a flush. No run: BadInput."""
     key, refuse = _run_of(packer_args.run_key)
-    emitter = Emitter(transformation, packer_args, catalogue)
+    emitter = Emitter(transformation, packer_args, catalogue, consumers)
     async for proposal in grouped(
         inputs,
         group_size=packer_args.group_size,
@@ -234,6 +264,7 @@ async def by_group_size_run(
     flush: bool,
     feeder_active: bool,
     catalogue: FileCatalogue | None = None,
+    consumers: ConsumerLookup | None = None,
 ) -> AsyncIterator[PackerProposal]:
     """ByRun, and with `keep_storage_together` also by where each file's replicas are (from
     the catalogue), so a parcel's files can be read at one site. Inputs without a run form
@@ -244,7 +275,7 @@ async def by_group_size_run(
         descriptor = record.descriptor or {}
         return canonical_json(descriptor[run_key]) if run_key in descriptor else None
 
-    emitter = Emitter(transformation, packer_args, catalogue)
+    emitter = Emitter(transformation, packer_args, catalogue, consumers)
     async for proposal in grouped(
         inputs,
         group_size=packer_args.group_size,
@@ -264,11 +295,12 @@ async def data_management(
     flush: bool,
     feeder_active: bool,
     catalogue: FileCatalogue | None = None,
+    consumers: ConsumerLookup | None = None,
 ) -> AsyncIterator[PackerProposal]:
     """Replicate/remove requests of `group_size` files, with their per-storage-element deltas
     (the operation from the args, else the member's declaration); for a Data transformation
     whose declaration is not enough, or a standalone one."""
-    emitter = Emitter(transformation, packer_args, catalogue, packer_args.operation)
+    emitter = Emitter(transformation, packer_args, catalogue, consumers, packer_args.operation)
     if emitter.operation is None:
         raise ValueError(f"DataManagement packs Data transformations; {transformation.id} is not")
     async for proposal in grouped(

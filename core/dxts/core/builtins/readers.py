@@ -1,8 +1,9 @@
 """What built-in plugins read from execution's rows, as read-only Protocols execution provides.
 
 The built-ins live in core, because definition validates their arguments and may not import
-execution, yet three of them read execution's tables: the Edge feeder the producer's
-ParcelOutputs, the Join packer a driving input's partner, the Seeds feeder its work in flight.
+execution, yet four of them read execution's tables: the Edge feeder the producer's
+ParcelOutputs, the Join packer a driving input's partner, the Seeds feeder its work in flight,
+and a Data transformation's packer what became of its files in the steps it waits on (`after`).
 A plugin never receives a connection for entity tables, so each reads through one of these
 Protocols: execution implements them and registers the implementations as providers
 (`Providers.add(ParcelOutputReader, ...)`), and a plugin asks for one by annotating a
@@ -18,6 +19,7 @@ from typing import Protocol
 from uuid import UUID
 
 from dxts.core.plugins import InputOverview
+from dxts.core.states import InputStatus
 
 
 @dataclass(frozen=True)
@@ -83,4 +85,17 @@ class PartnerLookup(Protocol):
         `partner_output`, looked up through the schema: the producing parcel, that parcel's
         inputs (the source files), the partner producer's input for the same source file and
         the files its last parcel produced under `partner_output`. Every LFN gets an answer."""
+        ...
+
+
+class ConsumerLookup(Protocol):
+    """What became of files in the transformations a Data member waits on (its `after`):
+    DX-ADR-004's lookup of an LFN in a consumer's Inputs, by their (TransformationID, LFN)
+    index."""
+
+    async def consumed(
+        self, lfns: Sequence[str], *, consumers: Sequence[UUID]
+    ) -> dict[UUID, dict[str, tuple[InputStatus, ...]]]:
+        """For each consumer, the statuses of its Inputs rows for each of `lfns` (one read for
+        the whole chunk); an LFN the consumer has not been fed is absent from its map."""
         ...

@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from dxts.core.builtins.readers import InputOverviewReader, ParcelOutputReader, PartnerLookup
+from dxts.core.builtins.readers import (
+    ConsumerLookup,
+    InputOverviewReader,
+    ParcelOutputReader,
+    PartnerLookup,
+)
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
@@ -34,7 +39,7 @@ from dxts.execution.definition_client import (
     GrpcTransformations,
 )
 from dxts.execution.feeding import EdgeReader
-from dxts.execution.packing import CounterReader, PartnerFinder
+from dxts.execution.packing import ConsumerReader, CounterReader, PartnerFinder
 from dxts.execution.servicer import ExecutionServicer
 from dxts.execution.settings import ExecutionSettings
 from dxts.execution.sweeps import Sweeps
@@ -65,6 +70,7 @@ def install_providers(
         (ParcelOutputReader, EdgeReader(database, snapshot)),
         (InputOverviewReader, CounterReader(database)),
         (PartnerLookup, PartnerFinder(database, snapshot)),
+        (ConsumerLookup, ConsumerReader(database)),
     ]
     if catalogue is not None:
         offered.append((FileCatalogue, catalogue))

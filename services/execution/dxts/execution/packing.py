@@ -40,7 +40,12 @@ from datetime import UTC
 from typing import Any
 from uuid import UUID
 
-from dxts.core.builtins.readers import InputOverviewReader, Partner, PartnerLookup
+from dxts.core.builtins.readers import (
+    ConsumerLookup,
+    InputOverviewReader,
+    Partner,
+    PartnerLookup,
+)
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError, FailedPrecondition, FieldViolation, InvalidArgument
@@ -58,6 +63,7 @@ from dxts.core.plugins import (
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
 from dxts.execution.db import packing as db
+from dxts.execution.db.consumers import consumed
 from dxts.execution.definition_client import ActiveSnapshot, ActiveTransformation
 from dxts.execution.feeding import plugin_stream
 
@@ -347,3 +353,20 @@ class PartnerFinder(PartnerLookup):
                 partner_transformation=producer.id if producer else None,
             )
         return found
+
+
+class ConsumerReader(ConsumerLookup):
+    """`ConsumerLookup` over the consumers' Inputs (the `after` wait of a Data member)."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def consumed(
+        self, lfns: Sequence[str], *, consumers: Sequence[UUID]
+    ) -> dict[UUID, dict[str, tuple[InputStatus, ...]]]:
+        async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
+            found = await consumed(conn, lfns, [c.bytes for c in consumers])
+        return {
+            UUID(bytes=tid): {lfn: tuple(statuses) for lfn, statuses in files.items()}
+            for tid, files in found.items()
+        }

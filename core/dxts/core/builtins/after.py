@@ -1,0 +1,88 @@
+"""The `after` wait of a Data transformation: a file is taken only once every transformation
+it waits on has processed it (dirac-hints `dataTransformation.after`).
+
+A removal of an intermediate, or of a workgraph input, must not take a file its reader still
+needs. What became of the file there is a lookup of its LFN in the reader's Inputs (DX-ADR-004),
+made through the injected `ConsumerLookup` once per chunk. Per input:
+
+* every consumer has it Processed (or Split: its children carry it on) → it may be packed;
+* a consumer gave up on it (NotProcessed, or holds it Problematic) → BadInput: the data
+  operation can neither go ahead nor be written off unseen, so a person looks (scenario 10:
+  Problematic, never NotProcessed);
+* otherwise (not fed yet, or Unassigned/Assigned/Failed there) → DelayInput for `delay_s`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from dxts.core.builtins.readers import ConsumerLookup
+from dxts.core.errors import FailedPrecondition, InvalidArgument
+from dxts.core.plugins import BadInput, DelayInput, InputRecord, PackerProposal, Transformation
+from dxts.core.states import InputStatus
+
+DONE = frozenset({InputStatus.PROCESSED, InputStatus.SPLIT})
+GAVE_UP = frozenset({InputStatus.NOT_PROCESSED, InputStatus.PROBLEMATIC})
+
+Consumed = Mapping[UUID, Mapping[str, Sequence[InputStatus]]]
+
+
+def after_of(transformation: Transformation) -> tuple[UUID, ...]:
+    """The TransformationIDs the definition compiler recorded in Annotations["after"]."""
+    listed = transformation.annotations.get("after") or []
+    try:
+        return tuple(UUID(str(text)) for text in listed)
+    except ValueError:
+        raise InvalidArgument(
+            f"{transformation.id} waits on {listed!r}: Annotations.after holds TransformationIDs",
+            field="annotations.after",
+        ) from None
+
+
+def verdict(lfn: str, consumed: Consumed) -> tuple[bool, str | None]:
+    """(may it be packed, why it is set aside: None unless a consumer gave up on it)."""
+    ready = True
+    for consumer, files in consumed.items():
+        statuses = set(files.get(lfn, ()))
+        if statuses & GAVE_UP:
+            given = "/".join(sorted(statuses & GAVE_UP))
+            return False, f"consumer {consumer} gave up on it ({given})"
+        ready = ready and bool(statuses) and statuses <= DONE
+    return ready, None
+
+
+async def screen(
+    chunk: Sequence[InputRecord],
+    *,
+    after: Sequence[UUID],
+    consumers: ConsumerLookup | None,
+    delay_s: float,
+) -> tuple[list[InputRecord], list[PackerProposal]]:
+    """The chunk's inputs that may be packed, and the proposals for those that may not yet or
+    never. Inputs without an LFN pass through: the data parcel refuses them itself."""
+    if not after:
+        return list(chunk), []
+    if consumers is None:
+        raise FailedPrecondition("the `after` wait needs a ConsumerLookup and none is provided")
+    lfns = sorted({record.lfn for record in chunk if record.lfn is not None})
+    found = await consumers.consumed(lfns, consumers=after) if lfns else {}
+    consumed: Consumed = {consumer: found.get(consumer, {}) for consumer in after}
+    ready: list[InputRecord] = []
+    proposals: list[PackerProposal] = []
+    waiting: list[UUID] = []
+    for record in chunk:
+        if record.lfn is None:
+            ready.append(record)
+            continue
+        go, reason = verdict(record.lfn, consumed)
+        if reason is not None:
+            proposals.append(BadInput(record.id, reason))
+        elif go:
+            ready.append(record)
+        else:
+            waiting.append(record.id)
+    if waiting:
+        proposals.append(DelayInput(waiting, datetime.now(UTC) + timedelta(seconds=delay_s)))
+    return ready, proposals
