@@ -25,6 +25,7 @@ from dxts.core.plugins import (
 )
 from dxts.core.schema import definition, execution
 from dxts.core.states import InputStatus, Kind
+from dxts.execution.db import packing as packing_db
 from dxts.execution.feeding import run_feeder
 from dxts.execution.packing import _Offer, run_packer
 
@@ -366,3 +367,31 @@ async def test_an_input_changed_after_the_claim_rolls_the_batch_back(
     assert result.error is not None and "1 of 3 inputs to be assigned" in result.error
     assert await parcel_rows(database, t.id) == [] and await links(database, t.id) == {}
     assert s.by_status(await s.input_rows(database, t.id)) == {"Unassigned": 2, "NotProcessed": 1}
+
+
+async def test_a_repacked_input_points_at_its_new_parcel_across_update_chunks(
+    database: Database, plugins: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inputs packed before (their old links stay) are packed again in parcels of three,
+    the Assigned move cut into chunks of whole parcels: each LastParcelID names the parcel of
+    this batch, not the earlier one."""
+    t = await fed(database, plugins, 8, packer="BySize", packer_args={"group_size": 3})
+    t = replace(t, feeder_enabled=False)
+    assert (await run_packer(database, plugins, t)).assigned == 8
+    first = {bytes(r.InputID): bytes(r.LastParcelID) for r in await s.input_rows(database, t.id)}
+    table = execution.inputs
+    async with database.transaction(RC) as conn:  # as if every parcel failed and was retried
+        await conn.execute(
+            sa.update(table).where(table.c.TransformationID == t.id).values(Status="Unassigned")
+        )
+    monkeypatch.setattr(packing_db, "IN_CHUNK", 4)  # 3 + 3 + 2 inputs: two chunks of parcels
+    result = await run_packer(database, plugins, t)
+    assert (result.assigned, result.parcels, result.error) == (8, 3, None)
+    rows = await s.input_rows(database, t.id)
+    by_parcel = await links(database, t.id)
+    assert len(by_parcel) == 6  # three old parcels, three new
+    for row in rows:
+        parcel_id = bytes(row.LastParcelID)
+        assert parcel_id != first[bytes(row.InputID)]
+        assert bytes(row.InputID) in by_parcel[parcel_id]
+    assert sorted(len(by_parcel[bytes(r.LastParcelID)]) for r in rows) == [2, 2, 3, 3, 3, 3, 3, 3]

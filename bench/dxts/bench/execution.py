@@ -13,8 +13,8 @@ Figures:
   chunks with SKIP LOCKED and written in batches (parcels, compute facets, ParcelInputs, the
   conditional Assigned move, journals). Baseline: a plain-SQL packing of an identical pool into
   parcels of the same size: claim a chunk (`FOR UPDATE SKIP LOCKED`), insert its parcels,
-  facets and links, move its inputs by a join on the links, one transaction per chunk, no
-  plugin, no checks, no journals.
+  facets and links, move its inputs with their LastParcelID read from the links (the runner's
+  statement), one transaction per chunk, no plugin, no checks, no journals.
 * `packer_peak_rss_mb`, one line per pool size in `rss_pools` (at `full` the largest is a
   million inputs): the process's peak resident set while one PerInput invocation packs the
   whole pool, sampled every few milliseconds from /proc. Not a rate: `value` is that peak in MB
@@ -340,15 +340,19 @@ def _raw_pack(database: Database, params: ExecutionParams, per_parcel: int) -> O
                 for i in group
             ],
         )
+        last_parcel = (
+            sa.select(links.c.ParcelID)
+            .where(
+                links.c.TransformationID == inputs.c.TransformationID,
+                links.c.InputID == inputs.c.InputID,
+                links.c.ParcelID.in_(ids),
+            )
+            .scalar_subquery()
+        )
         await conn.execute(
             sa.update(inputs)
-            .where(
-                links.c.TransformationID == t.id,
-                links.c.ParcelID.in_(ids),
-                inputs.c.TransformationID == links.c.TransformationID,
-                inputs.c.InputID == links.c.InputID,
-            )
-            .values(Status=InputStatus.ASSIGNED.value, LastParcelID=links.c.ParcelID, UpdatedAt=now)
+            .where(inputs.c.TransformationID == t.id, inputs.c.InputID.in_(claimed))
+            .values(Status=InputStatus.ASSIGNED.value, LastParcelID=last_parcel, UpdatedAt=now)
         )
         return len(claimed)
 

@@ -10,8 +10,8 @@ while the packer decides is in `dxts.execution.packing`.
 
 A batch (`write_batch`) is one transaction: the merged requirement sets (content-addressed),
 the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas) and their
-ParcelInputs, then the inputs moved by conditional UPDATEs — Assigned (with LastParcelID, by a
-join on the ParcelInputs just written), Problematic, or only DelayedUntil set — each required
+ParcelInputs, then the inputs moved by conditional UPDATEs — Assigned (with LastParcelID, read
+from the ParcelInputs just written), Problematic, or only DelayedUntil set — each required
 to match exactly the rows the batch names while they are still Unassigned, then the journals
 (inputs, parcels, the data counter). A short row count raises `ClaimLost` and the whole batch
 rolls back: nothing is assigned twice and nothing half-written.
@@ -20,7 +20,7 @@ rolls back: nothing is assigned twice and nothing half-written.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,7 +48,7 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution.db.common import chunked
+from dxts.execution.db.common import IN_CHUNK, chunked
 
 AUTHOR = "execution"
 UNASSIGNED = InputStatus.UNASSIGNED.value
@@ -291,30 +291,54 @@ def _short(what: str, moved: int, expected: int) -> ClaimLost:
 async def _assign(
     conn: AsyncConnection, tid: bytes, new: Sequence[NewParcel], now: datetime
 ) -> int:
-    """Unassigned → Assigned with LastParcelID, joined to the ParcelInputs just written."""
+    """Unassigned → Assigned, each with LastParcelID read from the ParcelInputs just written.
+
+    The statement is driven by the inputs' primary keys, and each LastParcelID is found through
+    the links' (TransformationID, InputID) index among the batch's parcels: a join driven from
+    ParcelInputs by `ParcelID IN (...)` was planned by MariaDB as a scan of every link the
+    transformation ever had whenever the list was short (under 1,000 parcels: parcels of
+    several inputs), one scan per batch. An input is in one parcel of a batch, so the subquery
+    finds exactly one link."""
     INPUT.check(UNASSIGNED, InputStatus.ASSIGNED, Actor.PACKER)
-    expected = sum(len(p.input_ids) for p in new)
-    moved = 0
-    for chunk in chunked([p.parcel_id for p in new]):
+    expected = moved = 0
+    for chunk in _by_inputs(new, IN_CHUNK):
+        input_ids = [input_id for p in chunk for input_id in p.input_ids]
+        expected += len(input_ids)
+        links = parcel_inputs.c
+        last_parcel = (
+            sa.select(links.ParcelID)
+            .where(
+                links.TransformationID == inputs.c.TransformationID,
+                links.InputID == inputs.c.InputID,
+                links.ParcelID.in_([p.parcel_id for p in chunk]),
+            )
+            .scalar_subquery()
+        )
         result = await conn.execute(
             sa.update(inputs)
             .where(
-                parcel_inputs.c.TransformationID == tid,
-                parcel_inputs.c.ParcelID.in_(chunk),
-                inputs.c.TransformationID == parcel_inputs.c.TransformationID,
-                inputs.c.InputID == parcel_inputs.c.InputID,
+                inputs.c.TransformationID == tid,
+                inputs.c.InputID.in_(input_ids),
                 inputs.c.Status == UNASSIGNED,
             )
-            .values(
-                Status=InputStatus.ASSIGNED.value,
-                LastParcelID=parcel_inputs.c.ParcelID,
-                UpdatedAt=now,
-            )
+            .values(Status=InputStatus.ASSIGNED.value, LastParcelID=last_parcel, UpdatedAt=now)
         )
         moved += result.rowcount
     if moved != expected:
         raise _short("assigned", moved, expected)
     return moved
+
+
+def _by_inputs(new: Sequence[NewParcel], size: int) -> Iterator[Sequence[NewParcel]]:
+    """Whole parcels, about `size` inputs at a time (a parcel larger than that on its own)."""
+    start = count = 0
+    for end, parcel in enumerate(new, 1):
+        count += len(parcel.input_ids)
+        if count >= size:
+            yield new[start:end]
+            start, count = end, 0
+    if start < len(new):
+        yield new[start:]
 
 
 async def _problematic(
