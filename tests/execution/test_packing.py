@@ -107,6 +107,21 @@ async def wrong_kind(*, inputs: AsyncIterator[InputRecord]) -> AsyncIterator[Any
         yield DataParcel(inputs=[record.id], request={})
 
 
+async def mixed_requirements(*, inputs: AsyncIterator[InputRecord]) -> AsyncIterator[Any]:
+    """Parcel by parcel: none added, the same addition spelled in two key orders, another one,
+    none again."""
+    additions = [
+        None,
+        {"memory_mb": 4000, "sites": ["CERN"]},
+        {"sites": ["CERN"], "memory_mb": 4000},
+        {"memory_mb": 8000},
+        {},
+    ]
+    records = [record async for record in inputs]
+    for record, added in zip(records, additions, strict=True):
+        yield ComputeParcel(inputs=[record.id], requirements=added)
+
+
 async def raising(*, inputs: AsyncIterator[InputRecord]) -> AsyncIterator[Any]:
     async for record in inputs:
         yield ComputeParcel(inputs=[record.id])
@@ -142,6 +157,7 @@ def plugins(database: Database) -> Any:
                 "Twice": twice,
                 "WrongKind": wrong_kind,
                 "Raising": raising,
+                "MixedRequirements": mixed_requirements,
                 "WriteOffOne": write_off_one(database),
             }
         }
@@ -272,6 +288,36 @@ async def test_bad_delayed_and_merged_requirements(database: Database, plugins: 
     # The delayed input is not offered again until its time has passed.
     again = await run_packer(database, plugins, replace(t, packer="Spy"))
     assert [r.lfn for r in SEEN["inputs"]] == [rows[4].LFN] and again.offered == 1
+
+
+@pytest.mark.parametrize("template", [s.TEMPLATE, None])
+async def test_parcels_adding_the_same_requirements_share_one_merged_set(
+    database: Database, plugins: Any, template: dict[str, Any] | None
+) -> None:
+    t = await fed(database, plugins, 5, packer="MixedRequirements", template=template)
+    assert (await run_packer(database, plugins, t)).parcels == 5
+    expected = [
+        template,
+        {**(template or {}), "memory_mb": 4000, "sites": ["CERN"]},
+        {**(template or {}), "memory_mb": 4000, "sites": ["CERN"]},
+        {**(template or {}), "memory_mb": 8000},
+        template,
+    ]
+    parcels = await parcel_rows(database, t.id)
+    assert [p.RequirementsID for p in parcels] == [
+        content_hash(e) if e else None for e in expected
+    ]
+    table = definition.requirements
+    async with database.transaction(RC) as conn:
+        stored = dict(
+            (bytes(key), value)
+            for key, value in await conn.execute(
+                sa.select(table.c.RequirementsID, table.c.Requirements).where(
+                    table.c.RequirementsID.in_([content_hash(e) for e in expected if e])
+                )
+            )
+        )
+    assert stored == {content_hash(e): e for e in expected if e}
 
 
 async def test_data_parcels_write_requests_deltas_and_the_data_counter(

@@ -34,7 +34,7 @@ from dxts.core.builtins.readers import Partner, PartnerState, ProducedFile
 from dxts.core.counters import StorageDelta as Quantities
 from dxts.core.counters import journal_data_parcels, journal_inputs, journal_parcels
 from dxts.core.errors import Aborted
-from dxts.core.ids import new_ids
+from dxts.core.ids import canonical_json, new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord
 from dxts.core.schema.execution import (
@@ -232,20 +232,33 @@ def merged_requirements(
 
 
 async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[NewParcel]) -> None:
-    sets = [merged_requirements(target.requirements_template, p.compute.requirements) for p in new]
-    distinct = {id(s): s for s in sets if s is not None}
-    keys = await content_store.put_requirements(conn, list(distinct.values()))
-    key_of = dict(zip(distinct, keys, strict=True))
+    """ComputeParcels rows. Parcels adding the same requirements (most add none) share one
+    merged set, merged and content-hashed once per batch rather than once per parcel."""
+    merged: dict[bytes | None, dict[str, Any] | None] = {}  # additions, canonical → merged set
+    spelled: list[bytes | None] = []
+    for p in new:
+        additions = p.compute.requirements
+        key = canonical_json(additions) if additions else None
+        if key not in merged:
+            merged[key] = merged_requirements(target.requirements_template, additions)
+        spelled.append(key)
+    stored = [(key, value) for key, value in merged.items() if value is not None]
+    hashes = (
+        await content_store.put_requirements(conn, [value for _, value in stored])
+        if stored
+        else []
+    )
+    stored_as = {key: h for (key, _), h in zip(stored, hashes, strict=True)}
     await conn.execute(
         sa.insert(compute_parcels),
         [
             {
                 "ParcelID": p.parcel_id,
                 "ProcessID": target.process_id,
-                "RequirementsID": key_of[id(s)] if s is not None else None,
+                "RequirementsID": stored_as.get(key),
                 "Parameters": p.compute.parameters,
             }
-            for p, s in zip(new, sets, strict=True)
+            for p, key in zip(new, spelled, strict=True)
         ],
     )
 
