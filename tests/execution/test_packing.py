@@ -13,7 +13,7 @@ import runner_support as s
 import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
-from dxts.core.db import Database
+from dxts.core.db import Database, db_now
 from dxts.core.ids import content_hash
 from dxts.core.plugins import (
     BadInput,
@@ -441,3 +441,23 @@ async def test_a_repacked_input_points_at_its_new_parcel_across_update_chunks(
         assert parcel_id != first[bytes(row.InputID)]
         assert bytes(row.InputID) in by_parcel[parcel_id]
     assert sorted(len(by_parcel[bytes(r.LastParcelID)]) for r in rows) == [2, 2, 3, 3, 3, 3, 3, 3]
+
+
+async def test_a_withheld_input_is_offered_once_the_database_clock_passes_its_time(
+    database: Database, plugins: Any
+) -> None:
+    t = await fed(database, plugins, 3, packer="Spy")
+    rows = await s.input_rows(database, t.id)
+    table = execution.inputs
+    async with database.transaction(RC) as conn:
+        now = await db_now(conn)
+        times = (now - timedelta(seconds=1), now + timedelta(hours=1), None)
+        for row, until in zip(rows, times, strict=True):
+            await conn.execute(
+                sa.update(table)
+                .where(table.c.InputID == row.InputID)
+                .values(DelayedUntil=until)
+            )
+    result = await run_packer(database, plugins, t)
+    assert result.offered == 2
+    assert [r.lfn for r in SEEN["inputs"]] == [rows[0].LFN, rows[2].LFN]

@@ -141,9 +141,8 @@ class _Offer:
         after: bytes | None = None
         while True:
             async with self.database.transaction(Isolation.READ_COMMITTED) as conn:
-                now = await db_now(conn)
                 chunk = await db.claim_chunk(
-                    conn, self.transformation_id, after=after, limit=self.chunk, now=now
+                    conn, self.transformation_id, after=after, limit=self.chunk
                 )
             # Committed: the row locks are gone (see the module docstring).
             self.offered += len(chunk)

@@ -33,6 +33,7 @@ from dxts.core import content_store
 from dxts.core.builtins.readers import Partner, PartnerState, ProducedFile
 from dxts.core.counters import StorageDelta as Quantities
 from dxts.core.counters import journal_data_parcels, journal_inputs, journal_parcels
+from dxts.core.db import utcnow
 from dxts.core.errors import Aborted
 from dxts.core.ids import canonical_json, new_ids
 from dxts.core.logs import LogEntry, log_transformations
@@ -64,14 +65,14 @@ async def claim_chunk(
     *,
     after: bytes | None,
     limit: int,
-    now: datetime,
 ) -> list[InputRecord]:
-    """Up to `limit` claimable inputs after InputID `after`, skipping rows others hold."""
+    """Up to `limit` claimable inputs after InputID `after`, skipping rows others hold; a
+    withheld input is claimable once the database clock has passed its DelayedUntil."""
     c = inputs.c
     conditions = [
         c.TransformationID == transformation_id,
         c.Status == UNASSIGNED,
-        sa.or_(c.DelayedUntil.is_(None), c.DelayedUntil <= now),
+        sa.or_(c.DelayedUntil.is_(None), c.DelayedUntil <= utcnow()),
     ]
     if after is not None:
         conditions.append(c.InputID > after)
