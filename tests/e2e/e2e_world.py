@@ -74,6 +74,7 @@ RC = Isolation.READ_COMMITTED
 W, T, I, P = WorkgraphStatus, TransformationStatus, InputStatus, ParcelStatus  # noqa: E741
 PACE_S = 0.2  # every sweep's pause
 WAIT_S = 60.0  # the longest any scenario waits for one state (a loaded machine is slow)
+STOP_S = 30.0  # the longest the components may take to stop
 VO = "lhcb"
 TERMINAL_INPUTS = frozenset({I.PROCESSED, I.SPLIT, I.NOT_PROCESSED})
 TERMINAL_PARCELS = frozenset({P.DONE, P.PARTIALLY_DONE, P.FAILED, P.CANCELLED})
@@ -607,7 +608,10 @@ async def running(
     try:
         yield world
     finally:
-        await world.close()
+        try:
+            await asyncio.wait_for(world.close(), STOP_S)
+        except TimeoutError:
+            raise AssertionError(f"the components did not stop within {STOP_S} s") from None
 
 
 def _free_port() -> int:
