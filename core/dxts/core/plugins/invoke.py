@@ -92,7 +92,10 @@ async def stream(
     if point not in YIELDS:
         raise TypeError(f"a {point.kind} returns one value: use Registry.call")
     plugin, kwargs = await _prepare(registry, point, name, args, phase, context)
-    source = _items(registry, plugin, kwargs)
+    try:
+        source = _source(registry, plugin, kwargs)
+    except Exception as error:  # calling an async generator function binds its arguments
+        raise _failure(plugin, error, "yield[0]") from error
     index = 0
     exhausted = False
     try:
@@ -149,41 +152,44 @@ def _is_async(function: Callable[..., Any]) -> bool:
 # ------------------------------------------------------------------------------- streaming
 
 
-async def _items(
+def _source(
     registry: Registry, plugin: Plugin, kwargs: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
+    """What the plugin yields, as one async generator and without a relay per item: an async
+    generator plugin as it is, a sync one through its thread, a coroutine through `_items`."""
     function = plugin.function
     if inspect.isasyncgenfunction(function):
-        generator = function(**kwargs)
-        try:
-            async for item in generator:
-                yield item
-        finally:
-            await generator.aclose()
-        return
+        generator: AsyncGenerator[Any, None] = function(**kwargs)
+        return generator
     if inspect.iscoroutinefunction(function):
-        result = await function(**kwargs)
-        if isinstance(result, AsyncIterable):
-            async for item in result:
-                yield item
-            return
-        produce: Callable[[], Any] = lambda: result  # noqa: E731
-    else:
-        produce = functools.partial(function, **kwargs)
-    thread = _ThreadStream(produce, registry.executor)
-    async for item in thread:
+        return _items(registry, function, kwargs)
+    thread = _ThreadStream(functools.partial(function, **kwargs), registry.executor)
+    return thread.__aiter__()
+
+
+async def _items(
+    registry: Registry, function: Callable[..., Any], kwargs: dict[str, Any]
+) -> AsyncGenerator[Any, None]:
+    """A coroutine plugin: what it returns, an async iterable or items for `_as_iterator`."""
+    result = await function(**kwargs)
+    if isinstance(result, AsyncIterable):
+        async for item in result:
+            yield item
+        return
+    async for item in _ThreadStream(lambda: result, registry.executor):
         yield item
 
 
 class _ThreadStream:
     """Runs a sync producer in one worker thread and hands its items to the loop in order.
 
-    Items go through a deque; the loop is woken only when the consumer is waiting for one, so a
-    consumer busy with a batch costs the producer nothing. The producer takes a slot of a
-    semaphore per item and the consumer gives it back, so the thread runs at most STREAM_BUFFER
-    items ahead. Stopping sets a flag and frees a slot: the thread notices at its next item and
-    closes the generator (in its own thread). A plugin blocked inside its own code cannot be
-    interrupted; it stops after it next yields.
+    Items go through a deque under one lock; the consumer takes everything queued at once and
+    yields it without locking again, and the loop is woken only when the consumer is waiting
+    for an item, so a consumer busy with a batch costs the producer nothing. The producer waits
+    while STREAM_BUFFER items are ahead of the consumer (queued, or taken and not yet yielded),
+    so a million-input generator never sits in memory. Stopping sets a flag under the lock: the
+    thread notices when it next posts an item and closes the generator (in its own thread). A
+    plugin blocked inside its own code cannot be interrupted; it stops after it next yields.
     """
 
     _END = object()
@@ -191,60 +197,75 @@ class _ThreadStream:
     def __init__(self, produce: Callable[[], Any], executor: Any) -> None:
         self._items: deque[Any] = deque()
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
         self._waiter: asyncio.Future[None] | None = None
-        self._slots = threading.Semaphore(STREAM_BUFFER)
-        self._stopped = threading.Event()
+        self._ahead = 0  # items posted and not yet yielded by the consumer
+        self._stopped = False
         self._loop = asyncio.get_running_loop()
         self._loop.run_in_executor(executor, self._run, produce)
 
-    def _post(self, message: Any) -> None:
+    def _post(self, message: Any, *, item: bool = True) -> bool:
+        """Queue a message (an item waits for room; the end never does). False: stopped."""
         with self._lock:
+            while item and self._ahead >= STREAM_BUFFER and not self._stopped:
+                self._room.wait()
+            if self._stopped:
+                return False
             self._items.append(message)
+            self._ahead += item
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
             # A closed loop raises RuntimeError: nobody is waiting for the items any more.
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(_wake, waiter)
+        return True
 
     def _run(self, produce: Callable[[], Any]) -> None:
         try:
             items = _as_iterator(produce())
             try:
                 for item in items:
-                    self._slots.acquire()
-                    if self._stopped.is_set():
+                    if not self._post((True, item)):
                         return
-                    self._post((True, item))
             finally:
                 close = getattr(items, "close", None)
                 if close is not None:
                     close()
-            self._post(self._END)
+            self._post(self._END, item=False)
         except Exception as error:
-            self._post((False, error))
+            self._post((False, error), item=False)
 
-    async def _next(self) -> Any:
+    async def _take(self, yielded: int) -> deque[Any]:
+        """Everything queued (waiting for something if need be), once the consumer has yielded
+        `yielded` more items."""
         while True:
             with self._lock:
+                self._ahead -= yielded
+                yielded = 0
+                self._room.notify()
                 if self._items:
-                    return self._items.popleft()
+                    taken, self._items = self._items, deque()
+                    return taken
                 waiter = self._waiter = self._loop.create_future()
             await waiter
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
+    async def __aiter__(self) -> AsyncGenerator[Any, None]:
+        yielded = 0
         try:
             while True:
-                message = await self._next()
-                if message is self._END:
-                    return
-                ok, value = message
-                if not ok:
-                    raise value
-                self._slots.release()
-                yield value
+                messages = await self._take(yielded)
+                for message in messages:
+                    if message is self._END:
+                        return
+                    ok, value = message
+                    if not ok:
+                        raise value
+                    yield value
+                yielded = len(messages)  # all items: the end and an error come last
         finally:
-            self._stopped.set()
-            self._slots.release()
+            with self._lock:
+                self._stopped = True
+                self._room.notify()
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
