@@ -1,17 +1,20 @@
 """Scenario 11 (MariaDB): a user job submitted through the definition service runs to Done on
 the same backend while a workgraph runs there to Completed; the user parcel is no
-transformation's (not counted, no inputs), its outcome and outputs readable by its owner."""
+transformation's (not counted, no inputs), its outcome and outputs readable by its owner. A
+user job whose parcel fails is simply terminal: resubmitting it is a new parcel."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from e2e_world import W, check_invariants, running, seeds, step, workgraph
+from e2e_world import W, World, check_invariants, running, seeds, step, workgraph
 
+from dxts.backends.null.settings import NullRule
 from dxts.core.db import Database
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.states import ParcelStatus
@@ -40,32 +43,47 @@ async def test_a_user_job_runs_beside_a_workgraph(mariadb: Database, tmp_path: P
     async with running(mariadb, tmp_path) as world:
         wg = await world.submit(document)
         await world.start(wg)
-        submitted = await world.definition.SubmitJob(
-            definition_pb2.SubmitJobRequest(
-                request_id=str(uuid.uuid4()),
-                bundle=common_pb2.DocumentBundle(
-                    main_path="job.cwl", files={"job.cwl": yaml.safe_dump(JOB).encode()}
-                ),
-                inputs_json=json.dumps({"seeds": ["1", "2"]}),
-            )
-        )
-
-        async def finished() -> execution_pb2.GetUserParcelResponse | None:
-            found = await world.execution.GetUserParcel(
-                execution_pb2.GetUserParcelRequest(parcel_id=submitted.parcel_id)
-            )
-            done = found.parcel.status == enum_to_proto(ParcelStatus.DONE)  # type: ignore[misc]
-            return found if done else None
-
-        job = await world.until("the user parcel Done", finished, wg)
+        world.null.settings.rules.append(NullRule(fate="failure", output_prefix="/user/", times=1))
+        failed_id = await _submit(world)
+        failed = await world.until("the first user parcel Failed", _ended(world, failed_id), wg)
+        assert failed.parcel.status == enum_to_proto(ParcelStatus.FAILED)  # type: ignore[misc]
+        submitted_id = await _submit(world)
+        job = await world.until("the resubmitted user parcel Done", _ended(world, submitted_id), wg)
         await world.reach(wg, W.COMPLETED)
         await check_invariants(world, wg)
 
+        assert job.parcel.status == enum_to_proto(ParcelStatus.DONE)  # type: ignore[misc]
         assert job.parcel.transformation_id == ""
         assert job.parcel.backend == "null"
         assert (job.vo, job.owner_sub) == ("lhcb", "olivia")
         assert json.loads(job.compute.parameters_json) == {"seeds": ["1", "2"]}
         assert [o.output_name for o in job.outputs] == ["out"]
         assert job.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
-        assert world.null.started[submitted.parcel_id] == 1
+        assert world.null.started[submitted_id] == world.null.started[failed_id] == 1
+        assert failed.outcome.result == common_pb2.OUTCOME_RESULT_FAILED
         assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 6}
+
+
+async def _submit(world: World) -> str:
+    submitted = await world.definition.SubmitJob(
+        definition_pb2.SubmitJobRequest(
+            request_id=str(uuid.uuid4()),
+            bundle=common_pb2.DocumentBundle(
+                main_path="job.cwl", files={"job.cwl": yaml.safe_dump(JOB).encode()}
+            ),
+            inputs_json=json.dumps({"seeds": ["1", "2"]}),
+        )
+    )
+    return str(submitted.parcel_id)
+
+
+def _ended(world: World, parcel_id: str) -> Any:
+    terminal = {enum_to_proto(s) for s in (ParcelStatus.DONE, ParcelStatus.FAILED)}
+
+    async def check() -> execution_pb2.GetUserParcelResponse | None:
+        found = await world.execution.GetUserParcel(
+            execution_pb2.GetUserParcelRequest(parcel_id=parcel_id)
+        )
+        return found if found.parcel.status in terminal else None
+
+    return check
