@@ -11,7 +11,9 @@ the workgraph completes.
 The removal: a data-management removal of the raw files, `after` the step that reads them,
 must take a file only once that step has processed it, and set aside (Problematic) a file that
 step gave up on (the removal's packer withholds a file while the step has not processed it,
-for a second at a time here rather than its default minute).
+for a second at a time here rather than its default minute). Written off, the workgraph
+completes, the removal finalizing after the step (`after` is upstream) and its
+OnlyUnprocessedRemain check passing: it removed exactly the files the step processed.
 """
 
 from __future__ import annotations
@@ -230,3 +232,41 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
             _count(world, wg, "Remove", Processed=3, Problematic=1),
             wg,
         )
+        (kept,) = [r for r in await world.inputs(wg, "Remove") if r.Status == "Problematic"]
+        assert kept.LFN == "/e2e/removal/1.raw"
+        assert (await world.statuses(wg))[0] == W.ACTIVE  # the quarantine holds it open
+        await world.call_execution(
+            "WriteOffInputs",
+            transformation_id=wg.members["Remove"],
+            selection=selection(I.PROBLEMATIC),
+            reason="kept for whoever investigates",
+        )
+        await world.reach(wg, W.COMPLETED)
+        await check_invariants(world, wg)
+        # Finalizing after its consumer (`after` is upstream), it removed what Sim processed.
+        actions = await world.actions(wg)
+        assert actions["Remove/Finalizing/1"].Result == "Passed"
+        _, logs = await world.logs(wg)
+        finalized = {
+            name: next(r.LogID for r in rows if r.NewStatus == "Finalized")
+            for name, rows in logs.items()
+        }
+        assert finalized["Sim"] < finalized["Remove"]
+        removed = [
+            file["LFN"]
+            for request in await _requests(world, wg, "Remove")
+            for step in request["Operations"]
+            for file in step["Files"]
+        ]
+        assert sorted(removed) == [f"/e2e/removal/{n}.raw" for n in (0, 2, 3)]
+
+
+async def _requests(world: World, wg: Submitted, name: str) -> list[Any]:
+    p, d = execution.parcels, execution.data_parcels
+    async with world.database.transaction(RC) as conn:
+        rows = await conn.execute(
+            sa.select(d.c.Request)
+            .select_from(p.join(d, d.c.ParcelID == p.c.ParcelID))
+            .where(p.c.TransformationID == wg.tid(name))
+        )
+        return [r.Request for r in rows]
