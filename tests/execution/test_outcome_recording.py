@@ -4,6 +4,8 @@ and MariaDB."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -232,6 +234,44 @@ async def test_a_report_of_splits_only_succeeding_in_part(
     row = await parcel(database, p)
     assert row.Status == "Failed"
     assert any("already exist" in w for w in row.Annotations["warnings"])
+    assert await statuses(database, world.transformation_id) == {"Split": 2, "Unassigned": 1}
+    await assert_counters_exact(database)
+
+
+async def test_batches_recorded_side_by_side_insert_a_shared_split_child_once(
+    database: Database, world: World, catalogue: FileCatalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = await feed(database, world, 2)
+    parcel_ids = await pack(database, world, [[i] for i in inputs])
+    split = {"action": "SPLIT", "FAILURE": [{"descriptor": {"part": 1}}]}
+    for p, i in zip(parcel_ids, inputs, strict=True):
+        await record_outcomes(database, [outcome(p, report=report(**{id_to_str(i): split}))])
+    # The two batches (one parcel each) both look for the child before either inserts it.
+    calls, both = 0, asyncio.Event()
+    real = db.existing_hashes
+
+    async def side_by_side(*args: Any, **kwargs: Any) -> set[bytes]:
+        nonlocal calls
+        found = await real(*args, **kwargs)
+        calls += 1
+        if calls == 2:
+            both.set()
+        if calls <= 2 and not database.is_sqlite:  # SQLite records one batch at a time
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(both.wait(), 5)
+        return found
+
+    monkeypatch.setattr(db, "existing_hashes", side_by_side)
+
+    recorder = Recorder(database, catalogue, definitions(world))
+    assert await recorder.record_completing(batch=1, lanes=2) == 2
+
+    # The batch that lost the race ran again and saw the child as recorded in key order would.
+    assert calls == (2 if database.is_sqlite else 3)
+    rows = await parcels_of(database, world.transformation_id)
+    assert [r.Status for r in rows] == ["Failed", "Failed"]
+    warnings = [r.Annotations.get("warnings", []) for r in rows]
+    assert sorted(any("already exist" in w for w in ws) for ws in warnings) == [False, True]
     assert await statuses(database, world.transformation_id) == {"Split": 2, "Unassigned": 1}
     await assert_counters_exact(database)
 

@@ -31,6 +31,7 @@ Decisions DISPATCH.md leaves to this project, besides its step 4:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections import Counter, defaultdict
@@ -39,10 +40,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import id_from_str, id_to_str, new_id
 from dxts.core.plugins import FileInput, Input
@@ -76,6 +78,9 @@ RECOVERY_BACKEND = "recovery"
 
 MAX_WARNINGS = 20  # kept per parcel; the rest are counted
 RECORD_BATCH = 500  # parcels per recording transaction
+RECORD_LANES = 2  # recording transactions at a time
+SPLIT_RACE_ATTEMPTS = 3  # a batch's runs when a concurrent batch took a split child's identity
+MYSQL_DUPLICATE_KEY = 1062
 PAGE = 1_000  # Completing parcels read per page while looking for recordable ones
 
 RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
@@ -388,29 +393,65 @@ class Recorder:
         self.transformations = transformations
         self._outputs: dict[bytes, dict[str, bytes]] = {}
 
-    async def record_completing(self, *, batch: int = RECORD_BATCH) -> int:
-        """Record every Completing parcel whose outcome has arrived; returns how many."""
+    async def record_completing(
+        self, *, batch: int = RECORD_BATCH, lanes: int = RECORD_LANES
+    ) -> int:
+        """Record every Completing parcel whose outcome has arrived; returns how many.
+
+        Batches run `lanes` at a time (one on SQLite, whose writers queue anyway), each in its
+        own transaction over parcels no other batch has: the server works on one batch's
+        writes while this process reads and plans the next, and the next page is read while
+        they run. A batch that fails cancels the others (each rolls back whole: recording is
+        re-entrant) and its error is raised."""
+        gate = asyncio.Semaphore(1 if self.database.is_sqlite else max(1, lanes))
         recorded, after = 0, None
-        while True:
-            page = await self.database.run(
-                functools.partial(db.recordable, after=after, limit=PAGE), isolation=RC
-            )
-            if not page:
-                return recorded
-            after = page[-1][0]
-            # Asked before the transactions, which should not wait on another service.
-            known = await self._declared({tid for _, tid in page})
-            ready = [p for p, tid in page if tid is None or tid in known]
-            for start in range(0, len(ready), batch):
-                recorded += await self.record(ready[start : start + batch])
-            if len(page) < PAGE:
-                return recorded
+
+        async def lane(parcel_ids: Sequence[bytes]) -> None:
+            nonlocal recorded
+            try:
+                done = await self.record(parcel_ids)
+                recorded += done  # after the await: both lanes add to the same total
+            finally:
+                gate.release()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                while True:
+                    page = await self.database.run(
+                        functools.partial(db.recordable, after=after, limit=PAGE), isolation=RC
+                    )
+                    if not page:
+                        break
+                    after = page[-1][0]
+                    # Asked before the transactions, which should not wait on another service.
+                    known = await self._declared({tid for _, tid in page})
+                    ready = [p for p, tid in page if tid is None or tid in known]
+                    for start in range(0, len(ready), batch):
+                        await gate.acquire()
+                        group.create_task(lane(ready[start : start + batch]))
+                    if len(page) < PAGE:
+                        break
+        except* Exception as failed:  # the first failure, as the sequential loop raised it
+            raise failed.exceptions[0] from None
+        return recorded
 
     async def record(self, parcel_ids: Sequence[bytes]) -> int:
-        """Record these parcels if they are Completing with an outcome; one transaction."""
-        ended = await self.database.run(
-            functools.partial(self._record, parcel_ids=parcel_ids), isolation=RC
-        )
+        """Record these parcels if they are Completing with an outcome; one transaction.
+
+        A batch recorded alongside another can lose the race for a split child's identity
+        (both saw it free, the other inserted it first): the transaction fails on the unique
+        key once the other commits, and runs again, now seeing the child as the sequential
+        order would have (not inserted again, with a warning)."""
+        for attempt in range(1, SPLIT_RACE_ATTEMPTS + 1):
+            try:
+                ended = await self.database.run(
+                    functools.partial(self._record, parcel_ids=parcel_ids), isolation=RC
+                )
+                break
+            except exc.IntegrityError as error:
+                if mysql_error_code(error) != MYSQL_DUPLICATE_KEY or attempt == SPLIT_RACE_ATTEMPTS:
+                    raise
+                log.info("a split child was inserted by a batch recorded alongside: again")
         for status, count in Counter(ended).items():
             PARCELS_RECORDED.labels(status).inc(count)
         return len(ended)
