@@ -88,7 +88,8 @@ def id_to_str(value: bytes) -> str:
     """Render a 16-byte id in the canonical form used on the wire and in logs."""
     if not isinstance(value, bytes | bytearray) or len(value) != UUID_BYTES:
         raise InvalidArgument(f"an id is {UUID_BYTES} bytes, got {value!r}")
-    return str(uuid.UUID(bytes=bytes(value)))
+    h = value.hex()  # what str(uuid.UUID(bytes=value)) gives, a third of the time
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def id_from_str(text: str, *, field: str = "id") -> bytes:
