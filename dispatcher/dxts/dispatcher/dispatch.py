@@ -259,16 +259,28 @@ class Dispatcher:
                     error,
                 )
         if accepted:
-            await self._record_accepted(backend, accepted, recovering=recovering)
+            claimed = {p.parcel_id: (p.transformation_id, p.kind.value) for p in chunk}
+            await self._record_accepted(backend, accepted, claimed, recovering=recovering)
         if refused:
             await self._record_refused(backend, refused, results)
 
     async def _record_accepted(
-        self, backend: BackendClient, accepted: dict[bytes, bytes], *, recovering: bool
+        self,
+        backend: BackendClient,
+        accepted: dict[bytes, bytes],
+        claimed: Mapping[bytes, tuple[bytes | None, str]],
+        *,
+        recovering: bool,
     ) -> None:
-        recorded = await self.database.run(
-            lambda conn: db.record_accepted(conn, backend.adaptor, accepted), isolation=RC
-        )
+        try:
+            recorded = await self.database.run(
+                lambda conn: db.record_as_claimed(conn, backend.adaptor, accepted, claimed),
+                isolation=RC,
+            )
+        except db.NotAsClaimed:  # rolled back: a parcel moved on, or an identifier clashed
+            recorded = await self.database.run(
+                lambda conn: db.record_accepted(conn, backend.adaptor, accepted), isolation=RC
+            )
         SUBMITTED.labels(backend.name).inc(len(recorded.assigned))
         backend.state.in_flight += len(recorded.assigned)
         if recovering:

@@ -1,0 +1,92 @@
+"""Recording a submitted batch (SQLite and MariaDB): the usual batch takes the quick path, one
+that is not as claimed is rolled back and recorded by locking its parcels first, and either way
+the rows and the counters are what the locking path alone would leave."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dispatch_support import (
+    Keys,
+    assert_counters_exact,
+    dispatcher,
+    empty,
+    identifiers,
+    parcels,
+    statuses,
+    transformation,
+)
+
+from dxts.core.db import Database
+from dxts.core.ids import id_to_str
+from dxts.core.schema import execution
+from dxts.core.states import Kind
+from dxts.dispatcher import db
+
+COMPUTE = {"name": "null", "address": "", "kind": "compute"}
+
+
+def count_calls(monkeypatch: Any, name: str) -> list[int]:
+    """Count the calls of `db.<name>` (the dispatcher calls it through the module)."""
+    calls: list[int] = []
+    real = getattr(db, name)
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(db, name, counted)
+    return calls
+
+
+async def test_a_usual_batch_is_recorded_without_the_locking_path(
+    database: Database, keys: Keys, null_adaptors: Any, monkeypatch: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 4, transformation_id=tid, inputs_per_parcel=1)
+    _, address = await null_adaptors()
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys)
+    locking = count_calls(monkeypatch, "record_accepted")
+
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 4
+
+    assert locking == []
+    assert set((await statuses(database, ids)).values()) == {"Assigned"}
+    assert set(await identifiers(database, execution.null_ids)) == set(ids)
+    await assert_counters_exact(database)
+    await component.stop()
+
+
+async def test_a_clashing_identifier_rolls_the_quick_path_back(
+    database: Database, keys: Keys, null_adaptors: Any, monkeypatch: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    (first,) = await parcels(database, 1, transformation_id=tid)
+    _, address = await null_adaptors()
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys)
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 1
+    (taken,) = (await identifiers(database, execution.null_ids)).values()
+
+    ids = await parcels(database, 3, transformation_id=tid)
+    backend = component.dispatcher.backends["null"]
+    real_submit = backend.submit
+
+    async def misbehaving(*args: Any) -> Any:
+        results = await real_submit(*args)
+        results[1].identifier = id_to_str(taken)  # the first parcel's identifier, again
+        return results
+
+    backend.submit = misbehaving  # type: ignore[method-assign]
+    locking = count_calls(monkeypatch, "record_accepted")
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3
+
+    assert locking == [1]  # the quick path rolled back, the locking path recorded the batch
+    states = await statuses(database, ids)
+    assert [states[p] for p in ids] == ["Assigned", "Reserved", "Assigned"]
+    recorded = await identifiers(database, execution.null_ids)
+    assert set(recorded) == {first, ids[0], ids[2]}
+    assert recorded[first] == taken
+    await assert_counters_exact(database)
+    await component.stop()
