@@ -47,7 +47,7 @@ from dxts.definition.transitions import Caller
 RC = Isolation.READ_COMMITTED
 OPERATOR = Caller(Identity("lhcb", "olivia", frozenset({"operator"})))
 PROCESS = {"cwlVersion": "v1.2", "class": "CommandLineTool", "baseCommand": ["true"]}
-SEEDS = {"target_events": 1000, "events_per_seed": 10, "scouting_events": 100}
+SEEDS = {"target_events": 1000, "events_per_seed": 10, "scouting_events": 20}
 
 
 # -- scripted plugins ------------------------------------------------------------------------------

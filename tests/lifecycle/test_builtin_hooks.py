@@ -294,7 +294,7 @@ async def test_hooks_run_through_the_registry_with_injection(produced: MemoryExe
         phase="scouting",
         workgraph=workgraph(),
         transformations=[sim],
-        input_overviews={sim.id: {I.PROCESSED: 1}},
+        input_overviews={sim.id: {I.PROCESSED: 3}},
     )
     assert result == Accept()
     # A hook that raises is a plugin failure naming it.
@@ -306,7 +306,7 @@ async def test_hooks_run_through_the_registry_with_injection(produced: MemoryExe
             phase="scouting",
             workgraph=workgraph(),
             transformations=[sim],
-            input_overviews={sim.id: {I.PROCESSED: 1}},
+            input_overviews={sim.id: {I.PROCESSED: 3}},
         )
     document = {"output": "out", "files": 1, "step": "sim", "step_output": "out"}
     await register(produced, sim, "out", 1)
@@ -320,3 +320,22 @@ async def test_hooks_run_through_the_registry_with_injection(produced: MemoryExe
         input_overviews={},
     )
     assert operations == {sim.id: Operation(feeder_enabled=False)}
+
+
+def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
+    """Found by the end-to-end scouting scenario: after ExtendScout raised scouting_events, the
+    hook judged the old sample settled before the feeder had issued the new seeds."""
+    from dxts.core.builtins.lifecycle_hooks import ScoutArgs, scout_until_settled
+    from dxts.core.builtins.lifecycle_services import SuccessRateSettings
+
+    sim = member("sim", args={**SEEDS, "scouting_events": 60})  # 6 seeds of 10 events
+    settings = SuccessRateSettings()
+    args = ScoutArgs()
+    four_done = {sim.id: {I.PROCESSED: 4}}
+    assert scout_until_settled(
+        transformations=[sim], input_overviews=four_done, args=args, settings=settings
+    ) != Accept()
+    six_done = {sim.id: {I.PROCESSED: 6}}
+    assert scout_until_settled(
+        transformations=[sim], input_overviews=six_done, args=args, settings=settings
+    ) == Accept()

@@ -75,7 +75,19 @@ def _settled(transformation: Transformation, overview: InputOverview) -> bool:
     """No input of the member is still work, and it has had its sample (or its feeder is off)."""
     if any(overview.get(status, 0) for status in (I.UNASSIGNED, I.ASSIGNED, I.FAILED)):
         return False
-    return not transformation.feeder_enabled or sum(overview.values()) > 0
+    if not transformation.feeder_enabled:
+        return True
+    return sum(overview.values()) > 0 and _sample_issued(transformation, overview)
+
+
+def _sample_issued(transformation: Transformation, overview: InputOverview) -> bool:
+    """A Seeds member has issued the scout's sample: a scout extended by new arguments is not
+    settled on the inputs of the smaller sample before the feeder has issued the rest."""
+    args = transformation.feeder_args
+    per_seed, asked = args.get("events_per_seed"), args.get("scouting_events")
+    if transformation.feeder != "Seeds" or not per_seed or not asked:
+        return True
+    return sum(overview.values()) * int(per_seed) >= int(asked)
 
 
 def _idle(overview: InputOverview) -> bool:
