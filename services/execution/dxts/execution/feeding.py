@@ -109,7 +109,7 @@ async def run_feeder(
     assert transformation.feeder is not None
     started = time.perf_counter()
     result = FeedResult()
-    pending: list[Input] = []
+    pending: list[db.NewInput] = []
     bookmark: Any = db.KEEP
 
     async def commit(exhausted: bool = False) -> bool:
@@ -138,7 +138,7 @@ async def run_feeder(
     try:
         async for item in stream:
             if isinstance(item, Input):
-                pending.append(item)
+                pending.append(db.NewInput.of(item))
                 result.yielded += 1
                 if len(pending) >= batch and not await commit():
                     break
@@ -166,7 +166,7 @@ async def run_feeder(
 async def _commit(
     database: Database,
     transformation_id: bytes,
-    proposals: Sequence[Input],
+    proposals: Sequence[db.NewInput],
     bookmark: Any,
     exhausted: bool,
 ) -> db.BatchResult:

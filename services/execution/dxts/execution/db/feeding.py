@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import sqlalchemy as sa
@@ -51,6 +51,26 @@ class _DuplicateEntries(logging.Filter):
 logging.getLogger("asyncmy").addFilter(_DuplicateEntries())
 
 
+class NewInput(NamedTuple):
+    """What a batch keeps of a proposal until it is written: the row's own values. A batch of
+    thousands then holds plain tuples, which the garbage collector stops tracking, rather than
+    the proposal objects, which it would traverse again and again."""
+
+    input_hash: bytes
+    lfn: str | None
+    lfn_size: int | None
+    descriptor: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, proposal: Input) -> NewInput:
+        return cls(
+            proposal.input_hash,
+            getattr(proposal, "lfn", None),
+            getattr(proposal, "lfn_size", None),
+            proposal.descriptor,
+        )
+
+
 @dataclass(frozen=True)
 class BatchResult:
     accepted: bool  # False: the feeder was found disabled (or the transformation not Active)
@@ -60,7 +80,7 @@ class BatchResult:
 async def commit_batch(
     conn: AsyncConnection,
     transformation_id: bytes,
-    proposals: Sequence[Input],
+    proposals: Sequence[NewInput],
     *,
     bookmark: Any = KEEP,
     exhausted: bool = False,
@@ -84,8 +104,8 @@ async def commit_batch(
             "TransformationID": transformation_id,
             "InputID": input_id,
             "InputHash": proposal.input_hash,
-            "LFN": getattr(proposal, "lfn", None),
-            "LFNSize": getattr(proposal, "lfn_size", None),
+            "LFN": proposal.lfn,
+            "LFNSize": proposal.lfn_size,
             "Descriptor": proposal.descriptor,
             "Status": InputStatus.UNASSIGNED.value,
             "UpdatedAt": now,
