@@ -1,9 +1,11 @@
-"""Recording a submitted batch (SQLite and MariaDB): the usual batch takes the quick path, one
-that is not as claimed is rolled back and recorded by locking its parcels first, and either way
-the rows and the counters are what the locking path alone would leave."""
+"""Submitting and recording a batch (SQLite and MariaDB): the parameters reach the backend as
+stored; the usual batch is recorded by the quick path, one that is not as claimed is rolled
+back and recorded by locking its parcels first, and either way the rows and the counters are
+what the locking path alone would leave."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dispatch_support import (
@@ -17,11 +19,13 @@ from dispatch_support import (
     transformation,
 )
 
+from dxts.backends.null.adaptor import NullAdaptor
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
 from dxts.dispatcher import db
+from dxts.v1 import backend_pb2
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 
@@ -37,6 +41,37 @@ def count_calls(monkeypatch: Any, name: str) -> list[int]:
 
     monkeypatch.setattr(db, name, counted)
     return calls
+
+
+class KeepingNull(NullAdaptor):
+    """The null adaptor, keeping the submissions it was sent."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: dict[str, backend_pb2.ParcelSubmission] = {}
+
+    async def Submit(self, request: backend_pb2.SubmitRequest, context: Any) -> Any:
+        self.sent.update((p.parcel_id, p) for p in request.parcels)
+        return await super().Submit(request, context)
+
+
+async def test_the_parameters_reach_the_backend_as_stored(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    parameters = {"seeds": ["1", "2"], "énergie": 6.5, "nested": {"a": [None, True]}}
+    ids = await parcels(database, 2, transformation_id=tid, parameters=parameters)
+    users = await parcels(database, 1, parameters=[])
+    adaptor, address = await null_adaptors(KeepingNull)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys)
+
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3
+
+    for p in ids:
+        assert json.loads(adaptor.sent[id_to_str(p)].parameters_json) == parameters
+    assert json.loads(adaptor.sent[id_to_str(users[0])].parameters_json) == []
+    await component.stop()
 
 
 async def test_a_usual_batch_is_recorded_without_the_locking_path(

@@ -74,7 +74,7 @@ class Parcel:
     process_id: bytes | None = None
     requirements_id: bytes | None = None
     resolved_hints_id: bytes | None = None
-    parameters: Any = None
+    parameters_json: str | None = None  # as stored: sent on without decoding it
     request: Any = None
     input_ids: tuple[bytes, ...] = ()
     vo: str | None = None  # user parcels
@@ -138,7 +138,7 @@ _COMPUTE_FACETS = sa.select(
     compute_parcels.c.ProcessID,
     compute_parcels.c.RequirementsID,
     compute_parcels.c.ResolvedHintsID,
-    compute_parcels.c.Parameters,
+    sa.type_coerce(compute_parcels.c.Parameters, sa.Text()).label("Parameters"),
 ).where(compute_parcels.c.ParcelID.in_(_ids()))
 _LINKS = (
     sa.select(parcel_inputs.c.ParcelID, parcel_inputs.c.InputID)
@@ -306,7 +306,7 @@ async def load_payloads(conn: AsyncConnection, held: Sequence[Parcel]) -> None:
             parcel.process_id = bytes(row.ProcessID)
             parcel.requirements_id = bytes(row.RequirementsID) if row.RequirementsID else None
             parcel.resolved_hints_id = bytes(row.ResolvedHintsID) if row.ResolvedHintsID else None
-            parcel.parameters = row.Parameters
+            parcel.parameters_json = row.Parameters
     if data:
         for request in await conn.execute(
             sa.select(data_parcels.c.ParcelID, data_parcels.c.Request).where(

@@ -171,7 +171,7 @@ def submissions(
     return [
         backend_pb2.ParcelSubmission(
             parcel_id=id_to_str(p.parcel_id),
-            parameters_json=json_text(p.parameters) if p.process_id else "",
+            parameters_json=(p.parameters_json or "") if p.process_id else "",
             request_json=json_text(p.request) if p.request is not None else "",
             requirements_json=json_text(requirement_sets.get(p.requirements_id))
             if p.requirements_id
