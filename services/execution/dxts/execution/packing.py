@@ -254,7 +254,7 @@ async def _decide(offer: _Offer, pending: db.Batch, kind: Kind, proposal: Any, w
                 )
             )
         taken = await offer.take(proposal.inputs, f"{where}.inputs")
-        pending.parcels.append(db.Decided(proposal, taken))
+        pending.parcels.append(db.Decided.of(proposal, taken))
         pending.size += len(taken)
     elif isinstance(proposal, BadInput):
         (taken_id,) = await offer.take([proposal.input_id], f"{where}.input_id")

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import sqlalchemy as sa
@@ -37,7 +37,7 @@ from dxts.core.db import utcnow
 from dxts.core.errors import Aborted
 from dxts.core.ids import canonical_json, new_ids
 from dxts.core.logs import LogEntry, log_transformations
-from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord
+from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord, StorageDelta
 from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
@@ -108,29 +108,35 @@ async def input_states(
     return {bytes(r.InputID): (r.Status, r.DelayedUntil) for r in rows}
 
 
-@dataclass(frozen=True)
-class Decided:
-    """A parcel proposal with its inputs' ids as stored (from the claim, not re-encoded)."""
+class Decided(NamedTuple):
+    """A parcel decided on, with what its rows need and nothing more. The proposal object is let
+    go at once: a batch of thousands of parcels then holds tuples, which the garbage collector
+    stops tracking, rather than objects it would traverse at every collection until written."""
 
-    proposal: ComputeParcel | DataParcel
-    input_ids: list[bytes]
+    input_ids: tuple[bytes, ...]  # as stored (from the claim, not re-encoded)
+    metadata: dict[str, Any]
+    requirements: dict[str, Any] | None = None  # compute: the additions to the template
+    parameters: dict[str, Any] | None = None  # compute: the CWL input object
+    request: dict[str, Any] | None = None  # data: the request
+    deltas: tuple[StorageDelta, ...] = ()  # data: the cost per storage element
+
+    @classmethod
+    def of(cls, proposal: ComputeParcel | DataParcel, input_ids: Sequence[bytes]) -> Decided:
+        if isinstance(proposal, ComputeParcel):
+            return cls(
+                tuple(input_ids), proposal.metadata, proposal.requirements, proposal.parameters
+            )
+        return cls(
+            tuple(input_ids),
+            proposal.metadata,
+            request=proposal.request,
+            deltas=tuple(proposal.deltas),
+        )
 
 
-@dataclass(frozen=True)
-class NewParcel:
+class NewParcel(NamedTuple):
     parcel_id: bytes
-    proposal: ComputeParcel | DataParcel
-    input_ids: list[bytes]
-
-    @property
-    def compute(self) -> ComputeParcel:
-        assert isinstance(self.proposal, ComputeParcel)
-        return self.proposal
-
-    @property
-    def data(self) -> DataParcel:
-        assert isinstance(self.proposal, DataParcel)
-        return self.proposal
+    decided: Decided
 
 
 @dataclass
@@ -170,10 +176,8 @@ async def write_batch(
     """Every row of the batch, in the caller's transaction (see the module docstring). The
     parcels' ids are minted here, one batch at a time, in proposal order."""
     tid = target.transformation_id
-    new = [
-        NewParcel(parcel_id, d.proposal, d.input_ids)
-        for parcel_id, d in zip(new_ids(len(batch.parcels)), batch.parcels, strict=True)
-    ]
+    ids = new_ids(len(batch.parcels))
+    new = [NewParcel(i, d) for i, d in zip(ids, batch.parcels, strict=True)]
     if new:
         await _insert_parcels(conn, target, new, now)
     assigned = await _assign(conn, tid, new, now)
@@ -200,7 +204,7 @@ async def _insert_parcels(
                 "TransformationID": tid,
                 "Kind": target.kind.value,
                 "Status": ParcelStatus.UNASSIGNED.value,
-                "Annotations": {"metadata": p.proposal.metadata} if p.proposal.metadata else None,
+                "Annotations": {"metadata": p.decided.metadata} if p.decided.metadata else None,
                 "UpdatedAt": now,
             }
             for p in new
@@ -215,7 +219,7 @@ async def _insert_parcels(
         [
             {"TransformationID": tid, "ParcelID": p.parcel_id, "InputID": input_id}
             for p in new
-            for input_id in p.input_ids
+            for input_id in p.decided.input_ids
         ],
     )
     created: list[tuple[tuple[bytes, str | None, str | None], int]] = [
@@ -238,7 +242,7 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
     merged: dict[bytes | None, dict[str, Any] | None] = {}  # additions, canonical → merged set
     spelled: list[bytes | None] = []
     for p in new:
-        additions = p.compute.requirements
+        additions = p.decided.requirements
         key = canonical_json(additions) if additions else None
         if key not in merged:
             merged[key] = merged_requirements(target.requirements_template, additions)
@@ -257,7 +261,7 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
                 "ParcelID": p.parcel_id,
                 "ProcessID": target.process_id,
                 "RequirementsID": stored_as.get(key),
-                "Parameters": p.compute.parameters,
+                "Parameters": p.decided.parameters,
             }
             for p, key in zip(new, spelled, strict=True)
         ],
@@ -267,11 +271,11 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
 async def _data_facets(conn: AsyncConnection, tid: bytes, new: Sequence[NewParcel]) -> None:
     await conn.execute(
         sa.insert(data_parcels),
-        [{"ParcelID": p.parcel_id, "Request": p.data.request} for p in new],
+        [{"ParcelID": p.parcel_id, "Request": p.decided.request} for p in new],
     )
     rows, moves = [], []
     for p in new:
-        for delta in p.data.deltas:
+        for delta in p.decided.deltas:
             added = delta.files > 0 or delta.bytes > 0
             quantities = Quantities(
                 files_added=delta.files if added else 0,
@@ -316,7 +320,7 @@ async def _assign(
     INPUT.check(UNASSIGNED, InputStatus.ASSIGNED, Actor.PACKER)
     expected = moved = 0
     for chunk in _by_inputs(new, IN_CHUNK):
-        input_ids = [input_id for p in chunk for input_id in p.input_ids]
+        input_ids = [input_id for p in chunk for input_id in p.decided.input_ids]
         expected += len(input_ids)
         links = parcel_inputs.c
         last_parcel = (
@@ -347,7 +351,7 @@ def _by_inputs(new: Sequence[NewParcel], size: int) -> Iterator[Sequence[NewParc
     """Whole parcels, about `size` inputs at a time (a parcel larger than that on its own)."""
     start = count = 0
     for end, parcel in enumerate(new, 1):
-        count += len(parcel.input_ids)
+        count += len(parcel.decided.input_ids)
         if count >= size:
             yield new[start:end]
             start, count = end, 0
