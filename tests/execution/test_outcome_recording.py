@@ -129,6 +129,75 @@ async def test_an_unasked_cancellation_is_a_failure(database: Database, world: W
     assert await statuses(database, world.transformation_id) == {"Failed": 1}
 
 
+async def test_a_large_batch_is_recorded_by_two_transactions_side_by_side(
+    database: Database, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = 2 * outcomes.LANE_PARCELS
+    inputs = await feed(database, world, count)
+    parcel_ids = await pack(database, world, [[i] for i in inputs])
+    batch = [
+        outcome(p, result=FAILED if n % 3 == 0 else SUCCEEDED) for n, p in enumerate(parcel_ids)
+    ]
+    batch.append(outcome(parcel_ids[-1]))  # a repeat of the last outcome
+    locks: list[int] = []
+    real_lock = db.lock_parcels
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        locks.append(1)
+        return await real_lock(*args, **kwargs)
+
+    monkeypatch.setattr(db, "lock_parcels", counted)
+
+    acks = await record_outcomes(database, batch)
+
+    assert len(locks) == (1 if database.is_sqlite else 2)
+    assert [a.parcel_id for a in acks] == [o.parcel_id for o in batch]
+    assert [a.disposition for a in acks] == [RECORDED] * count + [ALREADY]
+    rows = await parcels_of(database, world.transformation_id)
+    assert [r.Status for r in rows] == [
+        "Failed" if n % 3 == 0 else "Completing" for n in range(count)
+    ]
+    assert await statuses(database, world.transformation_id) == {
+        "Failed": len(range(0, count, 3)),
+        "Assigned": count - len(range(0, count, 3)),
+    }
+    await assert_counters_exact(database)
+
+
+async def test_a_batch_whose_half_failed_is_forwarded_again(
+    database: Database, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = 2 * outcomes.LANE_PARCELS
+    parcel_ids = await pack(database, world, [[i] for i in await feed(database, world, count)])
+    batch = [outcome(p) for p in parcel_ids]
+    real_move = db.move_parcels
+
+    async def second_half_fails(conn: Any, moves: Any, now: Any) -> None:
+        if any(m.row.parcel_id == parcel_ids[count // 2] for m in moves):
+            raise RuntimeError("the server went away")
+        await real_move(conn, moves, now)
+
+    monkeypatch.setattr(db, "move_parcels", second_half_fails)
+    with pytest.raises(RuntimeError):
+        await record_outcomes(database, batch)
+    monkeypatch.setattr(db, "move_parcels", real_move)
+    moved = {
+        bytes(r.ParcelID)
+        for r in await parcels_of(database, world.transformation_id)
+        if r.Status == "Completing"
+    }
+    assert not moved & set(parcel_ids[count // 2 :])  # the failed half rolled back whole
+
+    acks = await record_outcomes(database, batch)
+
+    assert [a.disposition for a in acks] == [
+        ALREADY if p in moved else RECORDED for p in parcel_ids
+    ]
+    rows = await parcels_of(database, world.transformation_id)
+    assert {r.Status for r in rows} == {"Completing"}
+    await assert_counters_exact(database)
+
+
 async def test_recording_the_same_outcome_twice_changes_nothing(
     database: Database, world: World, catalogue: FileCatalogue
 ) -> None:

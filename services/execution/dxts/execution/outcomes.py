@@ -35,10 +35,10 @@ import asyncio
 import functools
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -61,6 +61,8 @@ from dxts.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 RC = Isolation.READ_COMMITTED
 CORE = Actor.CORE
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
@@ -79,6 +81,7 @@ RECOVERY_BACKEND = "recovery"
 MAX_WARNINGS = 20  # kept per parcel; the rest are counted
 RECORD_BATCH = 500  # parcels per recording transaction
 RECORD_LANES = 2  # recording transactions at a time
+LANE_PARCELS = 200  # the fewest parcels worth a transaction of their own alongside another
 SPLIT_RACE_ATTEMPTS = 3  # a batch's runs when a concurrent batch took a split child's identity
 MYSQL_DUPLICATE_KEY = 1062
 PAGE = 1_000  # Completing parcels read per page while looking for recordable ones
@@ -161,7 +164,12 @@ def _ack(outcome: common_pb2.Outcome, disposition: int, message: str = "") -> co
 async def record_outcomes(
     database: Database, outcomes: Sequence[common_pb2.Outcome]
 ) -> list[common_pb2.OutcomeAck]:
-    """Take each outcome's parcel past Assigned (one transaction); one ack per outcome, in order."""
+    """Take each outcome's parcel past Assigned; one ack per outcome, in order.
+
+    One transaction, or two side by side over halves of the parcels for a large batch on a
+    server (`RECORD_LANES`, at least `LANE_PARCELS` each): the server writes one half while
+    this process prepares the other. An outcome is recorded once whichever half holds it, so
+    a batch whose second half failed is simply forwarded again."""
     acks: list[common_pb2.OutcomeAck | None] = [None] * len(outcomes)
     by_parcel: dict[bytes, list[int]] = defaultdict(list)
     for index, outcome in enumerate(outcomes):
@@ -173,15 +181,17 @@ async def record_outcomes(
             continue
         by_parcel[parcel_id].append(index)
 
-    async def work(conn: AsyncConnection) -> dict[int, common_pb2.OutcomeAck]:
+    async def work(
+        conn: AsyncConnection, parcel_ids: Sequence[bytes]
+    ) -> dict[int, common_pb2.OutcomeAck]:
         now = await db_now(conn)
-        rows = await db.lock_parcels(conn, by_parcel)
+        rows = await db.lock_parcels(conn, parcel_ids)
         answers: dict[int, common_pb2.OutcomeAck] = {}
         moves: list[ParcelMove] = []
         inputs_failed: list[ParcelRow] = []
         inputs_written_off: list[ParcelRow] = []
-        for parcel_id, indexes in by_parcel.items():
-            first, *repeats = indexes
+        for parcel_id in parcel_ids:
+            first, *repeats = by_parcel[parcel_id]
             outcome = outcomes[first]
             row = rows.get(parcel_id)
             for index in repeats:
@@ -206,8 +216,15 @@ async def record_outcomes(
         await move_carried_inputs(conn, inputs_written_off, I.NOT_PROCESSED, now)
         return answers
 
-    if by_parcel:
-        answered = await database.run(work, isolation=RC)
+    ids = sorted(by_parcel)
+    lanes = 1 if database.is_sqlite else max(1, min(RECORD_LANES, len(ids) // LANE_PARCELS))
+    size = -(-len(ids) // lanes)
+    parts = [ids[start : start + size] for start in range(0, len(ids), size)]
+    transactions = [
+        functools.partial(database.run, functools.partial(work, parcel_ids=part), isolation=RC)
+        for part in parts
+    ]
+    for answered in await side_by_side(transactions):
         for index, ack in answered.items():
             acks[index] = ack
     answers = [ack for ack in acks if ack is not None]
@@ -217,6 +234,19 @@ async def record_outcomes(
         if answer.disposition == UNKNOWN:
             log.warning("outcome not recorded for %s: %s", answer.parcel_id, answer.message)
     return answers
+
+
+async def side_by_side(calls: Sequence[Callable[[], Coroutine[Any, Any, T]]]) -> list[T]:
+    """Run `calls` concurrently and return their results in order; the first failure cancels
+    the others (a transaction rolls back whole) and is raised as itself."""
+    if len(calls) <= 1:
+        return [await call() for call in calls]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call()) for call in calls]
+    except* Exception as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 def _refusal(row: ParcelRow | None, outcome: common_pb2.Outcome) -> common_pb2.OutcomeAck | None:
