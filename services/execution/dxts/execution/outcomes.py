@@ -1,6 +1,7 @@
 """Outcome recording (DISPATCH.md): from a backend's answer to terminal parcels and inputs.
 
-Two steps, each one transaction per batch:
+Two steps, each in transactions of a batch of parcels, two of them side by side on a server
+(`RECORD_LANES`: the server writes one while this process prepares the other):
 
 * `record_outcomes` — what the dispatcher forwards (RecordOutcomes). A finished parcel goes
   Assigned → Completing with the outcome stored on it (`Annotations.outcome`); a failed one
