@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -178,6 +180,40 @@ async def test_cancelled_query_never_leaks_into_the_next_user(mysql_test_url: st
         assert sleeping == 0
     finally:
         await database.dispose()
+
+
+async def test_a_cancelled_sqlite_transaction_releases_the_write_lock(tmp_path: Path) -> None:
+    """A transaction cancelled mid-statement must not leave its connection holding the write
+    lock until a garbage collection: the next writer, here another engine on the same file
+    (the restarted process), gets it at once."""
+    from dxts.core.settings import DatabaseSettings
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'state.sqlite'}"
+    first = Database(url)
+    await first.start()
+    slow_count = sa.text(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000000) "
+        "SELECT COUNT(*) FROM n"
+    )
+
+    async def slow() -> None:
+        async with first.transaction(Isolation.READ_COMMITTED) as conn:
+            await conn.execute(slow_count)
+
+    gc.disable()  # the cycle must not be collected by chance while the test runs
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(slow(), timeout=0.2)
+        await first.dispose()
+        second = Database(url, DatabaseSettings(url=url, sqlite_busy_timeout_ms=3000))
+        await second.start()  # its first connection begins IMMEDIATE: the write lock
+        try:
+            async with second.transaction(Isolation.READ_COMMITTED) as conn:
+                assert await conn.scalar(sa.text("SELECT 1")) == 1
+        finally:
+            await second.dispose()
+    finally:
+        gc.enable()
 
 
 async def test_db_now_reads_the_database_clock(database: Database) -> None:

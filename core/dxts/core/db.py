@@ -22,6 +22,7 @@ import contextlib
 import logging
 import random
 import re
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -313,7 +314,12 @@ class Database:
                     await conn.execution_options(isolation_level=isolation.value)
             async with conn.begin():
                 yield conn
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancelled:
+            if self.is_sqlite:
+                # The frames of the interrupted call hold its cursor, whose statement is never
+                # finalised while they live: the connection would close as a zombie keeping
+                # its write lock until the garbage collector finds the cycle.
+                traceback.clear_frames(cancelled.__traceback__)
             await self._abandon(conn, thread_id)
             raise
         except exc.DBAPIError as error:
