@@ -234,7 +234,7 @@ class Dispatcher:
             UNREACHABLE.labels(backend.name, "Submit").inc()
             log.warning("%s; %d parcels stay Reserved for recovery", error, len(chunk))
             return
-        by_key = {id_to_str(p.parcel_id): p for p in chunk}
+        by_key = {sub.parcel_id: p for sub, p in zip(subs, chunk, strict=True)}
         accepted: dict[bytes, bytes] = {}
         refused: list[db.Parcel] = []
         for result in results:

@@ -167,24 +167,31 @@ class Materialiser:
 def submissions(
     parcels: Sequence[Any], requirement_sets: dict[bytes, Any], output_lfn_base: str
 ) -> list[backend_pb2.ParcelSubmission]:
-    """The per-parcel part of a Submit, in order (`parcels` are `db.Parcel`s)."""
-    return [
-        backend_pb2.ParcelSubmission(
-            parcel_id=id_to_str(p.parcel_id),
-            parameters_json=(p.parameters_json or "") if p.process_id else "",
-            request_json=json_text(p.request) if p.request is not None else "",
-            requirements_json=json_text(requirement_sets.get(p.requirements_id))
-            if p.requirements_id
-            else "",
-            output_prefix=output_prefix(output_lfn_base, p.transformation_id, p.parcel_id),
-            input_ids=[id_to_str(i) for i in p.input_ids],
+    """The per-parcel part of a Submit, in order (`parcels` are `db.Parcel`s); each id is
+    rendered once (a batch's parcels share their transformation's)."""
+    owners: dict[bytes | None, str] = {None: "user"}
+    sent = []
+    for p in parcels:
+        key = id_to_str(p.parcel_id)
+        owner = owners.get(p.transformation_id)
+        if owner is None:
+            owner = owners[p.transformation_id] = id_to_str(p.transformation_id)
+        sent.append(
+            backend_pb2.ParcelSubmission(
+                parcel_id=key,
+                parameters_json=(p.parameters_json or "") if p.process_id else "",
+                request_json=json_text(p.request) if p.request is not None else "",
+                requirements_json=json_text(requirement_sets.get(p.requirements_id))
+                if p.requirements_id
+                else "",
+                output_prefix=output_prefix(output_lfn_base, owner, key),
+                input_ids=[id_to_str(i) for i in p.input_ids],
+            )
         )
-        for p in parcels
-    ]
+    return sent
 
 
-def output_prefix(base: str, transformation_id: bytes | None, parcel_id: bytes) -> str:
-    """Where a parcel's outputs go: one LFN directory per parcel, under its transformation (or
-    under `user/` for a user parcel), so that no two parcels can name the same file."""
-    owner = id_to_str(transformation_id) if transformation_id else "user"
-    return f"{base.rstrip('/')}/{owner}/{id_to_str(parcel_id)}"
+def output_prefix(base: str, owner: str, parcel: str) -> str:
+    """Where a parcel's outputs go: one LFN directory per parcel, under its transformation's id
+    (`owner`; `user` for a user parcel), so that no two parcels can name the same file."""
+    return f"{base.rstrip('/')}/{owner}/{parcel}"
