@@ -32,7 +32,7 @@ from dxts.core.counters import (
     journal_parcels,
     on_drift,
 )
-from dxts.core.db import Database, Isolation, utcnow
+from dxts.core.db import Database, Isolation, db_now, utcnow
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.ids import new_id
 from dxts.core.schema import execution
@@ -66,6 +66,8 @@ async def test_lock_rows_exist_after_create_all_and_ensure_is_idempotent(
 async def test_journal_sums_per_key_in_one_insert_and_drops_zeros(database: Database) -> None:
     async with database.transaction(RC) as conn:
         (t,) = await make_transformations(conn)
+    async with database.transaction(RC) as conn:
+        before = await db_now(conn)
     with statements(database) as seen:
         async with database.transaction(RC) as conn:
             written = await TRANSFORMATION.journal(
@@ -85,7 +87,9 @@ async def test_journal_sums_per_key_in_one_insert_and_drops_zeros(database: Data
     async with database.transaction(RC) as conn:
         rows = (await conn.execute(sa.select(JOURNAL).where(JOURNAL.c.TransformationID == t))).all()
     assert [(r.Entity, r.Status, r.CountDelta) for r in rows] == [("Input", "Unassigned", 3)]
-    assert rows[0].InsertedAt is not None
+    async with database.transaction(RC) as conn:
+        after = await db_now(conn)
+    assert before <= rows[0].InsertedAt <= after  # the database's clock, set by the default
     await forget(database, [t])
 
 

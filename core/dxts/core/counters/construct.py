@@ -206,7 +206,11 @@ class Counter:
                 sa.Column(f"{m}Delta", sa.BigInteger(), nullable=False, quote=True)
                 for m in measures
             ),
-            sa.Column("InsertedAt", Timestamp(), nullable=False, quote=True),
+            # Set by the database (the clock the fold's MAX(InsertedAt) compares): a default,
+            # so journal() sends plain values only and its rows go as one multi-row INSERT.
+            sa.Column(
+                "InsertedAt", Timestamp(), nullable=False, server_default=utcnow(), quote=True
+            ),
             # Named here: the convention's name would pass MySQL's 64-character limit.
             sa.Index(f"ix_{journal_name}_key", *key_names),
             *(sa.Index(None, *columns) for columns in indexes),
@@ -232,6 +236,8 @@ class Counter:
             f"DELETE {journal_q} FROM {claim_q} STRAIGHT_JOIN {journal_q} "
             f"ON {journal_q}.{id_q} = {claim_q}.{id_q}"
         )
+        self._delta_names = tuple(f"{m}Delta" for m in measures)
+        self._journal_insert = sa.insert(self.journal_table)
         per_row = len(key_names) + len(measures)
         self._rows_per_insert = MAX_PARAMETERS // per_row
         locks.declared.append(name)
@@ -318,18 +324,19 @@ class Counter:
                 total[j] += value
         if problems:
             raise InvalidArgument(problems)
+        delta_names = self._delta_names
         rows = [
             {
                 **dict(zip(self.key_names, key, strict=True)),
-                **{f"{m}Delta": v for m, v in zip(self.measures, total, strict=True)},
-                "InsertedAt": utcnow(),
+                **dict(zip(delta_names, total, strict=True)),
             }
             for key, total in sums.items()
             if any(total)
         ]
+        # Executemany form with plain values: compiled once, and sent by the driver as one
+        # multi-row INSERT (InsertedAt is the column's default, not an expression per row).
         for start in range(0, len(rows), self._rows_per_insert):
-            chunk = rows[start : start + self._rows_per_insert]
-            await conn.execute(sa.insert(self.journal_table).values(chunk))
+            await conn.execute(self._journal_insert, rows[start : start + self._rows_per_insert])
         return len(rows)
 
     # -- read ---------------------------------------------------------------------------------
