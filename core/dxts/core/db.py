@@ -308,8 +308,8 @@ class Database:
             if not self.is_sqlite:
                 # Known before any query runs: once a query is cancelled SQLAlchemy invalidates
                 # the connection, and the server thread to kill can no longer be asked for.
-                raw = await conn.get_raw_connection()
-                thread_id = int(raw.driver_connection.thread_id())  # type: ignore[union-attr]
+                # Noted on the pool's record when the session was opened (no greenlet hop).
+                thread_id = conn.info.get(THREAD_ID)
                 if isolation is not DEFAULT_ISOLATION:
                     await conn.execution_options(isolation_level=isolation.value)
             async with conn.begin():
@@ -395,10 +395,14 @@ class Database:
 
 
 _background: set[asyncio.Future[None]] = set()
+THREAD_ID = "dxts_thread_id"  # key of a pooled MariaDB/MySQL connection's server thread id
 
 
-def _set_mysql_session(dbapi_connection: Any, _record: Any) -> None:
-    """Every session in UTC with strict SQL modes, whatever the server's defaults."""
+def _set_mysql_session(dbapi_connection: Any, record: Any) -> None:
+    """Every session in UTC with strict SQL modes, whatever the server's defaults; its server
+    thread id noted on the pool's record for `Database.transaction` (a cancelled query is
+    killed by it)."""
+    record.info[THREAD_ID] = int(dbapi_connection.driver_connection.thread_id())
     cursor = dbapi_connection.cursor()
     cursor.execute(
         "SET time_zone = '+00:00', "
