@@ -253,17 +253,28 @@ async def _fold_empty(database: Database, batch: int) -> int:
             return folded
 
 
-def _move(transformation_id: bytes, ids: list[bytes], old: str, new: str) -> sa.Update:
-    """The writer's conditional UPDATE: these rows, only if still in `old`."""
-    return (
-        sa.update(inputs)
-        .where(
-            inputs.c.TransformationID == transformation_id,
-            inputs.c.InputID.in_(ids),
-            inputs.c.Status == old,
-        )
-        .values(Status=new, UpdatedAt=utcnow())
+# The writer's conditional UPDATE, built once: a writer running thousands of transactions a
+# second sends the same statement with new parameters rather than building and hashing a new
+# statement tree each time (that alone cost more client CPU than the journal).
+_MOVE = (
+    sa.update(inputs)
+    .where(
+        inputs.c.TransformationID == sa.bindparam("tid"),
+        inputs.c.InputID.in_(sa.bindparam("ids", expanding=True)),
+        inputs.c.Status == sa.bindparam("old"),
     )
+    .values(Status=sa.bindparam("new"), UpdatedAt=utcnow())
+)
+
+
+async def _move(
+    conn: AsyncConnection, transformation_id: bytes, ids: list[bytes], old: str, new: str
+) -> int:
+    """The writer's conditional UPDATE: these rows, only if still in `old`; the rows moved."""
+    result = await conn.execute(
+        _MOVE, {"tid": transformation_id, "ids": ids, "old": old, "new": new}
+    )
+    return result.rowcount
 
 
 def _count_star(transformation_id: bytes) -> sa.Select[Any]:
@@ -354,9 +365,7 @@ async def _backlog(
     async with database.transaction(RC) as conn:
         for first in range(0, len(wanted), params.writer_batch):
             ids = [population.input_id(n) for n in wanted[first : first + params.writer_batch]]
-            moved = (
-                await conn.execute(_move(population.transformation_id, ids, UNASSIGNED, ASSIGNED))
-            ).rowcount
+            moved = await _move(conn, population.transformation_id, ids, UNASSIGNED, ASSIGNED)
             written += await journal_input_transition(
                 conn, population.transformation_id, UNASSIGNED, ASSIGNED, moved
             )
@@ -411,7 +420,7 @@ class _Writers:
         self, ids: list[bytes], old: str, new: str
     ) -> Callable[[AsyncConnection], Any]:
         async def work(conn: AsyncConnection) -> None:
-            moved = (await conn.execute(_move(self.transformation_id, ids, old, new))).rowcount
+            moved = await _move(conn, self.transformation_id, ids, old, new)
             if moved != len(ids):
                 raise FailedPrecondition(f"a writer moved {moved} rows of {len(ids)}")
             if self.journalled:
