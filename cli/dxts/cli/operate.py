@@ -37,6 +37,14 @@ def _report(
         typer.echo(line(reply))
 
 
+def _steer(ctx: typer.Context, rpc: str, *, output: Output, **fields: str) -> None:
+    """A steering verb: definition's `rpc` with its `<rpc>Request` of `fields` (a workgraph
+    or a transformation id, and the reason) and a fresh request id; prints the entity."""
+    request = getattr(pb, f"{rpc}Request")(request_id=request_id(), **fields)
+    line = _workgraph if "workgraph_id" in fields else _transformation
+    _report(ctx, lambda c: getattr(c.definition, rpc)(request), output, line)
+
+
 def _workgraph(reply: Any) -> str:
     w = reply.workgraph
     return f"{w.workgraph_id} {name(WorkgraphStatus, w.status)}" + (" (halted)" if w.halted else "")
@@ -60,64 +68,28 @@ def start(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Start a New workgraph (Scouting when it scouts, else Active)."""
-    _report(
-        ctx,
-        lambda c: c.definition.StartWorkgraph(
-            pb.StartWorkgraphRequest(
-                request_id=request_id(), workgraph_id=workgraph_id, reason=reason
-            )
-        ),
-        output,
-        _workgraph,
-    )
+    _steer(ctx, "StartWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
 
 
 def drain(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Stop feeding new inputs and let the work in flight finish; it then completes."""
-    _report(
-        ctx,
-        lambda c: c.definition.DrainWorkgraph(
-            pb.DrainWorkgraphRequest(
-                request_id=request_id(), workgraph_id=workgraph_id, reason=reason
-            )
-        ),
-        output,
-        _workgraph,
-    )
+    _steer(ctx, "DrainWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
 
 
 def halt(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Stop everything: cancel the parcels in flight and write off every waiting input."""
-    _report(
-        ctx,
-        lambda c: c.definition.HaltWorkgraph(
-            pb.HaltWorkgraphRequest(
-                request_id=request_id(), workgraph_id=workgraph_id, reason=reason
-            )
-        ),
-        output,
-        _workgraph,
-    )
+    _steer(ctx, "HaltWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
 
 
 def cancel(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Cancel a workgraph: its members clean up (outputs removed) and end Cancelled."""
-    _report(
-        ctx,
-        lambda c: c.definition.CancelWorkgraph(
-            pb.CancelWorkgraphRequest(
-                request_id=request_id(), workgraph_id=workgraph_id, reason=reason
-            )
-        ),
-        output,
-        _workgraph,
-    )
+    _steer(ctx, "CancelWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
 
 
 def extend_scout(
@@ -188,15 +160,12 @@ def pause(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Pause a member: its packer stops; in-flight work finishes."""
-    _report(
+    _steer(
         ctx,
-        lambda c: c.definition.PauseTransformation(
-            pb.PauseTransformationRequest(
-                request_id=request_id(), transformation_id=transformation_id, reason=reason
-            )
-        ),
-        output,
-        _transformation,
+        "PauseTransformation",
+        transformation_id=transformation_id,
+        reason=reason,
+        output=output,
     )
 
 
@@ -207,15 +176,12 @@ def resume(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Resume a paused member."""
-    _report(
+    _steer(
         ctx,
-        lambda c: c.definition.ResumeTransformation(
-            pb.ResumeTransformationRequest(
-                request_id=request_id(), transformation_id=transformation_id, reason=reason
-            )
-        ),
-        output,
-        _transformation,
+        "ResumeTransformation",
+        transformation_id=transformation_id,
+        reason=reason,
+        output=output,
     )
 
 
