@@ -350,22 +350,16 @@ def inputs_reset(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Problematic inputs back to Unassigned, their error count cleared."""
-
-    async def call(c: Clients) -> execution_pb2.ResetInputsResponse:
-        return await c.execution.ResetInputs(
-            execution_pb2.ResetInputsRequest(
-                request_id=request_id(),
-                transformation_id=transformation_id,
-                selection=_selection(ids, status),
-                reason=reason,
-            )
-        )
-
-    reply = run(ctx, call)
-    if output is Output.JSON:
-        print_json(message_dict(reply))
-    else:
-        typer.echo(f"{reply.reset_count} inputs reset")
+    _select_inputs(
+        ctx,
+        "ResetInputs",
+        transformation_id,
+        ids,
+        status,
+        reason,
+        output,
+        lambda reply: f"{reply.reset_count} inputs reset",
+    )
 
 
 @inputs_app.command("write-off")
@@ -378,19 +372,38 @@ def inputs_write_off(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Unassigned, Failed or Problematic inputs to NotProcessed: they will not be processed."""
+    _select_inputs(
+        ctx,
+        "WriteOffInputs",
+        transformation_id,
+        ids,
+        status,
+        reason,
+        output,
+        lambda reply: f"{reply.written_off_count} inputs written off",
+    )
 
-    async def call(c: Clients) -> execution_pb2.WriteOffInputsResponse:
-        return await c.execution.WriteOffInputs(
-            execution_pb2.WriteOffInputsRequest(
-                request_id=request_id(),
-                transformation_id=transformation_id,
-                selection=_selection(ids, status),
-                reason=reason,
-            )
+
+def _select_inputs(
+    ctx: typer.Context,
+    rpc: str,
+    transformation_id: str,
+    ids: list[str] | None,
+    statuses: list[str] | None,
+    reason: str,
+    output: Output,
+    line: Callable[[Any], str],
+) -> None:
+    """An operation on a selection of one transformation's inputs: execution's `rpc` (a bad
+    selection is reported by `run` like the service's own errors)."""
+
+    def call(c: Clients) -> Awaitable[Any]:
+        request = getattr(execution_pb2, f"{rpc}Request")(
+            request_id=request_id(),
+            transformation_id=transformation_id,
+            selection=_selection(ids, statuses),
+            reason=reason,
         )
+        return getattr(c.execution, rpc)(request)
 
-    reply = run(ctx, call)
-    if output is Output.JSON:
-        print_json(message_dict(reply))
-    else:
-        typer.echo(f"{reply.written_off_count} inputs written off")
+    _report(ctx, call, output, line)
