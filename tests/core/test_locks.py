@@ -1,4 +1,5 @@
-"""Named locks: exclusion without waiting, release, release with a dead holder, stable names."""
+"""Named locks: exclusion without waiting (and with), release, release with a dead holder, stable
+names."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str, id_to_str, new_id
 from dxts.core.locks import MAX_NAME_LENGTH, Lock, LockManager
 
-# Hang protection only: acquire never waits, so a correct implementation answers at once.
+# Hang protection only: acquire waits only when asked to, so it answers at once otherwise.
 NO_HANG_S = 10
 
 
@@ -163,6 +164,28 @@ async def test_released_when_the_holder_is_cancelled(database: Database) -> None
         await task
     assert await try_once(manager, lock)
     await manager.dispose()
+
+
+async def test_a_waiting_acquire_gets_the_lock_once_released(database: Database) -> None:
+    holder, waiter = LockManager(database), LockManager(database)
+    lock = Lock("submission", new_id())
+    held = await holder.acquire(lock)
+    assert held
+    # Still taken after the wait: falsy, like an acquire that does not wait.
+    assert not await asyncio.wait_for(waiter.acquire(lock, wait=0.1), NO_HANG_S)
+    waiting = asyncio.ensure_future(waiter.acquire(lock, wait=NO_HANG_S))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    await held.release()
+    got = await asyncio.wait_for(waiting, NO_HANG_S)
+    assert got and await got.still_held()
+    assert not await try_once(holder, lock)
+    await got.release()
+    assert await try_once(holder, lock)
+    with pytest.raises(InvalidArgument):
+        await waiter.acquire(lock, wait=-1)
+    await holder.dispose()
+    await waiter.dispose()
 
 
 async def test_sqlite_lock_is_shared_by_managers_of_one_database(tmp_path: Path) -> None:

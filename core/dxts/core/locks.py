@@ -15,6 +15,10 @@ takes it through one wrapper:
 * On SQLite (one process, the embedded default) it is an in-process lock keyed by database and
   name, shared by every LockManager of the process.
 
+Sweeps never wait. A caller that must serialise rather than skip (a request that must not be
+applied twice concurrently) passes `wait=seconds`: `GET_LOCK(name, seconds)` on the server, a
+short poll on SQLite; the result is still falsy if the lock stayed taken that long.
+
 Names are stable across versions (replicas of two releases must compute the same name during a
 rolling upgrade): `dxts:<kind>:<key>` when that is at most 64 characters of `[a-z0-9_.:-]`
 (MySQL's GET_LOCK limit; MySQL compares names case-insensitively, MariaDB does not, so only
@@ -49,6 +53,9 @@ KIND_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 LITERAL_NAME = re.compile(r"[a-z0-9_.:-]+")
 # 128 bits of the SHA-256: long names only collide by intent.
 HASH_HEX_DIGITS = 32
+# A waiting acquire: at most this long, and on SQLite polled this often.
+MAX_WAIT_S = 300.0
+LOCAL_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -187,12 +194,15 @@ class LockManager:
         """The name this manager's database gives `lock` on the server (GET_LOCK)."""
         return server_name(lock, self._database.url.database or "")
 
-    async def acquire(self, lock: Lock) -> Held:
-        """Try the lock once, without waiting; the result is falsy if someone else holds it."""
+    async def acquire(self, lock: Lock, *, wait: float = 0.0) -> Held:
+        """Take the lock, waiting at most `wait` seconds (default: not at all) for a holder to
+        release it; the result is falsy if someone else still holds it."""
         if not isinstance(lock, Lock):
             raise InvalidArgument(f"expected a Lock, got {type(lock).__name__}", field="lock")
+        if not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT_S:
+            raise InvalidArgument(f"wait is 0 to {MAX_WAIT_S} seconds, got {wait!r}", field="wait")
         if self._engine is None:
-            return self._acquire_local(lock)
+            return await self._acquire_local_waiting(lock, wait)
         try:
             conn = await self._engine.connect()
         except (exc.DBAPIError, OSError) as error:
@@ -202,7 +212,8 @@ class LockManager:
         try:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             got = await conn.scalar(
-                sa.text("SELECT GET_LOCK(:name, 0)"), {"name": self.server_name(lock)}
+                sa.text("SELECT GET_LOCK(:name, :wait)"),
+                {"name": self.server_name(lock), "wait": wait},
             )
         except BaseException:
             # Cancelled or failed after GET_LOCK may have succeeded: dropping the connection
@@ -217,6 +228,15 @@ class LockManager:
         await conn.close()
         return Held(lock)
 
+    async def _acquire_local_waiting(self, lock: Lock, wait: float) -> Held:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            held = self._acquire_local(lock)
+            if held or loop.time() >= deadline:
+                return held
+            await asyncio.sleep(min(LOCAL_POLL_S, max(0.0, deadline - loop.time())))
+
     def _acquire_local(self, lock: Lock) -> Held:
         slot = (self._database.url.render_as_string(hide_password=True), lock.name)
         with _local_guard:
@@ -226,10 +246,11 @@ class LockManager:
         return _LocalHeld(lock, slot)
 
     @contextlib.asynccontextmanager
-    async def try_hold(self, lock: Lock) -> AsyncIterator[Held]:
-        """Hold `lock` for the block if it is free; `held` is falsy (and the block should skip)
-        if another holder has it. Released on exit, whatever the block raised."""
-        held = await self.acquire(lock)
+    async def try_hold(self, lock: Lock, *, wait: float = 0.0) -> AsyncIterator[Held]:
+        """Hold `lock` for the block if it is free (or freed within `wait` seconds); `held` is
+        falsy (and the block should skip) if another holder has it. Released on exit, whatever
+        the block raised."""
+        held = await self.acquire(lock, wait=wait)
         try:
             yield held
         finally:
