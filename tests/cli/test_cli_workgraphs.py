@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from cli_support import EXAMPLES, Dxts, write_document
+
+from dxts.core.db import Database, Isolation
+from dxts.core.ids import id_from_str
+from dxts.core.schema.accounting import workgraph_log
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +33,27 @@ async def test_submit_prints_the_id_and_show_reads_it_back(dxts: Dxts, workgraph
     assert all(m["status"] == "New" and m["blocked_by"] == [] for m in shown["members"])
     labels = json.loads(shown["workgraph"]["annotations_json"])["labels"]
     assert labels == {"campaign": "cli"}
+
+
+async def test_each_submit_sends_a_request_id_of_its_own(
+    dxts: Dxts, database: Database, workgraph: str
+) -> None:
+    """One key per invocation (reused only by retries of that call): running the command again
+    is a new submission, not a retry of the last one."""
+    again = await dxts("submit", str(EXAMPLES / "mc-demo.cwl"), "--label", "campaign=cli-2")
+    assert again.exit_code == 0, again.output
+    second = again.stdout.strip()
+    assert second != workgraph
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        rows = await conn.execute(
+            sa.select(workgraph_log.c.Data).where(
+                workgraph_log.c.WorkgraphID.in_([id_from_str(workgraph), id_from_str(second)]),
+                workgraph_log.c.OldStatus.is_(None),
+            )
+        )
+        keys = [data["request_id"] for (data,) in rows]
+    assert len(keys) == 2 and len(set(keys)) == 2
+    assert all(uuid.UUID(key) for key in keys)
 
 
 async def test_a_dry_run_prints_the_plan_and_stores_nothing(dxts: Dxts, workgraph: str) -> None:

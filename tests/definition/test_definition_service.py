@@ -19,7 +19,7 @@ from definition_world import (
 )
 
 from dxts.core.db import Database
-from dxts.core.errors import InvalidArgument, NotFound, PermissionDenied
+from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.ids import content_hash, id_to_str
 from dxts.core.schema import definition
 from dxts.v1 import common_pb2, definition_pb2
@@ -132,6 +132,41 @@ async def test_a_bad_document_is_refused_with_every_problem(
         ("steps.merge.hints.dirac:Transformation.packer.name", "unknown-plugin"),
     }
     assert len(refused.value.violations) == 5
+    assert await count_workgraphs(database) == before
+
+
+async def test_a_retried_submission_answers_the_original(
+    database: Database, stubs: dict[str, Stub], submitted: pb.SubmitWorkgraphResponse
+) -> None:
+    """The module's submission (request id "s1") sent again, as a client that timed out would."""
+    before = await count_workgraphs(database)
+    again = await stubs["owner"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(
+            bundle=example_bundle("simulation"), labels={"campaign": "2026"}, request_id="s1"
+        )
+    )
+    assert again == submitted
+    assert again.workgraph_id and all(p.transformation_id for p in again.plan)
+    # Another caller's "s1" is another request.
+    theirs = await stubs["colleague"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(
+            bundle=example_bundle("simulation"), labels={"campaign": "2026"}, request_id="s1"
+        )
+    )
+    assert theirs.workgraph_id != submitted.workgraph_id
+    assert await count_workgraphs(database) == before + 1
+
+
+async def test_a_request_id_reused_for_other_labels_is_refused(
+    database: Database, stubs: dict[str, Stub], submitted: pb.SubmitWorkgraphResponse
+) -> None:
+    before = await count_workgraphs(database)
+    with pytest.raises(FailedPrecondition, match="request_id 's1'"):
+        await stubs["owner"].SubmitWorkgraph(
+            pb.SubmitWorkgraphRequest(
+                bundle=example_bundle("simulation"), labels={"campaign": "2027"}, request_id="s1"
+            )
+        )
     assert await count_workgraphs(database) == before
 
 

@@ -1,7 +1,8 @@
 """Compilation: a validated document into a plan, every row it becomes, before any is written.
 
-Pure apart from minting ids (the `mint` argument): the same document, configuration and
-resolved references give the same plan. The plan is what a dry run returns, what `dxts
+Pure apart from minting ids (the `mint` argument, or the `ids` of a plan created before, for
+answering a repeated submission): the same document, configuration and resolved references give
+the same plan. The plan is what a dry run returns, what `dxts
 validate --plan` prints, and what `submit` inserts in one transaction.
 
 Choices the design leaves open, taken here:
@@ -232,6 +233,28 @@ def _annotations(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v not in (None, [], {})}
 
 
+@dataclass(frozen=True)
+class PlanIds:
+    """The ids of a plan that was already created, to compile the same document onto them
+    (answering a repeated submission) instead of minting new ones."""
+
+    workgraph_id: bytes
+    ownership_id: bytes
+    transformations: Mapping[str, bytes]  # member name → TransformationID
+    outputs: Mapping[str, bytes]  # "member/output" → TransformationOutputID
+
+
+class IdsMismatch(Exception):
+    """`PlanIds` lack an id the document needs (it is not the document they were minted for)."""
+
+
+def _known(ids: PlanIds, what: str, key: str) -> bytes:
+    found = (ids.transformations if what == "member" else ids.outputs).get(key)
+    if found is None:
+        raise IdsMismatch(f"no recorded id for {what} {key!r}")
+    return found
+
+
 def compile_plan(
     document: LoadedDocument,
     analysis: Analysis,
@@ -243,14 +266,30 @@ def compile_plan(
     resolved: Mapping[str, bytes] | None = None,
     warnings: tuple[Problem, ...] = (),
     mint: Callable[[int], list[bytes]] = new_ids,
+    ids: PlanIds | None = None,
 ) -> Plan:
-    """The plan for a document that validated without errors."""
+    """The plan for a document that validated without errors: with new ids, or with `ids`
+    (raising IdsMismatch if they do not cover every member and output)."""
     hashes, processes, references = hash_processes(document, resolved or {})
     members = list(analysis.members.values())
     outputs_count = sum(len(m.step.outputs) for m in members if m.step)
-    ids = iter(mint(2 + len(members) + outputs_count))
-    workgraph_id, ownership_id = next(ids), next(ids)
-    transformation_ids = {m.name: next(ids) for m in members}
+    if ids is None:
+        minted = iter(mint(2 + len(members) + outputs_count))
+
+        def new(what: str, key: str) -> bytes:
+            return next(minted)
+
+        workgraph_id, ownership_id = next(minted), next(minted)
+    else:
+        known = ids
+
+        def new(what: str, key: str) -> bytes:
+            return _known(known, what, key)
+
+        workgraph_id, ownership_id = ids.workgraph_id, ids.ownership_id
+    transformation_ids = {m.name: new("member", m.name) for m in members}
+    if ids is not None and len(ids.transformations) != len(members):
+        raise IdsMismatch(f"{len(ids.transformations)} recorded members, {len(members)} planned")
     declared = analysis.declared_outputs()
     output_ids: dict[str, bytes] = {}
     planned_outputs: dict[str, tuple[PlannedOutput, ...]] = {}
@@ -259,7 +298,7 @@ def compile_plan(
             continue
         outs = []
         for name in member.step.outputs:
-            output_ids[f"{member.name}/{name}"] = next(ids)
+            output_ids[f"{member.name}/{name}"] = new("output", f"{member.name}/{name}")
             outs.append(
                 PlannedOutput(
                     output_ids[f"{member.name}/{name}"],
@@ -268,6 +307,8 @@ def compile_plan(
                 )
             )
         planned_outputs[member.name] = tuple(outs)
+    if ids is not None and len(ids.outputs) != len(output_ids):
+        raise IdsMismatch(f"{len(ids.outputs)} recorded outputs, {len(output_ids)} planned")
 
     workgraph = resolve_hints(config, vo=vo, workgraph_hint=analysis.workgraph_hint)
     scouts = bool(workgraph.approving) and any(m.initial_state == "Active" for m in members)

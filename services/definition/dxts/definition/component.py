@@ -24,6 +24,7 @@ import grpc
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
+from dxts.core.locks import LockManager
 from dxts.core.plugins.registry import Registry
 from dxts.definition.execution_client import (
     ExecutionClient,
@@ -103,12 +104,16 @@ async def build_definition(
         )
         tasks.append(engine.start())
         cleanups.append(engine.close)
+    # Serialises repeated SubmitWorkgraph request ids (submit.py); pools no connection.
+    locks = LockManager(database)
+    cleanups.append(locks.dispose)
     servicer = DefinitionServicer(
         database,
         settings=settings,
         catalogue=registry,
         config=config or settings.definition_config(),
         execution=execution,
+        locks=locks,
     )
     service = Service.of(
         definition_pb2.DESCRIPTOR.services_by_name["DefinitionService"],

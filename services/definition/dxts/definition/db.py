@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import db_now
+from dxts.core.logs import STATE_CHANGE
+from dxts.core.schema.accounting import workgraph_log
 from dxts.core.schema.definition import (
     actions,
     compute_transformations,
@@ -79,6 +81,51 @@ async def insert_workgraph(
             [{"WorkgraphID": None, "TransformationID": None, **a} for a in action_rows],
         )
     return now
+
+
+async def submissions_with_request(
+    conn: AsyncConnection,
+    vo: str,
+    sub: str,
+    request_id: str,
+    *,
+    since_id: bytes,
+    lookback: int,
+) -> list[Any]:
+    """(WorkgraphID, OwnershipID, Data) of the creation log rows carrying `request_id` among the
+    `lookback` newest workgraphs of (vo, sub) whose OwnershipID is at least `since_id`.
+
+    Two statements, each bounded whatever the size of the tables: a backward range scan of at
+    most `lookback` entries of the (VO, Sub) index, whose entries end with the time-ordered
+    OwnershipID (minted with the workgraph); then those workgraphs' log rows through the
+    (WorkgraphID, CreatedAt) index.
+    """
+    recent = await conn.execute(
+        sa.select(ownership.c.WorkgraphID, ownership.c.OwnershipID)
+        .where(
+            ownership.c["VO"] == vo,
+            ownership.c.Sub == sub,
+            ownership.c.OwnershipID >= since_id,
+            ownership.c.WorkgraphID.is_not(None),
+        )
+        .order_by(ownership.c.OwnershipID.desc())
+        .limit(lookback)
+    )
+    owners = {bytes(row.WorkgraphID): bytes(row.OwnershipID) for row in recent}
+    if not owners:
+        return []
+    log = workgraph_log.c
+    result = await conn.execute(
+        sa.select(log.WorkgraphID, log.Data)
+        .where(
+            log.WorkgraphID.in_(list(owners)),
+            log.EventType == STATE_CHANGE,
+            log.OldStatus.is_(None),
+            log.Data["request_id"].as_string() == request_id,
+        )
+        .order_by(log.LogID)
+    )
+    return [(bytes(wid), owners[bytes(wid)], data) for wid, data in result]
 
 
 # -- process registry -------------------------------------------------------------------------

@@ -25,6 +25,8 @@ ids, so it cannot be hashed).
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
@@ -64,6 +66,7 @@ class Bundle:
         self.main = main
         self._files = {normalise_path("", path): text for path, text in (files or {}).items()}
         self._root = root.resolve() if root is not None else None
+        self._read: dict[str, str] = {}
 
     @classmethod
     def from_mapping(cls, main: str, files: Mapping[str, str]) -> Bundle:
@@ -75,6 +78,12 @@ class Bundle:
         return cls(main, root=root)
 
     def read(self, path: str) -> str | None:
+        text = self._lookup(path)
+        if text is not None:
+            self._read[path] = text
+        return text
+
+    def _lookup(self, path: str) -> str | None:
         if path in self._files:
             return self._files[path]
         if self._root is None:
@@ -83,6 +92,13 @@ class Bundle:
         if not target.is_relative_to(self._root) or not target.is_file():
             return None
         return target.read_text(encoding="utf-8")
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the main path and of every file read so far, by path: after loading,
+        what the submission consists of (a file of the bundle nothing referenced is not part of
+        it, and a directory bundle cannot be listed anyway)."""
+        document = {"main": self.main, "files": dict(sorted(self._read.items()))}
+        return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 def normalise_path(base_file: str, reference: str) -> str:

@@ -23,6 +23,7 @@ from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.paging import decode_page_token, encode_page_token, filters_fingerprint
 from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.ids import canonical_json, hash_from_str, hash_to_str, id_from_str, id_to_str
+from dxts.core.locks import LockManager
 from dxts.core.states import ActionResult, Kind, TransformationStatus, WorkgraphStatus
 from dxts.definition import jobs, labels, processes, queries, transitions
 from dxts.definition.compile import Plan
@@ -224,8 +225,10 @@ class DefinitionServicer(definition_pb2_grpc.DefinitionServiceServicer):
         catalogue: PluginCatalogue,
         config: DefinitionConfig,
         execution: ExecutionFactory,
+        locks: LockManager | None = None,
     ) -> None:
         self._database = database
+        self._locks = locks
         self._settings = settings
         self._catalogue = catalogue
         self._config = config
@@ -271,6 +274,8 @@ class DefinitionServicer(definition_pb2_grpc.DefinitionServiceServicer):
             config=self._config,
             labels=given,
             dry_run=request.dry_run,
+            request_id=request.request_id,
+            locks=self._locks,
         )
         return definition_pb2.SubmitWorkgraphResponse(
             workgraph_id="" if request.dry_run else id_to_str(submitted.workgraph_id),
