@@ -164,6 +164,33 @@ async def test_a_large_batch_is_recorded_by_two_transactions_side_by_side(
     await assert_counters_exact(database)
 
 
+async def test_stored_outcomes_keep_every_character_whatever_the_batch_size(
+    database: Database, world: World
+) -> None:
+    # 21 parcels: written through a CASE of 22 (one slot padded), text that needs escaping.
+    texts = ["plain", "quote ' and \" double", "back\\slash", "caf\u00e9 \U0001f600", "nul \x00"]
+    parcel_ids = await pack(database, world, [[i] for i in await feed(database, world, 21)])
+    batch = [
+        outcome(p, result=FAILED if n % 2 else SUCCEEDED, message=texts[n % len(texts)])
+        for n, p in enumerate(parcel_ids)
+    ]
+
+    acks = await record_outcomes(database, batch)
+
+    assert [a.disposition for a in acks] == [RECORDED] * len(batch)
+    rows = await parcels_of(database, world.transformation_id)
+    stored = [stored_outcome(r.Annotations) for r in rows]
+    for sent, kept in zip(batch, stored, strict=True):
+        assert kept is not None
+        kept.parcel_id = sent.parcel_id  # the one field not stored: it is the row's
+        assert kept == sent
+    assert [r.Annotations.get("reason") for r in rows] == [
+        texts[n % len(texts)] if n % 2 else None for n in range(len(batch))
+    ]
+    sizes = [db._case_size(n) for n in (1, 15, 16, 17, 21, 250, 500, 2000)]
+    assert sizes == [1, 15, 16, 18, 22, 256, 512, 2048]
+
+
 async def test_a_batch_whose_half_failed_is_forwarded_again(
     database: Database, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
-from dxts.core.ids import id_from_str, id_to_str, new_id
+from dxts.core.ids import id_from_str, id_to_str, new_id, new_ids
 from dxts.core.plugins import FileInput, Input
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
@@ -106,10 +106,23 @@ def outcome_to_json(outcome: common_pb2.Outcome) -> dict[str, Any]:
     """The outcome as stored in `Annotations.outcome`: the message's fields by name, the result
     by its enum name, sizes as numbers (plain JSON, read back without protobuf's JSON mapping,
     which recording would otherwise pay for every parcel)."""
-    stored: dict[str, Any] = {
+    stored: dict[str, Any] = {  # spelled out: this runs for every outcome forwarded
         "result": common_pb2.OutcomeResult.Name(outcome.result),
-        **{name: getattr(outcome, name) for name in _TEXT_FIELDS},
-        "outputs": [{name: getattr(f, name) for name in _FILE_FIELDS} for f in outcome.outputs],
+        "backend": outcome.backend,
+        "identifier": outcome.identifier,
+        "backend_status": outcome.backend_status,
+        "message": outcome.message,
+        "status_report_json": outcome.status_report_json,
+        "outputs": [
+            {
+                "output_name": f.output_name,
+                "lfn": f.lfn,
+                "size": f.size,
+                "checksum": f.checksum,
+                "storage_element": f.storage_element,
+            }
+            for f in outcome.outputs
+        ],
     }
     if outcome.HasField("finished_at"):
         stored["finished_at"] = outcome.finished_at.ToJsonString()
@@ -574,17 +587,23 @@ def _catalogue_files(plan: Recording) -> list[CatalogueFile]:
 async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetime) -> None:
     """Write every plan: outputs, input moves, split children and recovery parcels, the parcels'
     terminal moves, with their journals."""
-    outputs = [
-        {
-            "TransformationOutputID": output_id,
-            "OutputID": new_id(),
-            "ParcelID": plan.parcel.parcel_id,
-            "LFN": file.lfn,
-            "LFNSize": file.size,
-        }
+    written = [
+        (plan.parcel.parcel_id, output_id, file)
         for plan in plans
         for output_id, file in plan.files
         if output_id is not None
+    ]
+    outputs = [
+        {
+            "TransformationOutputID": output_id,
+            "OutputID": output_row_id,
+            "ParcelID": parcel_id,
+            "LFN": file.lfn,
+            "LFNSize": file.size,
+        }
+        for (parcel_id, output_id, file), output_row_id in zip(
+            written, new_ids(len(written)), strict=True
+        )
     ]
     await db.insert_parcel_outputs(conn, outputs)
     # A parcel whose inputs all meet one fate moves them by its id; the others input by input.
