@@ -489,11 +489,11 @@ async def test_an_interrupted_recording_runs_again_to_the_same_rows(
     real_move = db.move_parcels
 
     async def crash(*args: Any, **kwargs: Any) -> None:
-        await real_move(*args, **kwargs)  # everything written, then the process dies
-        raise RuntimeError("crash before commit")
+        await real_move(*args, **kwargs)  # everything written, then the connection dies
+        raise ConnectionResetError("lost before commit")
 
     monkeypatch.setattr(db, "move_parcels", crash)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ConnectionResetError):
         await Recorder(database, catalogue, definitions(world)).record_completing()
     assert await snapshot(database) == completing  # rolled back whole
 
@@ -531,3 +531,62 @@ async def _set_error_count(database: Database, world: World, input_id: bytes, co
             .where(execution.inputs.c.InputID == input_id)
             .values(ErrorCount=count)
         )
+
+
+async def test_a_parcel_whose_recording_fails_unplanned_is_failed_alone(
+    database: Database, world: World, catalogue: FileCatalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parcel whose recording trips an error nobody planned for is found by halving its
+    batch and failed with the error as its reason; the parcels around it are recorded."""
+    inputs = await feed(database, world, 9)
+    groups = [inputs[:3], inputs[3:6], inputs[6:]]
+    parcel_ids = await pack(database, world, groups)
+    for p, group in zip(parcel_ids, groups, strict=True):
+        fates = report(**dict.fromkeys(ids(*group), "SUCCESS"))
+        await record_outcomes(database, [outcome(p, report=fates)])
+    poisoned = parcel_ids[1]
+    real_plan = outcomes.plan_recording
+
+    def plan(row: Any, *args: Any) -> Any:
+        if row.parcel_id == poisoned:
+            raise KeyError("an outcome field nobody expected")
+        return real_plan(row, *args)
+
+    monkeypatch.setattr(outcomes, "plan_recording", plan)
+    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 3
+
+    by_id = {r.ParcelID: r for r in await parcels_of(database, world.transformation_id)}
+    assert [by_id[p].Status for p in parcel_ids] == ["Done", "Failed", "Done"]
+    assert by_id[poisoned].Annotations["reason"].startswith("recording failed: KeyError")
+    assert await statuses(database, world.transformation_id) == {"Processed": 6, "Failed": 3}
+    failed = [
+        r
+        for r in (await inputs_of(database, world.transformation_id)).values()
+        if r.Status == "Failed"
+    ]
+    assert sorted(bytes(r.InputID) for r in failed) == sorted(groups[1])
+    assert {r.ErrorCount for r in failed} == {1}
+    await assert_counters_exact(database)
+
+
+async def test_a_transient_error_fails_no_parcel(
+    database: Database, world: World, catalogue: FileCatalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database or a service away says "later": raised for the next sweep, nothing failed."""
+    from dxts.core.errors import Unavailable
+
+    inputs = await feed(database, world, 2)
+    parcel_ids = await pack(database, world, [inputs[:1], inputs[1:]])
+    for p, group in zip(parcel_ids, [inputs[:1], inputs[1:]], strict=True):
+        await record_outcomes(
+            database, [outcome(p, report=report(**dict.fromkeys(ids(*group), "SUCCESS")))]
+        )
+    completing = await snapshot(database)
+
+    def away(*args: Any) -> Any:
+        raise Unavailable("catalogue unreachable")
+
+    monkeypatch.setattr(outcomes, "plan_recording", away)
+    with pytest.raises(Unavailable):
+        await Recorder(database, catalogue, definitions(world)).record_completing()
+    assert await snapshot(database) == completing

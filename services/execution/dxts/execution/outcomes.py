@@ -46,7 +46,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
-from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from dxts.core.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from dxts.core.ids import id_from_str, id_to_str, new_id, new_ids
 from dxts.core.plugins import FileInput, Input
 from dxts.core.state_machines import Actor
@@ -78,6 +84,7 @@ REASON = "reason"
 RECOVERY_PARCEL = "recovery_parcel_id"
 RECOVERY_OF = "recovery_of"
 RECOVERY_BACKEND = "recovery"
+REASON_LENGTH = 1_000  # characters of an unplanned error kept as a failed parcel's reason
 
 MAX_WARNINGS = 20  # kept per parcel; the rest are counted
 RECORD_BATCH = 500  # parcels per recording transaction
@@ -445,8 +452,8 @@ class Recorder:
         Batches run `lanes` at a time (one on SQLite, whose writers queue anyway), each in its
         own transaction over parcels no other batch has: the server works on one batch's
         writes while this process reads and plans the next, and the next page is read while
-        they run. A batch that fails cancels the others (each rolls back whole: recording is
-        re-entrant) and its error is raised."""
+        they run. A batch that fails transiently (see `record`) cancels the others (each rolls
+        back whole: recording is re-entrant) and its error is raised."""
         gate = asyncio.Semaphore(1 if self.database.is_sqlite else max(1, lanes))
         recorded, after = 0, None
 
@@ -480,7 +487,66 @@ class Recorder:
         return recorded
 
     async def record(self, parcel_ids: Sequence[bytes]) -> int:
-        """Record these parcels if they are Completing with an outcome; one transaction.
+        """Record these parcels if they are Completing with an outcome, in one transaction.
+
+        A batch that fails for a reason other than the database or a service being away (a
+        parcel whose outcome trips an error nobody planned for) is split in halves, each
+        recorded on its own, down to the parcel at fault, which is failed with the error as
+        its reason: one such parcel must not hold up every parcel after it in key order,
+        sweep after sweep. Errors that say "later" (unreachable, deadlock, lock wait) are
+        raised, for the next sweep to try again."""
+        try:
+            return await self._record_batch(parcel_ids)
+        except Exception as error:
+            if _transient(error):
+                raise
+            if len(parcel_ids) == 1:
+                return await self._fail_unrecordable(parcel_ids[0], error)
+            log.warning(
+                "recording %d parcels failed (%s: %s): recording them in halves",
+                len(parcel_ids),
+                type(error).__name__,
+                error,
+            )
+            half = len(parcel_ids) // 2
+            return await self.record(parcel_ids[:half]) + await self.record(parcel_ids[half:])
+
+    async def _fail_unrecordable(self, parcel_id: bytes, error: Exception) -> int:
+        """Fail one Completing parcel whose recording raised `error`: Failed with the error as
+        its reason, its inputs Failed (the failed-inputs hook decides on a retry), nothing
+        registered. If even that fails (other than transiently, which is raised), the error
+        is logged, the parcel stays Completing for an operator, and the sweep goes on."""
+        reason = f"recording failed: {type(error).__name__}: {error}"[:REASON_LENGTH]
+        log.error("parcel %s: %s", id_to_str(parcel_id), reason, exc_info=error)
+
+        async def work(conn: AsyncConnection) -> list[str]:
+            now = await db_now(conn)
+            rows = [
+                row
+                for row in (await db.lock_parcels(conn, [parcel_id])).values()
+                if row.status == P.COMPLETING
+            ]
+            carried = await db.carried_inputs(conn, rows)
+            plans = [Recording(row, P.DONE, carried.get(row.parcel_id, [])) for row in rows]
+            for plan in plans:
+                plan.fail(reason)
+            await _apply(conn, plans, now)
+            return [plan.target for plan in plans]
+
+        try:
+            ended = await self.database.run(work, isolation=RC)
+        except Exception as failed:
+            if _transient(failed):
+                raise
+            log.exception(
+                "parcel %s could not be failed either: left Completing", id_to_str(parcel_id)
+            )
+            return 0
+        PARCELS_RECORDED.labels(P.FAILED).inc(len(ended))
+        return len(ended)
+
+    async def _record_batch(self, parcel_ids: Sequence[bytes]) -> int:
+        """Record these parcels in one transaction.
 
         A batch recorded alongside another can lose the race for a split child's identity
         (both saw it free, the other inserted it first): the transaction fails on the unique
@@ -562,6 +628,16 @@ class Recorder:
                 await self.catalogue.register(files)
             except (FailedPrecondition, InvalidArgument) as error:
                 _refused(plan, f"the file catalogue refused its outputs: {error}")
+
+
+def _transient(error: BaseException) -> bool:
+    """An error that says "try later" rather than "this parcel cannot be recorded": the
+    database or a service away, a deadlock that persisted, a lock wait that timed out."""
+    if isinstance(error, Unavailable | Aborted | OSError | TimeoutError):
+        return True
+    return isinstance(error, exc.OperationalError | exc.InterfaceError) or (
+        isinstance(error, exc.DBAPIError) and error.connection_invalidated
+    )
 
 
 def _refused(plan: Recording, reason: str) -> None:
