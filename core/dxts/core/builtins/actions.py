@@ -57,8 +57,11 @@ from dxts.core.states import InputStatus, Kind, TransformationStatus
 
 I = InputStatus  # noqa: E741 - the state table's name
 EDGE_FEEDER = "Edge"
-# The Parcels.Annotations key under which a parcel's measured usage is recorded:
-# {"cpu_hours": float, "memory_gb": float}, per parcel.
+# The Parcels.Annotations key under which a parcel's measured usage is recorded (execution
+# writes it from the backend's Outcome.usage): {"cpu_hours": float, "memory_gb": float,
+# "wall_hours": float}, per parcel, each only when measured. cpu_hours is user + system time of
+# all its processes; memory_gb the peak resident memory of its largest process, in GB of 10^9
+# bytes.
 USAGE = "usage"
 CATALOGUE_BATCH = 1000  # LFNs per catalogue call
 
@@ -114,7 +117,9 @@ def check_success_rate(
 
 class EstimateArgs(PluginArgs):
     max_cpu_hours: float | None = Field(None, gt=0, description="per parcel")
-    max_memory_gb: float | None = Field(None, gt=0, description="per parcel")
+    max_memory_gb: float | None = Field(
+        None, gt=0, description="per parcel (its largest process), in GB of 10^9 bytes"
+    )
     margin: float = Field(1.2, ge=1, description="what the template asks over the peak measured")
 
 

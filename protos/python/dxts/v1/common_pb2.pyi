@@ -373,6 +373,7 @@ class Outcome(_message.Message):
     BACKEND_STATUS_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The parcel, when the reporter knows it (adaptors are given it at Submit); otherwise the
     dispatcher resolves it from (backend, identifier) before forwarding.
@@ -395,6 +396,13 @@ class Outcome(_message.Message):
 
     @_builtins.property
     def finished_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def usage(self) -> Global___ResourceUsage:
+        """What the work used, as the backend measured it; unset when the backend measures nothing.
+        Execution stores it with the outcome and, for the approving actions, as the parcel's
+        `usage` annotation (EstimateResourceUsage).
+        """
+
     def __init__(
         self,
         *,
@@ -407,14 +415,62 @@ class Outcome(_message.Message):
         backend_status: _builtins.str = ...,
         message: _builtins.str = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
+        usage: Global___ResourceUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "backend_status", b"backend_status", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "backend_status", b"backend_status", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
+
+@_typing.final
+class ResourceUsage(_message.Message):
+    """The resources one parcel's work used. Each field is set only when the backend measured it:
+    an unset field is "not reported", which is not the same as 0.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CPU_SECONDS_FIELD_NUMBER: _builtins.int
+    WALL_SECONDS_FIELD_NUMBER: _builtins.int
+    MAX_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    cpu_seconds: _builtins.float
+    """CPU time, user plus system, of every process of the work (a runner and the tools it ran),
+    in seconds.
+    """
+    wall_seconds: _builtins.float
+    """Elapsed (wall-clock) time from the work's start to its end, in seconds."""
+    max_memory_bytes: _builtins.int
+    """Peak resident memory of the largest single process of the work, in bytes (not the sum
+    over processes: what one process needed at most).
+    """
+    def __init__(
+        self,
+        *,
+        cpu_seconds: _builtins.float | None = ...,
+        wall_seconds: _builtins.float | None = ...,
+        max_memory_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cpu_seconds", b"_cpu_seconds", "_max_memory_bytes", b"_max_memory_bytes", "_wall_seconds", b"_wall_seconds", "cpu_seconds", b"cpu_seconds", "max_memory_bytes", b"max_memory_bytes", "wall_seconds", b"wall_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cpu_seconds", b"_cpu_seconds", "_max_memory_bytes", b"_max_memory_bytes", "_wall_seconds", b"_wall_seconds", "cpu_seconds", b"cpu_seconds", "max_memory_bytes", b"max_memory_bytes", "wall_seconds", b"wall_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cpu_seconds: _TypeAlias = _typing.Literal["cpu_seconds"]  # noqa: Y015
+    _WhichOneofArgType__cpu_seconds: _TypeAlias = _typing.Literal["_cpu_seconds", b"_cpu_seconds"]  # noqa: Y015
+    _WhichOneofReturnType__max_memory_bytes: _TypeAlias = _typing.Literal["max_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__max_memory_bytes: _TypeAlias = _typing.Literal["_max_memory_bytes", b"_max_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__wall_seconds: _TypeAlias = _typing.Literal["wall_seconds"]  # noqa: Y015
+    _WhichOneofArgType__wall_seconds: _TypeAlias = _typing.Literal["_wall_seconds", b"_wall_seconds"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cpu_seconds) -> _WhichOneofReturnType__cpu_seconds | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_memory_bytes) -> _WhichOneofReturnType__max_memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__wall_seconds) -> _WhichOneofReturnType__wall_seconds | None: ...
+
+Global___ResourceUsage: _TypeAlias = ResourceUsage  # noqa: Y015
 
 @_typing.final
 class OutputFile(_message.Message):

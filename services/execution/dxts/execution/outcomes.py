@@ -4,7 +4,9 @@ Two steps, each in transactions of a batch of parcels, two of them side by side 
 (`RECORD_LANES`: the server writes one while this process prepares the other):
 
 * `record_outcomes` — what the dispatcher forwards (RecordOutcomes). A finished parcel goes
-  Assigned → Completing with the outcome stored on it (`Annotations.outcome`); a failed one
+  Assigned → Completing with the outcome stored on it (`Annotations.outcome`) and, when the
+  backend measured it, its resource usage (`Annotations.usage`, in the units the approving
+  action EstimateResourceUsage reads: cpu_hours, wall_hours, memory_gb); a failed one
   Assigned → Failed with its inputs Failed (ErrorCount + 1). A parcel Completing with a cancel
   request takes its confirmation: CANCELLED → Cancelled with its inputs NotProcessed, a failure →
   Failed, a success is stored for recording like any other. Idempotent: an outcome for a parcel
@@ -35,15 +37,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.builtins.actions import USAGE
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import (
@@ -107,6 +111,43 @@ CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
 _FILE_FIELDS = ("output_name", "lfn", "size", "checksum", "storage_element")
 _TEXT_FIELDS = ("backend", "identifier", "backend_status", "message", "status_report_json")
 _RESULT_NAMES = frozenset(common_pb2.OutcomeResult.keys())
+UsageField = Literal["cpu_seconds", "wall_seconds", "max_memory_bytes"]
+_USAGE_FIELDS: tuple[UsageField, ...] = ("cpu_seconds", "wall_seconds", "max_memory_bytes")
+SECONDS_PER_HOUR = 3600
+# The usage annotation's memory is in GB of 10^9 bytes (decimal, not GiB): `memory_gb`, like
+# EstimateResourceUsage's `max_memory_gb`, is the peak of the parcel's largest process.
+BYTES_PER_GB = 10**9
+
+
+def usage_to_json(usage: common_pb2.ResourceUsage) -> dict[str, float | int]:
+    """The measures the backend reported, by field name: an unreported one is absent, and so is
+    one no measurement can give (negative, NaN or infinite, which JSON cannot even store)."""
+    measures: dict[str, float | int] = {}
+    for name in _USAGE_FIELDS:
+        if usage.HasField(name):
+            value = getattr(usage, name)
+            if 0 <= value < math.inf:
+                measures[name] = value
+    return measures
+
+
+# Outcome.usage field → (Annotations.usage key, divisor into its unit).
+_USAGE_UNITS = {
+    "cpu_seconds": ("cpu_hours", SECONDS_PER_HOUR),
+    "wall_seconds": ("wall_hours", SECONDS_PER_HOUR),
+    "max_memory_bytes": ("memory_gb", BYTES_PER_GB),
+}
+
+
+def usage_annotation(measures: Mapping[str, float | int] | None) -> dict[str, float] | None:
+    """`Annotations.usage` of the parcel (`dxts.core.builtins.actions.USAGE`) from the stored
+    outcome's measures (`usage_to_json`): cpu_hours, wall_hours, memory_gb (10^9 bytes), each
+    only when reported; None when nothing was."""
+    if not measures:
+        return None
+    return {
+        _USAGE_UNITS[name][0]: value / _USAGE_UNITS[name][1] for name, value in measures.items()
+    }
 
 
 def outcome_to_json(outcome: common_pb2.Outcome) -> dict[str, Any]:
@@ -133,6 +174,8 @@ def outcome_to_json(outcome: common_pb2.Outcome) -> dict[str, Any]:
     }
     if outcome.HasField("finished_at"):
         stored["finished_at"] = outcome.finished_at.ToJsonString()
+    if outcome.HasField("usage"):
+        stored["usage"] = usage_to_json(outcome.usage)
     return stored
 
 
@@ -153,6 +196,13 @@ def stored_outcome(annotations: Mapping[str, Any] | None) -> common_pb2.Outcome 
         setattr(outcome, name, str(stored.get(name) or ""))
     if stored.get("finished_at"):
         outcome.finished_at.FromJsonString(stored["finished_at"])
+    usage = stored.get("usage")
+    if isinstance(usage, dict):
+        outcome.usage.SetInParent()  # reported, even if with no measure
+        for name in _USAGE_FIELDS:
+            value = usage.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                setattr(outcome.usage, name, int(value) if name == "max_memory_bytes" else value)
     return outcome
 
 
@@ -286,7 +336,11 @@ def _move_for(row: ParcelRow, outcome: common_pb2.Outcome) -> ParcelMove | None:
     waiting = row.status == P.COMPLETING and OUTCOME not in row.annotations
     if row.status != P.ASSIGNED and not waiting:
         return None
-    annotations = _with(row.annotations, **{OUTCOME: outcome_to_json(outcome)})
+    stored = outcome_to_json(outcome)
+    annotations = _with(row.annotations, **{OUTCOME: stored})
+    usage = usage_annotation(stored.get("usage"))
+    if usage is not None:
+        annotations[USAGE] = usage
     if outcome.result == SUCCEEDED:
         return ParcelMove(row, P.COMPLETING, annotations)
     if outcome.result == CANCELLED and waiting:
