@@ -63,6 +63,18 @@ SLEEPER = {
     "inputs": {},
     "outputs": {},
 }
+BURN_S = 0.5  # CPU seconds the burner spends
+BURN_BYTES = 300 * 10**6  # the memory it touches: more than the runner's own
+BURNER = {
+    "class": "CommandLineTool",
+    "baseCommand": [
+        PYTHON,
+        "-c",
+        f"import time; held = b'x' * {BURN_BYTES}\nwhile time.process_time() < {BURN_S}: pass",
+    ],
+    "inputs": {},
+    "outputs": {},
+}
 COPIER = {
     "class": "CommandLineTool",
     "baseCommand": [PYTHON, "-c", "import shutil, sys; shutil.copy(sys.argv[1], 'copy.dst')"],
@@ -192,6 +204,23 @@ async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None
     assert "exited with" in outcome.message
     assert "broken" in outcome.message
     assert not outcome.outputs
+    assert outcome.usage.cpu_seconds > 0  # measured on a failure too
+    assert outcome.usage.max_memory_bytes > 0
+
+
+async def test_a_run_reports_its_cpu_wall_time_and_peak_memory(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(BURNER), submission())
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    usage = outcome.usage
+    assert usage.HasField("cpu_seconds") and usage.HasField("max_memory_bytes")
+    # The tool's own CPU is in it (the runner waited for it), and the runner's besides.
+    assert usage.cpu_seconds >= BURN_S
+    assert usage.wall_seconds >= BURN_S
+    # The largest process is the tool, holding its bytes (ru_maxrss read as KiB, not bytes).
+    assert BURN_BYTES <= usage.max_memory_bytes < 4 * BURN_BYTES
+    sandbox = harness.settings.work_dir / "jobs" / result.identifier
+    assert json.loads((sandbox / "usage.json").read_text())["cpu_seconds"] == usage.cpu_seconds
 
 
 async def test_a_tool_reporting_split_yields_that_report(harness: Harness) -> None:

@@ -262,7 +262,9 @@ class LocalAdaptor(AdaptorServicer):
             except JobFailed as error:
                 if not run.cancelled:
                     await self.state.finish(
-                        parcel_id, state.FAILED, self._outcome(job, state.FAILED, str(error))
+                        parcel_id,
+                        state.FAILED,
+                        self._outcome(job, state.FAILED, str(error), usage=run.usage),
                     )
                     return
             ended = state.CANCELLED if run.cancelled else state.SUCCEEDED
@@ -275,6 +277,7 @@ class LocalAdaptor(AdaptorServicer):
                     "cancelled on request" if run.cancelled else "",
                     outputs=outputs,
                     report=report,
+                    usage=run.usage,
                 ),
             )
         except asyncio.CancelledError:
@@ -291,7 +294,9 @@ class LocalAdaptor(AdaptorServicer):
         *,
         outputs: list[common_pb2.OutputFile] | None = None,
         report: str = "",
+        usage: common_pb2.ResourceUsage | None = None,
     ) -> common_pb2.Outcome:
+        """The job's outcome; `usage` is what its run used, when it was measured."""
         return common_pb2.Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
@@ -302,6 +307,7 @@ class LocalAdaptor(AdaptorServicer):
             backend_status=ended,
             message=message,
             finished_at=to_timestamp(datetime.now(UTC)),
+            usage=usage,
         )
 
 

@@ -8,7 +8,10 @@ In the parcel's directory (`jobs/<identifier>/`, kept afterwards as its output s
 * `job.json` — the parcel's input object, with `lfn:` inputs staged (below) and, when the root
   process declares an input named `dxts-input-ids`, the ids of the inputs the parcel carries;
 * `runner.log` — the runner's stderr (its log and the tool's stderr), `runner.out` — its stdout
-  (the output object), `out/` and `tmp/` — its output and scratch directories.
+  (the output object), `out/` and `tmp/` — its output and scratch directories;
+* `usage.json` — what the run used (CPU, wall time, peak memory), written by the wrapper the
+  runner is started through (`dxts.backends.local.measure`) and reported as the outcome's
+  `usage`, whether the run succeeded or failed.
 
 Staging: a File in the input object whose `location` (or `path`) is `lfn:<LFN>` is replaced by
 the replica of that LFN at one of this adaptor's storage elements, found through the file
@@ -28,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,6 +46,8 @@ STATUS_REPORT_OUTPUT = "status-report"
 INPUT_IDS_INPUT = "dxts-input-ids"
 REFERENCE_PREFIX = "proc:sha256-"
 LOG_TAIL = 2000
+USAGE_FILE = "usage.json"
+MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
 
 
 class JobFailed(Exception):
@@ -50,10 +56,26 @@ class JobFailed(Exception):
 
 @dataclass
 class Run:
-    """One running parcel: the process group to kill on a cancellation."""
+    """One running parcel: the process group to kill on a cancellation, and what the run used
+    once it ended (None: not measured)."""
 
     process: asyncio.subprocess.Process | None = None
     cancelled: bool = False
+    usage: common_pb2.ResourceUsage | None = None
+
+
+def read_usage(path: Path) -> common_pb2.ResourceUsage | None:
+    """The usage the wrapper wrote (`measure`), or None when there is none to be had (the run
+    never started, or was killed before it could be written)."""
+    try:
+        written = json.loads(path.read_text())
+        return common_pb2.ResourceUsage(
+            cpu_seconds=float(written["cpu_seconds"]),
+            wall_seconds=float(written["wall_seconds"]),
+            max_memory_bytes=int(written["max_memory_bytes"]),
+        )
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _rewrite(value: Any) -> Any:
@@ -219,7 +241,12 @@ async def run_compute(
     out, tmp = job_dir / "out", job_dir / "tmp"
     out.mkdir(exist_ok=True)
     tmp.mkdir(exist_ok=True)
+    usage_file = job_dir / USAGE_FILE
+    usage_file.unlink(missing_ok=True)  # a previous attempt's
     command = [
+        *MEASURE,
+        str(usage_file),
+        "--",
         *settings.runner,
         *settings.runner_args,
         "--outdir",
@@ -242,6 +269,7 @@ async def run_compute(
                 os.killpg(run.process.pid, signal.SIGKILL)
         await started(run.process.pid)
         code = await run.process.wait()
+    run.usage = read_usage(usage_file)
     if run.cancelled:
         return [], ""
     if code != 0:
