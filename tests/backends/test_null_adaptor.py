@@ -19,7 +19,7 @@ from dxts.backends.null.adaptor import (
     NullAdaptor,
     fate_of,
 )
-from dxts.backends.null.settings import NullSettings
+from dxts.backends.null.settings import NullRule, NullSettings, NullUsage
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import backend_pb2, common_pb2
 
@@ -96,6 +96,44 @@ async def test_outcomes_wait_for_the_delay_and_cancellation_ends_them() -> None:
     )
     adaptor.jobs[other.parcel_id].finish_at = time.monotonic()
     assert len((await adaptor.Poll(poll, None)).outcomes) == 2
+
+
+async def test_usage_is_reported_only_when_configured_and_by_rule_first() -> None:
+    hungry = NullRule(
+        fate="failure", output_prefix="/hungry/", usage=NullUsage(max_memory_bytes=8 * 10**9)
+    )
+    adaptor = NullAdaptor(
+        NullSettings(usage=NullUsage(cpu_seconds=7200, wall_seconds=9000), rules=[hungry])
+    )
+    plain, greedy = submission(), submission()
+    greedy.output_prefix = "/hungry/p"
+    results = await submit(adaptor, plain, greedy)
+    reply = await adaptor.Poll(
+        backend_pb2.PollRequest(identifiers=[r.identifier for r in results]), None
+    )
+    usage = {o.parcel_id: (o.result, o.usage) for o in reply.outcomes}
+    assert usage[plain.parcel_id] == (
+        common_pb2.OUTCOME_RESULT_SUCCEEDED,
+        common_pb2.ResourceUsage(cpu_seconds=7200, wall_seconds=9000),
+    )
+    result, measured = usage[greedy.parcel_id]
+    assert result == common_pb2.OUTCOME_RESULT_FAILED
+    assert measured == common_pb2.ResourceUsage(max_memory_bytes=8 * 10**9)
+    assert not measured.HasField("cpu_seconds")  # not reported, not 0
+
+    silent = NullAdaptor(NullSettings())
+    (result,) = await submit(silent, submission())
+    (outcome,) = (
+        await silent.Poll(backend_pb2.PollRequest(identifiers=[result.identifier]), None)
+    ).outcomes
+    assert not outcome.HasField("usage")  # the default: nothing reported
+
+
+def test_usage_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DXTS_NULL_USAGE", '{"cpu_seconds": 1.5}')
+    assert NullSettings().usage == NullUsage(cpu_seconds=1.5)
+    with pytest.raises(ValidationError):
+        NullUsage(cpu_seconds=-1)
 
 
 def test_settings_refuse_an_impossible_mix() -> None:

@@ -68,6 +68,7 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_BACKEND_POLICY": ("the policy is the installation file's section", "DXTS_CONFIG_FILE"),
     "DXTS_LOCAL_STORAGE_ROOT": ("derived from DXTS_LOCAL_WORK_DIR", "DXTS_LOCAL_WORK_DIR"),
     "DXTS_LOCAL_OUTPUT_SE": ("the first storage element", None),
+    "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
 }
 # The null adaptor calls the dispatcher only when it pushes its reports.
 PUSH_ONLY = {"DXTS_DISPATCHER_ADDRESS", "DXTS_SERVICE_TOKEN_FILE"}

@@ -2,11 +2,12 @@
 EstimateResourceUsage, ManualApproval].
 
 The simulation runs a four-seed scout while the replication of its files (data management that
-sits only downstream) is held in New. The scout settles, the hook accepts it, CheckSuccessRate
-passes and EstimateResourceUsage fails (it is given a CPU limit, and no scout parcel reports
-its usage): ApprovingBlocked. The operator extends the scout to six seeds — scouting further,
-not again: two more seeds — and the list runs again from the start, to the same failure. The
-operator resets it — back to Approving, where it runs again
+sits only downstream) is held in New. Its backend (the null adaptor) reports every parcel as
+having used 3 CPU hours. The scout settles, the hook accepts it, CheckSuccessRate passes and
+EstimateResourceUsage fails on that measurement, recorded by execution as each parcel's usage
+(it is given a limit of 2 CPU hours per parcel): ApprovingBlocked. The operator extends the
+scout to six seeds — scouting further, not again: two more seeds — and the list runs again from
+the start, to the same failure. The operator resets it — back to Approving, where it runs again
 and fails again, since nothing it measures has changed — then forces it: Approving, where the
 sign-off nobody has given blocks the workgraph again. Forcing the sign-off approves it: Active,
 the held replication starts, and the workgraph completes.
@@ -33,6 +34,7 @@ from e2e_world import (
     workgraph,
 )
 
+from dxts.backends.null.settings import NullSettings, NullUsage
 from dxts.core.db import Database
 from dxts.core.states import ActionResult
 
@@ -40,6 +42,8 @@ pytestmark = pytest.mark.mariadb_only
 
 THRESHOLD = {"min_sample": 4, "min_success_rate": 0.9}
 SEEDS_ARGS = {"target_events": 8, "events_per_seed": 1, "scouting_events": 4}
+# What every simulation parcel reports it used: over EstimateResourceUsage's 2 CPU hours.
+MEASURED = NullUsage(cpu_seconds=3 * 3600, wall_seconds=4 * 3600, max_memory_bytes=2 * 10**9)
 
 
 def scouted() -> dict[str, object]:
@@ -65,7 +69,8 @@ def scouted() -> dict[str, object]:
 async def test_a_scout_is_blocked_reset_signed_off_and_run(
     mariadb: Database, tmp_path: Path
 ) -> None:
-    async with running(mariadb, tmp_path) as world:
+    null = NullSettings(name="null", outputs=["out"], usage=MEASURED)
+    async with running(mariadb, tmp_path, null=null) as world:
         wg = await world.submit(scouted())
         await world.start(wg)
         assert (await world.statuses(wg)) == (W.SCOUTING, {"Sim": T.ACTIVE, "Replicate": T.NEW})
@@ -74,7 +79,7 @@ async def test_a_scout_is_blocked_reset_signed_off_and_run(
         actions = await world.actions(wg)
         check, estimate, sign_off = (actions[f"workgraph/Approving/{n}"] for n in (1, 2, 3))
         assert (check.Result, estimate.Result, sign_off.Result) == ("Passed", "Failed", None)
-        assert "reported its usage" in estimate.Message
+        assert estimate.Message == "Sim used 3 cpu_hours per parcel (at most 2)"
         await check_counters(world, wg)
         census = await world.census(wg)
         assert census["Sim"]["inputs"] == {"Processed": 4}  # the scout's sample, no more

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.backends.null.settings import NullRule, NullSettings
+from dxts.backends.null.settings import NullRule, NullSettings, NullUsage
 from dxts.backends.server import AdaptorServicer, accepted, key_problem, refused
 from dxts.core.grpc import channel
 from dxts.core.grpc.convert import enum_to_proto
@@ -45,6 +45,7 @@ class Job:
     cancelled: bool = False
     pushed: bool = False
     cancellable: bool = True
+    usage: NullUsage | None = None  # what it reports as measured when it finishes
 
 
 def fate_of(parcel_id: str, settings: NullSettings) -> str:
@@ -181,6 +182,9 @@ class NullAdaptor(AdaptorServicer):
                     tuple(parcel.input_ids),
                     parcel.output_prefix,
                     cancellable=rule is None or rule.cancellable,
+                    usage=rule.usage
+                    if rule is not None and rule.usage is not None
+                    else self.settings.usage,
                 )
                 self.jobs[key] = job
                 self.by_identifier[job.identifier] = job
@@ -258,6 +262,10 @@ class NullAdaptor(AdaptorServicer):
             outcome.backend_status = "cancelled"
             outcome.message = "cancelled on request"
             return outcome
+        if job.usage is not None:
+            outcome.usage.CopyFrom(
+                common_pb2.ResourceUsage(**job.usage.model_dump(exclude_none=True))
+            )
         if job.fate == FAILURE:
             outcome.result = common_pb2.OUTCOME_RESULT_FAILED
             outcome.message = "null backend: injected failure"

@@ -20,6 +20,10 @@ reaches the adaptor as its descriptor's JSON, the CWL value the packers write) o
 contains the rule's `lfn` (a compute parcel's File inputs, a data parcel's request files), or a
 parcel whose output prefix contains the rule's `output_prefix` (it names the transformation).
 A split child's descriptor carries an opaque `mask` ("part/parts") beside `split_of` and `part`.
+
+`usage` is the resource usage every finished (succeeded or failed) parcel reports as measured
+(`Outcome.usage`; default: none reported, as before); a rule's `usage` replaces it for the
+parcels the rule decides. Only the measures given are reported.
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ from dxts.core.states import Kind
 Fate = Literal["success", "failure", "split", "no_report", "lost", "not_tried"]
 
 
+class NullUsage(BaseModel):
+    """A usage to report as measured (Outcome.usage); a measure left out is not reported."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_seconds: float | None = Field(None, ge=0, description="user + system CPU, in seconds")
+    wall_seconds: float | None = Field(None, ge=0, description="elapsed, in seconds")
+    max_memory_bytes: int | None = Field(None, ge=0, description="largest process's peak RSS")
+
+
 class NullRule(BaseModel):
     """One injected fate, for the parcels carrying a matching input (see the module)."""
 
@@ -50,6 +64,7 @@ class NullRule(BaseModel):
     times: int | None = Field(None, ge=1, description="parcels it decides; None: every one")
     delay_s: float | None = Field(None, ge=0, description="instead of the adaptor's delay_s")
     cancellable: bool = Field(True, description="false: Cancel leaves the job running")
+    usage: NullUsage | None = Field(None, description="instead of the adaptor's usage")
 
     @model_validator(mode="after")
     def _matches_something(self) -> NullRule:
@@ -83,6 +98,7 @@ class NullSettings(BaseSettings):
     outputs: list[str] = Field(default_factory=list, description="CWL output ids to report")
     output_size: int = Field(0, ge=0)
     rules: list[NullRule] = Field(default_factory=list, description="fates by input, first")
+    usage: NullUsage | None = Field(None, description="reported by finished parcels; None: none")
     capacity: int = Field(0, ge=0, description="parcels in flight before Submit refuses; 0: any")
     report_mode: Literal["pull", "push"] = "pull"
     dispatcher_address: str | None = Field(
