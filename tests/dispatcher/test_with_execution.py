@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from dispatch_support import (
     Keys,
     assert_counters_exact,
@@ -16,8 +17,10 @@ from dispatch_support import (
     transformation,
 )
 
-from dxts.core.db import Database
+from dxts.backends.null.settings import NullUsage
+from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
+from dxts.core.schema import execution
 from dxts.core.states import Kind
 from dxts.execution.operations import cancel_parcels
 from dxts.execution.outcomes import record_outcomes
@@ -43,7 +46,8 @@ async def test_outcomes_are_recorded_by_execution(
     await empty(database)
     tid = await transformation(database)
     ids = await parcels(database, 12, transformation_id=tid, inputs_per_parcel=1)
-    adaptor, address = await null_adaptors(failure=0.3)
+    used = NullUsage(cpu_seconds=1800, wall_seconds=3600, max_memory_bytes=2 * 10**9)
+    adaptor, address = await null_adaptors(failure=0.3, usage=used)
     sink = Execution(database)
     component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 12
@@ -54,6 +58,13 @@ async def test_outcomes_are_recorded_by_execution(
         failed = adaptor.jobs[id_to_str(parcel_id)].fate == "failure"
         assert states[parcel_id] == ("Failed" if failed else "Completing")
     assert "Failed" in states.values() and "Completing" in states.values()
+    # The usage the backend measured went through the dispatcher untouched.
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        rows = await conn.execute(
+            sa.select(execution.parcels.c.Annotations).where(execution.parcels.c.ParcelID.in_(ids))
+        )
+        usages = [row.Annotations["usage"] for row in rows]
+    assert usages == [{"cpu_hours": 0.5, "wall_hours": 1.0, "memory_gb": 2.0}] * len(ids)
     assert await component.forwarder.poll_once(component.backends["null"]) == 0
     await assert_counters_exact(database)
     await component.stop()
