@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -39,6 +38,7 @@ from dxts.core.counters import DATA_PARCELS, TRANSFORMATION
 from dxts.core.db import Database, Isolation
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.grpc.ports import free_port
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.locks import LockManager
 from dxts.core.logs import STATE_CHANGE
@@ -511,7 +511,7 @@ async def running(
         ]
         locks = LockManager(database)
         stack.on_stop(locks.dispose)
-        port = {name: _free_port() for name in ("definition", "execution", "accounting")}
+        port = {name: free_port() for name in ("definition", "execution", "accounting")}
         address = {name: f"127.0.0.1:{number}" for name, number in port.items()}
 
         built_definition = await build_definition(
@@ -612,13 +612,6 @@ async def running(
             await asyncio.wait_for(world.close(), STOP_S)
         except TimeoutError:
             raise AssertionError(f"the components did not stop within {STOP_S} s") from None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        number: int = probe.getsockname()[1]
-        return number
 
 
 # -- the invariants -----------------------------------------------------------------------------

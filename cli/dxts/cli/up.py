@@ -23,7 +23,6 @@ import getpass
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError, Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier
+from dxts.core.grpc.ports import free_port
 from dxts.core.locks import LockManager
 from dxts.core.migrations import upgrade
 from dxts.core.plugins import Providers, Registry
@@ -152,15 +152,6 @@ async def _serve_adaptor(
     )
 
 
-def _free_port(host: str) -> int:
-    """A port nothing listens on now. The services are given theirs before any is built,
-    because they name each other (definition forwards to execution, which reads definition)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 async def compose(
     database: Database,
     *,
@@ -177,7 +168,7 @@ async def compose(
     ports = ports or Ports()
     host = ports.host
     port = {
-        name: chosen or _free_port(host)
+        name: chosen or free_port(host)
         for name, chosen in (
             ("definition", ports.definition),
             ("execution", ports.execution),
