@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import urllib.request
 from pathlib import Path
@@ -18,18 +17,13 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from dxts.core.counters import journal_inputs
 from dxts.core.grpc import DevKeys, channel
+from dxts.core.grpc.ports import free_port
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.schema import definition, metadata
 from dxts.v1 import accounting_pb2, common_pb2
 from dxts.v1.accounting_pb2_grpc import AccountingServiceStub
 
 ENTRY_POINT = Path(sys.executable).parent / "dxts-accounting"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def prepared_database(url: str) -> bytes:

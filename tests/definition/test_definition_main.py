@@ -6,7 +6,6 @@ import asyncio
 import importlib.metadata
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from dxts.core.config import load_installation_config
 from dxts.core.errors import InvalidArgument, Unavailable
 from dxts.core.grpc import DevKeys, channel
+from dxts.core.grpc.ports import free_port
 from dxts.core.schema import metadata
 from dxts.definition.__main__ import main
 from dxts.definition.settings import DefinitionSettings
@@ -71,12 +71,6 @@ def test_a_bad_installation_file_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument) as refused:
         load_installation_config(path)
     assert [v.field for v in refused.value.violations] == ["installation.packer"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def serving(address: str, process: asyncio.subprocess.Process) -> None:

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from dxts.core.grpc import DevKeys, channel
+from dxts.core.grpc.ports import free_port
 from dxts.core.schema import metadata
 from dxts.v1 import backend_pb2, backend_pb2_grpc, dispatcher_pb2, dispatcher_pb2_grpc
 
@@ -25,9 +25,7 @@ BIN = Path(sys.executable).parent
 
 
 def free_address() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -29,6 +28,7 @@ from dxts.core.errors import (
 )
 from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
 from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.grpc.ports import free_port
 from dxts.core.ids import hash_to_str, id_to_str, input_hash, new_id
 from dxts.core.locks import LockManager
 from dxts.core.schema import execution, metadata
@@ -433,12 +433,6 @@ class FakeDefinition(definition_pb2_grpc.DefinitionServiceServicer):
         self, request: Any, context: Any
     ) -> definition_pb2.GetTransformationResponse:
         return definition_pb2.GetTransformationResponse(transformation=await self._message())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_the_entry_point_feeds_packs_serves_and_stops_on_sigterm(tmp_path: Path) -> None:

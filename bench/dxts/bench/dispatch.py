@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -39,6 +38,7 @@ from dxts.core.counters import TRANSFORMATION, journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, Unavailable
 from dxts.core.grpc import DevKeys, channel
+from dxts.core.grpc.ports import free_port
 from dxts.core.ids import canonical_json, new_id, new_ids
 from dxts.core.schema import definition, execution
 from dxts.core.states import Kind, ParcelStatus
@@ -447,10 +447,7 @@ async def _replicas(
 @contextlib.asynccontextmanager
 async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
     """`dxts.backends.null` in a process of its own; yields (address, token)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    address = f"127.0.0.1:{port}"
+    address = f"127.0.0.1:{free_port()}"
     token = DevKeys.load_or_create(folder).issue("dxts", "dxts-dispatcher", ["service"])
     environment = {
         **os.environ,
