@@ -20,7 +20,6 @@ from recording_world import (
     transformation,
 )
 
-from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, StorageDelta, journal_inputs
 from dxts.core.db import Database, Isolation, db_now
@@ -131,15 +130,6 @@ async def rows_of(database: Database, world: World) -> dict[str, int]:
                 sa.select(sa.func.count()).select_from(table).where(table.c.TransformationID == tid)
             )
     return found
-
-
-@pytest.fixture(scope="module")
-async def catalogue(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
 
 
 async def test_cleaning_removes_exactly_the_transformations_bulk_rows(

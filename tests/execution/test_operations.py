@@ -4,8 +4,6 @@ SQLite and MariaDB."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 import sqlalchemy as sa
 from recording_world import (
@@ -23,7 +21,6 @@ from recording_world import (
     transformation,
 )
 
-from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.counters import journal_inputs
 from dxts.core.db import Database, Isolation, db_now
@@ -36,23 +33,6 @@ from dxts.v1 import common_pb2
 
 RC = Isolation.READ_COMMITTED
 FAILED = common_pb2.OUTCOME_RESULT_FAILED
-
-
-@pytest.fixture(scope="module")
-async def catalogue(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[LocalFileCatalogue]:
-    path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
-
-
-@pytest.fixture
-async def world(database: Database) -> World:
-    await empty(database)
-    return await transformation(database)
 
 
 async def set_status(database: Database, world: World, ids: list[bytes], status: str) -> None:

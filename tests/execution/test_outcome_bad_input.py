@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from recording_world import (
     World,
     assert_counters_exact,
     definitions,
-    empty,
     feed,
     inputs_of,
     outcome,
@@ -24,10 +22,9 @@ from recording_world import (
     report,
     rows_of,
     snapshot,
-    transformation,
 )
 
-from dxts.core.catalogue import CatalogueFile, CatalogueSettings
+from dxts.core.catalogue import CatalogueFile
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str, new_id
@@ -38,23 +35,6 @@ from dxts.v1 import common_pb2
 
 UNKNOWN = common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
 RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
-
-
-@pytest.fixture(scope="module")
-async def catalogue(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[LocalFileCatalogue]:
-    path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
-
-
-@pytest.fixture
-async def world(database: Database) -> World:
-    await empty(database)
-    return await transformation(database)
 
 
 async def run(

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +29,7 @@ from recording_world import (
     user_parcel,
 )
 
-from dxts.core.catalogue import CatalogueSettings, FileCatalogue
-from dxts.core.catalogue.local import LocalFileCatalogue
+from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
@@ -47,21 +44,6 @@ CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
 RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
 ALREADY = common_pb2.OUTCOME_DISPOSITION_ALREADY_RECORDED
 UNKNOWN = common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
-
-
-@pytest.fixture(scope="module")
-async def catalogue(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FileCatalogue]:
-    path: Path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
-
-
-@pytest.fixture
-async def world(database: Database) -> World:
-    await empty(database)
-    return await transformation(database)
 
 
 def ids(*values: bytes) -> list[str]:

@@ -4,9 +4,7 @@ replica at a time, and the loops keep going until asked to stop — on SQLite an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
 from recording_world import (
     World,
     assert_counters_exact,
@@ -20,7 +18,6 @@ from recording_world import (
     transformation,
 )
 
-from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
@@ -35,17 +32,6 @@ from dxts.execution.sweeps_completion import (
     failed_inputs_lock,
 )
 from dxts.v1 import common_pb2
-
-
-@pytest.fixture(scope="module")
-async def catalogue(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[LocalFileCatalogue]:
-    path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
 
 
 async def scene(database: Database) -> tuple[World, bytes, bytes]:

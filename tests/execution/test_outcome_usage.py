@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,18 +14,15 @@ import runner_support as s
 from recording_world import (
     World,
     definitions,
-    empty,
     feed,
     outcome,
     pack,
     parcel,
     report,
-    transformation,
 )
 
 from dxts.core.builtins import actions
-from dxts.core.catalogue import CatalogueSettings, FileCatalogue
-from dxts.core.catalogue.local import LocalFileCatalogue
+from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str
@@ -43,21 +39,6 @@ RECORDED = common_pb2.OUTCOME_DISPOSITION_RECORDED
 FAILED = common_pb2.OUTCOME_RESULT_FAILED
 SERVICE = ("dxts", "dxts-lifecycle", ["service"])
 GB = 10**9
-
-
-@pytest.fixture(scope="module")
-async def catalogue(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FileCatalogue]:
-    path: Path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
-
-
-@pytest.fixture
-async def world(database: Database) -> World:
-    await empty(database)
-    return await transformation(database)
 
 
 def measured(
