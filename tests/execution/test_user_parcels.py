@@ -3,14 +3,11 @@ like any parcel, read back with their outcome — on SQLite and MariaDB."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 import sqlalchemy as sa
 from recording_world import RC, TOOL, empty, outcome, parcel, rows_of
 
 from dxts.core import content_store
-from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -20,17 +17,6 @@ from dxts.execution.definition_client import InMemoryTransformations
 from dxts.execution.outcomes import Recorder, record_outcomes
 from dxts.execution.user_parcels import UserJob, create_user_parcel, get_user_parcel
 from dxts.v1 import common_pb2
-
-
-@pytest.fixture(scope="module")
-async def catalogue(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[LocalFileCatalogue]:
-    path = tmp_path_factory.mktemp("catalogue") / "catalogue.sqlite"
-    catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{path}"))
-    await catalogue.start()
-    yield catalogue
-    await catalogue.close()
 
 
 @pytest.fixture
