@@ -9,19 +9,16 @@ DXTS_DATA_DIR settings as every dxts component.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from dxts.core.errors import DxtsError, InvalidArgument
-from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier, start_metrics_server
+from dxts.core.errors import InvalidArgument
+from dxts.core.grpc import DevKeys, Service, TokenVerifier
+from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.ids import id_from_str
 from dxts.core.settings import AuthSettings, ServerSettings
 from dxts.v1 import backend_pb2, backend_pb2_grpc
@@ -93,30 +90,16 @@ async def serve(adaptor: AdaptorServicer) -> None:
     async with contextlib.AsyncExitStack() as stack:
         await adaptor.start()
         stack.push_async_callback(adaptor.stop)
-        metrics = start_metrics_server(server_settings.metrics_port)
-        if metrics is not None:
-            stack.callback(metrics.close)
-            log.info("metrics on port %d", metrics.port)
-        server = GrpcServer([adaptor_service(adaptor)], settings=server_settings, verifier=verifier)
-        await server.start()
-        stack.push_async_callback(server.stop)
+        server = await serve_component(
+            stack, [adaptor_service(adaptor)], settings=server_settings, verifier=verifier, log=log
+        )
         await server.serve_until_signalled()
 
 
 def run_adaptor(name: str, build: Callable[[], AdaptorServicer]) -> None:
     """The body of an adaptor's `main()`: logging, `build()` the adaptor, serve it."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    log = logging.getLogger("dxts.backends")
 
     async def main() -> None:
         await serve(build())
 
-    try:
-        asyncio.run(main())
-    except (DxtsError, ValidationError, ValueError) as error:
-        log.error("cannot run the %s adaptor: %s", name, error)
-        sys.exit(1)
+    run_process(f"{name} adaptor", main, logging.getLogger("dxts.backends"))

@@ -12,16 +12,12 @@ is re-submitted by a recovery sweep after the lease.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
-
-from pydantic import ValidationError
 
 from dxts.core.db import open_database
-from dxts.core.errors import DxtsError
-from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
+from dxts.core.grpc import TokenVerifier
+from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.dispatcher.component import build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
@@ -39,15 +35,14 @@ async def serve() -> None:
         stack.push_async_callback(database.dispose)
         component = await build_dispatcher(database, settings=settings)
         stack.push_async_callback(component.stop)
-        metrics = start_metrics_server(server_settings.metrics_port)
-        if metrics is not None:
-            stack.callback(metrics.close)
-            log.info("metrics on port %d", metrics.port)
-        server = GrpcServer(
-            component.services, settings=server_settings, verifier=verifier, database=database
+        server = await serve_component(
+            stack,
+            component.services,
+            settings=server_settings,
+            verifier=verifier,
+            database=database,
+            log=log,
         )
-        await server.start()
-        stack.push_async_callback(server.stop)
         log.info(
             "dispatching to %s",
             ", ".join(f"{b.name} ({b.kind.value}, {b.address})" for b in settings.backends)
@@ -57,16 +52,7 @@ async def serve() -> None:
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(serve())
-    except (DxtsError, ValidationError, ValueError) as error:
-        log.error("cannot run the dispatcher: %s", error)
-        sys.exit(1)
+    run_process("dispatcher", serve, log)
 
 
 if __name__ == "__main__":

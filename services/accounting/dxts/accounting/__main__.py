@@ -10,16 +10,14 @@ rolls back, and its rows are folded by the next holder of the fold lock).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
 from dxts.core.db import open_database
-from dxts.core.errors import DxtsError
-from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
+from dxts.core.grpc import TokenVerifier
+from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 
 log = logging.getLogger("dxts.accounting")
@@ -36,29 +34,19 @@ async def serve() -> None:
         stack.push_async_callback(database.dispose)
         accounting = await build_accounting(database, settings=settings)
         stack.push_async_callback(accounting.stop)
-        metrics = start_metrics_server(server_settings.metrics_port)
-        if metrics is not None:
-            stack.callback(metrics.close)
-            log.info("metrics on port %d", metrics.port)
-        server = GrpcServer(
-            accounting.services, settings=server_settings, verifier=verifier, database=database
+        server = await serve_component(
+            stack,
+            accounting.services,
+            settings=server_settings,
+            verifier=verifier,
+            database=database,
+            log=log,
         )
-        await server.start()
-        stack.push_async_callback(server.stop)
         await server.serve_until_signalled()
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(serve())
-    except DxtsError as error:
-        log.error("cannot run the accounting service: %s", error)
-        sys.exit(1)
+    run_process("accounting service", serve, log)
 
 
 if __name__ == "__main__":

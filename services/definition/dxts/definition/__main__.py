@@ -11,14 +11,12 @@ grace period.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 
 from dxts.core.db import open_database
-from dxts.core.errors import DxtsError
-from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
+from dxts.core.grpc import TokenVerifier
+from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.definition.component import Definition, build_definition
 from dxts.definition.lifecycle.settings import LifecycleSettings
@@ -42,29 +40,19 @@ async def serve() -> None:
             database, settings=settings, lifecycle=LifecycleSettings()
         )
         stack.push_async_callback(definition.stop)
-        metrics = start_metrics_server(server_settings.metrics_port)
-        if metrics is not None:
-            stack.callback(metrics.close)
-            log.info("metrics on port %d", metrics.port)
-        server = GrpcServer(
-            definition.services, settings=server_settings, verifier=verifier, database=database
+        server = await serve_component(
+            stack,
+            definition.services,
+            settings=server_settings,
+            verifier=verifier,
+            database=database,
+            log=log,
         )
-        await server.start()
-        stack.push_async_callback(server.stop)
         await server.serve_until_signalled()
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(serve())
-    except DxtsError as error:
-        log.error("cannot run the definition service: %s", error)
-        sys.exit(1)
+    run_process("definition service", serve, log)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,13 @@ few seconds is cancelled and rolls back; its inputs wait for the next round).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 
 from dxts.core.catalogue import CatalogueSettings, open_catalogue
 from dxts.core.db import open_database
-from dxts.core.errors import DxtsError
-from dxts.core.grpc import GrpcServer, TokenVerifier, start_metrics_server
+from dxts.core.grpc import TokenVerifier
+from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.execution.component import build_execution
 from dxts.execution.settings import ExecutionSettings
@@ -41,29 +39,19 @@ async def serve() -> None:
         stack.push_async_callback(catalogue.close)
         execution = await build_execution(database, settings=settings, catalogue=catalogue)
         stack.push_async_callback(execution.stop)
-        metrics = start_metrics_server(server_settings.metrics_port)
-        if metrics is not None:
-            stack.callback(metrics.close)
-            log.info("metrics on port %d", metrics.port)
-        server = GrpcServer(
-            execution.services, settings=server_settings, verifier=verifier, database=database
+        server = await serve_component(
+            stack,
+            execution.services,
+            settings=server_settings,
+            verifier=verifier,
+            database=database,
+            log=log,
         )
-        await server.start()
-        stack.push_async_callback(server.stop)
         await server.serve_until_signalled()
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        asyncio.run(serve())
-    except (DxtsError, ValueError) as error:
-        log.error("cannot run the execution service: %s", error)
-        sys.exit(1)
+    run_process("execution service", serve, log)
 
 
 if __name__ == "__main__":
