@@ -3,7 +3,6 @@ providers, on SQLite and MariaDB."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -14,7 +13,7 @@ import runner_support as s
 import sqlalchemy as sa
 
 from dxts.core.builtins.feeders import in_sample
-from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
+from dxts.core.catalogue import CatalogueFile, LocalFileCatalogue
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, db_now
 from dxts.core.errors import InvalidArgument
@@ -22,42 +21,10 @@ from dxts.core.ids import input_hash, new_id, new_ids
 from dxts.core.plugins import Phase
 from dxts.core.schema import execution
 from dxts.core.states import TransformationStatus
-from dxts.execution.component import install_providers
-from dxts.execution.definition_client import ActiveSnapshot, InMemoryTransformations
+from dxts.execution.definition_client import InMemoryTransformations
 from dxts.execution.feeding import run_feeder
 
 RC = s.RC
-
-
-@pytest.fixture(scope="module")
-async def catalogue(
-    db_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LocalFileCatalogue]:
-    """A catalogue of its own per database the module runs on."""
-    folder = tmp_path_factory.mktemp("catalogue")
-    local = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{folder}/c.sqlite"))
-    await local.start()
-    try:
-        yield local
-    finally:
-        await local.close()
-
-
-@pytest.fixture(scope="module")
-def definitions(db_url: str) -> InMemoryTransformations:
-    return InMemoryTransformations()
-
-
-@pytest.fixture(scope="module")
-def plugins(
-    database: Database, catalogue: LocalFileCatalogue, definitions: InMemoryTransformations
-) -> Any:
-    registry = s.builtins()
-    # Listed afresh on every lookup, as a sweep's refresh would make it.
-    snapshot = ActiveSnapshot(definitions, max_age_s=0)
-    install_providers(registry.providers, database, snapshot, catalogue)
-    registry.check()
-    return registry
 
 
 async def lfns(database: Database, transformation_id: bytes) -> list[str]:

@@ -4,57 +4,25 @@ the packer runner with execution's providers, on SQLite and MariaDB."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import pytest
 import runner_support as s
 import sqlalchemy as sa
 
-from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
+from dxts.core.catalogue import CatalogueFile, LocalFileCatalogue
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, db_now
 from dxts.core.ids import input_hash, new_id
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.execution.component import install_providers
-from dxts.execution.definition_client import ActiveSnapshot, InMemoryTransformations
+from dxts.execution.definition_client import InMemoryTransformations
 from dxts.execution.feeding import run_feeder
 from dxts.execution.packing import run_packer
 
 RC = s.RC
-
-
-@pytest.fixture(scope="module")
-async def catalogue(
-    db_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[LocalFileCatalogue]:
-    folder = tmp_path_factory.mktemp("catalogue")
-    local = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{folder}/c.sqlite"))
-    await local.start()
-    try:
-        yield local
-    finally:
-        await local.close()
-
-
-@pytest.fixture(scope="module")
-def definitions(db_url: str) -> InMemoryTransformations:
-    return InMemoryTransformations()
-
-
-@pytest.fixture(scope="module")
-def plugins(
-    database: Database, catalogue: LocalFileCatalogue, definitions: InMemoryTransformations
-) -> Any:
-    registry = s.builtins()
-    snapshot = ActiveSnapshot(definitions, max_age_s=0)
-    install_providers(registry.providers, database, snapshot, catalogue)
-    registry.check()
-    return registry
 
 
 def files(items: list[tuple[str, int, dict[str, Any] | None]]) -> dict[str, Any]:
