@@ -47,7 +47,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -55,12 +54,13 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.bench.harness import Bench, Operation
+from dxts.bench.seeding import insert_transformations, utc_now
 from dxts.core.counters import TRANSFORMATION, Entity, journal_input_transition, journal_inputs
 from dxts.core.db import Database, Isolation, utcnow
 from dxts.core.errors import FailedPrecondition, InvalidArgument
-from dxts.core.ids import new_id, new_ids
-from dxts.core.schema import definition, execution
-from dxts.core.states import InputStatus, Kind, TransformationStatus
+from dxts.core.ids import new_id
+from dxts.core.schema import execution
+from dxts.core.states import InputStatus
 
 log = logging.getLogger(__name__)
 
@@ -139,33 +139,10 @@ async def run(bench: Bench, params: CountersParams) -> None:
 # -- seeding ----------------------------------------------------------------------------------
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 async def _transformations(database: Database, count: int) -> list[bytes]:
     """`count` Active transformations (under one Ownership) for counted rows to belong to."""
-    ownership_id, ids = new_id(), new_ids(count)
     async with database.transaction(RC) as conn:
-        await conn.execute(
-            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="bench", Sub="c")
-        )
-        await conn.execute(
-            sa.insert(definition.transformations),
-            [
-                {
-                    "TransformationID": tid,
-                    "OwnershipID": ownership_id,
-                    "Type": "Bench",
-                    "Kind": Kind.COMPUTE.value,
-                    "Status": TransformationStatus.ACTIVE.value,
-                    "Packer": "bench",
-                    "UpdatedAt": _now(),
-                }
-                for tid in ids
-            ],
-        )
-    return ids
+        return await insert_transformations(conn, count)
 
 
 class _Population:
@@ -216,7 +193,7 @@ class _Population:
         )
 
     def _rows(self, start: int, end: int) -> list[dict[str, Any]]:
-        now = _now()
+        now = utc_now()
         return [
             {
                 "TransformationID": self.transformation_id,
@@ -239,7 +216,7 @@ class _Population:
                 f"ELT(1 + seq % {len(self.cycle)}, {', '.join(':' + k for k in statuses)}), "
                 f":now FROM seq_{start}_to_{end - 1}"
             ),
-            {"tid": self.transformation_id, "prefix": self.prefix, "now": _now(), **statuses},
+            {"tid": self.transformation_id, "prefix": self.prefix, "now": utc_now(), **statuses},
         )
 
 
@@ -579,7 +556,7 @@ async def _fold_figure(bench: Bench, params: CountersParams) -> None:
 
 async def _prefill(database: Database, keys: list[tuple[bytes, str, str]], rows: int) -> list[int]:
     """`rows` journal rows cycling over `keys`, +1 then -1 per key; returns [lowest, highest] id."""
-    now = _now()
+    now = utc_now()
 
     def deltas() -> Iterator[dict[str, Any]]:
         for n in range(rows):

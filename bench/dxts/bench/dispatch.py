@@ -33,13 +33,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from dxts.bench.harness import Bench, Operation
+from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations
 from dxts.core import content_store
 from dxts.core.counters import TRANSFORMATION, journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, Unavailable
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.grpc.ports import free_port
-from dxts.core.ids import canonical_json, new_id, new_ids
+from dxts.core.ids import canonical_json, new_ids
 from dxts.core.schema import definition, execution
 from dxts.core.states import Kind, ParcelStatus
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
@@ -50,13 +51,6 @@ from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
 PURGE_POLLS = 30  # 0.1 s apart: how long a reseed waits for the server's purge at most
-TOOL = {
-    "class": "CommandLineTool",
-    "cwlVersion": "v1.2",
-    "baseCommand": "true",
-    "inputs": {},
-    "outputs": {},
-}
 
 
 @dataclass(frozen=True)
@@ -145,27 +139,12 @@ def _described(params: DispatchParams, replicas: int) -> dict[str, Any]:
 
 
 async def _seed_transformation(database: Database) -> tuple[bytes, bytes]:
-    ownership_id, transformation_id = new_id(), new_id()
+    async def work(conn: Any) -> tuple[bytes, bytes]:
+        (transformation_id,) = await insert_transformations(conn)
+        (process_id,) = await content_store.put_processes(conn, [TRIVIAL_TOOL])
+        return transformation_id, process_id
 
-    async def work(conn: Any) -> bytes:
-        await conn.execute(
-            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="bench", Sub="b")
-        )
-        await conn.execute(
-            sa.insert(definition.transformations).values(
-                TransformationID=transformation_id,
-                OwnershipID=ownership_id,
-                Type="Bench",
-                Kind=Kind.COMPUTE.value,
-                Status="Active",
-                Packer="bench",
-                UpdatedAt=await db_now(conn),
-            )
-        )
-        (process_id,) = await content_store.put_processes(conn, [TOOL])
-        return process_id
-
-    return transformation_id, await database.run(work, isolation=RC)
+    return await database.run(work, isolation=RC)
 
 
 async def _reseed(database: Database, transformation_id: bytes, process_id: bytes, n: int) -> None:

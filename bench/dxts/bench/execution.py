@@ -34,7 +34,6 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -42,15 +41,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.bench.execution_outcomes import run_outcomes
 from dxts.bench.harness import Bench, Figure, Operation
+from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations, utc_now
 from dxts.core import content_store
 from dxts.core.counters import journal_inputs
 from dxts.core.db import Database, Isolation
-from dxts.core.ids import new_id, new_ids
+from dxts.core.ids import new_ids
 from dxts.core.plugins import FileInput, PluginArgs, Registry
 from dxts.core.plugins.points import PluginKind
 from dxts.core.plugins.registry import analyse
 from dxts.core.schema import definition, execution
-from dxts.core.states import InputStatus, Kind, TransformationStatus
+from dxts.core.states import InputStatus, Kind
 from dxts.execution.db.common import insert_ignoring_duplicates
 from dxts.execution.definition_client import ActiveTransformation
 from dxts.execution.feeding import run_feeder
@@ -58,13 +58,6 @@ from dxts.execution.packing import run_packer
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
-PROCESS = {
-    "class": "CommandLineTool",
-    "cwlVersion": "v1.2",
-    "baseCommand": "true",
-    "inputs": {},
-    "outputs": {},
-}
 
 
 @dataclass(frozen=True)
@@ -150,30 +143,11 @@ def _registry() -> Registry:
     return Registry([plugin, *packers])
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 async def _transformation(database: Database, packer: str) -> ActiveTransformation:
     """A fresh Active compute transformation, as definition would have stored it."""
-    ownership_id, tid = new_id(), new_id()
     async with database.transaction(RC) as conn:
-        await conn.execute(
-            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="bench", Sub="b")
-        )
-        await conn.execute(
-            sa.insert(definition.transformations).values(
-                TransformationID=tid,
-                OwnershipID=ownership_id,
-                Type="Bench",
-                Kind=Kind.COMPUTE.value,
-                Status=TransformationStatus.ACTIVE.value,
-                Feeder="BenchCount",
-                Packer=packer,
-                UpdatedAt=_now(),
-            )
-        )
-        (process_id,) = await content_store.put_processes(conn, [PROCESS])
+        (tid,) = await insert_transformations(conn, packer=packer, feeder="BenchCount")
+        (process_id,) = await content_store.put_processes(conn, [TRIVIAL_TOOL])
         await conn.execute(
             sa.insert(definition.compute_transformations).values(
                 TransformationID=tid, ProcessID=process_id
@@ -191,7 +165,7 @@ async def _transformation(database: Database, packer: str) -> ActiveTransformati
 
 
 def _input_rows(transformation_id: bytes, count: int, prefix: str) -> list[dict[str, Any]]:
-    now = _now()
+    now = utc_now()
     rows = []
     for n, input_id in enumerate(new_ids(count)):
         proposal = FileInput(lfn=f"{prefix}/{n:08d}.dst", lfn_size=1_000_000 + n)
@@ -318,7 +292,7 @@ def _raw_pack(database: Database, params: ExecutionParams, per_parcel: int) -> O
         )
         if not claimed:
             return 0
-        now = _now()
+        now = utc_now()
         groups = [claimed[i : i + per_parcel] for i in range(0, len(claimed), per_parcel)]
         ids = new_ids(len(groups))
         await conn.execute(

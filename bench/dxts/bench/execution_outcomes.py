@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from google.protobuf import json_format
 
 from dxts.bench.harness import Bench, Operation
+from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations, utc_now
 from dxts.core import content_store
 from dxts.core.catalogue import CataloguePage, FileCatalogue, Registered
 from dxts.core.counters import journal_inputs, journal_parcels
@@ -39,13 +39,6 @@ from dxts.v1 import common_pb2
 RC = Isolation.READ_COMMITTED
 SEED_PARCELS = 500  # parcels seeded per transaction
 OUTPUTS = ("out", "log", "status-report")
-PROCESS = {
-    "class": "CommandLineTool",
-    "cwlVersion": "v1.2",
-    "baseCommand": "true",
-    "inputs": {},
-    "outputs": {},
-}
 
 
 @dataclass(frozen=True)
@@ -101,32 +94,14 @@ class Seeded:
     outcomes: list[common_pb2.Outcome]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 async def _seed(database: Database, params: OutcomeParams) -> Seeded:
     """A transformation with declared outputs and `parcels` Assigned parcels of Assigned inputs,
     rows and journals as the packer and the dispatcher leave them (untimed)."""
-    ownership_id, tid = new_id(), new_id()
     output_ids = dict(zip(OUTPUTS, new_ids(len(OUTPUTS)), strict=True))
     parcel_ids = new_ids(params.parcels)
     inputs = {p: new_ids(params.inputs_per_parcel) for p in parcel_ids}
     async with database.transaction(RC) as conn:
-        await conn.execute(
-            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="bench", Sub="b")
-        )
-        await conn.execute(
-            sa.insert(definition.transformations).values(
-                TransformationID=tid,
-                OwnershipID=ownership_id,
-                Type="Bench",
-                Kind=Kind.COMPUTE.value,
-                Status="Active",
-                Packer="PerInput",
-                UpdatedAt=_now(),
-            )
-        )
+        (tid,) = await insert_transformations(conn, packer="PerInput")
         await conn.execute(
             sa.insert(definition.transformation_outputs),
             [
@@ -139,10 +114,10 @@ async def _seed(database: Database, params: OutcomeParams) -> Seeded:
                 for name, oid in output_ids.items()
             ],
         )
-        (process_id,) = await content_store.put_processes(conn, [PROCESS])
+        (process_id,) = await content_store.put_processes(conn, [TRIVIAL_TOOL])
     for start in range(0, len(parcel_ids), SEED_PARCELS):
         chunk = parcel_ids[start : start + SEED_PARCELS]
-        now = _now()
+        now = utc_now()
         async with database.transaction(RC) as conn:
             await conn.execute(
                 sa.insert(execution.parcels),
@@ -259,7 +234,7 @@ def _raw(database: Database, params: OutcomeParams) -> Operation:
         for start in range(0, len(round_.parcels), params.record_batch):
             chunk = round_.parcels[start : start + params.record_batch]
             outcomes = round_.outcomes[start : start + params.record_batch]
-            now = _now()
+            now = utc_now()
             async with database.transaction(RC) as conn:
                 await conn.execute(
                     sa.update(parcels)

@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.bench.harness import Bench, Operation
+from dxts.bench.seeding import insert_transformations, utc_now
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition
-from dxts.core.ids import id_to_str, input_hash, new_id, new_ids
-from dxts.core.schema import definition, execution
-from dxts.core.states import Kind, ParcelStatus, TransformationStatus
+from dxts.core.ids import id_to_str, input_hash, new_ids
+from dxts.core.schema import execution
+from dxts.core.states import Kind, ParcelStatus
 
 SEED_BATCH = 5_000
 
@@ -102,31 +102,13 @@ async def run(bench: Bench, params: RawParams) -> None:
 
 async def _seed_transformation(database: Database) -> bytes:
     """One Active transformation (and its Ownership) for the Inputs and Parcels to belong to."""
-    ownership_id, transformation_id = new_id(), new_id()
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
-        await conn.execute(
-            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="bench", Sub="b")
-        )
-        await conn.execute(
-            sa.insert(definition.transformations).values(
-                TransformationID=transformation_id,
-                OwnershipID=ownership_id,
-                Type="Bench",
-                Kind=Kind.COMPUTE.value,
-                Status=TransformationStatus.ACTIVE.value,
-                Packer="bench",
-                UpdatedAt=_now(),
-            )
-        )
+        (transformation_id,) = await insert_transformations(conn)
     return transformation_id
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
 def _input_rows(transformation_id: bytes, count: int) -> list[dict[str, Any]]:
-    now = _now()
+    now = utc_now()
     rows = []
     for input_id in new_ids(count):
         lfn = f"/dxts/bench/{id_to_str(input_id)}.dst"
@@ -169,7 +151,7 @@ def _claim(database: Database, transformation_id: bytes, params: RawParams) -> O
         async with database.transaction(Isolation.READ_COMMITTED) as conn:
             await conn.execute(sa.delete(parcels))
         ids = new_ids(params.claim_parcels)
-        now = _now()
+        now = utc_now()
         for start in range(0, len(ids), SEED_BATCH):
             rows = [
                 {
@@ -209,7 +191,7 @@ def _claim(database: Database, transformation_id: bytes, params: RawParams) -> O
                 parcels.c.ParcelID.in_(claimed),
                 parcels.c.Status == ParcelStatus.UNASSIGNED.value,
             )
-            .values(Status=ParcelStatus.RESERVED.value, UpdatedAt=_now())
+            .values(Status=ParcelStatus.RESERVED.value, UpdatedAt=utc_now())
         )
         return int(result.rowcount)
 
