@@ -41,7 +41,7 @@ class AuthSettings(BaseSettings):
     public_key: str | None = None
     public_key_file: str | None = None
     shared_secret: str | None = None
-    issuer: str = "dxts-dev"
+    issuer: str = "dxts"  # dxts.core.grpc.auth.DEFAULT_ISSUER (core.settings imports nothing)
     audience: str = "dxts"
     algorithms: list[str] = ["EdDSA", "RS256", "ES256", "HS256"]
 
@@ -55,3 +55,9 @@ class ServerSettings(BaseSettings):
     metrics_port: int | None = Field(None, description="Prometheus HTTP port; None disables")
     shutdown_grace_s: float = Field(10.0, ge=0)
     max_workers: int = Field(16, ge=1, description="threads for sync plugins")
+
+    @property
+    def listen_host(self) -> str:
+        """The host part of `listen` (brackets of an IPv6 address removed): where the metrics
+        endpoint listens too."""
+        return self.listen.rsplit(":", 1)[0].strip("[]") or "0.0.0.0"
