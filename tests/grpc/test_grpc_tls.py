@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from google.protobuf.wrappers_pb2 import StringValue
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_probe import PROBE, Probe
 
 from dxts.core.errors import Unavailable
@@ -240,3 +242,23 @@ async def test_the_metrics_endpoint_listens_where_the_server_does(
                 log=logging.getLogger("metrics-test"),
             )
     assert "metrics on 127.0.0.1:" in caplog.text
+
+
+async def test_probes_reach_health_in_plain_text_beside_a_tls_server(
+    dev_keys: DevKeys, pki: Pki, token: str
+) -> None:
+    running = GrpcServer(
+        [Probe().service()],
+        settings=ServerSettings(listen="127.0.0.1:0", health_listen="127.0.0.1:0"),
+        verifier=dev_keys.verifier(),
+        tls=server_tls(pki, mutual=True),
+    )
+    async with running:
+        plain = f"127.0.0.1:{running.health_port}"
+        async with grpc.aio.insecure_channel(plain) as ch:
+            reply = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest())
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            # Only health: the services themselves are not on the plain-text port.
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await ch.unary_unary(f"/{PROBE}/WhoAmI")(b"")
+            assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED

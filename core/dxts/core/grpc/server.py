@@ -102,6 +102,8 @@ class GrpcServer:
             [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
         )
         self.port = 0
+        self.health_port = 0
+        self._health_server: grpc.aio.Server | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._serving: bool | None = None
         self._stopping = False
@@ -120,6 +122,13 @@ class GrpcServer:
         else:
             self.port = self._server.add_insecure_port(self.settings.listen)
         await self._server.start()
+        if self.settings.health_listen:
+            # Health alone, in plain text: what a kubelet's gRPC probe can reach when the
+            # services speak TLS. It tells whether the process serves, nothing more.
+            self._health_server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            self.health_port = self._health_server.add_insecure_port(self.settings.health_listen)
+            await self._health_server.start()
         await self._set_serving(await self._database_answers())
         if self.database is not None:
             self._watcher = asyncio.create_task(self._watch_database())
@@ -147,6 +156,8 @@ class GrpcServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
         await self._server.stop(self.settings.shutdown_grace_s if grace is None else grace)
+        if self._health_server is not None:
+            await self._health_server.stop(0)
         log.info("stopped serving on %s", self.address)
 
     async def wait_for_termination(self) -> None:
