@@ -1,8 +1,11 @@
 """The layout's import rules: components meet only through core and the generated contracts.
 
 Each service, the dispatcher and the backends may import `dxts.core` and the generated stubs
-(`dxts.v1`), never each other's modules; core imports nothing above itself. The CLI (`dxts up`
-composes every component in one process) and the benchmarks are the composition roots.
+(`dxts.v1`), never each other's modules; core imports nothing above itself. `dxts.cwl` (loading,
+validating and compiling CWL, with no database and no gRPC) imports only core, and the
+definition service and the CLI both use it. The CLI is a client: only `dxts up`, which composes
+every component in one process, imports the services; it and the benchmarks are the composition
+roots.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ PACKAGE_DIRS = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["set
 ALLOWED: dict[str, set[str]] = {
     "dxts.core": {"dxts.core", "dxts.v1"},
     "dxts.v1": {"dxts.v1"},
-    "dxts.definition": {"dxts.core", "dxts.v1", "dxts.definition"},
+    "dxts.cwl": {"dxts.core", "dxts.cwl"},
+    "dxts.definition": {"dxts.core", "dxts.v1", "dxts.cwl", "dxts.definition"},
     "dxts.execution": {"dxts.core", "dxts.v1", "dxts.execution"},
     "dxts.accounting": {"dxts.core", "dxts.v1", "dxts.accounting"},
     "dxts.dispatcher": {"dxts.core", "dxts.v1", "dxts.dispatcher"},
@@ -29,6 +33,16 @@ ALLOWED: dict[str, set[str]] = {
     "dxts.cli": {"*"},
     "dxts.bench": {"*"},
 }
+# The components a client must reach over gRPC, never by import.
+SERVER_SIDE = {
+    "dxts.definition",
+    "dxts.execution",
+    "dxts.accounting",
+    "dxts.dispatcher",
+    "dxts.backends",
+}
+# The one CLI module that runs the components in process (`dxts up`).
+CLI_COMPOSER = "up.py"
 
 
 def imported_dxts_modules(path: Path) -> set[str]:
@@ -73,4 +87,34 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert {component_of(m) for m in imported_dxts_modules(offender)} == {
         "dxts.execution",
         "dxts.accounting",
+    }
+
+
+def server_side_imports(path: Path) -> set[str]:
+    return {m for m in imported_dxts_modules(path) if component_of(m) in SERVER_SIDE}
+
+
+def test_only_dxts_up_imports_the_components() -> None:
+    cli = REPO / PACKAGE_DIRS["dxts.cli"]
+    violations = [
+        f"{path.relative_to(REPO)} imports {module}"
+        for path in sorted(cli.rglob("*.py"))
+        if path.relative_to(cli).as_posix() != CLI_COMPOSER
+        for module in sorted(server_side_imports(path))
+    ]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_cli_checker_sees_a_violation(tmp_path: Path) -> None:
+    """A CLI module reaching into a service is caught; dxts.cwl and core are not violations."""
+    offender = tmp_path / "m.py"
+    offender.write_text(
+        "from dxts.definition.submit import submit_workgraph\n"
+        "import dxts.backends.local.adaptor\n"
+        "from dxts.cwl.check import check_document\n"
+        "from dxts.core.errors import NotFound\n"
+    )
+    assert server_side_imports(offender) == {
+        "dxts.definition.submit",
+        "dxts.backends.local.adaptor",
     }

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from definition_support import catalogue
+from cwl_support import catalogue
 from definition_world import ExecutionDouble, Stub
 
 from dxts.core.db import Database

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from definition_support import EXAMPLES, catalogue, example
+from cwl_support import EXAMPLES, catalogue, example
 
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument
@@ -28,8 +28,8 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
+from dxts.cwl.loading import Bundle
 from dxts.definition import submit as submit_module
-from dxts.definition.loading import Bundle
 from dxts.definition.submit import Submitted, submission_lock, submit_workgraph
 
 TABLES = (

@@ -27,7 +27,7 @@ import typer
 
 from dxts.core.errors import DxtsError, InvalidArgument, Unauthenticated, Unavailable
 from dxts.core.grpc import channel
-from dxts.definition.problems import Kind as ProblemKind
+from dxts.cwl.problems import Kind as ProblemKind
 from dxts.v1 import (
     accounting_pb2_grpc,
     definition_pb2_grpc,

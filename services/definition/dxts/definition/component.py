@@ -26,6 +26,7 @@ from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
 from dxts.core.locks import LockManager
 from dxts.core.plugins.registry import Registry
+from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.execution_client import (
     ExecutionClient,
     ExecutionFactory,
@@ -34,7 +35,6 @@ from dxts.definition.execution_client import (
 )
 from dxts.definition.lifecycle.component import build_lifecycle
 from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.plugins import PluginCatalogue
 from dxts.definition.servicer import DefinitionServicer
 from dxts.definition.settings import DefinitionSettings
 from dxts.v1 import definition_pb2, definition_pb2_grpc

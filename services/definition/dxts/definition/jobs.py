@@ -25,12 +25,12 @@ from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.auth import Identity
 from dxts.core.ids import content_hash
-from dxts.definition.analysis import WORKGRAPH
-from dxts.definition.compile import hash_processes, replace_runs
+from dxts.cwl.analysis import WORKGRAPH
+from dxts.cwl.compile import hash_processes, replace_runs
+from dxts.cwl.hints import check_hint
+from dxts.cwl.loading import Bundle, LoadedDocument, load_document
+from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
 from dxts.definition.execution_client import ExecutionClient, UserParcel
-from dxts.definition.hints import check_hint
-from dxts.definition.loading import Bundle, LoadedDocument, load_document
-from dxts.definition.problems import Kind, Problem, Severity, error, raise_for_errors
 from dxts.definition.submit import resolve_references
 
 JOB = "dirac:Job"

@@ -23,8 +23,8 @@ from dxts.core.errors import NotFound
 from dxts.core.grpc.auth import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.states import WorkgraphStatus
+from dxts.cwl.compile import EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition import db
-from dxts.definition.compile import EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition.transitions import HALTED
 
 T = TypeVar("T")

@@ -25,12 +25,12 @@ from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.ids import canonical_json, hash_from_str, hash_to_str, id_from_str, id_to_str
 from dxts.core.locks import LockManager
 from dxts.core.states import ActionResult, Kind, TransformationStatus, WorkgraphStatus
+from dxts.cwl.compile import Plan
+from dxts.cwl.loading import Bundle
+from dxts.cwl.plugins import PluginCatalogue
+from dxts.cwl.problems import Problem
 from dxts.definition import jobs, labels, processes, queries, transitions
-from dxts.definition.compile import Plan
 from dxts.definition.execution_client import ExecutionClient, ExecutionFactory
-from dxts.definition.loading import Bundle
-from dxts.definition.plugins import PluginCatalogue
-from dxts.definition.problems import Problem
 from dxts.definition.settings import DefinitionSettings
 from dxts.definition.submit import submit_workgraph
 from dxts.definition.transitions import UNSET, Caller

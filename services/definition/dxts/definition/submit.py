@@ -5,8 +5,8 @@ resolving `proc:` references against the store and the registry, compiling and i
 happen in one READ COMMITTED transaction, so a workgraph and all its members exist entirely or
 not at all. A dry run does the same reads and returns the plan without writing.
 
-`check_document` is the same pipeline with no database, for `dxts validate`: stored references
-cannot be checked there and are reported as warnings.
+`dxts.cwl.check.check_document` is the same pipeline with no database, for `dxts validate`:
+stored references cannot be checked there and are reported as warnings.
 
 Idempotency. A submission with a `request_id` (not a dry run) records it in its WorkgraphLog
 creation row's Data, with the digest of what was submitted (`submission_digest`: the files
@@ -49,19 +49,18 @@ from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition import db
-from dxts.definition.compile import IdsMismatch, Plan, PlanIds, compile_plan
-from dxts.definition.loading import Bundle, LoadedDocument, load_document
-from dxts.definition.plugins import PluginCatalogue
-from dxts.definition.problems import (
+from dxts.cwl.check import stored_references, validate_bundle
+from dxts.cwl.compile import IdsMismatch, Plan, PlanIds, compile_plan
+from dxts.cwl.loading import Bundle, LoadedDocument
+from dxts.cwl.plugins import PluginCatalogue
+from dxts.cwl.problems import (
     Kind,
     Problem,
     Severity,
     error,
     raise_for_errors,
-    warning,
 )
-from dxts.definition.validation import Validated, validate
+from dxts.definition import db
 
 AUTHOR_LENGTH = 64
 REQUEST_ID_MAX = 128
@@ -90,42 +89,11 @@ class Submitted:
         return self.plan.warnings
 
 
-def _validate(
-    bundle: Bundle,
-    catalogue: PluginCatalogue,
-    config: DefinitionConfig,
-    vo: str,
-    allow_unknown_plugins: bool,
-) -> Validated:
-    document, problems = load_document(bundle)
-    return validate(
-        document,
-        problems,
-        catalogue=catalogue,
-        config=config,
-        vo=vo,
-        allow_unknown_plugins=allow_unknown_plugins,
-    )
-
-
-def _references(
-    document: LoadedDocument,
-) -> list[tuple[str, str, bytes | None, tuple[str, str] | None]]:
-    """(document path, text, hash, (name, version)) of every stored-process reference."""
-    found = []
-    for node in document.processes():
-        ref = node.reference
-        if ref is not None:
-            named = (ref.name, ref.version) if ref.name and ref.version else None
-            found.append((node.location, ref.text, ref.process_id, named))
-    return found
-
-
 async def resolve_references(
     conn: AsyncConnection, document: LoadedDocument, vo: str
 ) -> tuple[dict[str, bytes], list[Problem]]:
     """Registry names → hashes (once, now), and a problem for every reference naming nothing."""
-    references = _references(document)
+    references = stored_references(document)
     stored = await db.existing_processes(conn, [h for _, _, h, _ in references if h])
     names = await db.registry_lookup(conn, vo, [n for _, _, _, n in references if n])
     resolved: dict[str, bytes] = {}
@@ -153,43 +121,6 @@ async def resolve_references(
                     )
                 )
     return resolved, problems
-
-
-def check_document(
-    bundle: Bundle,
-    *,
-    catalogue: PluginCatalogue,
-    config: DefinitionConfig | None = None,
-    vo: str = "",
-    sub: str = "",
-    allow_unknown_plugins: bool = False,
-) -> tuple[list[Problem], Plan | None]:
-    """Validate and compile without a database: every problem, and the plan if there is no error."""
-    config = config or DefinitionConfig()
-    checked = _validate(bundle, catalogue, config, vo, allow_unknown_plugins)
-    problems = list(checked.problems)
-    if checked.document is not None and checked.analysis is not None:
-        for path, text, _, named in _references(checked.document):
-            problems.append(
-                warning(
-                    Kind.UNRESOLVED_RUN,
-                    path,
-                    f"{text} names a stored process; it is checked against the store at "
-                    "submission, not offline"
-                    + (" (the plan shows no hash for what runs it)" if named else ""),
-                )
-            )
-    if not checked.ok or checked.document is None or checked.analysis is None:
-        return problems, None
-    plan = compile_plan(
-        checked.document,
-        checked.analysis,
-        config=config,
-        vo=vo,
-        sub=sub,
-        warnings=tuple(p for p in problems if p.severity is Severity.WARNING),
-    )
-    return problems, plan
 
 
 def submission_digest(bundle: Bundle, labels: Mapping[str, str] | None) -> str:
@@ -279,7 +210,7 @@ async def submit_workgraph(
     key = "" if dry_run else request_id
     config = config or DefinitionConfig()
     checked = await asyncio.to_thread(
-        _validate, bundle, catalogue, config, vo, allow_unknown_plugins
+        validate_bundle, bundle, catalogue, config, vo, allow_unknown_plugins
     )
     raise_for_errors(checked.problems)
     document, analysis = checked.document, checked.analysis

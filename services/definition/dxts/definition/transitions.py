@@ -57,10 +57,10 @@ from dxts.core.state_machines import (
     member_state_compatible,
 )
 from dxts.core.states import ActionResult, TransformationStatus, WorkgraphStatus
+from dxts.cwl.compile import APPROVING, EDGE_ARGUMENT, EDGE_FEEDER
+from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition import db
-from dxts.definition.compile import APPROVING, EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition.execution_client import ExecutionClient
-from dxts.definition.plugins import PluginCatalogue
 
 W = WorkgraphStatus
 T = TransformationStatus

@@ -29,9 +29,9 @@ from typing import Any
 from dxts.core.config import ACTION_LISTS, DefinitionConfig, ResolvedHints, resolve_hints
 from dxts.core.ids import content_hash, id_to_str, new_ids
 from dxts.core.plugins.points import Point
-from dxts.definition.analysis import Analysis, Member
-from dxts.definition.loading import LoadedDocument, ProcessNode, reference_for
-from dxts.definition.problems import Problem
+from dxts.cwl.analysis import Analysis, Member
+from dxts.cwl.loading import LoadedDocument, ProcessNode, reference_for
+from dxts.cwl.problems import Problem
 
 EDGE_FEEDER = "Edge"
 EDGE_ARGUMENT = "transformation_output_id"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dxts.definition.loading import LoadedDocument, Step
-from dxts.definition.problems import Kind, Problem, error, join, warning
+from dxts.cwl.loading import LoadedDocument, Step
+from dxts.cwl.problems import Kind, Problem, error, join, warning
 
 WORKGRAPH = "dirac:Workgraph"
 TRANSFORMATION = "dirac:Transformation"

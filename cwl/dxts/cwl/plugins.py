@@ -1,15 +1,13 @@
 """The plugin catalogue as validation sees it: the part of `dxts.core.plugins.Registry` it uses.
 
-Validation depends only on this protocol, so it runs the same against the entry-point registry,
-against a test's registry, and offline with nothing installed (`EmptyCatalogue`, where
-`allow_unknown_plugins` turns every unknown name into a warning).
+Validation depends only on this protocol, so it runs the same against the entry-point registry
+and against a test's registry.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from dxts.core.errors import NotFound
 from dxts.core.plugins.points import Phase, PluginKind, Point
 
 
@@ -31,22 +29,3 @@ class PluginCatalogue(Protocol):
         """Raise InvalidArgument (fields under `name_field`/`args_field`) if the plugin cannot
         be bound at `point` or `args` are invalid for it in `phase`."""
 
-
-class EmptyCatalogue:
-    """Knows no plugin (an offline check on a machine where nothing is installed)."""
-
-    def get(self, kind: PluginKind, name: str) -> Any:
-        raise NotFound(kind.value, name)
-
-    def validate_args(
-        self,
-        kind: PluginKind,
-        name: Any,
-        args: Any,
-        *,
-        phase: Phase,
-        point: Point | None = None,
-        name_field: str = "name",
-        args_field: str = "args",
-    ) -> Any:
-        raise NotFound(kind.value, name)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from definition_support import EXAMPLE_NAMES, EXPERIMENT_PLUGINS, catalogue, example, fixture
+from cwl_support import EXAMPLE_NAMES, EXPERIMENT_PLUGINS, catalogue, example, fixture
 
 from dxts.core.config import DefinitionConfig
 from dxts.core.errors import InvalidArgument
-from dxts.definition.loading import Bundle, load_document
-from dxts.definition.problems import DocumentViolation, Kind, Severity, raise_for_errors
-from dxts.definition.validation import Validated, validate
+from dxts.cwl.loading import Bundle, load_document
+from dxts.cwl.problems import DocumentViolation, Kind, Severity, raise_for_errors
+from dxts.cwl.validation import Validated, validate
 
 
 def check(bundle: Bundle, *, allow_unknown_plugins: bool = False) -> Validated:

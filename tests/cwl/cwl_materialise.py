@@ -1,4 +1,4 @@
-"""A stored process tree as files a CWL runner reads: one `<hex>.cwl` per process.
+"""Test support: a stored process tree as the files a CWL runner reads, one per process.
 
 Stored bodies reference their children as `proc:sha256-<hex>`; written into one directory, each
 reference becomes the sibling file name `<hex>.cwl`, so `cwltool <root hex>.cwl` runs the tree
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dxts.definition.loading import parse_reference
+from dxts.cwl.loading import parse_reference
 
 
 def _rewrite(value: Any) -> Any:

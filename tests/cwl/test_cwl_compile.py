@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from definition_support import (
+from cwl_support import (
     EXAMPLE_NAMES,
     EXAMPLES,
     EXPERIMENT_PLUGINS,
@@ -21,11 +21,11 @@ from definition_support import (
 
 from dxts.core.config import DefinitionConfig
 from dxts.core.ids import content_hash, id_to_str
-from dxts.definition.compile import EDGE_ARGUMENT, Plan, PlannedMember, compile_plan
-from dxts.definition.loading import Bundle, load_document
-from dxts.definition.problems import Kind
-from dxts.definition.submit import check_document
-from dxts.definition.validation import validate
+from dxts.cwl.check import check_document
+from dxts.cwl.compile import EDGE_ARGUMENT, Plan, PlannedMember, compile_plan
+from dxts.cwl.loading import Bundle, load_document
+from dxts.cwl.problems import Kind
+from dxts.cwl.validation import validate
 
 DEFAULT_LISTS = [
     ("Archiving", 1, "CleanIntermediates"),

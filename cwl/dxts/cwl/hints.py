@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from dxts.definition.problems import Kind, Problem, error, join
+from dxts.cwl.problems import Kind, Problem, error, join
 
 SCHEMA_FILE = "dirac-hints-1.0.json"
 HINT_DEFINITIONS = {
@@ -28,7 +28,7 @@ HINT_DEFINITIONS = {
 
 @cache
 def schema() -> dict[str, Any]:
-    text = resources.files("dxts.definition").joinpath("data", SCHEMA_FILE).read_text()
+    text = resources.files("dxts.cwl").joinpath("data", SCHEMA_FILE).read_text()
     return dict(json.loads(text))
 
 

@@ -6,10 +6,10 @@ import io
 from pathlib import Path
 
 import cwltool.main
-from definition_support import catalogue, example, nested_bundle
+from cwl_materialise import materialise
+from cwl_support import catalogue, example, nested_bundle
 
-from dxts.definition.materialise import materialise
-from dxts.definition.submit import check_document
+from dxts.cwl.check import check_document
 
 
 def test_cwltool_validates_every_compiled_process(tmp_path: Path) -> None:

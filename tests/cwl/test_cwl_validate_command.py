@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from definition_support import EXAMPLES, FIXTURES
+from cwl_support import EXAMPLES, FIXTURES
 from typer.testing import CliRunner
 
 from dxts.cli.main import app

@@ -41,7 +41,7 @@ from schema_salad.exceptions import ValidationException
 from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
 
-from dxts.definition.problems import Kind, Problem, error, join
+from dxts.cwl.problems import Kind, Problem, error, join
 
 CWL_VERSION = "v1.2"
 DIRAC_NAMESPACE = "https://diracgrid.org/cwl#"

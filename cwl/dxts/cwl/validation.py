@@ -16,17 +16,17 @@ from typing import Any, Literal
 from dxts.core.config import ACTION_LISTS, DefinitionConfig, resolve_hints
 from dxts.core.errors import InvalidArgument, NotFound
 from dxts.core.plugins.points import Phase, PluginKind, Point
-from dxts.definition.analysis import (
+from dxts.cwl.analysis import (
     TRANSFORMATION,
     WORKGRAPH,
     WORKGRAPH_HINT_PATH,
     Analysis,
     analyse,
 )
-from dxts.definition.hints import check_hint
-from dxts.definition.loading import LoadedDocument
-from dxts.definition.plugins import PluginCatalogue
-from dxts.definition.problems import Kind, Problem, Severity, error, join, warning
+from dxts.cwl.hints import check_hint
+from dxts.cwl.loading import LoadedDocument
+from dxts.cwl.plugins import PluginCatalogue
+from dxts.cwl.problems import Kind, Problem, Severity, error, join, warning
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Shared helpers of the definition tests: fixture bundles and a plugin catalogue.
+"""Shared helpers of the CWL tests (the definition tests submit the same fixtures): fixture
+bundles and a plugin catalogue.
 
 `catalogue()` is a real plugin Registry holding stand-ins for dxts's built-in plugins, with
 small argument models (and a phase rule on Seeds), until the built-ins are registered. The
@@ -18,7 +19,7 @@ from pydantic import Field
 
 from dxts.core.plugins import Phase, PluginArgs, action, hook
 from dxts.core.plugins.registry import Registry
-from dxts.definition.loading import Bundle
+from dxts.cwl.loading import Bundle
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLES = FIXTURES / "examples"
