@@ -23,8 +23,8 @@ from dxts.core.config import DefinitionConfig
 from dxts.core.ids import content_hash, id_to_str
 from dxts.definition.compile import EDGE_ARGUMENT, Plan, PlannedMember, compile_plan
 from dxts.definition.loading import Bundle, load_document
+from dxts.definition.logic.submit import check_document
 from dxts.definition.problems import Kind
-from dxts.definition.submit import check_document
 from dxts.definition.validation import validate
 
 DEFAULT_LISTS = [

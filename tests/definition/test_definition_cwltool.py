@@ -8,8 +8,8 @@ from pathlib import Path
 import cwltool.main
 from definition_support import catalogue, example, nested_bundle
 
+from dxts.definition.logic.submit import check_document
 from dxts.definition.materialise import materialise
-from dxts.definition.submit import check_document
 
 
 def test_cwltool_validates_every_compiled_process(tmp_path: Path) -> None:

@@ -28,9 +28,9 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
-from dxts.definition import submit as submit_module
 from dxts.definition.loading import Bundle
-from dxts.definition.submit import Submitted, submission_lock, submit_workgraph
+from dxts.definition.logic import submit as submit_module
+from dxts.definition.logic.submit import Submitted, submission_lock, submit_workgraph
 
 TABLES = (
     workgraphs,

@@ -25,10 +25,10 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
-from dxts.definition import registry
 from dxts.definition.loading import Bundle
+from dxts.definition.logic import registry
+from dxts.definition.logic.submit import Submitted, submit_workgraph
 from dxts.definition.problems import DocumentViolation
-from dxts.definition.submit import Submitted, submit_workgraph
 
 
 async def submit(database: Database, bundle: Bundle, **kwargs: Any) -> Submitted:

@@ -22,8 +22,7 @@ from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.settings import NullSettings
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
 

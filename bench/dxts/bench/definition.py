@@ -54,7 +54,7 @@ from dxts.core.schema import accounting, definition
 from dxts.core.states import TransformationStatus, WorkgraphStatus
 from dxts.definition.compile import Plan, compile_plan
 from dxts.definition.loading import Bundle, load_document
-from dxts.definition.submit import submit_workgraph
+from dxts.definition.logic.submit import submit_workgraph
 from dxts.definition.validation import validate
 
 RC = Isolation.READ_COMMITTED

@@ -19,8 +19,8 @@ from dxts.core.plugins import PluginRegistryError
 from dxts.core.plugins.registry import Registry
 from dxts.definition.compile import Plan
 from dxts.definition.loading import Bundle
+from dxts.definition.logic.submit import check_document
 from dxts.definition.problems import Severity
-from dxts.definition.submit import check_document
 
 app = typer.Typer(no_args_is_help=True, help="dxts: the DiracX Transformation System.")
 

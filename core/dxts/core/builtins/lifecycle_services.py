@@ -4,7 +4,7 @@ A plugin never receives a connection for entity tables (DX-ADR-006). The lifecyc
 run in the definition service, yet they need execution's rows (parcels, inputs, outputs),
 accounting's exact counters, and execution's bulk operations (cancel, write off, clean). Each
 comes through a Protocol here: the definition service provides implementations over gRPC
-(`dxts.definition.lifecycle.clients`, which also holds in-memory doubles for tests) and
+(`dxts.definition.edge`; the tests have in-memory doubles) and
 registers them as providers, and a plugin asks for one by annotating a parameter with it.
 
 The definition service is the one process that runs these plugins, so only it provides these
@@ -12,7 +12,7 @@ Protocols: a plugin declares them optional (`execution: ExecutionView | None = N
 the start-up check of a process that never runs it (execution checks every installed plugin)
 from refusing it, and asks for the value with `needed`, which fails loudly where it is missing.
 The definition service checks at its own start-up that it provides them
-(`dxts.definition.lifecycle.component`).
+(`dxts.definition.logic.lifecycle.plugin_check`).
 
 The success threshold. ScoutingToApproving accepts a failing scout at once so that
 CheckSuccessRate fails it, which holds only if both judge the same threshold (DX-ADR-006): one

@@ -17,8 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
-from dxts.definition import db
-from dxts.definition.transitions import Caller, authorise, lock_transformation, lock_workgraph
+from dxts.definition.logic.authorise import Caller, authorise
+from dxts.definition.logic.locked import lock_transformation, lock_workgraph
+from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store import workgraphs as workgraphs_db
 
 LABELS = "labels"
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
@@ -85,14 +87,16 @@ async def update_labels(
             workgraph = await lock_workgraph(conn, workgraph_id)
             authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
             annotations = apply_patch(workgraph.annotations, patch)
-            await db.set_workgraph_annotations(conn, workgraph_id, annotations, await db_now(conn))
+            await workgraphs_db.set_workgraph_annotations(
+                conn, workgraph_id, annotations, await db_now(conn)
+            )
             await log_workgraphs(conn, [LogEntry(workgraph_id, "Labels", caller.author, data=data)])
             return annotations
         assert transformation_id is not None
         locked = await lock_transformation(conn, transformation_id)
         authorise(caller, locked.vo, locked.sub, "transformation", transformation_id)
         annotations = apply_patch(locked.annotations, patch)
-        await db.set_transformation_annotations(
+        await transformations_db.set_transformation_annotations(
             conn, transformation_id, annotations, await db_now(conn)
         )
         await log_transformations(

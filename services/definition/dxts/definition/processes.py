@@ -18,8 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import NotFound, PermissionDenied
 from dxts.core.ids import hash_to_str
-from dxts.definition import db, registry
-from dxts.definition.queries import Viewer
+from dxts.definition.logic import registry
+from dxts.definition.logic.queries import Viewer
+from dxts.definition.store import processes as processes_db
+from dxts.definition.store import registry as registry_db
+from dxts.definition.store import transformations as transformations_db
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,13 @@ class LineageView:
 
 async def _views(conn: AsyncConnection, ids: set[bytes]) -> dict[bytes, ProcessView]:
     children: dict[bytes, list[bytes]] = {i: [] for i in ids}
-    for parent, child in sorted(await db.process_children(conn, ids)):
+    for parent, child in sorted(await processes_db.process_children(conn, ids)):
         children[parent].append(child)
     return {
         bytes(r.ProcessID): ProcessView(
             bytes(r.ProcessID), r.Process, tuple(children[bytes(r.ProcessID)]), r.CreatedAt
         )
-        for r in await db.process_rows(conn, ids)
+        for r in await processes_db.process_rows(conn, ids)
     }
 
 
@@ -157,8 +160,8 @@ async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> Line
     async def work(conn: AsyncConnection) -> LineageView:
         found = await registry.lineage(conn, process_id)
         running = {t for t, _ in found.transformations}
-        rows = await db.transformation_rows(conn, ids=running) if running else []
-        names = await db.registry_names(conn, viewer.identity.vo, process_id)
+        rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
+        names = await registry_db.registry_names(conn, viewer.identity.vo, process_id)
         return LineageView(
             process_id,
             found.references,

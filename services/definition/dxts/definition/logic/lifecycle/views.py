@@ -14,12 +14,13 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.grpc.auth import Identity
 from dxts.core.plugins import Transformation, Workgraph
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
-from dxts.definition import queries
-from dxts.definition.queries import TransformationView, WorkgraphDetail
+from dxts.definition.logic import queries
+from dxts.definition.logic.queries import TransformationView, WorkgraphDetail
+from dxts.definition.store import transformations as transformations_db
 
 DIRAC_NAMESPACE = "https://diracgrid.org/cwl#"
 AUTHOR = "dxts-lifecycle"
@@ -28,6 +29,37 @@ SERVICE = queries.Viewer(Identity("dxts", AUTHOR, frozenset({"service"})), "serv
 
 async def read_workgraph(database: Database, workgraph_id: bytes) -> WorkgraphDetail:
     return await queries.get_workgraph(database, SERVICE, workgraph_id)
+
+
+async def declared_outputs(
+    database: Database, transformation_id: uuid.UUID
+) -> dict[uuid.UUID, tuple[str, bool]]:
+    """A transformation's declared outputs: TransformationOutputID → (name, Intermediate)."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        rows = await transformations_db.outputs_of(conn, [transformation_id.bytes])
+    return {
+        uuid.UUID(bytes=bytes(r.TransformationOutputID)): (r.Name, bool(r.Intermediate))
+        for r in rows
+    }
+
+
+async def output_producer(database: Database, output_id: uuid.UUID) -> uuid.UUID | None:
+    """The transformation producing a declared output; None when there is no such output."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        producers = await transformations_db.output_producers(conn, [output_id.bytes])
+    producer = producers.get(output_id.bytes)
+    return None if producer is None else uuid.UUID(bytes=producer)
+
+
+class DefinitionSiblings:
+    """`Siblings` from the definition service's own rows."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def members(self, workgraph_id: uuid.UUID) -> dict[str, Transformation]:
+        detail = await read_workgraph(self._database, workgraph_id.bytes)
+        return {name_of(m): transformation_view(m) for m in detail.members}
 
 
 def as_uuid(identifier: bytes) -> uuid.UUID:

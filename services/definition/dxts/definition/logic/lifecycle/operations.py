@@ -38,14 +38,11 @@ from dxts.core.plugins import Operation
 from dxts.core.plugins.points import Phase, PluginKind, Point
 from dxts.core.state_machines import Actor
 from dxts.core.states import TransformationStatus
-from dxts.definition import db
-from dxts.definition.lifecycle.engine import Engine, hook_author
-from dxts.definition.transitions import (
-    FEEDER_STATES,
-    lock_transformation,
-    lock_workgraph,
-    move_transformations,
-)
+from dxts.definition.logic.feeders import FEEDER_STATES
+from dxts.definition.logic.lifecycle.engine import Engine, hook_author
+from dxts.definition.logic.locked import lock_transformation, lock_workgraph
+from dxts.definition.logic.moves import move_transformations
+from dxts.definition.store import transformations as transformations_db
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +128,7 @@ async def apply_operations(
                         name_field=f"result[{id_to_str(tid)}].feeder",
                         args_field=f"result[{id_to_str(tid)}].feeder_args",
                     )
-                await db.set_feeder_args(conn, tid, operation.feeder_args, now)
+                await transformations_db.set_feeder_args(conn, tid, operation.feeder_args, now)
                 entries.append(
                     LogEntry(
                         tid,
@@ -142,7 +139,7 @@ async def apply_operations(
                 )
             enable = operation.feeder_enabled
             if enable is not None and enable != target.feeder_enabled and not (enable and halted):
-                await db.set_feeders_enabled(conn, [tid], enable, now)
+                await transformations_db.set_feeders_enabled(conn, [tid], enable, now)
                 entries.append(
                     LogEntry(tid, "FeederEnabled" if enable else "FeederDisabled", author)
                 )
@@ -161,7 +158,7 @@ async def apply_operations(
             if operation.flush and status == T.ACTIVE and not halted:
                 stamp = (now if now.tzinfo else now.replace(tzinfo=UTC)).isoformat()
                 annotations = {**target.annotations, FLUSHED_AT: stamp}
-                await db.set_transformation_annotations(conn, tid, annotations, now)
+                await transformations_db.set_transformation_annotations(conn, tid, annotations, now)
                 entries.append(LogEntry(tid, "Flush", author))
                 flushes.append(tid)
         await log_transformations(conn, entries)

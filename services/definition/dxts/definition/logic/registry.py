@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound
 from dxts.core.ids import hash_to_str
-from dxts.definition import db
+from dxts.definition.store import processes as processes_db
+from dxts.definition.store import registry as registry_db
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
@@ -57,9 +58,9 @@ async def publish(
 ) -> None:
     """Name a stored process `name@version` in `vo`."""
     _check_name(name, version)
-    if not await db.existing_processes(conn, [process_id]):
+    if not await processes_db.existing_processes(conn, [process_id]):
         raise NotFound("process", hash_to_str(process_id))
-    taken = await db.registry_lookup(conn, vo, [(name, version)])
+    taken = await registry_db.registry_lookup(conn, vo, [(name, version)])
     if (name, version) in taken:
         if taken[(name, version)] == process_id:
             return
@@ -67,13 +68,13 @@ async def publish(
             f"{name}@{version} is already published in {vo} as "
             f"{hash_to_str(taken[(name, version)])}; publish a new version"
         )
-    await db.insert_registry_entry(
+    await registry_db.insert_registry_entry(
         conn, vo=vo, name=name, version=version, process_id=process_id, author=author
     )
 
 
 async def resolve(conn: AsyncConnection, *, vo: str, name: str, version: str) -> bytes:
-    found = await db.registry_lookup(conn, vo, [(name, version)])
+    found = await registry_db.registry_lookup(conn, vo, [(name, version)])
     if (name, version) not in found:
         raise NotFound("process", f"{name}@{version} in {vo}")
     return found[(name, version)]
@@ -83,7 +84,7 @@ async def list_versions(conn: AsyncConnection, *, vo: str, name: str) -> list[Re
     """Every published version of `name`, oldest first (versions are not otherwise ordered)."""
     return [
         RegistryEntry(row.Version, bytes(row.ProcessID), row.Author, row.CreatedAt)
-        for row in await db.registry_versions(conn, vo, name)
+        for row in await registry_db.registry_versions(conn, vo, name)
     ]
 
 
@@ -92,12 +93,12 @@ async def process_tree(conn: AsyncConnection, root: bytes) -> dict[bytes, dict]:
     tree: dict[bytes, dict] = {}
     frontier = {root}
     while frontier:
-        bodies = await db.get_processes(conn, frontier)
+        bodies = await processes_db.get_processes(conn, frontier)
         missing = frontier - bodies.keys()
         if missing:
             raise NotFound("process", hash_to_str(sorted(missing)[0]))
         tree.update(bodies)
-        children = await db.process_children(conn, frontier)
+        children = await processes_db.process_children(conn, frontier)
         frontier = {child for _, child in children} - tree.keys()
     return tree
 
@@ -105,16 +106,16 @@ async def process_tree(conn: AsyncConnection, root: bytes) -> dict[bytes, dict]:
 async def lineage(conn: AsyncConnection, process_id: bytes) -> Lineage:
     """What X runs, what composes X (walking ProcessReferences upwards, one query per level),
     and which transformations run X or anything containing it."""
-    if not await db.existing_processes(conn, [process_id]):
+    if not await processes_db.existing_processes(conn, [process_id]):
         raise NotFound("process", hash_to_str(process_id))
-    children = await db.process_children(conn, [process_id])
+    children = await processes_db.process_children(conn, [process_id])
     ancestors: set[bytes] = set()
     frontier = {process_id}
     while frontier:
-        parents = {parent for parent, _ in await db.process_parents(conn, frontier)}
+        parents = {parent for parent, _ in await processes_db.process_parents(conn, frontier)}
         frontier = parents - ancestors - {process_id}
         ancestors |= frontier
-    running = await db.transformations_running(conn, ancestors | {process_id})
+    running = await processes_db.transformations_running(conn, ancestors | {process_id})
     return Lineage(
         process_id=process_id,
         references=tuple(sorted(child for _, child in children)),

@@ -3,7 +3,7 @@
 Visibility: a caller sees its own VO; a caller from another VO is told NOT_FOUND, never that
 the thing exists. dxts's own components (the service role: the execution sweeps, the
 dispatcher) see every VO. Within a VO everyone may look (shifters follow productions they do
-not own); steering is checked by `transitions`.
+not own); steering is checked by the commands (`logic.authorise`).
 
 Lists page by id (UUIDv7, so creation order): each returns one page and the last id of it when
 there may be more.
@@ -23,9 +23,11 @@ from dxts.core.errors import NotFound
 from dxts.core.grpc.auth import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.states import WorkgraphStatus
-from dxts.definition import db
 from dxts.definition.compile import EDGE_ARGUMENT, EDGE_FEEDER
-from dxts.definition.transitions import HALTED
+from dxts.definition.logic.locked import HALTED
+from dxts.definition.store import actions as actions_db
+from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store import workgraphs as workgraphs_db
 
 T = TypeVar("T")
 
@@ -189,7 +191,7 @@ def action_view(row: Any) -> ActionView:
 
 
 async def _workgraph_views(conn: AsyncConnection, rows: list[Any]) -> list[WorkgraphView]:
-    members = await db.member_ids(conn, [bytes(r.OwnershipID) for r in rows])
+    members = await workgraphs_db.member_ids(conn, [bytes(r.OwnershipID) for r in rows])
     return [
         WorkgraphView(
             workgraph_id=bytes(r.WorkgraphID),
@@ -225,14 +227,14 @@ async def _transformation_views(
 ) -> list[TransformationView]:
     ids = [bytes(r.TransformationID) for r in rows]
     outputs: dict[bytes, list[OutputView]] = {t: [] for t in ids}
-    for o in await db.outputs_of(conn, ids):
+    for o in await transformations_db.outputs_of(conn, ids):
         outputs[bytes(o.TransformationID)].append(
             OutputView(bytes(o.TransformationOutputID), o.Name, bool(o.Intermediate))
         )
     edges = {bytes(r.TransformationID): _edge_output(r) for r in rows}
-    producers = await db.output_producers(conn, [e for e in edges.values() if e])
+    producers = await transformations_db.output_producers(conn, [e for e in edges.values() if e])
     templates = (
-        await db.requirements_of(
+        await transformations_db.requirements_of(
             conn, [bytes(r.RequirementsTemplateID) for r in rows if r.RequirementsTemplateID]
         )
         if for_execution
@@ -284,14 +286,14 @@ async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes)
     """A workgraph with its members (dataflow edges as upstream ids) and its own actions."""
 
     async def work(conn: AsyncConnection) -> WorkgraphDetail:
-        rows = await db.workgraph_rows(conn, ids=[workgraph_id])
+        rows = await workgraphs_db.workgraph_rows(conn, ids=[workgraph_id])
         if not rows or not viewer.sees(rows[0].VO):
             raise NotFound("workgraph", id_to_str(workgraph_id))
         (workgraph,) = await _workgraph_views(conn, rows)
         members = await _transformation_views(
-            conn, await db.transformation_rows(conn, workgraph_id=workgraph_id)
+            conn, await transformations_db.transformation_rows(conn, workgraph_id=workgraph_id)
         )
-        actions = await db.actions_of(conn, workgraph_id=workgraph_id)
+        actions = await actions_db.actions_of(conn, workgraph_id=workgraph_id)
         return WorkgraphDetail(
             workgraph,
             tuple(members),
@@ -311,7 +313,7 @@ async def list_workgraphs(
     after: bytes | None = None,
 ) -> Page[WorkgraphView]:
     async def work(conn: AsyncConnection) -> Page[WorkgraphView]:
-        rows = await db.workgraph_rows(
+        rows = await workgraphs_db.workgraph_rows(
             conn,
             vo=viewer.vo_filter(filters.vo),
             statuses=filters.statuses,
@@ -331,11 +333,11 @@ async def get_transformation(
     database: Database, viewer: Viewer, transformation_id: bytes
 ) -> TransformationDetail:
     async def work(conn: AsyncConnection) -> TransformationDetail:
-        rows = await db.transformation_rows(conn, ids=[transformation_id])
+        rows = await transformations_db.transformation_rows(conn, ids=[transformation_id])
         if not rows or not viewer.sees(rows[0].VO):
             raise NotFound("transformation", id_to_str(transformation_id))
         (view,) = await _transformation_views(conn, rows)
-        actions = await db.actions_of(conn, transformation_ids=[transformation_id])
+        actions = await actions_db.actions_of(conn, transformation_ids=[transformation_id])
         return TransformationDetail(view, tuple(action_view(a) for a in actions))
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -354,7 +356,7 @@ async def list_transformations(
     execution sweeps need (bookmark and requirements template included)."""
 
     async def work(conn: AsyncConnection) -> Page[TransformationView]:
-        rows = await db.transformation_rows(
+        rows = await transformations_db.transformation_rows(
             conn,
             workgraph_id=filters.workgraph_id,
             statuses=("Active",) if active_only else filters.statuses,
@@ -374,13 +376,15 @@ async def list_transformations(
 
 async def get_action(database: Database, viewer: Viewer, action_id: int) -> ActionView:
     async def work(conn: AsyncConnection) -> ActionView:
-        row = await db.action_row(conn, action_id)
+        row = await actions_db.action_row(conn, action_id)
         if row is None:
             raise NotFound("action", action_id)
         if row.WorkgraphID is not None:
-            owners = await db.workgraph_rows(conn, ids=[bytes(row.WorkgraphID)])
+            owners = await workgraphs_db.workgraph_rows(conn, ids=[bytes(row.WorkgraphID)])
         else:
-            owners = await db.transformation_rows(conn, ids=[bytes(row.TransformationID)])
+            owners = await transformations_db.transformation_rows(
+                conn, ids=[bytes(row.TransformationID)]
+            )
         if not owners or not viewer.sees(owners[0].VO):
             raise NotFound("action", action_id)
         return action_view(row)

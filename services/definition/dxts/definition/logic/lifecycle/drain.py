@@ -19,10 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Isolation
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES, Actor
 from dxts.core.states import InputStatus, ParcelStatus, TransformationStatus, WorkgraphStatus
-from dxts.definition.lifecycle.engine import Engine
-from dxts.definition.lifecycle.views import AUTHOR, as_uuid
-from dxts.definition.queries import WorkgraphDetail
-from dxts.definition.transitions import lock_workgraph, move_workgraph
+from dxts.definition.logic.lifecycle.engine import Engine
+from dxts.definition.logic.lifecycle.views import AUTHOR, as_uuid
+from dxts.definition.logic.locked import lock_workgraph
+from dxts.definition.logic.moves import move_workgraph
+from dxts.definition.logic.queries import WorkgraphDetail
 
 T, W = TransformationStatus, WorkgraphStatus
 

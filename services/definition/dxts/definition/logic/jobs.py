@@ -27,11 +27,11 @@ from dxts.core.grpc.auth import Identity
 from dxts.core.ids import content_hash
 from dxts.definition.analysis import WORKGRAPH
 from dxts.definition.compile import hash_processes, replace_runs
-from dxts.definition.execution_client import ExecutionClient, UserParcel
 from dxts.definition.hints import check_hint
 from dxts.definition.loading import Bundle, LoadedDocument, load_document
+from dxts.definition.logic.execution import ExecutionClient, UserParcel
+from dxts.definition.logic.submit import resolve_references
 from dxts.definition.problems import Kind, Problem, Severity, error, raise_for_errors
-from dxts.definition.submit import resolve_references
 
 JOB = "dirac:Job"
 JOB_CLASSES = ("CommandLineTool", "Workflow")

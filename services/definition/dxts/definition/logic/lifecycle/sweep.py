@@ -45,13 +45,12 @@ from dxts.core.plugins import Accept, ActionResult
 from dxts.core.plugins.points import Phase, Point
 from dxts.core.state_machines import Actor
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition import queries
-from dxts.definition.lifecycle import db
-from dxts.definition.lifecycle.actions_runner import ListOwner, Locked, Progress, run_list
-from dxts.definition.lifecycle.drain import drain_guard
-from dxts.definition.lifecycle.engine import Engine, Owner, binding, hook_author
-from dxts.definition.lifecycle.operations import apply_operations
-from dxts.definition.lifecycle.views import (
+from dxts.definition.logic import queries
+from dxts.definition.logic.lifecycle.actions_runner import ListOwner, Locked, Progress, run_list
+from dxts.definition.logic.lifecycle.drain import drain_guard
+from dxts.definition.logic.lifecycle.engine import Engine, Owner, binding, hook_author
+from dxts.definition.logic.lifecycle.operations import apply_operations
+from dxts.definition.logic.lifecycle.views import (
     AUTHOR,
     SERVICE,
     as_uuid,
@@ -60,8 +59,10 @@ from dxts.definition.lifecycle.views import (
     upstream,
     workgraph_view,
 )
-from dxts.definition.queries import TransformationView, WorkgraphDetail
-from dxts.definition.transitions import lock_workgraph, move_transformations, move_workgraph
+from dxts.definition.logic.locked import lock_workgraph
+from dxts.definition.logic.moves import move_transformations, move_workgraph
+from dxts.definition.logic.queries import TransformationView, WorkgraphDetail
+from dxts.definition.store import sweep as sweep_db
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class LifecycleSweep:
     async def sweep_once(self) -> int:
         """One pass over every owner with work; returns how many were swept (not skipped)."""
         async with self.engine.database.transaction(Isolation.READ_COMMITTED) as conn:
-            workgraphs, standalone = await db.sweepable(conn)
+            workgraphs, standalone = await sweep_db.sweepable(conn)
         gate = asyncio.Semaphore(self.engine.settings.concurrency)
 
         async def one(sweep: Callable[[bytes], Awaitable[bool]], owner: bytes) -> bool:

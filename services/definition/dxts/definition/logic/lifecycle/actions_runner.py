@@ -36,16 +36,12 @@ from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.plugins import ActionResult
 from dxts.core.state_machines import BLOCKED_COUNTERPART, Actor
 from dxts.core.states import ActionResult as Result
-from dxts.definition.lifecycle import db
-from dxts.definition.lifecycle.engine import Engine, Owner
-from dxts.definition.lifecycle.views import AUTHOR
-from dxts.definition.transitions import (
-    LockedWorkgraph,
-    lock_transformation,
-    lock_workgraph,
-    move_transformations,
-    move_workgraph,
-)
+from dxts.definition.logic.lifecycle.engine import Engine, Owner
+from dxts.definition.logic.lifecycle.views import AUTHOR
+from dxts.definition.logic.locked import LockedWorkgraph, lock_transformation, lock_workgraph
+from dxts.definition.logic.moves import move_transformations, move_workgraph
+from dxts.definition.store import actions as actions_db
+from dxts.definition.store import transformations as transformations_db
 
 ACTION_RUN = "ActionRun"
 MAX_STEPS = 100  # actions recorded in one run (a list is a handful; this only bounds a loop)
@@ -102,8 +98,10 @@ async def _lock(conn: AsyncConnection, owner: ListOwner) -> Locked:
 async def _rows(engine: Engine, owner: ListOwner, conn: AsyncConnection | None = None) -> list[Any]:
     async def read(c: AsyncConnection) -> list[Any]:
         if owner.transformation_id is None:
-            return await db.list_actions(c, owner.state, workgraph_id=owner.workgraph_id)
-        return await db.list_actions(c, owner.state, transformation_ids=[owner.transformation_id])
+            return await actions_db.list_actions(c, owner.state, workgraph_id=owner.workgraph_id)
+        return await actions_db.list_actions(
+            c, owner.state, transformation_ids=[owner.transformation_id]
+        )
 
     if conn is not None:
         return await read(conn)
@@ -163,7 +161,7 @@ async def apply_requirements(
 ) -> None:
     """Merge each update over the member's template and point the member at the stored result."""
     wanted = {key.bytes: value for key, value in updated.items()}
-    templates = await db.templates(conn, [t for t in wanted if t in targets])
+    templates = await transformations_db.templates(conn, [t for t in wanted if t in targets])
     for tid in wanted:
         if tid not in templates:
             raise InvalidArgument(
@@ -176,7 +174,7 @@ async def apply_requirements(
         merged = {**templates[tid], **update}
         merged = {key: value for key, value in merged.items() if value is not None}
         (template_id,) = await content_store.put_requirements(conn, [merged])
-        await db.set_template(conn, tid, template_id)
+        await transformations_db.set_template(conn, tid, template_id)
         entries.append(
             LogEntry(
                 tid,
@@ -211,7 +209,7 @@ async def _settle(
                 return Progress.BLOCKED
             await finish(conn, locked)
             return Progress.FINISHED
-        recorded = await db.record_result(
+        recorded = await actions_db.record_result(
             conn,
             int(following.ActionID),
             seen=following.Result,

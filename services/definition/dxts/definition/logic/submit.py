@@ -49,18 +49,14 @@ from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition import db
 from dxts.definition.compile import IdsMismatch, Plan, PlanIds, compile_plan
 from dxts.definition.loading import Bundle, LoadedDocument, load_document
 from dxts.definition.plugins import PluginCatalogue
-from dxts.definition.problems import (
-    Kind,
-    Problem,
-    Severity,
-    error,
-    raise_for_errors,
-    warning,
-)
+from dxts.definition.problems import Kind, Problem, Severity, error, raise_for_errors, warning
+from dxts.definition.store import processes as processes_db
+from dxts.definition.store import registry as registry_db
+from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.validation import Validated, validate
 
 AUTHOR_LENGTH = 64
@@ -126,8 +122,8 @@ async def resolve_references(
 ) -> tuple[dict[str, bytes], list[Problem]]:
     """Registry names → hashes (once, now), and a problem for every reference naming nothing."""
     references = _references(document)
-    stored = await db.existing_processes(conn, [h for _, _, h, _ in references if h])
-    names = await db.registry_lookup(conn, vo, [n for _, _, _, n in references if n])
+    stored = await processes_db.existing_processes(conn, [h for _, _, h, _ in references if h])
+    names = await registry_db.registry_lookup(conn, vo, [n for _, _, _, n in references if n])
     resolved: dict[str, bytes] = {}
     problems = []
     for path, text, process_id, named in references:
@@ -224,7 +220,7 @@ async def recorded_submission(
 
     Raises FailedPrecondition when that request id was used for something other than `digest`.
     """
-    found = await db.submissions_with_request(
+    found = await workgraphs_db.submissions_with_request(
         conn,
         vo,
         sub,
@@ -245,7 +241,7 @@ async def recorded_submission(
     names = {tid: name for name, tid in members.items()}
     outputs = {
         f"{names[bytes(row.TransformationID)]}/{row.Name}": bytes(row.TransformationOutputID)
-        for row in await db.outputs_of(conn, members.values())
+        for row in await transformations_db.outputs_of(conn, members.values())
     }
     return PlanIds(bytes(workgraph_id), bytes(ownership_id), members, outputs)
 
@@ -377,7 +373,7 @@ async def insert_plan(
         for m in plan.members
         for a in m.actions
     ]
-    await db.insert_workgraph(
+    await workgraphs_db.insert_workgraph(
         conn,
         workgraph={
             "WorkgraphID": plan.workgraph_id,

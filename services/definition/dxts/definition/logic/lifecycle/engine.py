@@ -24,8 +24,8 @@ from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.plugins.points import Phase, Point
 from dxts.core.plugins.registry import Registry
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.lifecycle.views import AUTHOR
+from dxts.definition.logic.lifecycle.views import AUTHOR
+from dxts.definition.settings import LifecycleSettings
 
 log = logging.getLogger(__name__)
 

@@ -7,5 +7,9 @@ transformations (STATE-MACHINES.md, DX-ADR-006 "Hooks" and "Actions").
 * `actions_runner` — one action list of one owner: the lowest position without a result.
 * `operations` — a hook's Operations applied (feeder arguments, enable/disable, pause, flush).
 * `drain` — the drain guard on the exact counters.
-* `clients` — accounting and execution over gRPC (and doubles) for the engine and the built-ins.
+* `views` — what plugins see of a workgraph and its members, read from definition's own rows.
+* `plugin_check` — the start-up check that every injected parameter has a provider.
+
+Its peers (accounting's counters, execution's rows and controls) are reached over gRPC by the
+clients in `dxts.definition.edge`; the engine is assembled in `dxts.definition.component`.
 """

@@ -1,0 +1,331 @@
+"""The operator commands on a workgraph: start, extend the scout, drain, halt, cancel, return
+to Active.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import FailedPrecondition, InvalidArgument
+from dxts.core.ids import id_to_str
+from dxts.core.logs import LogEntry, log_transformations, log_workgraphs, request_logged
+from dxts.core.plugins.points import Phase
+from dxts.core.state_machines import Actor
+from dxts.core.states import TransformationStatus, WorkgraphStatus
+from dxts.definition.logic.authorise import Caller, authorise, command_data
+from dxts.definition.logic.execution import ExecutionClient
+from dxts.definition.logic.feeders import check_feeder_args
+from dxts.definition.logic.locked import HALTED, LockedWorkgraph, Member, lock_workgraph
+from dxts.definition.logic.moves import move_workgraph
+from dxts.definition.plugins import PluginCatalogue
+from dxts.definition.store import actions as actions_db
+from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store import workgraphs as workgraphs_db
+
+W = WorkgraphStatus
+T = TransformationStatus
+
+
+async def _steer(
+    conn: AsyncConnection, caller: Caller, workgraph_id: bytes, request_id: str
+) -> LockedWorkgraph | None:
+    """The locked, authorised workgraph; None when this request was already applied."""
+    workgraph = await lock_workgraph(conn, workgraph_id)
+    authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
+    if await request_logged(conn, request_id, workgraph_id=workgraph_id):
+        return None
+    return workgraph
+
+
+def _require(workgraph: LockedWorkgraph, states: Iterable[str], command: str) -> None:
+    allowed = tuple(states)
+    if workgraph.status not in allowed:
+        raise FailedPrecondition(
+            f"workgraph {id_to_str(workgraph.workgraph_id)} is {workgraph.status}: {command} "
+            f"needs it {' or '.join(allowed)}",
+            current_state=workgraph.status,
+        )
+
+
+def _start_state(member: Member, scouts: bool) -> str:
+    """The position rule as compiled: Paused waits for an operator, Stopped for approval."""
+    if member.initial_state == "Paused":
+        return T.PAUSED
+    if member.initial_state == "Stopped" and scouts:
+        return T.NEW
+    return T.ACTIVE
+
+
+async def start(
+    database: Database,
+    caller: Caller,
+    workgraph_id: bytes,
+    *,
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """New → Scouting when a member runs in the scout and there is an approving list, else
+    New → Active; each member by its compiled initial state."""
+
+    async def work(conn: AsyncConnection) -> None:
+        workgraph = await _steer(conn, caller, workgraph_id, request_id)
+        if workgraph is None:
+            return
+        _require(workgraph, (W.NEW,), "start")
+        scouts = await actions_db.approving_count(conn, workgraph_id) > 0 and any(
+            m.initial_state == "Active" for m in workgraph.members
+        )
+        await move_workgraph(
+            conn,
+            workgraph,
+            W.SCOUTING if scouts else W.ACTIVE,
+            actor=Actor.OPERATOR,
+            author=caller.author,
+            message=reason or "started",
+            data=command_data(request_id, reason),
+            member_targets={
+                m.transformation_id: _start_state(m, scouts) for m in workgraph.members
+            },
+        )
+
+    await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def extend_scout(
+    database: Database,
+    caller: Caller,
+    workgraph_id: bytes,
+    *,
+    catalogue: PluginCatalogue,
+    feeder_args: Mapping[bytes, Any] | None = None,
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """Approving or ApprovingBlocked → Scouting ("scout further"): the running members' feeders
+    are enabled again, with new arguments where given (checked for the scout and after it)."""
+    new_args = dict(feeder_args or {})
+
+    async def work(conn: AsyncConnection) -> None:
+        workgraph = await _steer(conn, caller, workgraph_id, request_id)
+        if workgraph is None:
+            return
+        _require(workgraph, (W.APPROVING, W.APPROVING_BLOCKED), "extending the scout")
+        members = {m.transformation_id: m for m in workgraph.members}
+        for tid, args in new_args.items():
+            field = f"feeder_args_json[{id_to_str(tid)}]"
+            if tid not in members:
+                raise InvalidArgument("not a member of this workgraph", field=field)
+            check_feeder_args(
+                catalogue, members[tid].feeder, args, (Phase.SCOUTING, Phase.ACTIVE), field
+            )
+        data = command_data(request_id, reason)
+        await move_workgraph(
+            conn,
+            workgraph,
+            W.SCOUTING,
+            actor=Actor.OPERATOR,
+            author=caller.author,
+            message=reason or "scout extended",
+            data=data,
+        )
+        now = await db_now(conn)
+        for tid, args in new_args.items():
+            await transformations_db.set_feeder_args(conn, tid, args, now)
+        running = [m.transformation_id for m in workgraph.members if m.status == T.ACTIVE]
+        await transformations_db.set_feeders_enabled(conn, running, True, now)
+        await log_transformations(
+            conn,
+            [
+                LogEntry(tid, "FeederArgs", caller.author, data={**data, "args": args})
+                for tid, args in new_args.items()
+            ]
+            + [
+                LogEntry(tid, "FeederEnabled", caller.author, message="scout extended", data=data)
+                for tid in running
+            ],
+        )
+
+    await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+def outermost(workgraph: LockedWorkgraph, producers: Mapping[bytes, bytes]) -> list[bytes]:
+    """Members fed from outside the workgraph: not by an edge from another member."""
+    ids = {m.transformation_id for m in workgraph.members}
+    found = []
+    for member in workgraph.members:
+        output = member.edge_output()
+        if output is None or producers.get(output) not in ids:
+            found.append(member.transformation_id)
+    return found
+
+
+async def _disable_feeders(
+    conn: AsyncConnection,
+    workgraph: LockedWorkgraph,
+    ids: list[bytes],
+    author: str,
+    message: str,
+    data: dict[str, Any],
+) -> None:
+    enabled = [t for t in ids if workgraph.member(t).feeder_enabled]
+    await transformations_db.set_feeders_enabled(conn, enabled, False, await db_now(conn))
+    await log_transformations(
+        conn, [LogEntry(t, "FeederDisabled", author, message=message, data=data) for t in enabled]
+    )
+
+
+async def drain(
+    database: Database,
+    caller: Caller,
+    workgraph_id: bytes,
+    *,
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """Disable the outermost feeders of an Active workgraph; in-flight work finishes, packers
+    pack the remainder, and the drain guard moves it to Finalizing."""
+
+    async def work(conn: AsyncConnection) -> None:
+        workgraph = await _steer(conn, caller, workgraph_id, request_id)
+        if workgraph is None:
+            return
+        _require(workgraph, (W.ACTIVE,), "drain")
+        edges = [o for o in (m.edge_output() for m in workgraph.members) if o is not None]
+        outer = outermost(workgraph, await transformations_db.output_producers(conn, edges))
+        data = command_data(request_id, reason)
+        await log_workgraphs(
+            conn,
+            [LogEntry(workgraph_id, "Drain", caller.author, message=reason or None, data=data)],
+        )
+        await _disable_feeders(conn, workgraph, outer, caller.author, "drain", data)
+
+    await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+def _forwarded_id(request_id: str, transformation_id: bytes, what: str) -> str:
+    return f"{request_id}:{what}:{id_to_str(transformation_id)}"
+
+
+async def halt(
+    database: Database,
+    caller: Caller,
+    workgraph_id: bytes,
+    *,
+    execution: ExecutionClient,
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """Disable every feeder and mark the workgraph halted (execution then stops packers and
+    hooks and writes off inputs that fail later), then ask execution to cancel every member's
+    in-flight parcels and write off its waiting inputs. Repeating it repeats the requests."""
+    request_id = request_id or str(uuid.uuid4())
+    members: list[bytes] = []
+
+    async def work(conn: AsyncConnection) -> None:
+        workgraph = await lock_workgraph(conn, workgraph_id)
+        authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
+        _require(workgraph, (W.ACTIVE,), "halt")
+        members[:] = [m.transformation_id for m in workgraph.members]
+        if await request_logged(conn, request_id, workgraph_id=workgraph_id):
+            return
+        data = command_data(request_id, reason)
+        annotations = {**workgraph.annotations, HALTED: True}
+        await workgraphs_db.set_workgraph_annotations(
+            conn, workgraph_id, annotations, await db_now(conn)
+        )
+        await log_workgraphs(
+            conn, [LogEntry(workgraph_id, "Halt", caller.author, message=reason or None, data=data)]
+        )
+        await _disable_feeders(conn, workgraph, members, caller.author, "halt", data)
+
+    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    why = reason or "workgraph halted"
+    for tid in members:
+        await execution.cancel_in_flight(
+            tid, request_id=_forwarded_id(request_id, tid, "cancel"), reason=why
+        )
+        await execution.write_off_waiting(
+            tid, request_id=_forwarded_id(request_id, tid, "write-off"), reason=why
+        )
+
+
+async def cancel(
+    database: Database,
+    caller: Caller,
+    workgraph_id: bytes,
+    *,
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """The workgraph and every member → Cancelling (their cleaning actions then run)."""
+
+    async def work(conn: AsyncConnection) -> None:
+        workgraph = await _steer(conn, caller, workgraph_id, request_id)
+        if workgraph is None:
+            return
+        await move_workgraph(
+            conn,
+            workgraph,
+            W.CANCELLING,
+            actor=Actor.OPERATOR,
+            author=caller.author,
+            message=reason or "cancelled",
+            data=command_data(request_id, reason),
+        )
+
+    await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def return_to_active(
+    database: Database,
+    caller: Caller,
+    workgraph_id: bytes,
+    *,
+    clear_bookmarks: bool = False,
+    reason: str = "",
+    request_id: str = "",
+) -> None:
+    """Finalizing → Active, every member → Active, after a failed finalisation; the halted
+    mark is lifted. With `clear_bookmarks` every feeder is enabled again from the beginning
+    (FeederState cleared; inputs it yields again are duplicates and ignored)."""
+
+    async def work(conn: AsyncConnection) -> None:
+        workgraph = await _steer(conn, caller, workgraph_id, request_id)
+        if workgraph is None:
+            return
+        _require(workgraph, (W.FINALIZING,), "returning to Active")
+        data = command_data(request_id, reason, clear_bookmarks=clear_bookmarks or None)
+        await move_workgraph(
+            conn,
+            workgraph,
+            W.ACTIVE,
+            actor=Actor.OPERATOR,
+            author=caller.author,
+            message=reason or "returned to Active",
+            data=data,
+        )
+        now = await db_now(conn)
+        if workgraph.halted:
+            annotations = {k: v for k, v in workgraph.annotations.items() if k != HALTED}
+            await workgraphs_db.set_workgraph_annotations(
+                conn, workgraph_id, annotations or None, now
+            )
+        if clear_bookmarks:
+            ids = [m.transformation_id for m in workgraph.members]
+            await transformations_db.set_feeders_enabled(conn, ids, True, now, clear_state=True)
+            await log_transformations(
+                conn,
+                [
+                    LogEntry(
+                        t, "FeederEnabled", caller.author, message="bookmark cleared", data=data
+                    )
+                    for t in ids
+                ],
+            )
+
+    await database.run(work, isolation=Isolation.READ_COMMITTED)
