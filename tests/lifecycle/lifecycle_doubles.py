@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from dxts.core.builtins.lifecycle_services import CleanMode, CleanStep, OutputRecord, ParcelRecord
 from dxts.core.plugins import InputRecord, Transformation
+from dxts.core.plugins.protocols.lifecycle import CleanMode, CleanStep, OutputRecord, ParcelRecord
 from dxts.core.states import InputStatus, ParcelStatus
 
 

@@ -37,13 +37,13 @@ from typing import Any
 
 import grpc
 
-from dxts.core.builtins.lifecycle_services import Counts, ExecutionControl, ExecutionView, Siblings
 from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers
+from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
 from dxts.core.plugins.registry import Registry
 from dxts.definition.edge.accounting_client import GrpcCounts, NoCounts
 from dxts.definition.edge.execution_client import (

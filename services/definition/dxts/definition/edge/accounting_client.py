@@ -4,7 +4,7 @@
 * `NoCounts` — stands in when no address is configured: every call is UNAVAILABLE, which the
   engine reports and retries like any unavailable peer.
 
-The Protocols are core's (`dxts.core.builtins.lifecycle_services`: the built-ins live in core
+The Protocols are core's (`dxts.core.plugins.protocols.lifecycle`: the built-ins live in core
 and declare what they need by annotation).
 """
 

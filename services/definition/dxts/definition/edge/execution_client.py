@@ -21,18 +21,18 @@ from uuid import UUID
 
 import grpc
 
-from dxts.core.builtins.lifecycle_services import (
+from dxts.core.db import Database
+from dxts.core.errors import Unavailable
+from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, from_json_text, json_text
+from dxts.core.ids import hash_to_str, id_from_str, id_to_str
+from dxts.core.plugins import InputRecord
+from dxts.core.plugins.protocols.lifecycle import (
     SUCCEEDED_PARCELS,
     CleanMode,
     CleanStep,
     OutputRecord,
     ParcelRecord,
 )
-from dxts.core.db import Database
-from dxts.core.errors import Unavailable
-from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, from_json_text, json_text
-from dxts.core.ids import hash_to_str, id_from_str, id_to_str
-from dxts.core.plugins import InputRecord
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.definition.logic.execution import UserParcel
 from dxts.definition.logic.lifecycle.views import declared_outputs, output_producer

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from dxts.core.builtins.lifecycle_services import Counts, ExecutionControl, ExecutionView, Siblings
 from dxts.core.plugins import PluginRegistryError
 from dxts.core.plugins.points import Point
+from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
 from dxts.core.plugins.registry import Registry
 
 LIFECYCLE_POINTS = frozenset(
