@@ -4,12 +4,11 @@ request fields that need more than a scalar (a document bundle, a list of enum v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
 from dxts.core.errors import FieldViolation, InvalidArgument
-from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, json_text, to_timestamp
+from dxts.core.grpc.convert import enum_to_proto, json_text, to_timestamp
 from dxts.core.ids import canonical_json, hash_to_str, id_to_str
 from dxts.core.states import ActionResult, Kind, TransformationStatus, WorkgraphStatus
 from dxts.definition import processes
@@ -29,10 +28,6 @@ STARTS_AS = {
 def _number(member: StrEnum) -> Any:
     """`enum_to_proto`, typed for the generated fields (whose ValueType is a NewType of int)."""
     return enum_to_proto(member)
-
-
-def enums_from_pb(enum: type[StrEnum], numbers: Sequence[int], field: str) -> list[str]:
-    return [enum_from_proto(enum, n, field=f"{field}[{i}]").value for i, n in enumerate(numbers)]
 
 
 def bundle_from_pb(message: common_pb2.DocumentBundle, field: str = "bundle") -> Bundle:

@@ -1,9 +1,9 @@
-"""What every part of DefinitionService shares: the component's collaborators, who is asking,
-and the request-field parsing helpers.
+"""What every part of DefinitionService shares: the component's collaborators and who is asking.
 
 Every malformed field is reported at once (INVALID_ARGUMENT with one field violation per
-problem); domain errors raised below become status codes in the one interceptor. The caller is
-the token's identity; calls forwarded to execution carry the caller's own token.
+problem, parsed with `dxts.core.grpc.requests`); domain errors raised below become status codes
+in the one interceptor. The caller is the token's identity; calls forwarded to execution carry
+the caller's own token.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import grpc
 
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
-from dxts.core.errors import FieldViolation, InvalidArgument, Unauthenticated
+from dxts.core.errors import Unauthenticated
 from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
-from dxts.core.grpc.paging import decode_page_token, encode_page_token
-from dxts.core.ids import hash_from_str, id_from_str, id_to_str
+from dxts.core.grpc.requests import Problems
 from dxts.core.locks import LockManager
 from dxts.definition.edge.mapping import transformation_pb, workgraph_pb
 from dxts.definition.logic import queries
@@ -26,57 +25,18 @@ from dxts.definition.logic.authorise import Caller
 from dxts.definition.logic.execution import ExecutionClient, ExecutionFactory
 from dxts.definition.plugins import PluginCatalogue
 from dxts.definition.settings import DefinitionSettings
-from dxts.v1 import common_pb2, definition_pb2
+from dxts.v1 import definition_pb2
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-def raise_if(problems: list[FieldViolation]) -> None:
-    if problems:
-        raise InvalidArgument(problems)
-
-
-def field_id(
-    text: str, field: str, problems: list[FieldViolation], *, required: bool = True
-) -> bytes:
-    if not text:
-        if required:
-            problems.append(FieldViolation(field, "required"))
-        return b""
-    try:
-        return id_from_str(text, field=field)
-    except InvalidArgument as error:
-        problems.extend(error.violations)
-        return b""
-
-
-def required_id(text: str, field: str) -> bytes:
-    problems: list[FieldViolation] = []
-    value = field_id(text, field, problems)
-    raise_if(problems)
+def required_hash(text: str, field: str) -> bytes:
+    """`text` as a content hash, or INVALID_ARGUMENT naming `field`."""
+    problems = Problems()
+    value = problems.hash(text, field)
+    problems.raise_if_any()
+    assert value is not None
     return value
-
-
-def hash_field(text: str, field: str) -> bytes:
-    if not text:
-        raise InvalidArgument("required", field=field)
-    return hash_from_str(text, field=field)
-
-
-def page_after(paging: common_pb2.Paging, fingerprint: str) -> bytes | None:
-    position = decode_page_token(paging, filters=fingerprint)
-    if position is None:
-        return None
-    text = position.get("after")
-    if not isinstance(text, str):
-        raise InvalidArgument("not a page token this server issued", field="paging.page_token")
-    return id_from_str(text, field="paging.page_token")
-
-
-def next_page_token(last: bytes | None, fingerprint: str) -> str:
-    return (
-        "" if last is None else encode_page_token({"after": id_to_str(last)}, filters=fingerprint)
-    )
 
 
 class ServicerBase:

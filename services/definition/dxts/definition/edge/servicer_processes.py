@@ -9,7 +9,7 @@ from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.definition import labels, processes
 from dxts.definition.edge.mapping import bundle_from_pb, diagnostic_pb, process_pb, version_pb
-from dxts.definition.edge.servicer_common import Context, ServicerBase, hash_field
+from dxts.definition.edge.servicer_common import Context, ServicerBase, required_hash
 from dxts.definition.logic import jobs
 from dxts.v1 import definition_pb2
 
@@ -23,14 +23,14 @@ class ProcessRpcs(ServicerBase):
         self, request: definition_pb2.GetProcessRequest, context: Context
     ) -> definition_pb2.GetProcessResponse:
         view = await processes.get_process(
-            self._database, hash_field(request.process_id, "process_id")
+            self._database, required_hash(request.process_id, "process_id")
         )
         return definition_pb2.GetProcessResponse(process=process_pb(view))
 
     async def GetProcessTree(
         self, request: definition_pb2.GetProcessTreeRequest, context: Context
     ) -> definition_pb2.GetProcessTreeResponse:
-        root = hash_field(request.process_id, "process_id")
+        root = required_hash(request.process_id, "process_id")
         tree = await processes.process_tree(self._database, root)
         return definition_pb2.GetProcessTreeResponse(
             root_process_id=hash_to_str(root), processes=[process_pb(p) for p in tree]
@@ -45,7 +45,7 @@ class ProcessRpcs(ServicerBase):
             vo=request.vo,
             name=request.name,
             version=request.version,
-            process_id=hash_field(request.process_id, "process_id"),
+            process_id=required_hash(request.process_id, "process_id"),
         )
         return definition_pb2.PublishProcessResponse(version=version_pb(view))
 
@@ -84,7 +84,7 @@ class ProcessRpcs(ServicerBase):
         self, request: definition_pb2.ProcessLineageRequest, context: Context
     ) -> definition_pb2.ProcessLineageResponse:
         found = await processes.lineage(
-            self._database, self._viewer(), hash_field(request.process_id, "process_id")
+            self._database, self._viewer(), required_hash(request.process_id, "process_id")
         )
         return definition_pb2.ProcessLineageResponse(
             process_id=hash_to_str(found.process_id),

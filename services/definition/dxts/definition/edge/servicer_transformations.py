@@ -4,22 +4,21 @@ transformation, forcing and resetting actions, and the reads (the execution swee
 
 from __future__ import annotations
 
-from dxts.core.errors import FieldViolation, InvalidArgument
+from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.paging import filters_fingerprint
 from dxts.core.grpc.paging import page_size as _page_size
-from dxts.core.states import ActionResult, Kind, TransformationStatus
-from dxts.definition.edge.mapping import action_pb, enums_from_pb, transformation_pb
-from dxts.definition.edge.servicer_common import (
-    Context,
-    ServicerBase,
-    field_id,
+from dxts.core.grpc.requests import (
+    Problems,
     next_page_token,
+    optional_id,
     page_after,
-    raise_if,
     required_id,
 )
+from dxts.core.states import ActionResult, Kind, TransformationStatus
+from dxts.definition.edge.mapping import action_pb, transformation_pb
+from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import actions, queries, transformation_commands
 from dxts.definition.logic.feeders import UNSET
 from dxts.v1 import definition_pb2
@@ -61,13 +60,14 @@ class TransformationRpcs(ServicerBase):
     async def TransitionTransformation(
         self, request: definition_pb2.TransitionTransformationRequest, context: Context
     ) -> definition_pb2.TransitionTransformationResponse:
-        problems: list[FieldViolation] = []
-        tid = field_id(request.transformation_id, "transformation_id", problems)
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id")
         try:
             target = enum_from_proto(TransformationStatus, request.target, field="target")
         except InvalidArgument as error:
-            problems.extend(error.violations)
-        raise_if(problems)
+            problems.violations.extend(error.violations)
+        problems.raise_if_any()
+        assert tid is not None
         await transformation_commands.transition_transformation(
             self._database,
             self._caller(),
@@ -158,12 +158,13 @@ class TransformationRpcs(ServicerBase):
     async def ListTransformations(
         self, request: definition_pb2.ListTransformationsRequest, context: Context
     ) -> definition_pb2.ListTransformationsResponse:
-        problems: list[FieldViolation] = []
-        workgraph_id = field_id(request.workgraph_id, "workgraph_id", problems, required=False)
-        raise_if(problems)
+        workgraph_id = optional_id(request.workgraph_id, "workgraph_id")
+        problems = Problems()
+        statuses = problems.enums(TransformationStatus, request.statuses, "statuses")
+        problems.raise_if_any()
         filters = queries.TransformationFilters(
-            workgraph_id=workgraph_id or None,
-            statuses=enums_from_pb(TransformationStatus, request.statuses, "statuses"),
+            workgraph_id=workgraph_id,
+            statuses=statuses,
             kinds=[enum_from_proto(Kind, request.kind, field="kind").value] if request.kind else [],
             type=request.type,
             vo=request.vo,
@@ -192,7 +193,9 @@ class TransformationRpcs(ServicerBase):
     async def ListActiveTransformations(
         self, request: definition_pb2.ListActiveTransformationsRequest, context: Context
     ) -> definition_pb2.ListActiveTransformationsResponse:
-        kinds = enums_from_pb(Kind, request.kinds, "kinds")
+        problems = Problems()
+        kinds = problems.enums(Kind, request.kinds, "kinds")
+        problems.raise_if_any()
         fingerprint = filters_fingerprint("active", kinds)
         page = await queries.list_transformations(
             self._database,

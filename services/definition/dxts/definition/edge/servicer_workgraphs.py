@@ -4,12 +4,13 @@ workgraph.
 
 from __future__ import annotations
 
-from dxts.core.errors import FieldViolation, InvalidArgument
+from dxts.core.errors import InvalidArgument
 from dxts.core.grpc import current_identity
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.convert import json_text
 from dxts.core.grpc.paging import filters_fingerprint
 from dxts.core.grpc.paging import page_size as _page_size
+from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.ids import id_to_str
 from dxts.core.states import WorkgraphStatus
 from dxts.definition import labels
@@ -17,20 +18,11 @@ from dxts.definition.edge.mapping import (
     action_pb,
     bundle_from_pb,
     diagnostic_pb,
-    enums_from_pb,
     plan_pb,
     transformation_pb,
     workgraph_pb,
 )
-from dxts.definition.edge.servicer_common import (
-    Context,
-    ServicerBase,
-    field_id,
-    next_page_token,
-    page_after,
-    raise_if,
-    required_id,
-)
+from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import queries, workgraph_commands
 from dxts.definition.logic.submit import submit_workgraph
 from dxts.v1 import definition_pb2
@@ -81,8 +73,11 @@ class WorkgraphRpcs(ServicerBase):
     async def ListWorkgraphs(
         self, request: definition_pb2.ListWorkgraphsRequest, context: Context
     ) -> definition_pb2.ListWorkgraphsResponse:
+        problems = Problems()
+        statuses = problems.enums(WorkgraphStatus, request.statuses, "statuses")
+        problems.raise_if_any()
         filters = queries.WorkgraphFilters(
-            statuses=enums_from_pb(WorkgraphStatus, request.statuses, "statuses"),
+            statuses=statuses,
             type=request.type,
             vo=request.vo,
             owner_sub=request.owner_sub,
@@ -140,17 +135,21 @@ class WorkgraphRpcs(ServicerBase):
     async def ExtendScout(
         self, request: definition_pb2.ExtendScoutRequest, context: Context
     ) -> definition_pb2.ExtendScoutResponse:
-        problems: list[FieldViolation] = []
-        workgraph_id = field_id(request.workgraph_id, "workgraph_id", problems)
+        problems = Problems()
+        workgraph_id = problems.id(request.workgraph_id, "workgraph_id")
         feeder_args = {}
         for key, text in request.feeder_args_json.items():
             field = f"feeder_args_json[{key}]"
-            tid = field_id(key, field, problems)
+            tid = problems.id(key, field)
             try:
-                feeder_args[tid] = _from_json_text(text, field=field)
+                args = _from_json_text(text, field=field)
             except InvalidArgument as error:
-                problems.extend(error.violations)
-        raise_if(problems)
+                problems.violations.extend(error.violations)
+                continue
+            if tid is not None:
+                feeder_args[tid] = args
+        problems.raise_if_any()
+        assert workgraph_id is not None
         await workgraph_commands.extend_scout(
             self._database,
             self._caller(),

@@ -2,7 +2,7 @@
 
 Forcing records a result (the caller is its author); resetting clears it so that the runner
 runs it again. Either brings a blocked owner back to its list's state once no action of the
-list says Failed.
+list says Failed. Each is one kernel command (`run_command`) logged in the owner's log.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from dxts.core.logs import LogEntry, log_transformations, log_workgraphs, request_logged
+from dxts.core.grpc.auth import Identity
+from dxts.core.kernel.commands import LogScope, Result, run_command
 from dxts.core.state_machines import BLOCKED_COUNTERPART, Actor
 from dxts.core.states import ActionResult
 from dxts.definition.compile import APPROVING
 from dxts.definition.logic.authorise import Caller, authorise, command_data
+from dxts.definition.logic.commands import command_request
 from dxts.definition.logic.locked import (
     LockedTransformation,
     LockedWorkgraph,
@@ -105,35 +107,22 @@ def required_role(action: Any, caller: Caller) -> str | None:
     return caller.operator_role if action.State == APPROVING else None
 
 
-async def _log_action(
-    conn: AsyncConnection,
-    action: Any,
-    event: str,
-    author: str,
-    message: str | None,
-    data: dict[str, Any],
-) -> None:
-    entry_data = {
-        **data,
+def _details(action: Any) -> dict[str, Any]:
+    """What the command's log row records of the action."""
+    return {
         "action_id": action.ActionID,
         "action": action.Action,
         "state": action.State,
         "position": action.Position,
     }
+
+
+def _scope(target: tuple[Any, _ActionOwner]) -> LogScope:
+    """The log of the action's owner: its workgraph's, or its transformation's."""
+    action, _ = target
     if action.WorkgraphID is not None:
-        await log_workgraphs(
-            conn,
-            [LogEntry(bytes(action.WorkgraphID), event, author, message=message, data=entry_data)],
-        )
-    else:
-        await log_transformations(
-            conn,
-            [
-                LogEntry(
-                    bytes(action.TransformationID), event, author, message=message, data=entry_data
-                )
-            ],
-        )
+        return LogScope(workgraph_id=bytes(action.WorkgraphID))
+    return LogScope(transformation_id=bytes(action.TransformationID))
 
 
 async def _leave_blocked(
@@ -193,8 +182,8 @@ async def force_action(
     """Record `result` for an action of the list its owner is running (the author is the
     caller); a blocked owner with no Failed action left goes back to the unblocked state."""
 
-    async def work(conn: AsyncConnection) -> None:
-        action, owner = await _lock_action_owner(conn, caller, action_id)
+    def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
+        action, owner = target
         allowed = FORCEABLE.get(action.State, set())
         if result not in allowed:
             raise InvalidArgument(
@@ -204,8 +193,9 @@ async def force_action(
             )
         _authorise_action(caller, action, owner, sign_off=True)
         _require_list_running(action, owner)
-        if await _already(conn, action, request_id):
-            return
+
+    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+        action, owner = target
         data = command_data(request_id, "", result=result.value)
         await actions_db.set_action_result(
             conn,
@@ -215,12 +205,19 @@ async def force_action(
             author=caller.author,
             now=await db_now(conn),
         )
-        await _log_action(conn, action, "ActionForced", caller.author, message or None, data)
         await _leave_blocked(
             conn, action, owner, caller, f"action {action.Action} forced {result.value}", data
         )
+        return {**_details(action), "result": result.value}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await run_command(
+        database,
+        command_request("ForceAction", caller, request_id, message),
+        lock=lambda conn: _lock_action_owner(conn, caller, action_id),
+        authorise=admit,
+        scope=_scope,
+        apply=apply,
+    )
 
 
 async def reset_action(
@@ -233,12 +230,13 @@ async def reset_action(
 ) -> None:
     """Clear an action's result so that the runner runs it again (the author is recorded)."""
 
-    async def work(conn: AsyncConnection) -> None:
-        action, owner = await _lock_action_owner(conn, caller, action_id)
+    def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
+        action, owner = target
         _authorise_action(caller, action, owner)
         _require_list_running(action, owner)
-        if await _already(conn, action, request_id):
-            return
+
+    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+        action, owner = target
         data = command_data(request_id, reason)
         await actions_db.set_action_result(
             conn,
@@ -248,13 +246,14 @@ async def reset_action(
             author=caller.author,
             now=await db_now(conn),
         )
-        await _log_action(conn, action, "ActionReset", caller.author, reason or None, data)
         await _leave_blocked(conn, action, owner, caller, f"action {action.Action} reset", data)
+        return _details(action)
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
-
-
-async def _already(conn: AsyncConnection, action: Any, request_id: str) -> bool:
-    if action.WorkgraphID is not None:
-        return await request_logged(conn, request_id, workgraph_id=bytes(action.WorkgraphID))
-    return await request_logged(conn, request_id, transformation_id=bytes(action.TransformationID))
+    await run_command(
+        database,
+        command_request("ResetAction", caller, request_id, reason),
+        lock=lambda conn: _lock_action_owner(conn, caller, action_id),
+        authorise=admit,
+        scope=_scope,
+        apply=apply,
+    )

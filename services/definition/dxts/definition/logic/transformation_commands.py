@@ -1,5 +1,6 @@
 """The operator commands on one transformation: an edge of its state machine (pause, resume,
-leave a blocked state; a standalone transformation's workgraph edges), its feeder, a flush.
+leave a blocked state; a standalone transformation's workgraph edges), its feeder, a flush —
+each one kernel command (`logic.commands.transformation_command`).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, db_now
 from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str
-from dxts.core.logs import LogEntry, log_transformations, request_logged
+from dxts.core.kernel.commands import Result
+from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.state_machines import (
     BLOCKED_COUNTERPART,
     TRANSFORMATION,
@@ -20,10 +22,11 @@ from dxts.core.state_machines import (
     member_state_compatible,
 )
 from dxts.core.states import TransformationStatus
-from dxts.definition.logic.authorise import Caller, authorise, command_data
+from dxts.definition.logic.authorise import Caller, command_data
+from dxts.definition.logic.commands import transformation_command
 from dxts.definition.logic.execution import ExecutionClient
 from dxts.definition.logic.feeders import FEEDER_STATES, UNSET, check_feeder_args, feeder_phases
-from dxts.definition.logic.locked import LockedTransformation, lock_transformation
+from dxts.definition.logic.locked import LockedTransformation
 from dxts.definition.logic.moves import move_transformations
 from dxts.definition.plugins import PluginCatalogue
 from dxts.definition.store import actions as actions_db
@@ -31,16 +34,6 @@ from dxts.definition.store import transformations as transformations_db
 
 T = TransformationStatus
 UNBLOCKED = {blocked: state for state, blocked in BLOCKED_COUNTERPART.items()}
-
-
-async def _steer_transformation(
-    conn: AsyncConnection, caller: Caller, transformation_id: bytes, request_id: str
-) -> LockedTransformation | None:
-    locked = await lock_transformation(conn, transformation_id)
-    authorise(caller, locked.vo, locked.sub, "transformation", transformation_id)
-    if await request_logged(conn, request_id, transformation_id=transformation_id):
-        return None
-    return locked
 
 
 async def _unblock_guard(
@@ -69,14 +62,12 @@ async def transition_transformation(
     *,
     reason: str = "",
     request_id: str = "",
+    rpc: str = "TransitionTransformation",
 ) -> None:
     """One operator edge: pause, resume, leave a blocked state; for a standalone
     transformation also its workgraph's edges (start, cancel, back to Active)."""
 
-    async def work(conn: AsyncConnection) -> None:
-        locked = await _steer_transformation(conn, caller, transformation_id, request_id)
-        if locked is None:
-            return
+    async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
         TRANSFORMATION.check(
             locked.status,
             target,
@@ -104,7 +95,11 @@ async def transition_transformation(
             standalone=locked.standalone,
         )
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+        return {"status": target}
+
+    await transformation_command(
+        database, caller, rpc, transformation_id, apply, request_id=request_id, reason=reason
+    )
 
 
 async def pause(
@@ -116,7 +111,13 @@ async def pause(
     request_id: str = "",
 ) -> None:
     await transition_transformation(
-        database, caller, transformation_id, T.PAUSED, reason=reason, request_id=request_id
+        database,
+        caller,
+        transformation_id,
+        T.PAUSED,
+        reason=reason,
+        request_id=request_id,
+        rpc="PauseTransformation",
     )
 
 
@@ -129,7 +130,13 @@ async def resume(
     request_id: str = "",
 ) -> None:
     await transition_transformation(
-        database, caller, transformation_id, T.ACTIVE, reason=reason, request_id=request_id
+        database,
+        caller,
+        transformation_id,
+        T.ACTIVE,
+        reason=reason,
+        request_id=request_id,
+        rpc="ResumeTransformation",
     )
 
 
@@ -147,10 +154,7 @@ async def set_feeder(
     """Enable or disable a feeder, or give it new arguments (checked by the plugin's model for
     every phase it will still run in), while the transformation runs (New, Active, Paused)."""
 
-    async def work(conn: AsyncConnection) -> None:
-        locked = await _steer_transformation(conn, caller, transformation_id, request_id)
-        if locked is None:
-            return
+    async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
         if locked.status not in FEEDER_STATES:
             raise FailedPrecondition(
                 f"transformation {id_to_str(transformation_id)} is {locked.status}: its feeder "
@@ -193,8 +197,17 @@ async def set_feeder(
                 )
             )
         await log_transformations(conn, entries)
+        return {"changed": [entry.event_type for entry in entries]}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await transformation_command(
+        database,
+        caller,
+        "SetFeeder",
+        transformation_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+    )
 
 
 async def flush(
@@ -209,9 +222,7 @@ async def flush(
     """Ask for one packer invocation with flush=True on an Active transformation."""
     request_id = request_id or str(uuid.uuid4())
 
-    async def work(conn: AsyncConnection) -> None:
-        locked = await lock_transformation(conn, transformation_id)
-        authorise(caller, locked.vo, locked.sub, "transformation", transformation_id)
+    def admit(locked: LockedTransformation) -> None:
         if locked.status != T.ACTIVE:
             raise FailedPrecondition(
                 f"transformation {id_to_str(transformation_id)} is {locked.status}: only an "
@@ -224,19 +235,18 @@ async def flush(
                 "are stopped",
                 current_state=locked.workgraph.status,
             )
-        if not await request_logged(conn, request_id, transformation_id=transformation_id):
-            await log_transformations(
-                conn,
-                [
-                    LogEntry(
-                        transformation_id,
-                        "Flush",
-                        caller.author,
-                        message=reason or None,
-                        data=command_data(request_id, reason),
-                    )
-                ],
-            )
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
+        return {}
+
+    await transformation_command(
+        database,
+        caller,
+        "FlushTransformation",
+        transformation_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+        admit=admit,
+    )
     await execution.flush(transformation_id, request_id=request_id)

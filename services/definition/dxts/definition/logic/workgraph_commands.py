@@ -1,5 +1,9 @@
 """The operator commands on a workgraph: start, extend the scout, drain, halt, cancel, return
-to Active.
+to Active — each one kernel command (`logic.commands.workgraph_command`) whose result is what
+its log row records and what a retry with the same request id is answered.
+
+Forwarded work (the input and parcel half of a halt) is asked of execution after the commit,
+with request ids derived from the command's, so a retry forwards the same requests.
 """
 
 from __future__ import annotations
@@ -10,17 +14,19 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument
-from dxts.core.ids import id_to_str
-from dxts.core.logs import LogEntry, log_transformations, log_workgraphs, request_logged
+from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.kernel.commands import Result
+from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins.points import Phase
 from dxts.core.state_machines import Actor
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition.logic.authorise import Caller, authorise, command_data
+from dxts.definition.logic.authorise import Caller, command_data
+from dxts.definition.logic.commands import workgraph_command
 from dxts.definition.logic.execution import ExecutionClient
 from dxts.definition.logic.feeders import check_feeder_args
-from dxts.definition.logic.locked import HALTED, LockedWorkgraph, Member, lock_workgraph
+from dxts.definition.logic.locked import HALTED, LockedWorkgraph, Member
 from dxts.definition.logic.moves import move_workgraph
 from dxts.definition.plugins import PluginCatalogue
 from dxts.definition.store import actions as actions_db
@@ -29,17 +35,6 @@ from dxts.definition.store import workgraphs as workgraphs_db
 
 W = WorkgraphStatus
 T = TransformationStatus
-
-
-async def _steer(
-    conn: AsyncConnection, caller: Caller, workgraph_id: bytes, request_id: str
-) -> LockedWorkgraph | None:
-    """The locked, authorised workgraph; None when this request was already applied."""
-    workgraph = await lock_workgraph(conn, workgraph_id)
-    authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
-    if await request_logged(conn, request_id, workgraph_id=workgraph_id):
-        return None
-    return workgraph
 
 
 def _require(workgraph: LockedWorkgraph, states: Iterable[str], command: str) -> None:
@@ -72,18 +67,16 @@ async def start(
     """New → Scouting when a member runs in the scout and there is an approving list, else
     New → Active; each member by its compiled initial state."""
 
-    async def work(conn: AsyncConnection) -> None:
-        workgraph = await _steer(conn, caller, workgraph_id, request_id)
-        if workgraph is None:
-            return
+    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.NEW,), "start")
         scouts = await actions_db.approving_count(conn, workgraph_id) > 0 and any(
             m.initial_state == "Active" for m in workgraph.members
         )
+        target = W.SCOUTING if scouts else W.ACTIVE
         await move_workgraph(
             conn,
             workgraph,
-            W.SCOUTING if scouts else W.ACTIVE,
+            target,
             actor=Actor.OPERATOR,
             author=caller.author,
             message=reason or "started",
@@ -92,8 +85,17 @@ async def start(
                 m.transformation_id: _start_state(m, scouts) for m in workgraph.members
             },
         )
+        return {"status": target}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await workgraph_command(
+        database,
+        caller,
+        "StartWorkgraph",
+        workgraph_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+    )
 
 
 async def extend_scout(
@@ -110,10 +112,7 @@ async def extend_scout(
     are enabled again, with new arguments where given (checked for the scout and after it)."""
     new_args = dict(feeder_args or {})
 
-    async def work(conn: AsyncConnection) -> None:
-        workgraph = await _steer(conn, caller, workgraph_id, request_id)
-        if workgraph is None:
-            return
+    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.APPROVING, W.APPROVING_BLOCKED), "extending the scout")
         members = {m.transformation_id: m for m in workgraph.members}
         for tid, args in new_args.items():
@@ -149,8 +148,11 @@ async def extend_scout(
                 for tid in running
             ],
         )
+        return {"status": W.SCOUTING.value, "enabled": [id_to_str(t) for t in running]}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await workgraph_command(
+        database, caller, "ExtendScout", workgraph_id, apply, request_id=request_id, reason=reason
+    )
 
 
 def outermost(workgraph: LockedWorkgraph, producers: Mapping[bytes, bytes]) -> list[bytes]:
@@ -171,12 +173,14 @@ async def _disable_feeders(
     author: str,
     message: str,
     data: dict[str, Any],
-) -> None:
+) -> list[str]:
+    """Disable those of `ids` whose feeder is enabled; their ids, as text."""
     enabled = [t for t in ids if workgraph.member(t).feeder_enabled]
     await transformations_db.set_feeders_enabled(conn, enabled, False, await db_now(conn))
     await log_transformations(
         conn, [LogEntry(t, "FeederDisabled", author, message=message, data=data) for t in enabled]
     )
+    return [id_to_str(t) for t in enabled]
 
 
 async def drain(
@@ -190,21 +194,23 @@ async def drain(
     """Disable the outermost feeders of an Active workgraph; in-flight work finishes, packers
     pack the remainder, and the drain guard moves it to Finalizing."""
 
-    async def work(conn: AsyncConnection) -> None:
-        workgraph = await _steer(conn, caller, workgraph_id, request_id)
-        if workgraph is None:
-            return
+    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.ACTIVE,), "drain")
         edges = [o for o in (m.edge_output() for m in workgraph.members) if o is not None]
         outer = outermost(workgraph, await transformations_db.output_producers(conn, edges))
         data = command_data(request_id, reason)
-        await log_workgraphs(
-            conn,
-            [LogEntry(workgraph_id, "Drain", caller.author, message=reason or None, data=data)],
-        )
-        await _disable_feeders(conn, workgraph, outer, caller.author, "drain", data)
+        disabled = await _disable_feeders(conn, workgraph, outer, caller.author, "drain", data)
+        return {"disabled": disabled}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await workgraph_command(
+        database,
+        caller,
+        "DrainWorkgraph",
+        workgraph_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+    )
 
 
 def _forwarded_id(request_id: str, transformation_id: bytes, what: str) -> str:
@@ -222,30 +228,35 @@ async def halt(
 ) -> None:
     """Disable every feeder and mark the workgraph halted (execution then stops packers and
     hooks and writes off inputs that fail later), then ask execution to cancel every member's
-    in-flight parcels and write off its waiting inputs. Repeating it repeats the requests."""
+    in-flight parcels and write off its waiting inputs. Repeating it repeats the requests (to
+    the members the first one recorded)."""
     request_id = request_id or str(uuid.uuid4())
-    members: list[bytes] = []
 
-    async def work(conn: AsyncConnection) -> None:
-        workgraph = await lock_workgraph(conn, workgraph_id)
-        authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
-        _require(workgraph, (W.ACTIVE,), "halt")
-        members[:] = [m.transformation_id for m in workgraph.members]
-        if await request_logged(conn, request_id, workgraph_id=workgraph_id):
-            return
+    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+        members = [m.transformation_id for m in workgraph.members]
         data = command_data(request_id, reason)
         annotations = {**workgraph.annotations, HALTED: True}
         await workgraphs_db.set_workgraph_annotations(
             conn, workgraph_id, annotations, await db_now(conn)
         )
-        await log_workgraphs(
-            conn, [LogEntry(workgraph_id, "Halt", caller.author, message=reason or None, data=data)]
-        )
-        await _disable_feeders(conn, workgraph, members, caller.author, "halt", data)
+        disabled = await _disable_feeders(conn, workgraph, members, caller.author, "halt", data)
+        return {"members": [id_to_str(t) for t in members], "disabled": disabled}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    def admit(workgraph: LockedWorkgraph) -> None:
+        _require(workgraph, (W.ACTIVE,), "halt")
+
+    result = await workgraph_command(
+        database,
+        caller,
+        "HaltWorkgraph",
+        workgraph_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+        admit=admit,
+    )
     why = reason or "workgraph halted"
-    for tid in members:
+    for tid in (id_from_str(t, field="members") for t in result["members"]):
         await execution.cancel_in_flight(
             tid, request_id=_forwarded_id(request_id, tid, "cancel"), reason=why
         )
@@ -264,10 +275,7 @@ async def cancel(
 ) -> None:
     """The workgraph and every member → Cancelling (their cleaning actions then run)."""
 
-    async def work(conn: AsyncConnection) -> None:
-        workgraph = await _steer(conn, caller, workgraph_id, request_id)
-        if workgraph is None:
-            return
+    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
         await move_workgraph(
             conn,
             workgraph,
@@ -277,8 +285,17 @@ async def cancel(
             message=reason or "cancelled",
             data=command_data(request_id, reason),
         )
+        return {"status": W.CANCELLING.value}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await workgraph_command(
+        database,
+        caller,
+        "CancelWorkgraph",
+        workgraph_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+    )
 
 
 async def return_to_active(
@@ -294,10 +311,7 @@ async def return_to_active(
     mark is lifted. With `clear_bookmarks` every feeder is enabled again from the beginning
     (FeederState cleared; inputs it yields again are duplicates and ignored)."""
 
-    async def work(conn: AsyncConnection) -> None:
-        workgraph = await _steer(conn, caller, workgraph_id, request_id)
-        if workgraph is None:
-            return
+    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.FINALIZING,), "returning to Active")
         data = command_data(request_id, reason, clear_bookmarks=clear_bookmarks or None)
         await move_workgraph(
@@ -327,5 +341,14 @@ async def return_to_active(
                     for t in ids
                 ],
             )
+        return {"status": W.ACTIVE.value, "clear_bookmarks": clear_bookmarks}
 
-    await database.run(work, isolation=Isolation.READ_COMMITTED)
+    await workgraph_command(
+        database,
+        caller,
+        "ReturnToActive",
+        workgraph_id,
+        apply,
+        request_id=request_id,
+        reason=reason,
+    )
