@@ -9,12 +9,12 @@ components in one process and one event loop:
     await definition.stop()
 
 With `lifecycle` settings the lifecycle engine's sweep (`dxts.definition.logic.lifecycle`)
-runs as one of `tasks`; without them (tests of the service alone) nothing sweeps. `dxts up` and
-the tests also build the engine alone:
+runs on the kernel's sweep runner; without them (tests of the service alone) nothing sweeps.
+`dxts up` and the tests also build the engine alone:
 
     lifecycle = await build_lifecycle(database, settings=LifecycleSettings(),
                                       execution_address=..., data_dir=...)
-    task = lifecycle.start()
+    lifecycle.start()
     ...
     await lifecycle.close()
 
@@ -28,7 +28,6 @@ peers and a registry of their own plugins.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -41,6 +40,7 @@ from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers
 from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
@@ -70,21 +70,20 @@ class Lifecycle:
     engine: Engine
     sweep: LifecycleSweep
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
-    _task: asyncio.Task[None] | None = None
+    _runner: SweepRunner | None = None
 
-    def start(self) -> asyncio.Task[None]:
-        self._task = asyncio.create_task(self.sweep.run_forever(), name="definition-lifecycle")
-        return self._task
+    def start(self) -> None:
+        """The sweep's rounds on the kernel's runner, on the running loop."""
+        pacing = Pacing(self.engine.settings.interval_s)
+        self._runner = SweepRunner([Sweep("lifecycle", self.sweep.sweep_once, pacing)])
+        self._runner.start()
 
     async def close(self) -> None:
-        """Stop the sweep at its next pause (a sweep in progress is cancelled) and release what
-        was opened for it; idempotent."""
-        self.sweep.stopping.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop the sweep (a running round gets `stop_grace_s` to finish, then is cancelled)
+        and release what was opened for it; idempotent."""
+        if self._runner is not None:
+            await self._runner.stop(grace_s=self.engine.settings.stop_grace_s)
+            self._runner = None
         while self._cleanups:
             result = self._cleanups.pop()()
             if asyncio.iscoroutine(result):
@@ -159,19 +158,14 @@ async def build_lifecycle(
 
 @dataclass
 class Definition:
-    """A built definition component: `services` to serve, `tasks` running its sweeps."""
+    """A built definition component: `services` to serve (its lifecycle sweep, when built with
+    one, is running)."""
 
     services: list[Service]
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
     async def stop(self) -> None:
-        """Cancel the sweeps and release what the component opened (not the database)."""
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop the sweep and release what the component opened (not the database)."""
         for cleanup in reversed(self._cleanups):
             result = cleanup()
             if asyncio.iscoroutine(result):
@@ -210,7 +204,6 @@ async def build_definition(
                 return refuse
 
     registry = catalogue if catalogue is not None else Registry.discover()
-    tasks: list[asyncio.Task[None]] = []
     if lifecycle is not None:
         engine = await build_lifecycle(
             database,
@@ -219,7 +212,7 @@ async def build_definition(
             data_dir=settings.data_dir,
             registry=registry if isinstance(registry, Registry) else None,
         )
-        tasks.append(engine.start())
+        engine.start()
         cleanups.append(engine.close)
     # Serialises repeated SubmitWorkgraph request ids (submit.py); pools no connection.
     locks = LockManager(database)
@@ -237,4 +230,4 @@ async def build_definition(
         definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
         servicer,
     )
-    return Definition([service], tasks, cleanups)
+    return Definition([service], cleanups)

@@ -67,8 +67,13 @@ class LifecycleSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="DXTS_LIFECYCLE_", extra="ignore")
 
-    interval_s: float = Field(30.0, gt=0, description="pause between two sweeps")
+    interval_s: float = Field(
+        30.0, gt=0, description="the longest pause between two rounds while nothing moves"
+    )
     concurrency: int = Field(8, ge=1, description="workgraphs swept at the same time")
+    stop_grace_s: float = Field(
+        5.0, ge=0, description="how long a running round may finish when the engine stops"
+    )
     archive_delay_s: float = Field(
         WEEK_S, ge=0, description="how long a workgraph stays Completed before Archiving"
     )

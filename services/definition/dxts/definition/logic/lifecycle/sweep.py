@@ -1,11 +1,12 @@
 """The workgraph sweep: periodic, one task per workgraph under its named lock.
 
-Every `interval_s` the sweep lists the workgraphs with work (Scouting, Approving, Active,
-Finalizing, Completed, Archiving, Cancelling) and the standalone transformations (Active,
-Finalizing, Archiving, Cancelling), and runs up to `concurrency` of them at a time. Each runs
-under `Lock("lifecycle", id)`, skipped rather than waited for when another replica holds it; a
-workgraph that changes state is handled again at once in its new state (Accept → the approving
-list → Active ...), up to a few steps per sweep.
+Each round (run by the kernel's `SweepRunner`: at once again after a round that moved
+something, backing off up to `interval_s` while nothing moves) lists the workgraphs with work
+(Scouting, Approving, Active, Finalizing, Completed, Archiving, Cancelling) and the standalone
+transformations (Active, Finalizing, Archiving, Cancelling), and runs up to `concurrency` of
+them at a time. Each runs under `Lock("lifecycle", id)`, skipped rather than waited for when
+another replica holds it; a workgraph that changes state is handled again at once in its new
+state (Accept → the approving list → Active ...), up to a few steps per round.
 
 By state:
 
@@ -30,7 +31,6 @@ Archiving and Cancelling; every other edge it takes by operator (STATE-MACHINES.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -100,46 +100,42 @@ class LifecycleSweep:
     def __init__(self, engine: Engine, locks: LockManager) -> None:
         self.engine = engine
         self.locks = locks
-        self.stopping = asyncio.Event()
 
     # -- running --------------------------------------------------------------------------------
 
     async def sweep_once(self) -> int:
-        """One pass over every owner with work; returns how many were swept (not skipped)."""
+        """One round over every owner with work; how many states the owners went through (0:
+        nothing moved, so the runner backs off)."""
         async with self.engine.database.transaction(Isolation.READ_COMMITTED) as conn:
             workgraphs, standalone = await sweep_db.sweepable(conn)
         gate = asyncio.Semaphore(self.engine.settings.concurrency)
 
-        async def one(sweep: Callable[[bytes], Awaitable[bool]], owner: bytes) -> bool:
+        async def one(sweep: Callable[[bytes], Awaitable[int | None]], owner: bytes) -> int:
             async with gate:
                 try:
-                    return await sweep(owner)
+                    return await sweep(owner) or 0
                 except Exception:
                     log.exception("lifecycle sweep of %s failed; next sweep retries", owner.hex())
-                    return False
+                    return 0
 
-        done = await asyncio.gather(
-            *(one(self.sweep_workgraph, w) for w in workgraphs),
-            *(one(self.sweep_standalone, t) for t in standalone),
+        moves = await asyncio.gather(
+            *(one(self._workgraph_moves, w) for w in workgraphs),
+            *(one(self._standalone_moves, t) for t in standalone),
         )
-        return sum(done)
-
-    async def run_forever(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                await self.sweep_once()
-            except Exception:
-                log.exception("lifecycle sweep failed; retrying")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.engine.settings.interval_s)
+        return sum(moves)
 
     # -- a workgraph ----------------------------------------------------------------------------
 
     async def sweep_workgraph(self, workgraph_id: bytes) -> bool:
         """Handle one workgraph until it stops changing state; False if another holder had it."""
+        return await self._workgraph_moves(workgraph_id) is not None
+
+    async def _workgraph_moves(self, workgraph_id: bytes) -> int | None:
+        """How many states the workgraph went through; None if another holder had it."""
         async with self.locks.try_hold(Lock("lifecycle", workgraph_id)) as held:
             if not held:
-                return False
+                return None
+            moves = 0
             for _ in range(STEPS):
                 detail = await read_workgraph(self.engine.database, workgraph_id)
                 status = detail.workgraph.status
@@ -150,7 +146,8 @@ class LifecycleSweep:
                     moved = handler is not None and await handler(self, detail)
                 if not moved:
                     break
-            return True
+                moves += 1
+            return moves
 
     async def _overviews(self, members: tuple[TransformationView, ...]) -> dict[Any, Any]:
         return await self.engine.counts.inputs([as_uuid(m.transformation_id) for m in members])
@@ -445,15 +442,21 @@ class LifecycleSweep:
     # -- a standalone transformation ------------------------------------------------------------
 
     async def sweep_standalone(self, transformation_id: bytes) -> bool:
+        """Run a standalone transformation's hook or list; False if another holder had it."""
+        return await self._standalone_moves(transformation_id) is not None
+
+    async def _standalone_moves(self, transformation_id: bytes) -> int | None:
+        """1 when the transformation left its list's state, else 0; None if another holder
+        had it."""
         async with self.locks.try_hold(Lock("lifecycle", transformation_id)) as held:
             if not held:
-                return False
+                return None
             found = await queries.get_transformation(
                 self.engine.database, SERVICE, transformation_id
             )
             member = found.transformation
             if member.workgraph_id is not None:
-                return True
+                return 0
             if member.status == T.ACTIVE:
                 try:
                     overview = await self.engine.counts.inputs([as_uuid(transformation_id)])
@@ -461,16 +464,17 @@ class LifecycleSweep:
                     await self.engine.report(
                         Owner(transformation_id=transformation_id), "counts", error
                     )
-                    return True
+                    return 0
                 await self._member_hook(member, overview.get(as_uuid(transformation_id), {}), None)
             elif member.status in STANDALONE_DONE:
-                await self._member_list(
+                progress = await self._member_list(
                     member,
                     member.status,
                     STANDALONE_DONE[TransformationStatus(member.status)],
                     None,
                 )
-            return True
+                return int(progress in (Progress.FINISHED, Progress.BLOCKED))
+            return 0
 
 
 def _aware(value: datetime) -> datetime:
