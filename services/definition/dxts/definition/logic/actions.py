@@ -178,7 +178,7 @@ async def force_action(
     *,
     message: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Record `result` for an action of the list its owner is running (the author is the
     caller); a blocked owner with no Failed action left goes back to the unblocked state."""
 
@@ -210,7 +210,7 @@ async def force_action(
         )
         return {**_details(action), "result": result.value}
 
-    await run_command(
+    return await run_command(
         database,
         command_request("ForceAction", caller, request_id, message),
         lock=lambda conn: _lock_action_owner(conn, caller, action_id),
@@ -227,7 +227,7 @@ async def reset_action(
     *,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Clear an action's result so that the runner runs it again (the author is recorded)."""
 
     def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
@@ -249,7 +249,7 @@ async def reset_action(
         await _leave_blocked(conn, action, owner, caller, f"action {action.Action} reset", data)
         return _details(action)
 
-    await run_command(
+    return await run_command(
         database,
         command_request("ResetAction", caller, request_id, reason),
         lock=lambda conn: _lock_action_owner(conn, caller, action_id),

@@ -63,7 +63,7 @@ async def transition_transformation(
     reason: str = "",
     request_id: str = "",
     rpc: str = "TransitionTransformation",
-) -> None:
+) -> Result:
     """One operator edge: pause, resume, leave a blocked state; for a standalone
     transformation also its workgraph's edges (start, cancel, back to Active)."""
 
@@ -97,7 +97,7 @@ async def transition_transformation(
 
         return {"status": target}
 
-    await transformation_command(
+    return await transformation_command(
         database, caller, rpc, transformation_id, apply, request_id=request_id, reason=reason
     )
 
@@ -109,8 +109,8 @@ async def pause(
     *,
     reason: str = "",
     request_id: str = "",
-) -> None:
-    await transition_transformation(
+) -> Result:
+    return await transition_transformation(
         database,
         caller,
         transformation_id,
@@ -128,8 +128,8 @@ async def resume(
     *,
     reason: str = "",
     request_id: str = "",
-) -> None:
-    await transition_transformation(
+) -> Result:
+    return await transition_transformation(
         database,
         caller,
         transformation_id,
@@ -150,7 +150,7 @@ async def set_feeder(
     args: Any = UNSET,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Enable or disable a feeder, or give it new arguments (checked by the plugin's model for
     every phase it will still run in), while the transformation runs (New, Active, Paused)."""
 
@@ -199,7 +199,7 @@ async def set_feeder(
         await log_transformations(conn, entries)
         return {"changed": [entry.event_type for entry in entries]}
 
-    await transformation_command(
+    return await transformation_command(
         database,
         caller,
         "SetFeeder",
@@ -218,7 +218,7 @@ async def flush(
     execution: ExecutionClient,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Ask for one packer invocation with flush=True on an Active transformation."""
     request_id = request_id or str(uuid.uuid4())
 
@@ -239,7 +239,7 @@ async def flush(
     async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
         return {}
 
-    await transformation_command(
+    result = await transformation_command(
         database,
         caller,
         "FlushTransformation",
@@ -250,3 +250,4 @@ async def flush(
         admit=admit,
     )
     await execution.flush(transformation_id, request_id=request_id)
+    return result

@@ -63,7 +63,7 @@ async def start(
     *,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """New → Scouting when a member runs in the scout and there is an approving list, else
     New → Active; each member by its compiled initial state."""
 
@@ -87,7 +87,7 @@ async def start(
         )
         return {"status": target}
 
-    await workgraph_command(
+    return await workgraph_command(
         database,
         caller,
         "StartWorkgraph",
@@ -107,7 +107,7 @@ async def extend_scout(
     feeder_args: Mapping[bytes, Any] | None = None,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Approving or ApprovingBlocked → Scouting ("scout further"): the running members' feeders
     are enabled again, with new arguments where given (checked for the scout and after it)."""
     new_args = dict(feeder_args or {})
@@ -150,7 +150,7 @@ async def extend_scout(
         )
         return {"status": W.SCOUTING.value, "enabled": [id_to_str(t) for t in running]}
 
-    await workgraph_command(
+    return await workgraph_command(
         database, caller, "ExtendScout", workgraph_id, apply, request_id=request_id, reason=reason
     )
 
@@ -190,7 +190,7 @@ async def drain(
     *,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Disable the outermost feeders of an Active workgraph; in-flight work finishes, packers
     pack the remainder, and the drain guard moves it to Finalizing."""
 
@@ -202,7 +202,7 @@ async def drain(
         disabled = await _disable_feeders(conn, workgraph, outer, caller.author, "drain", data)
         return {"disabled": disabled}
 
-    await workgraph_command(
+    return await workgraph_command(
         database,
         caller,
         "DrainWorkgraph",
@@ -225,7 +225,7 @@ async def halt(
     execution: ExecutionClient,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Disable every feeder and mark the workgraph halted (execution then stops packers and
     hooks and writes off inputs that fail later), then ask execution to cancel every member's
     in-flight parcels and write off its waiting inputs. Repeating it repeats the requests (to
@@ -263,6 +263,7 @@ async def halt(
         await execution.write_off_waiting(
             tid, request_id=_forwarded_id(request_id, tid, "write-off"), reason=why
         )
+    return result
 
 
 async def cancel(
@@ -272,7 +273,7 @@ async def cancel(
     *,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """The workgraph and every member → Cancelling (their cleaning actions then run)."""
 
     async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
@@ -287,7 +288,7 @@ async def cancel(
         )
         return {"status": W.CANCELLING.value}
 
-    await workgraph_command(
+    return await workgraph_command(
         database,
         caller,
         "CancelWorkgraph",
@@ -306,7 +307,7 @@ async def return_to_active(
     clear_bookmarks: bool = False,
     reason: str = "",
     request_id: str = "",
-) -> None:
+) -> Result:
     """Finalizing → Active, every member → Active, after a failed finalisation; the halted
     mark is lifted. With `clear_bookmarks` every feeder is enabled again from the beginning
     (FeederState cleared; inputs it yields again are duplicates and ignored)."""
@@ -343,7 +344,7 @@ async def return_to_active(
             )
         return {"status": W.ACTIVE.value, "clear_bookmarks": clear_bookmarks}
 
-    await workgraph_command(
+    return await workgraph_command(
         database,
         caller,
         "ReturnToActive",
