@@ -243,17 +243,6 @@ async def test_a_duplicate_that_waits_too_long_is_aborted(
 # -- concurrent duplicates on MariaDB -------------------------------------------------------------
 
 
-@pytest.fixture
-async def replica(mysql_test_url: str, mariadb: Database) -> Any:
-    """A second "replica": its own Database (pool) over the same MariaDB database."""
-    other = Database(mysql_test_url)
-    await other.start()
-    try:
-        yield other
-    finally:
-        await other.dispose()
-
-
 async def test_mariadb_concurrent_duplicates_create_one_workgraph(
     mariadb: Database, replica: Database
 ) -> None:

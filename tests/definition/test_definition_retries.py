@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
 from definition_world import HELD, ExecutionDouble, Fixture, build_workgraph
 from definition_world import log_rows as read_logs
 
@@ -26,17 +25,6 @@ from dxts.definition.logic.authorise import Caller
 OPERATOR = Caller(Identity("lhcb", "olivia", frozenset({"operator"})))
 # Members of an Active workgraph: two running, one paused by an operator.
 ACTIVE = {"simulate": "Active", "reconstruct": "Paused", "replicate": "Active"}
-
-
-@pytest.fixture
-async def replica(mysql_test_url: str, mariadb: Database) -> AsyncIterator[Database]:
-    """A second "replica": its own Database (pool) over the same MariaDB database."""
-    other = Database(mysql_test_url)
-    await other.start()
-    try:
-        yield other
-    finally:
-        await other.dispose()
 
 
 async def race(

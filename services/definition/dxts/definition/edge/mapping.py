@@ -11,10 +11,9 @@ from dxts.core.errors import FieldViolation, InvalidArgument
 from dxts.core.grpc.convert import enum_to_proto, json_text, to_timestamp
 from dxts.core.ids import canonical_json, hash_to_str, id_to_str
 from dxts.core.states import ActionResult, Kind, TransformationStatus, WorkgraphStatus
-from dxts.definition import processes
 from dxts.definition.compile import Plan
 from dxts.definition.loading import Bundle
-from dxts.definition.logic import queries
+from dxts.definition.logic import processes, queries
 from dxts.definition.problems import Problem
 from dxts.v1 import common_pb2, definition_pb2
 

@@ -7,10 +7,9 @@ from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.paging import decode_page_token, encode_page_token, filters_fingerprint
 from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.ids import hash_to_str, id_to_str
-from dxts.definition import labels, processes
 from dxts.definition.edge.mapping import bundle_from_pb, diagnostic_pb, process_pb, version_pb
 from dxts.definition.edge.servicer_common import Context, ServicerBase, required_hash
-from dxts.definition.logic import jobs
+from dxts.definition.logic import jobs, labels, processes
 from dxts.v1 import definition_pb2
 
 

@@ -13,7 +13,6 @@ from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.ids import id_to_str
 from dxts.core.states import WorkgraphStatus
-from dxts.definition import labels
 from dxts.definition.edge.mapping import (
     action_pb,
     bundle_from_pb,
@@ -23,7 +22,7 @@ from dxts.definition.edge.mapping import (
     workgraph_pb,
 )
 from dxts.definition.edge.servicer_common import Context, ServicerBase
-from dxts.definition.logic import queries, workgraph_commands
+from dxts.definition.logic import labels, queries, workgraph_commands
 from dxts.definition.logic.submit import submit_workgraph
 from dxts.v1 import definition_pb2
 

@@ -13,6 +13,7 @@ longer Active is refused, retried or not).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -29,10 +30,32 @@ from dxts.definition.logic.locked import (
 
 Apply = Callable[[AsyncConnection, LockedWorkgraph], Awaitable[Result]]
 ApplyToTransformation = Callable[[AsyncConnection, LockedTransformation], Awaitable[Result]]
+Target = TypeVar("Target", LockedWorkgraph, LockedTransformation)
 
 
 def command_request(rpc: str, caller: Caller, request_id: str, reason: str) -> Request:
     return Request(rpc, caller.identity, request_id, reason)
+
+
+async def _steer(
+    database: Database,
+    request: Request,
+    caller: Caller,
+    scope: LogScope,
+    lock: Callable[[AsyncConnection], Awaitable[Target]],
+    apply: Callable[[AsyncConnection, Target], Awaitable[Result]],
+    admit: Callable[[Target], None] | None,
+) -> Result:
+    kind = "workgraph" if scope.workgraph_id is not None else "transformation"
+
+    def check(identity: Identity, target: Target) -> None:
+        authorise(caller, target.vo, target.sub, kind, scope.key)
+        if admit is not None:
+            admit(target)
+
+    return await run_command(
+        database, request, lock=lock, authorise=check, scope=lambda _: scope, apply=apply
+    )
 
 
 async def workgraph_command(
@@ -47,19 +70,14 @@ async def workgraph_command(
     admit: Callable[[LockedWorkgraph], None] | None = None,
 ) -> Result:
     """Run `apply` on the locked workgraph, once per request id (logged in its log)."""
-
-    def check(identity: Identity, workgraph: LockedWorkgraph) -> None:
-        authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
-        if admit is not None:
-            admit(workgraph)
-
-    return await run_command(
+    return await _steer(
         database,
         command_request(rpc, caller, request_id, reason),
-        lock=lambda conn: lock_workgraph(conn, workgraph_id),
-        authorise=check,
-        scope=lambda _: LogScope(workgraph_id=workgraph_id),
-        apply=apply,
+        caller,
+        LogScope(workgraph_id=workgraph_id),
+        lambda conn: lock_workgraph(conn, workgraph_id),
+        apply,
+        admit,
     )
 
 
@@ -76,17 +94,12 @@ async def transformation_command(
 ) -> Result:
     """Run `apply` on the locked transformation (its workgraph locked first when it is a
     member), once per request id (logged in the transformation's log)."""
-
-    def check(identity: Identity, locked: LockedTransformation) -> None:
-        authorise(caller, locked.vo, locked.sub, "transformation", transformation_id)
-        if admit is not None:
-            admit(locked)
-
-    return await run_command(
+    return await _steer(
         database,
         command_request(rpc, caller, request_id, reason),
-        lock=lambda conn: lock_transformation(conn, transformation_id),
-        authorise=check,
-        scope=lambda _: LogScope(transformation_id=transformation_id),
-        apply=apply,
+        caller,
+        LogScope(transformation_id=transformation_id),
+        lambda conn: lock_transformation(conn, transformation_id),
+        apply,
+        admit,
     )

@@ -3,7 +3,7 @@
 Annotations also hold what compilation and the operators record (the document's id and label,
 a member's initial state and `after`, the halted mark); those are the system's. Users set
 labels at submission and change them with a JSON merge patch (RFC 7396) on `labels` only: a
-string sets a label, null removes it. Merge patches are idempotent, so a retry is harmless.
+string sets a label, null removes it; each change is one kernel command (UpdateAnnotations).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument
-from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
-from dxts.definition.logic.authorise import Caller, authorise
-from dxts.definition.logic.locked import lock_transformation, lock_workgraph
+from dxts.core.kernel.commands import Result
+from dxts.definition.logic.authorise import Caller
+from dxts.definition.logic.commands import transformation_command, workgraph_command
+from dxts.definition.logic.locked import LockedTransformation, LockedWorkgraph
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
 
@@ -79,29 +80,37 @@ async def update_labels(
     request_id: str = "",
 ) -> dict[str, Any]:
     """Merge `patch` into the labels of one workgraph or transformation (whoever may steer
-    it); returns the annotations as stored."""
+    it), as one kernel command; returns the annotations as stored (a retry: as the first
+    application stored them)."""
 
-    async def work(conn: AsyncConnection) -> dict[str, Any]:
-        data = {"patch": patch, **({"request_id": request_id} if request_id else {})}
-        if workgraph_id is not None:
-            workgraph = await lock_workgraph(conn, workgraph_id)
-            authorise(caller, workgraph.vo, workgraph.sub, "workgraph", workgraph_id)
-            annotations = apply_patch(workgraph.annotations, patch)
-            await workgraphs_db.set_workgraph_annotations(
-                conn, workgraph_id, annotations, await db_now(conn)
-            )
-            await log_workgraphs(conn, [LogEntry(workgraph_id, "Labels", caller.author, data=data)])
-            return annotations
-        assert transformation_id is not None
-        locked = await lock_transformation(conn, transformation_id)
-        authorise(caller, locked.vo, locked.sub, "transformation", transformation_id)
+    async def to_workgraph(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+        annotations = apply_patch(workgraph.annotations, patch)
+        await workgraphs_db.set_workgraph_annotations(
+            conn, workgraph.workgraph_id, annotations, await db_now(conn)
+        )
+        return {"patch": patch, "annotations": annotations}
+
+    async def to_transformation(conn: AsyncConnection, locked: LockedTransformation) -> Result:
         annotations = apply_patch(locked.annotations, patch)
         await transformations_db.set_transformation_annotations(
-            conn, transformation_id, annotations, await db_now(conn)
+            conn, locked.transformation_id, annotations, await db_now(conn)
         )
-        await log_transformations(
-            conn, [LogEntry(transformation_id, "Labels", caller.author, data=data)]
-        )
-        return annotations
+        return {"patch": patch, "annotations": annotations}
 
-    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+    rpc = "UpdateAnnotations"
+    if workgraph_id is not None:
+        result = await workgraph_command(
+            database, caller, rpc, workgraph_id, to_workgraph, request_id=request_id, reason=""
+        )
+    else:
+        assert transformation_id is not None
+        result = await transformation_command(
+            database,
+            caller,
+            rpc,
+            transformation_id,
+            to_transformation,
+            request_id=request_id,
+            reason="",
+        )
+    return dict(result["annotations"])
