@@ -13,13 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_from_str, id_to_str
-from dxts.core.states import TransformationStatus, WorkgraphStatus
 from dxts.definition.compile import EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
 
-W = WorkgraphStatus
-T = TransformationStatus
 HALTED = "halted"  # Workgraphs.Annotations key execution reads (see `halt`)
 
 
