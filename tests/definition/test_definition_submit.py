@@ -27,8 +27,8 @@ from dxts.core.schema.definition import (
 )
 from dxts.cwl.loading import Bundle
 from dxts.cwl.problems import DocumentViolation
-from dxts.definition import registry
-from dxts.definition.submit import Submitted, submit_workgraph
+from dxts.definition.logic import registry
+from dxts.definition.logic.submit import Submitted, submit_workgraph
 
 
 async def submit(database: Database, bundle: Bundle, **kwargs: Any) -> Submitted:

@@ -23,8 +23,7 @@ from dxts.backends.null.settings import NullSettings
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.grpc.tls import TlsSettings
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
 

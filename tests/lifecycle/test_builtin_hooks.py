@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from lifecycle_doubles import MemoryExecution
 
 from dxts.core.builtins.lifecycle_hooks import (
     FlushArgs,
@@ -23,7 +24,6 @@ from dxts.core.plugins.protocols.lifecycle import ExecutionView, OutputRecord
 from dxts.core.plugins.providers import Providers
 from dxts.core.plugins.registry import Registry
 from dxts.core.states import InputStatus, Kind, TransformationStatus, WorkgraphStatus
-from dxts.definition.lifecycle.clients import MemoryExecution
 
 I = InputStatus  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)

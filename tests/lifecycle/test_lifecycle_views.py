@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from dxts.definition.lifecycle.sweep import ready
-from dxts.definition.lifecycle.views import document_target
+from dxts.definition.logic.lifecycle.sweep import ready
+from dxts.definition.logic.lifecycle.views import document_target
 
 EXAMPLE = Path(__file__).parents[1] / "cwl" / "fixtures" / "examples" / "mc-simulation.cwl"
 MEMBERS: dict[str, Any] = {"MCSimulation": None, "MCReconstruction": None, "MCMerge": None}

@@ -55,7 +55,7 @@ from dxts.core.states import TransformationStatus, WorkgraphStatus
 from dxts.cwl.compile import Plan, compile_plan
 from dxts.cwl.loading import Bundle, load_document
 from dxts.cwl.validation import validate
-from dxts.definition.submit import submit_workgraph
+from dxts.definition.logic.submit import submit_workgraph
 
 RC = Isolation.READ_COMMITTED
 VO, SUB = "bench", "bench"

@@ -49,10 +49,8 @@ from dxts.core.migrations import upgrade
 from dxts.core.plugins import Providers, Registry
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.core.states import Kind
-from dxts.definition.component import build_definition
-from dxts.definition.lifecycle.component import build_lifecycle
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.component import build_definition, build_lifecycle
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.component import build_dispatcher
 from dxts.dispatcher.settings import BackendConfig, DispatcherSettings
 from dxts.execution.component import build_execution
