@@ -33,7 +33,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.ids import content_hash, id_to_str
 from dxts.core.schema import definition, execution
 from dxts.core.states import Kind
-from dxts.dispatcher.policy import route_point
+from dxts.dispatcher.logic.policy import route_point
 from dxts.v1 import backend_pb2
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}

@@ -22,6 +22,7 @@ from dispatch_support import (
 from prometheus_client import REGISTRY
 
 from dxts.backends.null.adaptor import NullAdaptor
+from dxts.core.adaptor.model import OutcomeResult, ReportMode
 from dxts.core.db import Database
 from dxts.core.grpc import GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
@@ -70,9 +71,9 @@ async def test_polled_outcomes_reach_execution_once_recorded(
         assert outcome.backend == "null"
         assert outcome.identifier == id_to_str(recorded[parcel_id])
         if job.fate == "failure":
-            assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+            assert outcome.result is OutcomeResult.FAILED
             continue
-        assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+        assert outcome.result is OutcomeResult.SUCCEEDED
         report = json.loads(outcome.status_report_json)
         assert set(report) == set(job.input_ids)
         assert {e["action"] for e in report.values()} == {
@@ -154,7 +155,7 @@ async def test_unusable_outcomes_are_counted_and_corrupt_nothing(
     assert len(forwarded) == 4  # all but the parcel-mismatch one; the stranger dropped
     recorded = await identifiers(database, execution.null_ids)
     assert set(forwarded) <= {id_to_str(i) for i in recorded.values()}
-    unusable = [o for o in forwarded.values() if o.result == common_pb2.OUTCOME_RESULT_FAILED]
+    unusable = [o for o in forwarded.values() if o.result is OutcomeResult.FAILED]
     assert len(unusable) == 2
     assert all(not o.outputs and "unusable outcome" in o.message for o in unusable)
     states = await statuses(database, ids)
@@ -238,7 +239,7 @@ async def test_pushed_outcomes_are_forwarded_and_status_is_served(
     )
     await server.start()
     try:
-        assert component.backends["null"].state.report_mode == backend_pb2.REPORT_MODE_PUSH
+        assert component.backends["null"].state.report_mode is ReportMode.PUSH
         assert await drain(component) == 6
         assert await component.forwarder.poll_once(component.backends["null"]) == 0
         for _ in range(200):

@@ -24,22 +24,22 @@ from dxts.core.db import Database
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.dispatcher import db
+from dxts.dispatcher.store import recording
 from dxts.v1 import backend_pb2
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 
 
 def count_calls(monkeypatch: Any, name: str) -> list[int]:
-    """Count the calls of `db.<name>` (the dispatcher calls it through the module)."""
+    """Count the calls of `recording.<name>` (the dispatcher calls it through the module)."""
     calls: list[int] = []
-    real = getattr(db, name)
+    real = getattr(recording, name)
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(db, name, counted)
+    monkeypatch.setattr(recording, name, counted)
     return calls
 
 

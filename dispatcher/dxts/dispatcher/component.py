@@ -30,18 +30,18 @@ from datetime import timedelta
 import grpc
 
 from dxts.core.config import DefinitionConfig, load_installation_config
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
 from dxts.core.locks import LockManager
-from dxts.core.states import Kind
-from dxts.dispatcher import db
-from dxts.dispatcher.backends import BackendClient, BackendUnreachable
-from dxts.dispatcher.dispatch import Dispatcher
-from dxts.dispatcher.forwarding import Forwarder
+from dxts.dispatcher.edge.backends import GrpcAdaptorCalls
+from dxts.dispatcher.edge.clients import GrpcDefinitionSource, GrpcOutcomeSink
+from dxts.dispatcher.edge.servicer import DispatcherServicer
+from dxts.dispatcher.logic.backends import Backend, BackendUnreachable, read_loads
+from dxts.dispatcher.logic.dispatch import Dispatcher
+from dxts.dispatcher.logic.forwarding import Forwarder
+from dxts.dispatcher.logic.outcomes import OutcomeSink
+from dxts.dispatcher.logic.payloads import DefinitionSource, Materialiser
 from dxts.dispatcher.metrics import IN_FLIGHT, OLDEST_RESERVED, RESERVED, UNREACHABLE
-from dxts.dispatcher.outcomes import GrpcOutcomeSink, OutcomeSink
-from dxts.dispatcher.payloads import DefinitionSource, GrpcDefinitionSource, Materialiser
-from dxts.dispatcher.servicer import DispatcherServicer
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
@@ -59,82 +59,92 @@ RECONNECT = (
     ("grpc.max_reconnect_backoff_ms", 5000),
 )
 
+Round = Callable[[], Awaitable[int]]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """One sweep: `round` does one pass and returns how many items it did; the next pass waits
+    `interval_s` (a busy claim round runs again at once: `again_when_busy`)."""
+
+    name: str
+    round: Round
+    interval_s: float
+    again_when_busy: bool = False
+
 
 @dataclass
 class DispatcherComponent:
     dispatcher: Dispatcher
     forwarder: Forwarder
-    backends: dict[str, BackendClient]
+    backends: dict[str, Backend]
     services: list[Service]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _channels: list[grpc.aio.Channel] = field(default_factory=list)
     _locks: LockManager | None = None
 
-    async def refresh(self) -> None:
-        """Describe every backend and refresh the loads (claim budget, gauges)."""
+    async def refresh(self) -> int:
+        """Describe every backend and refresh the loads (claim budget, gauges); returns the
+        backends that answered."""
+        answered = 0
         for backend in self.backends.values():
             try:
                 await backend.describe()
+                answered += 1
             except BackendUnreachable as error:
                 UNREACHABLE.labels(backend.name, "Describe").inc()
                 log.warning("%s", error)
-        database = self.dispatcher.database
-        loads, now = await database.run(
-            lambda conn: db.backend_loads(conn, sorted(self.backends)),
-            isolation=Isolation.READ_COMMITTED,
-        )
+        loads, now = await read_loads(self.dispatcher.database, list(self.backends))
         for name, load in loads.items():
             self.backends[name].state.in_flight = load.reserved + load.assigned
             IN_FLIGHT.labels(name).set(load.assigned)
             RESERVED.labels(name).set(load.reserved)
             age = (now - load.oldest_reserved_at).total_seconds() if load.oldest_reserved_at else 0
             OLDEST_RESERVED.labels(name).set(max(0.0, age))
+        return answered
+
+    async def recover(self) -> int:
+        """Re-submit every stale Reserved parcel, batch by batch; returns how many."""
+        recovered = 0
+        for kind in self.dispatcher.policy.kinds():
+            while done := await self.dispatcher.recover_once(kind):
+                recovered += done
+        return recovered
+
+    def sweeps(self) -> list[SweepSpec]:
+        """Every sweep of this replica (see the module docstring)."""
+        settings = self.dispatcher.settings
+        specs = [
+            SweepSpec(
+                f"claim {kind.value} {n}",
+                functools.partial(self.dispatcher.dispatch_once, kind),
+                settings.idle_s,
+                again_when_busy=True,
+            )
+            for kind in self.dispatcher.policy.kinds()
+            for n in range(settings.claimers)
+        ]
+        specs += [
+            SweepSpec("recovery", self.recover, settings.recovery_interval_s),
+            SweepSpec("status", self.refresh, settings.status_interval_s),
+        ]
+        for backend in self.backends.values():
+            specs += [
+                SweepSpec(
+                    f"poll {backend.name}",
+                    functools.partial(self.forwarder.poll_once, backend),
+                    settings.poll_interval_s,
+                ),
+                SweepSpec(
+                    f"cancel {backend.name}",
+                    functools.partial(self.forwarder.cancel_once, backend),
+                    settings.cancel_interval_s,
+                ),
+            ]
+        return specs
 
     def start_sweeps(self) -> None:
-        settings = self.dispatcher.settings
-        for kind in self.dispatcher.policy.kinds():
-            for _ in range(settings.claimers):
-                self.tasks.append(asyncio.create_task(self._claim_loop(kind)))
-        self.tasks.append(
-            asyncio.create_task(_every(settings.recovery_interval_s, self._recover, "recovery"))
-        )
-        self.tasks.append(
-            asyncio.create_task(_every(settings.status_interval_s, self.refresh, "status"))
-        )
-        for backend in self.backends.values():
-            self.tasks.append(
-                asyncio.create_task(
-                    _every(
-                        settings.poll_interval_s,
-                        functools.partial(self.forwarder.poll_once, backend),
-                        f"poll {backend.name}",
-                    )
-                )
-            )
-            self.tasks.append(
-                asyncio.create_task(
-                    _every(
-                        settings.cancel_interval_s,
-                        functools.partial(self.forwarder.cancel_once, backend),
-                        f"cancel {backend.name}",
-                    )
-                )
-            )
-
-    async def _claim_loop(self, kind: Kind) -> None:
-        while True:
-            try:
-                claimed = await self.dispatcher.dispatch_once(kind)
-            except Exception:
-                log.exception("claiming %s parcels failed", kind.value)
-                claimed = 0
-            if not claimed:
-                await asyncio.sleep(self.dispatcher.settings.idle_s)
-
-    async def _recover(self) -> None:
-        for kind in self.dispatcher.policy.kinds():
-            while await self.dispatcher.recover_once(kind):
-                pass
+        self.tasks += [asyncio.create_task(_run(spec)) for spec in self.sweeps()]
 
     async def stop(self) -> None:
         """Cancel the sweeps (a round in progress leaves at most Reserved parcels, which the
@@ -150,13 +160,15 @@ class DispatcherComponent:
             await self._locks.dispose()
 
 
-async def _every(interval: float, work: Callable[[], Awaitable[object]], name: str) -> None:
+async def _run(spec: SweepSpec) -> None:
     while True:
         try:
-            await work()
+            done = await spec.round()
         except Exception:
-            log.exception("the %s sweep failed; next round in %.0f s", name, interval)
-        await asyncio.sleep(interval)
+            log.exception("the %s sweep failed; next round in %.0f s", spec.name, spec.interval_s)
+            done = 0
+        if not (done and spec.again_when_busy):
+            await asyncio.sleep(spec.interval_s)
 
 
 def service_token(settings: DispatcherSettings) -> str | None:
@@ -207,7 +219,9 @@ async def build_dispatcher(
     if config is None:
         config = load_installation_config(settings.config_file).definition
     backends = {
-        b.name: BackendClient(b, open_channel(b.address), settings.call_timeout_s)
+        b.name: Backend(
+            b, GrpcAdaptorCalls(b.name, open_channel(b.address), settings.call_timeout_s)
+        )
         for b in settings.backends
     }
     locks = LockManager(database)
