@@ -16,8 +16,8 @@ from accounting_world import transformations as make_transformations
 from prometheus_client import REGISTRY
 
 from dxts.accounting import Accounting, build_accounting, metrics
-from dxts.accounting.log_listing import LogOwner, list_log
-from dxts.accounting.sweeps import fold_lock
+from dxts.accounting.logic.log_listing import LogOwner, list_log
+from dxts.accounting.logic.sweeps import fold_lock
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, journal_inputs
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, PermissionDenied

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from dxts.accounting import db
-from dxts.accounting.members import DefinitionMemberLister, MemberLister, NoMemberLister
-from dxts.accounting.repair import DriftWatch
-from dxts.accounting.servicer import AccountingServicer
+from dxts.accounting.edge.definition_client import DefinitionMemberLister
+from dxts.accounting.edge.servicer import AccountingServicer
+from dxts.accounting.logic.members import MemberLister, NoMemberLister
+from dxts.accounting.logic.repair import DriftWatch
+from dxts.accounting.logic.sweeps import Sweeps
 from dxts.accounting.settings import AccountingSettings
-from dxts.accounting.sweeps import Sweeps
+from dxts.accounting.store.counts import prepare
 from dxts.core.counters import on_drift
 from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
@@ -67,7 +68,7 @@ async def build_accounting(
     own. With `start_sweeps` false the sweeps are built but not run (tests drive them).
     """
     settings = settings or AccountingSettings()
-    await db.prepare(database)
+    await prepare(database)
     cleanups: list[Callable[[], object]] = []
     if members is None:
         if settings.definition_address:

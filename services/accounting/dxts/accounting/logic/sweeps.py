@@ -23,7 +23,7 @@ import logging
 import time
 
 from dxts.accounting import metrics
-from dxts.accounting.repair import Correction, DriftWatch
+from dxts.accounting.logic.repair import Correction, DriftWatch
 from dxts.accounting.settings import AccountingSettings
 from dxts.core.counters import Counter, FoldResult
 from dxts.core.db import Database
@@ -92,6 +92,10 @@ class Sweeps:
                     return folded
                 await self._pause(self.settings.fold_interval_s)
 
+    async def fold_round(self, counter: Counter) -> int:
+        """One turn of the fold sweep: the rows folded (0 when another replica holds the lock)."""
+        return await self.fold_turn(counter, lease_s=self.settings.fold_lease_s) or 0
+
     async def fold_forever(self, counter: Counter) -> None:
         while not self.stopping.is_set():
             try:
@@ -104,10 +108,15 @@ class Sweeps:
 
     # -- metrics ------------------------------------------------------------------------------
 
+    async def metrics_round(self) -> int:
+        """Refresh the gauges; a refresh, not work done: always 0 (the sweep keeps its pace)."""
+        await metrics.collect(self.database, self.watch.counters)
+        return 0
+
     async def metrics_forever(self) -> None:
         while not self.stopping.is_set():
             try:
-                await metrics.collect(self.database, self.watch.counters)
+                await self.metrics_round()
             except Exception:
                 log.exception("metrics collection failed; retrying")
             await self._pause(self.settings.metrics_interval_s)
@@ -127,10 +136,14 @@ class Sweeps:
         await self.watch.check(self.database)
         return corrections
 
+    async def drift_round(self) -> int:
+        """One drift scan (and repair): the keys corrected."""
+        return len(await self.drift_turn())
+
     async def drift_forever(self) -> None:
         while not self.stopping.is_set():
             try:
-                await self.drift_turn()
+                await self.drift_round()
             except Exception:
                 log.exception("drift watch failed; retrying")
             # Reads keep reporting a key until it is repaired: do not rescan at their pace.

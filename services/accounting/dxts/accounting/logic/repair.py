@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.accounting import db, metrics
+from dxts.accounting import metrics
+from dxts.accounting.store.health import negative_keys
+from dxts.accounting.store.logs import append_transformation_logs
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, Counter, Drift
 from dxts.core.counters.construct import Key
 from dxts.core.db import Database, Isolation
@@ -72,7 +74,7 @@ async def rebuild(
         corrections.extend(Correction(counter, key, deltas) for key, deltas in found.items())
         if found:
             metrics.CORRECTIONS.labels(counter=counter.name).inc(len(found))
-    await db.append_transformation_logs(
+    await append_transformation_logs(
         database, _log_entries(corrections, author, reason), isolation=Isolation.READ_COMMITTED
     )
     return corrections
@@ -164,7 +166,7 @@ class DriftWatch:
         exactly their transformations wait for a repair."""
         found: dict[str, list[Key]] = {}
         for counter in self.counters:
-            keys = await db.negative_keys(database, counter)
+            keys = await negative_keys(database, counter)
             self.negative[counter.name] = set()
             self.pending[counter.name] = set()
             self._note(counter.name, keys)
