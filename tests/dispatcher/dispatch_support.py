@@ -17,7 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from dxts.backends.server import adaptor_service
+from dxts.backends.edge.servicer import adaptor_service
+from dxts.backends.logic import Adaptor
 from dxts.core import content_store
 from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition, OutcomeResult
 from dxts.core.counters import (
@@ -37,7 +38,6 @@ from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
-from dxts.v1 import backend_pb2_grpc
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
@@ -60,12 +60,12 @@ class Keys:
 
 
 async def serve(
-    servicer: backend_pb2_grpc.BackendAdaptorServiceServicer,
+    adaptor: Adaptor,
     keys: Keys,
     listen: str = "127.0.0.1:0",
 ) -> GrpcServer:
     server = GrpcServer(
-        [adaptor_service(servicer)],
+        [adaptor_service(adaptor)],
         settings=ServerSettings(listen=listen),
         verifier=keys.keys.verifier(),
     )

@@ -1,4 +1,4 @@
-"""The adaptors' gRPC clients (`BackendAdaptorService`): the `AdaptorCalls` of each backend,
+"""The adaptors' gRPC clients (`BackendAdaptorService`): each backend's `BackendAdaptor` calls,
 in domain terms, every call with the configured deadline."""
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """One configured backend as the dispatcher sees it: the calls to its adaptor, and what it said.
 
-The calls (`AdaptorCalls`: Describe, Submit, Poll, Cancel in domain terms) are the edge's, over
-gRPC; every one carries the configured deadline. An adaptor that cannot be reached, or does not
-answer in time, raises `BackendUnreachable`: the dispatcher then leaves what it was doing to
-the next round (a Reserved parcel to the recovery sweep, an Assigned one to the next poll),
-which is safe because every adaptor call is idempotent.
+The calls (`dxts.core.adaptor.protocol.BackendAdaptor`: Describe, Submit, Poll, Cancel in
+domain terms, whose rules the dispatcher relies on) are the edge's, over gRPC; every one
+carries the configured deadline. An adaptor that cannot be reached, or does not answer in time,
+raises `BackendUnreachable`: the dispatcher then leaves what it was doing to the next round (a
+Reserved parcel to the recovery sweep, an Assigned one to the next poll), which is safe because
+every adaptor call is idempotent.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
 from dxts.core.adaptor.model import (
     CancelResult,
@@ -24,6 +24,7 @@ from dxts.core.adaptor.model import (
     Submission,
     SubmitResult,
 )
+from dxts.core.adaptor.protocol import BackendAdaptor
 from dxts.core.db import Database, Isolation
 from dxts.dispatcher.settings import BackendConfig
 from dxts.dispatcher.store.forwarding import BackendLoad, backend_loads
@@ -32,22 +33,6 @@ from dxts.dispatcher.store.identifiers import IDENTIFIER_TABLES
 
 class BackendUnreachable(Exception):
     """The adaptor did not answer (down, unreachable, or past the deadline)."""
-
-
-class AdaptorCalls(Protocol):
-    """The four calls of one adaptor; each raises BackendUnreachable when it gets no answer."""
-
-    async def describe(self) -> Description: ...
-
-    async def submit(
-        self, payload: Payload, parcels: Sequence[Submission]
-    ) -> list[SubmitResult]: ...
-
-    async def poll(self, identifiers: Sequence[str]) -> PollResult: ...
-
-    async def cancel(
-        self, identifiers: Sequence[str], parcel_ids: Sequence[str]
-    ) -> CancelResult: ...
 
 
 @dataclass
@@ -66,7 +51,7 @@ class BackendState:
 
 
 class Backend:
-    def __init__(self, config: BackendConfig, calls: AdaptorCalls) -> None:
+    def __init__(self, config: BackendConfig, calls: BackendAdaptor) -> None:
         if config.adaptor not in IDENTIFIER_TABLES:
             raise ValueError(
                 f"backend {config.name!r}: adaptor type {config.adaptor!r} has no identifier "
