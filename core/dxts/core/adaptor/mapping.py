@@ -7,7 +7,7 @@ logic's to judge, since what an adaptor answers is checked there, not trusted he
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -291,6 +291,3 @@ def description_from_proto(message: backend_pb2.DescribeResponse) -> Description
         counters=dict(message.counters),
     )
 
-
-def outcomes_to_proto(outcomes: Sequence[Outcome]) -> list[common_pb2.Outcome]:
-    return [outcome_to_proto(o) for o in outcomes]
