@@ -21,6 +21,7 @@ from dxts.accounting.settings import AccountingSettings
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.settings import NullSettings
 from dxts.core.catalogue import CatalogueSettings
+from dxts.core.grpc.tls import TlsSettings
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.definition.lifecycle.settings import LifecycleSettings
 from dxts.definition.settings import DefinitionSettings
@@ -28,7 +29,7 @@ from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
 
 Manifests = list[dict[str, Any]]
-SERVED = [ServerSettings, AuthSettings]
+SERVED = [ServerSettings, AuthSettings, TlsSettings]
 SERVICE = [*SERVED, DatabaseSettings]
 
 # Component (the Deployment's component label) → the module its command runs, and the settings
@@ -69,6 +70,7 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_LOCAL_STORAGE_ROOT": ("derived from DXTS_LOCAL_WORK_DIR", "DXTS_LOCAL_WORK_DIR"),
     "DXTS_LOCAL_OUTPUT_SE": ("the first storage element", None),
     "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
+    "DXTS_TLS_SERVER_NAME": ("the certificate names every component's Service", None),
 }
 # The null adaptor calls the dispatcher only when it pushes its reports.
 PUSH_ONLY = {"DXTS_DISPATCHER_ADDRESS", "DXTS_SERVICE_TOKEN_FILE"}

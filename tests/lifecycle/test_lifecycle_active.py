@@ -283,7 +283,7 @@ async def test_the_document_target_ends_the_feeders_through_the_built_in_hook(
 ) -> None:
     import uuid
 
-    from dxts.core.builtins.lifecycle_services import OutputRecord
+    from dxts.core.plugins.protocols.lifecycle import OutputRecord
 
     spec = {
         "class": "Workflow",

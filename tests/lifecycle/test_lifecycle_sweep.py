@@ -24,7 +24,6 @@ from lifecycle_world import (
     step,
 )
 
-from dxts.core.builtins.lifecycle_services import CleanMode
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.locks import Lock
 from dxts.core.plugins import (
@@ -34,6 +33,7 @@ from dxts.core.plugins import (
     Transformation,
     action,
 )
+from dxts.core.plugins.protocols.lifecycle import CleanMode
 from dxts.core.plugins.registry import Registry
 from dxts.core.schema.definition import transformations
 from dxts.core.states import ActionResult as Result

@@ -82,8 +82,11 @@ class Connection:
         """Save it (mode 0600: the token is a credential) for the commands to find."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         scratch = path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(values, indent=1) + "\n")
-        os.chmod(scratch, 0o600)
+        scratch.unlink(missing_ok=True)
+        # Created 0600, never readable by others even for an instant.
+        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(json.dumps(values, indent=1) + "\n")
         scratch.replace(path)
 
     def claims(self) -> dict[str, Any]:

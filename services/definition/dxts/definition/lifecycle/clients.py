@@ -1,6 +1,6 @@
 """What the lifecycle engine and the built-in actions get from accounting and execution.
 
-The Protocols are core's (`dxts.core.builtins.lifecycle_services`: the built-ins live in core and
+The Protocols are core's (`dxts.core.plugins.protocols.lifecycle`: the built-ins live in core and
 declare what they need by annotation). Here are their implementations:
 
 * `GrpcCounts` — `AccountingService.GetCounts` (exact counters, up to 1000 ids per call);
@@ -28,17 +28,17 @@ from uuid import UUID
 
 import grpc
 
-from dxts.core.builtins.lifecycle_services import (
+from dxts.core.db import Database, Isolation
+from dxts.core.errors import Unavailable
+from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, from_json_text
+from dxts.core.plugins import InputRecord, Transformation
+from dxts.core.plugins.protocols.lifecycle import (
     SUCCEEDED_PARCELS,
     CleanMode,
     CleanStep,
     OutputRecord,
     ParcelRecord,
 )
-from dxts.core.db import Database, Isolation
-from dxts.core.errors import Unavailable
-from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, from_json_text
-from dxts.core.plugins import InputRecord, Transformation
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.definition import db
 from dxts.definition.execution_client import GrpcExecutionClient

@@ -25,18 +25,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dxts.core.builtins.lifecycle_services import (
-    Counts,
-    ExecutionControl,
-    ExecutionView,
-    Siblings,
-)
 from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.locks import LockManager
 from dxts.core.plugins import PluginRegistryError, Providers
 from dxts.core.plugins.points import Point
+from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
 from dxts.core.plugins.registry import Registry
 from dxts.definition.lifecycle.clients import (
     DefinitionSiblings,

@@ -17,12 +17,12 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from dxts.core.builtins.lifecycle_services import Counts, ExecutionControl
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import DxtsError, Unavailable
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.plugins.points import Phase, Point
+from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl
 from dxts.core.plugins.registry import Registry
 from dxts.definition.lifecycle.settings import LifecycleSettings
 from dxts.definition.lifecycle.views import AUTHOR
