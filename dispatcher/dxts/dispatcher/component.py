@@ -6,24 +6,23 @@ its gRPC service. `dxts-dispatcher` (`__main__`) serves it alone; `dxts up` comp
     ...
     await component.stop()
 
-Sweeps (each an asyncio task; a failed round is logged and the next one runs):
+Sweeps (`dxts.core.kernel.sweeps`: a round that did work is followed at once by the next, an
+idle one waits up to its interval, a failed one is logged and backs off):
 
-* `settings.claimers` claim loops per kind some backend takes (several replicas and several
-  loops claim side by side: SKIP LOCKED keeps their batches disjoint); a loop that claimed
-  nothing waits `idle_s`;
-* recovery of stale Reserved parcels every `recovery_interval_s`;
-* per backend, a poll every `poll_interval_s` and a cancel pass every `cancel_interval_s`;
+* `settings.claimers` claim sweeps per kind some backend takes (several replicas and several
+  sweeps claim side by side: SKIP LOCKED keeps their batches disjoint), idle up to `idle_s`;
+* per backend, a poll sweep (idle up to `poll_interval_s`) and a cancel sweep (idle up to
+  `cancel_interval_s`);
+* recovery of stale Reserved parcels every `recovery_interval_s` (a parcel becomes stale with
+  time, not with work, so this one keeps its interval);
 * every `status_interval_s`, Describe each backend (capacity, push or pull) and refresh the
   per-backend load the claim budget and the gauges use.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -32,6 +31,7 @@ import grpc
 from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
 from dxts.dispatcher.edge.backends import GrpcAdaptorCalls
 from dxts.dispatcher.edge.clients import GrpcDefinitionSource, GrpcOutcomeSink
@@ -59,18 +59,8 @@ RECONNECT = (
     ("grpc.max_reconnect_backoff_ms", 5000),
 )
 
-Round = Callable[[], Awaitable[int]]
-
-
-@dataclass(frozen=True)
-class SweepSpec:
-    """One sweep: `round` does one pass and returns how many items it did; the next pass waits
-    `interval_s` (a busy claim round runs again at once: `again_when_busy`)."""
-
-    name: str
-    round: Round
-    interval_s: float
-    again_when_busy: bool = False
+# A round in progress at stop is short (one claim, submit and record; one poll page).
+STOP_GRACE_S = 5.0
 
 
 @dataclass
@@ -79,18 +69,15 @@ class DispatcherComponent:
     forwarder: Forwarder
     backends: dict[str, Backend]
     services: list[Service]
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    runner: SweepRunner | None = None
     _channels: list[grpc.aio.Channel] = field(default_factory=list)
     _locks: LockManager | None = None
 
-    async def refresh(self) -> int:
-        """Describe every backend and refresh the loads (claim budget, gauges); returns the
-        backends that answered."""
-        answered = 0
+    async def refresh(self) -> None:
+        """Describe every backend and refresh the loads (claim budget, gauges)."""
         for backend in self.backends.values():
             try:
                 await backend.describe()
-                answered += 1
             except BackendUnreachable as error:
                 UNREACHABLE.labels(backend.name, "Describe").inc()
                 log.warning("%s", error)
@@ -101,7 +88,11 @@ class DispatcherComponent:
             RESERVED.labels(name).set(load.reserved)
             age = (now - load.oldest_reserved_at).total_seconds() if load.oldest_reserved_at else 0
             OLDEST_RESERVED.labels(name).set(max(0.0, age))
-        return answered
+
+    async def status_round(self) -> int:
+        """The status sweep's round: a refresh, not work done (0: it keeps its interval)."""
+        await self.refresh()
+        return 0
 
     async def recover(self) -> int:
         """Re-submit every stale Reserved parcel, batch by batch; returns how many."""
@@ -111,64 +102,60 @@ class DispatcherComponent:
                 recovered += done
         return recovered
 
-    def sweeps(self) -> list[SweepSpec]:
+    def sweeps(self) -> list[Sweep]:
         """Every sweep of this replica (see the module docstring)."""
         settings = self.dispatcher.settings
-        specs = [
-            SweepSpec(
-                f"claim {kind.value} {n}",
+        every = [
+            Sweep(
+                f"dispatch-claim-{kind.value.lower()}-{n}",
                 functools.partial(self.dispatcher.dispatch_once, kind),
-                settings.idle_s,
-                again_when_busy=True,
+                Pacing(settings.idle_s),
             )
             for kind in self.dispatcher.policy.kinds()
             for n in range(settings.claimers)
         ]
-        specs += [
-            SweepSpec("recovery", self.recover, settings.recovery_interval_s),
-            SweepSpec("status", self.refresh, settings.status_interval_s),
-        ]
         for backend in self.backends.values():
-            specs += [
-                SweepSpec(
-                    f"poll {backend.name}",
+            every += [
+                Sweep(
+                    f"dispatch-poll-{backend.name}",
                     functools.partial(self.forwarder.poll_once, backend),
-                    settings.poll_interval_s,
+                    Pacing(settings.poll_interval_s),
                 ),
-                SweepSpec(
-                    f"cancel {backend.name}",
+                Sweep(
+                    f"dispatch-cancel-{backend.name}",
                     functools.partial(self.forwarder.cancel_once, backend),
-                    settings.cancel_interval_s,
+                    Pacing(settings.cancel_interval_s),
                 ),
             ]
-        return specs
+        return [
+            *every,
+            Sweep(
+                "dispatch-recovery",
+                self.recover,
+                Pacing(settings.recovery_interval_s, first_idle_s=settings.recovery_interval_s),
+            ),
+            Sweep(
+                "dispatch-status",
+                self.status_round,
+                Pacing(settings.status_interval_s, first_idle_s=settings.status_interval_s),
+            ),
+        ]
 
     def start_sweeps(self) -> None:
-        self.tasks += [asyncio.create_task(_run(spec)) for spec in self.sweeps()]
+        self.runner = SweepRunner(self.sweeps())
+        self.runner.start()
 
-    async def stop(self) -> None:
-        """Cancel the sweeps (a round in progress leaves at most Reserved parcels, which the
-        recovery sweep closes) and close the channels; not the database."""
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the sweeps (a round in progress gets `grace_s`; one cancelled leaves at most
+        Reserved parcels, which the recovery sweep closes) and close the channels; not the
+        database."""
+        if self.runner is not None:
+            await self.runner.stop(grace_s=grace_s)
+            self.runner = None
         for ch in self._channels:
             await ch.close()
         if self._locks is not None:
             await self._locks.dispose()
-
-
-async def _run(spec: SweepSpec) -> None:
-    while True:
-        try:
-            done = await spec.round()
-        except Exception:
-            log.exception("the %s sweep failed; next round in %.0f s", spec.name, spec.interval_s)
-            done = 0
-        if not (done and spec.again_when_busy):
-            await asyncio.sleep(spec.interval_s)
 
 
 def service_token(settings: DispatcherSettings) -> str | None:
