@@ -6,7 +6,6 @@ problem); domain errors raised below become status codes in the one interceptor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -17,7 +16,7 @@ from dxts.accounting.logic.log_listing import LogOwner
 from dxts.accounting.logic.members import MemberLister
 from dxts.core.counters import Counter, Entity
 from dxts.core.db import Database
-from dxts.core.errors import FieldViolation, InvalidArgument
+from dxts.core.errors import InvalidArgument
 from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_timestamp, json_text
@@ -27,35 +26,11 @@ from dxts.core.grpc.paging import (
     filters_fingerprint,
     page_size,
 )
-from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.grpc.requests import Problems, required_id
+from dxts.core.ids import id_to_str
 from dxts.v1 import accounting_pb2, accounting_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
-
-
-def _id(text: str, field: str, problems: list[FieldViolation]) -> bytes:
-    """`text` as an id; a problem (and empty bytes) if it is not a canonical UUID."""
-    try:
-        return id_from_str(text, field=field)
-    except InvalidArgument as error:
-        problems.extend(error.violations)
-        return b""
-
-
-def _ids(texts: Sequence[str], field: str, problems: list[FieldViolation]) -> list[bytes]:
-    return [_id(text, f"{field}[{i}]", problems) for i, text in enumerate(texts)]
-
-
-def _required_id(text: str, field: str, problems: list[FieldViolation]) -> bytes:
-    if not text:
-        problems.append(FieldViolation(field, "required"))
-        return b""
-    return _id(text, field, problems)
-
-
-def _raise_if(problems: list[FieldViolation]) -> None:
-    if problems:
-        raise InvalidArgument(problems)
 
 
 class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
@@ -66,22 +41,20 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
     async def GetCounts(
         self, request: accounting_pb2.GetCountsRequest, context: Context
     ) -> accounting_pb2.GetCountsResponse:
-        problems: list[FieldViolation] = []
-        ids = _ids(request.transformation_ids, "transformation_ids", problems)
+        problems = Problems()
+        ids = problems.ids(request.transformation_ids, "transformation_ids")
         entity = mapping.ENTITIES.get(request.entity)
         if entity is None:
-            problems.append(FieldViolation("entity", "expected ENTITY_INPUT or ENTITY_PARCEL"))
-            raise InvalidArgument(problems)
-        _raise_if(problems)
+            problems.add("entity", "expected ENTITY_INPUT or ENTITY_PARCEL")
+        problems.raise_if_any()
+        assert entity is not None
         found = await counts.get_counts(self.database, ids, entity)
         return accounting_pb2.GetCountsResponse(counts=[mapping.counts_pb(c) for c in found])
 
     async def GetWorkgraphSummary(
         self, request: accounting_pb2.GetWorkgraphSummaryRequest, context: Context
     ) -> accounting_pb2.GetWorkgraphSummaryResponse:
-        problems: list[FieldViolation] = []
-        workgraph_id = _required_id(request.workgraph_id, "workgraph_id", problems)
-        _raise_if(problems)
+        workgraph_id = required_id(request.workgraph_id, "workgraph_id")
         summary = await counts.workgraph_summary(
             self.database,
             self.members,
@@ -110,10 +83,10 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
     async def GetStorageSummary(
         self, request: accounting_pb2.GetStorageSummaryRequest, context: Context
     ) -> accounting_pb2.GetStorageSummaryResponse:
-        problems: list[FieldViolation] = []
-        ids = _ids(request.transformation_ids, "transformation_ids", problems)
-        problems.extend(counts.storage_element_problems(request.storage_elements))
-        _raise_if(problems)
+        problems = Problems()
+        ids = problems.ids(request.transformation_ids, "transformation_ids")
+        problems.violations.extend(counts.storage_element_problems(request.storage_elements))
+        problems.raise_if_any()
         summary = await counts.storage_summary(self.database, ids, list(request.storage_elements))
         return accounting_pb2.GetStorageSummaryResponse(
             usage=[mapping.usage_pb(u) for u in summary.usage],
@@ -125,20 +98,20 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
     async def ListLog(
         self, request: accounting_pb2.ListLogRequest, context: Context
     ) -> accounting_pb2.ListLogResponse:
-        problems: list[FieldViolation] = []
+        problems = Problems()
         which = request.WhichOneof("owner")
         if which is None:
-            problems.append(FieldViolation("owner", "set workgraph_id or transformation_id"))
+            problems.add("owner", "set workgraph_id or transformation_id")
             owner, owner_text = LogOwner.WORKGRAPH, ""
         else:
             owner = LogOwner.WORKGRAPH if which == "workgraph_id" else LogOwner.TRANSFORMATION
             owner_text = getattr(request, which)
-        owner_id = _required_id(owner_text, which or "owner", problems) if which else b""
+        owner_id = problems.id(owner_text, which) if which else None
         limit = 0
         try:
             limit = page_size(request.paging)
         except InvalidArgument as error:
-            problems.extend(error.violations)
+            problems.violations.extend(error.violations)
         since = (
             from_timestamp(request.since).replace(tzinfo=None)
             if request.HasField("since")
@@ -153,8 +126,9 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
             if position is not None:
                 after = log_listing.position_from_token(position, field="paging.page_token")
         except InvalidArgument as error:
-            problems.extend(error.violations)
-        _raise_if(problems)
+            problems.violations.extend(error.violations)
+        problems.raise_if_any()
+        assert owner_id is not None  # which is set and parsed, or a problem was raised
         page = await log_listing.list_log(
             self.database,
             owner,
@@ -178,27 +152,23 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
     async def Rebuild(
         self, request: accounting_pb2.RebuildRequest, context: Context
     ) -> accounting_pb2.RebuildResponse:
-        problems: list[FieldViolation] = []
+        problems = Problems()
         chosen: list[Counter] = []
         for i, number in enumerate(request.counters):
             counter = mapping.COUNTERS.get(number)
             if counter is None:
-                problems.append(
-                    FieldViolation(
-                        f"counters[{i}]", "expected COUNTER_TRANSFORMATION or COUNTER_DATA_PARCELS"
-                    )
+                problems.add(
+                    f"counters[{i}]", "expected COUNTER_TRANSFORMATION or COUNTER_DATA_PARCELS"
                 )
             elif counter not in chosen:
                 chosen.append(counter)
-        ids = _ids(request.transformation_ids, "transformation_ids", problems)
+        ids = problems.ids(request.transformation_ids, "transformation_ids")
         if bool(request.transformation_ids) == request.all_transformations:
-            problems.append(
-                FieldViolation(
-                    "transformation_ids",
-                    "give either transformation_ids or all_transformations (exactly one)",
-                )
+            problems.add(
+                "transformation_ids",
+                "give either transformation_ids or all_transformations (exactly one)",
             )
-        _raise_if(problems)
+        problems.raise_if_any()
         corrections = await repair.rebuild_on_request(
             self.database,
             current_identity(),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,6 +146,8 @@ class DriftWatch:
         self.negative: dict[str, set[Key]] = {c.name: set() for c in self.counters}
         self.pending: dict[str, set[bytes]] = {c.name: set() for c in self.counters}
         self.wake = asyncio.Event()
+        # Called with `wake` set: the drift sweep's runner, to cut its wait short.
+        self.on_wake: Callable[[], None] | None = None
         for counter in self.counters:
             metrics.NEGATIVE.labels(counter=counter.name).set(0)
 
@@ -155,6 +157,8 @@ class DriftWatch:
             return
         self._note(drift.counter, [drift.key])
         self.wake.set()
+        if self.on_wake is not None:
+            self.on_wake()
 
     def _note(self, counter: str, keys: Sequence[Key]) -> None:
         self.negative[counter].update(keys)

@@ -1,24 +1,30 @@
-"""The accounting sweeps: fold each counter, refresh the metrics, watch for drift.
+"""The accounting sweeps: fold each counter, refresh the metrics, watch for drift; each a
+round of the kernel's `SweepRunner` (`sweeps()`), which paces them and retries a failed round
+(database unavailable, deadlock retries exhausted) after a backoff.
 
-* **Fold** (one task per counter). A replica folds only while it holds the counter's named
+* **Fold** (one sweep per counter). A replica folds only while it holds the counter's named
   lock (`counter-fold:<counter>`), so replicas do not queue connections on the fold's lock
-  row; the holder keeps the lock for a lease, folding again at once when a batch was full and
-  after `fold_interval_s` otherwise, then offers it; the others retry every `fold_standby_s`.
-* **Metrics**: journal depth and oldest-row age per counter, InnoDB history list length.
-  Every replica exports them (they describe the database, not the replica).
-* **Drift**: every `drift_interval_s`, or soon after a read reported a negative key, scan
-  each counter for negative keys (the `dxts_counter_negative` gauge), rebuild the affected
-  transformations under the `counter-repair` lock (one replica repairs), and scan again.
+  row; the holder keeps the lock for a lease (one round), folding again at once when a batch
+  was full and after `fold_interval_s` otherwise, then offers it; the others retry every
+  `fold_standby_s`.
+* **Metrics**: journal depth and oldest-row age per counter, InnoDB history list length, every
+  `metrics_interval_s`. Every replica exports them (they describe the database, not the
+  replica).
+* **Drift**: every `drift_interval_s`, or soon after a read reported a negative key (the watch
+  wakes the sweep), scan each counter for negative keys (the `dxts_counter_negative` gauge),
+  rebuild the affected transformations under the `counter-repair` lock (one replica repairs),
+  and scan again; never twice within `drift_debounce_s`, since reads keep reporting a key until
+  it is repaired.
 
-A turn that fails (database unavailable, deadlock retries exhausted) is logged and retried
-at the next interval: sweeps never die of a transient error. `stop` ends every loop at its next
-pause, so a graceful stop never interrupts a transaction that could finish.
+`stop()` (set before the runner stops) ends a fold lease at its next pause, so a graceful stop
+never interrupts a transaction that could finish.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 
@@ -27,6 +33,7 @@ from dxts.accounting.logic.repair import Correction, DriftWatch
 from dxts.accounting.settings import AccountingSettings
 from dxts.core.counters import Counter, FoldResult
 from dxts.core.db import Database
+from dxts.core.kernel.sweeps import Pacing, Sweep
 from dxts.core.locks import Lock, LockManager
 
 log = logging.getLogger(__name__)
@@ -50,19 +57,43 @@ class Sweeps:
         self.locks = locks
         self.settings = settings
         self.watch = watch
-        # Set by `stop`: every loop ends at its next pause, never in a transaction.
+        # Set by `stop`: a round ends at its next pause, never in a transaction.
         self.stopping = asyncio.Event()
+        self._last_drift_scan = -float("inf")  # loop time at the end of the last drift round
 
-    async def _pause(self, seconds: float, *, wake: asyncio.Event | None = None) -> None:
-        """Sleep `seconds`, ending early when stopping (or when `wake` is set)."""
-        waits = [asyncio.ensure_future(self.stopping.wait())]
-        if wake is not None:
-            waits.append(asyncio.ensure_future(wake.wait()))
-        try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
+    def stop(self) -> None:
+        """Let every round end at its next pause (before the runner stops)."""
+        self.stopping.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds`, ending early when stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+
+    def sweeps(self) -> list[Sweep]:
+        """Every accounting sweep, for a `SweepRunner`."""
+        settings = self.settings
+        folds = [
+            Sweep(
+                f"accounting-fold-{counter.name}",
+                functools.partial(self.fold_round, counter),
+                Pacing(settings.fold_standby_s, first_idle_s=settings.fold_standby_s),
+            )
+            for counter in self.watch.counters
+        ]
+        return [
+            *folds,
+            Sweep(
+                "accounting-metrics",
+                self.metrics_round,
+                Pacing(settings.metrics_interval_s, first_idle_s=settings.metrics_interval_s),
+            ),
+            Sweep(
+                "accounting-drift",
+                self.drift_round,
+                Pacing(settings.drift_interval_s, first_idle_s=settings.drift_interval_s),
+            ),
+        ]
 
     # -- fold ---------------------------------------------------------------------------------
 
@@ -93,18 +124,9 @@ class Sweeps:
                 await self._pause(self.settings.fold_interval_s)
 
     async def fold_round(self, counter: Counter) -> int:
-        """One turn of the fold sweep: the rows folded (0 when another replica holds the lock)."""
+        """One lease of the fold sweep: the rows folded (0 when another replica holds the lock:
+        try again after `fold_standby_s`)."""
         return await self.fold_turn(counter, lease_s=self.settings.fold_lease_s) or 0
-
-    async def fold_forever(self, counter: Counter) -> None:
-        while not self.stopping.is_set():
-            try:
-                folded = await self.fold_turn(counter, lease_s=self.settings.fold_lease_s)
-            except Exception:
-                log.exception("fold of %s failed; retrying", counter.name)
-                folded = None
-            if folded is None:
-                await self._pause(self.settings.fold_standby_s)
 
     # -- metrics ------------------------------------------------------------------------------
 
@@ -112,14 +134,6 @@ class Sweeps:
         """Refresh the gauges; a refresh, not work done: always 0 (the sweep keeps its pace)."""
         await metrics.collect(self.database, self.watch.counters)
         return 0
-
-    async def metrics_forever(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                await self.metrics_round()
-            except Exception:
-                log.exception("metrics collection failed; retrying")
-            await self._pause(self.settings.metrics_interval_s)
 
     # -- drift --------------------------------------------------------------------------------
 
@@ -137,36 +151,13 @@ class Sweeps:
         return corrections
 
     async def drift_round(self) -> int:
-        """One drift scan (and repair): the keys corrected."""
-        return len(await self.drift_turn())
-
-    async def drift_forever(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                await self.drift_round()
-            except Exception:
-                log.exception("drift watch failed; retrying")
-            # Reads keep reporting a key until it is repaired: do not rescan at their pace.
-            await self._pause(self.settings.drift_debounce_s)
-            await self._pause(self.settings.drift_interval_s, wake=self.watch.wake)
-
-    # -- running ------------------------------------------------------------------------------
-
-    def start(self) -> list[asyncio.Task[None]]:
-        """Every sweep as a task of the running loop."""
-        named = [(f"fold-{c.name}", self.fold_forever(c)) for c in self.watch.counters]
-        named += [("metrics", self.metrics_forever()), ("drift", self.drift_forever())]
-        return [asyncio.create_task(c, name=f"accounting-{name}") for name, c in named]
-
-    async def stop(self, tasks: list[asyncio.Task[None]], *, grace_s: float) -> None:
-        """Let the running turns finish (up to `grace_s`), then cancel what is left: a
-        cancelled fold rolls back and its rows wait for the next holder."""
-        self.stopping.set()
-        if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=grace_s)
-        for task in late:
-            task.cancel()
-        for task in late:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """One drift scan (and repair), at least `drift_debounce_s` after the last: the keys
+        corrected."""
+        loop = asyncio.get_running_loop()
+        early = self._last_drift_scan + self.settings.drift_debounce_s - loop.time()
+        if early > 0:
+            await self._pause(early)
+        try:
+            return len(await self.drift_turn())
+        finally:
+            self._last_drift_scan = loop.time()
