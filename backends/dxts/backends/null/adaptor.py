@@ -5,16 +5,15 @@ forgets what it accepted (re-submitted parcels are then accepted anew, with a ne
 Within one run it honours the contract exactly, which is what the dispatcher's tests lean on:
 Submit is idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that
 named it and every start of work, so a test can prove that no parcel ran twice. The same
-tallies are in Describe's counters.
+tallies are in Describe's counters. In push mode a sweep (`push_once`, on the kernel's
+`SweepRunner`) reports finished jobs through an `OutcomeReporter` every `push_interval_s`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
-import logging
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -40,11 +39,11 @@ from dxts.core.adaptor.model import (
     SubmitResult,
 )
 from dxts.core.ids import id_to_str, new_id
-
-log = logging.getLogger(__name__)
+from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 
 SUCCESS, FAILURE, SPLIT, NO_REPORT, LOST = "success", "failure", "split", "no_report", "lost"
 NOT_TRIED = "not_tried"  # by rule only: SUCCEEDED, every input reported NOT_TRIED
+STOP_GRACE_S = 5.0  # a push in progress at stop: one ReportOutcomes call
 
 
 @dataclass
@@ -129,20 +128,22 @@ class NullAdaptor:
         self.refusals = 0
         self.rule_hits: Counter[int] = Counter()  # parcels each rule (by index) decided
         self._reporter = reporter
-        self._pusher: asyncio.Task[None] | None = None
+        self._pusher: SweepRunner | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         if self.settings.report_mode == "push" and self._pusher is None:
             assert self._reporter is not None, "a push-mode null adaptor needs a reporter"
-            self._pusher = asyncio.create_task(self._push_forever())
+            interval = self.settings.push_interval_s
+            self._pusher = SweepRunner(
+                [Sweep("null-push", self.push_once, Pacing(interval, first_idle_s=interval))]
+            )
+            self._pusher.start()
 
     async def stop(self) -> None:
         if self._pusher is not None:
-            self._pusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pusher
+            await self._pusher.stop(grace_s=STOP_GRACE_S)
             self._pusher = None
         if self._reporter is not None:
             await self._reporter.close()
@@ -348,11 +349,3 @@ class NullAdaptor:
                 job.pushed = True
                 done += 1
         return done
-
-    async def _push_forever(self) -> None:
-        while True:
-            try:
-                await self.push_once()
-            except Exception as error:
-                log.warning("pushing outcomes failed (retrying): %s", error)
-            await asyncio.sleep(self.settings.push_interval_s)
