@@ -11,9 +11,10 @@ every adaptor call is idempotent.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from dxts.core.adaptor.model import (
     CancelResult,
@@ -29,6 +30,8 @@ from dxts.core.db import Database, Isolation
 from dxts.dispatcher.settings import BackendConfig
 from dxts.dispatcher.store.forwarding import BackendLoad, backend_loads
 from dxts.dispatcher.store.identifiers import IDENTIFIER_TABLES
+
+T = TypeVar("T")
 
 
 class BackendUnreachable(Exception):
@@ -63,52 +66,33 @@ class Backend:
         self.state = BackendState()
         self._calls = calls
 
-    def _answered(self) -> None:
+    async def _call(self, call: Awaitable[T]) -> T:
+        """The answer of one adaptor call, noting whether the adaptor answered at all."""
+        try:
+            answer = await call
+        except BackendUnreachable:
+            self.state.reachable = False
+            raise
         self.state.reachable = True
-
-    def _unreachable(self) -> None:
-        self.state.reachable = False
+        return answer
 
     async def describe(self) -> Description:
-        try:
-            described = await self._calls.describe()
-        except BackendUnreachable:
-            self._unreachable()
-            raise
-        self._answered()
+        described = await self._call(self._calls.describe())
         self.state.report_mode = described.report_mode
         self.state.capacity = described.capacity
         self.state.counters = dict(described.counters)
         return described
 
     async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
-        try:
-            results = await self._calls.submit(payload, parcels)
-        except BackendUnreachable:
-            self._unreachable()
-            raise
-        self._answered()
-        return results
+        return await self._call(self._calls.submit(payload, parcels))
 
     async def poll(self, identifiers: Sequence[str]) -> PollResult:
-        try:
-            result = await self._calls.poll(identifiers)
-        except BackendUnreachable:
-            self._unreachable()
-            raise
-        self._answered()
-        return result
+        return await self._call(self._calls.poll(identifiers))
 
     async def cancel(
         self, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()
     ) -> CancelResult:
-        try:
-            result = await self._calls.cancel(identifiers, parcel_ids)
-        except BackendUnreachable:
-            self._unreachable()
-            raise
-        self._answered()
-        return result
+        return await self._call(self._calls.cancel(identifiers, parcel_ids))
 
     def backing_off(self) -> bool:
         return time.monotonic() < self.state.backoff_until
