@@ -46,7 +46,7 @@ COMPONENTS: dict[str, tuple[str, list[type[BaseSettings]]]] = {
     "backend-null": ("dxts.backends.null.__main__", [*SERVED, NullSettings]),
 }
 # The adaptors' modules serve through this one (ServerSettings, AuthSettings).
-ADAPTOR_SERVER = "dxts.backends.server"
+ADAPTOR_SERVER = "dxts.backends.component"
 
 # Settings whose default only works on one machine: a cluster must set them.
 NOT_FOR_A_CLUSTER = {

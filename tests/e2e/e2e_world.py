@@ -29,9 +29,9 @@ from e2e_plugins import OutputNames, scenario_plugins
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.backends.server import adaptor_service
 from dxts.cli.up import Stack
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION

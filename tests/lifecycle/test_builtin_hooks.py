@@ -329,10 +329,16 @@ def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
     settings = SuccessRateSettings()
     args = ScoutArgs()
     four_done = {sim.id: {I.PROCESSED: 4}}
-    assert scout_until_settled(
-        transformations=[sim], input_overviews=four_done, args=args, settings=settings
-    ) != Accept()
+    assert (
+        scout_until_settled(
+            transformations=[sim], input_overviews=four_done, args=args, settings=settings
+        )
+        != Accept()
+    )
     six_done = {sim.id: {I.PROCESSED: 6}}
-    assert scout_until_settled(
-        transformations=[sim], input_overviews=six_done, args=args, settings=settings
-    ) == Accept()
+    assert (
+        scout_until_settled(
+            transformations=[sim], input_overviews=six_done, args=args, settings=settings
+        )
+        == Accept()
+    )

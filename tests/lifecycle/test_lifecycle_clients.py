@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from dxts.accounting.component import build_accounting
-from dxts.accounting.members import NoMemberLister
+from dxts.accounting.logic.members import NoMemberLister
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import Unavailable

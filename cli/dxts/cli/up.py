@@ -35,9 +35,9 @@ import typer
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import adaptor_service
 from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database

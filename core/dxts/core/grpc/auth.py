@@ -136,6 +136,7 @@ class TokenVerifier:
                 f"(got {', '.join(configured)})",
                 field="auth",
             )
+
         def verifier(key: str | PublicKeyTypes) -> TokenVerifier:
             return cls(
                 key,

@@ -11,9 +11,10 @@
   through the identifier table and forwards them the same way.
 * Cancel (`cancel_once`, per backend, under its own lock): execution marks a cancellation by
   moving a Reserved or Assigned parcel to Completing with `Annotations.cancel_requested = true`
-  (`db.CANCEL_REQUESTED`). For each such parcel of the backend the dispatcher asks the adaptor to
-  cancel (again every `cancel_resend_s` until confirmed) and polls it, so the confirmation (a
-  CANCELLED outcome, or whatever the work ended as) is forwarded like any outcome. A cancelled
+  (`store.forwarding.CANCEL_REQUESTED`). For each such parcel of the backend the dispatcher asks
+  the adaptor to cancel (again every `cancel_resend_s` until confirmed) and polls it, so the
+  confirmation (a CANCELLED outcome, or whatever the work ended as) is forwarded like any
+  outcome. A cancelled
   parcel with no identifier recorded, once older than the lease (no dispatcher is still
   submitting it), is cancelled by its idempotency key: if the adaptor had accepted it, its
   identifier is recorded and it is polled like the others; if it never had, the adaptor now
@@ -22,27 +23,38 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+from dxts.core.adaptor.model import (
+    CancelledKey,
+    Outcome,
+    OutcomeAck,
+    OutcomeDisposition,
+    OutcomeResult,
+    ReportMode,
+)
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.locks import Lock, LockManager
-from dxts.dispatcher import db
-from dxts.dispatcher.backends import BackendClient, BackendUnreachable
-from dxts.dispatcher.dispatch import chunks
+from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
+from dxts.dispatcher.logic.dispatch import chunks
+from dxts.dispatcher.logic.outcomes import OutcomeSink, as_failure, manifest_problem
 from dxts.dispatcher.metrics import BAD_OUTCOMES, CANCELS, OUTCOMES, UNREACHABLE
-from dxts.dispatcher.outcomes import OutcomeSink, as_failure, manifest_problem
 from dxts.dispatcher.settings import DispatcherSettings
-from dxts.v1 import backend_pb2, common_pb2
+from dxts.dispatcher.store.forwarding import assigned_page, cancel_requests
+from dxts.dispatcher.store.identifiers import insert_identifiers, parcels_of_identifiers
 
 log = logging.getLogger(__name__)
 
 RC = Isolation.READ_COMMITTED
+# The `disposition` label of OUTCOMES: the contract's enum names, as before the domain types.
+_DISPOSITION_LABELS = {d: f"OUTCOME_DISPOSITION_{d.name}" for d in OutcomeDisposition}
 
 
 class Forwarder:
@@ -50,7 +62,7 @@ class Forwarder:
         self,
         database: Database,
         settings: DispatcherSettings,
-        backends: Mapping[str, BackendClient],
+        backends: Mapping[str, Backend],
         sink: OutcomeSink,
         locks: LockManager,
     ) -> None:
@@ -63,14 +75,14 @@ class Forwarder:
 
     # -- checking and forwarding --------------------------------------------------------------
 
-    def _bad(self, backend: BackendClient, reason: str, detail: str) -> None:
+    def _bad(self, backend: Backend, reason: str, detail: str) -> None:
         backend.state.bad_outcomes += 1
         BAD_OUTCOMES.labels(backend.name, reason).inc()
         log.warning("%s reported an unusable outcome (%s): %s", backend.name, reason, detail)
 
     def _checked(
-        self, backend: BackendClient, outcome: common_pb2.Outcome, expected: Mapping[str, bytes]
-    ) -> common_pb2.Outcome | None:
+        self, backend: Backend, outcome: Outcome, expected: Mapping[str, bytes]
+    ) -> Outcome | None:
         """The outcome to forward, naming its parcel and backend; None to drop it."""
         parcel_id = expected.get(outcome.identifier)
         if parcel_id is None:
@@ -84,33 +96,27 @@ class Forwarder:
                 f"reported as {outcome.parcel_id[:40]!r}",
             )
             return None
-        checked = common_pb2.Outcome()
-        checked.CopyFrom(outcome)
-        checked.parcel_id = id_to_str(parcel_id)
-        checked.backend = backend.name
+        checked = dataclasses.replace(outcome, parcel_id=id_to_str(parcel_id), backend=backend.name)
         problem = manifest_problem(checked)
         if problem is not None:
             self._bad(backend, "malformed", f"{outcome.identifier}: {problem}")
             checked = as_failure(checked, problem)
         return checked
 
-    async def _forward(
-        self, backend: BackendClient, outcomes: Sequence[common_pb2.Outcome]
-    ) -> list[common_pb2.OutcomeAck]:
+    async def _forward(self, backend: Backend, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
         """Forward in batches; raises Unavailable when execution cannot take them (the outcomes
         are still the adaptor's to report again)."""
-        acks: list[common_pb2.OutcomeAck] = []
+        acks: list[OutcomeAck] = []
         for chunk in chunks(outcomes, self.settings.outcome_batch):
             answered = await self.sink.record(chunk)
             for ack in answered:
-                disposition = common_pb2.OutcomeDisposition.Name(ack.disposition)
-                OUTCOMES.labels(backend.name, disposition).inc()
-                if ack.disposition == common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL:
+                OUTCOMES.labels(backend.name, _DISPOSITION_LABELS[ack.disposition]).inc()
+                if ack.disposition is OutcomeDisposition.UNKNOWN_PARCEL:
                     log.warning("execution knows no parcel %s (%s)", ack.parcel_id, ack.message)
             acks.extend(answered)
         return acks
 
-    async def _poll_and_forward(self, backend: BackendClient, expected: Mapping[str, bytes]) -> int:
+    async def _poll_and_forward(self, backend: Backend, expected: Mapping[str, bytes]) -> int:
         try:
             reply = await backend.poll(list(expected))
         except BackendUnreachable as error:
@@ -140,9 +146,9 @@ class Forwarder:
 
     # -- the sweeps ---------------------------------------------------------------------------
 
-    async def poll_once(self, backend: BackendClient) -> int:
+    async def poll_once(self, backend: Backend) -> int:
         """Poll every Assigned parcel of a pull backend; returns the outcomes forwarded."""
-        if backend.state.report_mode == backend_pb2.REPORT_MODE_PUSH:
+        if backend.state.report_mode is ReportMode.PUSH:
             return 0
         async with self.locks.try_hold(Lock("dispatch-poll", backend.name)) as held:
             if not held:
@@ -152,7 +158,7 @@ class Forwarder:
             while True:
                 page = await self.database.run(
                     functools.partial(
-                        db.assigned_page,
+                        assigned_page,
                         backend=backend.name,
                         adaptor=backend.adaptor,
                         after=after,
@@ -171,14 +177,14 @@ class Forwarder:
             backend.state.last_poll_at = datetime.now(UTC)
             return forwarded
 
-    async def cancel_once(self, backend: BackendClient) -> int:
+    async def cancel_once(self, backend: Backend) -> int:
         """Pass the backend's cancel requests on, and forward what they ended as; returns the
         parcels asked to cancel."""
         async with self.locks.try_hold(Lock("dispatch-cancel", backend.name)) as held:
             if not held:
                 return 0
             requests, now = await self.database.run(
-                lambda conn: db.cancel_requests(
+                lambda conn: cancel_requests(
                     conn, backend.name, backend.adaptor, self.settings.poll_batch
                 ),
                 isolation=RC,
@@ -220,8 +226,8 @@ class Forwarder:
 
     async def _settle_keys(
         self,
-        backend: BackendClient,
-        answers: Sequence[backend_pb2.CancelledKey],
+        backend: Backend,
+        answers: Sequence[CancelledKey],
         asked: set[bytes],
     ) -> dict[bytes, bytes]:
         """Record the identifiers of keys the adaptor had accepted; forward CANCELLED for keys it
@@ -241,17 +247,18 @@ class Forwarder:
                 self._bad(backend, "cancel_answer", f"{answer.parcel_id[:40]!r}: {error}")
         if found:
             clashes = await self.database.run(
-                lambda conn: db.insert_identifiers(conn, backend.adaptor, found), isolation=RC
+                lambda conn: insert_identifiers(conn, backend.adaptor, found),
+                isolation=RC,
             )
             for parcel_id in clashes:
                 self._bad(backend, "identifier_clash", id_to_str(parcel_id))
                 found.pop(parcel_id)
         if never:
             outcomes = [
-                common_pb2.Outcome(
+                Outcome(
                     parcel_id=id_to_str(parcel_id),
                     backend=backend.name,
-                    result=common_pb2.OUTCOME_RESULT_CANCELLED,
+                    result=OutcomeResult.CANCELLED,
                     backend_status="never accepted",
                     message="cancelled before the backend accepted it: nothing ran",
                 )
@@ -265,9 +272,7 @@ class Forwarder:
 
     # -- the push path ------------------------------------------------------------------------
 
-    async def report(
-        self, backend_name: str, outcomes: Sequence[common_pb2.Outcome]
-    ) -> list[common_pb2.OutcomeAck]:
+    async def report(self, backend_name: str, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
         """Outcomes an adaptor pushed: one ack per outcome, in order. Raises Unavailable when
         execution cannot take them now (the adaptor pushes again)."""
         backend = self.backends.get(backend_name)
@@ -280,12 +285,12 @@ class Forwarder:
             except InvalidArgument:
                 continue
         found = await self.database.run(
-            lambda conn: db.parcels_of_identifiers(conn, backend.adaptor, identifiers.values()),
+            lambda conn: parcels_of_identifiers(conn, backend.adaptor, identifiers.values()),
             isolation=RC,
         )
         expected = {text: found[raw] for text, raw in identifiers.items() if raw in found}
-        forward: list[tuple[int, common_pb2.Outcome]] = []
-        acks: list[common_pb2.OutcomeAck | None] = []
+        forward: list[tuple[int, Outcome]] = []
+        acks: list[OutcomeAck | None] = []
         for outcome in outcomes:
             checked = self._checked(backend, outcome, expected)
             if checked is None:
@@ -299,11 +304,11 @@ class Forwarder:
         return [ack for ack in acks if ack is not None]
 
 
-def _unknown(backend: str, outcome: common_pb2.Outcome) -> common_pb2.OutcomeAck:
-    return common_pb2.OutcomeAck(
+def _unknown(backend: str, outcome: Outcome) -> OutcomeAck:
+    return OutcomeAck(
         parcel_id=outcome.parcel_id,
         backend=backend,
         identifier=outcome.identifier,
-        disposition=common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL,
+        disposition=OutcomeDisposition.UNKNOWN_PARCEL,
         message="no parcel of this backend has that identifier",
     )

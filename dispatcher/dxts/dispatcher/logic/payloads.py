@@ -12,19 +12,24 @@ configuration), stored content-addressed and recorded on the parcel; every parce
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-import grpc
-
+from dxts.core.adaptor.model import ComputePayload, ProcessDocument, Submission
 from dxts.core.config import DefinitionConfig, resolve_hints
-from dxts.core.errors import InvalidArgument, Unavailable
-from dxts.core.grpc.convert import json_text
-from dxts.core.ids import content_hash, hash_from_str, hash_to_str, id_to_str
-from dxts.v1 import backend_pb2, definition_pb2, definition_pb2_grpc
+from dxts.core.errors import InvalidArgument
+from dxts.core.ids import content_hash, hash_to_str, id_to_str
+from dxts.dispatcher.store.claiming import Parcel
 
 CACHE_SIZE = 1024
+
+
+def json_text(value: Any) -> str:
+    """A submission's JSON field: compact, non-ASCII kept, None the empty string (the
+    contract's `*_json` convention)."""
+    return "" if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class DefinitionSource(Protocol):
@@ -38,47 +43,6 @@ class DefinitionSource(Protocol):
     async def transformation_scope(self, transformation_id: bytes) -> tuple[str, str]:
         """(VO, workgraph type) of a transformation: what its defaults are resolved against."""
         ...
-
-
-class GrpcDefinitionSource:
-    """A DefinitionSource over the definition service (a `dxts.core.grpc.channel` carrying the
-    dispatcher's token)."""
-
-    def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float) -> None:
-        self._stub = definition_pb2_grpc.DefinitionServiceStub(channel)
-        self._timeout_s = timeout_s
-
-    async def process_tree(self, process_id: bytes) -> list[tuple[bytes, str]]:
-        reply = await _call(
-            self._stub.GetProcessTree(
-                definition_pb2.GetProcessTreeRequest(process_id=hash_to_str(process_id)),
-                timeout=self._timeout_s,
-            )
-        )
-        return [
-            (hash_from_str(p.process_id, field=f"processes[{i}].process_id"), p.document_json)
-            for i, p in enumerate(reply.processes)
-        ]
-
-    async def transformation_scope(self, transformation_id: bytes) -> tuple[str, str]:
-        reply = await _call(
-            self._stub.GetTransformation(
-                definition_pb2.GetTransformationRequest(
-                    transformation_id=id_to_str(transformation_id)
-                ),
-                timeout=self._timeout_s,
-            )
-        )
-        return reply.transformation.vo, reply.transformation.type
-
-
-async def _call(call: Any) -> Any:
-    """Domain errors pass through (the channel raises them); a status without a domain meaning
-    (deadline, internal, unimplemented) means the definition service cannot answer now."""
-    try:
-        return await call
-    except grpc.aio.AioRpcError as error:
-        raise Unavailable(f"the definition service did not answer: {error.details()}") from error
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -137,7 +101,7 @@ class Materialiser:
 
     async def compute_payload(
         self, process_id: bytes, hints_id: bytes, hints: dict[str, Any]
-    ) -> backend_pb2.Payload:
+    ) -> ComputePayload:
         """One payload per (process, sidecar), shared by every parcel with that pair."""
         cached = self._payloads.get((process_id, hints_id))
         if cached is not None:
@@ -150,34 +114,28 @@ class Materialiser:
                 f"the process tree of {hash_to_str(process_id)} does not end with its root",
                 field="process_id",
             )
-        payload = backend_pb2.Payload(
-            compute=backend_pb2.ComputePayload(
-                process_id=hash_to_str(process_id),
-                processes=[
-                    backend_pb2.ProcessDocument(process_id=hash_to_str(pid), document_json=doc)
-                    for pid, doc in tree
-                ],
-                resolved_hints_id=hash_to_str(hints_id),
-                resolved_hints_json=json_text(hints),
-            )
+        payload = ComputePayload(
+            process_id=hash_to_str(process_id),
+            processes=tuple(ProcessDocument(hash_to_str(pid), doc) for pid, doc in tree),
+            resolved_hints_id=hash_to_str(hints_id),
+            resolved_hints_json=json_text(hints),
         )
         return self._payloads.remember((process_id, hints_id), payload)
 
 
 def submissions(
-    parcels: Sequence[Any], requirement_sets: dict[bytes, Any], output_lfn_base: str
-) -> list[backend_pb2.ParcelSubmission]:
-    """The per-parcel part of a Submit, in order (`parcels` are `db.Parcel`s); each id is
-    rendered once (a batch's parcels share their transformation's)."""
-    owners: dict[bytes | None, str] = {None: "user"}
+    parcels: Sequence[Parcel], requirement_sets: dict[bytes, Any], output_lfn_base: str
+) -> list[Submission]:
+    """The per-parcel part of a Submit, in order; each id is rendered once (a batch's parcels
+    share their transformation's)."""
+    owners: dict[bytes, str] = {}
     sent = []
     for p in parcels:
         key = id_to_str(p.parcel_id)
-        owner = owners.get(p.transformation_id)
-        if owner is None:
-            owner = owners[p.transformation_id] = id_to_str(p.transformation_id)
+        tid = p.transformation_id
+        owner = "user" if tid is None else owners.get(tid) or owners.setdefault(tid, id_to_str(tid))
         sent.append(
-            backend_pb2.ParcelSubmission(
+            Submission(
                 parcel_id=key,
                 parameters_json=(p.parameters_json or "") if p.process_id else "",
                 request_json=json_text(p.request) if p.request is not None else "",
@@ -185,7 +143,7 @@ def submissions(
                 if p.requirements_id
                 else "",
                 output_prefix=output_prefix(output_lfn_base, owner, key),
-                input_ids=[id_to_str(i) for i in p.input_ids],
+                input_ids=tuple(id_to_str(i) for i in p.input_ids),
             )
         )
     return sent

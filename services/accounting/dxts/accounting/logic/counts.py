@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.accounting import db
-from dxts.accounting.members import Member, MemberLister
+from dxts.accounting.logic.members import Member, MemberLister
+from dxts.accounting.store.counts import read_storage, read_transformation_counts
 from dxts.core.counters import Entity
 from dxts.core.db import Database
 from dxts.core.errors import FieldViolation, InvalidArgument
@@ -66,7 +66,7 @@ async def get_counts(
     _check_count(transformation_ids, "transformation_ids")
     if not transformation_ids:
         return []
-    reading = await db.read_transformation_counts(database, set(transformation_ids), [entity.value])
+    reading = await read_transformation_counts(database, set(transformation_ids), [entity.value])
     return [
         StatusCounts(
             tid,
@@ -118,7 +118,7 @@ async def workgraph_summary(
     workgraph = await lister.workgraph(workgraph_id, token=token)
     ids = [member.transformation_id for member in workgraph.members]
     reading = (
-        await db.read_transformation_counts(database, set(ids), [e.value for e in Entity])
+        await read_transformation_counts(database, set(ids), [e.value for e in Entity])
         if ids
         else None
     )
@@ -217,7 +217,7 @@ async def storage_summary(
     problems = storage_element_problems(storage_elements)
     if problems:
         raise InvalidArgument(problems)
-    reading = await db.read_storage(
+    reading = await read_storage(
         database, set(transformation_ids) or None, set(storage_elements) or None
     )
     usage = sorted(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dxts.core.db import Isolation
+from dxts.core.adaptor import mapping
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.convert import enum_to_proto, to_timestamp
-from dxts.dispatcher import db
-from dxts.dispatcher.forwarding import Forwarder
+from dxts.dispatcher.logic.backends import read_loads
+from dxts.dispatcher.logic.forwarding import Forwarder
 from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
 
 
@@ -29,19 +29,18 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
             groups.setdefault(name, []).append(index)
         acks: list[common_pb2.OutcomeAck | None] = [None] * len(request.outcomes)
         for name, indexes in groups.items():
-            answered = await self.forwarder.report(name, [request.outcomes[i] for i in indexes])
+            answered = await self.forwarder.report(
+                name, [mapping.outcome_from_proto(request.outcomes[i]) for i in indexes]
+            )
             for index, ack in zip(indexes, answered, strict=True):
-                acks[index] = ack
+                acks[index] = mapping.ack_to_proto(ack)
         return dispatcher_pb2.ReportOutcomesResponse(acks=[a for a in acks if a is not None])
 
     async def DispatcherStatus(
         self, request: dispatcher_pb2.DispatcherStatusRequest, context: Any
     ) -> dispatcher_pb2.DispatcherStatusResponse:
         backends = self.forwarder.backends
-        loads, now = await self.forwarder.database.run(
-            lambda conn: db.backend_loads(conn, sorted(backends)),
-            isolation=Isolation.READ_COMMITTED,
-        )
+        loads, now = await read_loads(self.forwarder.database, list(backends))
         return dispatcher_pb2.DispatcherStatusResponse(
             backends=[
                 dispatcher_pb2.BackendStatus(

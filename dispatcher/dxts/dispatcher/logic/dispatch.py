@@ -24,17 +24,19 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dxts.core import content_store
+from dxts.core.adaptor.model import DataPayload, Payload, SubmitDisposition, SubmitResult
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.states import Kind
-from dxts.dispatcher import db
-from dxts.dispatcher.backends import BackendClient, BackendUnreachable
+from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
+from dxts.dispatcher.logic.payloads import Materialiser, submissions
+from dxts.dispatcher.logic.policy import Policy
 from dxts.dispatcher.metrics import CLAIMED, RECOVERED, REFUSED, SUBMITTED, UNREACHABLE
-from dxts.dispatcher.payloads import Materialiser, submissions
-from dxts.dispatcher.policy import Policy
 from dxts.dispatcher.settings import DispatcherSettings
-from dxts.v1 import backend_pb2
+from dxts.dispatcher.store import claiming, recording
+from dxts.dispatcher.store.claiming import Parcel
+from dxts.dispatcher.store.transitions import COMPLETING
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ class Dispatcher:
         self,
         database: Database,
         settings: DispatcherSettings,
-        backends: Mapping[str, BackendClient],
+        backends: Mapping[str, Backend],
         materialiser: Materialiser,
     ) -> None:
         self.database = database
@@ -64,10 +66,10 @@ class Dispatcher:
 
     # -- claiming ---------------------------------------------------------------------------
 
-    def _available(self, kind: Kind) -> list[BackendClient]:
+    def _available(self, kind: Kind) -> list[Backend]:
         return [b for b in self.backends.values() if b.config.kind is kind and not b.backing_off()]
 
-    def _claim_size(self, available: Sequence[BackendClient]) -> int:
+    def _claim_size(self, available: Sequence[Backend]) -> int:
         """The batch, or less when every backend declares a capacity it has nearly filled."""
         room = 0
         for backend in available:
@@ -88,9 +90,9 @@ class Dispatcher:
             chosen = self.policy.choose(parcel_id, parcel_kind, forced)
             return chosen if chosen in names else None
 
-        async def work(conn: Any) -> tuple[list[db.Parcel], list[bytes]]:
-            held = await db.claim(conn, kind, size, sorted(names), choose)
-            await db.load_payloads(conn, held)
+        async def work(conn: Any) -> tuple[list[Parcel], list[bytes]]:
+            held = await claiming.claim(conn, kind, size, sorted(names), choose)
+            await claiming.load_payloads(conn, held)
             return held, await self._record_known_sidecars(conn, held)
 
         held, stored = await self.database.run(work, isolation=RC)
@@ -107,9 +109,9 @@ class Dispatcher:
             return 0
         lease = timedelta(seconds=self.settings.lease_s)
 
-        async def work(conn: Any) -> tuple[list[db.Parcel], list[bytes]]:
-            held = await db.claim_stale(conn, kind, lease, self.settings.claim_batch, names)
-            await db.load_payloads(conn, held)
+        async def work(conn: Any) -> tuple[list[Parcel], list[bytes]]:
+            held = await claiming.claim_stale(conn, kind, lease, self.settings.claim_batch, names)
+            await claiming.load_payloads(conn, held)
             return held, await self._record_known_sidecars(conn, held)
 
         held, stored = await self.database.run(work, isolation=RC)
@@ -121,8 +123,8 @@ class Dispatcher:
 
     # -- submitting -------------------------------------------------------------------------
 
-    async def _submit(self, held: Sequence[db.Parcel], *, recovering: bool) -> None:
-        by_backend: dict[str, list[db.Parcel]] = {}
+    async def _submit(self, held: Sequence[Parcel], *, recovering: bool) -> None:
+        by_backend: dict[str, list[Parcel]] = {}
         for parcel in held:
             by_backend.setdefault(parcel.backend, []).append(parcel)
         for name, group in by_backend.items():
@@ -139,9 +141,7 @@ class Dispatcher:
                 for chunk in chunks(parcels, self.settings.submit_batch):
                     await self._submit_chunk(backend, payload, chunk, recovering=recovering)
 
-    async def _prepare(
-        self, group: Sequence[db.Parcel]
-    ) -> list[tuple[backend_pb2.Payload, list[db.Parcel]]]:
+    async def _prepare(self, group: Sequence[Parcel]) -> list[tuple[Payload, list[Parcel]]]:
         """Group parcels by what they share, each group with its one materialised payload."""
         wanted = {p.requirements_id for p in group if p.requirements_id} - self._requirements.keys()
         unknown_sidecars = {
@@ -153,8 +153,8 @@ class Dispatcher:
 
             async def read(conn: Any) -> tuple[dict[bytes, Any], dict[bytes, Any]]:
                 return (
-                    await db.requirement_sets(conn, wanted),
-                    await db.sidecars(conn, unknown_sidecars),
+                    await claiming.requirement_sets(conn, wanted),
+                    await claiming.sidecars(conn, unknown_sidecars),
                 )
 
             found, stored = await self.database.run(read, isolation=RC)
@@ -170,7 +170,7 @@ class Dispatcher:
                 chosen[parcel.parcel_id] = parcel.resolved_hints_id
         if chosen:
             await self._record_sidecars(chosen)
-        grouped: dict[tuple[bytes, bytes] | None, list[db.Parcel]] = {}
+        grouped: dict[tuple[bytes, bytes] | None, list[Parcel]] = {}
         for parcel in group:
             key = (
                 (parcel.process_id, parcel.resolved_hints_id)
@@ -178,10 +178,11 @@ class Dispatcher:
                 else None
             )
             grouped.setdefault(key, []).append(parcel)
-        batches = []
+        batches: list[tuple[Payload, list[Parcel]]] = []
         for key, parcels in grouped.items():
+            payload: Payload
             if key is None:
-                payload = backend_pb2.Payload(data=backend_pb2.DataPayload())
+                payload = DataPayload()
             else:
                 process_id, hints_id = key
                 payload = await self.materialiser.compute_payload(
@@ -190,7 +191,7 @@ class Dispatcher:
             batches.append((payload, parcels))
         return batches
 
-    async def _record_known_sidecars(self, conn: Any, held: Sequence[db.Parcel]) -> list[bytes]:
+    async def _record_known_sidecars(self, conn: Any, held: Sequence[Parcel]) -> list[bytes]:
         """Inside the claim: record the sidecar of every compute parcel whose scope is already
         known (the steady state), so that it commits with the reservation; returns the sidecars
         it stored. Parcels of a scope not seen yet are left to `_prepare`, which asks for it
@@ -210,7 +211,7 @@ class Dispatcher:
         for key in new:
             await content_store.put_resolved_hints(conn, self.materialiser.sidecars[key])
         if chosen:
-            await db.set_resolved_hints(conn, chosen)
+            await claiming.set_resolved_hints(conn, chosen)
         return new
 
     async def _record_sidecars(self, chosen: Mapping[bytes, bytes]) -> None:
@@ -221,9 +222,9 @@ class Dispatcher:
 
     async def _submit_chunk(
         self,
-        backend: BackendClient,
-        payload: backend_pb2.Payload,
-        chunk: Sequence[db.Parcel],
+        backend: Backend,
+        payload: Payload,
+        chunk: Sequence[Parcel],
         *,
         recovering: bool,
     ) -> None:
@@ -236,7 +237,7 @@ class Dispatcher:
             return
         by_key = {sub.parcel_id: p for sub, p in zip(subs, chunk, strict=True)}
         accepted: dict[bytes, bytes] = {}
-        refused: list[db.Parcel] = []
+        refused: list[Parcel] = []
         for result in results:
             parcel = by_key.get(result.parcel_id)
             if parcel is None:
@@ -244,11 +245,11 @@ class Dispatcher:
                     "%s answered for a parcel it was not sent: %r", backend.name, result.parcel_id
                 )
                 continue
-            if result.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED:
+            if result.disposition == SubmitDisposition.REFUSED:
                 refused.append(parcel)
                 continue
             try:
-                if result.disposition != backend_pb2.SUBMIT_DISPOSITION_ACCEPTED:
+                if result.disposition != SubmitDisposition.ACCEPTED:
                     raise InvalidArgument(f"disposition {result.disposition}", field="disposition")
                 accepted[parcel.parcel_id] = id_from_str(result.identifier, field="identifier")
             except InvalidArgument as error:
@@ -266,7 +267,7 @@ class Dispatcher:
 
     async def _record_accepted(
         self,
-        backend: BackendClient,
+        backend: Backend,
         accepted: dict[bytes, bytes],
         claimed: Mapping[bytes, tuple[bytes | None, str]],
         *,
@@ -274,12 +275,13 @@ class Dispatcher:
     ) -> None:
         try:
             recorded = await self.database.run(
-                lambda conn: db.record_as_claimed(conn, backend.adaptor, accepted, claimed),
+                lambda conn: recording.record_as_claimed(conn, backend.adaptor, accepted, claimed),
                 isolation=RC,
             )
-        except db.NotAsClaimed:  # rolled back: a parcel moved on, or an identifier clashed
+        except recording.NotAsClaimed:  # rolled back: a parcel moved on, or an identifier clashed
             recorded = await self.database.run(
-                lambda conn: db.record_accepted(conn, backend.adaptor, accepted), isolation=RC
+                lambda conn: recording.record_accepted(conn, backend.adaptor, accepted),
+                isolation=RC,
             )
         SUBMITTED.labels(backend.name).inc(len(recorded.assigned))
         backend.state.in_flight += len(recorded.assigned)
@@ -293,7 +295,7 @@ class Dispatcher:
                 id_to_str(parcel_id),
                 id_to_str(accepted[parcel_id]),
             )
-        cancelled = [p for p, status in recorded.not_reserved.items() if status == db.COMPLETING]
+        cancelled = [p for p, status in recorded.not_reserved.items() if status == COMPLETING]
         if cancelled:
             log.info("%d parcels were cancelled while being submitted: cancelling", len(cancelled))
             try:
@@ -304,12 +306,12 @@ class Dispatcher:
 
     async def _record_refused(
         self,
-        backend: BackendClient,
-        refused: Sequence[db.Parcel],
-        results: Sequence[backend_pb2.SubmitResult],
+        backend: Backend,
+        refused: Sequence[Parcel],
+        results: Sequence[SubmitResult],
     ) -> None:
         moved = await self.database.run(
-            lambda conn: db.record_refused(
+            lambda conn: recording.record_refused(
                 conn, [p.parcel_id for p in refused], [p.parcel_id for p in refused if not p.forced]
             ),
             isolation=RC,
@@ -317,9 +319,7 @@ class Dispatcher:
         REFUSED.labels(backend.name).inc(len(refused))
         backend.state.refusals += len(refused)
         backend.back_off(self.settings.refusal_backoff_s)
-        reasons = sorted(
-            {r.reason for r in results if r.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED}
-        )
+        reasons = sorted({r.reason for r in results if r.disposition == SubmitDisposition.REFUSED})
         log.info(
             "%s refused %d parcels (%d back to Unassigned): %s",
             backend.name,

@@ -1,48 +1,16 @@
-"""Who the members of a workgraph are: asked of the definition service, never read in SQL.
-
-Workgraphs, Ownership and Transformations belong to the definition side, and reads across
-sides go through the owner's gRPC contract (ARCHITECTURE.md), so the workgraph summary takes
-its member list from a `MemberLister`. The one used in production calls
-`DefinitionService.GetWorkgraph` (which answers the workgraph's status and every member's
-step, kind and status in one call) with the caller's own bearer token: the definition service
-decides what the caller may see, and accounting needs no credentials of its own. Tests pass a
-double.
-"""
+"""The accounting service's client of the definition service: workgraph members, returned as
+`logic.members` types."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
 import grpc
 
+from dxts.accounting.logic.members import Member, WorkgraphMembers
 from dxts.core.errors import Unavailable
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
 from dxts.v1 import definition_pb2, definition_pb2_grpc
-
-
-@dataclass(frozen=True)
-class Member:
-    transformation_id: bytes
-    step: str
-    kind: Kind
-    status: TransformationStatus
-
-
-@dataclass(frozen=True)
-class WorkgraphMembers:
-    workgraph_id: bytes
-    status: WorkgraphStatus
-    members: tuple[Member, ...]
-
-
-class MemberLister(Protocol):
-    async def workgraph(self, workgraph_id: bytes, *, token: str | None) -> WorkgraphMembers:
-        """The workgraph's status and members; NotFound when it does not exist (for the
-        caller whose `token` is forwarded)."""
-        ...
 
 
 class DefinitionMemberLister:
@@ -80,13 +48,4 @@ class DefinitionMemberLister:
                 )
                 for i, m in enumerate(reply.members)
             ),
-        )
-
-
-class NoMemberLister:
-    """Stands in when no definition service address is configured."""
-
-    async def workgraph(self, workgraph_id: bytes, *, token: str | None) -> WorkgraphMembers:
-        raise Unavailable(
-            "workgraph summaries need the definition service: set DXTS_DEFINITION_ADDRESS"
         )

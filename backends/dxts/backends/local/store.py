@@ -4,6 +4,9 @@ It is what makes Submit idempotent across restarts: a parcel id accepted once ke
 identifier and its job for good, and a second Submit starts nothing. Tables (their own metadata,
 not part of the dxts schema):
 
+Payloads, submissions and outcomes are kept in the contract's binary encoding
+(`dxts.core.adaptor.codec`).
+
 * `LocalPayloads` — payloads by the SHA-256 of their serialised bytes (all parcels of one Submit
   share one, and so do Submits of the same process and sidecar);
 * `LocalJobs` — one row per accepted parcel: its identifier, its submission, its state
@@ -24,8 +27,16 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.adaptor.codec import (
+    decode_outcome,
+    decode_payload,
+    decode_submission,
+    encode_outcome,
+    encode_payload,
+    encode_submission,
+)
+from dxts.core.adaptor.model import Outcome, Payload, Submission
 from dxts.core.db import Database, Isolation
-from dxts.v1 import backend_pb2, common_pb2
 
 QUEUED, RUNNING = "queued", "running"
 SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
@@ -69,16 +80,16 @@ class Job:
     parcel_id: str
     identifier: str
     state: str
-    submission: backend_pb2.ParcelSubmission
+    submission: Submission
     payload_key: bytes
     process_group: int | None
     cancel_requested: bool
-    outcome: common_pb2.Outcome | None
+    outcome: Outcome | None
 
 
 def _job(row: Any) -> Job:
-    submission = backend_pb2.ParcelSubmission.FromString(row.Submission)
-    outcome = common_pb2.Outcome.FromString(row.Outcome) if row.Outcome is not None else None
+    submission = decode_submission(row.Submission)
+    outcome = decode_outcome(row.Outcome) if row.Outcome is not None else None
     return Job(
         row.ParcelID,
         row.Identifier,
@@ -111,15 +122,15 @@ class State:
 
     async def accept(
         self,
-        payload: backend_pb2.Payload,
-        submissions: Sequence[backend_pb2.ParcelSubmission],
+        payload: Payload,
+        submissions: Sequence[Submission],
         identifiers: Sequence[str],
         capacity: int,
     ) -> list[tuple[str, str | None, str | None, bool]]:
         """For each submission, in order: (parcel id, identifier or None, refusal reason or
         None, accepted just now). Known keys keep their identifier; new ones take the next of
         `identifiers` and are queued."""
-        blob = payload.SerializeToString(deterministic=True)
+        blob = encode_payload(payload)
         key = hashlib.sha256(blob).digest()
 
         async def work(conn: AsyncConnection) -> list[tuple[str, str | None, str | None, bool]]:
@@ -164,7 +175,7 @@ class State:
                             "ParcelID": parcel_id,
                             "Identifier": identifier,
                             "PayloadKey": key,
-                            "Submission": submission.SerializeToString(deterministic=True),
+                            "Submission": encode_submission(submission),
                             "State": QUEUED,
                             "CancelRequested": False,
                             "AcceptedAt": now,
@@ -203,14 +214,14 @@ class State:
 
         return await self._run(work)
 
-    async def payload(self, key: bytes) -> backend_pb2.Payload:
+    async def payload(self, key: bytes) -> Payload:
         async def work(conn: AsyncConnection) -> bytes:
             result = await conn.execute(
                 sa.select(payloads.c.Payload).where(payloads.c.PayloadKey == key)
             )
             return bytes(result.scalar_one())
 
-        return backend_pb2.Payload.FromString(await self._run(work))
+        return decode_payload(await self._run(work))
 
     async def start_job(self, parcel_id: str) -> bool:
         """queued → running, unless it was cancelled meanwhile; True when it may run."""
@@ -233,7 +244,7 @@ class State:
 
         await self._run(work)
 
-    async def finish(self, parcel_id: str, state: str, outcome: common_pb2.Outcome) -> bool:
+    async def finish(self, parcel_id: str, state: str, outcome: Outcome) -> bool:
         """Record a terminal outcome once; False when the job was already terminal."""
 
         async def work(conn: AsyncConnection) -> bool:
@@ -242,7 +253,7 @@ class State:
                 .where(jobs.c.ParcelID == parcel_id, jobs.c.State.in_([QUEUED, RUNNING]))
                 .values(
                     State=state,
-                    Outcome=outcome.SerializeToString(deterministic=True),
+                    Outcome=encode_outcome(outcome),
                     ProcessGroup=None,
                     FinishedAt=_now(),
                 )

@@ -13,8 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from dxts.accounting import db
-from dxts.accounting.db import LogPosition
+from dxts.accounting.store import logs
+from dxts.accounting.store.logs import LogPosition
 from dxts.core.db import Database
 from dxts.core.errors import InvalidArgument
 
@@ -60,7 +60,7 @@ async def list_log(
     `since` is naive UTC (as stored). One row more than asked is read to know whether another
     page follows, so the last page never ends with an empty one.
     """
-    rows = await db.log_rows(
+    rows = await logs.log_rows(
         database,
         owner.value,
         owner_id,
@@ -69,7 +69,7 @@ async def list_log(
         after=after,
         limit=limit + 1,
     )
-    owner_column = db.LOG_OWNER_COLUMNS[owner.value]
+    owner_column = logs.LOG_OWNER_COLUMNS[owner.value]
     records = [
         LogRecord(
             row.LogID,

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.accounting import db, metrics
+from dxts.accounting import metrics
+from dxts.accounting.store.health import negative_keys
+from dxts.accounting.store.logs import append_transformation_logs
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, Counter, Drift
 from dxts.core.counters.construct import Key
 from dxts.core.db import Database, Isolation
@@ -72,7 +74,7 @@ async def rebuild(
         corrections.extend(Correction(counter, key, deltas) for key, deltas in found.items())
         if found:
             metrics.CORRECTIONS.labels(counter=counter.name).inc(len(found))
-    await db.append_transformation_logs(
+    await append_transformation_logs(
         database, _log_entries(corrections, author, reason), isolation=Isolation.READ_COMMITTED
     )
     return corrections
@@ -144,6 +146,8 @@ class DriftWatch:
         self.negative: dict[str, set[Key]] = {c.name: set() for c in self.counters}
         self.pending: dict[str, set[bytes]] = {c.name: set() for c in self.counters}
         self.wake = asyncio.Event()
+        # Called with `wake` set: the drift sweep's runner, to cut its wait short.
+        self.on_wake: Callable[[], None] | None = None
         for counter in self.counters:
             metrics.NEGATIVE.labels(counter=counter.name).set(0)
 
@@ -153,6 +157,8 @@ class DriftWatch:
             return
         self._note(drift.counter, [drift.key])
         self.wake.set()
+        if self.on_wake is not None:
+            self.on_wake()
 
     def _note(self, counter: str, keys: Sequence[Key]) -> None:
         self.negative[counter].update(keys)
@@ -164,7 +170,7 @@ class DriftWatch:
         exactly their transformations wait for a repair."""
         found: dict[str, list[Key]] = {}
         for counter in self.counters:
-            keys = await db.negative_keys(database, counter)
+            keys = await negative_keys(database, counter)
             self.negative[counter.name] = set()
             self.pending[counter.name] = set()
             self._note(counter.name, keys)
