@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "dxts.backends": {"dxts.core", "dxts.v1", "dxts.backends"},
     "dxts.cli": {"*"},
     "dxts.bench": {"*"},
+    "dxts.web": {"dxts.core", "dxts.v1", "dxts.web"},
 }
 
 
