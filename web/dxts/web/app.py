@@ -226,7 +226,7 @@ def build_app(web: Web) -> Starlette:
 
     def steer_page(verbs: Mapping[str, steering.Verb], what: str, key: str) -> Page:
         async def handler(request: Request, session: Session) -> Response:
-            target = request.path_params[key]
+            target = str(request.path_params[key])
             name = request.path_params["verb"]
             if name not in verbs:
                 raise HTTPException(404, f"no such verb: {name}")
@@ -275,7 +275,7 @@ def build_app(web: Web) -> Starlette:
             methods=["GET", "POST"],
         ),
         Route(
-            "/actions/{action}/steer/{verb}",
+            "/actions/{action:int}/steer/{verb}",
             page(web, steer_page(steering.ACTION_VERBS, "action", "action")),
             methods=["GET", "POST"],
         ),
