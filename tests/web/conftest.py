@@ -5,12 +5,12 @@ over them in the same event loop, and browsers as httpx clients holding a sessio
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
 from typer.testing import CliRunner, Result
+from web_support import Browser, Dxts
 
 from dxts.cli.main import app as dxts_app
 from dxts.cli.up import Stack, compose
@@ -19,10 +19,6 @@ from dxts.core.db import Database
 from dxts.core.grpc import DevKeys
 from dxts.web.app import Web, build_app
 from dxts.web.settings import WebSettings
-
-EXAMPLES = Path(__file__).parents[2] / "examples"
-Dxts = Callable[..., Awaitable[Result]]
-Browser = Callable[[str], Awaitable[httpx.AsyncClient]]
 
 
 @pytest.fixture(scope="module")

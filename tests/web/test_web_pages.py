@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 
 import httpx
-from conftest import EXAMPLES, Browser, Dxts
+from web_support import EXAMPLES, Browser, Dxts
 
 from dxts.web.sessions import COOKIE
 

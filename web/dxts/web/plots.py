@@ -90,7 +90,7 @@ class Histogram:
     low: str
     high: str
     width: int = WIDTH
-    height: int = 120
+    height: int = 90
 
 
 def histogram(
@@ -106,7 +106,7 @@ def histogram(
     for value in shown:
         filled[min(bins - 1, math.floor((value - low) / width))] += 1
     tallest = max(filled)
-    usable_w, usable_h = WIDTH - 2 * MARGIN_RIGHT, 120 - 20
+    usable_w, usable_h = WIDTH - 2 * MARGIN_RIGHT, 90 - 16
     bar_w = usable_w / bins
     bars = [
         Bar(
