@@ -129,6 +129,10 @@ def page(web: Web, handler: Page) -> Callable[[Request], Awaitable[Response]]:
 def build_app(web: Web) -> Starlette:
     t = web.render
 
+    async def healthz(request: Request) -> Response:
+        """Liveness and readiness: the server answers (the services have their own probes)."""
+        return Response("ok", media_type="text/plain")
+
     async def home(request: Request) -> Response:
         return RedirectResponse("/workgraphs", status_code=303)
 
@@ -256,6 +260,7 @@ def build_app(web: Web) -> Starlette:
 
     routes = [
         Route("/", home),
+        Route("/healthz", healthz),
         Route("/signin", signin_form, methods=["GET"]),
         Route("/signin", signin, methods=["POST"]),
         Route("/signin/{ticket}", signin_ticket),
