@@ -209,7 +209,6 @@ def build_app(web: Web) -> Starlette:
             "m": found,
             "verbs": steering.MEMBER_VERBS,
             "action_verbs": steering.ACTION_VERBS,
-            "sample_pages": members.SAMPLE_PAGES * members.PAGE,
         }
         return t(request, template, context)
 

@@ -31,9 +31,9 @@ from dxts.web.names import ENDED_PARCELS, IN_FLIGHT_PARCELS
 from dxts.web.plots import Histogram, Plot, cumulative, histogram
 from dxts.web.services import UserClients
 
-PAGE = 1000
-SAMPLE_PAGES = 2
-RECENT = 20
+PAGE = 250
+SAMPLE_PAGES = 1
+RECENT = 12
 LOG_ENTRIES = 40
 EXAMPLES_PER_REASON = 3
 # The usage annotation (cpu_hours, wall_hours, memory_gb) → what a histogram shows.
@@ -151,17 +151,24 @@ def usage_histograms(ended: Sequence[execution_pb2.Parcel]) -> list[Histogram]:
     return found
 
 
-async def _detail(clients: UserClients, parcel: execution_pb2.Parcel) -> ParcelRow:
-    """A parcel with its backend identifier, outcome message and outputs (GetParcel)."""
-    got = await clients.execution.GetParcel(
-        execution_pb2.GetParcelRequest(parcel_id=parcel.parcel_id)
-    )
+def parcel_row(parcel: execution_pb2.Parcel) -> ParcelRow:
+    """A parcel as listed, with what its recorded outcome says (`Annotations.outcome`: the
+    backend identifier, message and output files); in flight, only its backend. Read from
+    the list rather than one GetParcel each, which costs a round trip and an authorisation
+    per parcel."""
+    outcome = _annotations(parcel).get("outcome")
+    outcome = outcome if isinstance(outcome, dict) else {}
+    outputs = outcome.get("outputs")
     return ParcelRow(
-        parcel=got.parcel,
-        status=names.named_parcel_status(got.parcel.status),
-        identifier=got.identifier,
-        message=got.outcome.message if got.HasField("outcome") else "",
-        outputs=[o.lfn for o in got.outputs],
+        parcel=parcel,
+        status=names.named_parcel_status(parcel.status),
+        identifier=str(outcome.get("identifier") or ""),
+        message=str(outcome.get("message") or ""),
+        outputs=[
+            str(f["lfn"])
+            for f in (outputs if isinstance(outputs, list) else [])
+            if isinstance(f, dict) and f.get("lfn")
+        ],
     )
 
 
@@ -216,8 +223,6 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         _pages(ex.ListInputs, inputs_in(*FAILED), SAMPLE_PAGES),
     )
     flying = flying[: RECENT // 2]
-    recent_parcels = [*flying, *ended[len(flying) - RECENT :]]
-    recent = await asyncio.gather(*(_detail(clients, p) for p in recent_parcels))
     times = {
         "processed": [t for i in processed_inputs if (t := names.when(i.updated_at))],
         "failed": [t for i in failed_inputs if (t := names.when(i.updated_at))],
@@ -229,8 +234,8 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         actions=list(got.actions),
         inputs=names.counts(input_counts.counts[0].counts),
         parcels=names.counts(parcel_counts.counts[0].counts),
-        in_flight=[r for r in recent if r.status in IN_FLIGHT_PARCELS],
-        recent=[r for r in recent if r.status not in IN_FLIGHT_PARCELS][::-1],
+        in_flight=[parcel_row(p) for p in flying],
+        recent=[parcel_row(p) for p in ended[len(flying) - RECENT :]][::-1],
         failures=failure_groups(failed),
         usage=usage_histograms(ended),
         progress=cumulative(times, now),
