@@ -14,3 +14,10 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 Dxts = Callable[..., Awaitable[Result]]
 # `await browser(token)`: an HTTP client signed in with `token`.
 Browser = Callable[[str], Awaitable[httpx.AsyncClient]]
+# The example production's members and their feeder edges.
+STEPS = {"Simulation", "Reconstruction", "Merge", "DatasetReplication"}
+EDGES = {
+    ("Simulation", "Reconstruction"),
+    ("Reconstruction", "Merge"),
+    ("Merge", "DatasetReplication"),
+}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
@@ -260,7 +260,3 @@ def not_finishing(
                 + (f": {action.message}" if action.message else "")
             )
     return reasons
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
