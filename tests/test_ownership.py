@@ -75,6 +75,7 @@ MAY_WRITE: dict[str, set[str] | None] = {
     "dxts.cli": set(),
     "dxts.bench": None,  # benchmarks build their own data sets
     "dxts.v1": set(),
+    "dxts.web": set(),
 }
 CORE_WRITES = {
     "TransformationLog",
