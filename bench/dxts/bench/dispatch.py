@@ -53,6 +53,7 @@ from dxts.v1 import backend_pb2, backend_pb2_grpc
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
 PURGE_POLLS = 30  # 0.1 s apart: how long a reseed waits for the server's purge at most
+ADAPTOR_START_S = 90.0  # how long the null adaptor process may take to answer at start
 
 
 @dataclass(frozen=True)
@@ -449,13 +450,16 @@ async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
     try:
         async with channel(address, token=token, default_timeout=2) as ch:
             stub = backend_pb2_grpc.BackendAdaptorServiceStub(ch)
-            for _ in range(100):
+            # A loaded machine takes a while to start a Python process: wait for it, not for a
+            # fixed number of tries, unless it exited.
+            deadline = asyncio.get_running_loop().time() + ADAPTOR_START_S
+            while True:
                 with contextlib.suppress(Exception):
                     await stub.Describe(backend_pb2.DescribeRequest())
                     break
+                if process.returncode is not None or (asyncio.get_running_loop().time() > deadline):
+                    raise Unavailable(f"the null adaptor did not start: {folder / 'null.log'}")
                 await asyncio.sleep(0.1)
-            else:
-                raise Unavailable(f"the null adaptor did not start: {folder / 'null.log'}")
         yield address, token
     finally:
         process.terminate()
