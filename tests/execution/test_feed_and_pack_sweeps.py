@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 import runner_support as s
+from definition_double import InMemoryTransformations
 
 from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.states import TransformationStatus
 from dxts.execution.component import Execution, build_execution
-from dxts.execution.definition_client import ActiveTransformation, InMemoryTransformations
+from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.settings import ExecutionSettings
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 from recording_world import (
     RC,
     TOOL,
@@ -34,9 +35,9 @@ from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.schema import accounting
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, TransformationStatus
-from dxts.execution.definition_client import Description, InMemoryTransformations
-from dxts.execution.outcomes import Recorder
-from dxts.execution.servicer_operations import OperationsRpcs
+from dxts.execution.edge.servicer_operations import OperationsRpcs
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import Description
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from definition_double import InMemoryTransformations
 from recording_world import (
     World,
     assert_counters_exact,
@@ -23,14 +24,13 @@ from dxts.core.db import Database
 from dxts.core.ids import id_to_str
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
-from dxts.execution.definition_client import InMemoryTransformations
-from dxts.execution.outcomes import record_outcomes
-from dxts.execution.settings import ExecutionSettings
-from dxts.execution.sweeps_completion import (
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.sweeps_completion import (
     RECORD_LOCK,
     CompletionSweeps,
     failed_inputs_lock,
 )
+from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2
 
 

@@ -33,17 +33,14 @@ from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers, Registry
-from dxts.execution.definition_client import (
-    ActiveSnapshot,
-    ActiveTransformations,
-    GrpcTransformations,
-)
-from dxts.execution.feeding import EdgeReader
-from dxts.execution.packing import ConsumerReader, CounterReader, PartnerFinder
-from dxts.execution.servicer import ExecutionServicer
+from dxts.execution.edge.definition_client import GrpcTransformations
+from dxts.execution.edge.servicer import ExecutionServicer
+from dxts.execution.logic.feeding import EdgeReader
+from dxts.execution.logic.packing import ConsumerReader, CounterReader, PartnerFinder
+from dxts.execution.logic.sweeps import Sweeps
+from dxts.execution.logic.sweeps_completion import start_completion_sweeps
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
-from dxts.execution.sweeps import Sweeps
-from dxts.execution.sweeps_completion import start_completion_sweeps
 from dxts.v1 import execution_pb2, execution_pb2_grpc
 
 # Execution's own identity when it mints a development token (single machine only).

@@ -6,7 +6,7 @@ Unassigned inputs whose DelayedUntil has passed, in InputID order after a key (t
 (TransformationID, Status) index carries InputID, so each chunk is one index range), run in a
 READ COMMITTED transaction of its own that ends as soon as the rows are read. Rows another
 transaction holds at that moment are skipped, never waited on. Why the locks are not kept
-while the packer decides is in `dxts.execution.packing`.
+while the packer decides is in `dxts.execution.logic.packing`.
 
 A batch (`write_batch`) is one transaction: the merged requirement sets (content-addressed),
 the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas) and their
@@ -49,7 +49,7 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution.db.common import IN_CHUNK, chunked
+from dxts.execution.store.common import IN_CHUNK, chunked
 
 AUTHOR = "execution"
 UNASSIGNED = InputStatus.UNASSIGNED.value
@@ -249,9 +249,7 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
         spelled.append(key)
     stored = [(key, value) for key, value in merged.items() if value is not None]
     hashes = (
-        await content_store.put_requirements(conn, [value for _, value in stored])
-        if stored
-        else []
+        await content_store.put_requirements(conn, [value for _, value in stored]) if stored else []
     )
     stored_as = {key: h for (key, _), h in zip(stored, hashes, strict=True)}
     await conn.execute(

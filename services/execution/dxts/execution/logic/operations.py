@@ -5,7 +5,7 @@
   halt and a close with work left do.
 * `cancel_parcels` — Unassigned → Cancelled at once (inputs NotProcessed); Reserved or Assigned →
   Completing with `Annotations.cancel_requested = true`, which the dispatcher passes to the
-  backend; the backend's confirmation comes back as the outcome (`outcomes`).
+  backend; the backend's confirmation comes back as the outcome (`recording`).
 * `provenance(lfn)` — the parcel that produced a file, from which inputs, running which process,
   and so on upstream; `parcel_provenance` — a parcel's inputs, outputs and recovery children.
 
@@ -32,17 +32,13 @@ from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.db import operations as db
-from dxts.execution.db import outcomes as moves
-from dxts.execution.db.common import move_inputs
-from dxts.execution.db.operations import OutputRow
-from dxts.execution.db.outcomes import ParcelMove
-from dxts.execution.outcomes import (
-    CANCEL_REASON,
-    CANCEL_REQUESTED,
-    RECOVERY_PARCEL,
-    move_carried_inputs,
-)
+from dxts.execution.logic.outcome_model import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
+from dxts.execution.logic.recording import move_carried_inputs
+from dxts.execution.store import operations as db
+from dxts.execution.store import outcomes as moves
+from dxts.execution.store.common import move_inputs
+from dxts.execution.store.operations import OutputRow
+from dxts.execution.store.outcomes import ParcelMove
 
 RC = Isolation.READ_COMMITTED
 BATCH = 1_000

@@ -24,9 +24,9 @@ from typing import TypeVar
 from dxts.core.db import Database
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
-from dxts.execution.definition_client import ActiveSnapshot, ActiveTransformation
-from dxts.execution.feeding import FeedResult, feed
-from dxts.execution.packing import PackResult, pack
+from dxts.execution.logic.feeding import FeedResult, feed
+from dxts.execution.logic.packing import PackResult, pack
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
 from dxts.execution.settings import ExecutionSettings
 
 log = logging.getLogger(__name__)

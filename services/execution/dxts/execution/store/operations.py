@@ -25,7 +25,7 @@ from dxts.core.schema.execution import (
     parcels,
     user_parcels,
 )
-from dxts.execution.db.common import chunked
+from dxts.execution.store.common import chunked
 
 
 async def input_ids_in(

@@ -62,10 +62,10 @@ from dxts.core.plugins import (
 )
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
-from dxts.execution.db import packing as db
-from dxts.execution.db.consumers import consumed
-from dxts.execution.definition_client import ActiveSnapshot, ActiveTransformation
-from dxts.execution.feeding import plugin_stream
+from dxts.execution.logic.feeding import plugin_stream
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
+from dxts.execution.store import packing as db
+from dxts.execution.store.consumers import consumed
 
 log = logging.getLogger(__name__)
 

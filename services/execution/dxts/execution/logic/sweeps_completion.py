@@ -2,7 +2,7 @@
 
 * **Recording** (one task): every `record_interval_s`, the replica holding the
   `record-outcomes` lock records every Completing parcel whose outcome has arrived
-  (`outcomes.Recorder`). Recording is re-entrant, so the lock only keeps replicas from doing the
+  (`completing.Recorder`). Recording is re-entrant, so the lock only keeps replicas from doing the
   same work twice, never correctness.
 * **Failed inputs** (one task): every `failed_inputs_interval_s`, each Active transformation
   (from the definition side), up to `sweep_concurrency` at a time, under its own
@@ -26,9 +26,9 @@ from dxts.core.db import Database
 from dxts.core.errors import DxtsError
 from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import Registry
-from dxts.execution.definition_client import ActiveTransformation, ActiveTransformations
-from dxts.execution.failed_inputs import Handled, handle_failed_inputs
-from dxts.execution.outcomes import Recorder
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
+from dxts.execution.logic.transformations import ActiveTransformation, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
 
 log = logging.getLogger(__name__)
