@@ -25,7 +25,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ import sqlalchemy as sa
 from dxts.bench.harness import Bench, Operation
 from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations
 from dxts.core import content_store
+from dxts.core.adaptor.mapping import ack_from_proto, outcome_to_proto
+from dxts.core.adaptor.model import Outcome, OutcomeAck
 from dxts.core.counters import TRANSFORMATION, journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, Unavailable
@@ -46,7 +48,7 @@ from dxts.core.states import Kind, ParcelStatus
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.edge.servicer_operations import record_outcome_messages
-from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
+from dxts.v1 import backend_pb2, backend_pb2_grpc
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
@@ -332,8 +334,11 @@ class _Execution:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    async def record(self, outcomes: Any) -> list[common_pb2.OutcomeAck]:
-        return await record_outcome_messages(self.database, outcomes)
+    async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        acks = await record_outcome_messages(
+            self.database, [outcome_to_proto(o) for o in outcomes]
+        )
+        return [ack_from_proto(a) for a in acks]
 
 
 def _claim(

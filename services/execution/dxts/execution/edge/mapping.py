@@ -24,7 +24,7 @@ from dxts.execution.logic.outcome_model import (
     OutputFile,
     ResourceUsage,
 )
-from dxts.execution.store.operations import OutputRow
+from dxts.execution.logic.queries import OutputRow
 from dxts.v1 import common_pb2, execution_pb2
 
 # -- replies from rows ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from uuid import UUID
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.builtins.readers import Partner, PartnerState, ProducedFile
+from dxts.core.plugins.protocols.readers import Partner, PartnerState, ProducedFile
 from dxts.core.schema.execution import inputs, parcel_inputs, parcel_outputs, parcels
 from dxts.core.states import InputStatus
 from dxts.execution.store.common import chunked
