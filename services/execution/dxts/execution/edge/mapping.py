@@ -7,14 +7,14 @@ recording treats as a failure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
-from dxts.core.errors import FieldViolation, InvalidArgument
-from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, json_text, to_timestamp
-from dxts.core.grpc.paging import decode_page_token, encode_page_token
-from dxts.core.ids import hash_to_str, id_from_str, id_to_str
+from dxts.core.errors import InvalidArgument
+from dxts.core.grpc.convert import enum_to_proto, json_text, to_timestamp
+from dxts.core.grpc.requests import Problems
+from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.logic.outcome_model import (
     Disposition,
@@ -26,6 +26,8 @@ from dxts.execution.logic.outcome_model import (
 )
 from dxts.execution.logic.queries import OutputRow
 from dxts.v1 import common_pb2, execution_pb2
+
+E = TypeVar("E", bound=StrEnum)
 
 # -- replies from rows ----------------------------------------------------------------------------
 
@@ -178,72 +180,19 @@ def ack_pb(ack: OutcomeAck) -> common_pb2.OutcomeAck:
 # -- request fields -------------------------------------------------------------------------------
 
 
-def raise_if(problems: list[FieldViolation]) -> None:
-    if problems:
-        raise InvalidArgument(problems)
-
-
-def required_id(text: str, field: str) -> bytes:
-    if not text:
-        raise InvalidArgument("required", field=field)
-    return id_from_str(text, field=field)
-
-
-def ids_of(texts: Sequence[str], field: str) -> list[bytes]:
-    problems: list[FieldViolation] = []
-    found = []
-    for i, text in enumerate(texts):
-        try:
-            found.append(id_from_str(text, field=f"{field}[{i}]"))
-        except InvalidArgument as error:
-            problems.extend(error.violations)
-    raise_if(problems)
-    return found
-
-
-def statuses_of(enum: type[Any], numbers: Sequence[int], field: str) -> list[str]:
-    return [enum_from_proto(enum, n, field=f"{field}[{i}]") for i, n in enumerate(numbers)]
-
-
 def selection_of(
-    selection: execution_pb2.InputSelection | execution_pb2.ParcelSelection, enum: type[Any]
-) -> tuple[list[bytes] | None, list[str] | None]:
+    selection: execution_pb2.InputSelection | execution_pb2.ParcelSelection, enum: type[E]
+) -> tuple[list[bytes] | None, list[E] | None]:
     """(ids, None) or (None, statuses): exactly one of the two, not empty."""
-    if bool(selection.statuses) == bool(
-        selection.input_ids
-        if isinstance(selection, execution_pb2.InputSelection)
-        else selection.parcel_ids
-    ):
+    inputs = isinstance(selection, execution_pb2.InputSelection)
+    texts = selection.input_ids if inputs else selection.parcel_ids  # type: ignore[union-attr]
+    if bool(selection.statuses) == bool(texts):
         raise InvalidArgument("give ids or statuses (exactly one)", field="selection")
+    problems = Problems()
     if selection.statuses:
-        return None, statuses_of(enum, selection.statuses, "selection.statuses")
-    texts = (
-        selection.input_ids
-        if isinstance(selection, execution_pb2.InputSelection)
-        else selection.parcel_ids
-    )
-    field = "input_ids" if isinstance(selection, execution_pb2.InputSelection) else "parcel_ids"
-    return ids_of(texts, f"selection.{field}"), None
-
-
-def optional_id(text: str, field: str, problems: list[FieldViolation]) -> bytes | None:
-    """The id in `text`, None when empty; a malformed one is added to `problems`."""
-    if not text:
-        return None
-    try:
-        return id_from_str(text, field=field)
-    except InvalidArgument as error:
-        problems.extend(error.violations)
-        return None
-
-
-def page_after(request_paging: Any, fingerprint: str) -> bytes | None:
-    """The id a page token says the next page starts after (None: the first page)."""
-    position = decode_page_token(request_paging, filters=fingerprint)
-    if position is None:
-        return None
-    return id_from_str(str(position.get("after")), field="paging.page_token")
-
-
-def next_page_token(last: bytes | None, fingerprint: str) -> str:
-    return encode_page_token({"after": id_to_str(last)}, filters=fingerprint) if last else ""
+        statuses = problems.enums(enum, selection.statuses, "selection.statuses")
+        problems.raise_if_any()
+        return None, statuses
+    ids = problems.ids(texts, f"selection.{'input_ids' if inputs else 'parcel_ids'}")
+    problems.raise_if_any()
+    return ids, None

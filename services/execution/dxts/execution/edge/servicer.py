@@ -13,32 +13,24 @@ its VO, or a component.
 
 from __future__ import annotations
 
-import asyncio
-
 from dxts.core.db import Database
-from dxts.core.errors import Aborted, FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from dxts.core.errors import NotFound
 from dxts.core.grpc.convert import enum_from_proto, json_text
 from dxts.core.grpc.deadlines import time_remaining
 from dxts.core.grpc.paging import filters_fingerprint, page_size
-from dxts.core.ids import hash_from_str, id_to_str
+from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.edge.mapping import (
     hash_text,
     input_pb,
-    next_page_token,
-    optional_id,
     outcome_pb,
     output_pb,
-    page_after,
     parcel_pb,
-    raise_if,
-    required_id,
-    statuses_of,
 )
 from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
-from dxts.execution.logic import packing, queries
+from dxts.execution.logic import commands, queries
 from dxts.execution.logic.outcome_model import stored_outcome
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
@@ -48,7 +40,6 @@ from dxts.v1 import execution_pb2, execution_pb2_grpc
 # most, checking this often; it gives up early enough before the call's deadline (the margin)
 # for its answer to reach the caller.
 FLUSH_WAIT_S = 60.0
-FLUSH_RETRY_S = 0.2
 FLUSH_MARGIN_S = 0.5
 
 
@@ -75,11 +66,12 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     async def ListInputs(
         self, request: execution_pb2.ListInputsRequest, context: Context
     ) -> execution_pb2.ListInputsResponse:
-        tid = required_id(request.transformation_id, "transformation_id")
-        problems: list[FieldViolation] = []
-        parent = optional_id(request.parent_input_id, "parent_input_id", problems)
-        raise_if(problems)
-        statuses = statuses_of(InputStatus, request.statuses, "statuses")
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id")
+        parent = problems.id(request.parent_input_id, "parent_input_id", required=False)
+        statuses = problems.enums(InputStatus, request.statuses, "statuses")
+        problems.raise_if_any()
+        assert tid is not None
         limit = page_size(request.paging)
         fingerprint = filters_fingerprint(
             request.transformation_id, statuses, request.lfn, request.parent_input_id
@@ -121,17 +113,12 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     async def ListParcels(
         self, request: execution_pb2.ListParcelsRequest, context: Context
     ) -> execution_pb2.ListParcelsResponse:
-        problems: list[FieldViolation] = []
-        tid = optional_id(request.transformation_id, "transformation_id", problems)
-        process_id = None
-        if request.process_id:
-            try:
-                process_id = hash_from_str(request.process_id, field="process_id")
-            except InvalidArgument as error:
-                problems.extend(error.violations)
-        raise_if(problems)
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id", required=False)
+        process_id = problems.hash(request.process_id, "process_id", required=False)
+        statuses = problems.enums(ParcelStatus, request.statuses, "statuses")
+        problems.raise_if_any()
         kind = enum_from_proto(Kind, request.kind, field="kind").value if request.kind else None
-        statuses = statuses_of(ParcelStatus, request.statuses, "statuses")
         caller = self._caller()
         user_vo = None
         if tid is not None:
@@ -216,7 +203,20 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     ) -> execution_pb2.FlushResponse:
         tid = required_id(request.transformation_id, "transformation_id")
         described = await self._steered(tid, context)
-        result = await self.flush(tid, status=described.status)
+        record = await commands.packable(self.snapshot, tid, status=described.status)
+        remaining = time_remaining()
+        result = await commands.flush(
+            self.database,
+            self.locks,
+            self.registry,
+            self._request("Flush", request.request_id),
+            record,
+            claim_chunk=self.settings.claim_chunk,
+            batch=self.settings.pack_batch,
+            budget_s=(
+                FLUSH_WAIT_S if remaining is None else min(FLUSH_WAIT_S, remaining - FLUSH_MARGIN_S)
+            ),
+        )
         return execution_pb2.FlushResponse(
             inputs_offered=result.offered,
             parcels_created=result.parcels,
@@ -225,39 +225,3 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             inputs_delayed=result.delayed,
             failure=result.error or "",
         )
-
-    async def flush(self, transformation_id: bytes, *, status: str) -> packing.PackResult:
-        """One packer invocation with flush=True, once the running one (if any) has finished."""
-        await self.snapshot.refresh()
-        record = await self.snapshot.get(transformation_id)
-        if record is None or not record.packs:
-            state = "halted" if record is not None and record.halted else status
-            raise FailedPrecondition(
-                f"transformation {id_to_str(transformation_id)} is {state}: only an Active "
-                "transformation's packer runs",
-                current_state=state,
-            )
-        loop = asyncio.get_running_loop()
-        remaining = time_remaining()
-        budget = (
-            FLUSH_WAIT_S if remaining is None else min(FLUSH_WAIT_S, remaining - FLUSH_MARGIN_S)
-        )
-        ends = loop.time() + budget
-        while True:
-            result = await packing.pack(
-                self.database,
-                self.registry,
-                self.locks,
-                record,
-                flush=True,
-                claim_chunk=self.settings.claim_chunk,
-                batch=self.settings.pack_batch,
-            )
-            if result.ran:
-                return result
-            if loop.time() + FLUSH_RETRY_S >= ends:
-                raise Aborted(
-                    f"the packer of {id_to_str(transformation_id)} is busy (a sweep is running "
-                    "it): retry the flush"
-                )
-            await asyncio.sleep(FLUSH_RETRY_S)

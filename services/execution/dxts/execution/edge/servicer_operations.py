@@ -3,7 +3,7 @@ ExecutionServicer, requests to domain calls and results to replies.
 
 The servicer that inherits it sets `database`, `transformations` (the definition side:
 `describe` tells, with the caller's own token, what a transformation is and whether the caller
-may see it) and `settings`. Rights, on top of what definition lets the caller see:
+may see it), `locks` and `settings`. Rights, on top of what definition lets the caller see:
 
 * RecordOutcomes — dxts's own components only (the service role: the dispatcher);
 * steering a transformation (reset, write off, cancel, clean) — its owner or an operator of its
@@ -11,7 +11,7 @@ may see it) and `settings`. Rights, on top of what definition lets the caller se
 * CreateUserParcel — for the caller itself (definition forwards the submitter's token), or a
   component; reading a user job or a provenance — anyone of the VO.
 
-Operations on a transformation are idempotent by request id (`operations.once`).
+Commands on a transformation apply once per request id (`logic.commands`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import grpc
 
 from dxts.core.db import Database
 from dxts.core.errors import (
-    FieldViolation,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -34,7 +33,10 @@ from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.convert import json_text
-from dxts.core.ids import hash_from_str, hash_to_str, id_to_str
+from dxts.core.grpc.requests import Problems, required_id
+from dxts.core.ids import hash_to_str, id_to_str
+from dxts.core.kernel.commands import Request
+from dxts.core.locks import LockManager
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.edge.mapping import (
     ack_pb,
@@ -44,11 +46,9 @@ from dxts.execution.edge.mapping import (
     outcome_pb,
     output_pb,
     parcel_pb,
-    raise_if,
-    required_id,
     selection_of,
 )
-from dxts.execution.logic import cleaning, operations, recording, user_parcels
+from dxts.execution.logic import cleaning, commands, operations, recording, user_parcels
 from dxts.execution.logic.operations import Caller
 from dxts.execution.logic.transformations import ActiveTransformations, Description
 from dxts.execution.settings import ExecutionSettings
@@ -56,7 +56,6 @@ from dxts.v1 import common_pb2, execution_pb2
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
-RESET, WRITTEN_OFF, CANCELLED = "InputsReset", "InputsWrittenOff", "ParcelsCancelled"
 CLEAN_MODES = {
     execution_pb2.CLEAN_MODE_ARCHIVE: cleaning.CleanMode.ARCHIVE,
     execution_pb2.CLEAN_MODE_CLEAN: cleaning.CleanMode.CLEAN,
@@ -78,9 +77,14 @@ class OperationsRpcs:
 
     database: Database
     transformations: ActiveTransformations
+    locks: LockManager
     settings: ExecutionSettings
 
     # -- who asks ---------------------------------------------------------------------------------
+
+    def _request(self, rpc: str, request_id: str, reason: str = "") -> Request:
+        """The command a request asks for, by the current caller."""
+        return Request(rpc, current_identity(), request_id, reason[:REASON_MAX])
 
     def _caller(self) -> Caller:
         return Caller(
@@ -124,19 +128,16 @@ class OperationsRpcs:
         tid = required_id(request.transformation_id, "transformation_id")
         ids, statuses = selection_of(request.selection, InputStatus)
         await self._steered(tid, context)
-
-        async def apply() -> dict[str, int]:
-            count = await operations.reset_inputs(
-                self.database,
-                tid,
-                input_ids=ids,
-                statuses=statuses,
-                batch=self.settings.operation_batch,
-            )
-            return {"reset": count}
-
-        result = await self._once(tid, RESET, request.request_id, request.reason, apply)
-        return execution_pb2.ResetInputsResponse(reset_count=result.get("reset", 0))
+        count = await commands.reset_inputs(
+            self.database,
+            self.locks,
+            self._request("ResetInputs", request.request_id, request.reason),
+            tid,
+            input_ids=ids,
+            statuses=statuses,
+            batch=self.settings.operation_batch,
+        )
+        return execution_pb2.ResetInputsResponse(reset_count=count)
 
     async def WriteOffInputs(
         self, request: execution_pb2.WriteOffInputsRequest, context: Context
@@ -144,19 +145,16 @@ class OperationsRpcs:
         tid = required_id(request.transformation_id, "transformation_id")
         ids, statuses = selection_of(request.selection, InputStatus)
         await self._steered(tid, context)
-
-        async def apply() -> dict[str, int]:
-            count = await operations.write_off_inputs(
-                self.database,
-                tid,
-                input_ids=ids,
-                statuses=statuses,
-                batch=self.settings.operation_batch,
-            )
-            return {"written_off": count}
-
-        result = await self._once(tid, WRITTEN_OFF, request.request_id, request.reason, apply)
-        return execution_pb2.WriteOffInputsResponse(written_off_count=result.get("written_off", 0))
+        count = await commands.write_off_inputs(
+            self.database,
+            self.locks,
+            self._request("WriteOffInputs", request.request_id, request.reason),
+            tid,
+            input_ids=ids,
+            statuses=statuses,
+            batch=self.settings.operation_batch,
+        )
+        return execution_pb2.WriteOffInputsResponse(written_off_count=count)
 
     async def CancelParcels(
         self, request: execution_pb2.CancelParcelsRequest, context: Context
@@ -166,19 +164,15 @@ class OperationsRpcs:
         if request.transformation_id:
             tid = required_id(request.transformation_id, "transformation_id")
             await self._steered(tid, context)
-
-            async def apply() -> dict[str, int]:
-                done = await operations.cancel_parcels(
-                    self.database,
-                    parcel_ids=ids,
-                    transformation_id=tid,
-                    statuses=statuses,
-                    reason=reason,
-                    batch=self.settings.operation_batch,
-                )
-                return {"cancelled": done.cancelled, "cancel_requested": done.cancel_requested}
-
-            result = await self._once(tid, CANCELLED, request.request_id, reason, apply)
+            done = await commands.cancel_parcels(
+                self.database,
+                self.locks,
+                self._request("CancelParcels", request.request_id, reason),
+                tid,
+                parcel_ids=ids,
+                statuses=statuses,
+                batch=self.settings.operation_batch,
+            )
         else:
             if ids is None:
                 raise InvalidArgument(
@@ -186,13 +180,12 @@ class OperationsRpcs:
                     field="transformation_id",
                 )
             await self._check_parcels_steered(ids, context)
+            # User parcels have no log to record a request id in: cancelling is idempotent.
             done = await operations.cancel_parcels(
                 self.database, parcel_ids=ids, reason=reason, batch=self.settings.operation_batch
             )
-            result = {"cancelled": done.cancelled, "cancel_requested": done.cancel_requested}
         return execution_pb2.CancelParcelsResponse(
-            cancelled_count=result.get("cancelled", 0),
-            cancel_requested_count=result.get("cancel_requested", 0),
+            cancelled_count=done.cancelled, cancel_requested_count=done.cancel_requested
         )
 
     async def _check_parcels_steered(self, parcel_ids: Sequence[bytes], context: Context) -> None:
@@ -206,19 +199,6 @@ class OperationsRpcs:
                 caller.check_steers(vo or "", sub or "", "parcel", parcel_id)
         for tid in sorted({tid for tid, _, _ in owners.values() if tid is not None}):
             await self._steered(tid, context)
-
-    async def _once(
-        self, tid: bytes, event: str, request_id: str, reason: str, apply: Any
-    ) -> dict[str, int]:
-        return await operations.once(
-            self.database,
-            tid,
-            event,
-            request_id,
-            apply,
-            author=self._caller().identity.sub,
-            reason=reason[:REASON_MAX],
-        )
 
     async def CleanTransformation(
         self, request: execution_pb2.CleanTransformationRequest, context: Context
@@ -286,24 +266,16 @@ class OperationsRpcs:
         self, request: execution_pb2.CreateUserParcelRequest, context: Context
     ) -> execution_pb2.CreateUserParcelResponse:
         caller = self._caller()
-        problems: list[FieldViolation] = []
-        process_id = requirements_id = None
-        try:
-            process_id = hash_from_str(request.process_id, field="process_id")
-        except InvalidArgument as error:
-            problems.extend(error.violations)
-        if request.requirements_id:
-            try:
-                requirements_id = hash_from_str(request.requirements_id, field="requirements_id")
-            except InvalidArgument as error:
-                problems.extend(error.violations)
+        problems = Problems()
+        process_id = problems.hash(request.process_id, "process_id")
+        requirements_id = problems.hash(request.requirements_id, "requirements_id", required=False)
         documents = {}
         for field in ("parameters_json", "annotations_json"):
             try:
                 documents[field] = _from_json_text(getattr(request, field), field=field)
             except InvalidArgument as error:
-                problems.extend(error.violations)
-        raise_if(problems)
+                problems.violations.extend(error.violations)
+        problems.raise_if_any()
         assert process_id is not None
         if not caller.is_service and (caller.identity.vo, caller.identity.sub) != (
             request.vo,
