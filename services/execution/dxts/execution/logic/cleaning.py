@@ -25,7 +25,7 @@ from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str
 from dxts.core.state_machines import LIVE_PARCEL_STATES
 from dxts.core.states import TransformationStatus
-from dxts.execution.db import cleaning as db
+from dxts.execution.store import cleaning as db
 
 RC = Isolation.READ_COMMITTED
 BATCH = 1_000

@@ -3,7 +3,7 @@ ExecutionServicer, requests to domain calls and results to replies.
 
 The servicer that inherits it sets `database`, `transformations` (the definition side:
 `describe` tells, with the caller's own token, what a transformation is and whether the caller
-may see it) and `settings`. Rights, on top of what definition lets the caller see:
+may see it), `locks` and `settings`. Rights, on top of what definition lets the caller see:
 
 * RecordOutcomes — dxts's own components only (the service role: the dispatcher);
 * steering a transformation (reset, write off, cancel, clean) — its owner or an operator of its
@@ -11,20 +11,19 @@ may see it) and `settings`. Rights, on top of what definition lets the caller se
 * CreateUserParcel — for the caller itself (definition forwards the submitter's token), or a
   component; reading a user job or a provenance — anyone of the VO.
 
-Operations on a transformation are idempotent by request id (`operations.once`).
+Commands on a transformation apply once per request id (`logic.commands`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import grpc
 
 from dxts.core.db import Database
 from dxts.core.errors import (
-    FieldViolation,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -32,20 +31,31 @@ from dxts.core.errors import (
 )
 from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
-from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, json_text, to_timestamp
 from dxts.core.grpc.convert import from_json_text as _from_json_text
-from dxts.core.ids import hash_from_str, hash_to_str, id_from_str, id_to_str
-from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution import cleaning, operations, outcomes, user_parcels
-from dxts.execution.db.operations import OutputRow
-from dxts.execution.definition_client import ActiveTransformations, Description
-from dxts.execution.operations import Caller
+from dxts.core.grpc.convert import json_text
+from dxts.core.grpc.requests import Problems, required_id
+from dxts.core.ids import hash_to_str, id_to_str
+from dxts.core.kernel.commands import Request
+from dxts.core.locks import LockManager
+from dxts.core.states import InputStatus, ParcelStatus
+from dxts.execution.edge.mapping import (
+    ack_pb,
+    hash_text,
+    input_pb,
+    outcome_from_proto,
+    outcome_pb,
+    output_pb,
+    parcel_pb,
+    selection_of,
+)
+from dxts.execution.logic import cleaning, commands, operations, recording, user_parcels
+from dxts.execution.logic.operations import Caller
+from dxts.execution.logic.transformations import ActiveTransformations, Description
 from dxts.execution.settings import ExecutionSettings
-from dxts.v1 import execution_pb2
+from dxts.v1 import common_pb2, execution_pb2
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
-RESET, WRITTEN_OFF, CANCELLED = "InputsReset", "InputsWrittenOff", "ParcelsCancelled"
 CLEAN_MODES = {
     execution_pb2.CLEAN_MODE_ARCHIVE: cleaning.CleanMode.ARCHIVE,
     execution_pb2.CLEAN_MODE_CLEAN: cleaning.CleanMode.CLEAN,
@@ -53,115 +63,12 @@ CLEAN_MODES = {
 REASON_MAX = 512
 
 
-# -- replies from rows ----------------------------------------------------------------------------
-
-
-def _number(member: Any) -> Any:
-    """`enum_to_proto`, typed for the generated fields (a NewType of int)."""
-    return enum_to_proto(member)
-
-
-def _id(value: Any) -> str:
-    return id_to_str(bytes(value)) if value else ""
-
-
-def _hash(value: Any) -> str:
-    return hash_to_str(bytes(value)) if value else ""
-
-
-def input_pb(row: Any) -> execution_pb2.Input:
-    """An Inputs row as the contract's Input."""
-    return execution_pb2.Input(
-        transformation_id=_id(row.TransformationID),
-        input_id=_id(row.InputID),
-        parent_input_id=_id(row.ParentInputID),
-        lfn=row.LFN or "",
-        lfn_size=row.LFNSize,
-        descriptor_json=json_text(row.Descriptor),
-        status=_number(InputStatus(row.Status)),
-        error_count=row.ErrorCount,
-        delayed_until=to_timestamp(row.DelayedUntil),
-        last_parcel_id=_id(row.LastParcelID),
-        updated_at=to_timestamp(row.UpdatedAt),
-    )
-
-
-def parcel_pb(row: Any) -> execution_pb2.Parcel:
-    """A Parcels row as the contract's Parcel."""
-    return execution_pb2.Parcel(
-        parcel_id=_id(row.ParcelID),
-        transformation_id=_id(row.TransformationID),
-        kind=_number(Kind(row.Kind)),
-        status=_number(ParcelStatus(row.Status)),
-        backend=row.Backend or "",
-        annotations_json=json_text(row.Annotations),
-        updated_at=to_timestamp(row.UpdatedAt),
-        completed_at=to_timestamp(row.CompletedAt),
-    )
-
-
-def output_pb(output: OutputRow) -> execution_pb2.ParcelOutput:
-    message = execution_pb2.ParcelOutput(
-        output_id=id_to_str(output.output_id),
-        transformation_output_id=id_to_str(output.transformation_output_id),
-        output_name=output.name,
-        parcel_id=id_to_str(output.parcel_id),
-        lfn=output.lfn,
-    )
-    if output.lfn_size is not None:
-        message.lfn_size = output.lfn_size
-    return message
-
-
-# -- request fields -------------------------------------------------------------------------------
-
-
-def _raise_if(problems: list[FieldViolation]) -> None:
-    if problems:
-        raise InvalidArgument(problems)
-
-
-def _required_id(text: str, field: str) -> bytes:
-    if not text:
-        raise InvalidArgument("required", field=field)
-    return id_from_str(text, field=field)
-
-
-def _ids(texts: Sequence[str], field: str) -> list[bytes]:
-    problems: list[FieldViolation] = []
-    found = []
-    for i, text in enumerate(texts):
-        try:
-            found.append(id_from_str(text, field=f"{field}[{i}]"))
-        except InvalidArgument as error:
-            problems.extend(error.violations)
-    _raise_if(problems)
-    return found
-
-
-def _statuses(enum: type[Any], numbers: Sequence[int], field: str) -> list[str]:
-    return [enum_from_proto(enum, n, field=f"{field}[{i}]") for i, n in enumerate(numbers)]
-
-
-def _selection(
-    selection: execution_pb2.InputSelection | execution_pb2.ParcelSelection, enum: type[Any]
-) -> tuple[list[bytes] | None, list[str] | None]:
-    """(ids, None) or (None, statuses): exactly one of the two, not empty."""
-    if bool(selection.statuses) == bool(
-        selection.input_ids
-        if isinstance(selection, execution_pb2.InputSelection)
-        else selection.parcel_ids
-    ):
-        raise InvalidArgument("give ids or statuses (exactly one)", field="selection")
-    if selection.statuses:
-        return None, _statuses(enum, selection.statuses, "selection.statuses")
-    texts = (
-        selection.input_ids
-        if isinstance(selection, execution_pb2.InputSelection)
-        else selection.parcel_ids
-    )
-    field = "input_ids" if isinstance(selection, execution_pb2.InputSelection) else "parcel_ids"
-    return _ids(texts, f"selection.{field}"), None
+async def record_outcome_messages(
+    database: Database, outcomes: Iterable[common_pb2.Outcome]
+) -> list[common_pb2.OutcomeAck]:
+    """RecordOutcomes once the caller is let in: the messages recorded, the acks in order."""
+    acks = await recording.record_outcomes(database, [outcome_from_proto(o) for o in outcomes])
+    return [ack_pb(ack) for ack in acks]
 
 
 class OperationsRpcs:
@@ -170,9 +77,14 @@ class OperationsRpcs:
 
     database: Database
     transformations: ActiveTransformations
+    locks: LockManager
     settings: ExecutionSettings
 
     # -- who asks ---------------------------------------------------------------------------------
+
+    def _request(self, rpc: str, request_id: str, reason: str = "") -> Request:
+        """The command a request asks for, by the current caller."""
+        return Request(rpc, current_identity(), request_id, reason[:REASON_MAX])
 
     def _caller(self) -> Caller:
         return Caller(
@@ -205,7 +117,7 @@ class OperationsRpcs:
             raise PermissionDenied(
                 f"RecordOutcomes is for dxts's components (the {self.settings.service_role!r} role)"
             )
-        acks = await outcomes.record_outcomes(self.database, list(request.outcomes))
+        acks = await record_outcome_messages(self.database, request.outcomes)
         return execution_pb2.RecordOutcomesResponse(acks=acks)
 
     # -- operator operations ----------------------------------------------------------------------
@@ -213,64 +125,54 @@ class OperationsRpcs:
     async def ResetInputs(
         self, request: execution_pb2.ResetInputsRequest, context: Context
     ) -> execution_pb2.ResetInputsResponse:
-        tid = _required_id(request.transformation_id, "transformation_id")
-        ids, statuses = _selection(request.selection, InputStatus)
+        tid = required_id(request.transformation_id, "transformation_id")
+        ids, statuses = selection_of(request.selection, InputStatus)
         await self._steered(tid, context)
-
-        async def apply() -> dict[str, int]:
-            count = await operations.reset_inputs(
-                self.database,
-                tid,
-                input_ids=ids,
-                statuses=statuses,
-                batch=self.settings.operation_batch,
-            )
-            return {"reset": count}
-
-        result = await self._once(tid, RESET, request.request_id, request.reason, apply)
-        return execution_pb2.ResetInputsResponse(reset_count=result.get("reset", 0))
+        count = await commands.reset_inputs(
+            self.database,
+            self.locks,
+            self._request("ResetInputs", request.request_id, request.reason),
+            tid,
+            input_ids=ids,
+            statuses=statuses,
+            batch=self.settings.operation_batch,
+        )
+        return execution_pb2.ResetInputsResponse(reset_count=count)
 
     async def WriteOffInputs(
         self, request: execution_pb2.WriteOffInputsRequest, context: Context
     ) -> execution_pb2.WriteOffInputsResponse:
-        tid = _required_id(request.transformation_id, "transformation_id")
-        ids, statuses = _selection(request.selection, InputStatus)
+        tid = required_id(request.transformation_id, "transformation_id")
+        ids, statuses = selection_of(request.selection, InputStatus)
         await self._steered(tid, context)
-
-        async def apply() -> dict[str, int]:
-            count = await operations.write_off_inputs(
-                self.database,
-                tid,
-                input_ids=ids,
-                statuses=statuses,
-                batch=self.settings.operation_batch,
-            )
-            return {"written_off": count}
-
-        result = await self._once(tid, WRITTEN_OFF, request.request_id, request.reason, apply)
-        return execution_pb2.WriteOffInputsResponse(written_off_count=result.get("written_off", 0))
+        count = await commands.write_off_inputs(
+            self.database,
+            self.locks,
+            self._request("WriteOffInputs", request.request_id, request.reason),
+            tid,
+            input_ids=ids,
+            statuses=statuses,
+            batch=self.settings.operation_batch,
+        )
+        return execution_pb2.WriteOffInputsResponse(written_off_count=count)
 
     async def CancelParcels(
         self, request: execution_pb2.CancelParcelsRequest, context: Context
     ) -> execution_pb2.CancelParcelsResponse:
-        ids, statuses = _selection(request.selection, ParcelStatus)
+        ids, statuses = selection_of(request.selection, ParcelStatus)
         reason = request.reason[:REASON_MAX]
         if request.transformation_id:
-            tid = _required_id(request.transformation_id, "transformation_id")
+            tid = required_id(request.transformation_id, "transformation_id")
             await self._steered(tid, context)
-
-            async def apply() -> dict[str, int]:
-                done = await operations.cancel_parcels(
-                    self.database,
-                    parcel_ids=ids,
-                    transformation_id=tid,
-                    statuses=statuses,
-                    reason=reason,
-                    batch=self.settings.operation_batch,
-                )
-                return {"cancelled": done.cancelled, "cancel_requested": done.cancel_requested}
-
-            result = await self._once(tid, CANCELLED, request.request_id, reason, apply)
+            done = await commands.cancel_parcels(
+                self.database,
+                self.locks,
+                self._request("CancelParcels", request.request_id, reason),
+                tid,
+                parcel_ids=ids,
+                statuses=statuses,
+                batch=self.settings.operation_batch,
+            )
         else:
             if ids is None:
                 raise InvalidArgument(
@@ -278,13 +180,12 @@ class OperationsRpcs:
                     field="transformation_id",
                 )
             await self._check_parcels_steered(ids, context)
+            # User parcels have no log to record a request id in: cancelling is idempotent.
             done = await operations.cancel_parcels(
                 self.database, parcel_ids=ids, reason=reason, batch=self.settings.operation_batch
             )
-            result = {"cancelled": done.cancelled, "cancel_requested": done.cancel_requested}
         return execution_pb2.CancelParcelsResponse(
-            cancelled_count=result.get("cancelled", 0),
-            cancel_requested_count=result.get("cancel_requested", 0),
+            cancelled_count=done.cancelled, cancel_requested_count=done.cancel_requested
         )
 
     async def _check_parcels_steered(self, parcel_ids: Sequence[bytes], context: Context) -> None:
@@ -299,23 +200,10 @@ class OperationsRpcs:
         for tid in sorted({tid for tid, _, _ in owners.values() if tid is not None}):
             await self._steered(tid, context)
 
-    async def _once(
-        self, tid: bytes, event: str, request_id: str, reason: str, apply: Any
-    ) -> dict[str, int]:
-        return await operations.once(
-            self.database,
-            tid,
-            event,
-            request_id,
-            apply,
-            author=self._caller().identity.sub,
-            reason=reason[:REASON_MAX],
-        )
-
     async def CleanTransformation(
         self, request: execution_pb2.CleanTransformationRequest, context: Context
     ) -> execution_pb2.CleanTransformationResponse:
-        tid = _required_id(request.transformation_id, "transformation_id")
+        tid = required_id(request.transformation_id, "transformation_id")
         mode = CLEAN_MODES.get(request.mode)
         if mode is None:
             raise InvalidArgument("CLEAN_MODE_ARCHIVE or CLEAN_MODE_CLEAN", field="mode")
@@ -352,7 +240,7 @@ class OperationsRpcs:
                 execution_pb2.ProvenanceRecord(
                     output=output_pb(r.output),
                     parcel=parcel_pb(r.parcel),
-                    process_id=_hash(r.parcel.ProcessID),
+                    process_id=hash_text(r.parcel.ProcessID),
                     inputs=[input_pb(i) for i in r.inputs],
                 )
                 for r in shown
@@ -378,24 +266,16 @@ class OperationsRpcs:
         self, request: execution_pb2.CreateUserParcelRequest, context: Context
     ) -> execution_pb2.CreateUserParcelResponse:
         caller = self._caller()
-        problems: list[FieldViolation] = []
-        process_id = requirements_id = None
-        try:
-            process_id = hash_from_str(request.process_id, field="process_id")
-        except InvalidArgument as error:
-            problems.extend(error.violations)
-        if request.requirements_id:
-            try:
-                requirements_id = hash_from_str(request.requirements_id, field="requirements_id")
-            except InvalidArgument as error:
-                problems.extend(error.violations)
+        problems = Problems()
+        process_id = problems.hash(request.process_id, "process_id")
+        requirements_id = problems.hash(request.requirements_id, "requirements_id", required=False)
         documents = {}
         for field in ("parameters_json", "annotations_json"):
             try:
                 documents[field] = _from_json_text(getattr(request, field), field=field)
             except InvalidArgument as error:
-                problems.extend(error.violations)
-        _raise_if(problems)
+                problems.violations.extend(error.violations)
+        problems.raise_if_any()
         assert process_id is not None
         if not caller.is_service and (caller.identity.vo, caller.identity.sub) != (
             request.vo,
@@ -419,7 +299,7 @@ class OperationsRpcs:
     async def GetUserParcel(
         self, request: execution_pb2.GetUserParcelRequest, context: Context
     ) -> execution_pb2.GetUserParcelResponse:
-        parcel_id = _required_id(request.parcel_id, "parcel_id")
+        parcel_id = required_id(request.parcel_id, "parcel_id")
         view = await user_parcels.get_user_parcel(self.database, parcel_id)
         row = view.parcel
         if not self._caller().sees(row.VO):
@@ -449,5 +329,5 @@ class OperationsRpcs:
             owner_sub=row.Sub,
         )
         if view.outcome is not None:
-            reply.outcome.CopyFrom(view.outcome)
+            reply.outcome.CopyFrom(outcome_pb(view.outcome))
         return reply

@@ -62,10 +62,11 @@ from dxts.core.plugins.protocols.readers import (
 )
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
-from dxts.execution.db import packing as db
-from dxts.execution.db.consumers import consumed
-from dxts.execution.definition_client import ActiveSnapshot, ActiveTransformation
-from dxts.execution.feeding import plugin_stream
+from dxts.execution.logic.feeding import plugin_stream
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
+from dxts.execution.store import packing as db
+from dxts.execution.store import partners
+from dxts.execution.store.consumers import consumed
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +345,7 @@ class PartnerFinder(PartnerLookup):
     ) -> dict[str, Partner]:
         producer = await self._snapshot.producer_of(partner_output.bytes)
         async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
-            found = await db.find_partners(
+            found = await partners.find_partners(
                 conn,
                 lfns,
                 driving_output=driving_output.bytes,

@@ -34,7 +34,7 @@ from dxts.core.schema.definition import transformations
 from dxts.core.schema.execution import inputs, parcel_outputs, parcels
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, TransformationStatus
-from dxts.execution.db.common import insert_ignoring_duplicates
+from dxts.execution.store.common import insert_ignoring_duplicates
 
 AUTHOR = "execution"
 KEEP = object()  # commit_batch: leave the bookmark as it is

@@ -25,9 +25,8 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
 from dxts.core.states import Kind, ParcelStatus
-from dxts.execution.db import user_parcels as db
-from dxts.execution.outcomes import stored_outcome
-from dxts.v1 import common_pb2
+from dxts.execution.logic.outcome_model import Outcome, OutputFile, stored_outcome
+from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
 REQUEST_ID = "request_id"
@@ -48,10 +47,10 @@ class UserJob:
 @dataclass(frozen=True)
 class UserParcelView:
     parcel: Any  # Parcels row, with VO, Sub and the compute facet's columns
-    outcome: common_pb2.Outcome | None
+    outcome: Outcome | None
 
     @property
-    def outputs(self) -> list[common_pb2.OutputFile]:
+    def outputs(self) -> list[OutputFile]:
         """The files it produced, once Done (its outputs are registered, not ParcelOutputs)."""
         if self.outcome is None or self.parcel.Status != ParcelStatus.DONE:
             return []

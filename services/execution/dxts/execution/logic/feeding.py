@@ -42,8 +42,8 @@ from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederSta
 from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
 from dxts.execution import metrics
-from dxts.execution.db import feeding as db
-from dxts.execution.definition_client import ActiveSnapshot, ActiveTransformation
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
+from dxts.execution.store import feeding as db
 
 log = logging.getLogger(__name__)
 

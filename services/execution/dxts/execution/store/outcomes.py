@@ -36,7 +36,7 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution.db.common import chunked
+from dxts.execution.store.common import chunked
 
 # The Annotations key of a parcel's recorded outcome (`outcomes.OUTCOME`).
 OUTCOME = "outcome"
@@ -170,10 +170,7 @@ def _annotating_move(size: int, completed: bool, hexed: bool) -> sa.Update:
         "Status": sa.bindparam("target", type_=parcels.c.Status.type),
         "UpdatedAt": sa.bindparam("now", type_=parcels.c.UpdatedAt.type),
         "Annotations": sa.case(
-            {
-                sa.bindparam(f"id_{n}", type_=ID): _annotations_param(n, hexed)
-                for n in range(size)
-            },
+            {sa.bindparam(f"id_{n}", type_=ID): _annotations_param(n, hexed) for n in range(size)},
             value=parcels.c.ParcelID,
             else_=parcels.c.Annotations,
         ),

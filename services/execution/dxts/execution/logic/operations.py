@@ -5,7 +5,7 @@
   halt and a close with work left do.
 * `cancel_parcels` — Unassigned → Cancelled at once (inputs NotProcessed); Reserved or Assigned →
   Completing with `Annotations.cancel_requested = true`, which the dispatcher passes to the
-  backend; the backend's confirmation comes back as the outcome (`outcomes`).
+  backend; the backend's confirmation comes back as the outcome (`recording`).
 * `provenance(lfn)` — the parcel that produced a file, from which inputs, running which process,
   and so on upstream; `parcel_provenance` — a parcel's inputs, outputs and recovery children.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,20 +29,15 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.grpc import Identity
 from dxts.core.ids import id_from_str, id_to_str
-from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.db import operations as db
-from dxts.execution.db import outcomes as moves
-from dxts.execution.db.common import move_inputs
-from dxts.execution.db.operations import OutputRow
-from dxts.execution.db.outcomes import ParcelMove
-from dxts.execution.outcomes import (
-    CANCEL_REASON,
-    CANCEL_REQUESTED,
-    RECOVERY_PARCEL,
-    move_carried_inputs,
-)
+from dxts.execution.logic.outcome_model import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
+from dxts.execution.logic.recording import move_carried_inputs
+from dxts.execution.store import operations as db
+from dxts.execution.store import outcomes as moves
+from dxts.execution.store.common import move_inputs
+from dxts.execution.store.operations import OutputRow
+from dxts.execution.store.outcomes import ParcelMove
 
 RC = Isolation.READ_COMMITTED
 BATCH = 1_000
@@ -86,43 +81,6 @@ class Caller:
                 f"{kind} {id_to_str(identifier)} belongs to {sub}: steering it needs the "
                 f"{self.operator_role!r} role"
             )
-
-
-async def once(
-    database: Database,
-    transformation_id: bytes,
-    event: str,
-    request_id: str,
-    apply: Callable[[], Awaitable[dict[str, int]]],
-    *,
-    author: str,
-    reason: str,
-) -> dict[str, int]:
-    """Apply an operation on a transformation once per request id: its result is recorded in
-    a TransformationLog row (`event`, with the author, the reason and the request id), and a
-    retry of the request answers the recorded result instead of applying it again."""
-    if request_id:
-        recorded = await database.run(
-            functools.partial(
-                db.logged_result,
-                transformation_id=transformation_id,
-                event=event,
-                request_id=request_id,
-            ),
-            isolation=RC,
-        )
-        if recorded is not None:
-            return {k: v for k, v in recorded.items() if isinstance(v, int)}
-    result = await apply()
-    entry = LogEntry(
-        transformation_id,
-        event,
-        author[:64] or "execution",
-        message=reason or None,
-        data={**result, **({"request_id": request_id} if request_id else {})},
-    )
-    await database.run(lambda conn: log_transformations(conn, [entry]), isolation=RC)
-    return result
 
 
 async def parcel_owners(

@@ -1,12 +1,12 @@
-"""SQL of the packer runner: the claim, one batch of decisions turned into rows, and the Join
-packer's partner lookup.
+"""SQL of the packer runner: the claim, and one batch of decisions turned into rows (the Join
+packer's partner lookup is `partners`).
 
 The claim (`claim_chunk`) is `SELECT ... FOR UPDATE SKIP LOCKED` over the transformation's
 Unassigned inputs whose DelayedUntil has passed, in InputID order after a key (the
 (TransformationID, Status) index carries InputID, so each chunk is one index range), run in a
 READ COMMITTED transaction of its own that ends as soon as the rows are read. Rows another
 transaction holds at that moment are skipped, never waited on. Why the locks are not kept
-while the packer decides is in `dxts.execution.packing`.
+while the packer decides is in `dxts.execution.logic.packing`.
 
 A batch (`write_batch`) is one transaction: the merged requirement sets (content-addressed),
 the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas) and their
@@ -19,7 +19,6 @@ rolls back: nothing is assigned twice and nothing half-written.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,19 +36,17 @@ from dxts.core.errors import Aborted
 from dxts.core.ids import canonical_json, new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord, StorageDelta
-from dxts.core.plugins.protocols.readers import Partner, PartnerState, ProducedFile
 from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
     inputs,
     parcel_inputs,
-    parcel_outputs,
     parcels,
 )
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution.db.common import IN_CHUNK, chunked
+from dxts.execution.store.common import IN_CHUNK, chunked
 
 AUTHOR = "execution"
 UNASSIGNED = InputStatus.UNASSIGNED.value
@@ -249,9 +246,7 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
         spelled.append(key)
     stored = [(key, value) for key, value in merged.items() if value is not None]
     hashes = (
-        await content_store.put_requirements(conn, [value for _, value in stored])
-        if stored
-        else []
+        await content_store.put_requirements(conn, [value for _, value in stored]) if stored else []
     )
     stored_as = {key: h for (key, _), h in zip(stored, hashes, strict=True)}
     await conn.execute(
@@ -425,131 +420,3 @@ async def log_packer(
     await log_transformations(
         conn, [LogEntry(transformation_id, event_type, AUTHOR, message=message, data=data)]
     )
-
-
-# ------------------------------------------------------------------- the Join partner lookup
-
-
-async def find_partners(
-    conn: AsyncConnection,
-    lfns: Sequence[str],
-    *,
-    driving_output: bytes,
-    partner_output: bytes,
-    partner_transformation: bytes | None,
-) -> dict[str, Partner]:
-    """DX-ADR-004's path, four indexed reads for a whole chunk of driving LFNs: the producing
-    parcel ((TransformationOutputID, LFN)), its inputs (ParcelInputs by its transformation and
-    parcel), the partner producer's inputs for those source files ((TransformationID, LFN)) and
-    what their last parcels produced under the joined output ((ParcelID))."""
-    answer = {
-        lfn: Partner(PartnerState.NEVER, reason="not produced under the driving output")
-        for lfn in lfns
-    }
-    produced: dict[str, bytes] = {}
-    for names in chunked(list(lfns)):
-        rows = await conn.execute(
-            sa.select(parcel_outputs.c.LFN, parcel_outputs.c.ParcelID)
-            .where(
-                parcel_outputs.c.TransformationOutputID == driving_output,
-                parcel_outputs.c.LFN.in_(names),
-            )
-            .order_by(parcel_outputs.c.OutputID)
-        )
-        produced.update({r.LFN: bytes(r.ParcelID) for r in rows})  # the latest wins
-    sources: dict[bytes, list[str]] = defaultdict(list)
-    for chunk in chunked(sorted(set(produced.values()))):
-        rows = await conn.execute(
-            sa.select(parcels.c.ParcelID, inputs.c.LFN)
-            .select_from(
-                parcels.join(
-                    parcel_inputs,
-                    sa.and_(
-                        parcel_inputs.c.TransformationID == parcels.c.TransformationID,
-                        parcel_inputs.c.ParcelID == parcels.c.ParcelID,
-                    ),
-                ).join(
-                    inputs,
-                    sa.and_(
-                        inputs.c.TransformationID == parcel_inputs.c.TransformationID,
-                        inputs.c.InputID == parcel_inputs.c.InputID,
-                    ),
-                )
-            )
-            .where(parcels.c.ParcelID.in_(chunk))
-        )
-        for r in rows:
-            if r.LFN is not None:
-                sources[bytes(r.ParcelID)].append(r.LFN)
-    source_lfns = sorted({lfn for names in sources.values() for lfn in names})
-    partner_inputs: dict[str, list[tuple[str, bytes | None]]] = defaultdict(list)
-    if partner_transformation is not None:
-        for names in chunked(source_lfns):
-            rows = await conn.execute(
-                sa.select(inputs.c.LFN, inputs.c.Status, inputs.c.LastParcelID).where(
-                    inputs.c.TransformationID == partner_transformation, inputs.c.LFN.in_(names)
-                )
-            )
-            for r in rows:
-                if r.Status != InputStatus.SPLIT.value:  # its children stand for it
-                    last = bytes(r.LastParcelID) if r.LastParcelID else None
-                    partner_inputs[r.LFN].append((r.Status, last))
-    last_parcels = sorted(
-        {
-            last
-            for rows in partner_inputs.values()
-            for status, last in rows
-            if last and status == "Processed"
-        }
-    )
-    files: dict[bytes, list[ProducedFile]] = defaultdict(list)
-    for chunk in chunked(last_parcels):
-        rows = await conn.execute(
-            sa.select(
-                parcel_outputs.c.ParcelID,
-                parcel_outputs.c.OutputID,
-                parcel_outputs.c.LFN,
-                parcel_outputs.c.LFNSize,
-            )
-            .where(
-                parcel_outputs.c.ParcelID.in_(chunk),
-                parcel_outputs.c.TransformationOutputID == partner_output,
-            )
-            .order_by(parcel_outputs.c.OutputID)
-        )
-        for r in rows:
-            files[bytes(r.ParcelID)].append(
-                ProducedFile(UUID(bytes=bytes(r.OutputID)), r.LFN, r.LFNSize)
-            )
-    for lfn, parcel_id in produced.items():
-        answer[lfn] = _partner(sources.get(parcel_id, []), partner_inputs, files)
-    return answer
-
-
-def _partner(
-    source_lfns: list[str],
-    partner_inputs: dict[str, list[tuple[str, bytes | None]]],
-    files: dict[bytes, list[ProducedFile]],
-) -> Partner:
-    if not source_lfns:
-        return Partner(PartnerState.NEVER, reason="its producing parcel carried no file input")
-    found: list[ProducedFile] = []
-    for source in source_lfns:
-        rows = partner_inputs.get(source, [])
-        statuses = {status for status, _ in rows}
-        if not rows:
-            return Partner(PartnerState.WAITING, reason=f"{source} not fed to the partner yet")
-        if statuses == {InputStatus.NOT_PROCESSED.value}:
-            return Partner(
-                PartnerState.NEVER, reason=f"the partner's input {source} ended NotProcessed"
-            )
-        if statuses - {InputStatus.PROCESSED.value, InputStatus.NOT_PROCESSED.value}:
-            return Partner(PartnerState.WAITING, reason=f"the partner's input {source} is pending")
-        produced = [f for status, last in rows if last for f in files.get(last, [])]
-        if not produced:
-            return Partner(
-                PartnerState.NEVER,
-                reason=f"the partner's parcel for {source} produced nothing under the output",
-            )
-        found.extend(produced)
-    return Partner(PartnerState.READY, files=tuple(found))

@@ -13,36 +13,26 @@ its VO, or a component.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from dxts.core.db import Database
-from dxts.core.errors import Aborted, FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from dxts.core.errors import NotFound
 from dxts.core.grpc.convert import enum_from_proto, json_text
 from dxts.core.grpc.deadlines import time_remaining
-from dxts.core.grpc.paging import (
-    decode_page_token,
-    encode_page_token,
-    filters_fingerprint,
-    page_size,
-)
-from dxts.core.ids import hash_from_str, hash_to_str, id_from_str, id_to_str
+from dxts.core.grpc.paging import filters_fingerprint, page_size
+from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution import packing, queries
-from dxts.execution.definition_client import ActiveSnapshot, ActiveTransformations
-from dxts.execution.outcomes import stored_outcome
-from dxts.execution.servicer_operations import (
-    Context,
-    OperationsRpcs,
-    _raise_if,
-    _required_id,
-    _statuses,
+from dxts.execution.edge.mapping import (
+    hash_text,
     input_pb,
+    outcome_pb,
     output_pb,
     parcel_pb,
 )
+from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
+from dxts.execution.logic import commands, queries
+from dxts.execution.logic.outcome_model import stored_outcome
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import execution_pb2, execution_pb2_grpc
 
@@ -50,33 +40,7 @@ from dxts.v1 import execution_pb2, execution_pb2_grpc
 # most, checking this often; it gives up early enough before the call's deadline (the margin)
 # for its answer to reach the caller.
 FLUSH_WAIT_S = 60.0
-FLUSH_RETRY_S = 0.2
 FLUSH_MARGIN_S = 0.5
-
-
-def _optional_id(text: str, field: str, problems: list[FieldViolation]) -> bytes | None:
-    if not text:
-        return None
-    try:
-        return id_from_str(text, field=field)
-    except InvalidArgument as error:
-        problems.extend(error.violations)
-        return None
-
-
-def _after(request_paging: Any, fingerprint: str) -> bytes | None:
-    position = decode_page_token(request_paging, filters=fingerprint)
-    if position is None:
-        return None
-    return id_from_str(str(position.get("after")), field="paging.page_token")
-
-
-def _next(last: bytes | None, fingerprint: str) -> str:
-    return encode_page_token({"after": id_to_str(last)}, filters=fingerprint) if last else ""
-
-
-def _hash(value: Any) -> str:
-    return hash_to_str(bytes(value)) if value else ""
 
 
 class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServicer):
@@ -102,16 +66,17 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     async def ListInputs(
         self, request: execution_pb2.ListInputsRequest, context: Context
     ) -> execution_pb2.ListInputsResponse:
-        tid = _required_id(request.transformation_id, "transformation_id")
-        problems: list[FieldViolation] = []
-        parent = _optional_id(request.parent_input_id, "parent_input_id", problems)
-        _raise_if(problems)
-        statuses = _statuses(InputStatus, request.statuses, "statuses")
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id")
+        parent = problems.id(request.parent_input_id, "parent_input_id", required=False)
+        statuses = problems.enums(InputStatus, request.statuses, "statuses")
+        problems.raise_if_any()
+        assert tid is not None
         limit = page_size(request.paging)
         fingerprint = filters_fingerprint(
             request.transformation_id, statuses, request.lfn, request.parent_input_id
         )
-        after = _after(request.paging, fingerprint)
+        after = page_after(request.paging, fingerprint)
         await self._describe(tid, context)
         page = await queries.list_inputs(
             self.database,
@@ -124,14 +89,14 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         )
         return execution_pb2.ListInputsResponse(
             inputs=[input_pb(row) for row in page.items],
-            next_page_token=_next(page.last, fingerprint),
+            next_page_token=next_page_token(page.last, fingerprint),
         )
 
     async def GetInput(
         self, request: execution_pb2.GetInputRequest, context: Context
     ) -> execution_pb2.GetInputResponse:
-        tid = _required_id(request.transformation_id, "transformation_id")
-        input_id = _required_id(request.input_id, "input_id")
+        tid = required_id(request.transformation_id, "transformation_id")
+        input_id = required_id(request.input_id, "input_id")
         await self._describe(tid, context)
         detail = await queries.get_input(self.database, tid, input_id)
         reply = execution_pb2.GetInputResponse(
@@ -148,17 +113,12 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     async def ListParcels(
         self, request: execution_pb2.ListParcelsRequest, context: Context
     ) -> execution_pb2.ListParcelsResponse:
-        problems: list[FieldViolation] = []
-        tid = _optional_id(request.transformation_id, "transformation_id", problems)
-        process_id = None
-        if request.process_id:
-            try:
-                process_id = hash_from_str(request.process_id, field="process_id")
-            except InvalidArgument as error:
-                problems.extend(error.violations)
-        _raise_if(problems)
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id", required=False)
+        process_id = problems.hash(request.process_id, "process_id", required=False)
+        statuses = problems.enums(ParcelStatus, request.statuses, "statuses")
+        problems.raise_if_any()
         kind = enum_from_proto(Kind, request.kind, field="kind").value if request.kind else None
-        statuses = _statuses(ParcelStatus, request.statuses, "statuses")
         caller = self._caller()
         user_vo = None
         if tid is not None:
@@ -179,18 +139,18 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         page = await queries.list_parcels(
             self.database,
             filters,
-            after=_after(request.paging, fingerprint),
+            after=page_after(request.paging, fingerprint),
             limit=page_size(request.paging),
         )
         return execution_pb2.ListParcelsResponse(
             parcels=[parcel_pb(row) for row in page.items],
-            next_page_token=_next(page.last, fingerprint),
+            next_page_token=next_page_token(page.last, fingerprint),
         )
 
     async def GetParcel(
         self, request: execution_pb2.GetParcelRequest, context: Context
     ) -> execution_pb2.GetParcelResponse:
-        parcel_id = _required_id(request.parcel_id, "parcel_id")
+        parcel_id = required_id(request.parcel_id, "parcel_id")
         detail = await queries.get_parcel(self.database, parcel_id)
         row = detail.parcel
         if row.TransformationID is not None:
@@ -207,9 +167,9 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             facet = detail.compute
             reply.compute.CopyFrom(
                 execution_pb2.ComputeFacet(
-                    process_id=_hash(facet.ProcessID),
-                    requirements_id=_hash(facet.RequirementsID),
-                    resolved_hints_id=_hash(facet.ResolvedHintsID),
+                    process_id=hash_text(facet.ProcessID),
+                    requirements_id=hash_text(facet.RequirementsID),
+                    resolved_hints_id=hash_text(facet.ResolvedHintsID),
                     parameters_json=json_text(facet.Parameters),
                 )
             )
@@ -231,7 +191,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             )
         outcome = stored_outcome(row.Annotations)
         if outcome is not None:
-            reply.outcome.CopyFrom(outcome)
+            reply.outcome.CopyFrom(outcome_pb(outcome))
         if detail.submitter is not None:
             reply.vo, reply.owner_sub = detail.submitter.VO, detail.submitter.Sub
         return reply
@@ -241,9 +201,22 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     async def Flush(
         self, request: execution_pb2.FlushRequest, context: Context
     ) -> execution_pb2.FlushResponse:
-        tid = _required_id(request.transformation_id, "transformation_id")
+        tid = required_id(request.transformation_id, "transformation_id")
         described = await self._steered(tid, context)
-        result = await self.flush(tid, status=described.status)
+        record = await commands.packable(self.snapshot, tid, status=described.status)
+        remaining = time_remaining()
+        result = await commands.flush(
+            self.database,
+            self.locks,
+            self.registry,
+            self._request("Flush", request.request_id),
+            record,
+            claim_chunk=self.settings.claim_chunk,
+            batch=self.settings.pack_batch,
+            budget_s=(
+                FLUSH_WAIT_S if remaining is None else min(FLUSH_WAIT_S, remaining - FLUSH_MARGIN_S)
+            ),
+        )
         return execution_pb2.FlushResponse(
             inputs_offered=result.offered,
             parcels_created=result.parcels,
@@ -252,39 +225,3 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             inputs_delayed=result.delayed,
             failure=result.error or "",
         )
-
-    async def flush(self, transformation_id: bytes, *, status: str) -> packing.PackResult:
-        """One packer invocation with flush=True, once the running one (if any) has finished."""
-        await self.snapshot.refresh()
-        record = await self.snapshot.get(transformation_id)
-        if record is None or not record.packs:
-            state = "halted" if record is not None and record.halted else status
-            raise FailedPrecondition(
-                f"transformation {id_to_str(transformation_id)} is {state}: only an Active "
-                "transformation's packer runs",
-                current_state=state,
-            )
-        loop = asyncio.get_running_loop()
-        remaining = time_remaining()
-        budget = (
-            FLUSH_WAIT_S if remaining is None else min(FLUSH_WAIT_S, remaining - FLUSH_MARGIN_S)
-        )
-        ends = loop.time() + budget
-        while True:
-            result = await packing.pack(
-                self.database,
-                self.registry,
-                self.locks,
-                record,
-                flush=True,
-                claim_chunk=self.settings.claim_chunk,
-                batch=self.settings.pack_batch,
-            )
-            if result.ran:
-                return result
-            if loop.time() + FLUSH_RETRY_S >= ends:
-                raise Aborted(
-                    f"the packer of {id_to_str(transformation_id)} is busy (a sweep is running "
-                    "it): retry the flush"
-                )
-            await asyncio.sleep(FLUSH_RETRY_S)

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str
-from dxts.execution.db import queries as db
-from dxts.execution.db.operations import OutputRow, inputs_of_parcels, outputs_of
+from dxts.execution.store import queries as db
+from dxts.execution.store.operations import OutputRow, inputs_of_parcels, outputs_of
 
 
 @dataclass(frozen=True)

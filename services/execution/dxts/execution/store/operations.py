@@ -14,8 +14,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.logs import REQUEST_LOOKBACK
-from dxts.core.schema.accounting import transformation_log
 from dxts.core.schema.definition import transformation_outputs
 from dxts.core.schema.execution import (
     compute_parcels,
@@ -25,7 +23,7 @@ from dxts.core.schema.execution import (
     parcels,
     user_parcels,
 )
-from dxts.execution.db.common import chunked
+from dxts.execution.store.common import chunked
 
 
 async def input_ids_in(
@@ -76,27 +74,6 @@ async def parcel_owners(
             tid = bytes(row.TransformationID) if row.TransformationID else None
             found[bytes(row.ParcelID)] = (tid, row.VO, row.Sub)
     return found
-
-
-async def logged_result(
-    conn: AsyncConnection, transformation_id: bytes, event: str, request_id: str
-) -> dict[str, Any] | None:
-    """The Data of the transformation's recent `event` log row carrying `request_id`, if any:
-    what an operation recorded when it applied that request (`logs.request_logged`'s search,
-    returning what was recorded)."""
-    rows = await conn.execute(
-        sa.select(transformation_log.c.Data)
-        .where(
-            transformation_log.c.TransformationID == transformation_id,
-            transformation_log.c.EventType == event,
-        )
-        .order_by(transformation_log.c.LogID.desc())
-        .limit(REQUEST_LOOKBACK)
-    )
-    for (data,) in rows:
-        if isinstance(data, dict) and data.get("request_id") == request_id:
-            return data
-    return None
 
 
 # -- provenance -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.schema.execution import inputs, parcels
 from dxts.core.states import InputStatus
-from dxts.execution.db.common import chunked
+from dxts.execution.store.common import chunked
 
 
 async def failed_page(

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.schema.execution import inputs
 from dxts.core.states import InputStatus
-from dxts.execution.db.common import chunked
+from dxts.execution.store.common import chunked
 
 
 async def consumed(

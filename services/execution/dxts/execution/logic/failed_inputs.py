@@ -40,13 +40,14 @@ from dxts.core.plugins import (
 )
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution import operations
-from dxts.execution.db import failed_inputs as db
-from dxts.execution.db import outcomes as rows
-from dxts.execution.db.common import move_inputs
-from dxts.execution.definition_client import ActiveTransformation
+from dxts.execution.logic import operations
+from dxts.execution.logic.outcome_model import REASON
+from dxts.execution.logic.splits import child_row
+from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.metrics import FAILED_INPUTS_DECIDED, PLUGIN_FAILURES
-from dxts.execution.outcomes import REASON, child_row
+from dxts.execution.store import failed_inputs as db
+from dxts.execution.store import outcomes as rows
+from dxts.execution.store.common import move_inputs
 
 log = logging.getLogger(__name__)
 
