@@ -37,6 +37,7 @@ from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
+    diracx_ids,
     local_ids,
     null_ids,
     parcel_inputs,
@@ -53,6 +54,7 @@ COMPLETING = ParcelStatus.COMPLETING.value
 # Adaptor type → (identifier table, identifier column). One table per adaptor this project
 # ships; an adaptor type not listed here cannot be configured (settings are checked against it).
 IDENTIFIER_TABLES: dict[str, tuple[sa.Table, str]] = {
+    "diracx": (diracx_ids, "SlotID"),
     "local": (local_ids, "LocalID"),
     "null": (null_ids, "NullID"),
 }

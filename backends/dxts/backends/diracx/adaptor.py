@@ -173,9 +173,16 @@ class DiracXAdaptor(AdaptorServicer):
         try:
             await self._place(payload_, [p for p, _ in to_place])
         except DiracXError as error:
-            raise Unavailable(f"DiracX: {error}") from None
+            if error.status != 400:
+                raise Unavailable(f"DiracX: {error}") from None
+            # DiracX refused the descriptions (no job was made): refused, not retried as is.
+            placed = await self.state.by_parcel(list(slots))
+            for parcel, _ in to_place:
+                if placed[parcel.parcel_id].job_id is None:
+                    results[parcel.parcel_id] = refused(parcel.parcel_id, f"DiracX: {error}")
         for parcel, _ in to_place:
-            results[parcel.parcel_id] = accepted(parcel.parcel_id, slots[parcel.parcel_id])
+            if parcel.parcel_id not in results:
+                results[parcel.parcel_id] = accepted(parcel.parcel_id, slots[parcel.parcel_id])
 
     def _description(self, parcel: backend_pb2.ParcelSubmission, sandboxes: list[str]) -> str:
         requirements = json.loads(parcel.requirements_json) if parcel.requirements_json else {}

@@ -24,7 +24,12 @@ MAX_PER_PAGE = 10000
 
 
 class DiracXError(Exception):
-    """DiracX could not be reached or refused a call: one line saying which and why."""
+    """DiracX could not be reached or refused a call: one line saying which and why, and the
+    HTTP status DiracX answered (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class DiracXClient:
@@ -102,7 +107,8 @@ class DiracXClient:
                 continue
             if reply.status_code >= 400:
                 raise DiracXError(
-                    f"DiracX answered {reply.status_code} to {method} {path}: {_detail(reply)}"
+                    f"DiracX answered {reply.status_code} to {method} {path}: {_detail(reply)}",
+                    reply.status_code,
                 )
             return reply
         raise AssertionError("unreachable")

@@ -31,11 +31,15 @@ class RequirementsProblem(ValueError):
     """The parcel's requirements cannot be met under the policy (the parcel is refused)."""
 
 
+UNSAFE = frozenset('"\\,;')
+
+
 def _quoted(value: str) -> str:
-    """A ClassAd string literal. DIRAC's JDL parser loops forever on an escaped quote (0.7.0),
-    so a value holding one is refused rather than sent."""
-    if '"' in value or "\\" in value:
-        raise RequirementsProblem(f"a JDL value cannot hold a quote or a backslash: {value!r}")
+    """A ClassAd string literal. DIRAC's JDL parser (DiracX 0.7.0) loops forever on an escaped
+    quote and splits a list's strings at commas and semicolons, so a value holding one of
+    those is refused rather than sent."""
+    if UNSAFE & set(value):
+        raise RequirementsProblem(f"a JDL value cannot hold {sorted(UNSAFE)}: {value!r}")
     return f'"{value}"'
 
 

@@ -7,9 +7,10 @@ output prefix). The parcel runs with cwltool through the local adaptor's runner
 (`dxts.backends.local.compute.run_compute`, the same code as `dxts-backend-local`), in
 `dxts-run/`, with the worker's storage elements and file catalogue taken from its environment
 (`DXTS_LOCAL_STORAGE_ROOT`, `DXTS_LOCAL_OUTPUT_SE`, `DXTS_CATALOGUE_*`, and
-`DXTS_PAYLOAD_STORAGE_ELEMENTS`, comma-separated: DIRAC's JDL parser cannot carry the quotes of
-the JSON list `DXTS_LOCAL_STORAGE_ELEMENTS` would need). They are the adaptor's
-`payload_environment`, given to the job as its JDL `ExecutionEnvironment`.
+`DXTS_PAYLOAD_STORAGE_ELEMENTS`, colon-separated: DIRAC's JDL parser cannot carry the quotes
+of the JSON list `DXTS_LOCAL_STORAGE_ELEMENTS` would need, nor a comma in a list's string).
+They are the adaptor's `payload_environment`, given to the job as its JDL
+`ExecutionEnvironment`.
 
 It writes `dxts-result.json` (the output sandbox the adaptor reads back) whatever happened:
 `{"outputs": [OutputFile…], "status_report_json": str, "usage": {...} | null, "error": str}`,
@@ -84,7 +85,7 @@ def read_result(
 
 def _local_settings(run_dir: Path) -> LocalSettings:
     """The local runner's settings on this worker: its storage from the environment."""
-    names = [n for n in os.environ.get(STORAGE_ELEMENTS_VARIABLE, "").split(",") if n]
+    names = [n for n in os.environ.get(STORAGE_ELEMENTS_VARIABLE, "").split(":") if n]
     if names:
         return LocalSettings(work_dir=run_dir, storage_elements=names)
     return LocalSettings(work_dir=run_dir)

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,6 +60,7 @@ class DiracXSettings(BaseSettings):
     )
 
     name: str = Field("diracx", min_length=1, max_length=32)
+    kind: Literal["compute"] = Field("compute", description="compute parcels only")
     url: str = Field("http://127.0.0.1:8000", description="the DiracX installation")
     vo: str = Field("dxts", min_length=1)
     group: str = Field("dxts_user", min_length=1)
@@ -79,8 +81,9 @@ class DiracXSettings(BaseSettings):
     @field_validator("payload_environment")
     @classmethod
     def _jdl_safe(cls, environment: dict[str, str]) -> dict[str, str]:
-        """The JDL carries these as strings, and DIRAC's JDL parser cannot read a quote."""
+        """The JDL carries these as strings, which DIRAC's JDL parser cannot read with a quote,
+        a backslash, a comma or a semicolon in them."""
         for name, value in environment.items():
-            if '"' in name + value or "\\" in name + value or "=" in name:
-                raise ValueError(f"{name}: no quotes or backslashes (and no '=' in the name)")
+            if set('"\\,;') & set(name + value) or "=" in name:
+                raise ValueError(f"{name}: no quotes, backslashes, commas, semicolons (or '=')")
         return environment
