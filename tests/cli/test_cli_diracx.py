@@ -1,6 +1,7 @@
 """`dxts up --backend diracx --diracx-url URL`: the example production runs to Completed with its
 compute parcels as jobs of a real DiracX server (`scripts/diracx`), which the test pilot runs
-through DiracX's API (data parcels still move between the local storage elements)."""
+through DiracX's API (data parcels still move between the local storage elements) — and the
+first job stalls in DiracX instead: its parcel is reported lost, and its inputs are retried."""
 
 from __future__ import annotations
 
@@ -25,10 +26,19 @@ async def _jobs(server: DiracXServer) -> dict[int, str]:
     return {int(row["JobID"]): str(row["Status"]) for row in rows}
 
 
-async def _run_waiting(server: DiracXServer, work: Path) -> int:
+async def _run_waiting(server: DiracXServer, work: Path, stalled: list[int]) -> int:
+    """Run the waiting jobs; the very first one of the test stalls instead (its pilot is
+    matched, then vanishes)."""
     pilot = TestPilot(server, work, {})
     try:
-        return len(await pilot.run_waiting())
+        waiting = await pilot.waiting()
+        if waiting and not stalled:
+            stalled.append(waiting.pop(0))
+            await pilot.match(stalled[0])
+            await pilot.pilot.set_status(stalled, "Stalled", "test: the pilot vanished")
+        for job_id in waiting:
+            await pilot.run(job_id)
+        return len(waiting)
     finally:
         await pilot.close()
 
@@ -49,14 +59,17 @@ def test_the_demo_completes_with_its_compute_parcels_as_diracx_jobs(up: Up, tmp_
             },
         )
         workgraph = up.submit_and_start(small_example(tmp_path))
-        ran = 0
+        ran, stalled = 0, []
         deadline = time.monotonic() + RUN_TIMEOUT_S  # a bound on the loop, not an assertion
         while up.json("show", workgraph)["status"] not in FINISHED:
             assert time.monotonic() < deadline, up.json("show", workgraph)
-            ran += asyncio.run(_run_waiting(server, tmp_path / "pilot"))
+            ran += asyncio.run(_run_waiting(server, tmp_path / "pilot", stalled))
             time.sleep(0.5)
         check_completed(up, workgraph)
         jobs = asyncio.run(_jobs(server))
-        assert ran == len(jobs) >= 3  # simulation, reconstruction, merge: each parcel one job
+        # Simulation, reconstruction, merge: each parcel one job; the stalled one was killed
+        # (it cannot come back beside its retry) and its inputs ran again in a new parcel.
+        assert jobs.pop(stalled[0]) == "Killed"
+        assert ran == len(jobs) >= 4
         assert set(jobs.values()) == {"Done"}
         up.stop()
