@@ -66,6 +66,7 @@ DISPATCHER = {
 # their own transactions (journal, log, content-addressed put-if-absent, counter maintenance).
 MAY_WRITE: dict[str, set[str] | None] = {
     "dxts.core": None,  # checked by the rule below: only append-only and content-addressed rows
+    "dxts.cwl": set(),  # no database at all
     "dxts.definition": DEFINITION,
     "dxts.execution": EXECUTION,
     "dxts.accounting": set(),  # counters and logs are written through core's construct
@@ -74,6 +75,7 @@ MAY_WRITE: dict[str, set[str] | None] = {
     "dxts.cli": set(),
     "dxts.bench": None,  # benchmarks build their own data sets
     "dxts.v1": set(),
+    "dxts.web": set(),
 }
 CORE_WRITES = {
     "TransformationLog",

@@ -19,9 +19,17 @@ from diracx_fixture import DiracXServer, TestPilot, running_diracx
 from dxts.backends.diracx import jdl
 from dxts.backends.diracx.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXPolicy
+from dxts.core.adaptor.model import (
+    ComputePayload,
+    Outcome,
+    OutcomeResult,
+    ProcessDocument,
+    Submission,
+    SubmitDisposition,
+    SubmitResult,
+)
 from dxts.core.errors import Unavailable
 from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
-from dxts.v1 import backend_pb2, common_pb2
 
 PYTHON = sys.executable
 SE = "TEST-SE"
@@ -92,19 +100,13 @@ async def pilot(server: DiracXServer, tmp_path: Path) -> AsyncIterator[TestPilot
     await running.close()
 
 
-def compute_payload(process: dict[str, Any]) -> backend_pb2.Payload:
+def compute_payload(process: dict[str, Any]) -> ComputePayload:
     process_id = hash_to_str(content_hash(process))
-    return backend_pb2.Payload(
-        compute=backend_pb2.ComputePayload(
-            process_id=process_id,
-            processes=[
-                backend_pb2.ProcessDocument(
-                    process_id=process_id, document_json=json.dumps(process)
-                )
-            ],
-            resolved_hints_id="h",
-            resolved_hints_json="{}",
-        )
+    return ComputePayload(
+        process_id=process_id,
+        processes=(ProcessDocument(process_id=process_id, document_json=json.dumps(process)),),
+        resolved_hints_id="h",
+        resolved_hints_json="{}",
     )
 
 
@@ -113,22 +115,21 @@ def parcel(
     *,
     requirements: dict[str, Any] | None = None,
     input_ids: list[str] | None = None,
-) -> backend_pb2.ParcelSubmission:
+) -> Submission:
     parcel_id = id_to_str(new_id())
-    return backend_pb2.ParcelSubmission(
+    return Submission(
         parcel_id=parcel_id,
         parameters_json=json.dumps(parameters or {}),
         requirements_json=json.dumps(requirements) if requirements else "",
         output_prefix=f"/dxts/test/{parcel_id}",
-        input_ids=input_ids or [],
+        input_ids=tuple(input_ids or ()),
     )
 
 
 async def submit(
-    adaptor: DiracXAdaptor, process: dict[str, Any], *parcels: backend_pb2.ParcelSubmission
-) -> list[backend_pb2.SubmitResult]:
-    request = backend_pb2.SubmitRequest(payload=compute_payload(process), parcels=list(parcels))
-    return list((await adaptor.Submit(request, None)).results)
+    adaptor: DiracXAdaptor, process: dict[str, Any], *parcels: Submission
+) -> list[SubmitResult]:
+    return await adaptor.submit(compute_payload(process), list(parcels))
 
 
 async def job_of(adaptor: DiracXAdaptor, parcel_id: str) -> int:
@@ -149,9 +150,8 @@ async def jobs_named(server: DiracXServer, parcel_id: str) -> list[int]:
     return [int(row["JobID"]) for row in rows]
 
 
-async def poll_one(adaptor: DiracXAdaptor, identifier: str) -> common_pb2.Outcome:
-    reply = await adaptor.Poll(backend_pb2.PollRequest(identifiers=[identifier]), None)
-    (outcome,) = reply.outcomes
+async def poll_one(adaptor: DiracXAdaptor, identifier: str) -> Outcome:
+    (outcome,) = (await adaptor.poll([identifier])).outcomes
     return outcome
 
 
@@ -165,7 +165,7 @@ async def test_a_parcel_becomes_a_job_the_pilot_runs_and_it_succeeds_with_its_ou
         input_ids=inputs,
     )
     (result,) = await submit(adaptor, WRITER, submitted)
-    assert result.disposition == backend_pb2.SUBMIT_DISPOSITION_ACCEPTED, result.reason
+    assert result.disposition == SubmitDisposition.ACCEPTED, result.reason
     job_id = await job_of(adaptor, submitted.parcel_id)
     described = server.jdl(job_id)
     assert described["JobName"] == f"dxts-{submitted.parcel_id}"
@@ -174,13 +174,12 @@ async def test_a_parcel_becomes_a_job_the_pilot_runs_and_it_succeeds_with_its_ou
     assert described["NumberOfProcessors"] == 2
     assert described["Site"] == "LCG.Test.ch"
     assert described["BannedSites"] == "LCG.Broken.ch"
-    reply = await adaptor.Poll(backend_pb2.PollRequest(identifiers=[result.identifier]), None)
-    assert list(reply.outcomes) == []  # under way
+    assert (await adaptor.poll([result.identifier])).outcomes == []  # under way
 
     (run,) = await pilot.run_waiting()
     assert (run.job_id, run.exit_code) == (job_id, 0)
     outcome = await poll_one(adaptor, result.identifier)
-    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    assert outcome.result == OutcomeResult.SUCCEEDED, outcome.message
     assert (outcome.parcel_id, outcome.identifier) == (submitted.parcel_id, result.identifier)
     assert outcome.backend_status.startswith("Done")
     assert json.loads(outcome.status_report_json) == {i: {"action": "SUCCESS"} for i in inputs}
@@ -188,14 +187,14 @@ async def test_a_parcel_becomes_a_job_the_pilot_runs_and_it_succeeds_with_its_ou
     assert (output.output_name, output.storage_element) == ("output-data", SE)
     assert output.lfn == f"{submitted.output_prefix}/result.txt"
     assert (tmp_path / "se" / SE / output.lfn.lstrip("/")).read_text() == "hello"
-    assert outcome.usage.HasField("cpu_seconds") and outcome.usage.cpu_seconds > 0
-    assert outcome.usage.max_memory_bytes > 0
+    assert outcome.usage is not None
+    assert (outcome.usage.cpu_seconds or 0) > 0 and (outcome.usage.max_memory_bytes or 0) > 0
     # Answered again from the adaptor's own record; a second Submit starts nothing.
     assert await poll_one(adaptor, result.identifier) == outcome
     (again,) = await submit(adaptor, WRITER, submitted)
     assert again.identifier == result.identifier
     assert await jobs_named(server, submitted.parcel_id) == [job_id]
-    described_counters = (await adaptor.Describe(backend_pb2.DescribeRequest(), None)).counters
+    described_counters = (await adaptor.describe()).counters
     assert described_counters["repeated_submits"] == 1
 
 
@@ -207,7 +206,7 @@ async def test_a_failing_payload_ends_failed_with_diracx_status_and_the_reason(
     (run,) = await pilot.run_waiting()
     assert run.exit_code == 1
     outcome = await poll_one(adaptor, result.identifier)
-    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert outcome.result == OutcomeResult.FAILED
     assert outcome.backend_status.startswith("Failed: Application Finished With Errors")
     assert f"DiracX job {run.job_id} Failed" in outcome.message
     assert "the CWL runner exited with" in outcome.message and "broken tool" in outcome.message
@@ -220,14 +219,12 @@ async def test_a_cancelled_parcel_is_killed_in_diracx_and_ends_cancelled(
     results = await submit(adaptor, SLEEPER, waiting, running)
     running_job = await job_of(adaptor, running.parcel_id)
     await pilot.match(running_job)
-    await adaptor.Cancel(
-        backend_pb2.CancelRequest(identifiers=[r.identifier for r in results]), None
-    )
+    await adaptor.cancel([r.identifier for r in results], [])
     run = await pilot.run(running_job)  # the heartbeat brings DiracX's Kill: the payload dies
     assert "Kill" in run.commands
     for result in results:
         outcome = await poll_one(adaptor, result.identifier)
-        assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+        assert outcome.result == OutcomeResult.CANCELLED
         assert outcome.backend_status.startswith("Killed")
     assert await pilot.waiting() == []
 
@@ -236,10 +233,10 @@ async def test_a_key_cancelled_before_it_was_accepted_is_refused_afterwards(
     adaptor: DiracXAdaptor,
 ) -> None:
     never = parcel()
-    reply = await adaptor.Cancel(backend_pb2.CancelRequest(parcel_ids=[never.parcel_id]), None)
+    reply = await adaptor.cancel([], [never.parcel_id])
     assert [(k.parcel_id, k.identifier) for k in reply.keys] == [(never.parcel_id, "")]
     (result,) = await submit(adaptor, WRITER, never)
-    assert result.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+    assert result.disposition == SubmitDisposition.REFUSED
 
 
 async def test_jobs_stalled_or_deleted_in_diracx_are_reported_lost(
@@ -254,11 +251,11 @@ async def test_jobs_stalled_or_deleted_in_diracx_are_reported_lost(
     await pilot.admin.set_status([deleted_job], "Deleted", "deleted by an operator")
 
     lost = await poll_one(adaptor, stalled_result.identifier)
-    assert lost.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert lost.result == OutcomeResult.FAILED
     assert lost.message.startswith(f"lost: DiracX job {stalled_job} Stalled")
     assert await pilot.status(stalled_job) == "Killed"  # it cannot come back beside its retry
     gone = await poll_one(adaptor, deleted_result.identifier)
-    assert gone.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert gone.result == OutcomeResult.FAILED
     assert gone.message.startswith(f"lost: DiracX job {deleted_job} Deleted")
 
 
@@ -282,10 +279,10 @@ async def test_a_crash_between_diracx_accepting_and_the_adaptor_recording_makes_
     await restarted.start()
     try:
         (result,) = await submit(restarted, WRITER, submitted)
-        assert result.disposition == backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
+        assert result.disposition == SubmitDisposition.ACCEPTED
         assert await jobs_named(server, submitted.parcel_id) == [first_job]
         assert await job_of(restarted, submitted.parcel_id) == first_job
-        counters = (await restarted.Describe(backend_pb2.DescribeRequest(), None)).counters
+        counters = (await restarted.describe()).counters
         assert (counters["jobs_found_again"], counters["jobs_created"]) == (1, 0)
     finally:
         await restarted.stop()
@@ -295,7 +292,7 @@ async def test_a_crash_between_diracx_accepting_and_the_adaptor_recording_makes_
 async def test_requirements_beyond_the_policy_are_refused(adaptor: DiracXAdaptor) -> None:
     too_big = parcel(requirements={"memory_gb": 64})
     (result,) = await submit(adaptor, WRITER, too_big)
-    assert result.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+    assert result.disposition == SubmitDisposition.REFUSED
     assert "at most 8192 allowed" in result.reason
 
 

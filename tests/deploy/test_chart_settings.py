@@ -21,14 +21,14 @@ from dxts.accounting.settings import AccountingSettings
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.settings import NullSettings
 from dxts.core.catalogue import CatalogueSettings
+from dxts.core.grpc.tls import TlsSettings
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
 
 Manifests = list[dict[str, Any]]
-SERVED = [ServerSettings, AuthSettings]
+SERVED = [ServerSettings, AuthSettings, TlsSettings]
 SERVICE = [*SERVED, DatabaseSettings]
 
 # Component (the Deployment's component label) → the module its command runs, and the settings
@@ -46,7 +46,7 @@ COMPONENTS: dict[str, tuple[str, list[type[BaseSettings]]]] = {
     "backend-null": ("dxts.backends.null.__main__", [*SERVED, NullSettings]),
 }
 # The adaptors' modules serve through this one (ServerSettings, AuthSettings).
-ADAPTOR_SERVER = "dxts.backends.server"
+ADAPTOR_SERVER = "dxts.backends.component"
 
 # Settings whose default only works on one machine: a cluster must set them.
 NOT_FOR_A_CLUSTER = {
@@ -69,6 +69,7 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_LOCAL_STORAGE_ROOT": ("derived from DXTS_LOCAL_WORK_DIR", "DXTS_LOCAL_WORK_DIR"),
     "DXTS_LOCAL_OUTPUT_SE": ("the first storage element", None),
     "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
+    "DXTS_TLS_SERVER_NAME": ("the certificate names every component's Service", None),
 }
 # The null adaptor calls the dispatcher only when it pushes its reports.
 PUSH_ONLY = {"DXTS_DISPATCHER_ADDRESS", "DXTS_SERVICE_TOKEN_FILE"}

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from lifecycle_doubles import MemoryCounts, MemoryExecution, MemorySiblings
 
 from dxts.core.builtins import actions as a
 from dxts.core.builtins.thresholds import SuccessRateSettings
@@ -36,7 +37,6 @@ from dxts.core.states import (
     ParcelStatus,
     TransformationStatus,
 )
-from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution, MemorySiblings
 
 I, P, R = InputStatus, ParcelStatus, ActionResult  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)

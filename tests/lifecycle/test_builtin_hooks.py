@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from lifecycle_doubles import MemoryExecution
 
 from dxts.core.builtins.lifecycle_hooks import (
     FlushArgs,
@@ -23,7 +24,6 @@ from dxts.core.plugins.protocols.lifecycle import ExecutionView, OutputRecord
 from dxts.core.plugins.providers import Providers
 from dxts.core.plugins.registry import Registry
 from dxts.core.states import InputStatus, Kind, TransformationStatus, WorkgraphStatus
-from dxts.definition.lifecycle.clients import MemoryExecution
 
 I = InputStatus  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)
@@ -329,10 +329,16 @@ def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
     settings = SuccessRateSettings()
     args = ScoutArgs()
     four_done = {sim.id: {I.PROCESSED: 4}}
-    assert scout_until_settled(
-        transformations=[sim], input_overviews=four_done, args=args, settings=settings
-    ) != Accept()
+    assert (
+        scout_until_settled(
+            transformations=[sim], input_overviews=four_done, args=args, settings=settings
+        )
+        != Accept()
+    )
     six_done = {sim.id: {I.PROCESSED: 6}}
-    assert scout_until_settled(
-        transformations=[sim], input_overviews=six_done, args=args, settings=settings
-    ) == Accept()
+    assert (
+        scout_until_settled(
+            transformations=[sim], input_overviews=six_done, args=args, settings=settings
+        )
+        == Accept()
+    )

@@ -24,7 +24,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.plugins import Accept, ActionResult, Operation
 from dxts.core.schema.definition import workgraphs
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.definition.lifecycle.drain import undrained
+from dxts.definition.logic.lifecycle.drain import undrained
 
 I, P = InputStatus, ParcelStatus  # noqa: E741
 

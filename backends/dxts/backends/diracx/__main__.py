@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from dxts.backends.component import run_adaptor
 from dxts.backends.diracx.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXSettings
-from dxts.backends.server import run_adaptor
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The DiracX adaptor: each compute parcel becomes one job of a DiracX installation.
 
 Submit: the payload (process tree and resolved hints, shared by the Submit's parcels) and each
-parcel's submission travel as input sandboxes (`payload` names the files); the JDL's job name
+parcel's submission travel as input sandboxes (named by `payload`); the JDL's job name
 carries the ParcelID and its matching attributes come from the parcel's requirements under the
 installation's policy (`jdl`). Exactly once: the adaptor records a parcel's slot (its dxts
 identifier, in DiracXIDs) BEFORE it asks DiracX for the job, and before submitting any parcel
@@ -33,21 +33,37 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dxts.backends.diracx import jdl, payload, sandbox, state
+from dxts.backends.diracx import jdl, sandbox, store
+from dxts.backends.diracx import payload as worker
 from dxts.backends.diracx.client import DiracXClient, DiracXError
 from dxts.backends.diracx.settings import DiracXSettings
-from dxts.backends.server import AdaptorServicer, accepted, key_problem, refused
+from dxts.backends.logic import key_problem
+from dxts.core.adaptor.codec import encode_payload, encode_submission
+from dxts.core.adaptor.model import (
+    CancelledKey,
+    CancelResult,
+    ComputePayload,
+    Description,
+    Outcome,
+    OutcomeResult,
+    OutputFile,
+    Payload,
+    PollResult,
+    ReportMode,
+    ResourceUsage,
+    Submission,
+    SubmitResult,
+)
 from dxts.core.errors import Unavailable
-from dxts.core.grpc.convert import to_timestamp
 from dxts.core.ids import id_to_str, new_ids
-from dxts.v1 import backend_pb2, common_pb2
+from dxts.core.states import Kind
 
 log = logging.getLogger(__name__)
 
 SUCCEEDED, FAILED, CANCELLED = (
-    common_pb2.OUTCOME_RESULT_SUCCEEDED,
-    common_pb2.OUTCOME_RESULT_FAILED,
-    common_pb2.OUTCOME_RESULT_CANCELLED,
+    OutcomeResult.SUCCEEDED,
+    OutcomeResult.FAILED,
+    OutcomeResult.CANCELLED,
 )
 # DiracX job status → what it means for the parcel (statuses not listed are still under way).
 DONE, FAILED_STATUS, KILLED, DELETED, STALLED = "Done", "Failed", "Killed", "Deleted", "Stalled"
@@ -60,7 +76,9 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
         yield items[start : start + size]
 
 
-class DiracXAdaptor(AdaptorServicer):
+class DiracXAdaptor:
+    """The `Adaptor` (dxts.backends.logic) of one DiracX identity."""
+
     def __init__(self, settings: DiracXSettings, client: DiracXClient | None = None) -> None:
         self.settings = settings
         self.client = client or DiracXClient(
@@ -73,7 +91,7 @@ class DiracXAdaptor(AdaptorServicer):
             verify=settings.verify_tls,
             timeout_s=settings.timeout_s,
         )
-        self.state = state.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.state = store.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
         self.tally: Counter[str] = Counter()  # since this start: submits, jobs_created, found
         self._submitting = asyncio.Lock()
 
@@ -87,14 +105,12 @@ class DiracXAdaptor(AdaptorServicer):
 
     # -- the contract -------------------------------------------------------------------------
 
-    async def Describe(
-        self, request: backend_pb2.DescribeRequest, context: Any
-    ) -> backend_pb2.DescribeResponse:
+    async def describe(self) -> Description:
         counts = await self.state.counts()
-        return backend_pb2.DescribeResponse(
+        return Description(
             name=self.settings.name,
-            kind=common_pb2.KIND_COMPUTE,
-            report_mode=backend_pb2.REPORT_MODE_PULL,
+            kind=Kind.COMPUTE,
+            report_mode=ReportMode.PULL,
             capacity=self.settings.capacity,
             version="diracx-1",
             counters={
@@ -109,59 +125,60 @@ class DiracXAdaptor(AdaptorServicer):
             },
         )
 
-    async def Submit(
-        self, request: backend_pb2.SubmitRequest, context: Any
-    ) -> backend_pb2.SubmitResponse:
-        results: dict[str, backend_pb2.SubmitResult] = {}
-        problem = self._payload_problem(request.payload)
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
+        results: dict[str, SubmitResult] = {}
+        problem = self._payload_problem(payload)
         candidates = []
-        for parcel in request.parcels:
+        for parcel in parcels:
             reason = key_problem(parcel.parcel_id) or problem
             if reason is not None:
-                results[parcel.parcel_id] = refused(parcel.parcel_id, reason)
+                results[parcel.parcel_id] = SubmitResult.refused(parcel.parcel_id, reason)
             else:
                 candidates.append(parcel)
         async with self._submitting:
-            await self._submit(request.payload, candidates, results)
-        return backend_pb2.SubmitResponse(results=[results[p.parcel_id] for p in request.parcels])
+            if candidates:
+                assert isinstance(payload, ComputePayload)
+                await self._submit(payload, candidates, results)
+        return [results[p.parcel_id] for p in parcels]
 
-    def _payload_problem(self, payload_: backend_pb2.Payload) -> str | None:
-        if not payload_.HasField("compute"):
+    def _payload_problem(self, payload: Payload) -> str | None:
+        if not isinstance(payload, ComputePayload):
             return "the DiracX adaptor runs compute parcels only"
-        root = payload_.compute.process_id
-        if not any(p.process_id == root for p in payload_.compute.processes):
+        if not any(p.process_id == payload.process_id for p in payload.processes):
             return "the compute payload does not hold its root process"
         return None
 
     async def _submit(
         self,
-        payload_: backend_pb2.Payload,
-        parcels: Sequence[backend_pb2.ParcelSubmission],
-        results: dict[str, backend_pb2.SubmitResult],
+        payload: ComputePayload,
+        parcels: Sequence[Submission],
+        results: dict[str, SubmitResult],
     ) -> None:
         keys = [p.parcel_id for p in parcels]
         known = await self.state.by_parcel(keys)
         tombstones = await self.state.tombstoned(keys)
         in_flight = await self.state.in_flight()
-        to_place: list[tuple[backend_pb2.ParcelSubmission, str]] = []
+        to_place: list[tuple[Submission, str]] = []
         for parcel in parcels:
             key = parcel.parcel_id
             self.tally["submits"] += 1
             job = known.get(key)
             if job is not None and job.job_id is not None:
                 self.tally["repeated_submits"] += 1
-                results[key] = accepted(key, job.slot_id)
+                results[key] = SubmitResult.accepted(key, job.slot_id)
                 continue
             if key in tombstones:
-                results[key] = refused(key, "cancelled before it was accepted")
+                results[key] = SubmitResult.refused(key, "cancelled before it was accepted")
                 continue
             if job is None and self.settings.capacity and in_flight >= self.settings.capacity:
-                results[key] = refused(key, f"at capacity ({self.settings.capacity} in flight)")
+                results[key] = SubmitResult.refused(
+                    key, f"at capacity ({self.settings.capacity} in flight)"
+                )
                 continue
             try:
                 self._description(parcel, [])  # refused now if its requirements cannot be met
             except jdl.RequirementsProblem as error:
-                results[key] = refused(key, str(error))
+                results[key] = SubmitResult.refused(key, str(error))
                 continue
             if job is None:
                 in_flight += 1
@@ -171,7 +188,7 @@ class DiracXAdaptor(AdaptorServicer):
         await self.state.reserve(new_slots)
         slots = {p.parcel_id: slot or new_slots[p.parcel_id] for p, slot in to_place}
         try:
-            await self._place(payload_, [p for p, _ in to_place])
+            await self._place(payload, [p for p, _ in to_place])
         except DiracXError as error:
             if error.status != 400:
                 raise Unavailable(f"DiracX: {error}") from None
@@ -179,12 +196,16 @@ class DiracXAdaptor(AdaptorServicer):
             placed = await self.state.by_parcel(list(slots))
             for parcel, _ in to_place:
                 if placed[parcel.parcel_id].job_id is None:
-                    results[parcel.parcel_id] = refused(parcel.parcel_id, f"DiracX: {error}")
+                    results[parcel.parcel_id] = SubmitResult.refused(
+                        parcel.parcel_id, f"DiracX: {error}"
+                    )
         for parcel, _ in to_place:
             if parcel.parcel_id not in results:
-                results[parcel.parcel_id] = accepted(parcel.parcel_id, slots[parcel.parcel_id])
+                results[parcel.parcel_id] = SubmitResult.accepted(
+                    parcel.parcel_id, slots[parcel.parcel_id]
+                )
 
-    def _description(self, parcel: backend_pb2.ParcelSubmission, sandboxes: list[str]) -> str:
+    def _description(self, parcel: Submission, sandboxes: list[str]) -> str:
         requirements = json.loads(parcel.requirements_json) if parcel.requirements_json else {}
         if not isinstance(requirements, dict):
             raise jdl.RequirementsProblem("the requirements are not a JSON object")
@@ -197,9 +218,7 @@ class DiracXAdaptor(AdaptorServicer):
             policy=self.settings.policy,
         )
 
-    async def _place(
-        self, payload_: backend_pb2.Payload, parcels: Sequence[backend_pb2.ParcelSubmission]
-    ) -> None:
+    async def _place(self, payload: ComputePayload, parcels: Sequence[Submission]) -> None:
         """Give every parcel its DiracX job: found again by its name, or submitted now; each
         JobID is recorded as soon as DiracX gives it."""
         if not parcels:
@@ -211,15 +230,13 @@ class DiracXAdaptor(AdaptorServicer):
         if not rest:
             return
         shared = await self.client.upload_sandbox(
-            sandbox.pack({payload.PAYLOAD_FILE: payload_.SerializeToString(deterministic=True)})
+            sandbox.pack({worker.PAYLOAD_FILE: encode_payload(payload)})
         )
         for chunk in _chunks(rest, self.settings.batch):
             descriptions = []
             for parcel in chunk:
                 own = await self.client.upload_sandbox(
-                    sandbox.pack(
-                        {payload.PARCEL_FILE: parcel.SerializeToString(deterministic=True)}
-                    )
+                    sandbox.pack({worker.PARCEL_FILE: encode_submission(parcel)})
                 )
                 descriptions.append(self._description(parcel, [shared, own]))
             job_ids = await self.client.submit(descriptions)
@@ -250,13 +267,9 @@ class DiracXAdaptor(AdaptorServicer):
                     found[parcel_id] = min(job_id, found.get(parcel_id, job_id))
         return found
 
-    async def Poll(
-        self, request: backend_pb2.PollRequest, context: Any
-    ) -> backend_pb2.PollResponse:
-        jobs = await self.state.by_slot(list(request.identifiers))
-        reply = backend_pb2.PollResponse(
-            unknown_identifiers=[i for i in request.identifiers if i not in jobs]
-        )
+    async def poll(self, identifiers: Sequence[str]) -> PollResult:
+        jobs = await self.state.by_slot(list(identifiers))
+        reply = PollResult(unknown_identifiers=[i for i in identifiers if i not in jobs])
         pending = {j.job_id: j for j in jobs.values() if j.outcome is None and j.job_id is not None}
         reply.outcomes.extend(j.outcome for j in jobs.values() if j.outcome is not None)
         if not pending:
@@ -283,9 +296,7 @@ class DiracXAdaptor(AdaptorServicer):
             statuses.update({int(row["JobID"]): row for row in rows})
         return statuses
 
-    async def _outcome(
-        self, job: state.Job, status: dict[str, Any] | None
-    ) -> common_pb2.Outcome | None:
+    async def _outcome(self, job: store.Job, status: dict[str, Any] | None) -> Outcome | None:
         """The terminal outcome DiracX's status means, or None while the job is under way."""
         assert job.job_id is not None
         if status is None:
@@ -321,20 +332,20 @@ class DiracXAdaptor(AdaptorServicer):
         """The payload's own account of a failure, when its output sandbox holds one."""
         try:
             files = await self._result(job_id)
-            return payload.read_result(files[payload.RESULT_FILE].decode())[3]
+            return worker.read_result(files[worker.RESULT_FILE].decode())[3]
         except (DiracXError, KeyError, ValueError, UnicodeDecodeError):
             return ""
 
-    async def _done(self, job: state.Job, said: str) -> common_pb2.Outcome:
+    async def _done(self, job: store.Job, said: str) -> Outcome:
         assert job.job_id is not None
         files = await self._result(job.job_id)
-        text = files.get(payload.RESULT_FILE)
+        text = files.get(worker.RESULT_FILE)
         if text is None:
             return self._ended(
-                job, FAILED, said, f"DiracX job {job.job_id} is Done without {payload.RESULT_FILE}"
+                job, FAILED, said, f"DiracX job {job.job_id} is Done without {worker.RESULT_FILE}"
             )
         try:
-            outputs, report, usage, error = payload.read_result(text.decode())
+            outputs, report, usage, error = worker.read_result(text.decode())
         except (ValueError, UnicodeDecodeError) as problem:
             return self._ended(job, FAILED, said, f"DiracX job {job.job_id}: {problem}")
         if error:
@@ -343,16 +354,16 @@ class DiracXAdaptor(AdaptorServicer):
 
     def _ended(
         self,
-        job: state.Job,
-        result: common_pb2.OutcomeResult.ValueType,
+        job: store.Job,
+        result: OutcomeResult,
         backend_status: str,
         message: str,
         *,
-        outputs: Sequence[common_pb2.OutputFile] = (),
+        outputs: Sequence[OutputFile] = (),
         report: str = "",
-        usage: common_pb2.ResourceUsage | None = None,
-    ) -> common_pb2.Outcome:
-        return common_pb2.Outcome(
+        usage: ResourceUsage | None = None,
+    ) -> Outcome:
+        return Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
             identifier=job.slot_id,
@@ -361,36 +372,30 @@ class DiracXAdaptor(AdaptorServicer):
             status_report_json=report,
             backend_status=backend_status[:200],
             message=message,
-            finished_at=to_timestamp(datetime.now(UTC)),
+            finished_at=datetime.now(UTC),
             usage=usage,
         )
 
-    async def Cancel(
-        self, request: backend_pb2.CancelRequest, context: Any
-    ) -> backend_pb2.CancelResponse:
-        by_slot = await self.state.by_slot(list(request.identifiers))
-        reply = backend_pb2.CancelResponse(
-            unknown_identifiers=[i for i in request.identifiers if i not in by_slot]
-        )
+    async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:
+        by_slot = await self.state.by_slot(list(identifiers))
+        reply = CancelResult(unknown_identifiers=[i for i in identifiers if i not in by_slot])
         async with self._submitting:
-            by_key = await self.state.by_parcel(list(request.parcel_ids))
+            by_key = await self.state.by_parcel(list(parcel_ids))
             unplaced = [k for k, j in by_key.items() if j.job_id is None]
             try:
                 found = await self._jobs_named(unplaced) if unplaced else {}
             except DiracXError as error:
                 raise Unavailable(f"DiracX: {error}") from None
             await self.state.record_jobs(found)
-            by_key = await self.state.by_parcel(list(request.parcel_ids))
+            by_key = await self.state.by_parcel(list(parcel_ids))
             await self.state.tombstone(
-                [k for k in request.parcel_ids if k not in by_key or by_key[k].job_id is None]
+                [k for k in parcel_ids if k not in by_key or by_key[k].job_id is None]
             )
-        for key in request.parcel_ids:
+        for key in parcel_ids:
             job = by_key.get(key)
             placed = job is not None and job.job_id is not None
             reply.keys.append(
-                backend_pb2.CancelledKey(
-                    parcel_id=key, identifier=job.slot_id if job and placed else ""
-                )
+                CancelledKey(parcel_id=key, identifier=job.slot_id if job and placed else "")
             )
         to_kill = sorted(
             {

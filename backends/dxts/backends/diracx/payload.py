@@ -21,19 +21,19 @@ so DiracX's own status (Done or Failed) agrees with the result.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import json_format
-
 from dxts.backends.local import compute
 from dxts.backends.local.compute import JobFailed, Run
 from dxts.backends.local.settings import LocalSettings
+from dxts.core.adaptor.codec import decode_payload, decode_submission
+from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage
 from dxts.core.catalogue import FileCatalogue, load_catalogue
-from dxts.v1 import backend_pb2, common_pb2
 
 PAYLOAD_FILE = "dxts-payload.binpb"
 PARCEL_FILE = "dxts-parcel.binpb"
@@ -45,42 +45,29 @@ STORAGE_ELEMENTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ELEMENTS"
 
 
 def result_document(
-    outputs: list[common_pb2.OutputFile],
-    report: str,
-    usage: common_pb2.ResourceUsage | None,
-    error: str,
+    outputs: list[OutputFile], report: str, usage: ResourceUsage | None, error: str
 ) -> dict[str, Any]:
     return {
-        "outputs": [json_format.MessageToDict(o) for o in outputs],
+        "outputs": [dataclasses.asdict(o) for o in outputs],
         "status_report_json": report,
-        "usage": json_format.MessageToDict(usage) if usage is not None else None,
+        "usage": dataclasses.asdict(usage) if usage is not None else None,
         "error": error,
     }
 
 
-def read_result(
-    text: str,
-) -> tuple[list[common_pb2.OutputFile], str, common_pb2.ResourceUsage | None, str]:
+def read_result(text: str) -> tuple[list[OutputFile], str, ResourceUsage | None, str]:
     """(outputs, status report, usage, error) from a `dxts-result.json`; ValueError if it is
     not one."""
     document = json.loads(text)
     if not isinstance(document, dict):
         raise ValueError("the result is not a JSON object")
     try:
-        outputs = [json_format.ParseDict(o, common_pb2.OutputFile()) for o in document["outputs"]]
-        usage = (
-            json_format.ParseDict(document["usage"], common_pb2.ResourceUsage())
-            if document.get("usage") is not None
-            else None
-        )
-    except (KeyError, TypeError, json_format.ParseError) as error:
+        outputs = [OutputFile(**o) for o in document["outputs"]]
+        usage = ResourceUsage(**document["usage"]) if document.get("usage") is not None else None
+    except (KeyError, TypeError) as error:
         raise ValueError(f"the result is malformed: {error}") from None
-    return (
-        outputs,
-        str(document.get("status_report_json") or ""),
-        usage,
-        str(document.get("error") or ""),
-    )
+    report = str(document.get("status_report_json") or "")
+    return outputs, report, usage, str(document.get("error") or "")
 
 
 def _local_settings(run_dir: Path) -> LocalSettings:
@@ -99,8 +86,10 @@ def _catalogue() -> FileCatalogue | None:
 
 
 async def run(directory: Path) -> dict[str, Any]:
-    payload = backend_pb2.Payload.FromString((directory / PAYLOAD_FILE).read_bytes())
-    parcel = backend_pb2.ParcelSubmission.FromString((directory / PARCEL_FILE).read_bytes())
+    payload = decode_payload((directory / PAYLOAD_FILE).read_bytes())
+    parcel = decode_submission((directory / PARCEL_FILE).read_bytes())
+    if not isinstance(payload, ComputePayload):
+        return result_document([], "", None, "the job's payload is not a compute payload")
     run_dir = directory / RUN_DIR
     run_dir.mkdir(exist_ok=True)
     settings = _local_settings(run_dir)
@@ -110,7 +99,7 @@ async def run(directory: Path) -> dict[str, Any]:
         await catalogue.start()
     try:
         outputs, report = await compute.run_compute(
-            run_dir, payload.compute, parcel, settings, catalogue, progress, _ignore
+            run_dir, payload, parcel, settings, catalogue, progress, _ignore
         )
         return result_document(outputs, report, progress.usage, "")
     except JobFailed as error:
