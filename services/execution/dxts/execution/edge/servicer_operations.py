@@ -293,6 +293,7 @@ class OperationsRpcs:
                 annotations=documents["annotations_json"],
             ),
             request_id=request.request_id,
+            locks=self.locks,
         )
         return execution_pb2.CreateUserParcelResponse(parcel_id=id_to_str(parcel_id))
 

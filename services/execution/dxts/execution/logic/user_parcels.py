@@ -9,7 +9,8 @@ Failed, and its outputs are registered with the file catalogue but have no Parce
 
 CreateUserParcel is idempotent by its request id: the id is kept in the parcel's annotations,
 and a request id the same submitter used within the last `REQUEST_WINDOW_S` answers the parcel
-it created (found through the (VO, Sub) index, whose entries end with the time-ordered ParcelID).
+it created (found through the (VO, Sub) index, whose entries end with the time-ordered ParcelID);
+tries of one request are serialised by the kernel's creating command.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from dxts.core.grpc.auth import Identity
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
+from dxts.core.kernel.commands import Request, run_creating_command
+from dxts.core.locks import LockManager
 from dxts.core.states import Kind, ParcelStatus
 from dxts.execution.logic.outcome_model import Outcome, OutputFile, stored_outcome
 from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
 REQUEST_ID = "request_id"
+CREATE_RPC = "ExecutionService.CreateUserParcel"
 REQUEST_WINDOW_S = 24 * 3600
 VO_MAX, SUB_MAX, REQUEST_ID_MAX = 32, 256, 128
 
@@ -83,9 +88,15 @@ def _earliest_id(window_s: float) -> bytes:
     return millis.to_bytes(6, "big") + bytes(10)
 
 
-async def create_user_parcel(database: Database, job: UserJob, *, request_id: str = "") -> bytes:
+async def create_user_parcel(
+    database: Database,
+    job: UserJob,
+    *,
+    request_id: str = "",
+    locks: LockManager | None = None,
+) -> bytes:
     """Create the job's parcel in Unassigned; returns its ParcelID (the first one's, when the
-    submitter repeats a request id)."""
+    submitter repeats a request id: the kernel's creating command serialises the tries)."""
     _checked(job, request_id)
 
     async def work(conn: AsyncConnection) -> bytes:
@@ -120,8 +131,9 @@ async def create_user_parcel(database: Database, job: UserJob, *, request_id: st
         )
         return parcel_id
 
+    request = Request(CREATE_RPC, Identity(vo=job.vo, sub=job.sub), request_id)
     try:
-        return await database.run(work, isolation=RC)
+        return await run_creating_command(database, locks, request, work, isolation=RC)
     except exc.IntegrityError as error:
         raise FailedPrecondition(
             "the job's process or requirements are not stored (definition stores them first)"
