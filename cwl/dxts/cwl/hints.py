@@ -1,7 +1,8 @@
 """The dirac: hint vocabulary: the JSON schema (package data) and validation against it.
 
 The schema is `dirac-hints-1.0.json` of the specification, copied into this package so that
-validation works wherever dxts is installed. Every schema error is reported, each at the
+validation works wherever dxts is installed, with dxts's extensions (each says so in its
+description): `dirac:Workgraph.start`. Every schema error is reported, each at the
 document path of the hint plus the JSON-schema path inside it. A field the vocabulary does not
 have is reported at that field's own path with the closest known name ("did you mean"): a typo
 is the likeliest cause, and a message naming the object that holds it would not say which.
