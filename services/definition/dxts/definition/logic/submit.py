@@ -16,6 +16,14 @@ creating one: the document is compiled again onto the recorded ids (the outputs'
 back from TransformationOutputs), and nothing is written. The same request id with another
 digest is refused (FAILED_PRECONDITION), changing nothing.
 
+`start: auto` (dirac:Workgraph). A document asking for it is started in the request that submits
+it (`start_if_asked`): once the submission has committed, the start command runs as an operator's
+start would, through the kernel's command protocol, as the submitter. Its request id is fixed
+(`AUTO_START_REQUEST`): the scope of a command's request id is the workgraph's log, so a retry of
+the submission (same request id, answered the original workgraph) retries the start as well, and
+the start is applied once. A submission without a request id that fails between the two steps
+leaves its workgraph New, to be started by hand.
+
 The search window: the caller's `REQUEST_LOOKBACK` newest workgraphs minted within the last
 `REQUEST_WINDOW_S` (the (VO, Sub) index of Ownership ends with the time-ordered OwnershipID, so
 this is one bounded backward index scan, whatever the size of the tables), then their creation
@@ -55,6 +63,8 @@ from dxts.cwl.compile import IdsMismatch, Plan, PlanIds, compile_plan
 from dxts.cwl.loading import Bundle, LoadedDocument
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
+from dxts.definition.logic import workgraph_commands
+from dxts.definition.logic.authorise import Caller
 from dxts.definition.store import processes as processes_db
 from dxts.definition.store import registry as registry_db
 from dxts.definition.store import transformations as transformations_db
@@ -68,6 +78,8 @@ REQUEST_WINDOW_S = 24 * 3600
 # How long a duplicate waits for the submission holding its request id to commit.
 REQUEST_LOCK_WAIT_S = 20.0
 SUBMIT_RPC = "DefinitionService.SubmitWorkgraph"
+# The request id of the start a `start: auto` submission runs (in the new workgraph's log).
+AUTO_START_REQUEST = "submission:start-auto"
 
 T = TypeVar("T")
 
@@ -247,6 +259,21 @@ async def submit_workgraph(
         database, locks, _request(vo, sub, key), work, wait_s=REQUEST_LOCK_WAIT_S
     )
     return Submitted(plan, dry_run, repeated)
+
+
+async def start_if_asked(database: Database, caller: Caller, submitted: Submitted) -> str | None:
+    """Start a workgraph submitted with `start: auto` (see the module docstring); its status
+    after the start, None when the document did not ask (or the submission was a dry run)."""
+    if submitted.dry_run or not submitted.plan.starts:
+        return None
+    result = await workgraph_commands.start(
+        database,
+        caller,
+        submitted.workgraph_id,
+        reason="start: auto",
+        request_id=AUTO_START_REQUEST,
+    )
+    return str(result["status"])
 
 
 async def insert_plan(
