@@ -9,6 +9,7 @@ resolves against the process store and the registry.
 from __future__ import annotations
 
 from dxts.core.config import DefinitionConfig
+from dxts.core.grpc.deadlines import checkpoint
 from dxts.cwl.compile import Plan, compile_plan
 from dxts.cwl.loading import Bundle, LoadedDocument, load_document
 from dxts.cwl.plugins import PluginCatalogue
@@ -23,7 +24,8 @@ def validate_bundle(
     vo: str,
     allow_unknown_plugins: bool,
 ) -> Validated:
-    document, problems = load_document(bundle)
+    document, problems = load_document(bundle, config.document_limits)
+    checkpoint("validating the document")
     return validate(
         document,
         problems,
@@ -73,6 +75,7 @@ def check_document(
             )
     if not checked.ok or checked.document is None or checked.analysis is None:
         return problems, None
+    checkpoint("compiling the plan")
     plan = compile_plan(
         checked.document,
         checked.analysis,

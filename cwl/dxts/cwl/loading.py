@@ -16,6 +16,10 @@ A step's `run` may be
   Stored processes and StrippedSpec always carry the hash form, so a stored document can be
   submitted again unchanged.
 
+Every file is read through `Bundle.read` with the installation's `DocumentLimits`, which refuses
+a file too big, too deep, too aliased or not UTF-8 before any YAML loader builds it (see
+`dxts.cwl.limits`), and the loader looks at the deadline between files (`checkpoint`).
+
 cwl-utils parses and checks every document (map and list forms, `$namespaces`, `$import`); this
 module only pairs the typed objects it returns with the plain data as written, because the plain
 data is what is hashed and stored (the typed objects' own serialisation mints random blank-node
@@ -29,7 +33,7 @@ import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,9 @@ from schema_salad.exceptions import ValidationException
 from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
 
+from dxts.core.config import DocumentLimits
+from dxts.core.grpc.deadlines import checkpoint
+from dxts.cwl.limits import DocumentRefused, check_size, check_text
 from dxts.cwl.problems import Kind, Problem, error, join
 
 CWL_VERSION = "v1.2"
@@ -64,9 +71,17 @@ class Bundle:
 
     def __init__(self, main: str, files: Mapping[str, str] | None = None, root: Path | None = None):
         self.main = main
-        self._files = {normalise_path("", path): text for path, text in (files or {}).items()}
+        self._files: dict[str, str] = {}
+        self._refused_keys: list[tuple[str, str]] = []  # (key, why): keys naming no bundle path
+        for key, text in (files or {}).items():
+            try:
+                self._files[normalise_path("", key)] = text
+            except BundleEscape as escape:
+                self._refused_keys.append((key, str(escape)))
         self._root = root.resolve() if root is not None else None
         self._read: dict[str, str] = {}
+        self._nodes: dict[str, int] = {}
+        self._bytes_read = 0
 
     @classmethod
     def from_mapping(cls, main: str, files: Mapping[str, str]) -> Bundle:
@@ -77,21 +92,85 @@ class Bundle:
         """Files are read on demand, and only from under `root` (symlinks included)."""
         return cls(main, root=root)
 
-    def read(self, path: str) -> str | None:
-        text = self._lookup(path)
-        if text is not None:
+    def problems(self, limits: DocumentLimits) -> list[Problem]:
+        """What is wrong with the bundle as given, before any file of it is read."""
+        found = [
+            error(Kind.INVALID_BUNDLE, "", f"the bundle's file {key!r}: {why}")
+            for key, why in self._refused_keys
+        ]
+        count = len(self._files) + len(self._refused_keys)
+        if count > limits.max_bundle_files:
+            found.append(_over_bundle("max_bundle_files", limits, f"{count} files"))
+        size = sum(_bytes(text) for text in self._files.values())
+        if size > limits.max_bundle_bytes:
+            found.append(_over_bundle("max_bundle_bytes", limits, f"{size} bytes"))
+        return found
+
+    def read(self, path: str, limits: DocumentLimits | None = None) -> str | None:
+        """The text of `path`, None if the bundle has no such file.
+
+        Raises DocumentRefused for a file that crosses one of `limits` (default: the default
+        limits), checked before the text is read whole or parsed, or that is not UTF-8, or when
+        the files read so far add up to more than the bundle may hold."""
+        limits = limits or DocumentLimits()
+        text = self._read.get(path)
+        if text is None:
+            text = self._lookup(path, limits)
+            if text is None:
+                return None
+            self._nodes[path] = check_text(path, text, limits)
             self._read[path] = text
+            self._bytes_read += _bytes(text)
+            self._check_totals(limits)
         return text
 
-    def _lookup(self, path: str) -> str | None:
+    def has(self, path: str) -> bool:
+        """Whether the bundle has a file at `path` (nothing is read)."""
+        if path in self._files:
+            return True
+        if self._root is None:
+            return False
+        target = (self._root / path).resolve()
+        return target.is_relative_to(self._root) and target.is_file()
+
+    def files_read(self) -> dict[str, str]:
+        """Every file read so far, by path: what the submission consists of."""
+        return dict(self._read)
+
+    def nodes(self, path: str) -> int:
+        """The nodes of a file read with limits, aliases expanded."""
+        return self._nodes.get(path, 0)
+
+    def _check_totals(self, limits: DocumentLimits) -> None:
+        if len(self._read) > limits.max_bundle_files:
+            raise DocumentRefused(
+                "the bundle",
+                f"reads more than {limits.max_bundle_files} files, over the limit "
+                "document_limits.max_bundle_files",
+                limit="max_bundle_files",
+            )
+        if self._bytes_read > limits.max_bundle_bytes:
+            raise DocumentRefused(
+                "the bundle",
+                f"its files add up to {self._bytes_read} bytes, over the limit "
+                f"document_limits.max_bundle_bytes = {limits.max_bundle_bytes}",
+                limit="max_bundle_bytes",
+            )
+
+    def _lookup(self, path: str, limits: DocumentLimits) -> str | None:
         if path in self._files:
             return self._files[path]
-        if self._root is None:
+        if not self.has(path):
             return None
+        assert self._root is not None
         target = (self._root / path).resolve()
-        if not target.is_relative_to(self._root) or not target.is_file():
-            return None
-        return target.read_text(encoding="utf-8")
+        check_size(path, target.stat().st_size, limits)
+        try:
+            return target.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise DocumentRefused(path, "not UTF-8 text") from None
+        except OSError as failure:
+            raise DocumentRefused(path, f"cannot be read: {failure.strerror}") from None
 
     def digest(self) -> str:
         """SHA-256 (hex) of the main path and of every file read so far, by path: after loading,
@@ -99,6 +178,25 @@ class Bundle:
         it, and a directory bundle cannot be listed anyway)."""
         document = {"main": self.main, "files": dict(sorted(self._read.items()))}
         return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode(errors="surrogatepass"))
+
+
+def _over_bundle(limit: str, limits: DocumentLimits, what: str) -> Problem:
+    value = getattr(limits, limit)
+    return error(
+        Kind.DOCUMENT_LIMIT,
+        "",
+        f"the bundle has {what}, over the limit document_limits.{limit} = {value}",
+    )
+
+
+def refusal(refused: DocumentRefused, where: str) -> Problem:
+    """The problem a refused file is reported as, at `where` (the `run` naming it)."""
+    kind = Kind.DOCUMENT_LIMIT if refused.limit else Kind.INVALID_CWL
+    return error(kind, where, str(refused))
 
 
 def normalise_path(base_file: str, reference: str) -> str:
@@ -236,8 +334,10 @@ class _BundleFetcher(Fetcher):
 
     schemes = ["file", "proc"]
 
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, serve: Callable[[str], str | None]) -> None:
         self.bundle = bundle
+        self._serve = serve
+        self.refused: DocumentRefused | None = None  # why the last refused fetch was refused
 
     def _path(self, url: str) -> str:
         if not url.startswith(BUNDLE_ROOT):
@@ -245,13 +345,17 @@ class _BundleFetcher(Fetcher):
         return urlsplit(url).path.removeprefix(urlsplit(BUNDLE_ROOT).path)
 
     def fetch_text(self, url: str, content_types: list[str] | None = None) -> str:
-        text = self.bundle.read(self._path(url))
+        try:
+            text = self._serve(self._path(url))
+        except DocumentRefused as refused:
+            self.refused = refused
+            raise ValidationException(str(refused)) from None
         if text is None:
             raise ValidationException(f"{url.removeprefix(BUNDLE_ROOT)} is not in the bundle")
         return text
 
     def check_exists(self, url: str) -> bool:
-        return url.startswith(BUNDLE_ROOT) and self.bundle.read(self._path(url)) is not None
+        return url.startswith(BUNDLE_ROOT) and self.bundle.has(self._path(url))
 
     def urljoin(self, base_url: str, url: str) -> str:
         if urlsplit(url).scheme:
@@ -272,6 +376,19 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
+
+
+def _imports(value: Any) -> Iterator[str]:
+    """Every `$import` reference in plain data (its depth is within the limits)."""
+    if isinstance(value, dict):
+        reference = value.get("$import")
+        if isinstance(reference, str):
+            yield reference
+        for item in value.values():
+            yield from _imports(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _imports(item)
 
 
 def _fragment(uri: str) -> str:
@@ -336,31 +453,82 @@ def standalone(body: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Loader:
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, limits: DocumentLimits) -> None:
         self.bundle = bundle
-        self.fetcher = _BundleFetcher(bundle)
+        self.limits = limits
+        self.fetcher = _BundleFetcher(bundle, self.serve)
         self.problems: list[Problem] = []
+        self._nodes_loaded = 0
+        self._parsed_files: dict[str, Any] = {}
         self._texts: dict[str, Any] = {}
         self._nodes: dict[tuple[str, str], ProcessNode] = {}
         self._stack: list[tuple[str, str]] = []
 
     # -- reading -----------------------------------------------------------------------------
 
+    def serve(self, path: str) -> str | None:
+        """The text of `path` for a YAML loader (ours or cwl-utils'), within the limits."""
+        checkpoint(f"reading {path}")
+        return self.bundle.read(path, self.limits)
+
+    def _parsed(self, path: str) -> Any:
+        """The plain data of `path` (None if the bundle has no such file), parsed once.
+
+        Raises DocumentRefused and YAMLError."""
+        if path not in self._parsed_files:
+            text = self.serve(path)
+            self._parsed_files[path] = None if text is None else plain(yaml_no_ts().load(text))
+        return self._parsed_files[path]
+
+    def _expanded(self, path: str, visiting: frozenset[str] = frozenset()) -> int:
+        """The nodes of `path` once every `$import` in it is replaced by the file it names, as
+        cwl-utils builds it: a file imported a thousand times counts a thousand times."""
+        total = self.bundle.nodes(path)
+        for reference in _imports(self._parsed(path)):
+            try:
+                target = normalise_path(path, reference.partition("#")[0])
+            except BundleEscape:
+                continue  # refused by the fetcher when cwl-utils gets to it
+            if target in visiting or target == path:
+                continue
+            try:
+                if self._parsed(target) is not None:
+                    total += self._expanded(target, visiting | {path})
+            except YAMLError:
+                continue  # reported by cwl-utils, which reads it too
+            if total > self.limits.max_bundle_nodes:
+                break
+        return total
+
+    def _count(self, path: str) -> None:
+        """Add the file's expanded nodes to the bundle's; refuse past `max_bundle_nodes`."""
+        self._nodes_loaded += self._expanded(path)
+        if self._nodes_loaded > self.limits.max_bundle_nodes:
+            raise DocumentRefused(
+                path,
+                f"the bundle's files add up to {self._nodes_loaded} nodes ($imports expanded), "
+                f"more than the limit document_limits.max_bundle_nodes = "
+                f"{self.limits.max_bundle_nodes}",
+                limit="max_bundle_nodes",
+            )
+
     def _raw_file(self, path: str, where: str) -> Any:
         if path in self._texts:
             return self._texts[path]
-        text = self.bundle.read(path)
-        if text is None:
-            self.problems.append(
-                error(Kind.UNRESOLVED_RUN, where, f"{path} is not in the submitted bundle")
-            )
-            self._texts[path] = None
-            return None
+        raw = None
         try:
-            raw = plain(yaml_no_ts().load(text))
+            raw = self._parsed(path)
+            if raw is None:
+                self.problems.append(
+                    error(Kind.UNRESOLVED_RUN, where, f"{path} is not in the submitted bundle")
+                )
+            else:
+                self._count(path)
+        except DocumentRefused as refused:
+            self.problems.append(refusal(refused, where))
+            raw = None
         except YAMLError as exc:
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not YAML/JSON: {exc}"))
-            raw = None
         if raw is not None and not isinstance(raw, dict):
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not a CWL document"))
             raw = None
@@ -399,11 +567,16 @@ class _Loader:
         return None
 
     def _typed(self, raw: dict[str, Any], path: str, where: str) -> Any:
+        checkpoint(f"loading {path}")
         uri = BUNDLE_ROOT + path
         options = cwl.LoadingOptions(fetcher=self.fetcher, fileuri=uri, no_link_check=True)
+        self.fetcher.refused = None
         try:
             return cwl.load_document_by_yaml(copy.deepcopy(raw), uri, options)
         except ValidationException as exc:
+            if self.fetcher.refused is not None:
+                self.problems.append(refusal(self.fetcher.refused, where))
+                return None
             message = str(exc).replace(BUNDLE_ROOT, "")
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {message}"))
             return None
@@ -411,6 +584,10 @@ class _Loader:
     # -- processes ---------------------------------------------------------------------------
 
     def main(self) -> tuple[dict[str, Any], Any] | None:
+        refused = self.bundle.problems(self.limits)
+        if refused:
+            self.problems.extend(refused)
+            return None
         path, _, fragment = self.bundle.main.partition("#")
         try:
             path = normalise_path("", path)
@@ -528,13 +705,16 @@ def _hints(hints: Any, namespaces: Mapping[str, str], where: str) -> tuple[Hint,
     return tuple(out)
 
 
-def load_document(bundle: Bundle) -> tuple[LoadedDocument | None, list[Problem]]:
+def load_document(
+    bundle: Bundle, limits: DocumentLimits | None = None
+) -> tuple[LoadedDocument | None, list[Problem]]:
     """Load the bundle's main document and every process it runs, and every loading problem.
 
     The document is None when the main document cannot be read as CWL at all; a step whose
-    process cannot be read has `process` None (and a problem saying why).
+    process cannot be read has `process` None (and a problem saying why). Raises
+    DeadlineExceeded when the current deadline passes or the work is abandoned.
     """
-    loader = _Loader(bundle)
+    loader = _Loader(bundle, limits or DocumentLimits())
     loaded = loader.main()
     if loaded is None:
         return None, loader.problems
