@@ -101,10 +101,10 @@ class DocumentLimits(BaseModel):
     max_bundle_bytes: int = Field(4 << 20, ge=1, description="every file the document reads")
     max_bundle_files: int = Field(500, ge=1, description="files in the bundle")
     max_depth: int = Field(64, ge=2, le=200, description="nested mappings and sequences")
-    max_nodes: int = Field(200_000, ge=1, description="nodes of one file, aliases expanded")
+    max_nodes: int = Field(50_000, ge=1, description="nodes of one file, aliases expanded")
     max_aliases: int = Field(1_000, ge=0, description="alias uses (`*name`) in one file")
     max_bundle_nodes: int = Field(
-        1_000_000, ge=1, description="nodes of every file as often as it is read ($import)"
+        100_000, ge=1, description="nodes of every file loaded, $imports expanded"
     )
 
 

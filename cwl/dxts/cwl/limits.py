@@ -16,6 +16,8 @@ shared by the definition service and the `dxts` CLI, which both load documents t
 
 from __future__ import annotations
 
+import io
+
 import yaml
 
 from dxts.core.config import DocumentLimits
@@ -28,6 +30,20 @@ _EVENTS_PER_CHECKPOINT = 4096
 _OPENING = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSING = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 _NODES = (yaml.ScalarEvent, *_OPENING)
+
+
+class AbandonableText(io.StringIO):
+    """A text for a YAML loader that reads it in chunks (ruamel reads 4 KiB at a time): each
+    read is a `checkpoint`, so even one long parse stops soon after the deadline."""
+
+    def __init__(self, text: str, path: str) -> None:
+        super().__init__(text)
+        self.name = path
+        self._doing = f"parsing {path}"
+
+    def read(self, size: int | None = -1, /) -> str:
+        checkpoint(self._doing)
+        return super().read(size)
 
 
 class DocumentRefused(ValueError):

@@ -46,8 +46,9 @@ from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
 
 from dxts.core.config import DocumentLimits
+from dxts.core.errors import DxtsError
 from dxts.core.grpc.deadlines import checkpoint
-from dxts.cwl.limits import DocumentRefused, check_size, check_text
+from dxts.cwl.limits import AbandonableText, DocumentRefused, check_size, check_text
 from dxts.cwl.problems import Kind, Problem, error, join
 
 CWL_VERSION = "v1.2"
@@ -477,7 +478,12 @@ class _Loader:
         Raises DocumentRefused and YAMLError."""
         if path not in self._parsed_files:
             text = self.serve(path)
-            self._parsed_files[path] = None if text is None else plain(yaml_no_ts().load(text))
+            if text is None:
+                self._parsed_files[path] = None
+            else:
+                loaded = yaml_no_ts().load(AbandonableText(text, path))
+                checkpoint(f"reading {path}")
+                self._parsed_files[path] = plain(loaded)
         return self._parsed_files[path]
 
     def _expanded(self, path: str, visiting: frozenset[str] = frozenset()) -> int:
@@ -579,6 +585,19 @@ class _Loader:
                 return None
             message = str(exc).replace(BUNDLE_ROOT, "")
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {message}"))
+            return None
+        except DxtsError:
+            raise  # the deadline, from a checkpoint inside a fetch
+        except Exception as exc:
+            # cwl-utils trips over some malformed documents (a `$namespaces` prefix bound to
+            # null is a TypeError): still the document's fault, never an internal error.
+            self.problems.append(
+                error(
+                    Kind.INVALID_CWL,
+                    where,
+                    f"{path}: not CWL cwl-utils can read ({type(exc).__name__}: {exc})",
+                )
+            )
             return None
 
     # -- processes ---------------------------------------------------------------------------
