@@ -17,6 +17,7 @@ import yaml
 from cwl_support import EXAMPLES
 from definition_world import Stub
 from hostile import BY_LIMIT, LIMITS, billion_laughs
+from hostile import nested as nested_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +85,21 @@ async def test_a_user_job_is_held_to_the_same_limits(stubs: dict[str, Stub]) -> 
             pb.SubmitJobRequest(bundle=bundle("job.cwl", {"job.cwl": billion_laughs()}))
         )
     assert "document_limits.max_nodes" in str(refused.value)
+
+
+async def test_json_nested_too_deeply_is_refused_naming_the_field(stubs: dict[str, Stub]) -> None:
+    job = "cwlVersion: v1.2\nclass: CommandLineTool\ninputs: {}\noutputs: {}\n"
+    with pytest.raises(InvalidArgument) as refused:
+        await stubs["owner"].SubmitJob(
+            pb.SubmitJobRequest(
+                bundle=bundle("job.cwl", {"job.cwl": job}), inputs_json=nested_json(100_000)
+            )
+        )
+    (violation,) = refused.value.violations
+    assert (violation.field, violation.description) == (
+        "inputs_json",
+        "JSON nested too deeply to be read",
+    )
 
 
 async def test_a_bundle_key_out_of_the_bundle_is_refused_naming_it(stubs: dict[str, Stub]) -> None:
@@ -178,14 +194,28 @@ def submissions(draw: st.DrawFn) -> common_pb2.DocumentBundle:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(submitted=submissions(), dry_run=st.booleans())
+@given(
+    submitted=submissions(),
+    dry_run=st.booleans(),
+    job_inputs=st.none() | st.text(max_size=30) | json_values.map(json.dumps),
+)
 async def test_no_submission_reaches_internal(
-    stubs: dict[str, Stub], submitted: common_pb2.DocumentBundle, dry_run: bool
+    stubs: dict[str, Stub],
+    submitted: common_pb2.DocumentBundle,
+    dry_run: bool,
+    job_inputs: str | None,
 ) -> None:
     """Success, INVALID_ARGUMENT or FAILED_PRECONDITION: any other status (INTERNAL above all)
-    is raised by the stub as AioRpcError and fails the test."""
-    request = pb.SubmitWorkgraphRequest(bundle=submitted, dry_run=dry_run)
+    is raised by the stub as AioRpcError and fails the test. With `job_inputs` the bundle is
+    submitted as a user job instead."""
     try:
-        await stubs["owner"].SubmitWorkgraph(request)
+        if job_inputs is None:
+            await stubs["owner"].SubmitWorkgraph(
+                pb.SubmitWorkgraphRequest(bundle=submitted, dry_run=dry_run)
+            )
+        else:
+            await stubs["owner"].SubmitJob(
+                pb.SubmitJobRequest(bundle=submitted, inputs_json=job_inputs)
+            )
     except (InvalidArgument, FailedPrecondition) as refused:
         assert "Traceback" not in str(refused)
