@@ -17,6 +17,7 @@ from dxts.core.config import DefinitionConfig, DocumentLimits
 from dxts.core.errors import DeadlineExceeded
 from dxts.core.grpc.deadlines import checkpoint, deadline, in_abandonable_thread
 from dxts.cwl.check import check_document
+from dxts.cwl.limits import check_text
 from dxts.cwl.loading import Bundle
 from dxts.cwl.problems import Problem, Severity
 
@@ -62,10 +63,23 @@ def test_a_billion_laughs_is_refused_at_once_with_nothing_allocated() -> None:
     assert elapsed < 1.0, elapsed
 
 
-def test_an_alias_inside_its_own_anchor_is_refused() -> None:
-    (refused,) = errors(Bundle.from_mapping("main.cwl", {"main.cwl": HEADER + "x: &a [*a]\n"}))
+@pytest.mark.parametrize("cycle", ["x: &a [*a]\n", "x: &a [1, &a [*a]]\n"])
+def test_an_alias_inside_the_node_it_names_is_refused(cycle: str) -> None:
+    (refused,) = errors(Bundle.from_mapping("main.cwl", {"main.cwl": HEADER + cycle}))
     assert refused.kind.value == "invalid-cwl"
     assert "*a names a node that contains it" in refused.message
+
+
+@pytest.mark.parametrize(
+    ("text", "nodes"),
+    [
+        ("x: &a [1, 2]\ny: *a\nz: *a", 13),  # each alias counts the three nodes it names
+        ("a: &a {b: &b [1,2,3]}\nc: [*a, *b]", 20),
+        ("x: &a [&a 1, *a]", 5),  # *a names the scalar defined last, not the open sequence
+    ],
+)
+def test_nodes_are_counted_as_expanded(text: str, nodes: int) -> None:
+    assert check_text("t.yaml", text, DocumentLimits()) == nodes
 
 
 def test_limits_come_from_the_configuration() -> None:

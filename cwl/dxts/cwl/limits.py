@@ -77,8 +77,12 @@ def check_text(path: str, text: str, limits: DocumentLimits) -> int:
     too_long = len(text) > limits.max_document_bytes
     check_size(path, len(text) if too_long else len(text.encode(errors="surrogatepass")), limits)
     depth = nodes = aliases = 0
-    size_of: dict[str, int] = {}  # anchor → nodes of the node it names, expanded
-    open_anchors: list[tuple[str | None, int]] = []  # per open collection: anchor, nodes before
+    # An anchor may be defined again; an alias names its latest definition, which may still be
+    # open (the alias is inside the node it names: a cycle no walk of it ends).
+    size_of: dict[str, int] = {}  # anchor → nodes of its latest definition, expanded
+    latest: dict[str, int] = {}  # anchor → the event number of its latest definition
+    still_open: set[str] = set()  # anchors whose latest definition is an open collection
+    opened: list[tuple[str | None, int, int]] = []  # per open collection: anchor, event, nodes
     try:
         for count, event in enumerate(yaml.parse(text, Loader=_Parser), 1):
             if count % _EVENTS_PER_CHECKPOINT == 0:
@@ -87,25 +91,32 @@ def check_text(path: str, text: str, limits: DocumentLimits) -> int:
                 aliases += 1
                 if aliases > limits.max_aliases:
                     raise _over(path, "max_aliases", limits.max_aliases, "more aliases")
-                if any(anchor == event.anchor for anchor, _ in open_anchors):
+                if event.anchor in still_open:
                     raise DocumentRefused(
                         path, f"the alias *{event.anchor} names a node that contains it"
                     )
                 nodes += size_of.get(event.anchor or "", 1)
             elif isinstance(event, _NODES):
                 nodes += 1
+                anchor = event.anchor
+                if anchor is not None:
+                    latest[anchor] = count
                 if isinstance(event, _OPENING):
                     depth += 1
                     if depth > limits.max_depth:
                         raise _over(path, "max_depth", limits.max_depth, "nested deeper")
-                    open_anchors.append((event.anchor, nodes - 1))
-                elif event.anchor is not None:
-                    size_of[event.anchor] = 1
+                    opened.append((anchor, count, nodes - 1))
+                    if anchor is not None:
+                        still_open.add(anchor)
+                elif anchor is not None:
+                    size_of[anchor] = 1
+                    still_open.discard(anchor)
             elif isinstance(event, _CLOSING):
                 depth -= 1
-                anchor, before = open_anchors.pop()
-                if anchor is not None:
+                anchor, defined, before = opened.pop()
+                if anchor is not None and latest[anchor] == defined:
                     size_of[anchor] = nodes - before
+                    still_open.discard(anchor)
             if nodes > limits.max_nodes:
                 raise _over(path, "max_nodes", limits.max_nodes, "more nodes (aliases expanded)")
     except yaml.YAMLError as error:

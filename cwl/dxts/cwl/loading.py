@@ -147,7 +147,7 @@ class Bundle:
             raise DocumentRefused(
                 "the bundle",
                 f"reads more than {limits.max_bundle_files} files, over the limit "
-                "document_limits.max_bundle_files",
+                f"document_limits.max_bundle_files = {limits.max_bundle_files}",
                 limit="max_bundle_files",
             )
         if self._bytes_read > limits.max_bundle_bytes:
