@@ -14,6 +14,7 @@ from ruamel.yaml.error import YAMLError
 from schema_salad.utils import yaml_no_ts
 
 from dxts.core.config import DefinitionConfig
+from dxts.core.grpc.deadlines import checkpoint
 from dxts.cwl.compile import Plan, compile_plan
 from dxts.cwl.loading import (
     DEFAULT_GRAPH_ENTRY,
@@ -36,7 +37,8 @@ def validate_bundle(
     allow_unknown_plugins: bool,
 ) -> Validated:
     main = bundle.main
-    document, problems = load_document(bundle)
+    document, problems = load_document(bundle, config.document_limits)
+    checkpoint("validating the document")
     return validate(
         document,
         problems,
@@ -103,6 +105,7 @@ def check_document(
             )
     if not checked.ok or checked.document is None or checked.analysis is None:
         return problems, None
+    checkpoint("compiling the plan")
     plan = compile_plan(
         checked.document,
         checked.analysis,

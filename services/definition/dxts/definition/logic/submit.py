@@ -1,6 +1,7 @@
 """Submitting a workgraph: load, validate, resolve references, compile, insert — one transaction.
 
-Loading and validation are pure (and run off the event loop: cwl-utils parsing is CPU work);
+Loading and validation are pure (and run off the event loop in a thread the call can abandon:
+cwl-utils parsing is CPU work, stopped at its next checkpoint once the caller's deadline passes);
 resolving `proc:` references against the store and the registry, compiling and inserting
 happen in one READ COMMITTED transaction, so a workgraph and all its members exist entirely or
 not at all. A dry run does the same reads and returns the plan without writing.
@@ -38,7 +39,6 @@ begins until after it commits, so that a concurrent duplicate waits (at most
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -53,6 +53,7 @@ from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.grpc.auth import Identity
+from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.commands import Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
@@ -224,10 +225,11 @@ async def submit_workgraph(
         raise InvalidArgument(f"at most {REQUEST_ID_MAX} characters", field="request_id")
     key = "" if dry_run else request_id
     config = config or DefinitionConfig()
-    checked = await asyncio.to_thread(
+    checked = await in_abandonable_thread(
         validate_bundle, bundle, catalogue, config, vo, allow_unknown_plugins
     )
     raise_for_errors(checked.problems)
+    checkpoint("resolving references and compiling")
     document, analysis = checked.document, checked.analysis
     assert document is not None and analysis is not None
     warnings = tuple(p for p in checked.problems if p.severity is Severity.WARNING)
