@@ -389,8 +389,8 @@ class Run:
                 baseline.append(now)
             return now > baseline[0] or await completed()
 
-        # A fault known to fail is given a minute, not the full wait, to show it still does.
-        timeout_s = self.complete_timeout_s if report.expected_failure is None else 60.0
+        # A fault known to fail is given half a minute, not the full wait, to show it still does.
+        timeout_s = self.complete_timeout_s if report.expected_failure is None else 30.0
         try:
             await _until("progress after the fault", progressed, timeout_s)
             report.recover_s = round(time.monotonic() - injected_at, 2)

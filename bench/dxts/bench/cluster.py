@@ -75,6 +75,8 @@ def fast_pacing(
             "DXTS_DISPATCH_CANCEL_RESEND_S": 2.0,
             "DXTS_DISPATCH_REFUSAL_BACKOFF_S": 2 * pace_s,
             "DXTS_DISPATCH_RECOVERY_INTERVAL_S": 5.0,
+            # A Submit that failed (an adaptor restarting) is retried after the lease.
+            "DXTS_DISPATCH_LEASE_S": 5.0,
             "DXTS_DISPATCH_STATUS_INTERVAL_S": status_interval_s or 2 * pace_s,
         },
     }
