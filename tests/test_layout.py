@@ -36,6 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "dxts.backends": {"dxts.core", "dxts.v1", "dxts.backends"},
     "dxts.cli": {"*"},
     "dxts.bench": {"*"},
+    "dxts.web": {"dxts.core", "dxts.v1", "dxts.web"},
 }
 # The components a client must reach over gRPC, never by import.
 SERVER_SIDE = {

@@ -75,6 +75,7 @@ MAY_WRITE: dict[str, set[str] | None] = {
     "dxts.cli": set(),
     "dxts.bench": None,  # benchmarks build their own data sets
     "dxts.v1": set(),
+    "dxts.web": set(),
 }
 CORE_WRITES = {
     "TransformationLog",
@@ -99,7 +100,6 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "creation row carries",
     },
     "dxts.execution": {
-        "TransformationLog": "operations find a retried request's recorded result in the log",
         "TransformationOutputs": "outcomes are recorded against the declared outputs in the "
         "recording transaction; a gRPC round trip per batch would split it",
         **{

@@ -5,7 +5,7 @@ Each value is taken from the first place that has it:
 
 1. the command's global options (`dxts --definition HOST:PORT ... show WG`);
 2. the environment: DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS,
-   DXTS_TOKEN;
+   DXTS_TOKEN, DXTS_WEB_URL;
 3. the connection file `dxts up` writes into its data directory (`connection.json` in
    `--data-dir`, else DXTS_DATA_DIR, else ~/.dxts — the directory `dxts up` uses by default).
 """
@@ -43,6 +43,7 @@ ENVIRONMENT = {
     "execution": "DXTS_EXECUTION_ADDRESS",
     "accounting": "DXTS_ACCOUNTING_ADDRESS",
     "token": "DXTS_TOKEN",
+    "web": "DXTS_WEB_URL",
 }
 # A failed call or a refused request (2 is a usage error, as typer reports them; `watch` adds
 # its own, see workgraphs.py).
@@ -66,6 +67,8 @@ class Connection:
     execution: str | None = None
     accounting: str | None = None
     token: str | None = None
+    # The web view's URL (http://host:port), where `dxts up` serves it.
+    web: str | None = None
 
     @classmethod
     def resolve(cls, options: dict[str, str | None], directory: Path) -> Connection:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.tree import Tree
 
-from dxts.cli import jobs, operate, tokens, up, workgraphs
+from dxts.cli import jobs, open_page, operate, tokens, up, workgraphs
 from dxts.cli.client import Options
 from dxts.cli.output import Output
 from dxts.core.config import CONFIG_FILE_VARIABLE, load_installation_config
@@ -174,3 +174,4 @@ app.add_typer(jobs.registry_app, name="registry")
 app.add_typer(tokens.token_app, name="token")
 app.command()(jobs.provenance)
 app.command()(up.up)
+app.command("open")(open_page.open_page)

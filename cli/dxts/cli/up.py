@@ -10,7 +10,7 @@ local storage elements). Everything a restart must find again lives in the data 
     storage/<SE>/<LFN>     the local storage elements' files
     local/, local-data/    the adaptors' own state and one directory per parcel (its sandbox)
     dev-only-jwt-*.pem     the development token key pair
-    connection.json        the addresses and token the `dxts` commands read (while it runs)
+    connection.json        the addresses, web URL and token the `dxts` commands read (while it runs)
     up.log                 the components' log
 """
 
@@ -35,9 +35,13 @@ import typer
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE
+from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
 from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
+from dxts.backends.logic import Adaptor
 from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
@@ -55,11 +59,15 @@ from dxts.dispatcher.component import build_dispatcher
 from dxts.dispatcher.settings import BackendConfig, DispatcherSettings
 from dxts.execution.component import build_execution
 from dxts.execution.settings import ExecutionSettings
+from dxts.web.server import WebServer
+from dxts.web.settings import WebSettings
 
 # The local storage elements: compute outputs are written to the first; the example workgraph
 # replicates its merged datasets to the second.
 STORAGE_ELEMENTS = ("LOCAL-DISK", "LOCAL-ARCHIVE")
 TOKEN_LIFETIME = timedelta(days=30)
+# How long the sign-in link `dxts up` prints stays valid (it works once).
+SIGN_IN_LINK_S = 24 * 3600
 # The sweeps' pause on the embedded default: a laptop run of a few dozen parcels moves on within
 # a second, where the production defaults are tuned for millions of rows.
 PACE_S = 1.0
@@ -75,6 +83,7 @@ class Ports:
     definition: int = 0
     execution: int = 0
     accounting: int = 0
+    web: int = 0
 
 
 @dataclass
@@ -140,14 +149,31 @@ def local_settings(data_dir: Path, kind: Kind, workers: int) -> LocalSettings:
     )
 
 
+def diracx_settings(data_dir: Path, url: str, catalogue_url: str | None) -> DiracXSettings:
+    """The DiracX adaptor for `dxts up --backend diracx`: its credentials from DXTS_DIRACX_*,
+    its jobs' payloads run by this Python (unless DXTS_DIRACX_PAYLOAD_COMMAND says otherwise)
+    and told to use this data directory's storage elements and catalogue: a worker on this
+    machine, such as the test pilot."""
+    environment = {
+        "DXTS_LOCAL_STORAGE_ROOT": str(data_dir / "storage"),
+        STORAGE_ELEMENTS_VARIABLE: ":".join(STORAGE_ELEMENTS),
+        "DXTS_LOCAL_OUTPUT_SE": STORAGE_ELEMENTS[0],
+    }
+    if catalogue_url:
+        environment["DXTS_CATALOGUE_URL"] = catalogue_url
+    settings = DiracXSettings(url=url, work_dir=data_dir / "diracx")
+    if "payload_command" not in settings.model_fields_set:
+        settings.payload_command = [sys.executable, "-m", PAYLOAD_MODULE]
+    settings.payload_environment = {**environment, **settings.payload_environment}
+    return settings
+
+
 async def _serve_adaptor(
-    stack: Stack, adaptor: LocalAdaptor, verifier: TokenVerifier, host: str
+    stack: Stack, name: str, adaptor: Adaptor, verifier: TokenVerifier, host: str
 ) -> str:
     await adaptor.start()
     stack.on_stop(adaptor.stop)
-    return await stack.serve(
-        adaptor.settings.name, [adaptor_service(adaptor)], verifier, None, host=host
-    )
+    return await stack.serve(name, [adaptor_service(adaptor)], verifier, None, host=host)
 
 
 async def compose(
@@ -159,10 +185,12 @@ async def compose(
     ports: Ports | None = None,
     workers: int = 2,
     sweeps: bool = True,
+    diracx: DiracXSettings | None = None,
 ) -> Stack:
     """Build and serve every component over `database` and `catalogue` (both started); with
     `sweeps` false they are built without their background work (the command's tests steer
-    the states themselves)."""
+    the states themselves). With `diracx`, compute parcels become jobs of that DiracX
+    installation instead of running here."""
     ports = ports or Ports()
     host = ports.host
     port = {
@@ -177,9 +205,16 @@ async def compose(
     stack = Stack()
     try:
         backends = []
-        for kind in (Kind.COMPUTE, Kind.DATA):
+        if diracx is not None:
+            served = await _serve_adaptor(stack, diracx.name, DiracXAdaptor(diracx), verifier, host)
+            backends.append(
+                BackendConfig(name=diracx.name, address=served, kind=Kind.COMPUTE, adaptor="diracx")
+            )
+        for kind in (Kind.COMPUTE, Kind.DATA) if diracx is None else (Kind.DATA,):
             settings = local_settings(data_dir, kind, workers)
-            served = await _serve_adaptor(stack, LocalAdaptor(settings, catalogue), verifier, host)
+            served = await _serve_adaptor(
+                stack, settings.name, LocalAdaptor(settings, catalogue), verifier, host
+            )
             backends.append(
                 BackendConfig(name=settings.name, address=served, kind=kind, adaptor="local")
             )
@@ -325,7 +360,9 @@ def _say(text: str) -> None:
     typer.echo(text, err=True)
 
 
-async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -> None:
+async def _run(
+    directory: Path, url: str, ports: Ports, vo: str, workers: int, diracx_url: str | None
+) -> None:
     _say(f"dxts up: data directory {directory}")
     keys = DevKeys.load_or_create(directory)
     _say(
@@ -346,6 +383,11 @@ async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -
         exit_stack.push_async_callback(database.dispose)
         catalogue = await open_catalogue(catalogue_settings)
         exit_stack.push_async_callback(catalogue.close)
+        diracx = None
+        if diracx_url is not None:
+            local = catalogue_settings.url if catalogue_settings.implementation == "local" else None
+            diracx = diracx_settings(directory, diracx_url, local)
+            _say(f"compute parcels become jobs of DiracX at {diracx.url} as {diracx.username}")
         stack = await compose(
             database,
             data_dir=directory,
@@ -353,24 +395,46 @@ async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -
             catalogue=catalogue,
             ports=ports,
             workers=workers,
+            diracx=diracx,
         )
         exit_stack.push_async_callback(stack.stop)
+        web = await serve_web(stack, ports)
+        exit_stack.push_async_callback(web.stop)
+        token = keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME)
         connection = Connection(
             definition=stack.address("definition"),
             execution=stack.address("execution"),
             accounting=stack.address("accounting"),
-            token=keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME),
+            token=token,
+            web=web.url,
         )
         connection_file = directory / CONNECTION_FILE
         connection.write(connection_file)
         exit_stack.callback(connection_file.unlink, missing_ok=True)
         for name, server in stack.servers.items():
             _say(f"  {name:<12} {server.address}")
+        _say(f"  {'web':<12} {web.url}")
         _say(f"storage elements under {directory / 'storage'}: {', '.join(STORAGE_ELEMENTS)}")
+        link = web.sign_in_link("/workgraphs", token=token, seconds=SIGN_IN_LINK_S)
+        _say(f"web view: sign in once with {link} (then `dxts open WG` for a page)")
         _say(f"ready: the dxts commands read {connection_file}; Ctrl-C stops")
         await _until_signalled()
         _say("dxts up: stopping")
     _say("dxts up: stopped")
+
+
+async def serve_web(stack: Stack, ports: Ports) -> WebServer:
+    """The web view (dxts-web) over the composed services, on `ports.web` (0: a free port)."""
+    web = WebServer(
+        WebSettings(
+            listen=f"{ports.host}:{ports.web}",
+            definition_address=stack.address("definition"),
+            execution_address=stack.address("execution"),
+            accounting_address=stack.address("accounting"),
+        )
+    )
+    await web.start()
+    return web
 
 
 async def _until_signalled() -> None:
@@ -404,19 +468,31 @@ def up(
     definition_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
     execution_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
     accounting_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
+    web_port: Annotated[int, typer.Option(help="The web view's port (0: a free port).")] = 0,
     vo: Annotated[str, typer.Option(help="The VO of the token the commands use.")] = "local",
     workers: Annotated[
         int, typer.Option(min=1, help="Parcels the local backend runs at once.")
     ] = 2,
     verbose: Annotated[bool, typer.Option(help="The components' log on stderr too.")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Where compute parcels run: 'local' (cwltool here) or 'diracx' (jobs of the "
+            "DiracX installation at --diracx-url; its credentials from DXTS_DIRACX_*).",
+        ),
+    ] = "local",
+    diracx_url: Annotated[
+        str | None, typer.Option(help="The DiracX installation (with --backend diracx).")
+    ] = None,
 ) -> None:
     """Run every component in this process, on the embedded default (a laptop, a demo).
 
     Migrates the database first, then serves the definition, execution and accounting
-    services, the dispatcher and the local backends (cwltool for compute parcels, local
-    storage elements for data parcels), and writes the addresses and a development token to
-    the data directory for the other `dxts` commands. Ctrl-C (or SIGTERM) stops it cleanly;
-    everything is kept in the data directory, so the next `dxts up` carries on.
+    services, the dispatcher, the local backends (cwltool for compute parcels, local
+    storage elements for data parcels) and the web view, and writes the addresses and a
+    development token to the data directory for the other `dxts` commands. Ctrl-C (or
+    SIGTERM) stops it cleanly; everything is kept in the data directory, so the next `dxts up`
+    carries on.
     """
     directory = data_dir(data_dir_option)
     directory.mkdir(parents=True, exist_ok=True)
@@ -425,11 +501,17 @@ def up(
         or os.environ.get("DXTS_DB_URL")
         or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
     )
-    ports = Ports(host, definition_port, execution_port, accounting_port)
+    ports = Ports(host, definition_port, execution_port, accounting_port, web_port)
+    if backend not in ("local", "diracx"):
+        typer.echo(f"error: --backend: 'local' or 'diracx', not {backend!r}", err=True)
+        raise typer.Exit(1)
+    if (backend == "diracx") != (diracx_url is not None):
+        typer.echo("error: --diracx-url goes with --backend diracx, and only with it", err=True)
+        raise typer.Exit(1)
     _log_to(directory / LOG_FILE, verbose)
     try:
         with _only_one(directory):
-            asyncio.run(_run(directory, url, ports, vo, workers))
+            asyncio.run(_run(directory, url, ports, vo, workers, diracx_url))
     except DxtsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

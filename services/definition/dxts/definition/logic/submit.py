@@ -22,11 +22,10 @@ this is one bounded backward index scan, whatever the size of the tables), then 
 log rows. A request id older than that, or followed by more submissions of the same caller,
 is no longer recognised and creates a new workgraph.
 
-Check and create are serialised per (caller, request id) by a named lock (`submission_lock`),
-held from before the transaction begins until after it commits, so that a concurrent duplicate
-waits (at most `REQUEST_LOCK_WAIT_S`, then ABORTED, to be retried) and then finds the committed
-original. (Released before the commit, the lock would let the duplicate's READ COMMITTED lookup
-miss the rows not yet committed.) On SQLite the transactions are serialised anyway.
+Check and create run as the kernel's creating command (`run_creating_command`): serialised per
+(caller, request id) by a named lock (`submission_lock`) held from before the transaction
+begins until after it commits, so that a concurrent duplicate waits (at most
+`REQUEST_LOCK_WAIT_S`, then ABORTED, to be retried) and then finds the committed original.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,9 +42,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core import content_store as store
 from dxts.core.config import DefinitionConfig
-from dxts.core.db import Database, Isolation
-from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument
+from dxts.core.db import Database
+from dxts.core.errors import FailedPrecondition, InvalidArgument
+from dxts.core.grpc.auth import Identity
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.kernel.commands import Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
@@ -66,6 +67,7 @@ REQUEST_LOOKBACK = 100
 REQUEST_WINDOW_S = 24 * 3600
 # How long a duplicate waits for the submission holding its request id to commit.
 REQUEST_LOCK_WAIT_S = 20.0
+SUBMIT_RPC = "DefinitionService.SubmitWorkgraph"
 
 T = TypeVar("T")
 
@@ -128,7 +130,11 @@ def submission_digest(bundle: Bundle, labels: Mapping[str, str] | None) -> str:
 
 def submission_lock(vo: str, sub: str, request_id: str) -> Lock:
     """The named lock serialising the submissions of one caller's request id."""
-    return Lock("submission", json.dumps([vo, sub, request_id]))
+    return request_lock(_request(vo, sub, request_id))
+
+
+def _request(vo: str, sub: str, request_id: str) -> Request:
+    return Request(SUBMIT_RPC, Identity(vo=vo, sub=sub), request_id)
 
 
 def _earliest_id(window_s: float) -> bytes:
@@ -237,40 +243,10 @@ async def submit_workgraph(
             await insert_plan(conn, plan, request_id=key, digest=digest)
         return plan, ids is not None
 
-    isolation = Isolation.READ_COMMITTED
-    if not key:
-        plan, repeated = await database.run(work, isolation=isolation)
-    else:
-        plan, repeated = await _serialised(
-            database,
-            locks,
-            submission_lock(vo, sub, key),
-            key,
-            lambda: database.run(work, isolation=isolation),
-        )
+    plan, repeated = await run_creating_command(
+        database, locks, _request(vo, sub, key), work, wait_s=REQUEST_LOCK_WAIT_S
+    )
     return Submitted(plan, dry_run, repeated)
-
-
-async def _serialised(
-    database: Database,
-    locks: LockManager | None,
-    lock: Lock,
-    request_id: str,
-    run: Callable[[], Awaitable[T]],
-) -> T:
-    """`run()` (a whole transaction, commit included) while holding `lock`."""
-    manager = locks if locks is not None else LockManager(database)
-    try:
-        async with manager.try_hold(lock, wait=REQUEST_LOCK_WAIT_S) as held:
-            if not held:
-                raise Aborted(
-                    f"a submission with request_id {request_id!r} is still being applied; "
-                    "retry it with the same request_id"
-                )
-            return await run()
-    finally:
-        if locks is None:
-            await manager.dispose()
 
 
 async def insert_plan(
