@@ -9,7 +9,6 @@ from typing import Any
 import yaml
 
 from dxts.core.errors import InvalidArgument
-from dxts.cwl.loading import BundleEscape, normalise_path
 from dxts.v1 import common_pb2
 
 
@@ -28,6 +27,19 @@ def _runs(node: Any) -> list[str]:
     return found
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML syntax error in one line that still says where: "line 4, column 9: not YAML or
+    JSON: mapping values are not allowed here" (PyYAML's own text spans several lines, with
+    the offending line drawn under a caret)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return (
+            f"line {mark.line + 1}, column {mark.column + 1}: not YAML or JSON: "
+            f"{error.problem or error.context or 'syntax error'}"
+        )
+    return f"not YAML or JSON: {' '.join(str(error).split())}"
+
+
 def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundle:
     """The bundle of `document`, its paths relative to `root` (default: its directory)."""
     base = (root or document.parent).resolve()
@@ -35,6 +47,9 @@ def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundl
         main = document.resolve().relative_to(base).as_posix()
     except ValueError:
         raise InvalidArgument(f"{document} is not inside {base}", field="document") from None
+    # Here, not at the top: the CWL tooling is a large import that only `submit` needs.
+    from dxts.cwl.loading import BundleEscape, normalise_path
+
     files: dict[str, bytes] = {}
     pending = [main]
     while pending:
@@ -44,13 +59,15 @@ def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundl
         target = base / path
         try:
             content = target.read_bytes()
+        except FileNotFoundError:
+            raise InvalidArgument(f"no such file: {target}", field=path) from None
         except OSError as error:
             raise InvalidArgument(f"cannot read {target}: {error.strerror}", field=path) from None
         files[path] = content
         try:
             parsed = yaml.safe_load(content)
         except yaml.YAMLError as error:
-            raise InvalidArgument(f"not YAML or JSON: {error}", field=path) from None
+            raise InvalidArgument(yaml_problem(error), field=path) from None
         for reference in _runs(parsed):
             try:
                 pending.append(normalise_path(path, reference))

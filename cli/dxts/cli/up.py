@@ -38,7 +38,14 @@ from dxts.accounting.settings import AccountingSettings
 from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
+from dxts.cli.connection import (
+    CONNECTION_FILE,
+    CURRENT_FILE,
+    Connection,
+    data_dir,
+    forget_current,
+    record_current,
+)
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError, Unavailable
@@ -47,7 +54,12 @@ from dxts.core.grpc.ports import free_port
 from dxts.core.locks import LockManager
 from dxts.core.migrations import upgrade
 from dxts.core.plugins import Providers, Registry
-from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.core.settings import (
+    AuthSettings,
+    DatabaseSettings,
+    ServerSettings,
+    async_database_url,
+)
 from dxts.core.states import Kind
 from dxts.definition.component import build_definition, build_lifecycle
 from dxts.definition.settings import DefinitionSettings, LifecycleSettings
@@ -364,10 +376,15 @@ async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -
         connection_file = directory / CONNECTION_FILE
         connection.write(connection_file)
         exit_stack.callback(connection_file.unlink, missing_ok=True)
+        record_current(directory)
+        exit_stack.callback(forget_current, directory)
         for name, server in stack.servers.items():
             _say(f"  {name:<12} {server.address}")
         _say(f"storage elements under {directory / 'storage'}: {', '.join(STORAGE_ELEMENTS)}")
-        _say(f"ready: the dxts commands read {connection_file}; Ctrl-C stops")
+        _say(
+            f"ready: the dxts commands read {connection_file} (recorded in {CURRENT_FILE} "
+            "for the commands started without --data-dir); Ctrl-C stops"
+        )
         await _until_signalled()
         _say("dxts up: stopping")
     _say("dxts up: stopped")
@@ -420,11 +437,15 @@ def up(
     """
     directory = data_dir(data_dir_option)
     directory.mkdir(parents=True, exist_ok=True)
-    url = (
-        db_url
-        or os.environ.get("DXTS_DB_URL")
-        or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
-    )
+    try:
+        url = async_database_url(
+            db_url
+            or os.environ.get("DXTS_DB_URL")
+            or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
+        )
+    except DxtsError as error:
+        typer.echo(f"error: --db-url: {error}", err=True)
+        raise typer.Exit(2) from None
     ports = Ports(host, definition_port, execution_port, accounting_port)
     _log_to(directory / LOG_FILE, verbose)
     try:

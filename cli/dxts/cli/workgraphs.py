@@ -7,15 +7,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
-from rich.tree import Tree
 
 from dxts.cli.client import Clients, request_id, run
-from dxts.cli.documents import bundle
+from dxts.cli.names import entity
+from dxts.cli.names import workgraph_id as resolve_workgraph
 from dxts.cli.output import (
     Output,
     OutputOption,
@@ -30,7 +28,6 @@ from dxts.cli.output import (
     table,
     when,
 )
-from dxts.core.errors import NotFound
 from dxts.core.states import (
     ActionResult,
     InputStatus,
@@ -39,6 +36,10 @@ from dxts.core.states import (
     WorkgraphStatus,
 )
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.tree import Tree
 
 # `dxts watch` ends with one of these (1 and 2 are every command's: failed call, bad usage).
 EXIT_BLOCKED = 3
@@ -84,6 +85,8 @@ def submit(
     them (`error  kind  path  message`), and the command exits 1.
     """
 
+    from dxts.cli.documents import bundle  # YAML: for the verbs that read a document only
+
     async def body(clients: Clients) -> definition_pb2.SubmitWorkgraphResponse:
         return await clients.definition.SubmitWorkgraph(
             definition_pb2.SubmitWorkgraphRequest(
@@ -107,6 +110,8 @@ def submit(
 
 
 def _plan_tree(document: Path, reply: definition_pb2.SubmitWorkgraphResponse) -> Tree:
+    from rich.tree import Tree
+
     tree = Tree(
         f"[bold]{document.name}[/] (dry run): {len(reply.plan)} transformations"
         + (", scouts first" if reply.scouts else "")
@@ -191,6 +196,8 @@ class MemberView:
     inputs: dict[str, int]
     parcels: dict[str, int]
     blocked_by: list[definition_pb2.Action] = field(default_factory=list)
+    # Every action of the member (its Finalizing checks...): read for `show` only.
+    actions: list[definition_pb2.Action] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
@@ -206,6 +213,7 @@ class MemberView:
             "input_counts": self.inputs,
             "parcel_counts": self.parcels,
             "blocked_by": [message_dict(a) for a in self.blocked_by],
+            "actions": [message_dict(a) for a in self.actions],
         }
 
 
@@ -244,9 +252,9 @@ def _failed(actions: Any) -> list[definition_pb2.Action]:
     return [a for a in actions if a.result == failed]
 
 
-async def gather(clients: Clients, workgraph_id: str) -> WorkgraphView:
+async def gather(clients: Clients, workgraph_id: str, *, actions: bool = False) -> WorkgraphView:
     """The workgraph (definition) and its counts (accounting), with the failed actions of
-    whatever is blocked."""
+    whatever is blocked (and, with `actions`, every member's actions)."""
     got = await clients.definition.GetWorkgraph(
         definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
     )
@@ -264,11 +272,12 @@ async def gather(clients: Clients, workgraph_id: str) -> WorkgraphView:
             counts(found.input_counts) if found else {},
             counts(found.parcel_counts) if found else {},
         )
-        if view.blocked:
+        if view.blocked or actions:
             detail = await clients.definition.GetTransformation(
                 definition_pb2.GetTransformationRequest(transformation_id=member.transformation_id)
             )
-            view.blocked_by = _failed(detail.actions)
+            view.blocked_by = _failed(detail.actions) if view.blocked else []
+            view.actions = list(detail.actions)
         members.append(view)
     workgraph = got.workgraph
     if summary.status:
@@ -282,12 +291,21 @@ def _action_text(action: definition_pb2.Action) -> str:
 
 def _member_table(view: WorkgraphView) -> Table:
     rows = table(
-        "member", "kind", "status", "feeder", "inputs", "parcels", "blocked by", whole=(0, 2)
+        "member",
+        "id",
+        "kind",
+        "status",
+        "feeder",
+        "inputs",
+        "parcels",
+        "blocked by",
+        whole=(0, 1, 3),
     )
     for m in view.members:
         t = m.transformation
         rows.add_row(
             t.step,
+            t.transformation_id,
             name(Kind, t.kind),
             m.status,
             f"{t.feeder or '-'} {'on' if t.feeder_enabled else 'off'}",
@@ -308,7 +326,11 @@ def show(
     Per member: status, feeder on/off, inputs and parcels by status, and the failed action
     holding up a blocked member.
     """
-    view = run(ctx, lambda clients: gather(clients, workgraph_id))
+
+    async def body(clients: Clients) -> WorkgraphView:
+        return await gather(clients, await resolve_workgraph(clients, workgraph_id), actions=True)
+
+    view = run(ctx, body)
     if output is Output.JSON:
         print_json(view.as_json())
         return
@@ -325,6 +347,28 @@ def show(
     for action in view.blocked_by:
         console.print(f"blocked by {_action_text(action)}")
     console.print(_member_table(view))
+    member_actions = _action_table(view)
+    if member_actions.row_count:
+        console.print(member_actions)
+    console.print(
+        f"A member is named by its id or as {w.workgraph_id}/STEP; an action by its #id "
+        "(dxts force ID passed, dxts reset ID)."
+    )
+
+
+def _action_table(view: WorkgraphView) -> Table:
+    rows = table("action", "member", "state", "check", "result", "message", whole=(0, 1))
+    for m in view.members:
+        for a in m.actions:
+            rows.add_row(
+                f"#{a.action_id}",
+                m.transformation.step,
+                a.state,
+                a.action,
+                name(ActionResult, a.result),
+                a.message,
+            )
+    return rows
 
 
 # -- watch --------------------------------------------------------------------------------------
@@ -346,6 +390,8 @@ def watch(
     --timeout passes.
     """
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     async def body(clients: Clients) -> tuple[WorkgraphView, int]:
         deadline = None if timeout is None else time.monotonic() + timeout
         with Progress(
@@ -357,8 +403,9 @@ def watch(
             disable=output is Output.JSON,
         ) as progress:
             bars: dict[str, Any] = {}
+            workgraph = await resolve_workgraph(clients, workgraph_id)
             while True:
-                view = await gather(clients, workgraph_id)
+                view = await gather(clients, workgraph)
                 for m in view.members:
                     t = m.transformation
                     if t.transformation_id not in bars:
@@ -415,7 +462,9 @@ def _ending_line(view: WorkgraphView, code: int) -> str:
 
 def logs(
     ctx: typer.Context,
-    entity_id: Annotated[str, typer.Argument(metavar="WG|TF", help="Workgraph or transformation.")],
+    entity_id: Annotated[
+        str, typer.Argument(metavar="WG|TF", help="A workgraph, or a member (id or WG/Step).")
+    ],
     limit: Annotated[int, typer.Option(min=1, help="At most this many entries.")] = 100,
     newest_first: Annotated[bool, typer.Option(help="Newest entries first.")] = False,
     output: OutputOption = Output.TEXT,
@@ -424,19 +473,8 @@ def logs(
 
     async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
         request = accounting_pb2.ListLogRequest(newest_first=newest_first)
-        try:
-            await clients.definition.GetWorkgraph(
-                definition_pb2.GetWorkgraphRequest(workgraph_id=entity_id)
-            )
-            request.workgraph_id = entity_id
-        except NotFound:
-            try:
-                await clients.definition.GetTransformation(
-                    definition_pb2.GetTransformationRequest(transformation_id=entity_id)
-                )
-            except NotFound:
-                raise NotFound("workgraph or transformation", entity_id) from None
-            request.transformation_id = entity_id
+        kind, found = await entity(clients, entity_id)
+        setattr(request, f"{kind}_id", found)
         entries: list[accounting_pb2.LogEntry] = []
         while len(entries) < limit:
             request.paging.page_size = min(limit - len(entries), 500)

@@ -361,9 +361,11 @@ class _Loader:
         except YAMLError as exc:
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not YAML/JSON: {exc}"))
             raw = None
-        if raw is not None and not isinstance(raw, dict):
-            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not a CWL document"))
-            raw = None
+        else:
+            if not isinstance(raw, dict):
+                what = "is empty" if raw is None else "is not a CWL document (not a mapping)"
+                self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {what}"))
+                raw = None
         self._texts[path] = raw
         return raw
 
