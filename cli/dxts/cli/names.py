@@ -38,14 +38,17 @@ async def member_id(clients: Clients, text: str, *, field: str = "TF") -> str:
 
 async def workgraph_id(clients: Clients, text: str, *, field: str = "WG") -> str:
     """`text` if it names a workgraph; a member's id is recognised and refused by name."""
-    if await _is_workgraph(clients, text):
+    try:
+        await clients.definition.GetWorkgraph(definition_pb2.GetWorkgraphRequest(workgraph_id=text))
         return text
+    except (NotFound, InvalidArgument) as error:
+        refused = error
     try:
         got = await clients.definition.GetTransformation(
             definition_pb2.GetTransformationRequest(transformation_id=text)
         )
     except (NotFound, InvalidArgument):
-        raise NotFound("workgraph", text) from None
+        raise refused from None
     member = got.transformation
     owner = f"of workgraph {member.workgraph_id}" if member.workgraph_id else "(standalone)"
     raise InvalidArgument(

@@ -34,11 +34,12 @@ def async_database_url(url: str) -> str:
             f"{url!r} is not a database URL (e.g. mysql+asyncmy://user:pw@host:3306/dxts or "
             "sqlite+aiosqlite:///path/dxts.sqlite)"
         ) from None
-    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    # From the text: SQLAlchemy's get_driver_name() loads the dialect, failing for one it lacks.
+    backend, _, driver = parsed.drivername.partition("+")
     wanted = ASYNC_DRIVERS.get(backend)
     if wanted is None:
         raise InvalidArgument(f"dxts runs on MariaDB/MySQL or SQLite, not {backend!r}")
-    if "+" not in parsed.drivername:
+    if not driver:
         parsed = parsed.set(drivername=f"{'mysql' if wanted == 'asyncmy' else backend}+{wanted}")
     elif driver not in ("asyncmy", "aiomysql", "aiosqlite"):
         raise InvalidArgument(
