@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -403,6 +404,7 @@ def watch(
             disable=output is Output.JSON,
         ) as progress:
             bars: dict[str, Any] = {}
+            paces: dict[str, Pace] = {}
             workgraph = await resolve_workgraph(clients, workgraph_id)
             while True:
                 view = await gather(clients, workgraph)
@@ -411,11 +413,13 @@ def watch(
                     if t.transformation_id not in bars:
                         bars[t.transformation_id] = progress.add_task(t.step, detail="", total=None)
                     total = sum(m.inputs.values())
+                    pace = paces.setdefault(t.transformation_id, Pace())
+                    pace.add(time.monotonic(), m.settled())
                     progress.update(
                         bars[t.transformation_id],
                         total=total or None,
                         completed=m.settled(),
-                        detail=f"{m.status}  parcels: {compact(m.parcels)}",
+                        detail=f"{m.status}  {pace.text(total)}  parcels: {compact(m.parcels)}",
                     )
                 ended = _ending(view)
                 if ended is not None:
@@ -430,6 +434,36 @@ def watch(
     else:
         console.print(_ending_line(view, code))
     raise typer.Exit(code)
+
+
+@dataclass
+class Pace:
+    """A member's settled inputs over its last readings: the rate, and the time left at it."""
+
+    readings: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=30))
+
+    def add(self, now: float, settled: int) -> None:
+        self.readings.append((now, settled))
+
+    def text(self, total: int) -> str:
+        """ "12.0/min, ETA 2m30s"; "" before two readings; "idle" when nothing settles."""
+        if len(self.readings) < 2:
+            return ""
+        (then, before), (now, settled) = self.readings[0], self.readings[-1]
+        rate = (settled - before) / (now - then) if now > then else 0.0
+        if rate <= 0:
+            return "idle" if settled < total else ""
+        left = max(total - settled, 0) / rate
+        return f"{rate * 60:.1f}/min, ETA {_duration(left)}"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, seconds_left = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds_left:02d}s" if minutes else f"{seconds_left}s"
 
 
 def _ending(view: WorkgraphView) -> int | None:
