@@ -293,20 +293,18 @@ def _action_text(action: definition_pb2.Action) -> str:
 def _member_table(view: WorkgraphView) -> Table:
     rows = table(
         "member",
-        "id",
         "kind",
         "status",
         "feeder",
         "inputs",
         "parcels",
         "blocked by",
-        whole=(0, 1, 3),
+        whole=(0, 2),
     )
     for m in view.members:
         t = m.transformation
         rows.add_row(
             t.step,
-            t.transformation_id,
             name(Kind, t.kind),
             m.status,
             f"{t.feeder or '-'} {'on' if t.feeder_enabled else 'off'}",
@@ -348,6 +346,8 @@ def show(
     for action in view.blocked_by:
         console.print(f"blocked by {_action_text(action)}")
     console.print(_member_table(view))
+    for m in view.members:
+        console.print(f"{m.transformation.step:<{STEP_WIDTH}} {m.transformation.transformation_id}")
     member_actions = _action_table(view)
     if member_actions.row_count:
         console.print(member_actions)
@@ -357,10 +357,17 @@ def show(
     )
 
 
+# Cleaning up after the end (Archiving, Cancelling) is shown only when it is under way.
+CLEAN_UP_STATES = frozenset({"Archiving", "Cancelling"})
+STEP_WIDTH = 20
+
+
 def _action_table(view: WorkgraphView) -> Table:
     rows = table("action", "member", "state", "check", "result", "message", whole=(0, 1))
     for m in view.members:
         for a in m.actions:
+            if a.state in CLEAN_UP_STATES and not m.status.startswith(a.state):
+                continue
             rows.add_row(
                 f"#{a.action_id}",
                 m.transformation.step,
