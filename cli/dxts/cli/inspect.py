@@ -4,6 +4,9 @@ outputs). Read-only; everything comes from the contracts' List/Get calls."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -182,28 +185,22 @@ def parcels(
     """A member's parcels, oldest first, with their status and backend (dxts parcel ID for one
     in full)."""
 
-    async def body(clients: Clients) -> list[execution_pb2.Parcel]:
-        request = execution_pb2.ListParcelsRequest(
-            transformation_id=await member_id(clients, transformation),
-            statuses=[parse_enum(ParcelStatus, s, field="--status") for s in status or []],  # type: ignore[misc]
-        )
-        return await _pages(clients.execution.ListParcels, request, "parcels", limit)
-
-    found = run(ctx, body)
-    if output is Output.JSON:
-        print_json([message_dict(p) for p in found])
-        return
-    rows = table("parcel", "kind", "status", "backend", "updated", whole=(0, 2))
-    for p in found:
-        rows.add_row(
+    _member_items(
+        ctx,
+        transformation,
+        status,
+        limit,
+        output,
+        listing=Listing("ListParcels", "parcels", ParcelStatus),
+        headers=("parcel", "kind", "status", "backend", "updated"),
+        row=lambda p: (
             p.parcel_id,
             name(Kind, p.kind),
             name(ParcelStatus, p.status),
             p.backend or "-",
             when(p.updated_at),
-        )
-    console.print(rows)
-    typer.echo(f"{len(found)} parcels" + (f" (at most {limit})" if len(found) >= limit else ""))
+        ),
+    )
 
 
 def parcel(
@@ -265,28 +262,64 @@ def list_inputs(
 ) -> None:
     """A member's inputs in feed order, with their status, error count and last parcel."""
 
-    async def body(clients: Clients) -> list[execution_pb2.Input]:
-        request = execution_pb2.ListInputsRequest(
-            transformation_id=await member_id(clients, transformation),
-            statuses=[parse_enum(InputStatus, s, field="--status") for s in status or []],  # type: ignore[misc]
-        )
-        return await _pages(clients.execution.ListInputs, request, "inputs", limit)
-
-    found = run(ctx, body)
-    if output is Output.JSON:
-        print_json([message_dict(i) for i in found])
-        return
-    rows = table("input", "status", "errors", "last parcel", "lfn", whole=(0, 1))
-    for i in found:
-        rows.add_row(
+    _member_items(
+        ctx,
+        transformation,
+        status,
+        limit,
+        output,
+        listing=Listing("ListInputs", "inputs", InputStatus),
+        headers=("input", "status", "errors", "last parcel", "lfn"),
+        row=lambda i: (
             i.input_id,
             name(InputStatus, i.status),
             str(i.error_count),
             i.last_parcel_id or "-",
             i.lfn or "-",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One of execution's paged List calls of a member's items, filtered by status."""
+
+    rpc: str
+    field: str
+    statuses: type[StrEnum]
+
+
+def _member_items(
+    ctx: typer.Context,
+    transformation: str,
+    status: list[str] | None,
+    limit: int,
+    output: Output,
+    *,
+    listing: Listing,
+    headers: tuple[str, ...],
+    row: Callable[[Any], tuple[str, ...]],
+) -> None:
+    """List a member's parcels or inputs (up to `limit`): a table (id and status never cut)
+    and their count, or JSON."""
+
+    async def body(clients: Clients) -> list[Any]:
+        request = getattr(execution_pb2, f"{listing.rpc}Request")(
+            transformation_id=await member_id(clients, transformation),
+            statuses=[parse_enum(listing.statuses, s, field="--status") for s in status or []],
         )
+        return await _pages(getattr(clients.execution, listing.rpc), request, listing.field, limit)
+
+    found = run(ctx, body)
+    if output is Output.JSON:
+        print_json([message_dict(item) for item in found])
+        return
+    rows = table(*headers, whole=(0, headers.index("status")))
+    for item in found:
+        rows.add_row(*row(item))
     console.print(rows)
-    typer.echo(f"{len(found)} inputs" + (f" (at most {limit})" if len(found) >= limit else ""))
+    more = f" (at most {limit})" if len(found) >= limit else ""
+    typer.echo(f"{len(found)} {listing.field}{more}")
 
 
 async def _pages(call: Any, request: Any, field: str, limit: int) -> list[Any]:
