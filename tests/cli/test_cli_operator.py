@@ -72,6 +72,8 @@ async def test_show_prints_member_ids_and_how_to_name_them(dxts: Dxts, workgraph
     for tf in (await member_ids(dxts, workgraph)).values():
         assert tf in result.stdout
     assert f"as {workgraph}/STEP" in " ".join(result.stdout.split())
+    # `why`'s reasons, under the table.
+    assert f"why: it has not been started: dxts start {workgraph}\n" in result.stdout
 
 
 async def test_json_is_plain_nested_json_with_plain_status_names(

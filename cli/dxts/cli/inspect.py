@@ -99,8 +99,32 @@ def why(
 def workgraph_reasons(view: WorkgraphView) -> list[str]:
     """Every reason the workgraph is where it is, the workgraph's own first."""
     w = view.workgraph
+    reasons = [
+        f"workgraph {w.workgraph_id} is {view.status.value}" + (" (halted)" if w.halted else "")
+    ]
+    reasons.extend(_own_reasons(view))
+    for member in view.members:
+        reasons.extend(member_reasons(view, member))
+    return reasons
+
+
+def holding(view: WorkgraphView) -> list[str]:
+    """The reasons without the statuses (what `show` prints under its table, which has them)."""
+    return [
+        *_own_reasons(view),
+        *(
+            f"{member.transformation.step}: {line.strip()}"
+            for member in view.members
+            for line in member_reasons(view, member)[1:]
+        ),
+    ]
+
+
+def _own_reasons(view: WorkgraphView) -> list[str]:
+    """What holds the workgraph itself: not started, a failed or pending approving action."""
+    w = view.workgraph
     status = view.status
-    reasons = [f"workgraph {w.workgraph_id} is {status.value}" + (" (halted)" if w.halted else "")]
+    reasons = []
     if status is WorkgraphStatus.NEW:
         reasons.append(f"it has not been started: dxts start {w.workgraph_id}")
     for action in view.approving:
@@ -122,8 +146,6 @@ def workgraph_reasons(view: WorkgraphView) -> list[str]:
                     else ""
                 )
             )
-    for member in view.members:
-        reasons.extend(member_reasons(view, member))
     return reasons
 
 

@@ -348,6 +348,10 @@ def show(
     console.print(_member_table(view))
     for m in view.members:
         console.print(f"{m.transformation.step:<{STEP_WIDTH}} {m.transformation.transformation_id}")
+    from dxts.cli.inspect import holding  # `why`'s reasons (inspect builds on this module)
+
+    for reason in holding(view):
+        console.print(f"why: {reason}", soft_wrap=True)
     member_actions = _action_table(view)
     if member_actions.row_count:
         console.print(member_actions)
