@@ -108,25 +108,18 @@ async def run(bench: Bench, params: CliParams) -> None:
             "PYTHONDONTWRITEBYTECODE": "",
         }
         baseline = _process([sys.executable, "-c", "pass"], environment)
-        await bench.compare(
-            "cli_help_ms",
-            unit="ms",
-            baseline=baseline,
-            subject=_process([*dxts_command(), "--help"], environment),
-            rounds=params.rounds,
-            params={"command": "dxts --help", "baseline_command": "python -c pass"},
-            latency=True,
-        )
-        async with running_up(data_dir, environment):
+
+        async def measure(figure: str, args: list[str], command: str) -> None:
             await bench.compare(
-                "cli_read_ms",
+                figure,
                 unit="ms",
                 baseline=baseline,
-                subject=_process([*dxts_command(), "list"], environment),
+                subject=_process([*dxts_command(), *args], environment),
                 rounds=params.rounds,
-                params={
-                    "command": "dxts list (against dxts up, embedded SQLite)",
-                    "baseline_command": "python -c pass",
-                },
+                params={"command": command, "baseline_command": "python -c pass"},
                 latency=True,
             )
+
+        await measure("cli_help_ms", ["--help"], "dxts --help")
+        async with running_up(data_dir, environment):
+            await measure("cli_read_ms", ["list"], "dxts list (against dxts up, embedded SQLite)")
