@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dxts.cli.client import CONNECTION_FILE, Connection
+from dxts.cli.connection import CONNECTION_FILE, Connection
 
 
 def test_the_connection_file_is_created_0600_even_with_an_open_umask(

@@ -184,8 +184,8 @@ def test_the_demo_runs_to_completed(up: Up, tmp_path: Path) -> None:
 
     parcel = job.stdout.strip()
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while (status := up.json("job", "status", parcel))["parcel"]["status"] != "PARCEL_STATUS_DONE":
-        assert status["parcel"]["status"] not in ("PARCEL_STATUS_FAILED",), status
+    while (status := up.json("job", "status", parcel))["parcel"]["status"] != "Done":
+        assert status["parcel"]["status"] not in ("Failed",), status
         assert time.monotonic() < deadline, status
         time.sleep(0.5)
     outputs = sorted(o["lfn"] for o in status["outputs"])

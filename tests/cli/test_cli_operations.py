@@ -9,6 +9,8 @@ import json
 import pytest
 from cli_support import EXAMPLES, Dxts
 
+from dxts.cli.operate import IN_MOTION
+
 
 async def submitted(dxts: Dxts, *, start: bool = True) -> tuple[str, dict[str, str]]:
     """A new workgraph (started), and its members' transformation ids by step."""
@@ -27,12 +29,15 @@ async def submitted(dxts: Dxts, *, start: bool = True) -> tuple[str, dict[str, s
 async def test_halt_and_cancel(dxts: Dxts) -> None:
     workgraph, _ = await submitted(dxts)
     halted = await dxts("halt", workgraph, "--reason", "bad conditions")
-    assert (halted.exit_code, halted.stdout) == (0, f"{workgraph} Active (halted)\n")
+    assert (halted.exit_code, halted.stdout) == (
+        0,
+        f"{workgraph} Active (halted): {IN_MOTION['HaltWorkgraph']}\n",
+    )
 
     other, _ = await submitted(dxts)
     cancelled = await dxts("cancel", other, "-o", "json")
     assert cancelled.exit_code == 0, cancelled.output
-    assert json.loads(cancelled.stdout)["workgraph"]["status"] == "WORKGRAPH_STATUS_CANCELLING"
+    assert json.loads(cancelled.stdout)["workgraph"]["status"] == "Cancelling"
     again = await dxts("start", other)
     assert again.exit_code == 1 and "Cancelling" in again.stderr
     assert len(again.stderr.splitlines()) == 1
@@ -42,7 +47,10 @@ async def test_flush_and_input_operations(dxts: Dxts) -> None:
     _, members = await submitted(dxts)
     merge = members["Merge"]
     flushed = await dxts("flush", merge)
-    assert (flushed.exit_code, flushed.stdout) == (0, f"{merge} flush requested\n")
+    assert (flushed.exit_code, flushed.stdout) == (
+        0,
+        f"{merge} flush requested: its packer packs what it holds back on its next round\n",
+    )
 
     reset = await dxts("inputs", "reset", merge, "--status", "problematic")
     assert (reset.exit_code, reset.stdout) == (0, "0 inputs reset\n")
@@ -71,8 +79,8 @@ async def test_a_user_job_is_submitted_and_read_back(dxts: Dxts) -> None:
     parcel = submitted_job.stdout.strip()
     status = json.loads((await dxts("job", "status", parcel, "-o", "json")).stdout)
     assert status["parcel"]["parcel_id"] == parcel
-    assert status["parcel"]["status"] == "PARCEL_STATUS_UNASSIGNED"
-    assert json.loads(status["compute"]["parameters_json"]) == {"seeds": ["42", "43"]}
+    assert status["parcel"]["status"] == "Unassigned"
+    assert status["compute"]["parameters"] == {"seeds": ["42", "43"]}
     text = await dxts("job", "status", parcel)
     assert text.exit_code == 0 and "Unassigned" in text.stdout
 

@@ -11,7 +11,7 @@ import pytest
 from cli_support import EXAMPLES, Dxts
 from typer.testing import CliRunner
 
-from dxts.cli.client import Connection
+from dxts.cli.connection import Connection
 from dxts.cli.main import app
 from dxts.cli.up import Stack
 from dxts.core.grpc import DevKeys

@@ -25,7 +25,7 @@ def fenced_block_after(marker: str) -> list[str]:
 
 def dxts_commands() -> set[str]:
     command = typer.main.get_command(app)
-    return set(command.commands)  # type: ignore[attr-defined]
+    return set(command.list_commands(typer.Context(command)))  # type: ignore[attr-defined]
 
 
 def test_the_test_command_block_is_unchanged() -> None:

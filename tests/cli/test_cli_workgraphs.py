@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from cli_support import EXAMPLES, Dxts, write_document
 
+from dxts.cli.operate import IN_MOTION
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_from_str
 from dxts.core.schema.accounting import workgraph_log
@@ -31,7 +32,7 @@ async def test_submit_prints_the_id_and_show_reads_it_back(dxts: Dxts, workgraph
     steps = [m["transformation"]["step"] for m in shown["members"]]
     assert steps == ["Simulation", "Reconstruction", "Merge", "DatasetReplication"]
     assert all(m["status"] == "New" and m["blocked_by"] == [] for m in shown["members"])
-    labels = json.loads(shown["workgraph"]["annotations_json"])["labels"]
+    labels = shown["workgraph"]["annotations"]["labels"]
     assert labels == {"campaign": "cli"}
 
 
@@ -124,16 +125,22 @@ async def members(dxts: Dxts, workgraph: str) -> dict[str, dict]:
 
 async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> None:
     started = await dxts("start", workgraph, "--reason", "go")
-    assert (started.exit_code, started.stdout) == (0, f"{workgraph} Active\n")
+    assert (started.exit_code, started.stdout) == (
+        0,
+        f"{workgraph} Active: {IN_MOTION['StartWorkgraph']}\n",
+    )
     simulation = (await members(dxts, workgraph))["Simulation"]["transformation"]
     tf = simulation["transformation_id"]
     assert simulation["feeder_enabled"] is True
 
     paused = await dxts("pause", tf)
-    assert (paused.exit_code, paused.stdout) == (0, f"{tf} Paused, feeder on\n")
+    assert (paused.exit_code, paused.stdout) == (
+        0,
+        f"{tf} Paused, feeder on: {IN_MOTION['PauseTransformation']}\n",
+    )
     assert (await members(dxts, workgraph))["Simulation"]["status"] == "Paused"
     resumed = await dxts("resume", tf, "-o", "json")
-    assert json.loads(resumed.stdout)["transformation"]["status"] == "TRANSFORMATION_STATUS_ACTIVE"
+    assert json.loads(resumed.stdout)["transformation"]["status"] == "Active"
 
     off = await dxts("feeder", "disable", tf)
     assert off.stdout == f"{tf} Active, feeder off\n"
@@ -142,7 +149,11 @@ async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> Non
     args = {"target_events": 4000, "events_per_seed": 2000}
     changed = await dxts("feeder", "args", tf, json.dumps(args), "-o", "json")
     assert changed.exit_code == 0, changed.output
-    assert json.loads(json.loads(changed.stdout)["transformation"]["feeder_args_json"]) == args
+    # The keys given change; the others are kept.
+    assert json.loads(changed.stdout)["transformation"]["feeder_args"] == {
+        **simulation["feeder_args"],
+        **args,
+    }
     refused = await dxts("feeder", "args", tf, '{"target_events": 0, "events_per_seed": 1}')
     assert refused.exit_code == 1 and "target_events" in refused.stderr
     assert len(refused.stderr.splitlines()) == 1

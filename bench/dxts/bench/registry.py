@@ -7,4 +7,5 @@ BENCHMARKS: dict[str, str] = {
     "definition": "dxts.bench.definition",
     "execution": "dxts.bench.execution",
     "web": "dxts.bench.web",
+    "cli": "dxts.bench.cli",
 }

@@ -1,32 +1,19 @@
-"""How the `dxts` command reaches the services: where they are, with which token, and how a
-failed call becomes one line on the terminal.
-
-Each value is taken from the first place that has it:
-
-1. the command's global options (`dxts --definition HOST:PORT ... show WG`);
-2. the environment: DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS,
-   DXTS_TOKEN, DXTS_WEB_URL;
-3. the connection file `dxts up` writes into its data directory (`connection.json` in
-   `--data-dir`, else DXTS_DATA_DIR, else ~/.dxts — the directory `dxts up` uses by default).
-"""
+"""How the `dxts` command reaches the services (the stubs, opened on first use) and how a failed
+call becomes one line on the terminal. Where the services are is `connection`'s business."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
-import jwt
 import typer
 
+from dxts.cli.connection import DATA_DIR_VARIABLE, ENVIRONMENT, Connection, Options
 from dxts.core.errors import DxtsError, InvalidArgument, Unauthenticated, Unavailable
-from dxts.core.grpc import channel
+from dxts.core.grpc.client import channel
 from dxts.cwl.problems import Kind as ProblemKind
 from dxts.v1 import (
     accounting_pb2_grpc,
@@ -36,89 +23,19 @@ from dxts.v1 import (
 
 T = TypeVar("T")
 
-CONNECTION_FILE = "connection.json"
-DEFAULT_DATA_DIR = Path("~/.dxts")
-ENVIRONMENT = {
-    "definition": "DXTS_DEFINITION_ADDRESS",
-    "execution": "DXTS_EXECUTION_ADDRESS",
-    "accounting": "DXTS_ACCOUNTING_ADDRESS",
-    "token": "DXTS_TOKEN",
-    "web": "DXTS_WEB_URL",
-}
 # A failed call or a refused request (2 is a usage error, as typer reports them; `watch` adds
 # its own, see workgraphs.py).
 EXIT_FAILED = 1
 DOCUMENT_PROBLEMS = frozenset(kind.value for kind in ProblemKind)
 
 
-def data_dir(option: Path | None = None) -> Path:
-    """The data directory: the option, else DXTS_DATA_DIR, else ~/.dxts."""
-    value = option or (
-        Path(os.environ["DXTS_DATA_DIR"]) if os.environ.get("DXTS_DATA_DIR") else None
-    )
-    return (value or DEFAULT_DATA_DIR).expanduser()
-
-
-@dataclass
-class Connection:
-    """Where the services are and who is calling (any of them may be unknown)."""
-
-    definition: str | None = None
-    execution: str | None = None
-    accounting: str | None = None
-    token: str | None = None
-    # The web view's URL (http://host:port), where `dxts up` serves it.
-    web: str | None = None
-
-    @classmethod
-    def resolve(cls, options: dict[str, str | None], directory: Path) -> Connection:
-        found = cls()
-        path = directory / CONNECTION_FILE
-        saved = _read_connection_file(path)
-        for name, variable in ENVIRONMENT.items():
-            value = options.get(name) or os.environ.get(variable) or saved.get(name)
-            if value:
-                setattr(found, name, value)
-        return found
-
-    def write(self, path: Path) -> None:
-        """Save it (mode 0600: the token is a credential) for the commands to find."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        scratch = path.with_suffix(".tmp")
-        scratch.unlink(missing_ok=True)
-        # Created 0600, never readable by others even for an instant.
-        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(json.dumps(values, indent=1) + "\n")
-        scratch.replace(path)
-
-    def claims(self) -> dict[str, Any]:
-        """The token's claims, unverified (the server verifies): for the caller's VO."""
-        if not self.token:
-            return {}
-        try:
-            return dict(jwt.decode(self.token, options={"verify_signature": False}))
-        except jwt.PyJWTError:
-            return {}
-
-
-def _read_connection_file(path: Path) -> dict[str, str]:
-    try:
-        values = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as error:
-        raise InvalidArgument(f"cannot read {path}: {error}", field="connection") from None
-    return (
-        {k: v for k, v in values.items() if isinstance(v, str)} if isinstance(values, dict) else {}
-    )
-
-
 class Clients:
     """Stubs of the three services, each channel opened on first use."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, looked_in: str = "") -> None:
         self.connection = connection
+        # The connection file read, named when an address is missing.
+        self.looked_in = looked_in
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _channel(self, service: str) -> grpc.aio.Channel:
@@ -126,8 +43,10 @@ class Clients:
             address = getattr(self.connection, service)
             if not address:
                 raise Unavailable(
-                    f"no address for the {service} service: start `dxts up`, or set "
-                    f"{ENVIRONMENT[service]} (or pass --{service})"
+                    f"no address for the {service} service "
+                    f"(no {self.looked_in or 'connection file'}): start `dxts up`, point at "
+                    f"its data directory with --data-dir or {DATA_DIR_VARIABLE}, or give the "
+                    f"address with --{service} or {ENVIRONMENT[service]}"
                 )
             self._channels[service] = channel(address, token=self.connection.token)
         return self._channels[service]
@@ -154,23 +73,13 @@ def request_id() -> str:
     return str(uuid.uuid4())
 
 
-@dataclass
-class Options:
-    """The global options of one command line, resolved into a Connection on first use (so
-    that a command needing no service, like `validate`, never reads the connection file)."""
-
-    values: dict[str, str | None]
-    data_dir: Path | None = None
-    resolved: Connection | None = None
-
-
 def connection_of(ctx: typer.Context) -> Connection:
+    return options_of(ctx).connection()
+
+
+def options_of(ctx: typer.Context) -> Options:
     options = ctx.find_root().obj
-    if not isinstance(options, Options):
-        options = Options({})
-    if options.resolved is None:
-        options.resolved = Connection.resolve(options.values, data_dir(options.data_dir))
-    return options.resolved
+    return options if isinstance(options, Options) else Options({})
 
 
 def run(ctx: typer.Context, body: Callable[[Clients], Awaitable[T]]) -> T:
@@ -178,7 +87,8 @@ def run(ctx: typer.Context, body: Callable[[Clients], Awaitable[T]]) -> T:
     problem) on stderr and ends the command with a non-zero status."""
 
     async def main() -> T:
-        clients = Clients(connection_of(ctx))
+        options = options_of(ctx)
+        clients = Clients(options.connection(), options.where())
         try:
             return await body(clients)
         finally:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 from dxts.core.config import load_installation_config
 from dxts.core.errors import InvalidArgument
-from dxts.cwl.loading import Bundle, load_document
-from dxts.cwl.problems import raise_for_errors
 from dxts.v1 import common_pb2
 
 
@@ -27,6 +25,11 @@ def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundl
         main = document.resolve().relative_to(base).as_posix()
     except ValueError:
         raise InvalidArgument(f"{document} is not inside {base}", field="document") from None
+    # Here, not at the top: the CWL tooling is a large import that only the verbs that read a
+    # document need.
+    from dxts.cwl.loading import Bundle, load_document
+    from dxts.cwl.problems import raise_for_errors
+
     limits = load_installation_config().definition.document_limits
     files = Bundle.from_directory(base, main)
     _, problems = load_document(files, limits)

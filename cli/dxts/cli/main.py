@@ -1,28 +1,96 @@
-"""The `dxts` command."""
+"""The `dxts` command: a static table of verbs, each verb's module imported only when it runs.
+
+An operator types dozens of commands a shift, so start-up matters: `dxts --help` imports no
+grpc, no protobuf and no rich, and `dxts list` imports only the client side (never the
+services, SQLAlchemy or the CWL tooling). The table below is the one place a verb is added:
+name → (module, attribute, one-line help); the attribute is a typer command function or a
+typer.Typer of sub-verbs.
+"""
 
 from __future__ import annotations
 
-import json
+import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.tree import Tree
+from typer.core import TyperGroup
 
-from dxts.cli import jobs, open_page, operate, tokens, up, workgraphs
-from dxts.cli.client import Options
-from dxts.cli.output import Output
-from dxts.core.config import CONFIG_FILE_VARIABLE, load_installation_config
-from dxts.core.errors import InvalidArgument
-from dxts.core.plugins import PluginRegistryError
-from dxts.core.plugins.registry import Registry
-from dxts.cwl.check import check_document
-from dxts.cwl.compile import Plan
-from dxts.cwl.loading import Bundle
-from dxts.cwl.problems import Severity
+from dxts.cli.connection import Options
 
-app = typer.Typer(no_args_is_help=True, help="dxts: the DiracX Transformation System.")
+VERBS: dict[str, tuple[str, str, str]] = {
+    "validate": (
+        "dxts.cli.validate",
+        "validate",
+        "Validate a workgraph and compile it, with no server.",
+    ),
+    "submit": ("dxts.cli.workgraphs", "submit", "Submit a workgraph; prints its id."),
+    "list": ("dxts.cli.workgraphs", "list_workgraphs", "List workgraphs, newest last."),
+    "show": ("dxts.cli.workgraphs", "show", "A workgraph and its members, with ids and counts."),
+    "watch": ("dxts.cli.workgraphs", "watch", "Follow a workgraph until it ends or is blocked."),
+    "logs": ("dxts.cli.workgraphs", "logs", "The log of a workgraph or a member."),
+    "why": ("dxts.cli.inspect", "why", "What holds a workgraph or a member, in plain words."),
+    "parcels": ("dxts.cli.inspect", "parcels", "A member's parcels, with their status."),
+    "parcel": ("dxts.cli.inspect", "parcel", "One parcel: outcome, failure reason, usage, files."),
+    "start": ("dxts.cli.operate", "start", "Start a New workgraph."),
+    "pause": ("dxts.cli.operate", "pause", "Pause a member: its packer stops."),
+    "resume": ("dxts.cli.operate", "resume", "Resume a paused member."),
+    "drain": ("dxts.cli.operate", "drain", "Stop feeding; let the work in flight finish."),
+    "halt": ("dxts.cli.operate", "halt", "Stop everything: cancel parcels, write off inputs."),
+    "cancel": ("dxts.cli.operate", "cancel", "Cancel a workgraph: its outputs are removed."),
+    "flush": ("dxts.cli.operate", "flush", "Pack what a member holds back as too small, once."),
+    "force": ("dxts.cli.operate", "force", "Record an action's result yourself (a sign-off)."),
+    "reset": ("dxts.cli.operate", "reset", "Clear an action's result so that it runs again."),
+    "extend-scout": ("dxts.cli.operate", "extend_scout", "Back from Approving to Scouting."),
+    "return-to-active": (
+        "dxts.cli.operate",
+        "return_to_active",
+        "Back from Finalizing to Active.",
+    ),
+    "feeder": ("dxts.cli.operate", "feeder_app", "A member's feeder: enable, disable, args."),
+    "inputs": ("dxts.cli.operate", "inputs_app", "A member's inputs: list, reset, write off."),
+    "job": ("dxts.cli.jobs", "job_app", "User jobs: one CWL process, one parcel."),
+    "registry": ("dxts.cli.jobs", "registry_app", "The process registry."),
+    "provenance": ("dxts.cli.jobs", "provenance", "Where an output file came from."),
+    "token": ("dxts.cli.tokens", "token_app", "Bearer tokens signed by the installation key."),
+    "up": ("dxts.cli.up", "up", "Run every component in this process (embedded default)."),
+    "open": ("dxts.cli.open_page", "open_page", "A page of the web view, with a one-time sign-in."),
+}
+
+
+class Verbs(TyperGroup):
+    """A group whose commands come from VERBS: listed (and their help printed) from the table,
+    built from their module only when one is run or asked for its own help."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(VERBS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = VERBS.get(cmd_name)
+        if found is None:
+            return None
+        module, attribute, _ = found
+        target: Any = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, typer.Typer):
+            group = typer.main.get_group(target)
+            group.name = cmd_name
+            return group
+        single = typer.Typer()
+        single.command(cmd_name)(target)
+        return typer.main.get_command(single)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        # The plain layout: typer's rich one asks every command for its help (importing every
+        # verb's module, and rich).
+        super(TyperGroup, self).format_help(ctx, formatter)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # From the table: asking each command for its help would import every verb's module.
+        with formatter.section("Commands"):
+            formatter.write_dl([(verb, summary) for verb, (_, _, summary) in VERBS.items()])
+
+
+app = typer.Typer(cls=Verbs, no_args_is_help=True, help="dxts: the DiracX Transformation System.")
 
 
 @app.callback()
@@ -31,8 +99,8 @@ def main(
     data_dir: Annotated[
         Path | None,
         typer.Option(
-            help="Where `dxts up` keeps its state and the connection file the commands read "
-            "(default: DXTS_DATA_DIR, else ~/.dxts).",
+            help="The data directory of `dxts up`, whose connection file the commands read "
+            "(default: DXTS_DATA_DIR, else the running `dxts up`'s, else ~/.dxts).",
         ),
     ] = None,
     definition: Annotated[
@@ -63,115 +131,3 @@ def main(
         },
         data_dir,
     )
-
-
-@app.command()
-def validate(
-    document: Annotated[Path, typer.Argument(help="The workgraph document (YAML or JSON).")],
-    bundle: Annotated[
-        Path | None,
-        typer.Option(
-            help="Directory the document's relative `run` paths resolve in "
-            "(default: the document's directory)."
-        ),
-    ] = None,
-    allow_unknown_plugins: Annotated[
-        bool, typer.Option(help="Report plugins not installed here as warnings, not errors.")
-    ] = False,
-    plan: Annotated[bool, typer.Option(help="Print the compiled plan.")] = False,
-    output: Annotated[Output, typer.Option(help="Format of --plan.")] = Output.TEXT,
-    vo: Annotated[
-        str, typer.Option(help="VO whose defaults in the installation file DXTS_CONFIG_FILE apply.")
-    ] = "",
-) -> None:
-    """Validate a workgraph and compile it, with no server and no database.
-
-    Plugin names are checked against the plugins installed here. Prints every problem, one
-    per line (`error|warning  kind  path  message`); exits 1 if any is an error.
-    """
-    root = (bundle or document.parent).resolve()
-    try:
-        main_path = document.resolve().relative_to(root).as_posix()
-    except ValueError:
-        typer.echo(f"error: {document} is not inside the bundle {root}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        config = load_installation_config().definition
-    except InvalidArgument as exc:
-        typer.echo(f"error: {CONFIG_FILE_VARIABLE}: {exc}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        registry = Registry.discover()
-    except PluginRegistryError as exc:
-        typer.echo(f"error: the installed plugins are broken: {exc}", err=True)
-        raise typer.Exit(2) from None
-    problems, compiled = check_document(
-        Bundle.from_directory(root, main_path),
-        catalogue=registry,
-        config=config,
-        vo=vo,
-        allow_unknown_plugins=allow_unknown_plugins,
-    )
-    for problem in problems:
-        typer.echo(problem.line())
-    if plan and compiled is not None:
-        if output is Output.JSON:
-            typer.echo(json.dumps(compiled.as_json(), indent=2))
-        else:
-            Console().print(_tree(compiled))
-    if any(p.severity is Severity.ERROR for p in problems):
-        raise typer.Exit(1)
-
-
-def _tree(plan: Plan) -> Tree:
-    label = plan.annotations.get("label") or plan.annotations.get("id") or "workgraph"
-    tree = Tree(f"[bold]{label}[/] type={plan.type} scouts={plan.scouts}")
-    if plan.approving:
-        approving = tree.add("approving")
-        for action in plan.approving:
-            approving.add(f"{action.position}. {action.action} {action.args or ''}")
-    for member in plan.members:
-        node = tree.add(
-            f"[bold]{member.name}[/] {member.kind} initial_state={member.initial_state}"
-            + (" (scouts)" if member.scouts else "")
-        )
-        node.add(f"feeder {member.feeder} ← {member.feeds_from}")
-        node.add(f"packer {member.packer} {member.packer_args or ''}")
-        if member.process_id:
-            node.add(f"process sha256-{member.process_id.hex()[:16]}…")
-        for out in member.outputs:
-            node.add(f"output {out.name}" + (" (intermediate)" if out.intermediate else ""))
-        if member.upstream:
-            node.add(f"upstream {', '.join(member.upstream)}")
-        for action in member.actions:
-            node.add(f"{action.state} {action.position}. {action.action} {action.args or ''}")
-    return tree
-
-
-app.command()(workgraphs.submit)
-app.command("list")(workgraphs.list_workgraphs)
-app.command()(workgraphs.show)
-app.command()(workgraphs.watch)
-app.command()(workgraphs.logs)
-for verb in (
-    operate.start,
-    operate.pause,
-    operate.resume,
-    operate.drain,
-    operate.halt,
-    operate.cancel,
-    operate.flush,
-    operate.force,
-    operate.reset,
-):
-    app.command()(verb)
-app.command("extend-scout")(operate.extend_scout)
-app.command("return-to-active")(operate.return_to_active)
-app.add_typer(operate.feeder_app, name="feeder")
-app.add_typer(operate.inputs_app, name="inputs")
-app.add_typer(jobs.job_app, name="job")
-app.add_typer(jobs.registry_app, name="registry")
-app.add_typer(tokens.token_app, name="token")
-app.command()(jobs.provenance)
-app.command()(up.up)
-app.command("open")(open_page.open_page)

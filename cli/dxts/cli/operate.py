@@ -11,6 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from dxts.cli.client import Clients, request_id, run
+from dxts.cli.inspect import ListByDefault, list_inputs
+from dxts.cli.names import member_id, workgraph_id
 from dxts.cli.output import Output, OutputOption, message_dict, name, parse_enum, print_json
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.convert import enum_to_proto
@@ -18,7 +20,9 @@ from dxts.core.states import ActionResult, InputStatus, TransformationStatus, Wo
 from dxts.v1 import definition_pb2, execution_pb2
 
 WG = Annotated[str, typer.Argument(metavar="WG", help="The workgraph id.")]
-TF = Annotated[str, typer.Argument(metavar="TF", help="The transformation id.")]
+TF = Annotated[
+    str, typer.Argument(metavar="TF", help="The member: its transformation id, or WG/Step.")
+]
 Reason = Annotated[str, typer.Option(help="Recorded in the log with your name.")]
 
 pb = definition_pb2
@@ -37,12 +41,39 @@ def _report(
         typer.echo(line(reply))
 
 
-def _steer(ctx: typer.Context, rpc: str, *, output: Output, **fields: str) -> None:
-    """A steering verb: definition's `rpc` with its `<rpc>Request` of `fields` (a workgraph
-    or a transformation id, and the reason) and a fresh request id; prints the entity."""
-    request = getattr(pb, f"{rpc}Request")(request_id=request_id(), **fields)
-    line = _workgraph if "workgraph_id" in fields else _transformation
-    _report(ctx, lambda c: getattr(c.definition, rpc)(request), output, line)
+def _steer(
+    ctx: typer.Context,
+    rpc: str,
+    *,
+    output: Output,
+    reason: str,
+    workgraph: str | None = None,
+    member: str | None = None,
+) -> None:
+    """A steering verb: definition's `rpc` with its `<rpc>Request` for a workgraph or a member
+    (named as the operator typed it), the reason and a fresh request id; prints the entity."""
+
+    async def call(c: Clients) -> Any:
+        if workgraph is not None:
+            target = {"workgraph_id": await workgraph_id(c, workgraph)}
+        else:
+            target = {"transformation_id": await member_id(c, member or "")}
+        request = getattr(pb, f"{rpc}Request")(request_id=request_id(), reason=reason, **target)
+        return await getattr(c.definition, rpc)(request)
+
+    entity_line = _workgraph if workgraph is not None else _transformation
+    _report(ctx, call, output, lambda reply: f"{entity_line(reply)}: {IN_MOTION[rpc]}")
+
+
+# What each steering verb sets in motion, said after the entity's new state.
+IN_MOTION = {
+    "StartWorkgraph": "started; its feeders read inputs and its packers make parcels",
+    "DrainWorkgraph": "draining; feeders are off, the work in flight finishes, then it completes",
+    "HaltWorkgraph": "halted; parcels in flight are being cancelled and waiting inputs written off",
+    "CancelWorkgraph": "cancelling; its members remove their outputs, then end Cancelled",
+    "PauseTransformation": "paused; no new parcels, those in flight finish (dxts resume)",
+    "ResumeTransformation": "resumed; its packer makes parcels again",
+}
 
 
 def _workgraph(reply: Any) -> str:
@@ -68,33 +99,33 @@ def start(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Start a New workgraph (Scouting when it scouts, else Active)."""
-    _steer(ctx, "StartWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
+    _steer(ctx, "StartWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
 
 
 def drain(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Stop feeding new inputs and let the work in flight finish; it then completes."""
-    _steer(ctx, "DrainWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
+    _steer(ctx, "DrainWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
 
 
 def halt(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Stop everything: cancel the parcels in flight and write off every waiting input."""
-    _steer(ctx, "HaltWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
+    _steer(ctx, "HaltWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
 
 
 def cancel(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Cancel a workgraph: its members clean up (outputs removed) and end Cancelled."""
-    _steer(ctx, "CancelWorkgraph", workgraph_id=workgraph_id, reason=reason, output=output)
+    _steer(ctx, "CancelWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
 
 
 def extend_scout(
     ctx: typer.Context,
-    workgraph_id: WG,
+    workgraph: WG,
     feeder_args: Annotated[
         list[str] | None,
         typer.Option(
@@ -112,11 +143,13 @@ def extend_scout(
             member, separator, text = pair.partition("=")
             if not separator:
                 raise InvalidArgument(f"{pair!r} is not TF=JSON", field="--feeder-args")
-            args[member] = _json_object(text, "--feeder-args")
+            args[await member_id(c, member, field="--feeder-args")] = _json_object(
+                text, "--feeder-args"
+            )
         return await c.definition.ExtendScout(
             pb.ExtendScoutRequest(
                 request_id=request_id(),
-                workgraph_id=workgraph_id,
+                workgraph_id=await workgraph_id(c, workgraph),
                 reason=reason,
                 feeder_args_json=args,
             )
@@ -127,7 +160,7 @@ def extend_scout(
 
 def return_to_active(
     ctx: typer.Context,
-    workgraph_id: WG,
+    workgraph: WG,
     clear_bookmarks: Annotated[
         bool, typer.Option(help="Feeders re-read from the beginning.")
     ] = False,
@@ -135,19 +168,18 @@ def return_to_active(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Back from Finalizing to Active, after a failed finalisation."""
-    _report(
-        ctx,
-        lambda c: c.definition.ReturnToActive(
+
+    async def call(c: Clients) -> Any:
+        return await c.definition.ReturnToActive(
             pb.ReturnToActiveRequest(
                 request_id=request_id(),
-                workgraph_id=workgraph_id,
+                workgraph_id=await workgraph_id(c, workgraph),
                 reason=reason,
                 clear_bookmarks=clear_bookmarks,
             )
-        ),
-        output,
-        _workgraph,
-    )
+        )
+
+    _report(ctx, call, output, _workgraph)
 
 
 # -- transformations ----------------------------------------------------------------------------
@@ -160,13 +192,7 @@ def pause(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Pause a member: its packer stops; in-flight work finishes."""
-    _steer(
-        ctx,
-        "PauseTransformation",
-        transformation_id=transformation_id,
-        reason=reason,
-        output=output,
-    )
+    _steer(ctx, "PauseTransformation", member=transformation_id, reason=reason, output=output)
 
 
 def resume(
@@ -176,26 +202,23 @@ def resume(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Resume a paused member."""
-    _steer(
-        ctx,
-        "ResumeTransformation",
-        transformation_id=transformation_id,
-        reason=reason,
-        output=output,
-    )
+    _steer(ctx, "ResumeTransformation", member=transformation_id, reason=reason, output=output)
 
 
 def flush(ctx: typer.Context, transformation_id: TF, reason: Reason = "") -> None:
     """Ask the packer to pack what it holds back as too small, once."""
-    run(
-        ctx,
-        lambda c: c.definition.FlushTransformation(
+
+    async def call(c: Clients) -> str:
+        member = await member_id(c, transformation_id)
+        await c.definition.FlushTransformation(
             pb.FlushTransformationRequest(
-                request_id=request_id(), transformation_id=transformation_id, reason=reason
+                request_id=request_id(), transformation_id=member, reason=reason
             )
-        ),
-    )
-    typer.echo(f"{transformation_id} flush requested")
+        )
+        return member
+
+    member = run(ctx, call)
+    typer.echo(f"{member} flush requested: its packer packs what it holds back on its next round")
 
 
 # -- actions ------------------------------------------------------------------------------------
@@ -259,19 +282,16 @@ def _set_feeder(
     transformation_id: str,
     output: Output,
     *,
-    enabled: bool | None = None,
-    args: str = "",
+    enabled: bool,
     reason: str = "",
 ) -> None:
     async def call(c: Clients) -> Any:
         request = pb.SetFeederRequest(
             request_id=request_id(),
-            transformation_id=transformation_id,
-            feeder_args_json=_json_object(args, "ARGS") if args else "",
+            transformation_id=await member_id(c, transformation_id),
             reason=reason,
+            enabled=enabled,
         )
-        if enabled is not None:
-            request.enabled = enabled
         return await c.definition.SetFeeder(request)
 
     _report(ctx, call, output, _transformation)
@@ -303,12 +323,117 @@ def feeder_disable(
 def feeder_args(
     ctx: typer.Context,
     transformation_id: TF,
-    args: Annotated[str, typer.Argument(metavar="ARGS", help="The new arguments, a JSON object.")],
+    changes: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="KEY=VALUE...",
+            help="The keys to change; a VALUE is read as JSON when it is JSON (4000, true, "
+            '["a"]), else as text. A JSON object instead merges its keys.',
+        ),
+    ] = None,
+    merge: Annotated[
+        str, typer.Option("--merge", help="A JSON object whose keys are changed.")
+    ] = "",
+    replace: Annotated[
+        bool, typer.Option("--replace", help="The given keys become all the arguments.")
+    ] = False,
     reason: Reason = "",
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """Replace the feeder's arguments (checked against the feeder's own model)."""
-    _set_feeder(ctx, transformation_id, output, args=args, reason=reason)
+    """Change the named feeder arguments, keeping the others; the service checks the result
+    against the feeder's own model. Prints the arguments as they are now."""
+
+    async def call(c: Clients) -> Any:
+        member = await member_id(c, transformation_id)
+        wanted = _changes(changes or [], merge)
+        current: dict[str, Any] = {}
+        if not replace:
+            got = await c.definition.GetTransformation(
+                pb.GetTransformationRequest(transformation_id=member)
+            )
+            current = json.loads(got.transformation.feeder_args_json or "{}")
+        return await c.definition.SetFeeder(
+            pb.SetFeederRequest(
+                request_id=request_id(),
+                transformation_id=member,
+                feeder_args_json=json.dumps({**current, **wanted}),
+                reason=reason,
+            )
+        )
+
+    _report(ctx, call, output, _feeder_line)
+
+
+def _changes(pairs: list[str], merge: str) -> dict[str, Any]:
+    """KEY=VALUE pairs (or JSON objects) and --merge as one mapping of the keys to change."""
+    found: dict[str, Any] = json.loads(_json_object(merge, "--merge")) if merge else {}
+    for pair in pairs:
+        if pair.lstrip().startswith("{"):
+            found.update(json.loads(_json_object(pair, "KEY=VALUE")))
+            continue
+        key, separator, text = pair.partition("=")
+        if not separator or not key:
+            raise InvalidArgument(f"{pair!r} is not KEY=VALUE", field="KEY=VALUE")
+        try:
+            found[key] = json.loads(text)
+        except ValueError:
+            found[key] = text
+    if not found:
+        raise InvalidArgument("give KEY=VALUE pairs or --merge JSON", field="KEY=VALUE")
+    return found
+
+
+def _feeder_line(reply: Any) -> str:
+    t = reply.transformation
+    return f"{_transformation(reply)}; feeder {t.feeder} args {t.feeder_args_json or '{}'}"
+
+
+@feeder_app.command("show")
+def feeder_show(
+    ctx: typer.Context, transformation_id: TF, output: OutputOption = Output.TEXT
+) -> None:
+    """The feeder of a member: its name, on/off, its arguments and its bookmark (how far it
+    has read)."""
+
+    async def call(c: Clients) -> dict[str, Any]:
+        member = await member_id(c, transformation_id)
+        got = await c.definition.GetTransformation(
+            pb.GetTransformationRequest(transformation_id=member)
+        )
+        t = got.transformation
+        return {
+            "transformation_id": member,
+            "feeder": t.feeder,
+            "enabled": t.feeder_enabled,
+            "args": json.loads(t.feeder_args_json or "{}"),
+            "bookmark": await _bookmark(c, member),
+        }
+
+    shown = run(ctx, call)
+    if output is Output.JSON:
+        print_json(shown)
+        return
+    typer.echo(
+        f"{shown['transformation_id']} feeder {shown['feeder'] or '-'} "
+        f"{'on' if shown['enabled'] else 'off'}"
+    )
+    typer.echo(f"args      {json.dumps(shown['args'])}")
+    bookmark = shown["bookmark"]
+    typer.echo(f"bookmark  {'none (not active)' if bookmark is None else json.dumps(bookmark)}")
+
+
+async def _bookmark(c: Clients, member: str) -> Any:
+    """The feeder's bookmark, which only the list of active members carries (None when the
+    member is not active)."""
+    request = pb.ListActiveTransformationsRequest()
+    while True:
+        page = await c.definition.ListActiveTransformations(request)
+        for t in page.transformations:
+            if t.transformation_id == member:
+                return json.loads(t.feeder_state_json or "null")
+        if not page.next_page_token:
+            return None
+        request.paging.page_token = page.next_page_token
 
 
 def _json_object(text: str, field: str) -> str:
@@ -323,7 +448,12 @@ def _json_object(text: str, field: str) -> str:
 
 # -- inputs -------------------------------------------------------------------------------------
 
-inputs_app = typer.Typer(no_args_is_help=True, help="A member's inputs: reset, write off.")
+inputs_app = typer.Typer(
+    cls=ListByDefault,
+    no_args_is_help=True,
+    help="A member's inputs: list (`dxts inputs TF`), reset, write off.",
+)
+inputs_app.command("list")(list_inputs)
 
 Ids = Annotated[list[str] | None, typer.Option("--id", help="An input id; repeatable.")]
 Statuses = Annotated[
@@ -397,13 +527,13 @@ def _select_inputs(
     """An operation on a selection of one transformation's inputs: execution's `rpc` (a bad
     selection is reported by `run` like the service's own errors)."""
 
-    def call(c: Clients) -> Awaitable[Any]:
+    async def call(c: Clients) -> Any:
         request = getattr(execution_pb2, f"{rpc}Request")(
             request_id=request_id(),
-            transformation_id=transformation_id,
+            transformation_id=await member_id(c, transformation_id),
             selection=_selection(ids, statuses),
             reason=reason,
         )
-        return getattr(c.execution, rpc)(request)
+        return await getattr(c.execution, rpc)(request)
 
     _report(ctx, call, output, line)

@@ -47,9 +47,56 @@ def table(*headers: str, whole: tuple[int, ...] = (0,)) -> Table:
 
 
 def message_dict(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(
+    """A contract message as plain nested JSON: protobuf's mapping (field names as in the
+    .proto, every field present), with each `x_json` text field as the value `x` it holds and
+    each state enum as the core spells it ("Completed", not "WORKGRAPH_STATUS_COMPLETED")."""
+    found = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+    return dict(_plain(found))
+
+
+_CONTRACT_ENUMS: tuple[tuple[type[StrEnum], str], ...] = (
+    (states.WorkgraphStatus, "WORKGRAPH_STATUS_"),
+    (states.TransformationStatus, "TRANSFORMATION_STATUS_"),
+    (states.InputStatus, "INPUT_STATUS_"),
+    (states.ParcelStatus, "PARCEL_STATUS_"),
+    (states.Kind, "KIND_"),
+    (states.ActionResult, "ACTION_RESULT_"),
+)
+# The contract's spelling of every state ("WORKGRAPH_STATUS_COMPLETED") → the core's (None for
+# unset).
+_STATE_NAMES: dict[str, str | None] = {
+    **{prefix + member.name: member.value for enum, prefix in _CONTRACT_ENUMS for member in enum},
+    **{f"{prefix}UNSPECIFIED": None for _, prefix in _CONTRACT_ENUMS},
+}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key.endswith("_json") and isinstance(item, str):
+                out[key.removesuffix("_json")] = _parsed(item)
+            elif key.endswith("_json") and isinstance(item, dict):  # a map of JSON texts
+                out[key.removesuffix("_json")] = {k: _parsed(v) for k, v in item.items()}
+            else:
+                out[key] = _plain(item)
+        return out
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, str) and value in _STATE_NAMES:
+        return _STATE_NAMES[value]
+    return value
+
+
+def _parsed(text: Any) -> Any:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def print_json(value: Any) -> None:

@@ -42,7 +42,14 @@ from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.logic import Adaptor
-from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
+from dxts.cli.connection import (
+    CONNECTION_FILE,
+    CURRENT_FILE,
+    Connection,
+    data_dir,
+    forget_current,
+    record_current,
+)
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError, Unavailable
@@ -51,7 +58,12 @@ from dxts.core.grpc.ports import free_port
 from dxts.core.locks import LockManager
 from dxts.core.migrations import upgrade
 from dxts.core.plugins import Providers, Registry
-from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.core.settings import (
+    AuthSettings,
+    DatabaseSettings,
+    ServerSettings,
+    async_database_url,
+)
 from dxts.core.states import Kind
 from dxts.definition.component import build_definition, build_lifecycle
 from dxts.definition.settings import DefinitionSettings, LifecycleSettings
@@ -411,13 +423,18 @@ async def _run(
         connection_file = directory / CONNECTION_FILE
         connection.write(connection_file)
         exit_stack.callback(connection_file.unlink, missing_ok=True)
+        record_current(directory)
+        exit_stack.callback(forget_current, directory)
         for name, server in stack.servers.items():
             _say(f"  {name:<12} {server.address}")
         _say(f"  {'web':<12} {web.url}")
         _say(f"storage elements under {directory / 'storage'}: {', '.join(STORAGE_ELEMENTS)}")
         link = web.sign_in_link("/workgraphs", token=token, seconds=SIGN_IN_LINK_S)
         _say(f"web view: sign in once with {link} (then `dxts open WG` for a page)")
-        _say(f"ready: the dxts commands read {connection_file}; Ctrl-C stops")
+        _say(
+            f"ready: the dxts commands read {connection_file} (recorded in {CURRENT_FILE} "
+            "for the commands started without --data-dir); Ctrl-C stops"
+        )
         await _until_signalled()
         _say("dxts up: stopping")
     _say("dxts up: stopped")
@@ -496,11 +513,15 @@ def up(
     """
     directory = data_dir(data_dir_option)
     directory.mkdir(parents=True, exist_ok=True)
-    url = (
-        db_url
-        or os.environ.get("DXTS_DB_URL")
-        or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
-    )
+    try:
+        url = async_database_url(
+            db_url
+            or os.environ.get("DXTS_DB_URL")
+            or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
+        )
+    except DxtsError as error:
+        typer.echo(f"error: --db-url: {error}", err=True)
+        raise typer.Exit(2) from None
     ports = Ports(host, definition_port, execution_port, accounting_port, web_port)
     if backend not in ("local", "diracx"):
         typer.echo(f"error: --backend: 'local' or 'diracx', not {backend!r}", err=True)

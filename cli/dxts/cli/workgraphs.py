@@ -5,17 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
-from rich.tree import Tree
 
 from dxts.cli.client import Clients, request_id, run
-from dxts.cli.documents import bundle
+from dxts.cli.names import entity
+from dxts.cli.names import workgraph_id as resolve_workgraph
 from dxts.cli.output import (
     Output,
     OutputOption,
@@ -30,7 +29,6 @@ from dxts.cli.output import (
     table,
     when,
 )
-from dxts.core.errors import NotFound
 from dxts.core.states import (
     ActionResult,
     InputStatus,
@@ -39,6 +37,10 @@ from dxts.core.states import (
     WorkgraphStatus,
 )
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.tree import Tree
 
 # `dxts watch` ends with one of these (1 and 2 are every command's: failed call, bad usage).
 EXIT_BLOCKED = 3
@@ -84,6 +86,8 @@ def submit(
     them (`error  kind  path  message`), and the command exits 1.
     """
 
+    from dxts.cli.documents import bundle  # YAML: for the verbs that read a document only
+
     async def body(clients: Clients) -> definition_pb2.SubmitWorkgraphResponse:
         return await clients.definition.SubmitWorkgraph(
             definition_pb2.SubmitWorkgraphRequest(
@@ -107,6 +111,8 @@ def submit(
 
 
 def _plan_tree(document: Path, reply: definition_pb2.SubmitWorkgraphResponse) -> Tree:
+    from rich.tree import Tree
+
     tree = Tree(
         f"[bold]{document.name}[/] (dry run): {len(reply.plan)} transformations"
         + (", scouts first" if reply.scouts else "")
@@ -191,6 +197,8 @@ class MemberView:
     inputs: dict[str, int]
     parcels: dict[str, int]
     blocked_by: list[definition_pb2.Action] = field(default_factory=list)
+    # Every action of the member (its Finalizing checks...): read for `show` only.
+    actions: list[definition_pb2.Action] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
@@ -206,6 +214,7 @@ class MemberView:
             "input_counts": self.inputs,
             "parcel_counts": self.parcels,
             "blocked_by": [message_dict(a) for a in self.blocked_by],
+            "actions": [message_dict(a) for a in self.actions],
         }
 
 
@@ -244,9 +253,9 @@ def _failed(actions: Any) -> list[definition_pb2.Action]:
     return [a for a in actions if a.result == failed]
 
 
-async def gather(clients: Clients, workgraph_id: str) -> WorkgraphView:
+async def gather(clients: Clients, workgraph_id: str, *, actions: bool = False) -> WorkgraphView:
     """The workgraph (definition) and its counts (accounting), with the failed actions of
-    whatever is blocked."""
+    whatever is blocked (and, with `actions`, every member's actions)."""
     got = await clients.definition.GetWorkgraph(
         definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
     )
@@ -264,11 +273,12 @@ async def gather(clients: Clients, workgraph_id: str) -> WorkgraphView:
             counts(found.input_counts) if found else {},
             counts(found.parcel_counts) if found else {},
         )
-        if view.blocked:
+        if view.blocked or actions:
             detail = await clients.definition.GetTransformation(
                 definition_pb2.GetTransformationRequest(transformation_id=member.transformation_id)
             )
-            view.blocked_by = _failed(detail.actions)
+            view.blocked_by = _failed(detail.actions) if view.blocked else []
+            view.actions = list(detail.actions)
         members.append(view)
     workgraph = got.workgraph
     if summary.status:
@@ -282,7 +292,14 @@ def _action_text(action: definition_pb2.Action) -> str:
 
 def _member_table(view: WorkgraphView) -> Table:
     rows = table(
-        "member", "kind", "status", "feeder", "inputs", "parcels", "blocked by", whole=(0, 2)
+        "member",
+        "kind",
+        "status",
+        "feeder",
+        "inputs",
+        "parcels",
+        "blocked by",
+        whole=(0, 2),
     )
     for m in view.members:
         t = m.transformation
@@ -308,7 +325,11 @@ def show(
     Per member: status, feeder on/off, inputs and parcels by status, and the failed action
     holding up a blocked member.
     """
-    view = run(ctx, lambda clients: gather(clients, workgraph_id))
+
+    async def body(clients: Clients) -> WorkgraphView:
+        return await gather(clients, await resolve_workgraph(clients, workgraph_id), actions=True)
+
+    view = run(ctx, body)
     if output is Output.JSON:
         print_json(view.as_json())
         return
@@ -325,6 +346,41 @@ def show(
     for action in view.blocked_by:
         console.print(f"blocked by {_action_text(action)}")
     console.print(_member_table(view))
+    for m in view.members:
+        console.print(f"{m.transformation.step:<{STEP_WIDTH}} {m.transformation.transformation_id}")
+    from dxts.cli.inspect import holding  # `why`'s reasons (inspect builds on this module)
+
+    for reason in holding(view):
+        console.print(f"why: {reason}", soft_wrap=True)
+    member_actions = _action_table(view)
+    if member_actions.row_count:
+        console.print(member_actions)
+    console.print(
+        f"A member is named by its id or as {w.workgraph_id}/STEP; an action by its #id "
+        "(dxts force ID passed, dxts reset ID)."
+    )
+
+
+# Cleaning up after the end (Archiving, Cancelling) is shown only when it is under way.
+CLEAN_UP_STATES = frozenset({"Archiving", "Cancelling"})
+STEP_WIDTH = 20
+
+
+def _action_table(view: WorkgraphView) -> Table:
+    rows = table("action", "member", "state", "check", "result", "message", whole=(0, 1))
+    for m in view.members:
+        for a in m.actions:
+            if a.state in CLEAN_UP_STATES and not m.status.startswith(a.state):
+                continue
+            rows.add_row(
+                f"#{a.action_id}",
+                m.transformation.step,
+                a.state,
+                a.action,
+                name(ActionResult, a.result),
+                a.message,
+            )
+    return rows
 
 
 # -- watch --------------------------------------------------------------------------------------
@@ -346,6 +402,8 @@ def watch(
     --timeout passes.
     """
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     async def body(clients: Clients) -> tuple[WorkgraphView, int]:
         deadline = None if timeout is None else time.monotonic() + timeout
         with Progress(
@@ -357,18 +415,22 @@ def watch(
             disable=output is Output.JSON,
         ) as progress:
             bars: dict[str, Any] = {}
+            paces: dict[str, Pace] = {}
+            workgraph = await resolve_workgraph(clients, workgraph_id)
             while True:
-                view = await gather(clients, workgraph_id)
+                view = await gather(clients, workgraph)
                 for m in view.members:
                     t = m.transformation
                     if t.transformation_id not in bars:
                         bars[t.transformation_id] = progress.add_task(t.step, detail="", total=None)
                     total = sum(m.inputs.values())
+                    pace = paces.setdefault(t.transformation_id, Pace())
+                    pace.add(time.monotonic(), m.settled())
                     progress.update(
                         bars[t.transformation_id],
                         total=total or None,
                         completed=m.settled(),
-                        detail=f"{m.status}  parcels: {compact(m.parcels)}",
+                        detail=f"{m.status}  {pace.text(total)}  parcels: {compact(m.parcels)}",
                     )
                 ended = _ending(view)
                 if ended is not None:
@@ -383,6 +445,36 @@ def watch(
     else:
         console.print(_ending_line(view, code))
     raise typer.Exit(code)
+
+
+@dataclass
+class Pace:
+    """A member's settled inputs over its last readings: the rate, and the time left at it."""
+
+    readings: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=30))
+
+    def add(self, now: float, settled: int) -> None:
+        self.readings.append((now, settled))
+
+    def text(self, total: int) -> str:
+        """ "12.0/min, ETA 2m30s"; "" before two readings; "idle" when nothing settles."""
+        if len(self.readings) < 2:
+            return ""
+        (then, before), (now, settled) = self.readings[0], self.readings[-1]
+        rate = (settled - before) / (now - then) if now > then else 0.0
+        if rate <= 0:
+            return "idle" if settled < total else ""
+        left = max(total - settled, 0) / rate
+        return f"{rate * 60:.1f}/min, ETA {_duration(left)}"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, seconds_left = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds_left:02d}s" if minutes else f"{seconds_left}s"
 
 
 def _ending(view: WorkgraphView) -> int | None:
@@ -415,7 +507,9 @@ def _ending_line(view: WorkgraphView, code: int) -> str:
 
 def logs(
     ctx: typer.Context,
-    entity_id: Annotated[str, typer.Argument(metavar="WG|TF", help="Workgraph or transformation.")],
+    entity_id: Annotated[
+        str, typer.Argument(metavar="WG|TF", help="A workgraph, or a member (id or WG/Step).")
+    ],
     limit: Annotated[int, typer.Option(min=1, help="At most this many entries.")] = 100,
     newest_first: Annotated[bool, typer.Option(help="Newest entries first.")] = False,
     output: OutputOption = Output.TEXT,
@@ -424,19 +518,8 @@ def logs(
 
     async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
         request = accounting_pb2.ListLogRequest(newest_first=newest_first)
-        try:
-            await clients.definition.GetWorkgraph(
-                definition_pb2.GetWorkgraphRequest(workgraph_id=entity_id)
-            )
-            request.workgraph_id = entity_id
-        except NotFound:
-            try:
-                await clients.definition.GetTransformation(
-                    definition_pb2.GetTransformationRequest(transformation_id=entity_id)
-                )
-            except NotFound:
-                raise NotFound("workgraph or transformation", entity_id) from None
-            request.transformation_id = entity_id
+        kind, found = await entity(clients, entity_id)
+        setattr(request, f"{kind}_id", found)
         entries: list[accounting_pb2.LogEntry] = []
         while len(entries) < limit:
             request.paging.page_size = min(limit - len(entries), 500)

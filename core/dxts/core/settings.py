@@ -11,6 +11,41 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///dxts.sqlite"
+# The async driver dxts runs each database with, for a URL that names the database only (the
+# `mysql://user@host/db` a MariaDB user types).
+ASYNC_DRIVERS = {"mysql": "asyncmy", "mariadb": "asyncmy", "sqlite": "aiosqlite"}
+
+
+def async_database_url(url: str) -> str:
+    """`url` with dxts's async driver when it names none (`mysql://`, `mariadb://` and
+    `sqlite://` become `mysql+asyncmy://` and `sqlite+aiosqlite://`).
+
+    Raises InvalidArgument, in one line (the caller names the option), for a URL SQLAlchemy
+    cannot read, a database dxts does not run on, or a synchronous driver (`mysql+pymysql://`).
+    """
+    import sqlalchemy as sa  # only the processes that open a database pay for it
+
+    from dxts.core.errors import InvalidArgument
+
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise InvalidArgument(
+            f"{url!r} is not a database URL (e.g. mysql+asyncmy://user:pw@host:3306/dxts or "
+            "sqlite+aiosqlite:///path/dxts.sqlite)"
+        ) from None
+    # From the text: SQLAlchemy's get_driver_name() loads the dialect, failing for one it lacks.
+    backend, _, driver = parsed.drivername.partition("+")
+    wanted = ASYNC_DRIVERS.get(backend)
+    if wanted is None:
+        raise InvalidArgument(f"dxts runs on MariaDB/MySQL or SQLite, not {backend!r}")
+    if not driver:
+        parsed = parsed.set(drivername=f"{'mysql' if wanted == 'asyncmy' else backend}+{wanted}")
+    elif driver not in ("asyncmy", "aiomysql", "aiosqlite"):
+        raise InvalidArgument(
+            f"the driver {driver!r} is not asynchronous: use {backend}+{wanted}://"
+        )
+    return parsed.render_as_string(hide_password=False)
 
 
 class DatabaseSettings(BaseSettings):

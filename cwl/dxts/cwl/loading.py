@@ -314,6 +314,7 @@ class _Loader:
         self.problems: list[Problem] = []
         self._nodes_loaded = 0
         self._parsed_files: dict[str, Any] = {}
+        self._missing: set[str] = set()  # paths the bundle does not have
         self._texts: dict[str, Any] = {}
         self._nodes: dict[tuple[str, str], ProcessNode] = {}
         self._stack: list[tuple[str, str]] = []
@@ -332,6 +333,7 @@ class _Loader:
         if path not in self._parsed_files:
             text = self.serve(path)
             if text is None:
+                self._missing.add(path)
                 self._parsed_files[path] = None
             else:
                 loaded = yaml_no_ts().load(AbandonableText(text, path))
@@ -377,19 +379,21 @@ class _Loader:
         raw = None
         try:
             raw = self._parsed(path)
-            if raw is None:
+            if path in self._missing:
                 self.problems.append(
                     error(Kind.UNRESOLVED_RUN, where, f"{path} is not in the submitted bundle")
                 )
             else:
                 self._count(path)
+                if not isinstance(raw, dict):
+                    what = "is empty" if raw is None else "is not a CWL document (not a mapping)"
+                    self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {what}"))
+                    raw = None
         except DocumentRefused as refused:
             self.problems.append(refusal(refused, where))
             raw = None
         except YAMLError as exc:
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not YAML/JSON: {exc}"))
-        if raw is not None and not isinstance(raw, dict):
-            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not a CWL document"))
             raw = None
         self._texts[path] = raw
         return raw

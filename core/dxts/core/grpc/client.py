@@ -13,15 +13,20 @@ given the token and deadline but their errors are left as grpc.aio.AioRpcError.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc.aio import ClientCallDetails
 
 from dxts.core.grpc.deadlines import DEFAULT_TIMEOUT_S, call_timeout
 from dxts.core.grpc.errors import domain_error
-from dxts.core.grpc.tls import TlsSettings, client_credentials, client_options
+
+if TYPE_CHECKING:
+    from dxts.core.grpc.tls import TlsSettings
+
+TLS_VARIABLE_PREFIX = "DXTS_TLS_"
 
 
 class _CallSettings:
@@ -111,6 +116,12 @@ class _StreamStream(grpc.aio.StreamStreamClientInterceptor):
         return await continuation(self._settings.apply(client_call_details), request_iterator)
 
 
+def _tls_configured() -> bool:
+    """Whether the environment sets any DXTS_TLS_* setting: without one, the settings (and
+    pydantic-settings, a tenth of a command's start-up) need not be read at all."""
+    return any(name.startswith(TLS_VARIABLE_PREFIX) for name in os.environ)
+
+
 def channel(
     address: str,
     token: str | None = None,
@@ -126,8 +137,13 @@ def channel(
     `DXTS_TLS_*` environment) name a CA to verify servers with; plain text otherwise (the
     embedded default listens on localhost).
     """
-    tls = TlsSettings() if tls is None and credentials is None else tls
+    if tls is None and credentials is None and _tls_configured():
+        from dxts.core.grpc.tls import TlsSettings
+
+        tls = TlsSettings()
     if credentials is None and tls is not None and tls.connects_tls:
+        from dxts.core.grpc.tls import client_credentials, client_options
+
         credentials = client_credentials(tls)
         options = [*options, *client_options(tls)]
     settings = _CallSettings(token, default_timeout)

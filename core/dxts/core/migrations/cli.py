@@ -19,7 +19,7 @@ from alembic.util import CommandError
 
 from dxts.core.errors import DxtsError
 from dxts.core.migrations import api
-from dxts.core.settings import DatabaseSettings
+from dxts.core.settings import DatabaseSettings, async_database_url
 
 T = TypeVar("T")
 
@@ -59,7 +59,10 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def _url(url: str | None) -> str:
-    return url or DatabaseSettings().url
+    try:
+        return async_database_url(url or DatabaseSettings().url)
+    except DxtsError as error:
+        _fail(f"--url: {error}")
 
 
 @app.command()

@@ -1,0 +1,357 @@
+"""Finding out why: what holds a workgraph or a member (`why`), a member's parcels and inputs,
+and one parcel in full (outcome, failure reason, the backend's raw status, usage, inputs,
+outputs). Read-only; everything comes from the contracts' List/Get calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from dxts.cli.client import Clients, run
+from dxts.cli.names import entity, member_id
+from dxts.cli.output import (
+    Output,
+    OutputOption,
+    compact,
+    console,
+    message_dict,
+    name,
+    parse_enum,
+    print_json,
+    table,
+    when,
+)
+from dxts.cli.workgraphs import MemberView, WorkgraphView, gather
+from dxts.core.states import (
+    InputStatus,
+    Kind,
+    ParcelStatus,
+    TransformationStatus,
+    WorkgraphStatus,
+)
+from dxts.v1 import common_pb2, definition_pb2, execution_pb2
+
+# Parcels that are neither finished nor given up: the work a member still waits for.
+IN_FLIGHT = (
+    ParcelStatus.UNASSIGNED,
+    ParcelStatus.RESERVED,
+    ParcelStatus.ASSIGNED,
+    ParcelStatus.COMPLETING,
+)
+# Inputs that are still to be processed.
+WAITING_INPUTS = (InputStatus.UNASSIGNED, InputStatus.ASSIGNED, InputStatus.FAILED)
+ENDED_MEMBERS = {
+    TransformationStatus.COMPLETED.value,
+    TransformationStatus.FINALIZED.value,
+    TransformationStatus.ARCHIVED.value,
+    TransformationStatus.CANCELLED.value,
+}
+Limit = Annotated[int, typer.Option(min=1, help="At most this many.")]
+Statuses = Annotated[
+    list[str] | None, typer.Option("--status", "-s", help="Only these statuses; repeatable.")
+]
+
+# -- why ----------------------------------------------------------------------------------------
+
+
+def why(
+    ctx: typer.Context,
+    target: Annotated[
+        str, typer.Argument(metavar="WG|TF", help="A workgraph, or a member (id or WG/Step).")
+    ],
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """What holds a workgraph or a member now, in plain words, with the command that helps.
+
+    Looks at: the failed action blocking it (and its message), a sign-off waited for,
+    Problematic inputs, paused members, an active feeder, parcels in flight, and members
+    waiting on another member.
+    """
+
+    async def body(clients: Clients) -> tuple[str, list[str]]:
+        kind, found = await entity(clients, target)
+        if kind == "workgraph":
+            view = await gather(clients, found, actions=True)
+            return view.workgraph.workgraph_id, workgraph_reasons(view)
+        got = await clients.definition.GetTransformation(
+            definition_pb2.GetTransformationRequest(transformation_id=found)
+        )
+        member = got.transformation
+        if not member.workgraph_id:
+            return found, [f"standalone {name(Kind, member.kind)} transformation"]
+        view = await gather(clients, member.workgraph_id, actions=True)
+        chosen = [m for m in view.members if m.transformation.transformation_id == found]
+        return found, member_reasons(view, chosen[0]) if chosen else []
+
+    subject, reasons = run(ctx, body)
+    if output is Output.JSON:
+        print_json({"id": subject, "reasons": reasons})
+        return
+    for reason in reasons or ["nothing holds it"]:
+        typer.echo(reason)
+
+
+def workgraph_reasons(view: WorkgraphView) -> list[str]:
+    """Every reason the workgraph is where it is, the workgraph's own first."""
+    w = view.workgraph
+    reasons = [
+        f"workgraph {w.workgraph_id} is {view.status.value}" + (" (halted)" if w.halted else "")
+    ]
+    reasons.extend(_own_reasons(view))
+    for member in view.members:
+        reasons.extend(member_reasons(view, member))
+    return reasons
+
+
+def holding(view: WorkgraphView) -> list[str]:
+    """The reasons without the statuses (what `show` prints under its table, which has them)."""
+    return [
+        *_own_reasons(view),
+        *(
+            f"{member.transformation.step}: {line.strip()}"
+            for member in view.members
+            for line in member_reasons(view, member)[1:]
+        ),
+    ]
+
+
+def _own_reasons(view: WorkgraphView) -> list[str]:
+    """What holds the workgraph itself: not started, a failed or pending approving action."""
+    w = view.workgraph
+    status = view.status
+    reasons = []
+    if status is WorkgraphStatus.NEW:
+        reasons.append(f"it has not been started: dxts start {w.workgraph_id}")
+    for action in view.approving:
+        if action.result == common_pb2.ACTION_RESULT_FAILED:
+            reasons.append(
+                f"approving check #{action.action_id} {action.action} failed: "
+                f"{action.message or 'no message'} (dxts force {action.action_id} passed, or "
+                f"dxts reset {action.action_id} to run it again)"
+            )
+        elif action.result == common_pb2.ACTION_RESULT_PENDING and status in (
+            WorkgraphStatus.APPROVING,
+            WorkgraphStatus.APPROVING_BLOCKED,
+        ):
+            reasons.append(
+                f"approving step #{action.action_id} {action.action} is pending"
+                + (
+                    f": sign it off with dxts force {action.action_id} passed"
+                    if action.action == "ManualApproval"
+                    else ""
+                )
+            )
+    return reasons
+
+
+def member_reasons(view: WorkgraphView, member: MemberView) -> list[str]:
+    t = member.transformation
+    who = f"{t.step} ({t.transformation_id})"
+    if member.status in ENDED_MEMBERS:
+        return [f"{who} is {member.status}"]
+    reasons = [f"{who} is {member.status}"]
+    for action in member.blocked_by or _failed_actions(member):
+        reasons.append(
+            f"  {member.status} check #{action.action_id} {action.action} failed: "
+            f"{action.message or 'no message'} (dxts force {action.action_id} passed, or "
+            f"dxts reset {action.action_id})"
+        )
+    if member.status == TransformationStatus.PAUSED.value:
+        reasons.append(f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
+    problematic = member.inputs.get(InputStatus.PROBLEMATIC.value, 0)
+    if problematic:
+        reasons.append(
+            f"  {problematic} Problematic inputs wait for you: see dxts inputs "
+            f"{t.transformation_id} --status Problematic, then dxts inputs reset or write-off"
+        )
+    flying = {s.value: member.parcels.get(s.value, 0) for s in IN_FLIGHT}
+    if any(flying.values()):
+        reasons.append(f"  parcels in flight: {compact(flying)}")
+    waiting = {s.value: member.inputs.get(s.value, 0) for s in WAITING_INPUTS}
+    if any(waiting.values()):
+        reasons.append(f"  inputs still to process: {compact(waiting)}")
+    if t.feeder_enabled and t.feeder:
+        reasons.append(
+            f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
+            f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
+        )
+    by_id = {m.transformation.transformation_id: m for m in view.members}
+    for upstream in t.upstream_transformation_ids:
+        producer = by_id.get(upstream)
+        if producer is not None and producer.status not in ENDED_MEMBERS:
+            reasons.append(f"  waits on {producer.transformation.step}, still {producer.status}")
+    return reasons
+
+
+def _failed_actions(member: MemberView) -> list[definition_pb2.Action]:
+    return [a for a in member.actions if a.result == common_pb2.ACTION_RESULT_FAILED]
+
+
+# -- parcels ------------------------------------------------------------------------------------
+
+
+def parcels(
+    ctx: typer.Context,
+    transformation: Annotated[
+        str, typer.Argument(metavar="TF", help="The member: its id, or WG/Step.")
+    ],
+    status: Statuses = None,
+    limit: Limit = 100,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """A member's parcels, oldest first, with their status and backend (dxts parcel ID for one
+    in full)."""
+
+    _member_items(
+        ctx,
+        transformation,
+        status,
+        limit,
+        output,
+        listing=Listing("ListParcels", "parcels", ParcelStatus),
+        headers=("parcel", "kind", "status", "backend", "updated"),
+        row=lambda p: (
+            p.parcel_id,
+            name(Kind, p.kind),
+            name(ParcelStatus, p.status),
+            p.backend or "-",
+            when(p.updated_at),
+        ),
+    )
+
+
+def parcel(
+    ctx: typer.Context,
+    parcel_id: Annotated[str, typer.Argument(metavar="ID", help="The parcel id.")],
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """One parcel: its status, the backend and its identifier there, the outcome (result,
+    failure reason, the backend's raw status, usage), its inputs and outputs."""
+    got = run(
+        ctx,
+        lambda c: c.execution.GetParcel(execution_pb2.GetParcelRequest(parcel_id=parcel_id)),
+    )
+    if output is Output.JSON:
+        print_json(message_dict(got))
+        return
+    p, outcome = got.parcel, got.outcome
+    typer.echo(
+        f"parcel {p.parcel_id}: {name(Kind, p.kind)}, {name(ParcelStatus, p.status)}"
+        + (f", member {p.transformation_id}" if p.transformation_id else ", user job")
+    )
+    typer.echo(f"backend   {p.backend or '-'} {got.identifier or '(not dispatched)'}")
+    if got.HasField("outcome"):
+        result = common_pb2.OutcomeResult.Name(outcome.result).removeprefix("OUTCOME_RESULT_")
+        typer.echo(f"outcome   {result.capitalize()} at {when(outcome.finished_at)}")
+        typer.echo(f"reason    {outcome.message or '-'}")
+        typer.echo(f"backend status  {outcome.backend_status or '-'}")
+        usage = message_dict(outcome.usage) if outcome.HasField("usage") else {}
+        shown = ", ".join(f"{k} {v}" for k, v in usage.items() if v not in (None, "", 0))
+        typer.echo(f"usage     {shown or 'not reported'}")
+    else:
+        typer.echo("outcome   none yet")
+    for item in got.inputs:
+        typer.echo(f"input     {item.input_id} {name(InputStatus, item.status)} {item.lfn}")
+    for out in got.outputs:
+        typer.echo(f"output    {out.output_name} {out.lfn}")
+
+
+# -- inputs list --------------------------------------------------------------------------------
+
+
+class ListByDefault(TyperGroup):
+    """`dxts inputs TF` lists the inputs: an argument that names no sub-verb runs `list`."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["list", *args]
+        return super().resolve_command(ctx, args)
+
+
+def list_inputs(
+    ctx: typer.Context,
+    transformation: Annotated[
+        str, typer.Argument(metavar="TF", help="The member: its id, or WG/Step.")
+    ],
+    status: Statuses = None,
+    limit: Limit = 100,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """A member's inputs in feed order, with their status, error count and last parcel."""
+
+    _member_items(
+        ctx,
+        transformation,
+        status,
+        limit,
+        output,
+        listing=Listing("ListInputs", "inputs", InputStatus),
+        headers=("input", "status", "errors", "last parcel", "lfn"),
+        row=lambda i: (
+            i.input_id,
+            name(InputStatus, i.status),
+            str(i.error_count),
+            i.last_parcel_id or "-",
+            i.lfn or "-",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One of execution's paged List calls of a member's items, filtered by status."""
+
+    rpc: str
+    field: str
+    statuses: type[StrEnum]
+
+
+def _member_items(
+    ctx: typer.Context,
+    transformation: str,
+    status: list[str] | None,
+    limit: int,
+    output: Output,
+    *,
+    listing: Listing,
+    headers: tuple[str, ...],
+    row: Callable[[Any], tuple[str, ...]],
+) -> None:
+    """List a member's parcels or inputs (up to `limit`): a table (id and status never cut)
+    and their count, or JSON."""
+
+    async def body(clients: Clients) -> list[Any]:
+        request = getattr(execution_pb2, f"{listing.rpc}Request")(
+            transformation_id=await member_id(clients, transformation),
+            statuses=[parse_enum(listing.statuses, s, field="--status") for s in status or []],
+        )
+        return await _pages(getattr(clients.execution, listing.rpc), request, listing.field, limit)
+
+    found = run(ctx, body)
+    if output is Output.JSON:
+        print_json([message_dict(item) for item in found])
+        return
+    rows = table(*headers, whole=(0, headers.index("status")))
+    for item in found:
+        rows.add_row(*row(item))
+    console.print(rows)
+    more = f" (at most {limit})" if len(found) >= limit else ""
+    typer.echo(f"{len(found)} {listing.field}{more}")
+
+
+async def _pages(call: Any, request: Any, field: str, limit: int) -> list[Any]:
+    """Up to `limit` items of a paged List call."""
+    found: list[Any] = []
+    while len(found) < limit:
+        request.paging.page_size = min(limit - len(found), 500)
+        page = await call(request)
+        found.extend(getattr(page, field))
+        if not page.next_page_token:
+            break
+        request.paging.page_token = page.next_page_token
+    return found[:limit]
