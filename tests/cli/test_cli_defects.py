@@ -45,7 +45,8 @@ def test_submit_reports_a_yaml_syntax_error_on_one_line_with_where(tmp_path: Pat
     result = runner.invoke(app, [*NOWHERE, "submit", str(document)])
     assert result.exit_code == 1
     (line,) = result.stderr.splitlines()
-    assert line.startswith("error  workgraph.cwl  line 11, column 13: ")
+    # The loader's problem line, as `dxts validate` and the server give it: file, line, column.
+    assert line.startswith("error  invalid-cwl  .  workgraph.cwl: line 11, column 13: ")
     assert "not YAML or JSON: " in line
 
 

@@ -30,6 +30,8 @@ def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundl
     from dxts.cwl.loading import Bundle, load_document
     from dxts.cwl.problems import raise_for_errors
 
+    if not (base / main).is_file():
+        raise InvalidArgument(f"no such file: {base / main}", field=main)
     limits = load_installation_config().definition.document_limits
     files = Bundle.from_directory(base, main)
     _, problems = load_document(files, limits)

@@ -122,5 +122,18 @@ def check_text(path: str, text: str, limits: DocumentLimits) -> int:
     except yaml.YAMLError as error:
         if "maximum nesting depth" in str(error):  # libyaml's own bound (1000)
             raise _over(path, "max_depth", limits.max_depth, "nested deeper") from None
-        raise DocumentRefused(path, f"not YAML/JSON: {' '.join(str(error).split())}") from None
+        raise DocumentRefused(path, yaml_problem(error)) from None
     return nodes
+
+
+def yaml_problem(error: Exception) -> str:
+    """A YAML syntax error in one line that still says where: "line 4, column 9: not YAML or
+    JSON: mapping values are not allowed here" (the parsers' own text spans several lines)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or getattr(error, "context", None)
+    if mark is not None:
+        return (
+            f"line {mark.line + 1}, column {mark.column + 1}: not YAML or JSON: "
+            f"{problem or 'syntax error'}"
+        )
+    return f"not YAML or JSON: {' '.join(str(error).split())}"

@@ -48,7 +48,7 @@ from dxts.cwl.bundle import Bundle as Bundle
 from dxts.cwl.bundle import BundleEscape as BundleEscape
 from dxts.cwl.bundle import normalise_path as normalise_path
 from dxts.cwl.bundle import refusal
-from dxts.cwl.limits import AbandonableText, DocumentRefused
+from dxts.cwl.limits import AbandonableText, DocumentRefused, yaml_problem
 from dxts.cwl.problems import Kind, Problem, error, join
 
 CWL_VERSION = "v1.2"
@@ -393,7 +393,7 @@ class _Loader:
             self.problems.append(refusal(refused, where))
             raw = None
         except YAMLError as exc:
-            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not YAML/JSON: {exc}"))
+            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {yaml_problem(exc)}"))
             raw = None
         self._texts[path] = raw
         return raw
@@ -651,3 +651,4 @@ def load_document(
         run_sites=run_sites,
     )
     return document, loader.problems
+
