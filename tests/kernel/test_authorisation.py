@@ -7,13 +7,12 @@ from google.protobuf import descriptor_pool
 
 from dxts.core.errors import PermissionDenied
 from dxts.core.grpc.auth import Identity
-from dxts.core.kernel.authorisation import RULES, CallerKind, authorise_call, kinds_of
-from dxts.v1 import (  # noqa: F401 - importing registers each contract in the pool
-    accounting_pb2,
-    backend_pb2,
-    definition_pb2,
-    dispatcher_pb2,
-    execution_pb2,
+from dxts.core.kernel.authorisation import (
+    RULES,
+    CallerKind,
+    authorise_call,
+    contract_methods,
+    kinds_of,
 )
 
 CONTRACT_FILES = [
@@ -27,12 +26,17 @@ CONTRACT_FILES = [
 
 def every_rpc() -> list[str]:
     """Every method of every service the contracts declare, as full method names."""
+    contract_methods()  # imports every contract, registering it in the pool
     pool = descriptor_pool.Default()
     methods = []
     for name in CONTRACT_FILES:
         for service in pool.FindFileByName(name).services_by_name.values():
             methods += [f"/{service.full_name}/{method.name}" for method in service.methods]
     return sorted(methods)
+
+
+def test_the_kernel_lists_every_rpc_of_the_contracts() -> None:
+    assert sorted(contract_methods()) == every_rpc()
 
 
 ROLE_OF = {

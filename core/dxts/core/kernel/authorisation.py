@@ -21,9 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from dxts.core.errors import PermissionDenied
-from dxts.core.grpc.auth import Identity
+
+if TYPE_CHECKING:  # the grpc package's interceptor imports this module
+    from google.protobuf.descriptor import MethodDescriptor
+
+    from dxts.core.grpc.auth import Identity
 
 
 class CallerKind(StrEnum):
@@ -60,7 +65,9 @@ def _rows(prefix: str, kinds: frozenset[CallerKind], *names: str) -> dict[str, f
     return {prefix + name: frozenset(kinds) for name in names}
 
 
-RULES: Mapping[str, frozenset[str]] = {
+Rules = Mapping[str, frozenset[str]]
+
+RULES: Rules = {
     # Definition: people steer and read (their VO, their own unless operator); the lifecycle
     # and execution read through the same RPCs as the service.
     **_rows(
@@ -83,7 +90,6 @@ RULES: Mapping[str, frozenset[str]] = {
         "SetFeeder",
         "FlushTransformation",
         "TransitionTransformation",
-        "GetTransformation",
         "ListTransformations",
         "PublishProcess",
         "ResolveProcess",
@@ -93,8 +99,11 @@ RULES: Mapping[str, frozenset[str]] = {
     ),
     # What execution works from, across every VO.
     **_rows(DEFINITION, frozenset({S}), "ListActiveTransformations"),
-    # A process is what a parcel runs: the dispatcher hands it to the backend.
-    **_rows(DEFINITION, PEOPLE_AND_SERVICES | {D}, "GetProcess", "GetProcessTree"),
+    # A process is what a parcel runs: the dispatcher hands it to the backend, and chooses the
+    # backend by the transformation's VO and type.
+    **_rows(
+        DEFINITION, PEOPLE_AND_SERVICES | {D}, "GetProcess", "GetProcessTree", "GetTransformation"
+    ),
     # Execution: people read and steer inputs and parcels of their VO; the lifecycle too.
     **_rows(
         EXECUTION,
@@ -133,6 +142,44 @@ RULES: Mapping[str, frozenset[str]] = {
 }
 
 
+# An adaptor's token names the backend it serves in its subject: what it may report outcomes of.
+ADAPTOR_SUBJECT_PREFIX = "dxts-backend-"
+
+
+def adaptor_subject(backend: str) -> str:
+    """The subject of the token an adaptor serving `backend` pushes its outcomes with."""
+    return ADAPTOR_SUBJECT_PREFIX + backend
+
+
+def backend_of(identity: Identity) -> str | None:
+    """The backend an adaptor's token speaks for (None: not an adaptor's token)."""
+    if not identity.has_role(CallerKind.ADAPTOR) or not identity.sub.startswith(
+        ADAPTOR_SUBJECT_PREFIX
+    ):
+        return None
+    return identity.sub.removeprefix(ADAPTOR_SUBJECT_PREFIX)
+
+
+def contract_methods() -> dict[str, MethodDescriptor]:
+    """Every RPC of every contract, by full method name: what the table must cover (its tests
+    check every one, with every kind of caller, on the table and against the real servers)."""
+    from dxts.v1 import (  # the contracts, only when asked for
+        accounting_pb2,
+        backend_pb2,
+        definition_pb2,
+        dispatcher_pb2,
+        execution_pb2,
+    )
+
+    files = (accounting_pb2, backend_pb2, definition_pb2, dispatcher_pb2, execution_pb2)
+    return {
+        f"/{service.full_name}/{method.name}": method
+        for module in files
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+
+
 def kinds_of(identity: Identity) -> frozenset[CallerKind]:
     """The kinds a caller is, from its token's roles."""
     kinds = {ROLE_KINDS[role] for role in identity.roles if role in ROLE_KINDS}
@@ -141,10 +188,13 @@ def kinds_of(identity: Identity) -> frozenset[CallerKind]:
     return frozenset(kinds)
 
 
-def authorise_call(method: str, identity: Identity) -> None:
-    """PermissionDenied unless the table lets `identity` call `method` (a full method name,
+def authorise_call(method: str, identity: Identity, *, extra_rules: Rules | None = None) -> None:
+    """PermissionDenied unless the table (with `extra_rules`, rows for methods outside the
+    contracts: the tests' probe services) lets `identity` call `method` (a full method name,
     `/package.Service/Method`)."""
     allowed = RULES.get(method)
+    if allowed is None and extra_rules is not None:
+        allowed = extra_rules.get(method)
     if allowed is None:
         raise PermissionDenied(f"{method} has no row in the authorisation table: refused")
     kinds = kinds_of(identity)

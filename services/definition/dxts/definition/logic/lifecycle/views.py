@@ -17,7 +17,9 @@ from typing import Any
 from dxts.core.db import Database, Isolation
 from dxts.core.grpc.auth import Identity
 from dxts.core.plugins import Transformation, Workgraph
-from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
+from dxts.core.plugins.context import InputOverview
+from dxts.core.plugins.protocols.lifecycle import Counts
+from dxts.core.states import InputStatus, Kind, TransformationStatus, WorkgraphStatus
 from dxts.definition.logic import queries
 from dxts.definition.logic.queries import TransformationView, WorkgraphDetail
 from dxts.definition.store import transformations as transformations_db
@@ -60,6 +62,20 @@ class DefinitionSiblings:
     async def members(self, workgraph_id: uuid.UUID) -> dict[str, Transformation]:
         detail = await read_workgraph(self._database, workgraph_id.bytes)
         return {name_of(m): transformation_view(m) for m in detail.members}
+
+
+class CountedOverview:
+    """`InputOverviewReader` over the lifecycle's `Counts` (accounting's exact Transformation
+    counter, the one execution's own reader reads): what the feeders a lifecycle action re-runs
+    (ReconcileFeederInputs: a Seeds feeder's in-flight budget) are injected, in the definition
+    process as in execution's."""
+
+    def __init__(self, counts: Counts) -> None:
+        self._counts = counts
+
+    async def input_overview(self, transformation_id: uuid.UUID) -> InputOverview:
+        found = (await self._counts.inputs([transformation_id])).get(transformation_id, {})
+        return {status: found.get(status, 0) for status in InputStatus}
 
 
 def as_uuid(identifier: bytes) -> uuid.UUID:
