@@ -50,7 +50,7 @@ ROLE_OF = {
 
 
 def caller(kind: CallerKind) -> Identity:
-    # Components carry the installation's VO; a role adds its kind to "user".
+    # A person's role adds its kind to "user"; a component's token is that component only.
     return Identity(vo="lhcb", sub=f"a-{kind}", roles=frozenset(ROLE_OF[kind]))
 
 
@@ -95,3 +95,14 @@ def test_outcomes_come_from_adaptors_and_are_recorded_from_the_dispatcher() -> N
 def test_an_rpc_without_a_row_is_refused() -> None:
     with pytest.raises(PermissionDenied, match="no row in the authorisation table"):
         authorise_call("/dxts.v1.DefinitionService/Unheard", caller(CallerKind.ADMIN))
+
+
+@pytest.mark.parametrize("role", ["dispatcher", "adaptor", "service"])
+def test_a_components_token_is_no_persons(role: str) -> None:
+    component = Identity(vo="dxts", sub=f"dxts-{role}", roles=frozenset({role}))
+    assert kinds_of(component) == {CallerKind(role)}
+    for steering in ("SubmitWorkgraph", "StartWorkgraph", "CancelWorkgraph", "SubmitJob"):
+        with pytest.raises(PermissionDenied):
+            authorise_call(f"/dxts.v1.DefinitionService/{steering}", component)
+    person = Identity(vo="lhcb", sub="olga", roles=frozenset({"operator", "admin"}))
+    assert kinds_of(person) == {CallerKind.USER, CallerKind.OPERATOR, CallerKind.ADMIN}

@@ -1,6 +1,7 @@
 """Who may call what: one row per RPC of every contract, checked before any handler runs.
 
-A caller is of one or more kinds, from the roles its token carries:
+A caller is of one or more kinds, from the roles its token carries (a component's token is that
+component only, never also a user):
 
 | kind | role claim | who |
 |---|---|---|
@@ -40,7 +41,7 @@ class CallerKind(StrEnum):
     SERVICE = "service"
 
 
-# The kinds a role makes a caller; every authenticated caller of a VO is also a user.
+# The kinds a role makes a caller; every person of a VO is also a user (`kinds_of`).
 ROLE_KINDS: Mapping[str, CallerKind] = {
     "operator": CallerKind.OPERATOR,
     "admin": CallerKind.ADMIN,
@@ -52,6 +53,7 @@ ROLE_KINDS: Mapping[str, CallerKind] = {
 U, O, A = CallerKind.USER, CallerKind.OPERATOR, CallerKind.ADMIN  # noqa: E741
 D, B, S = CallerKind.DISPATCHER, CallerKind.ADAPTOR, CallerKind.SERVICE
 PEOPLE = frozenset({U, O, A})
+COMPONENTS = frozenset({D, B, S})
 PEOPLE_AND_SERVICES = PEOPLE | {S}
 
 DEFINITION = "/dxts.v1.DefinitionService/"
@@ -68,14 +70,11 @@ def _rows(prefix: str, kinds: frozenset[CallerKind], *names: str) -> dict[str, f
 Rules = Mapping[str, frozenset[str]]
 
 RULES: Rules = {
-    # Definition: people steer and read (their VO, their own unless operator); the lifecycle
-    # and execution read through the same RPCs as the service.
+    # Definition: people steer (their VO, their own unless operator); no component does.
     **_rows(
         DEFINITION,
-        PEOPLE_AND_SERVICES,
+        PEOPLE,
         "SubmitWorkgraph",
-        "GetWorkgraph",
-        "ListWorkgraphs",
         "UpdateAnnotations",
         "StartWorkgraph",
         "ExtendScout",
@@ -90,12 +89,20 @@ RULES: Rules = {
         "SetFeeder",
         "FlushTransformation",
         "TransitionTransformation",
-        "ListTransformations",
         "PublishProcess",
+        "SubmitJob",
+    ),
+    # People read; so do the other services (accounting asks with its caller's token, the
+    # lifecycle and execution with their own).
+    **_rows(
+        DEFINITION,
+        PEOPLE_AND_SERVICES,
+        "GetWorkgraph",
+        "ListWorkgraphs",
+        "ListTransformations",
         "ResolveProcess",
         "ListVersions",
         "ProcessLineage",
-        "SubmitJob",
     ),
     # What execution works from, across every VO.
     **_rows(DEFINITION, frozenset({S}), "ListActiveTransformations"),
@@ -181,9 +188,11 @@ def contract_methods() -> dict[str, MethodDescriptor]:
 
 
 def kinds_of(identity: Identity) -> frozenset[CallerKind]:
-    """The kinds a caller is, from its token's roles."""
+    """The kinds a caller is, from its token's roles. A person of a VO is a user (an operator
+    and an admin too); a component's token (dispatcher, adaptor, service) is that component
+    only: whoever holds it cannot also act as a person of the components' VO."""
     kinds = {ROLE_KINDS[role] for role in identity.roles if role in ROLE_KINDS}
-    if identity.vo:
+    if identity.vo and not kinds & COMPONENTS:
         kinds.add(CallerKind.USER)
     return frozenset(kinds)
 
