@@ -11,6 +11,7 @@ counter that agrees with itself but not with its tables fails.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,11 +76,28 @@ class World:
 
 
 class Lister:
-    """The MemberLister double: knows the fixture workgraphs, records forwarded tokens."""
+    """The MemberLister double: knows the fixture workgraphs, records forwarded tokens; every
+    transformation is visible but those in `hidden`, and a VO's are its workgraphs' members."""
 
     def __init__(self) -> None:
         self.workgraphs: dict[bytes, WorkgraphMembers] = {}
         self.tokens: list[str | None] = []
+        self.hidden: set[bytes] = set()
+
+    async def check_transformations(self, ids: Sequence[bytes], *, token: str | None) -> None:
+        self.tokens.append(token)
+        for transformation_id in ids:
+            if transformation_id in self.hidden:
+                raise NotFound("transformation", transformation_id.hex())
+
+    async def transformations_of(self, vo: str, *, token: str | None) -> list[bytes]:
+        self.tokens.append(token)
+        return [
+            member.transformation_id
+            for workgraph in self.workgraphs.values()
+            for member in workgraph.members
+            if member.transformation_id not in self.hidden
+        ]
 
     async def workgraph(self, workgraph_id: bytes, *, token: str | None) -> WorkgraphMembers:
         self.tokens.append(token)

@@ -89,7 +89,9 @@ async def test_the_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> No
     )
     try:
         await serving(address, process)
-        token = DevKeys.load_or_create(tmp_path / "data").issue("lhcb", "sam", ["user"])
+        # As definition's lifecycle reads counts: a person's read would ask the definition
+        # service (not running here) what that person may see.
+        token = DevKeys.load_or_create(tmp_path / "data").issue("dxts", "sam", ["service"])
         async with channel(address, token=token) as ch:
             reply = await AccountingServiceStub(ch).GetCounts(
                 accounting_pb2.GetCountsRequest(

@@ -114,7 +114,7 @@ class Harness:
         self.tmp = tmp
         self.catalogue = catalogue
         self.keys = DevKeys.load_or_create(tmp / "keys")
-        self.token = self.keys.issue("dxts", "dxts-dispatcher", ["service"])
+        self.token = self.keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
         self.settings = LocalSettings(
             work_dir=tmp / "local",
             storage_elements=["LOCAL", "TAPE"],

@@ -389,6 +389,8 @@ def test_notes_say_how_to_reach_the_services_and_submit(helm: Helm) -> None:
 # definition's lifecycle engine, execution, the dispatcher, and a null adaptor that pushes.
 CATALOGUE_USERS = {"definition", "execution", "backend-local"}
 CALLERS = {"definition", "execution", "dispatcher"}
+# The key of the component-tokens Secret each caller mounts: its own kind of caller.
+TOKEN_KEYS = {"definition": "service", "execution": "service", "dispatcher": "dispatcher"}
 
 
 @pytest.mark.parametrize(
@@ -435,17 +437,18 @@ def test_a_catalogue_url_given_as_a_value_is_kept_in_a_secret_of_its_own(helm: H
 
 
 @pytest.mark.parametrize(
-    ("value_set", "secret", "key"),
+    ("value_set", "secret"),
     [
-        ("default", f"{PREFIX}-service-token", "token"),
-        ("external-db", "dxts-service-token", "service.jwt"),
-        ("everything", f"{PREFIX}-service-token", "token"),
+        ("default", f"{PREFIX}-component-tokens"),
+        ("external-db", "dxts-component-tokens"),
+        ("everything", f"{PREFIX}-component-tokens"),
     ],
 )
-def test_components_that_call_others_carry_the_service_token_and_only_they(
-    rendered: dict[str, Manifests], value_set: str, secret: str, key: str
+def test_components_that_call_others_carry_their_own_kind_of_token_and_only_they(
+    rendered: dict[str, Manifests], value_set: str, secret: str
 ) -> None:
     pushing = {"everything": {"backend-null"}}.get(value_set, set())
+    keys = {**TOKEN_KEYS, "backend-null": "adaptor-null"}
     holders = set()
     for name, doc in of_kind(rendered[value_set], "Deployment").items():
         spec = doc["spec"]["template"]["spec"]
@@ -455,8 +458,11 @@ def test_components_that_call_others_carry_the_service_token_and_only_they(
         secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
         if component(doc) in CALLERS | pushing:
             path = env["DXTS_SERVICE_TOKEN_FILE"]["value"]
-            assert path.endswith(f"/{key}"), name
-            assert mounted_file(spec, container, path)["secret"]["secretName"] == secret
+            volume = mounted_file(spec, container, path)["secret"]
+            assert volume["secretName"] == secret, name
+            assert volume["items"] == [
+                {"key": keys[component(doc)], "path": path.rsplit("/", 1)[1]}
+            ], name
             holders.add(component(doc))
         else:
             assert "DXTS_SERVICE_TOKEN_FILE" not in env, name

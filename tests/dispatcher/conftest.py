@@ -27,7 +27,7 @@ async def null_adaptors(keys: Keys) -> AsyncIterator[Callable[..., Any]]:
     async def start(cls: type[NullAdaptor] = NullAdaptor, **settings: Any) -> tuple[Any, str]:
         chosen = NullSettings(**settings)
         reporter = (
-            GrpcOutcomeReporter(chosen.dispatcher_address, token=keys.token)
+            GrpcOutcomeReporter(chosen.dispatcher_address, token=keys.adaptor_token(chosen.name))
             if chosen.dispatcher_address
             else None
         )

@@ -33,6 +33,7 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer
 from dxts.core.ids import canonical_json, id_from_str, input_hash, new_id, new_ids
+from dxts.core.kernel.authorisation import CallerKind, adaptor_subject
 from dxts.core.schema import definition, execution, metadata
 from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
@@ -56,7 +57,12 @@ class Keys:
 
     def __init__(self, directory: Path) -> None:
         self.keys = DevKeys.load_or_create(directory)
-        self.token = self.keys.issue("dxts", "dxts-dispatcher", ["service"])
+        self.token = self.keys.issue("dxts", "dxts-dispatcher", [CallerKind.DISPATCHER])
+        self.service_token = self.keys.issue("dxts", "dxts-services", [CallerKind.SERVICE])
+
+    def adaptor_token(self, backend: str) -> str:
+        """What the adaptor serving `backend` pushes its outcomes with."""
+        return self.keys.issue("dxts", adaptor_subject(backend), [CallerKind.ADAPTOR])
 
 
 async def serve(

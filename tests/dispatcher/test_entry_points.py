@@ -52,7 +52,8 @@ async def until(call: Any) -> Any:
 
 @pytest.fixture
 def token(tmp_path: Path) -> str:
-    return DevKeys.load_or_create(tmp_path).issue("dxts", "test", ["service"])
+    # Describes the adaptors as the dispatcher does, reads the dispatcher's status as a service.
+    return DevKeys.load_or_create(tmp_path).issue("dxts", "test", ["dispatcher", "service"])
 
 
 async def test_the_processes_start_answer_and_stop(tmp_path: Path, token: str) -> None:

@@ -1,5 +1,6 @@
-"""Bringing outcomes back: polling, the push path, DispatcherStatus, and what a misbehaving
-adaptor cannot do (unknown identifiers, malformed manifests, timeouts) — on SQLite and MariaDB."""
+"""Bringing outcomes back: polling, the push path, DispatcherStatus, what a misbehaving
+adaptor cannot do (unknown identifiers, malformed manifests, timeouts, reports on parcels it
+does not hold) and parcels a backend lost — on SQLite and MariaDB."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from dispatch_support import (
     FakeExecution,
     Keys,
@@ -17,6 +19,7 @@ from dispatch_support import (
     empty,
     identifiers,
     parcels,
+    request_cancel,
     serve,
     statuses,
     transformation,
@@ -34,11 +37,13 @@ from dxts.core.adaptor.model import (
     SubmitResult,
 )
 from dxts.core.db import Database
+from dxts.core.errors import PermissionDenied
 from dxts.core.grpc import GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.schema import execution
 from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
+from dxts.dispatcher.logic.backends import read_loads
 from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
@@ -265,7 +270,7 @@ async def test_pushed_outcomes_are_forwarded_and_status_is_served(
         assert set(sink.by_parcel()) == set(ids)
         assert set((await statuses(database, ids)).values()) == {"Completing"}
 
-        async with channel(server.address, token=keys.token) as ch:
+        async with channel(server.address, token=keys.adaptor_token("null")) as ch:
             stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
             reply = await stub.ReportOutcomes(
                 dispatcher_pb2.ReportOutcomesRequest(
@@ -280,6 +285,8 @@ async def test_pushed_outcomes_are_forwarded_and_status_is_served(
             )
             (ack,) = reply.acks
             assert ack.disposition == common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
+        async with channel(server.address, token=keys.service_token) as ch:
+            stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
             status = await stub.DispatcherStatus(dispatcher_pb2.DispatcherStatusRequest())
         (backend,) = status.backends
         assert (backend.backend, backend.adaptor, backend.reachable) == ("null", "null", True)
@@ -287,4 +294,134 @@ async def test_pushed_outcomes_are_forwarded_and_status_is_served(
         assert len(sink.outcomes) >= 6
     finally:
         await server.stop(grace=0)
+        await component.stop()
+
+
+async def test_a_forged_report_is_refused_and_changes_nothing(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    """Only the adaptor holding a parcel reports its outcome: a person, an adaptor naming
+    another backend, or an adaptor naming its own backend with another backend's identifier
+    (both backends of the same adaptor type) — none reaches execution."""
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 3, transformation_id=tid)
+    _adaptor, address = await null_adaptors()
+    _other, other_address = await null_adaptors(name="null-data", kind=Kind.DATA)
+    sink = FakeExecution(database)
+    component = await dispatcher(
+        database,
+        [
+            {**COMPUTE, "address": address},
+            {"name": "null-data", "address": other_address, "kind": "data", "adaptor": "null"},
+        ],
+        keys,
+        sink=sink,
+    )
+    server = GrpcServer(
+        component.services,
+        settings=ServerSettings(listen="127.0.0.1:0"),
+        verifier=keys.keys.verifier(),
+    )
+    await server.start()
+    try:
+        assert await drain(component) == 3
+        held = await identifiers(database, execution.null_ids)
+
+        def report(backend: str) -> dispatcher_pb2.ReportOutcomesRequest:
+            return dispatcher_pb2.ReportOutcomesRequest(
+                backend=backend,
+                outcomes=[
+                    common_pb2.Outcome(
+                        identifier=id_to_str(held[p]), result=common_pb2.OUTCOME_RESULT_FAILED
+                    )
+                    for p in ids
+                ],
+            )
+
+        forgers = {
+            "a user of another VO": keys.keys.issue("belle", "mallory", ["operator"]),
+            "the dispatcher itself": keys.token,
+            "the other backend's adaptor": keys.adaptor_token("null-data"),
+        }
+        for who, token in forgers.items():
+            async with channel(server.address, token=token) as ch:
+                stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
+                with pytest.raises(PermissionDenied) as refused:
+                    await stub.ReportOutcomes(report("null"))
+            assert "may" in str(refused.value), who
+        async with channel(server.address, token=keys.adaptor_token("null-data")) as ch:
+            reply = await dispatcher_pb2_grpc.DispatcherServiceStub(ch).ReportOutcomes(
+                report("null-data")
+            )
+        assert {a.disposition for a in reply.acks} == {
+            common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
+        }
+        assert sink.outcomes == []
+        assert set((await statuses(database, ids)).values()) == {"Assigned"}
+    finally:
+        await server.stop(grace=0)
+        await component.stop()
+
+
+class Forgetful(NullAdaptor):
+    """A null adaptor restarted: it no longer knows what it accepted before `forget()`."""
+
+    def forget(self) -> None:
+        self.jobs.clear()
+        self.by_identifier.clear()
+
+
+async def test_a_parcel_the_backend_lost_fails_after_the_grace_and_frees_its_place(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 4, transformation_id=tid)
+    adaptor, address = await null_adaptors(Forgetful, delay_s=3600)
+    sink = FakeExecution(database)
+    component = await dispatcher(
+        database, [{**COMPUTE, "address": address}], keys, sink=sink, lost_grace_s=0.3
+    )
+    try:
+        assert await drain(component) == 4
+        adaptor.forget()
+        backend = component.backends["null"]
+        assert await component.forwarder.poll_once(backend) == 0  # the grace starts
+        assert sink.outcomes == []
+        await asyncio.sleep(0.4)
+        assert await component.forwarder.poll_once(backend) == 4
+        seen = sink.by_parcel()
+        assert set(seen) == set(ids)
+        for (outcome,) in seen.values():
+            assert outcome.result is OutcomeResult.FAILED
+            assert outcome.message.startswith("lost by the backend")
+        assert set((await statuses(database, ids)).values()) == {"Failed"}
+        assert await component.forwarder.poll_once(backend) == 0
+        loads, _ = await read_loads(database, ["null"])
+        assert loads["null"].assigned == 0  # its place in the backend's capacity is free
+    finally:
+        await component.stop()
+
+
+async def test_a_cancellation_the_backend_cannot_know_of_completes_as_cancelled(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 3, transformation_id=tid)
+    adaptor, address = await null_adaptors(Forgetful, delay_s=3600)
+    sink = FakeExecution(database)
+    component = await dispatcher(
+        database, [{**COMPUTE, "address": address}], keys, sink=sink, lost_grace_s=0
+    )
+    try:
+        assert await drain(component) == 3
+        adaptor.forget()
+        await request_cancel(database, ids)
+        assert await component.forwarder.cancel_once(component.backends["null"]) == 3
+        seen = sink.by_parcel()
+        assert set(seen) == set(ids)
+        assert {o.result for (o,) in seen.values()} == {OutcomeResult.CANCELLED}
+    finally:
         await component.stop()

@@ -469,6 +469,15 @@ class World:
 
         return await self.until(f"{name} in {states}", check, wg)
 
+    async def restart_null(self) -> None:
+        """The compute null adaptor restarted on its address, as a new process: it knows
+        nothing of what the old one accepted (it kept its identifiers in memory)."""
+        server = self.stack.servers["null"]
+        await server.stop(grace=0)
+        await self.null.stop()
+        keys = DevKeys.load_or_create(self.data_dir)
+        self.null = await _serve_null(self.stack, self.null.settings, keys, port=server.port)
+
     async def close(self) -> None:
         for opened in self._channels:
             await opened.close()
@@ -504,12 +513,14 @@ class InProcessWorld(World):
         await super().close()
 
 
-async def _serve_null(stack: Stack, settings: NullSettings, keys: DevKeys) -> NullAdaptor:
+async def _serve_null(
+    stack: Stack, settings: NullSettings, keys: DevKeys, port: int = 0
+) -> NullAdaptor:
     adaptor = NullAdaptor(settings)
     await adaptor.start()
     stack.on_stop(adaptor.stop)
     verifier = keys.verifier()
-    await stack.serve(settings.name, [adaptor_service(adaptor)], verifier, None)
+    await stack.serve(settings.name, [adaptor_service(adaptor)], verifier, None, port=port)
     return adaptor
 
 
@@ -522,6 +533,7 @@ async def running(
     null_data: NullSettings | None = None,
     archive_delay_s: float = 3600.0,
     status_interval_s: float = 2 * PACE_S,
+    lost_grace_s: float = 300.0,
 ) -> AsyncIterator[InProcessWorld]:
     """Every component over `database` (schema created), served on port 0; stopped after.
     `directory` (existing) holds the development key pair and the catalogue."""
@@ -622,6 +634,7 @@ async def running(
                 refusal_backoff_s=2 * PACE_S,
                 recovery_interval_s=5.0,
                 status_interval_s=status_interval_s,
+                lost_grace_s=lost_grace_s,
             ),
         )
         stack.on_stop(dispatcher.stop)

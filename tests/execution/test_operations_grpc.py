@@ -47,7 +47,8 @@ CALLERS = {
     "bob": ("lhcb", "bob", []),  # same VO
     "operator": ("lhcb", "olga", ["operator"]),
     "carol": ("belle", "carol", []),  # another VO
-    "dispatcher": ("dxts", "dxts-dispatcher", ["service"]),
+    "dispatcher": ("dxts", "dxts-dispatcher", ["dispatcher"]),
+    "service": ("dxts", "dxts-definition", ["service"]),  # definition's lifecycle, SubmitJob
 }
 
 
@@ -201,11 +202,14 @@ async def test_user_jobs_over_grpc(
         process_id=hash_to_str(process_id),
         parameters_json='{"n": 1}',
     )
-    with pytest.raises(PermissionDenied):
-        await stubs["alice"].CreateUserParcel(request)
+    # Definition's SubmitJob creates the parcel with its service token, once it has checked
+    # the job is its caller's: nobody else creates one, not even for themselves.
+    for person in ("alice", "bob"):
+        with pytest.raises(PermissionDenied, match="CreateUserParcel may be called by service"):
+            await stubs[person].CreateUserParcel(request)
 
-    created = await stubs["bob"].CreateUserParcel(request)
-    assert (await stubs["bob"].CreateUserParcel(request)).parcel_id == created.parcel_id
+    created = await stubs["service"].CreateUserParcel(request)
+    assert (await stubs["service"].CreateUserParcel(request)).parcel_id == created.parcel_id
 
     got = await stubs["alice"].GetUserParcel(
         execution_pb2.GetUserParcelRequest(parcel_id=created.parcel_id)
@@ -228,10 +232,10 @@ async def test_cleaning_over_grpc_needs_the_right_state(
         mode=execution_pb2.CLEAN_MODE_ARCHIVE,
     )
     with pytest.raises(FailedPrecondition, match="Active"):
-        await stubs["dispatcher"].CleanTransformation(request)
+        await stubs["service"].CleanTransformation(request)
     definitions.update(world.transformation_id, status=TransformationStatus.ARCHIVING)
 
-    reply = await stubs["dispatcher"].CleanTransformation(request)
+    reply = await stubs["service"].CleanTransformation(request)
 
     assert reply.complete and reply.rows_deleted >= 2
     assert await statuses(database, world.transformation_id) == {}

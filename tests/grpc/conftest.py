@@ -7,7 +7,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_probe import Probe
+from grpc_probe import PROBE_RULES, Probe
 
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.settings import ServerSettings
@@ -36,6 +36,7 @@ async def server(dev_keys: DevKeys, token: str, probe: Probe) -> AsyncIterator[G
         [probe.service()],
         settings=ServerSettings(listen="127.0.0.1:0"),
         verifier=dev_keys.verifier(),
+        extra_rules=PROBE_RULES,
     )
     async with running:
         probe.address, probe.token = running.address, token

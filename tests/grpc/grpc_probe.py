@@ -13,8 +13,12 @@ from google.protobuf.wrappers_pb2 import StringValue
 
 from dxts.core import errors
 from dxts.core.grpc import Service, channel, current_identity, time_remaining
+from dxts.core.kernel.authorisation import CallerKind, Rules
 
 PROBE = "dxts.test.Probe"
+PROBE_METHODS = ("Raise", "Abort", "WhoAmI", "Remaining", "Nested")
+# The probe is outside the contracts: its rows, passed to the servers that serve it (any caller).
+PROBE_RULES: Rules = {f"/{PROBE}/{name}": frozenset(CallerKind) for name in PROBE_METHODS}
 
 ERRORS: dict[str, Callable[[], BaseException]] = {
     "invalid_argument": lambda: errors.InvalidArgument(
@@ -61,9 +65,7 @@ class Probe:
 
     async def who_am_i(self, request: StringValue, context: Any) -> StringValue:
         identity = current_identity()
-        return StringValue(
-            value=json.dumps([identity.vo, identity.sub, sorted(identity.roles)])
-        )
+        return StringValue(value=json.dumps([identity.vo, identity.sub, sorted(identity.roles)]))
 
     async def remaining(self, request: StringValue, context: Any) -> StringValue:
         return StringValue(

@@ -18,13 +18,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from google.protobuf.wrappers_pb2 import StringValue
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_probe import unary
+from grpc_probe import Probe, unary
 
 from dxts.core import errors
 from dxts.core.grpc import (
     DevKeys,
     GrpcServer,
     Identity,
+    Service,
     TokenVerifier,
     acting_as,
     channel,
@@ -32,7 +33,8 @@ from dxts.core.grpc import (
     issue_token,
 )
 from dxts.core.grpc.auth import DEFAULT_ISSUER, DEV_KEY_FILE
-from dxts.core.settings import AuthSettings
+from dxts.core.settings import AuthSettings, ServerSettings
+from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
 SECRET = "a-shared-secret-of-at-least-32-bytes"
 
@@ -92,8 +94,14 @@ def forged_tokens(dev_keys: DevKeys, tmp_path: Path) -> dict[str, str]:
             algorithm="EdDSA",
         ),
         "roles not a list": jwt.encode(
-            {"sub": "a", "vo": "lhcb", "roles": "admin", "iss": "dxts", "aud": "dxts",
-             "exp": 4102444800},
+            {
+                "sub": "a",
+                "vo": "lhcb",
+                "roles": "admin",
+                "iss": "dxts",
+                "aud": "dxts",
+                "exp": 4102444800,
+            },
             dev_keys.private_key,
             algorithm="EdDSA",
         ),
@@ -163,7 +171,14 @@ def test_shared_secret_settings_verify_hs256() -> None:
     assert verifier.verify(token) == Identity("lhcb", "carol", frozenset({"admin"}))
     assert verifier.algorithms == ["HS256"]
     with pytest.raises(errors.Unauthenticated):
-        verifier.verify(issue_token("lhcb", "carol", key="a-guess-that-is-long-enough-for-hs256!", issuer="https://iam.example"))
+        verifier.verify(
+            issue_token(
+                "lhcb",
+                "carol",
+                key="a-guess-that-is-long-enough-for-hs256!",
+                issuer="https://iam.example",
+            )
+        )
 
 
 def test_public_key_settings_verify_and_refuse_hmac(tmp_path: Path) -> None:
@@ -216,3 +231,50 @@ def test_one_default_issuer_for_services_tokens_and_development_keys() -> None:
 
     issued = inspect.signature(issue).parameters["issuer"].default
     assert AuthSettings().issuer == DEFAULT_ISSUER == issued
+
+
+class Dispatcher(dispatcher_pb2_grpc.DispatcherServiceServicer):
+    """Records the callers that reached the handler."""
+
+    def __init__(self) -> None:
+        self.reached: list[str] = []
+
+    async def DispatcherStatus(
+        self, request: dispatcher_pb2.DispatcherStatusRequest, context: object
+    ) -> dispatcher_pb2.DispatcherStatusResponse:
+        self.reached.append(current_identity().sub)
+        return dispatcher_pb2.DispatcherStatusResponse()
+
+
+async def test_the_authorisation_table_is_checked_before_any_handler(dev_keys: DevKeys) -> None:
+    dispatcher = Dispatcher()
+    server = GrpcServer(
+        [
+            Service.of(
+                dispatcher_pb2.DESCRIPTOR.services_by_name["DispatcherService"],
+                dispatcher_pb2_grpc.add_DispatcherServiceServicer_to_server,
+                dispatcher,
+            ),
+            Probe().service(),  # outside the contracts, and given no rows here
+        ],
+        settings=ServerSettings(listen="127.0.0.1:0"),
+        verifier=dev_keys.verifier(),
+    )
+    async with server:
+        status = dispatcher_pb2.DispatcherStatusRequest()
+        operator = dev_keys.issue("lhcb", "olivia", ["operator"])
+        async with channel(server.address, token=operator) as ch:
+            await dispatcher_pb2_grpc.DispatcherServiceStub(ch).DispatcherStatus(status)
+            with pytest.raises(errors.PermissionDenied, match="no row in the authorisation table"):
+                await unary(ch, "WhoAmI")(StringValue())
+        async with grpc.aio.insecure_channel(server.address) as ch:
+            user = dev_keys.issue("lhcb", "ursula")
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await dispatcher_pb2_grpc.DispatcherServiceStub(ch).DispatcherStatus(
+                    status, metadata=[("authorization", f"Bearer {user}")], timeout=10
+                )
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert caught.value.details() == (
+        "DispatcherStatus may be called by operator, admin, service; ursula is user"
+    )
+    assert dispatcher.reached == ["olivia"]

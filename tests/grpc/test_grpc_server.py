@@ -13,7 +13,7 @@ import grpc
 import pytest
 from google.protobuf.wrappers_pb2 import StringValue
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_probe import PROBE, Probe, unary
+from grpc_probe import PROBE, PROBE_RULES, Probe, unary
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dxts.core import errors
@@ -51,6 +51,7 @@ def new_server(dev_keys: DevKeys, database: Database | None = None) -> GrpcServe
         [Probe().service(), dispatcher_service()],
         settings=ServerSettings(listen="127.0.0.1:0", shutdown_grace_s=5),
         verifier=dev_keys.verifier(),
+        extra_rules=PROBE_RULES,
         database=database,
         health_interval_s=0.02,
     )

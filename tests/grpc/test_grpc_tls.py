@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from google.protobuf.wrappers_pb2 import StringValue
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_probe import PROBE, Probe
+from grpc_probe import PROBE, PROBE_RULES, Probe
 
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
@@ -147,6 +147,7 @@ async def serving(dev_keys: DevKeys, tls: TlsSettings) -> AsyncIterator[GrpcServ
         [Probe().service()],
         settings=ServerSettings(listen="127.0.0.1:0"),
         verifier=dev_keys.verifier(),
+        extra_rules=PROBE_RULES,
         tls=tls,
     )
     async with running:
@@ -251,6 +252,7 @@ async def test_probes_reach_health_in_plain_text_beside_a_tls_server(
         [Probe().service()],
         settings=ServerSettings(listen="127.0.0.1:0", health_listen="127.0.0.1:0"),
         verifier=dev_keys.verifier(),
+        extra_rules=PROBE_RULES,
         tls=server_tls(pki, mutual=True),
     )
     async with running:

@@ -7,13 +7,12 @@ from google.protobuf import descriptor_pool
 
 from dxts.core.errors import PermissionDenied
 from dxts.core.grpc.auth import Identity
-from dxts.core.kernel.authorisation import RULES, CallerKind, authorise_call, kinds_of
-from dxts.v1 import (  # noqa: F401 - importing registers each contract in the pool
-    accounting_pb2,
-    backend_pb2,
-    definition_pb2,
-    dispatcher_pb2,
-    execution_pb2,
+from dxts.core.kernel.authorisation import (
+    RULES,
+    CallerKind,
+    authorise_call,
+    contract_methods,
+    kinds_of,
 )
 
 CONTRACT_FILES = [
@@ -27,12 +26,17 @@ CONTRACT_FILES = [
 
 def every_rpc() -> list[str]:
     """Every method of every service the contracts declare, as full method names."""
+    contract_methods()  # imports every contract, registering it in the pool
     pool = descriptor_pool.Default()
     methods = []
     for name in CONTRACT_FILES:
         for service in pool.FindFileByName(name).services_by_name.values():
             methods += [f"/{service.full_name}/{method.name}" for method in service.methods]
     return sorted(methods)
+
+
+def test_the_kernel_lists_every_rpc_of_the_contracts() -> None:
+    assert sorted(contract_methods()) == every_rpc()
 
 
 ROLE_OF = {
@@ -46,7 +50,7 @@ ROLE_OF = {
 
 
 def caller(kind: CallerKind) -> Identity:
-    # Components carry the installation's VO; a role adds its kind to "user".
+    # A person's role adds its kind to "user"; a component's token is that component only.
     return Identity(vo="lhcb", sub=f"a-{kind}", roles=frozenset(ROLE_OF[kind]))
 
 
@@ -91,3 +95,14 @@ def test_outcomes_come_from_adaptors_and_are_recorded_from_the_dispatcher() -> N
 def test_an_rpc_without_a_row_is_refused() -> None:
     with pytest.raises(PermissionDenied, match="no row in the authorisation table"):
         authorise_call("/dxts.v1.DefinitionService/Unheard", caller(CallerKind.ADMIN))
+
+
+@pytest.mark.parametrize("role", ["dispatcher", "adaptor", "service"])
+def test_a_components_token_is_no_persons(role: str) -> None:
+    component = Identity(vo="dxts", sub=f"dxts-{role}", roles=frozenset({role}))
+    assert kinds_of(component) == {CallerKind(role)}
+    for steering in ("SubmitWorkgraph", "StartWorkgraph", "CancelWorkgraph", "SubmitJob"):
+        with pytest.raises(PermissionDenied):
+            authorise_call(f"/dxts.v1.DefinitionService/{steering}", component)
+    person = Identity(vo="lhcb", sub="olga", roles=frozenset({"operator", "admin"}))
+    assert kinds_of(person) == {CallerKind.USER, CallerKind.OPERATOR, CallerKind.ADMIN}

@@ -17,6 +17,7 @@ from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.logic import Adaptor
 from dxts.core.grpc import DevKeys, TokenVerifier
 from dxts.core.grpc.process import run_process, serve_component
+from dxts.core.kernel.authorisation import CallerKind, adaptor_subject
 from dxts.core.settings import AuthSettings, ServerSettings
 
 
@@ -26,14 +27,15 @@ def data_dir() -> Path | None:
     return Path(value) if value else None
 
 
-def dev_service_token(sub: str) -> str | None:
-    """A service token minted from the development key pair in DXTS_DATA_DIR (None without
-    one): the adaptor's own calls when no token is configured, on a single machine only."""
+def dev_adaptor_token(backend: str) -> str | None:
+    """The adaptor's token for `backend` (kind `adaptor`, its subject naming the backend) minted
+    from the development key pair in DXTS_DATA_DIR (None without one): the adaptor's pushes
+    when no token is configured, on a single machine only."""
     directory = data_dir()
     if directory is None:
         return None
     return DevKeys.load_or_create(directory).issue(
-        "dxts", sub, ("service",), lifetime=timedelta(days=365)
+        "dxts", adaptor_subject(backend), (CallerKind.ADAPTOR,), lifetime=timedelta(days=365)
     )
 
 

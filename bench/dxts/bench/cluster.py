@@ -4,8 +4,9 @@
 `dxts-accounting`, `dxts-dispatcher` and each adaptor (`dxts-backend-null`,
 `dxts-backend-local`) started from their console scripts, each with the environment the chart
 gives its pod — the database URL only to the services, a peer's address only to the
-components that call it, the installation's public key to all, and a service token only to
-those that call on their own behalf. Nothing is shared between them but the database, the
+components that call it, the installation's public key to all, and a token of its own kind
+(service, dispatcher, adaptor: the chart's component-tokens Secret) only to those that call on
+their own behalf. Nothing is shared between them but the database, the
 catalogue and the storage directory. The end-to-end tests, the fault suite and the end-to-end
 benchmark run against it; `dxts up` (one process) is a convenience, not what is tested here.
 
@@ -35,6 +36,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dxts.core.grpc.auth import DEFAULT_AUDIENCE, DEFAULT_ISSUER, issue_token
 from dxts.core.grpc.ports import free_port
+from dxts.core.kernel.authorisation import CallerKind, adaptor_subject
 
 SERVICES = ("definition", "execution", "accounting", "dispatcher")
 # Whom each component calls (the chart's `peers`) and whether it calls on its own behalf.
@@ -44,7 +46,6 @@ PEERS: Mapping[str, tuple[str, ...]] = {
     "accounting": ("definition",),
     "dispatcher": ("definition", "execution"),
 }
-OWN_TOKEN = {"definition", "execution", "dispatcher"}
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 TOKEN_LIFETIME = timedelta(days=1)
@@ -147,7 +148,7 @@ class LocalCluster:
 
     # -- set-up ---------------------------------------------------------------------------------
 
-    def _write_keys(self) -> tuple[Path, Path]:
+    def _write_keys(self) -> Path:
         keys = self.directory / "keys"
         keys.mkdir(parents=True, exist_ok=True)
         public = keys / "public.pem"
@@ -156,10 +157,14 @@ class LocalCluster:
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
-        token = keys / "service.token"
-        token.write_text(self.token("dxts", "dxts-services", ["service"]))
+        return public
+
+    def _token_file(self, key: str, sub: str, role: CallerKind) -> Path:
+        """A component's own token, as the chart mounts key `key` of its Secret."""
+        token = self.directory / "keys" / f"{key}.token"
+        token.write_text(self.token("dxts", sub, [role]))
         token.chmod(0o600)
-        return public, token
+        return token
 
     def token(self, vo: str, sub: str, roles: Iterable[str] = ()) -> str:
         """A token the installation's components accept (signed with its key)."""
@@ -177,7 +182,14 @@ class LocalCluster:
         return self.token(vo, sub, roles)
 
     def _plan(self) -> None:
-        public, service_token = self._write_keys()
+        public = self._write_keys()
+        own_tokens = {
+            "dispatcher": self._token_file("dispatcher", "dxts-dispatcher", CallerKind.DISPATCHER),
+            **dict.fromkeys(
+                ("definition", "execution"),
+                self._token_file("service", "dxts-services", CallerKind.SERVICE),
+            ),
+        }
         data = self.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         common = {
@@ -197,8 +209,8 @@ class LocalCluster:
         for name in SERVICES:
             env = {**common, "DXTS_DB_URL": self.db_url, "DXTS_LISTEN": addresses[name]}
             env |= {f"DXTS_{peer.upper()}_ADDRESS": addresses[peer] for peer in PEERS[name]}
-            if name in OWN_TOKEN:
-                env["DXTS_SERVICE_TOKEN_FILE"] = str(service_token)
+            if name in own_tokens:
+                env["DXTS_SERVICE_TOKEN_FILE"] = str(own_tokens[name])
             if name == "dispatcher":
                 env["DXTS_BACKENDS"] = json.dumps(
                     [
@@ -236,7 +248,13 @@ class LocalCluster:
                 env |= {
                     f"{prefix}_REPORT_MODE": "push",
                     "DXTS_DISPATCHER_ADDRESS": addresses["dispatcher"],
-                    "DXTS_SERVICE_TOKEN_FILE": str(service_token),
+                    "DXTS_SERVICE_TOKEN_FILE": str(
+                        self._token_file(
+                            f"adaptor-{backend.name}",
+                            adaptor_subject(backend.name),
+                            CallerKind.ADAPTOR,
+                        )
+                    ),
                 }
             self._add(name, f"dxts-backend-{backend.type}", env, addresses[name])
 

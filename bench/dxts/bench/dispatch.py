@@ -43,6 +43,7 @@ from dxts.core.errors import FailedPrecondition, Unavailable
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.grpc.ports import free_port
 from dxts.core.ids import canonical_json, new_ids
+from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.schema import definition, execution
 from dxts.core.states import Kind, ParcelStatus
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
@@ -433,7 +434,7 @@ async def _replicas(
 async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
     """`dxts.backends.null` in a process of its own; yields (address, token)."""
     address = f"127.0.0.1:{free_port()}"
-    token = DevKeys.load_or_create(folder).issue("dxts", "dxts-dispatcher", ["service"])
+    token = DevKeys.load_or_create(folder).issue("dxts", "dxts-dispatcher", [CallerKind.DISPATCHER])
     environment = {
         **os.environ,
         "DXTS_LISTEN": address,

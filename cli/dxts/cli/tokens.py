@@ -1,9 +1,19 @@
 """`dxts token issue`: a bearer token signed by the installation's private key.
 
-A deployment's components call each other with a token carrying the `service` role (the Helm
-chart mounts it from a Secret as DXTS_SERVICE_TOKEN_FILE). The cluster holds only the public
-half of the key, so the token is minted here, where the private key is, and stored in the
-Secret by the operator (docs/deploy.md).
+A deployment's components call each other with tokens carrying their kind of caller as a role,
+which the authorisation table (`dxts.core.kernel.authorisation`) checks on every call:
+
+| role | subject | who |
+|---|---|---|
+| `service` | dxts-services | definition and execution |
+| `dispatcher` | dxts-dispatcher | the dispatcher (the only caller of the adaptors) |
+| `adaptor` | dxts-backend-<backend> | an adaptor pushing the outcomes of its backend's parcels |
+| `operator` / `admin` | the person | a VO's production manager / the installation's administrator |
+
+The Helm chart mounts each component's from one Secret (a key per kind) as
+DXTS_SERVICE_TOKEN_FILE. The cluster holds only the public half of the key, so the tokens are
+minted here, where the private key is, and stored in the Secret by the operator
+(docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -59,7 +69,10 @@ def issue(
     ],
     role: Annotated[
         list[str] | None,
-        typer.Option(help="A role claim; repeat for several (components: service)."),
+        typer.Option(
+            help="A role claim; repeat for several (components: service, dispatcher, "
+            "adaptor; people: operator, admin)."
+        ),
     ] = None,
     issuer: Annotated[
         str,
@@ -71,9 +84,13 @@ def issue(
     ] = "dxts",
     days: Annotated[int, typer.Option(min=1, help="Days until the token expires.")] = 365,
 ) -> None:
-    """Print a signed token (JWT) on stdout, e.g. the service token of a deployment:
+    """Print a signed token (JWT) on stdout, e.g. the component tokens of a deployment:
 
-    dxts token issue --vo dxts --sub dxts-services --role service --key private.pem > service.token
+    dxts token issue --vo dxts --sub dxts-services --role service --key key.pem > service
+
+    dxts token issue --vo dxts --sub dxts-dispatcher --role dispatcher --key key.pem > dispatcher
+
+    dxts token issue --vo dxts --sub dxts-backend-null --role adaptor --key key.pem > adaptor-null
     """
     token = issue_token(
         vo,

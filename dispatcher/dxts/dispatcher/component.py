@@ -31,6 +31,7 @@ import grpc
 from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
 from dxts.dispatcher.edge.backends import GrpcAdaptorCalls
@@ -163,7 +164,7 @@ def service_token(settings: DispatcherSettings) -> str | None:
     token = settings.token()
     if token is None and settings.data_dir is not None:
         token = DevKeys.load_or_create(settings.data_dir).issue(
-            SERVICE_VO, SERVICE_SUB, ("service",), lifetime=DEV_TOKEN_LIFETIME
+            SERVICE_VO, SERVICE_SUB, (CallerKind.DISPATCHER,), lifetime=DEV_TOKEN_LIFETIME
         )
     return token
 

@@ -141,6 +141,12 @@ class DispatcherSettings(BaseSettings):
     poll_interval_s: float = Field(5.0, gt=0)
     cancel_interval_s: float = Field(5.0, gt=0)
     cancel_resend_s: float = Field(60.0, gt=0, description="repeat a Cancel not yet confirmed")
+    lost_grace_s: float = Field(
+        300.0,
+        ge=0,
+        description="a parcel whose identifier its backend has not known for this long is lost "
+        "by the backend: recorded Failed (Cancelled when its cancellation was asked)",
+    )
     recovery_interval_s: float = Field(30.0, gt=0)
     status_interval_s: float = Field(15.0, gt=0, description="Describe and the gauges")
     call_timeout_s: float = Field(30.0, gt=0, description="deadline of every adaptor call")

@@ -59,7 +59,10 @@ the settings classes):
   peers         the components whose addresses it calls (DXTS_<PEER>_ADDRESS)
   config        reads the installation file (DXTS_CONFIG_FILE)
   catalogue     opens the file catalogue (DXTS_CATALOGUE_URL)
-  serviceToken  calls another component on its own behalf (DXTS_SERVICE_TOKEN_FILE)
+  token         the key of the component-tokens Secret it calls others with on its own behalf
+                (DXTS_SERVICE_TOKEN_FILE; empty: none): "service" (definition, execution),
+                "dispatcher", "adaptor-<backend>" (a push-mode adaptor): each token carries its
+                caller kind (role), which the authorisation table checks
 definition: its lifecycle engine calls accounting and execution, and its clean-up actions
 remove files from the catalogue (forwarded user calls carry the caller's token). execution
 reads definition and registers outputs in the catalogue. accounting calls definition with the
@@ -70,15 +73,15 @@ when it pushes its reports.
 {{- define "dxts.components" -}}
 {{- $items := list -}}
 {{- $services := dict
-  "definition" (dict "peers" (list "execution" "accounting") "config" true "catalogue" true "serviceToken" true)
-  "execution" (dict "peers" (list "definition") "config" false "catalogue" true "serviceToken" true)
-  "accounting" (dict "peers" (list "definition") "config" false "catalogue" false "serviceToken" false)
+  "definition" (dict "peers" (list "execution" "accounting") "config" true "catalogue" true "token" "service")
+  "execution" (dict "peers" (list "definition") "config" false "catalogue" true "token" "service")
+  "accounting" (dict "peers" (list "definition") "config" false "catalogue" false "token" "")
 -}}
 {{- range $name := list "definition" "execution" "accounting" -}}
 {{- $values := index $.Values $name -}}
 {{- $items = append $items (merge (dict "component" $name "command" (printf "dxts-%s" $name) "values" $values "service" true "autoscaled" $values.autoscaling.enabled) (index $services $name)) -}}
 {{- end -}}
-{{- $items = append $items (dict "component" "dispatcher" "command" "dxts-dispatcher" "values" .Values.dispatcher "service" true "autoscaled" false "peers" (list "definition" "execution") "config" true "catalogue" false "serviceToken" true) -}}
+{{- $items = append $items (dict "component" "dispatcher" "command" "dxts-dispatcher" "values" .Values.dispatcher "service" true "autoscaled" false "peers" (list "definition" "execution") "config" true "catalogue" false "token" "dispatcher") -}}
 {{- $seen := dict -}}
 {{- range $backend := .Values.backends -}}
 {{- if hasKey $seen $backend.name -}}
@@ -86,7 +89,7 @@ when it pushes its reports.
 {{- end -}}
 {{- $_ := set $seen $backend.name true -}}
 {{- $push := eq (default "pull" $backend.reportMode) "push" -}}
-{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false "peers" ($push | ternary (list "dispatcher") (list)) "config" false "catalogue" (eq $backend.name "local") "serviceToken" $push "adaptor" $backend.name "kind" (default "compute" $backend.kind) "push" $push) -}}
+{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false "peers" ($push | ternary (list "dispatcher") (list)) "config" false "catalogue" (eq $backend.name "local") "token" ($push | ternary (printf "adaptor-%s" $backend.name) "") "adaptor" $backend.name "kind" (default "compute" $backend.kind) "push" $push) -}}
 {{- end -}}
 {{- dict "items" $items | toJson -}}
 {{- end -}}
@@ -160,9 +163,9 @@ catalogue.url), else the database's, whose database then holds the catalogue's t
 {{- end -}}
 {{- end -}}
 
-{{/* The Secret the components that call others mount their service token from. */}}
-{{- define "dxts.serviceToken.secretName" -}}
-{{- default (printf "%s-service-token" (include "dxts.fullname" .)) .Values.serviceToken.existingSecret -}}
+{{/* The Secret the components that call others mount their own token from (a key per kind). */}}
+{{- define "dxts.componentTokens.secretName" -}}
+{{- default (printf "%s-component-tokens" (include "dxts.fullname" .)) .Values.componentTokens.existingSecret -}}
 {{- end -}}
 
 {{- define "dxts.mariadb.name" -}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dxts.backends.component import dev_service_token, run_adaptor
+from dxts.backends.component import dev_adaptor_token, run_adaptor
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
@@ -10,7 +10,7 @@ from dxts.backends.null.settings import NullSettings
 
 def build() -> NullAdaptor:
     settings = NullSettings()
-    token = settings.token() or dev_service_token(f"dxts-backend-{settings.name}")
+    token = settings.token() or dev_adaptor_token(settings.name)
     reporter = (
         GrpcOutcomeReporter(settings.dispatcher_address, token=token)
         if settings.dispatcher_address

@@ -3,9 +3,10 @@
 * `StatusInterceptor` — the one place domain errors become status codes (see `errors`), RPCs
   are counted and timed for Prometheus, and the caller's deadline is made current for the
   calls the handler makes (see `deadlines`).
-* `AuthInterceptor` — verifies the bearer token and makes the caller's Identity current; health
-  checking and reflection are exempt. It raises Unauthenticated, which the status interceptor
-  outside it reports, so refusals are counted like any other outcome.
+* `AuthInterceptor` — verifies the bearer token, makes the caller's Identity current and checks
+  the authorisation table (`dxts.core.kernel.authorisation`) before any handler runs; health
+  checking and reflection are exempt. It raises Unauthenticated or PermissionDenied, which the
+  status interceptor outside it reports, so refusals are counted like any other outcome.
 
 Both wrap each handler's behaviour (unary or streaming, coroutine or async generator) in one
 async context manager, so each concern is written once.
@@ -27,6 +28,7 @@ from dxts.core.grpc import deadlines
 from dxts.core.grpc.auth import TokenVerifier, acting_as, bearer_token
 from dxts.core.grpc.errors import rich_status, to_grpc_status
 from dxts.core.grpc.metrics import RPC_SECONDS, RPCS_HANDLED
+from dxts.core.kernel.authorisation import Rules, authorise_call
 
 # Services reachable without a token: probes and tooling must work before anyone logs in.
 UNAUTHENTICATED_SERVICES = (
@@ -127,15 +129,19 @@ class StatusInterceptor(_WrappingInterceptor):
 
 
 class AuthInterceptor(_WrappingInterceptor):
-    """Bearer token → Identity for the duration of the call (see `auth.current_identity`)."""
+    """Bearer token → Identity for the duration of the call (see `auth.current_identity`), and
+    the call refused unless the authorisation table lets that caller make it. `extra_rules` adds
+    rows for methods outside the contracts (the tests' probe services)."""
 
     exempt = UNAUTHENTICATED_SERVICES
 
-    def __init__(self, verifier: TokenVerifier) -> None:
+    def __init__(self, verifier: TokenVerifier, extra_rules: Rules | None = None) -> None:
         self._verifier = verifier
+        self._extra_rules = extra_rules
 
     @asynccontextmanager
     async def around(self, context: Context, method: str) -> AsyncIterator[None]:
         identity = self._verifier.verify(bearer_token(context.invocation_metadata()))
+        authorise_call(method, identity, extra_rules=self._extra_rules)
         with acting_as(identity):
             yield

@@ -35,6 +35,7 @@ from dxts.core.db import Database
 from dxts.core.grpc.auth import TokenVerifier
 from dxts.core.grpc.interceptors import AuthInterceptor, StatusInterceptor
 from dxts.core.grpc.tls import ServerCredentials, TlsSettings
+from dxts.core.kernel.authorisation import Rules
 from dxts.core.settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,9 @@ class GrpcServer:
         health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
         options: Iterable[tuple[str, Any]] = (),
         tls: TlsSettings | None = None,
+        extra_rules: Rules | None = None,
     ) -> None:
+        """`extra_rules`: authorisation rows for services outside the contracts (tests)."""
         names = [service.name for service in services]
         if len(set(names)) != len(names):
             raise ValueError(f"a service is registered twice: {names}")
@@ -92,7 +95,7 @@ class GrpcServer:
         self.health_interval_s = health_interval_s
         self.health = health.aio.HealthServicer()
         self._server = grpc.aio.server(
-            interceptors=[StatusInterceptor(), AuthInterceptor(verifier)],
+            interceptors=[StatusInterceptor(), AuthInterceptor(verifier, extra_rules)],
             options=list(options),
         )
         for service in services:

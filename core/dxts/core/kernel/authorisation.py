@@ -1,6 +1,7 @@
 """Who may call what: one row per RPC of every contract, checked before any handler runs.
 
-A caller is of one or more kinds, from the roles its token carries:
+A caller is of one or more kinds, from the roles its token carries (a component's token is that
+component only, never also a user):
 
 | kind | role claim | who |
 |---|---|---|
@@ -21,9 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from dxts.core.errors import PermissionDenied
-from dxts.core.grpc.auth import Identity
+
+if TYPE_CHECKING:  # the grpc package's interceptor imports this module
+    from google.protobuf.descriptor import MethodDescriptor
+
+    from dxts.core.grpc.auth import Identity
 
 
 class CallerKind(StrEnum):
@@ -35,7 +41,7 @@ class CallerKind(StrEnum):
     SERVICE = "service"
 
 
-# The kinds a role makes a caller; every authenticated caller of a VO is also a user.
+# The kinds a role makes a caller; every person of a VO is also a user (`kinds_of`).
 ROLE_KINDS: Mapping[str, CallerKind] = {
     "operator": CallerKind.OPERATOR,
     "admin": CallerKind.ADMIN,
@@ -47,6 +53,7 @@ ROLE_KINDS: Mapping[str, CallerKind] = {
 U, O, A = CallerKind.USER, CallerKind.OPERATOR, CallerKind.ADMIN  # noqa: E741
 D, B, S = CallerKind.DISPATCHER, CallerKind.ADAPTOR, CallerKind.SERVICE
 PEOPLE = frozenset({U, O, A})
+COMPONENTS = frozenset({D, B, S})
 PEOPLE_AND_SERVICES = PEOPLE | {S}
 
 DEFINITION = "/dxts.v1.DefinitionService/"
@@ -60,15 +67,14 @@ def _rows(prefix: str, kinds: frozenset[CallerKind], *names: str) -> dict[str, f
     return {prefix + name: frozenset(kinds) for name in names}
 
 
-RULES: Mapping[str, frozenset[str]] = {
-    # Definition: people steer and read (their VO, their own unless operator); the lifecycle
-    # and execution read through the same RPCs as the service.
+Rules = Mapping[str, frozenset[str]]
+
+RULES: Rules = {
+    # Definition: people steer (their VO, their own unless operator); no component does.
     **_rows(
         DEFINITION,
-        PEOPLE_AND_SERVICES,
+        PEOPLE,
         "SubmitWorkgraph",
-        "GetWorkgraph",
-        "ListWorkgraphs",
         "UpdateAnnotations",
         "StartWorkgraph",
         "ExtendScout",
@@ -83,18 +89,28 @@ RULES: Mapping[str, frozenset[str]] = {
         "SetFeeder",
         "FlushTransformation",
         "TransitionTransformation",
-        "GetTransformation",
-        "ListTransformations",
         "PublishProcess",
+        "SubmitJob",
+    ),
+    # People read; so do the other services (accounting asks with its caller's token, the
+    # lifecycle and execution with their own).
+    **_rows(
+        DEFINITION,
+        PEOPLE_AND_SERVICES,
+        "GetWorkgraph",
+        "ListWorkgraphs",
+        "ListTransformations",
         "ResolveProcess",
         "ListVersions",
         "ProcessLineage",
-        "SubmitJob",
     ),
     # What execution works from, across every VO.
     **_rows(DEFINITION, frozenset({S}), "ListActiveTransformations"),
-    # A process is what a parcel runs: the dispatcher hands it to the backend.
-    **_rows(DEFINITION, PEOPLE_AND_SERVICES | {D}, "GetProcess", "GetProcessTree"),
+    # A process is what a parcel runs: the dispatcher hands it to the backend, and chooses the
+    # backend by the transformation's VO and type.
+    **_rows(
+        DEFINITION, PEOPLE_AND_SERVICES | {D}, "GetProcess", "GetProcessTree", "GetTransformation"
+    ),
     # Execution: people read and steer inputs and parcels of their VO; the lifecycle too.
     **_rows(
         EXECUTION,
@@ -133,18 +149,61 @@ RULES: Mapping[str, frozenset[str]] = {
 }
 
 
+# An adaptor's token names the backend it serves in its subject: what it may report outcomes of.
+ADAPTOR_SUBJECT_PREFIX = "dxts-backend-"
+
+
+def adaptor_subject(backend: str) -> str:
+    """The subject of the token an adaptor serving `backend` pushes its outcomes with."""
+    return ADAPTOR_SUBJECT_PREFIX + backend
+
+
+def backend_of(identity: Identity) -> str | None:
+    """The backend an adaptor's token speaks for (None: not an adaptor's token)."""
+    if not identity.has_role(CallerKind.ADAPTOR) or not identity.sub.startswith(
+        ADAPTOR_SUBJECT_PREFIX
+    ):
+        return None
+    return identity.sub.removeprefix(ADAPTOR_SUBJECT_PREFIX)
+
+
+def contract_methods() -> dict[str, MethodDescriptor]:
+    """Every RPC of every contract, by full method name: what the table must cover (its tests
+    check every one, with every kind of caller, on the table and against the real servers)."""
+    from dxts.v1 import (  # the contracts, only when asked for
+        accounting_pb2,
+        backend_pb2,
+        definition_pb2,
+        dispatcher_pb2,
+        execution_pb2,
+    )
+
+    files = (accounting_pb2, backend_pb2, definition_pb2, dispatcher_pb2, execution_pb2)
+    return {
+        f"/{service.full_name}/{method.name}": method
+        for module in files
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+
+
 def kinds_of(identity: Identity) -> frozenset[CallerKind]:
-    """The kinds a caller is, from its token's roles."""
+    """The kinds a caller is, from its token's roles. A person of a VO is a user (an operator
+    and an admin too); a component's token (dispatcher, adaptor, service) is that component
+    only: whoever holds it cannot also act as a person of the components' VO."""
     kinds = {ROLE_KINDS[role] for role in identity.roles if role in ROLE_KINDS}
-    if identity.vo:
+    if identity.vo and not kinds & COMPONENTS:
         kinds.add(CallerKind.USER)
     return frozenset(kinds)
 
 
-def authorise_call(method: str, identity: Identity) -> None:
-    """PermissionDenied unless the table lets `identity` call `method` (a full method name,
+def authorise_call(method: str, identity: Identity, *, extra_rules: Rules | None = None) -> None:
+    """PermissionDenied unless the table (with `extra_rules`, rows for methods outside the
+    contracts: the tests' probe services) lets `identity` call `method` (a full method name,
     `/package.Service/Method`)."""
     allowed = RULES.get(method)
+    if allowed is None and extra_rules is not None:
+        allowed = extra_rules.get(method)
     if allowed is None:
         raise PermissionDenied(f"{method} has no row in the authorisation table: refused")
     kinds = kinds_of(identity)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from dxts.core.adaptor import mapping
-from dxts.core.errors import InvalidArgument
+from dxts.core.errors import InvalidArgument, PermissionDenied
+from dxts.core.grpc.auth import current_identity
 from dxts.core.grpc.convert import enum_to_proto, to_timestamp
+from dxts.core.kernel.authorisation import backend_of
 from dxts.dispatcher.logic.backends import read_loads
 from dxts.dispatcher.logic.forwarding import Forwarder
 from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
@@ -27,6 +29,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
                     "no backend: set the request's or the outcome's", field=f"outcomes[{index}]"
                 )
             groups.setdefault(name, []).append(index)
+        _only_own_backend(set(groups))
         acks: list[common_pb2.OutcomeAck | None] = [None] * len(request.outcomes)
         for name, indexes in groups.items():
             answered = await self.forwarder.report(
@@ -59,4 +62,16 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
                 for name, backend in sorted(backends.items())
             ],
             as_of=to_timestamp(now),
+        )
+
+
+def _only_own_backend(named: set[str]) -> None:
+    """An adaptor reports the parcels of the backend its token names, nothing else: a report
+    for another backend is refused whole, before anything is recorded."""
+    caller = current_identity()
+    own = backend_of(caller)
+    others = sorted(named - {own}) if own is not None else sorted(named)
+    if others:
+        raise PermissionDenied(
+            f"{caller.sub} may report outcomes of its own backend only, not of {', '.join(others)}"
         )

@@ -19,6 +19,13 @@
   submitting it), is cancelled by its idempotency key: if the adaptor had accepted it, its
   identifier is recorded and it is polled like the others; if it never had, the adaptor now
   refuses the key for good and the dispatcher forwards the CANCELLED outcome itself.
+* Lost parcels (`_lost`): an identifier the backend answers it does not know (a restarted
+  adaptor that kept its work in memory) is given `lost_grace_s` to reappear (an adaptor
+  restoring its state); after that the dispatcher forwards the outcome itself: FAILED "lost by
+  the backend" (execution's failed-input hook decides what becomes of the inputs), or CANCELLED
+  when its cancellation was asked. Either takes the parcel past Assigned, which frees its
+  place in the backend's capacity. The grace is timed by the replica that polls: another
+  replica taking the poll over starts it again, which only waits longer.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class Forwarder:
         self.sink = sink
         self.locks = locks
         self._cancel_sent: dict[bytes, float] = {}
+        self._unknown_since: dict[bytes, float] = {}  # ParcelID → first answered unknown
 
     # -- checking and forwarding --------------------------------------------------------------
 
@@ -116,7 +124,52 @@ class Forwarder:
             acks.extend(answered)
         return acks
 
-    async def _poll_and_forward(self, backend: Backend, expected: Mapping[str, bytes]) -> int:
+    def _lost(
+        self,
+        backend: Backend,
+        unknown: Sequence[str],
+        expected: Mapping[str, bytes],
+        result: OutcomeResult,
+    ) -> list[Outcome]:
+        """The outcomes of the parcels whose identifiers the backend has not known for the
+        grace period; starts the clock of those it has just stopped knowing."""
+        missing = {expected[i]: i for i in unknown if i in expected}
+        for parcel_id in expected.values():
+            if parcel_id not in missing:
+                self._unknown_since.pop(parcel_id, None)
+        newly = [i for p, i in missing.items() if p not in self._unknown_since]
+        if newly:
+            log.warning(
+                "%s no longer knows %d identifiers the dispatcher recorded (first: %s): lost "
+                "unless it knows them again within %g s",
+                backend.name,
+                len(newly),
+                newly[0],
+                self.settings.lost_grace_s,
+            )
+        clock = time.monotonic()
+        return [
+            Outcome(
+                parcel_id=id_to_str(parcel_id),
+                backend=backend.name,
+                identifier=identifier,
+                result=result,
+                backend_status="lost",
+                message=f"lost by the backend: {backend.name} no longer knows {identifier}",
+            )
+            for parcel_id, identifier in missing.items()
+            if clock - self._unknown_since.setdefault(parcel_id, clock)
+            >= self.settings.lost_grace_s
+        ]
+
+    async def _poll_and_forward(
+        self,
+        backend: Backend,
+        expected: Mapping[str, bytes],
+        lost_as: OutcomeResult = OutcomeResult.FAILED,
+    ) -> int:
+        """Poll `expected` (identifier → ParcelID) and forward what ended, the lost included
+        (as `lost_as`); returns the outcomes forwarded."""
         try:
             reply = await backend.poll(list(expected))
         except BackendUnreachable as error:
@@ -128,13 +181,8 @@ class Forwarder:
             for outcome in reply.outcomes
             if (checked := self._checked(backend, outcome, expected)) is not None
         ]
-        if reply.unknown_identifiers:
-            log.warning(
-                "%s does not know %d identifiers the dispatcher recorded (first: %s)",
-                backend.name,
-                len(reply.unknown_identifiers),
-                reply.unknown_identifiers[0],
-            )
+        lost = self._lost(backend, reply.unknown_identifiers, expected, lost_as)
+        outcomes += lost
         if not outcomes:
             return 0
         try:
@@ -142,6 +190,10 @@ class Forwarder:
         except Unavailable as error:
             log.warning("%d outcomes of %s not forwarded: %s", len(outcomes), backend.name, error)
             return 0
+        for outcome in lost:
+            self._unknown_since.pop(expected[outcome.identifier], None)
+        if lost:
+            log.warning("%d parcels of %s lost by the backend", len(lost), backend.name)
         return len(outcomes)
 
     # -- the sweeps ---------------------------------------------------------------------------
@@ -220,7 +272,9 @@ class Forwarder:
             if known:
                 for page in chunks(sorted(known.items()), self.settings.poll_batch):
                     await self._poll_and_forward(
-                        backend, {id_to_str(identifier): pid for pid, identifier in page}
+                        backend,
+                        {id_to_str(identifier): pid for pid, identifier in page},
+                        lost_as=OutcomeResult.CANCELLED,
                     )
             return len(due) + len(keys)
 
@@ -285,7 +339,9 @@ class Forwarder:
             except InvalidArgument:
                 continue
         found = await self.database.run(
-            lambda conn: parcels_of_identifiers(conn, backend.adaptor, identifiers.values()),
+            lambda conn: parcels_of_identifiers(
+                conn, backend.name, backend.adaptor, identifiers.values()
+            ),
             isolation=RC,
         )
         expected = {text: found[raw] for text, raw in identifiers.items() if raw in found}

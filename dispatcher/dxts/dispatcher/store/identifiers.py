@@ -14,6 +14,7 @@ from dxts.core.schema.execution import (
     diracx_ids,
     local_ids,
     null_ids,
+    parcels,
 )
 
 # Adaptor type → (identifier table, identifier column). One table per adaptor this project
@@ -61,12 +62,18 @@ async def insert_identifiers(
 
 
 async def parcels_of_identifiers(
-    conn: AsyncConnection, adaptor: str, identifiers: Iterable[bytes]
+    conn: AsyncConnection, backend: str, adaptor: str, identifiers: Iterable[bytes]
 ) -> dict[bytes, bytes]:
-    """identifier → ParcelID, through the identifier table's unique index."""
+    """identifier → ParcelID of the parcels `backend` holds, through the identifier table's
+    unique index: an identifier of a parcel another backend (of the same adaptor type) holds is
+    not found, so no backend reports on another's parcels."""
     wanted = sorted(set(identifiers))
     if not wanted:
         return {}
     table, column = id_column(adaptor)
-    rows = await conn.execute(sa.select(column, table.c.ParcelID).where(column.in_(wanted)))
+    rows = await conn.execute(
+        sa.select(column, table.c.ParcelID)
+        .join(parcels, parcels.c.ParcelID == table.c.ParcelID)
+        .where(column.in_(wanted), parcels.c.Backend == backend)
+    )
     return {bytes(row[0]): bytes(row[1]) for row in rows}

@@ -20,8 +20,10 @@ runs on the kernel's sweep runner; without them (tests of the service alone) not
 
 The engine's registry provides what the built-in hooks and actions ask for by annotation:
 `Counts`, `ExecutionView`, `ExecutionControl` (the peers, over gRPC: `edge`), `Siblings` (a
-workgraph's members, read here), `FileCatalogue` (the configured catalogue, opened on first use)
-and the `Registry` itself (ReconcileFeederInputs re-runs feeders). Tests pass doubles for the
+workgraph's members, read here), `FileCatalogue` (the configured catalogue, opened on first use),
+the `Registry` itself and an `InputOverviewReader` over `Counts` (ReconcileFeederInputs re-runs
+feeders, which are injected what execution's registry gives them: the standalone process shares
+no registry with execution). Tests pass doubles for the
 peers and a registry of their own plugins.
 """
 
@@ -40,6 +42,7 @@ from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers
@@ -97,6 +100,17 @@ def _provide(providers: Providers, annotation: Any, value: Any) -> None:
         providers.add(annotation, value)
 
 
+def service_token(settings: LifecycleSettings, data_dir: Path | None) -> str | None:
+    """Definition's own token (kind `service`): the configured one, else one minted from the
+    development key pair in `data_dir` (single machine only)."""
+    token = settings.token()
+    if token is None and data_dir is not None:
+        token = DevKeys.load_or_create(data_dir).issue(
+            "dxts", AUTHOR, (CallerKind.SERVICE,), lifetime=DEV_TOKEN_LIFETIME
+        )
+    return token
+
+
 async def build_lifecycle(
     database: Database,
     *,
@@ -114,11 +128,7 @@ async def build_lifecycle(
     execution at `execution_address`, each answering UNAVAILABLE when not configured; `registry`
     to the installed plugins."""
     cleanups: list[Callable[[], object]] = []
-    token = settings.token()
-    if token is None and data_dir is not None:
-        token = DevKeys.load_or_create(data_dir).issue(
-            "dxts", AUTHOR, ("service",), lifetime=DEV_TOKEN_LIFETIME
-        )
+    token = service_token(settings, data_dir)
     if counts is None:
         if settings.accounting_address:
             accounting = channel(settings.accounting_address, token=token)
@@ -188,7 +198,8 @@ async def build_definition(
 
     `catalogue` defaults to the installed plugins (entry points), `config` to the installation
     file of `settings.config_file`, and `execution` to the execution service at
-    `settings.execution_address` (each call carrying its caller's token), or to a client
+    `settings.execution_address` (each call carrying its caller's token; a user job's parcel is
+    created with definition's own service token, `DXTS_SERVICE_TOKEN`), or to a client
     answering UNAVAILABLE when none is configured.
     """
     settings = settings or DefinitionSettings()
@@ -197,9 +208,10 @@ async def build_definition(
         if settings.execution_address:
             forward: grpc.aio.Channel = channel(settings.execution_address)
             cleanups.append(forward.close)
+            own = service_token(lifecycle or LifecycleSettings(), settings.data_dir)
 
             def execution(token: str | None) -> ExecutionClient:
-                return GrpcExecutionClient(forward, token)
+                return GrpcExecutionClient(forward, token, service_token=own)
         else:
             refuse = NoExecutionClient()
 

@@ -1,7 +1,10 @@
-"""The accounting service's client of the definition service: workgraph members, returned as
-`logic.members` types."""
+"""The accounting service's client of the definition service: workgraph members and the
+transformations a caller may see, returned as `logic.members` types. Every call carries the
+caller's own token: the definition service decides what that caller may see."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import grpc
 
@@ -10,23 +13,56 @@ from dxts.core.errors import Unavailable
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
-from dxts.v1 import definition_pb2, definition_pb2_grpc
+from dxts.v1 import common_pb2, definition_pb2, definition_pb2_grpc
+
+PAGE_SIZE = 1000
+
+
+def _bearer(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    return (("authorization", f"Bearer {token}"),) if token else None
 
 
 class DefinitionMemberLister:
-    """A MemberLister over `DefinitionService.GetWorkgraph`, on a `dxts.core.grpc.channel`
-    built without a token (each call carries the caller's)."""
+    """A MemberLister over `DefinitionService.GetWorkgraph`, `GetTransformation` and
+    `ListTransformations`, on a `dxts.core.grpc.channel` built without a token (each call
+    carries the caller's)."""
 
     def __init__(self, channel: grpc.aio.Channel, address: str) -> None:
         self._stub = definition_pb2_grpc.DefinitionServiceStub(channel)
         self._address = address
 
+    async def check_transformations(self, ids: Sequence[bytes], *, token: str | None) -> None:
+        for transformation_id in ids:  # NotFound (the domain error) for one the caller cannot see
+            await self._stub.GetTransformation(
+                definition_pb2.GetTransformationRequest(
+                    transformation_id=id_to_str(transformation_id)
+                ),
+                metadata=_bearer(token),
+            )
+
+    async def transformations_of(self, vo: str, *, token: str | None) -> list[bytes]:
+        found: list[bytes] = []
+        page_token = ""
+        while True:
+            reply = await self._stub.ListTransformations(
+                definition_pb2.ListTransformationsRequest(
+                    paging=common_pb2.Paging(page_size=PAGE_SIZE, page_token=page_token), vo=vo
+                ),
+                metadata=_bearer(token),
+            )
+            found += [
+                id_from_str(t.transformation_id, field="transformation_id")
+                for t in reply.transformations
+            ]
+            page_token = reply.next_page_token
+            if not page_token:
+                return found
+
     async def workgraph(self, workgraph_id: bytes, *, token: str | None) -> WorkgraphMembers:
-        metadata = (("authorization", f"Bearer {token}"),) if token else None
         try:
             reply = await self._stub.GetWorkgraph(
                 definition_pb2.GetWorkgraphRequest(workgraph_id=id_to_str(workgraph_id)),
-                metadata=metadata,
+                metadata=_bearer(token),
             )
         except grpc.aio.AioRpcError as error:
             # What channel() leaves as an RpcError has no domain meaning for our caller except

@@ -14,10 +14,11 @@ from dxts.accounting.edge import mapping
 from dxts.accounting.logic import counts, log_listing, repair
 from dxts.accounting.logic.log_listing import LogOwner
 from dxts.accounting.logic.members import MemberLister
+from dxts.accounting.logic.visibility import check_readable, readable_scope
 from dxts.core.counters import Counter, Entity
 from dxts.core.db import Database
 from dxts.core.errors import InvalidArgument
-from dxts.core.grpc import current_identity
+from dxts.core.grpc import Identity, current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_timestamp, json_text
 from dxts.core.grpc.paging import (
@@ -38,6 +39,11 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
         self.database = database
         self.members = members
 
+    @staticmethod
+    def _caller(context: Context) -> tuple[Identity, str | None]:
+        """Who calls, and the token to ask the definition service what they may see with."""
+        return current_identity(), bearer_token(context.invocation_metadata())
+
     async def GetCounts(
         self, request: accounting_pb2.GetCountsRequest, context: Context
     ) -> accounting_pb2.GetCountsResponse:
@@ -48,6 +54,7 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
             problems.add("entity", "expected ENTITY_INPUT or ENTITY_PARCEL")
         problems.raise_if_any()
         assert entity is not None
+        await check_readable(self.members, *self._caller(context), transformation_ids=ids)
         found = await counts.get_counts(self.database, ids, entity)
         return accounting_pb2.GetCountsResponse(counts=[mapping.counts_pb(c) for c in found])
 
@@ -87,7 +94,9 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
         ids = problems.ids(request.transformation_ids, "transformation_ids")
         problems.violations.extend(counts.storage_element_problems(request.storage_elements))
         problems.raise_if_any()
-        summary = await counts.storage_summary(self.database, ids, list(request.storage_elements))
+        counts.check_count(ids, "transformation_ids")
+        scope = await readable_scope(self.members, *self._caller(context), ids)
+        summary = await counts.storage_summary(self.database, scope, list(request.storage_elements))
         return accounting_pb2.GetStorageSummaryResponse(
             usage=[mapping.usage_pb(u) for u in summary.usage],
             totals=[mapping.usage_pb(u) for u in summary.totals],
@@ -129,6 +138,12 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
             problems.violations.extend(error.violations)
         problems.raise_if_any()
         assert owner_id is not None  # which is set and parsed, or a problem was raised
+        await check_readable(
+            self.members,
+            *self._caller(context),
+            workgraph_id=owner_id if owner is LogOwner.WORKGRAPH else None,
+            transformation_ids=[owner_id] if owner is LogOwner.TRANSFORMATION else (),
+        )
         page = await log_listing.list_log(
             self.database,
             owner,
@@ -169,11 +184,14 @@ class AccountingServicer(accounting_pb2_grpc.AccountingServiceServicer):
                 "give either transformation_ids or all_transformations (exactly one)",
             )
         problems.raise_if_any()
+        identity, token = self._caller(context)
         corrections = await repair.rebuild_on_request(
             self.database,
-            current_identity(),
+            self.members,
+            identity,
             chosen or list(repair.COUNTERS),
             None if request.all_transformations else ids,
+            token=token,
             request_id=request.request_id,
         )
         return accounting_pb2.RebuildResponse(

@@ -50,7 +50,8 @@ class StatusCounts:
         return sum(self.counts.values())
 
 
-def _check_count(transformation_ids: Sequence[bytes], field: str) -> None:
+def check_count(transformation_ids: Sequence[bytes], field: str) -> None:
+    """InvalidArgument when a request names more transformations than one call may."""
     if len(transformation_ids) > MAX_TRANSFORMATIONS:
         raise InvalidArgument(
             f"at most {MAX_TRANSFORMATIONS} transformations per call, "
@@ -63,7 +64,7 @@ async def get_counts(
     database: Database, transformation_ids: Sequence[bytes], entity: Entity
 ) -> list[StatusCounts]:
     """Per-status counts of `entity` for each id, in request order (unknown ids count zero)."""
-    _check_count(transformation_ids, "transformation_ids")
+    check_count(transformation_ids, "transformation_ids")
     if not transformation_ids:
         return []
     reading = await read_transformation_counts(database, set(transformation_ids), [entity.value])
@@ -205,20 +206,27 @@ def storage_element_problems(storage_elements: Sequence[str]) -> list[FieldViola
 
 
 async def storage_summary(
-    database: Database, transformation_ids: Sequence[bytes], storage_elements: Sequence[str]
+    database: Database,
+    transformation_ids: Sequence[bytes] | None,
+    storage_elements: Sequence[str],
 ) -> StorageSummary:
     """The DataParcels counter per (transformation, storage element, parcel status), summed
     per (storage element, status), and the outlook of the parcels not yet ended.
 
-    Empty `transformation_ids` means every transformation, empty `storage_elements` every
-    storage element; one read either way.
+    None for `transformation_ids` means every transformation (empty: none), empty
+    `storage_elements` every storage element; one read either way.
     """
-    _check_count(transformation_ids, "transformation_ids")
     problems = storage_element_problems(storage_elements)
     if problems:
         raise InvalidArgument(problems)
-    reading = await read_storage(
-        database, set(transformation_ids) or None, set(storage_elements) or None
+    reading = (
+        await read_storage(
+            database,
+            None if transformation_ids is None else set(transformation_ids),
+            set(storage_elements) or None,
+        )
+        if transformation_ids is None or transformation_ids
+        else {}
     )
     usage = sorted(
         (

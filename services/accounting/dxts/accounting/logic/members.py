@@ -1,4 +1,5 @@
-"""Who the members of a workgraph are: asked of the definition service, never read in SQL.
+"""Who the members of a workgraph are, and which transformations a caller may read: asked of
+the definition service, never read in SQL.
 
 Workgraphs, Ownership and Transformations belong to the definition side, and reads across
 sides go through the owner's gRPC contract (ARCHITECTURE.md), so the workgraph summary takes
@@ -6,11 +7,15 @@ its member list from a `MemberLister`. The one used in production
 (`edge.definition_client.DefinitionMemberLister`) calls `DefinitionService.GetWorkgraph`
 (which answers the workgraph's status and every member's step, kind and status in one call)
 with the caller's own bearer token: the definition service decides what the caller may see,
-and accounting needs no credentials of its own. Tests pass a double.
+and accounting needs no credentials of its own. The same holds for a caller's transformations
+(`check_transformations`, `transformations_of`), which scope the counts, the storage summary,
+the logs and a VO operator's rebuild to the caller's VO (`logic.visibility`). Tests pass a
+double.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,6 +44,14 @@ class MemberLister(Protocol):
         caller whose `token` is forwarded)."""
         ...
 
+    async def check_transformations(self, ids: Sequence[bytes], *, token: str | None) -> None:
+        """NotFound unless the caller whose `token` is forwarded may see every one of `ids`."""
+        ...
+
+    async def transformations_of(self, vo: str, *, token: str | None) -> list[bytes]:
+        """Every transformation of `vo` the caller whose `token` is forwarded may see."""
+        ...
+
 
 class NoMemberLister:
     """Stands in when no definition service address is configured."""
@@ -47,3 +60,13 @@ class NoMemberLister:
         raise Unavailable(
             "workgraph summaries need the definition service: set DXTS_DEFINITION_ADDRESS"
         )
+
+    async def check_transformations(self, ids: Sequence[bytes], *, token: str | None) -> None:
+        raise Unavailable(
+            "who may read a transformation is the definition service's to say: set "
+            "DXTS_DEFINITION_ADDRESS"
+        )
+
+    async def transformations_of(self, vo: str, *, token: str | None) -> list[bytes]:
+        await self.check_transformations([], token=token)
+        return []

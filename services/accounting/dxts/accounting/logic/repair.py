@@ -1,4 +1,5 @@
-"""Counter repair: rebuilds on request (operators) and on drift (a negative count).
+"""Counter repair: rebuilds on request (a VO's operators, the installation's admins) and on
+drift (a negative count).
 
 A rebuild recounts a scope from the counted tables and journals the differences
 (`Counter.rebuild`, COUNTERS.md); here it is scoped, permission-checked, counted in the metrics
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dxts.accounting import metrics
+from dxts.accounting.logic.members import MemberLister
+from dxts.accounting.logic.visibility import rebuild_scope
 from dxts.accounting.store.health import negative_keys
 from dxts.accounting.store.logs import append_transformation_logs
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, Counter, Drift
 from dxts.core.counters.construct import Key
 from dxts.core.db import Database, Isolation
-from dxts.core.errors import PermissionDenied
 from dxts.core.grpc import Identity
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry
@@ -104,16 +106,22 @@ def _log_entries(corrections: list[Correction], author: str, reason: str) -> lis
 
 async def rebuild_on_request(
     database: Database,
+    lister: MemberLister,
     identity: Identity,
     counters: Sequence[Counter],
-    transformation_ids: Sequence[bytes] | None,
+    asked: Sequence[bytes] | None,
     *,
+    token: str | None,
     request_id: str = "",
 ) -> list[Correction]:
-    """An operator's rebuild; anyone else is refused. Idempotent by nature: a retry finds
-    nothing left to correct."""
-    if not identity.has_role(OPERATOR_ROLE):
-        raise PermissionDenied(f"rebuilding counters needs the {OPERATOR_ROLE!r} role")
+    """A VO operator's rebuild over its VO's transformations (`asked`, None: all of them), an
+    admin's over any; anyone else is refused (`visibility.rebuild_scope`). Idempotent by
+    nature: a retry finds nothing left to correct."""
+    transformation_ids = await rebuild_scope(
+        lister, identity, token, asked, operator_role=OPERATOR_ROLE
+    )
+    if transformation_ids is not None and not transformation_ids:
+        return []
     scope = (
         "all transformations"
         if transformation_ids is None

@@ -1,7 +1,9 @@
 """The execution service over gRPC, as the definition service uses it.
 
 * `GrpcExecutionClient` — the `ExecutionClient` of the operator commands and user jobs: Flush,
-  CancelParcels, WriteOffInputs and CreateUserParcel, carrying the caller's bearer token;
+  CancelParcels and WriteOffInputs carrying the caller's bearer token (execution applies its
+  rights to the same caller); CreateUserParcel with definition's own service token (only a
+  service creates a parcel: definition has checked the job is the caller's own);
   `NoExecutionClient` stands in when no address is configured (every forward is UNAVAILABLE);
 * `GrpcExecution` — the `ExecutionView` and `ExecutionControl` of the lifecycle engine and the
   built-in actions (dxts's own service token): ListParcels, ListInputs, GetParcel (a parcel's
@@ -46,9 +48,12 @@ WAITING_INPUTS = (InputStatus.UNASSIGNED, InputStatus.FAILED, InputStatus.PROBLE
 class GrpcExecutionClient:
     """ExecutionClient over `ExecutionService` on a `dxts.core.grpc.channel` (domain errors)."""
 
-    def __init__(self, channel: grpc.aio.Channel, token: str | None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, token: str | None, *, service_token: str | None = None
+    ) -> None:
         self._stub = execution_pb2_grpc.ExecutionServiceStub(channel)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self._metadata = _bearer(token)
+        self._service_metadata = _bearer(service_token)
 
     async def flush(self, transformation_id: bytes, *, request_id: str) -> None:
         await self._stub.Flush(
@@ -103,9 +108,13 @@ class GrpcExecutionClient:
                 parameters_json=json_text(parcel.parameters),
                 annotations_json=json_text(parcel.annotations or None),
             ),
-            metadata=self._metadata,
+            metadata=self._service_metadata,
         )
         return id_from_str(reply.parcel_id, field="parcel_id")
+
+
+def _bearer(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    return (("authorization", f"Bearer {token}"),) if token else None
 
 
 class NoExecutionClient:

@@ -22,6 +22,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.errors import NotFound
 from dxts.core.grpc.auth import Identity
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.states import WorkgraphStatus
 from dxts.cwl.compile import EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition.logic.locked import HALTED
@@ -46,7 +47,11 @@ class Viewer:
 
     @property
     def all_vos(self) -> bool:
-        return self.identity.has_role(self.service_role)
+        """dxts's components read every VO's rows: the services, and the dispatcher (the
+        processes and transformations of the parcels it dispatches)."""
+        return self.identity.has_role(self.service_role) or self.identity.has_role(
+            CallerKind.DISPATCHER
+        )
 
     def sees(self, vo: str) -> bool:
         return self.all_vos or self.identity.vo == vo
