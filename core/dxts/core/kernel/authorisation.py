@@ -104,8 +104,9 @@ RULES: Rules = {
         "ListVersions",
         "ProcessLineage",
     ),
-    # What execution works from, across every VO.
-    **_rows(DEFINITION, frozenset({S}), "ListActiveTransformations"),
+    # What execution works from, across every VO; people see their own VO's (feeder bookmarks:
+    # `dxts feeder show`), the query being scoped by the caller's VO like every other read.
+    **_rows(DEFINITION, PEOPLE_AND_SERVICES, "ListActiveTransformations"),
     # A process is what a parcel runs: the dispatcher hands it to the backend, and chooses the
     # backend by the transformation's VO and type.
     **_rows(
