@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,7 +71,8 @@ def small_example(directory: Path) -> Path:
     workgraph["hooks"]["Active"]["args"]["target_events"] = 4000
     path = directory / "small-demo.cwl"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
-    (directory / "tools").symlink_to(EXAMPLES / "tools")
+    # A copy, not a symlink: a bundle never follows a link out of its directory.
+    shutil.copytree(EXAMPLES / "tools", directory / "tools")
     return path
 
 

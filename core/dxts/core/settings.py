@@ -38,7 +38,9 @@ def async_database_url(url: str) -> str:
     backend, _, driver = parsed.drivername.partition("+")
     wanted = ASYNC_DRIVERS.get(backend)
     if wanted is None:
-        raise InvalidArgument(f"dxts runs on MariaDB/MySQL or SQLite, not {backend!r}")
+        raise InvalidArgument(
+            f"unsupported database {backend!r}: dxts runs on MariaDB/MySQL or SQLite"
+        )
     if not driver:
         parsed = parsed.set(drivername=f"{'mysql' if wanted == 'asyncmy' else backend}+{wanted}")
     elif driver not in ("asyncmy", "aiomysql", "aiosqlite"):
