@@ -33,7 +33,7 @@ EXECUTION = {
     "Transformations",
 }
 DISPATCHER = {
-    "Parcels", "DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs",
+    "Parcels", "DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs",
     # ResolvedHintsID only: the sidecar the dispatcher resolves (DX-ADR-004, ComputeParcels).
     "ComputeParcels",
 }

@@ -41,6 +41,7 @@ from dxts.core.schema.execution import (
     null_ids,
     parcel_inputs,
     parcels,
+    slurm_ids,
     user_parcels,
 )
 from dxts.core.states import Kind, ParcelStatus
@@ -55,6 +56,7 @@ COMPLETING = ParcelStatus.COMPLETING.value
 IDENTIFIER_TABLES: dict[str, tuple[sa.Table, str]] = {
     "local": (local_ids, "LocalID"),
     "null": (null_ids, "NullID"),
+    "slurm": (slurm_ids, "SlurmID"),
 }
 
 # The Annotations key execution sets when it moves a Reserved or Assigned parcel to Completing

@@ -1,0 +1,270 @@
+"""The Slurm adaptor over real gRPC on a real single-node Slurm cluster (`scripts/slurm`):
+parcels run as array tasks to outcomes with outputs, Slurm's state and exit code, a job killed
+for its memory, cancellation of queued and running jobs, one sbatch per batch, exactly-once
+across a crash between sbatch and its record, usage from Slurm's accounting, lost jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slurm_cluster import slurm_conf
+from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
+
+from dxts.backends.server import adaptor_service
+from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.settings import SlurmSettings
+from dxts.core.grpc import DevKeys, GrpcServer, channel
+from dxts.core.ids import id_to_str, new_id
+from dxts.core.settings import ServerSettings
+from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
+
+ACCEPTED = backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
+HOG_BYTES = 600 * 2**20
+HOG = {  # touches more memory than its parcel asks for, a little at a time
+    "class": "CommandLineTool",
+    "baseCommand": [
+        PYTHON,
+        "-c",
+        "import time\nheld = []\nfor _ in range(120):\n"
+        f"    held.append(b'x' * {HOG_BYTES // 60}); time.sleep(0.05)",
+    ],
+    "inputs": {},
+    "outputs": {},
+}
+COUNTER = {  # appends one line per run to a file outside its sandbox
+    "class": "CommandLineTool",
+    "baseCommand": [PYTHON, "-c", "import sys; open(sys.argv[1], 'a').write('ran\\n')"],
+    "inputs": {"runs": {"type": "string", "inputBinding": {"position": 1}}},
+    "outputs": {},
+}
+
+
+class Harness:
+    def __init__(self, tmp: Path) -> None:
+        self.keys = DevKeys.load_or_create(tmp / "keys")
+        self.token = self.keys.issue("dxts", "dxts-dispatcher", ["service"])
+        self.settings = SlurmSettings(
+            work_dir=tmp / "slurm", storage_elements=["LOCAL"], default_memory_mb=400
+        )
+        self.adaptor: SlurmAdaptor | None = None
+        self.server: GrpcServer | None = None
+        self.channel: Any = None
+        self.stub: Any = None
+
+    async def start(self, **overrides: Any) -> SlurmAdaptor:
+        self.adaptor = SlurmAdaptor(self.settings.model_copy(update=overrides))
+        await self.adaptor.start()
+        self.server = GrpcServer(
+            [adaptor_service(self.adaptor)],
+            settings=ServerSettings(listen="127.0.0.1:0"),
+            verifier=self.keys.verifier(),
+        )
+        await self.server.start()
+        self.channel = channel(self.server.address, token=self.token, default_timeout=60)
+        self.stub = backend_pb2_grpc.BackendAdaptorServiceStub(self.channel)
+        return self.adaptor
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.channel.close()
+            await self.server.stop(grace=0)
+            assert self.adaptor is not None
+            await self.adaptor.stop()
+            self.server = None
+
+    async def submit(
+        self, payload: backend_pb2.Payload, *parcels: backend_pb2.ParcelSubmission
+    ) -> list[backend_pb2.SubmitResult]:
+        reply = await self.stub.Submit(backend_pb2.SubmitRequest(payload=payload, parcels=parcels))
+        return list(reply.results)
+
+    async def outcome(self, identifier: str, tries: int = 900) -> common_pb2.Outcome:
+        for _ in range(tries):
+            reply = await self.stub.Poll(backend_pb2.PollRequest(identifiers=[identifier]))
+            if reply.outcomes:
+                return reply.outcomes[0]
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{identifier} did not finish")
+
+    async def slurm_state(self, identifier: str) -> str:
+        """The task's state as slurmctld has it (the accounting learns it a moment later)."""
+        assert self.adaptor is not None
+        (job,) = await self.adaptor.backend.state.jobs_by(identifiers=[identifier])
+        out = await self.adaptor.backend.slurm.run("squeue", "-h", f"--jobs={job.task}", "-o%T")
+        return out.strip()
+
+
+def sacct(task: str, field: str) -> str:
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", f"--jobs={task}", f"--format={field}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.strip()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> str:
+    return slurm_conf()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, cluster: str) -> AsyncIterator[Harness]:
+    harness = Harness(tmp_path)
+    await harness.start()
+    yield harness
+    await harness.stop()
+
+
+async def test_a_parcel_runs_as_a_slurm_job_to_its_outputs(harness: Harness) -> None:
+    inputs = [id_to_str(new_id()), id_to_str(new_id())]
+    parcel = submission({"message": "hello"}, input_ids=inputs)
+    (result,) = await harness.submit(compute_payload(WRITER), parcel)
+    assert result.disposition == ACCEPTED, result.reason
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    assert outcome.backend_status == "COMPLETED 0:0"
+    assert (outcome.parcel_id, outcome.identifier) == (parcel.parcel_id, result.identifier)
+    (output,) = outcome.outputs
+    assert (output.lfn, output.size) == (f"{parcel.output_prefix}/result.txt", 5)
+    settings = harness.settings.storage()
+    assert settings.se_path("LOCAL", output.lfn).read_text() == "hello"
+    assert '"action": "SUCCESS"' in outcome.status_report_json
+    # The usage is Slurm's accounting's, and the parcel is in Slurm's records.
+    assert outcome.usage.wall_seconds >= 1  # sacct's elapsed time: whole seconds
+    assert outcome.usage.HasField("cpu_seconds")
+    assert outcome.usage.max_memory_bytes > 10 * 2**20  # cwltool's own resident set at least
+    assert harness.adaptor is not None
+    (job,) = await harness.adaptor.backend.state.jobs_by(identifiers=[result.identifier])
+    assert parcel.parcel_id in sacct(job.task, "Comment")
+    assert sacct(job.task, "TotalCPU")
+
+
+async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(FAILING), submission())
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert outcome.backend_status == "FAILED 1:0"  # cwltool's exit status for a failed tool
+    assert "broken" in outcome.message
+    assert outcome.usage.max_memory_bytes > 0
+
+
+async def test_a_job_over_its_memory_is_killed_and_says_so(harness: Harness) -> None:
+    parcel = submission(requirements_json='{"memory_mb": 300}')
+    (result,) = await harness.submit(compute_payload(HOG), parcel)
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "OUT_OF_MEMORY" in outcome.backend_status
+    assert "memory" in outcome.message.lower()
+
+
+async def test_a_batch_is_one_sbatch_and_a_second_submit_starts_nothing(
+    harness: Harness,
+) -> None:
+    assert harness.adaptor is not None
+    slurm = harness.adaptor.backend.slurm
+    parcels = [submission({"message": f"m{i}"}, input_ids=[id_to_str(new_id())]) for i in range(4)]
+    before = slurm.calls
+    results = await harness.submit(compute_payload(WRITER), *parcels)
+    assert [r.disposition for r in results] == [ACCEPTED] * 4
+    assert slurm.calls - before == 1  # one sbatch --array for the four
+    again = await harness.submit(compute_payload(WRITER), *parcels)
+    assert [r.identifier for r in again] == [r.identifier for r in results]
+    assert slurm.calls - before == 1
+    for result in results:
+        outcome = await harness.outcome(result.identifier)
+        assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    counters = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+    assert (counters["started"], counters["repeated_submits"]) == (4, 4)
+
+
+async def test_cancel_of_a_queued_job(harness: Harness) -> None:
+    held = submission(requirements_json='{"partition": "dxts-held"}')  # a DOWN partition
+    (result,) = await harness.submit(compute_payload(WRITER), held)
+    assert await harness.slurm_state(result.identifier) == "PENDING"
+    reply = await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=[result.identifier]))
+    assert not reply.unknown_identifiers
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+    assert outcome.backend_status.startswith("CANCELLED")
+    assert not outcome.HasField("usage")  # it never ran
+
+
+async def test_cancel_of_a_running_job_kills_it(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(SLEEPER), submission())
+    pid_file = harness.settings.work_dir / "jobs" / result.identifier / "out"
+    for _ in range(600):
+        pids = list(pid_file.parent.glob("tmp/**/pid")) + list(pid_file.glob("**/pid"))
+        if pids and pids[0].read_text():
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the sleeper did not start")
+    pid = int(pids[0].read_text())
+    await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=[result.identifier]))
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+    for _ in range(300):  # slurmstepd signals the job's processes, SIGKILL after KillWait
+        if not await asyncio.to_thread(Path(f"/proc/{pid}").exists):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"the tool (pid {pid}) outlived its cancelled job")
+
+
+async def test_killed_after_sbatch_before_recording_the_job_runs_once(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs.txt"
+    parcel = submission({"runs": str(runs)})
+    assert harness.adaptor is not None
+
+    async def dies(batch_id: str, job_id: str) -> None:
+        raise SystemExit("killed between sbatch and its record")
+
+    monkeypatch.setattr(harness.adaptor.backend.state, "set_slurm_job", dies)
+    with pytest.raises(SystemExit):
+        await harness.adaptor.backend.submit(compute_payload(COUNTER), [parcel])
+    await harness.stop()
+    await harness.start()  # a new process over the same state
+    (first,) = await harness.submit(compute_payload(COUNTER), parcel)
+    (second,) = await harness.submit(compute_payload(COUNTER), parcel)
+    assert first.disposition == ACCEPTED and first.identifier == second.identifier
+    outcome = await harness.outcome(first.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    assert runs.read_text() == "ran\n"
+    counters = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+    assert counters["started"] == 0  # the new process submitted nothing: it found the job
+
+
+async def test_refusals_and_keys_cancelled_before_acceptance(harness: Harness) -> None:
+    data = backend_pb2.Payload(data=backend_pb2.DataPayload())
+    (refused,) = await harness.submit(data, submission(request_json='{"op": "remove"}'))
+    assert refused.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+    assert "data parcels" in refused.reason
+    no_cores = submission(requirements_json='{"cores": 0}')
+    (bad,) = await harness.submit(compute_payload(WRITER), no_cores)
+    assert "requirements.cores" in bad.reason
+    never = submission({"message": "x"})
+    reply = await harness.stub.Cancel(backend_pb2.CancelRequest(parcel_ids=[never.parcel_id]))
+    assert [(k.parcel_id, k.identifier) for k in reply.keys] == [(never.parcel_id, "")]
+    (late,) = await harness.submit(compute_payload(WRITER), never)
+    assert late.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+
+
+async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
+    await harness.stop()
+    adaptor = await harness.start(lost_after_s=0.01)
+    held = submission(requirements_json='{"partition": "dxts-held"}')
+    (result,) = await harness.submit(compute_payload(WRITER), held)
+    (job,) = await adaptor.backend.state.jobs_by(identifiers=[result.identifier])
+    await adaptor.backend.slurm.cancel([job.task])
+    await adaptor.backend.state.set_slurm_job(job.batch_id, "999999999")  # Slurm never had it
+    outcome = await harness.outcome(result.identifier)
+    assert (outcome.result, outcome.backend_status) == (common_pb2.OUTCOME_RESULT_FAILED, "LOST")
+    unknown = await harness.stub.Poll(backend_pb2.PollRequest(identifiers=[id_to_str(new_id())]))
+    assert len(unknown.unknown_identifiers) == 1
