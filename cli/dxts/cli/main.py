@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.tree import Tree
 
-from dxts.cli import jobs, operate, tokens, up, workgraphs
+from dxts.cli import adaptor_check, jobs, operate, tokens, up, workgraphs
 from dxts.cli.client import Options
 from dxts.cli.output import Output
 from dxts.core.config import CONFIG_FILE_VARIABLE, load_installation_config
@@ -172,5 +172,6 @@ app.add_typer(operate.inputs_app, name="inputs")
 app.add_typer(jobs.job_app, name="job")
 app.add_typer(jobs.registry_app, name="registry")
 app.add_typer(tokens.token_app, name="token")
+app.add_typer(adaptor_check.adaptor_app, name="adaptor")
 app.command()(jobs.provenance)
 app.command()(up.up)
