@@ -2,13 +2,16 @@
 
 `compose()` assembles the components over one started database, each service on a gRPC server
 of its own: the definition, execution and accounting services the commands talk to, the
-dispatcher, and two local adaptors (compute parcels run with cwltool, data parcels between the
-local storage elements). Everything a restart must find again lives in the data directory:
+dispatcher, and two adaptors: compute parcels run with cwltool on this machine (the local
+adaptor) or, with `--backend slurm`, as jobs of the Slurm cluster SLURM_CONF names (the Slurm
+adaptor; `scripts/slurm start` runs one here), and data parcels between the local storage
+elements (the local adaptor). Everything a restart must find again lives in the data directory:
 
     dxts.sqlite            the database (unless --db-url names another)
     catalogue.sqlite       the local file catalogue
     storage/<SE>/<LFN>     the local storage elements' files
-    local/, local-data/    the adaptors' own state and one directory per parcel (its sandbox)
+    local/ (slurm/), local-data/  the adaptors' own state and one directory per parcel (its
+                           sandbox; slurm/ must be on storage the cluster's nodes share)
     dev-only-jwt-*.pem     the development token key pair
     connection.json        the addresses and token the `dxts` commands read (while it runs)
     up.log                 the components' log
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import fcntl
 import getpass
 import logging
@@ -37,7 +41,9 @@ from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import adaptor_service
+from dxts.backends.server import AdaptorServicer, adaptor_service
+from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
@@ -67,6 +73,13 @@ TOKEN_LIFETIME = timedelta(days=30)
 PACE_S = 1.0
 LOCK_FILE = "up.lock"
 LOG_FILE = "up.log"
+
+
+class Backend(enum.StrEnum):
+    """What runs the compute parcels of `dxts up`."""
+
+    LOCAL = "local"
+    SLURM = "slurm"
 
 
 @dataclass
@@ -142,14 +155,23 @@ def local_settings(data_dir: Path, kind: Kind, workers: int) -> LocalSettings:
     )
 
 
+def slurm_settings(data_dir: Path) -> SlurmSettings:
+    """The Slurm adaptor over the data directory's storage elements (shared with the nodes)."""
+    return SlurmSettings(
+        name="slurm",
+        work_dir=data_dir / "slurm",
+        storage_root=data_dir / "storage",
+        storage_elements=list(STORAGE_ELEMENTS),
+        output_se=STORAGE_ELEMENTS[0],
+    )
+
+
 async def _serve_adaptor(
-    stack: Stack, adaptor: LocalAdaptor, verifier: TokenVerifier, host: str
+    stack: Stack, name: str, adaptor: AdaptorServicer, verifier: TokenVerifier, host: str
 ) -> str:
     await adaptor.start()
     stack.on_stop(adaptor.stop)
-    return await stack.serve(
-        adaptor.settings.name, [adaptor_service(adaptor)], verifier, None, host=host
-    )
+    return await stack.serve(name, [adaptor_service(adaptor)], verifier, None, host=host)
 
 
 async def compose(
@@ -161,10 +183,11 @@ async def compose(
     ports: Ports | None = None,
     workers: int = 2,
     sweeps: bool = True,
+    backend: str = "local",
 ) -> Stack:
     """Build and serve every component over `database` and `catalogue` (both started); with
     `sweeps` false they are built without their background work (the command's tests steer
-    the states themselves)."""
+    the states themselves). `backend` runs the compute parcels: "local" or "slurm"."""
     ports = ports or Ports()
     host = ports.host
     port = {
@@ -181,9 +204,15 @@ async def compose(
         backends = []
         for kind in (Kind.COMPUTE, Kind.DATA):
             settings = local_settings(data_dir, kind, workers)
-            served = await _serve_adaptor(stack, LocalAdaptor(settings, catalogue), verifier, host)
+            adaptor: AdaptorServicer = LocalAdaptor(settings, catalogue)
+            name, adaptor_type = settings.name, "local"
+            if kind is Kind.COMPUTE and backend == "slurm":
+                adaptor, name, adaptor_type = (
+                    SlurmAdaptor(slurm_settings(data_dir), catalogue), "slurm", "slurm",
+                )  # fmt: skip
+            served = await _serve_adaptor(stack, name, adaptor, verifier, host)
             backends.append(
-                BackendConfig(name=settings.name, address=served, kind=kind, adaptor="local")
+                BackendConfig(name=name, address=served, kind=kind, adaptor=adaptor_type)
             )
         locks = LockManager(database)
         stack.on_stop(locks.dispose)
@@ -327,7 +356,9 @@ def _say(text: str) -> None:
     typer.echo(text, err=True)
 
 
-async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -> None:
+async def _run(
+    directory: Path, url: str, ports: Ports, vo: str, workers: int, backend: str
+) -> None:
     _say(f"dxts up: data directory {directory}")
     keys = DevKeys.load_or_create(directory)
     _say(
@@ -355,6 +386,7 @@ async def _run(directory: Path, url: str, ports: Ports, vo: str, workers: int) -
             catalogue=catalogue,
             ports=ports,
             workers=workers,
+            backend=backend,
         )
         exit_stack.push_async_callback(stack.stop)
         connection = Connection(
@@ -410,6 +442,13 @@ def up(
     workers: Annotated[
         int, typer.Option(min=1, help="Parcels the local backend runs at once.")
     ] = 2,
+    backend: Annotated[
+        Backend,
+        typer.Option(
+            help="What runs compute parcels: cwltool on this machine, or jobs of the Slurm "
+            "cluster SLURM_CONF names (`scripts/slurm start` runs one here)."
+        ),
+    ] = Backend.LOCAL,
     verbose: Annotated[bool, typer.Option(help="The components' log on stderr too.")] = False,
 ) -> None:
     """Run every component in this process, on the embedded default (a laptop, a demo).
@@ -431,7 +470,7 @@ def up(
     _log_to(directory / LOG_FILE, verbose)
     try:
         with _only_one(directory):
-            asyncio.run(_run(directory, url, ports, vo, workers))
+            asyncio.run(_run(directory, url, ports, vo, workers, backend.value))
     except DxtsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None
