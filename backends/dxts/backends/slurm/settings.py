@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +35,7 @@ class SlurmSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_SLURM_", extra="ignore")
 
     name: str = Field("slurm", min_length=1, max_length=32)
+    kind: Literal["compute"] = Field("compute", description="it runs compute parcels only")
     work_dir: Path = DEFAULT_WORK_DIR
     storage_root: Path | None = Field(None, description="default: <work_dir>/../se")
     storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
