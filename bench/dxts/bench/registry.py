@@ -6,4 +6,5 @@ BENCHMARKS: dict[str, str] = {
     "counters": "dxts.bench.counters",
     "definition": "dxts.bench.definition",
     "execution": "dxts.bench.execution",
+    "slurm": "dxts.bench.slurm",
 }

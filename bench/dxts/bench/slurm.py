@@ -1,0 +1,125 @@
+"""`slurm`: parcels submitted per second into slurmctld by the Slurm adaptor.
+
+One figure, `submit_parcels_per_s`: the adaptor's Submit of a batch of compute parcels with its
+batching (one `sbatch --array` per batch of equal requests), against the same adaptor submitting
+one Slurm job per parcel (`array_size=1`: one sbatch each) as the baseline, rounds alternating
+in the same run. Both include everything Submit does per parcel (its record in the adaptor's
+state, the parcel's files on the shared storage); only the round trips to slurmctld differ.
+
+It needs a running cluster (`scripts/slurm start`; SLURM_CONF names it). The jobs go to the
+cluster's `dxts-held` partition, which is DOWN: nothing runs, and each round's jobs are
+cancelled before the next (untimed). The database the harness provides is not used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dxts.backends.slurm.backend import SlurmBackend
+from dxts.backends.slurm.settings import SlurmSettings
+from dxts.bench.harness import Bench, Operation
+from dxts.core.errors import FailedPrecondition
+from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_ids
+from dxts.v1 import backend_pb2
+
+HELD_PARTITION = "dxts-held"
+TOOL = {
+    "class": "CommandLineTool",
+    "cwlVersion": "v1.2",
+    "baseCommand": ["true"],
+    "inputs": {},
+    "outputs": {},
+}
+
+
+@dataclass(frozen=True)
+class Params:
+    parcels: int  # per Submit (one round)
+    rounds: int
+
+
+SCALES = {
+    "tiny": Params(parcels=5, rounds=1),
+    "small": Params(parcels=100, rounds=3),
+    "full": Params(parcels=1000, rounds=3),
+}
+
+
+def _payload() -> backend_pb2.Payload:
+    process_id = hash_to_str(content_hash(TOOL))
+    return backend_pb2.Payload(
+        compute=backend_pb2.ComputePayload(
+            process_id=process_id,
+            processes=[
+                backend_pb2.ProcessDocument(process_id=process_id, document_json=json.dumps(TOOL))
+            ],
+            resolved_hints_id="0" * 64,
+            resolved_hints_json="{}",
+        )
+    )
+
+
+class _Submitter:
+    """One adaptor (batched, or one job per parcel) and the jobs of its last round."""
+
+    def __init__(self, work_dir: Path, array_size: int, parcels: int) -> None:
+        settings = SlurmSettings(work_dir=work_dir, partition=HELD_PARTITION, array_size=array_size)
+        self.backend = SlurmBackend(settings)
+        self.parcels = parcels
+        self.payload = _payload()
+        self.identifiers: list[str] = []
+        self.batch: list[backend_pb2.ParcelSubmission] = []
+
+    async def clear(self) -> None:
+        """Cancel the last round's jobs, and prepare the next round's parcels (untimed)."""
+        jobs = await self.backend.state.jobs_by(identifiers=self.identifiers)
+        await self.backend.slurm.cancel(sorted({j.slurm_job_id for j in jobs if j.slurm_job_id}))
+        self.batch = [
+            backend_pb2.ParcelSubmission(parcel_id=id_to_str(i), parameters_json="{}")
+            for i in new_ids(self.parcels)
+        ]
+
+    async def submit(self) -> int:
+        answers = await self.backend.submit(self.payload, self.batch)
+        self.identifiers = [a.identifier for a in answers if a.identifier]
+        if len(self.identifiers) != self.parcels:
+            refused = next(a.reason for a in answers if not a.identifier)
+            raise FailedPrecondition(f"the adaptor refused a parcel: {refused}")
+        return self.parcels
+
+
+@contextlib.asynccontextmanager
+async def _submitters(params: Params) -> AsyncIterator[tuple[_Submitter, _Submitter]]:
+    with tempfile.TemporaryDirectory(prefix="dxts-bench-slurm-") as folder:
+        batched = _Submitter(Path(folder) / "batched", params.parcels, params.parcels)
+        single = _Submitter(Path(folder) / "single", 1, params.parcels)
+        for submitter in (batched, single):
+            await submitter.backend.start()
+        try:
+            yield batched, single
+        finally:
+            for submitter in (batched, single):
+                await submitter.clear()
+                await submitter.backend.stop()
+
+
+async def run(bench: Bench, params: Params) -> None:
+    async with _submitters(params) as (batched, single):
+        await bench.compare(
+            "submit_parcels_per_s",
+            unit="parcels/s",
+            baseline=Operation(single.submit, setup=single.clear),
+            subject=Operation(batched.submit, setup=batched.clear),
+            rounds=params.rounds,
+            params={
+                "parcels_per_submit": params.parcels,
+                "subject": "one sbatch --array per Submit",
+                "baseline": "one sbatch per parcel",
+                "partition": HELD_PARTITION,
+            },
+        )
