@@ -17,6 +17,7 @@ from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload
 
 from dxts.backends.server import adaptor_service
 from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.commands import array_ranges
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
@@ -180,6 +181,32 @@ async def test_a_batch_is_one_sbatch_and_a_second_submit_starts_nothing(
         assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
     counters = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
     assert (counters["started"], counters["repeated_submits"]) == (4, 4)
+
+
+async def test_a_large_batch_is_one_array_and_one_scancel(harness: Harness) -> None:
+    assert harness.adaptor is not None
+    slurm = harness.adaptor.backend.slurm
+    held = [submission(requirements_json='{"partition": "dxts-held"}') for _ in range(150)]
+    before = slurm.calls
+    results = await harness.submit(compute_payload(WRITER), *held)
+    assert [r.disposition for r in results] == [ACCEPTED] * 150
+    assert slurm.calls - before == 1
+    identifiers = [r.identifier for r in results]
+    jobs = await harness.adaptor.backend.state.jobs_by(identifiers=identifiers)
+    assert len({j.slurm_job_id for j in jobs}) == 1 and all(j.slurm_job_id for j in jobs)
+    assert await harness.slurm_state(identifiers[-1]) == "PENDING"
+    before = slurm.calls
+    await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=identifiers))
+    assert slurm.calls - before == 1  # one scancel for the 150
+    for identifier in identifiers[:: len(identifiers) - 1]:  # the first and the last
+        outcome = await harness.outcome(identifier)
+        assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+
+
+def test_array_ranges_are_compact() -> None:
+    assert array_ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert array_ranges([3]) == "3"
+    assert array_ranges(range(1000)) == "0-999"
 
 
 async def test_cancel_of_a_queued_job(harness: Harness) -> None:

@@ -76,7 +76,8 @@ class _Submitter:
         self.batch: list[backend_pb2.ParcelSubmission] = []
 
     async def clear(self) -> None:
-        """Cancel the last round's jobs, and prepare the next round's parcels (untimed)."""
+        """Check and cancel the last round's jobs, prepare the next round's parcels (untimed)."""
+        await self.check()
         jobs = await self.backend.state.jobs_by(identifiers=self.identifiers)
         await self.backend.slurm.cancel(sorted({j.slurm_job_id for j in jobs if j.slurm_job_id}))
         self.batch = [
@@ -91,6 +92,13 @@ class _Submitter:
             refused = next(a.reason for a in answers if not a.identifier)
             raise FailedPrecondition(f"the adaptor refused a parcel: {refused}")
         return self.parcels
+
+    async def check(self) -> None:
+        """Every parcel of the round is a Slurm job (sbatch did not refuse any; untimed)."""
+        jobs = await self.backend.state.jobs_by(identifiers=self.identifiers)
+        failed = [j.outcome.message for j in jobs if j.outcome is not None]
+        if failed or not all(j.slurm_job_id for j in jobs):
+            raise FailedPrecondition(f"a round's parcels did not all reach Slurm: {failed[:1]}")
 
 
 @contextlib.asynccontextmanager

@@ -5,9 +5,10 @@ and its record): parcels already accepted keep their identifier; new ones are gr
 resource request (`resources`), up to `array_size` a group, and each group becomes one batch:
 its files are prepared on the shared filesystem (`batch.prepare`), the batch and its parcels are
 recorded, then one `sbatch --array` submits it and its job id is recorded. The job name is the
-batch's (`dxts-<BatchID>`) and the job's comment lists the parcel ids task by task, so that the
-parcels are in Slurm's own records. A batch recorded without a job id (the adaptor died between
-the two records) is looked up by name before it is ever submitted again: the job runs once.
+batch's (`dxts-<BatchID>`); each task, once it runs, sets its own comment to its parcel id
+(`job`), so that every parcel is in Slurm's own records under its id. A batch recorded without
+a job id (the adaptor died between the two records) is looked up by name before it is ever
+submitted again: the job runs once.
 
 Poll asks `sacct` once for every array the identifiers belong to; a task in a terminal Slurm
 state becomes an outcome (recorded, so later Polls do not ask again) with Slurm's state and exit
@@ -217,16 +218,21 @@ class SlurmBackend:
             job_id = await self.slurm.submit_array(
                 batch.script(self.settings, new.batch_id),
                 name=new.name,
-                comment="dxts parcels: " + " ".join(j.parcel_id for j in members),
+                comment=f"dxts batch {new.batch_id}: {len(members)} parcels",
                 tasks=[j.task_index for j in members],
                 options=json.loads(new.options),
                 log=batch.slurm_log(self.settings, new.batch_id),
             )
         except SlurmError as error:
-            # Accepted and recorded: the next Submit of any of its parcels tries again (after
-            # looking the batch up by name, in case sbatch did submit it).
-            log.warning("sbatch of batch %s failed: %s", new.batch_id, error)
-            return
+            found = await self.slurm.find_by_name(new.name)  # it may have been submitted
+            if found is None:
+                log.warning("sbatch of batch %s failed: %s", new.batch_id, error)
+                # Slurm refused it for good (a retry would be refused again): failed, not run.
+                await self.state.finish(
+                    [outcomes.not_submitted(self.settings.name, j, str(error)) for j in members]
+                )
+                return
+            job_id = found
         self.started += len(members)
         await self.state.set_slurm_job(new.batch_id, job_id)
 

@@ -76,6 +76,9 @@ def prepare_batch(
     table = {
         "process": str(root.relative_to(directory)),
         "runner_args": settings.runner_args,
+        "scontrol": str(Path(settings.commands_dir) / "scontrol")
+        if settings.commands_dir
+        else "scontrol",
         "storage": {
             "name": storage.name,
             "work_dir": str(storage.work_dir),

@@ -116,7 +116,7 @@ class Slurm:
             "--parsable",
             f"--job-name={name}",
             f"--comment={comment}",
-            f"--array={','.join(str(t) for t in tasks)}",
+            f"--array={array_ranges(tasks)}",
             f"--output={log}",
             f"--chdir={script.parent}",
             "--export=PATH,LANG,HOME",
@@ -189,6 +189,21 @@ class Slurm:
         """scancel every task (`<job id>_<index>`) at once; tasks already over are no error."""
         if tasks:
             await self.run("scancel", *tasks)
+
+
+def array_ranges(tasks: Sequence[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] → `0-2,5,7-8`: sbatch's --array, short (slurmctld caps its length)."""
+    parts: list[str] = []
+    ordered = sorted(set(tasks))
+    start = previous = ordered[0]
+    for task in [*ordered[1:], None]:
+        if task is not None and task == previous + 1:
+            previous = task
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if task is not None:
+            start = previous = task
+    return ",".join(parts)
 
 
 def _expand(ranges: str) -> list[int]:

@@ -37,9 +37,17 @@ def write_result(job_dir: Path, result: dict[str, Any]) -> None:
     os.replace(partial, job_dir / RESULT_FILE)
 
 
+def _name_in_slurms_records(scontrol: str, parcel_id: str) -> None:
+    """This task's comment becomes its parcel id (the array's is shared by every task, and
+    slurmctld caps its length): Slurm's accounting then lists each parcel under its own id."""
+    task = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    subprocess.call([scontrol, "update", f"JobId={task}", f"Comment=dxts parcel {parcel_id}"])
+
+
 def run_task(batch_dir: Path, index: int) -> int:
     batch = json.loads((batch_dir / TASKS_FILE).read_text())
     task = batch["tasks"][str(index)]
+    _name_in_slurms_records(batch["scontrol"], task["parcel_id"])
     job_dir = Path(task["job_dir"])
     out, tmp = job_dir / "out", job_dir / "tmp"
     out.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,14 @@ def not_started(
     )  # fmt: skip
 
 
+def not_submitted(backend: str, job: Job, error: str) -> common_pb2.Outcome:
+    """A batch Slurm refused (sbatch failed, and Slurm has no job of its name)."""
+    return _outcome(
+        backend, job.parcel_id, job.identifier, common_pb2.OUTCOME_RESULT_FAILED,
+        "NOT_SUBMITTED", f"sbatch refused the job: {error}",
+    )  # fmt: skip
+
+
 def cancelled_unsubmitted(backend: str, job: Job) -> common_pb2.Outcome:
     return _outcome(
         backend, job.parcel_id, job.identifier, common_pb2.OUTCOME_RESULT_CANCELLED,
