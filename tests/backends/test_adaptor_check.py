@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from adaptor_serving import serve_adaptor
 from slurm_cluster import slurm_conf
 from typer.testing import CliRunner
 
@@ -16,14 +17,13 @@ from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.backends.server import AdaptorServicer, adaptor_service
+from dxts.backends.server import AdaptorServicer
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_check import check_adaptor
 from dxts.cli.main import app
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
-from dxts.core.settings import ServerSettings
 from dxts.v1 import backend_pb2, backend_pb2_grpc
 
 PROPERTIES = [
@@ -54,13 +54,7 @@ class ForgetfulAdaptor(NullAdaptor):
 
 async def served(adaptor: AdaptorServicer, keys: DevKeys) -> GrpcServer:
     await adaptor.start()
-    server = GrpcServer(
-        [adaptor_service(adaptor)],
-        settings=ServerSettings(listen="127.0.0.1:0"),
-        verifier=keys.verifier(),
-    )
-    await server.start()
-    return server
+    return await serve_adaptor(adaptor, keys.verifier())
 
 
 @pytest.fixture

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from adaptor_serving import serve_adaptor
 from slurm_cluster import slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
+from test_local_adaptor import Harness as LocalHarness
 
-from dxts.backends.server import adaptor_service
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.commands import array_ranges
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
-from dxts.core.settings import ServerSettings
 from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
 
 ACCEPTED = backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
@@ -45,52 +45,28 @@ COUNTER = {  # appends one line per run to a file outside its sandbox
 }
 
 
-class Harness:
+class Harness(LocalHarness):
+    """The local adaptor tests' harness, serving the Slurm adaptor instead."""
+
     def __init__(self, tmp: Path) -> None:
         self.keys = DevKeys.load_or_create(tmp / "keys")
         self.token = self.keys.issue("dxts", "dxts-dispatcher", ["service"])
-        self.settings = SlurmSettings(
+        self.slurm_settings = SlurmSettings(
             work_dir=tmp / "slurm", storage_elements=["LOCAL"], default_memory_mb=400
         )
-        self.adaptor: SlurmAdaptor | None = None
+        self.adaptor: Any = None
         self.server: GrpcServer | None = None
-        self.channel: Any = None
-        self.stub: Any = None
 
-    async def start(self, **overrides: Any) -> SlurmAdaptor:
-        self.adaptor = SlurmAdaptor(self.settings.model_copy(update=overrides))
+    async def start(self, **overrides: Any) -> Any:
+        self.adaptor = SlurmAdaptor(self.slurm_settings.model_copy(update=overrides))
         await self.adaptor.start()
-        self.server = GrpcServer(
-            [adaptor_service(self.adaptor)],
-            settings=ServerSettings(listen="127.0.0.1:0"),
-            verifier=self.keys.verifier(),
-        )
-        await self.server.start()
+        self.server = await serve_adaptor(self.adaptor, self.keys.verifier())
         self.channel = channel(self.server.address, token=self.token, default_timeout=60)
         self.stub = backend_pb2_grpc.BackendAdaptorServiceStub(self.channel)
         return self.adaptor
 
-    async def stop(self) -> None:
-        if self.server is not None:
-            await self.channel.close()
-            await self.server.stop(grace=0)
-            assert self.adaptor is not None
-            await self.adaptor.stop()
-            self.server = None
-
-    async def submit(
-        self, payload: backend_pb2.Payload, *parcels: backend_pb2.ParcelSubmission
-    ) -> list[backend_pb2.SubmitResult]:
-        reply = await self.stub.Submit(backend_pb2.SubmitRequest(payload=payload, parcels=parcels))
-        return list(reply.results)
-
-    async def outcome(self, identifier: str, tries: int = 900) -> common_pb2.Outcome:
-        for _ in range(tries):
-            reply = await self.stub.Poll(backend_pb2.PollRequest(identifiers=[identifier]))
-            if reply.outcomes:
-                return reply.outcomes[0]
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{identifier} did not finish")
+    async def outcome(self, identifier: str, tries: int = 1800) -> common_pb2.Outcome:
+        return await super().outcome(identifier, tries)  # a job takes tens of seconds here
 
     async def slurm_state(self, identifier: str) -> str:
         """The task's state as slurmctld has it (the accounting learns it a moment later)."""
@@ -132,7 +108,7 @@ async def test_a_parcel_runs_as_a_slurm_job_to_its_outputs(harness: Harness) -> 
     assert (outcome.parcel_id, outcome.identifier) == (parcel.parcel_id, result.identifier)
     (output,) = outcome.outputs
     assert (output.lfn, output.size) == (f"{parcel.output_prefix}/result.txt", 5)
-    settings = harness.settings.storage()
+    settings = harness.slurm_settings.storage()
     assert settings.se_path("LOCAL", output.lfn).read_text() == "hello"
     assert '"action": "SUCCESS"' in outcome.status_report_json
     # The usage is Slurm's accounting's, and the parcel is in Slurm's records.
@@ -223,7 +199,7 @@ async def test_cancel_of_a_queued_job(harness: Harness) -> None:
 
 async def test_cancel_of_a_running_job_kills_it(harness: Harness) -> None:
     (result,) = await harness.submit(compute_payload(SLEEPER), submission())
-    pid_file = harness.settings.work_dir / "jobs" / result.identifier / "out"
+    pid_file = harness.slurm_settings.work_dir / "jobs" / result.identifier / "out"
     for _ in range(600):
         pids = list(pid_file.parent.glob("tmp/**/pid")) + list(pid_file.glob("**/pid"))
         if pids and pids[0].read_text():

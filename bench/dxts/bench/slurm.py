@@ -14,7 +14,6 @@ cancelled before the next (untimed). The database the harness provides is not us
 from __future__ import annotations
 
 import contextlib
-import json
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ from pathlib import Path
 from dxts.backends.slurm.backend import SlurmBackend
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.bench.harness import Bench, Operation
+from dxts.cli.adaptor_check import tool_payload
 from dxts.core.errors import FailedPrecondition
-from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_ids
+from dxts.core.ids import id_to_str, new_ids
 from dxts.v1 import backend_pb2
 
 HELD_PARTITION = "dxts-held"
@@ -50,20 +50,6 @@ SCALES = {
 }
 
 
-def _payload() -> backend_pb2.Payload:
-    process_id = hash_to_str(content_hash(TOOL))
-    return backend_pb2.Payload(
-        compute=backend_pb2.ComputePayload(
-            process_id=process_id,
-            processes=[
-                backend_pb2.ProcessDocument(process_id=process_id, document_json=json.dumps(TOOL))
-            ],
-            resolved_hints_id="0" * 64,
-            resolved_hints_json="{}",
-        )
-    )
-
-
 class _Submitter:
     """One adaptor (batched, or one job per parcel) and the jobs of its last round."""
 
@@ -71,7 +57,7 @@ class _Submitter:
         settings = SlurmSettings(work_dir=work_dir, partition=HELD_PARTITION, array_size=array_size)
         self.backend = SlurmBackend(settings)
         self.parcels = parcels
-        self.payload = _payload()
+        self.payload = tool_payload(TOOL)
         self.identifiers: list[str] = []
         self.batch: list[backend_pb2.ParcelSubmission] = []
 

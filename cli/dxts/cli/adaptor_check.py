@@ -57,13 +57,14 @@ class Verdict:
         return f"{self.status} {self.name}: {self.reason}"
 
 
-def _payload() -> backend_pb2.Payload:
-    process_id = hash_to_str(content_hash(SLEEP))
+def tool_payload(tool: dict[str, Any]) -> backend_pb2.Payload:
+    """A compute payload of one self-contained CWL tool, with an empty sidecar."""
+    process_id = hash_to_str(content_hash(tool))
     return backend_pb2.Payload(
         compute=backend_pb2.ComputePayload(
             process_id=process_id,
             processes=[
-                backend_pb2.ProcessDocument(process_id=process_id, document_json=json.dumps(SLEEP))
+                backend_pb2.ProcessDocument(process_id=process_id, document_json=json.dumps(tool))
             ],
             resolved_hints_id="0" * 64,
             resolved_hints_json="{}",
@@ -91,7 +92,7 @@ class Checker:
     def __init__(self, stub: Any, timeout_s: float) -> None:
         self.stub = stub
         self.timeout_s = timeout_s
-        self.payload = _payload()
+        self.payload = tool_payload(SLEEP)
         self.kind = common_pb2.KIND_UNSPECIFIED
 
     async def submit(self, *parcels: backend_pb2.ParcelSubmission) -> list[Any]:

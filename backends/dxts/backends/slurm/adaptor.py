@@ -14,15 +14,29 @@ VERSION = "slurm-1"
 
 
 class SlurmAdaptor(AdaptorServicer):
-    def __init__(self, settings: SlurmSettings, catalogue: FileCatalogue | None = None) -> None:
+    def __init__(
+        self,
+        settings: SlurmSettings,
+        catalogue: FileCatalogue | None = None,
+        *,
+        owns_catalogue: bool = False,
+    ) -> None:
+        """`owns_catalogue`: the adaptor opens and closes the catalogue with itself (as a
+        process of its own; `dxts up` shares one it opens itself)."""
         self.settings = settings
+        self.catalogue = catalogue
+        self.owns_catalogue = owns_catalogue
         self.backend = SlurmBackend(settings, catalogue)
 
     async def start(self) -> None:
+        if self.owns_catalogue and self.catalogue is not None:
+            await self.catalogue.start()
         await self.backend.start()
 
     async def stop(self) -> None:
         await self.backend.stop()
+        if self.owns_catalogue and self.catalogue is not None:
+            await self.catalogue.close()
 
     async def Describe(
         self, request: backend_pb2.DescribeRequest, context: Any

@@ -6,7 +6,9 @@ by slurmstepd for exceeding its memory says so: where the cluster has no cgroups
 OUT_OF_MEMORY itself, the state is FAILED with signal 9 and slurmstepd writes its verdict in the
 task's log, which is then added (`FAILED 0:9 OUT_OF_MEMORY`). A COMPLETED task succeeded when the
 job wrote its `result.json` manifest; the usage is the accounting's (TotalCPU, elapsed time, the
-batch step's MaxRSS).
+batch step's MaxRSS). Slurm's MaxRSS is the peak of the task's processes' resident sets summed
+(jobacct_gather/linux samples the whole process tree), so it bounds from above the contract's
+"largest single process": cwltool's own (~70 MB here) is part of it.
 """
 
 from __future__ import annotations

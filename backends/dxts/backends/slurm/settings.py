@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.backends.local.settings import LocalSettings
@@ -59,12 +59,12 @@ class SlurmSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _storage(self) -> SlurmSettings:
-        if self.storage_root is None:
-            self.storage_root = self.work_dir.parent / "se"
-        if self.output_se is None:
-            self.output_se = self.storage_elements[0]
-        if self.output_se not in self.storage_elements:
-            raise ValueError(f"output_se {self.output_se!r} is not a storage element")
+        """The storage elements follow the local adaptor's rules (defaults and checks)."""
+        try:
+            resolved = self.storage()
+        except ValidationError as error:
+            raise ValueError(error.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        self.storage_root, self.output_se = resolved.storage_root, resolved.output_se
         return self
 
     def storage(self) -> LocalSettings:
