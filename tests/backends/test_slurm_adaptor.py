@@ -20,6 +20,7 @@ from test_local_adaptor import Harness as LocalHarness
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.commands import array_ranges
 from dxts.backends.slurm.settings import SlurmSettings
+from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
@@ -271,3 +272,9 @@ async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
     assert (outcome.result, outcome.backend_status) == (common_pb2.OUTCOME_RESULT_FAILED, "LOST")
     unknown = await harness.stub.Poll(backend_pb2.PollRequest(identifiers=[id_to_str(new_id())]))
     assert len(unknown.unknown_identifiers) == 1
+
+
+async def test_without_a_cluster_the_adaptor_does_not_start(tmp_path: Path) -> None:
+    settings = SlurmSettings(work_dir=tmp_path / "slurm", commands_dir=str(tmp_path / "none"))
+    with pytest.raises(Unavailable, match=r"no Slurm cluster answers .*cannot run scontrol"):
+        await SlurmAdaptor(settings).start()

@@ -37,6 +37,7 @@ from dxts.backends.slurm.resources import BadRequirements, Request, resource_req
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.state import NewBatch, NewJob, State
 from dxts.core.catalogue import FileCatalogue
+from dxts.core.errors import Unavailable
 from dxts.core.ids import id_to_str, new_ids
 from dxts.v1 import backend_pb2, common_pb2
 
@@ -75,6 +76,11 @@ class SlurmBackend:
         assert self.settings.storage_root is not None
         for se in self.settings.storage_elements:
             (self.settings.storage_root / se).mkdir(parents=True, exist_ok=True)
+        try:
+            await self.slurm.run("scontrol", "ping")
+        except SlurmError as error:
+            last = str(error).strip().splitlines()[-1]
+            raise Unavailable(f"no Slurm cluster answers (SLURM_CONF names it): {last}") from None
         await self.state.start()
 
     async def stop(self) -> None:

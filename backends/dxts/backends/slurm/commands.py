@@ -79,13 +79,16 @@ class Slurm:
     async def run(self, tool: str, *args: str) -> str:
         """Run one Slurm command; its stdout, or SlurmError with its stderr."""
         self.calls += 1
-        process = await asyncio.create_subprocess_exec(
-            self._tool(tool),
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "SLURM_TIME_FORMAT": "standard"},
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self._tool(tool),
+                *args,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, "SLURM_TIME_FORMAT": "standard"},
+            )
+        except OSError as error:
+            raise SlurmError(f"cannot run {tool}: {error}") from None
         try:
             out, err = await asyncio.wait_for(
                 process.communicate(), timeout=self.settings.command_timeout_s
