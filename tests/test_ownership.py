@@ -1,9 +1,15 @@
-"""Table ownership (ARCHITECTURE.md): each table is written only by its owning component.
+"""Table ownership: each table is written only by its owning component, and read by others
+only where this file declares it, with the reason.
 
 The scan reads every module of every component and finds the table each `insert`, `update`,
 `delete` (SQLAlchemy constructs, `sa.insert(t)` or `t.insert()`) acts on, resolving the names
 imported from `dxts.core.schema`. Append-only rows (journals, logs) and content-addressed rows
 are written only through core's library functions, so they belong to core's writers here.
+
+Reads: a module that names a schema table at all (in a select, a join, a column) uses it. A
+component may use the tables it writes, and another side's only through that side's contract,
+or as one of the `DECLARED_READS` below. An undeclared read fails, and so does a declaration
+nothing needs any more, so the list stays the true list of the couplings the schema carries.
 """
 
 from __future__ import annotations
@@ -22,18 +28,37 @@ PACKAGE_DIRS = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["set
 ]
 
 DEFINITION = {
-    "Workgraphs", "Ownership", "Transformations", "ComputeTransformations",
-    "TransformationOutputs", "Processes", "ProcessReferences", "ProcessRegistry",
-    "Requirements", "ResolvedHints", "Actions",
+    "Workgraphs",
+    "Ownership",
+    "Transformations",
+    "ComputeTransformations",
+    "TransformationOutputs",
+    "Processes",
+    "ProcessReferences",
+    "ProcessRegistry",
+    "Requirements",
+    "ResolvedHints",
+    "Actions",
 }
 EXECUTION = {
-    "Inputs", "Parcels", "UserParcels", "ComputeParcels", "DataParcels", "DataParcelDeltas",
-    "ParcelInputs", "ParcelOutputs",
+    "Inputs",
+    "Parcels",
+    "UserParcels",
+    "ComputeParcels",
+    "DataParcels",
+    "DataParcelDeltas",
+    "ParcelInputs",
+    "ParcelOutputs",
     # FeederState, and clearing FeederEnabled on NoMoreInputs.
     "Transformations",
 }
 DISPATCHER = {
-    "Parcels", "DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs",
+    "Parcels",
+    "DiracXIDs",
+    "GlideInIDs",
+    "LocalIDs",
+    "NullIDs",
+    "SlurmIDs",
     # ResolvedHintsID only: the sidecar the dispatcher resolves (DX-ADR-004, ComputeParcels).
     "ComputeParcels",
 }
@@ -42,6 +67,7 @@ DISPATCHER = {
 # their own transactions (journal, log, content-addressed put-if-absent, counter maintenance).
 MAY_WRITE: dict[str, set[str] | None] = {
     "dxts.core": None,  # checked by the rule below: only append-only and content-addressed rows
+    "dxts.cwl": set(),  # no database at all
     "dxts.definition": DEFINITION,
     "dxts.execution": EXECUTION,
     "dxts.accounting": set(),  # counters and logs are written through core's construct
@@ -50,13 +76,51 @@ MAY_WRITE: dict[str, set[str] | None] = {
     "dxts.cli": set(),
     "dxts.bench": None,  # benchmarks build their own data sets
     "dxts.v1": set(),
+    "dxts.web": set(),
 }
 CORE_WRITES = {
-    "TransformationLog", "WorkgraphLog", "CounterLocks", "Processes", "ProcessReferences",
-    "Requirements", "ResolvedHints",
+    "TransformationLog",
+    "WorkgraphLog",
+    "CounterLocks",
+    "Processes",
+    "ProcessReferences",
+    "Requirements",
+    "ResolvedHints",
 } | {name for name in metadata.tables if name.endswith(("Counters", "CounterJournal"))}
 
 WRITE_CALLS = {"insert", "update", "delete"}
+
+LOGS = {"TransformationLog", "WorkgraphLog"}
+# Reads across sides, each with its reason. Everything else crosses through a contract.
+DECLARED_READS: dict[str, dict[str, str]] = {
+    "dxts.accounting": {
+        **{name: "accounting serves the logs every component appends" for name in LOGS},
+    },
+    "dxts.definition": {
+        "WorkgraphLog": "a retried SubmitWorkgraph finds its workgraph by the request id its "
+        "creation row carries",
+    },
+    "dxts.execution": {
+        "TransformationLog": "operations find a retried request's recorded result in the log",
+        "TransformationOutputs": "outcomes are recorded against the declared outputs in the "
+        "recording transaction; a gRPC round trip per batch would split it",
+        **{
+            name: "a parcel's description shows the identifier its backend gave it"
+            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs")
+        },
+    },
+    "dxts.dispatcher": {
+        **{
+            name: "the payload handed to a backend is read in the transaction that claims "
+            "its parcel, so what is submitted is what was claimed"
+            for name in ("ParcelInputs", "DataParcels", "DataParcelDeltas", "UserParcels")
+        },
+        **{
+            name: "requirements are resolved against the content-addressed rows at claim time"
+            for name in ("Requirements", "ResolvedHints")
+        },
+    },
+}
 
 
 def schema_variables() -> dict[str, str]:
@@ -72,8 +136,8 @@ def schema_variables() -> dict[str, str]:
     return found
 
 
-def written_tables(path: Path, variables: dict[str, str]) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def schema_names(tree: ast.AST, variables: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+    """Tables imported by name (local name → table) and schema modules imported whole."""
     local: dict[str, str] = {}  # a table imported by name
     modules: set[str] = set()  # a schema module imported (definition, execution, ...)
     for node in ast.walk(tree):
@@ -87,6 +151,30 @@ def written_tables(path: Path, variables: dict[str, str]) -> set[str]:
             for alias in node.names:
                 if alias.name.startswith("dxts.core.schema"):
                     modules.add(alias.asname or alias.name.split(".")[0])
+    return local, modules
+
+
+def used_tables(path: Path, variables: dict[str, str]) -> set[str]:
+    """Every table a module names: read, written or joined."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local, modules = schema_names(tree, variables)
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in local:
+            used.add(local[node.id])
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr in variables
+        ):
+            used.add(variables[node.attr])
+    return used
+
+
+def written_tables(path: Path, variables: dict[str, str]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local, modules = schema_names(tree, variables)
 
     def table_of(expr: ast.expr) -> str | None:
         if isinstance(expr, ast.Name):
@@ -144,3 +232,49 @@ def test_the_scanner_sees_writes(tmp_path: Path) -> None:
         "layer.actions.update({})\n"
     )
     assert written_tables(offender, schema_variables()) == {"Inputs", "Workgraphs"}
+
+
+def reads_across_sides(component: str) -> dict[str, list[str]]:
+    """Table → the modules of `component` that use it without owning it."""
+    variables = schema_variables()
+    owned = MAY_WRITE[component] or set()
+    found: dict[str, list[str]] = {}
+    for path in sorted((REPO / PACKAGE_DIRS[component]).rglob("*.py")):
+        for table in sorted(used_tables(path, variables) - owned):
+            found.setdefault(table, []).append(str(path.relative_to(REPO)))
+    return found
+
+
+# Core is the library every component calls inside its own transaction (logs, counters, the
+# content store, the kernel); the benchmarks build their own data sets.
+READ_SCANNED = sorted(set(PACKAGE_DIRS) - {"dxts.core", "dxts.bench"})
+
+
+@pytest.mark.parametrize("component", READ_SCANNED)
+def test_components_read_another_side_only_where_declared(component: str) -> None:
+    declared = DECLARED_READS.get(component, {})
+    found = reads_across_sides(component)
+    undeclared = [
+        f"{module} uses {table}"
+        for table, modules in sorted(found.items())
+        if table not in declared
+        for module in modules
+    ]
+    assert not undeclared, (
+        "reads across sides go through the owner's contract or are declared in "
+        "DECLARED_READS with their reason:\n" + "\n".join(undeclared)
+    )
+    stale = sorted(set(declared) - set(found))
+    assert not stale, f"declared reads {component} no longer makes: {stale}"
+
+
+def test_the_scanner_sees_reads(tmp_path: Path) -> None:
+    offender = tmp_path / "m.py"
+    offender.write_text(
+        "import sqlalchemy as sa\n"
+        "from dxts.core.schema.execution import inputs as i\n"
+        "from dxts.core.schema import definition\n"
+        "sa.select(i.c.Status).join(definition.actions)\n"
+        "layer.parcels.c.Status\n"
+    )
+    assert used_tables(offender, schema_variables()) == {"Inputs", "Actions"}

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.accounting.members import Member, WorkgraphMembers
+from dxts.accounting.logic.members import Member, WorkgraphMembers
 from dxts.accounting.settings import AccountingSettings
 from dxts.core.counters import (
     StorageDelta,

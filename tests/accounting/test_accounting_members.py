@@ -11,7 +11,8 @@ import pytest
 from accounting_world import SETTINGS
 
 from dxts.accounting import build_accounting
-from dxts.accounting.members import DefinitionMemberLister, Member
+from dxts.accounting.edge.definition_client import DefinitionMemberLister
+from dxts.accounting.logic.members import Member
 from dxts.core.db import Database
 from dxts.core.errors import NotFound, Unauthenticated, Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity

@@ -16,8 +16,8 @@ from accounting_world import transformations as make_transformations
 from prometheus_client import REGISTRY
 
 from dxts.accounting import Accounting, build_accounting, metrics
-from dxts.accounting.log_listing import LogOwner, list_log
-from dxts.accounting.sweeps import fold_lock
+from dxts.accounting.logic.log_listing import LogOwner, list_log
+from dxts.accounting.logic.sweeps import fold_lock
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, journal_inputs
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, PermissionDenied
@@ -272,12 +272,13 @@ async def test_running_sweeps_fold_repair_drift_and_stop(
         exact = await counted() == {"Unassigned": 9, "Processed": 5}
         return exact and sample("dxts_counter_negative", T) == 0
 
+    sweeping = {t for t in asyncio.all_tasks() if t.get_name().startswith("sweep-accounting-")}
     try:
-        assert {task.get_name() for task in running.tasks} == {
-            "accounting-fold-Transformation",
-            "accounting-fold-DataParcels",
-            "accounting-metrics",
-            "accounting-drift",
+        assert {task.get_name() for task in sweeping} == {
+            "sweep-accounting-fold-Transformation",
+            "sweep-accounting-fold-DataParcels",
+            "sweep-accounting-metrics",
+            "sweep-accounting-drift",
         }
         assert await eventually(folded)
         assert await repaired()
@@ -286,7 +287,7 @@ async def test_running_sweeps_fold_repair_drift_and_stop(
     finally:
         await running.stop()
     # Stopped at their next pause, not cancelled in the middle of a transaction.
-    assert all(task.done() and not task.cancelled() for task in running.tasks)
+    assert all(task.done() and not task.cancelled() for task in sweeping)
     page = await list_log(database, LogOwner.TRANSFORMATION, tid, limit=10)
     assert [(r.event_type, r.author, r.data["reason"]) for r in page.records] == [
         ("CounterRebuild", "accounting", "drift")

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import adaptor_service
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from dxts.backends.edge.servicer import AdaptorServicer
 from dxts.backends.null.adaptor import (
     FAILURE,
     LOST,
@@ -33,7 +34,11 @@ def submission(inputs: int = 1) -> backend_pb2.ParcelSubmission:
 
 
 async def submit(adaptor: NullAdaptor, *parcels: backend_pb2.ParcelSubmission) -> Any:
-    return (await adaptor.Submit(backend_pb2.SubmitRequest(parcels=list(parcels)), None)).results
+    return (
+        await AdaptorServicer(adaptor).Submit(
+            backend_pb2.SubmitRequest(parcels=list(parcels)), None
+        )
+    ).results
 
 
 async def test_submit_is_idempotent_and_counted() -> None:
@@ -46,7 +51,9 @@ async def test_submit_is_idempotent_and_counted() -> None:
     assert adaptor.started[parcel.parcel_id] == 1
     (bad,) = await submit(adaptor, backend_pb2.ParcelSubmission(parcel_id="nope"))
     assert bad.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
-    counters = (await adaptor.Describe(backend_pb2.DescribeRequest(), None)).counters
+    counters = (
+        await AdaptorServicer(adaptor).Describe(backend_pb2.DescribeRequest(), None)
+    ).counters
     assert (counters["submits"], counters["accepted"], counters["repeated_submits"]) == (2, 1, 1)
 
 
@@ -58,7 +65,7 @@ async def test_the_outcome_mix_is_drawn_stably_per_parcel() -> None:
     fates = {p.parcel_id: fate_of(p.parcel_id, settings) for p in parcels}
     assert {p: adaptor.jobs[p].fate for p in fates} == fates
     assert {SUCCESS, FAILURE, SPLIT, NO_REPORT, LOST} == set(fates.values())
-    reply = await adaptor.Poll(
+    reply = await AdaptorServicer(adaptor).Poll(
         backend_pb2.PollRequest(identifiers=[r.identifier for r in results]), None
     )
     assert len(reply.outcomes) == sum(1 for f in fates.values() if f != LOST)
@@ -87,15 +94,17 @@ async def test_outcomes_wait_for_the_delay_and_cancellation_ends_them() -> None:
     results = await submit(adaptor, slow, other)
     identifiers = [r.identifier for r in results]
     poll = backend_pb2.PollRequest(identifiers=identifiers)
-    assert not (await adaptor.Poll(poll, None)).outcomes
-    await adaptor.Cancel(backend_pb2.CancelRequest(identifiers=identifiers[:1]), None)
-    (outcome,) = (await adaptor.Poll(poll, None)).outcomes
+    assert not (await AdaptorServicer(adaptor).Poll(poll, None)).outcomes
+    await AdaptorServicer(adaptor).Cancel(
+        backend_pb2.CancelRequest(identifiers=identifiers[:1]), None
+    )
+    (outcome,) = (await AdaptorServicer(adaptor).Poll(poll, None)).outcomes
     assert (outcome.parcel_id, outcome.result) == (
         slow.parcel_id,
         common_pb2.OUTCOME_RESULT_CANCELLED,
     )
     adaptor.jobs[other.parcel_id].finish_at = time.monotonic()
-    assert len((await adaptor.Poll(poll, None)).outcomes) == 2
+    assert len((await AdaptorServicer(adaptor).Poll(poll, None)).outcomes) == 2
 
 
 async def test_usage_is_reported_only_when_configured_and_by_rule_first() -> None:
@@ -108,7 +117,7 @@ async def test_usage_is_reported_only_when_configured_and_by_rule_first() -> Non
     plain, greedy = submission(), submission()
     greedy.output_prefix = "/hungry/p"
     results = await submit(adaptor, plain, greedy)
-    reply = await adaptor.Poll(
+    reply = await AdaptorServicer(adaptor).Poll(
         backend_pb2.PollRequest(identifiers=[r.identifier for r in results]), None
     )
     usage = {o.parcel_id: (o.result, o.usage) for o in reply.outcomes}
@@ -124,7 +133,9 @@ async def test_usage_is_reported_only_when_configured_and_by_rule_first() -> Non
     silent = NullAdaptor(NullSettings())
     (result,) = await submit(silent, submission())
     (outcome,) = (
-        await silent.Poll(backend_pb2.PollRequest(identifiers=[result.identifier]), None)
+        await AdaptorServicer(silent).Poll(
+            backend_pb2.PollRequest(identifiers=[result.identifier]), None
+        )
     ).outcomes
     assert not outcome.HasField("usage")  # the default: nothing reported
 

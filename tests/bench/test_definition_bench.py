@@ -18,7 +18,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition
 from dxts.core.plugins.registry import Registry
 from dxts.core.schema import accounting, definition
-from dxts.definition.submit import submit_workgraph
+from dxts.definition.logic.submit import submit_workgraph
 
 FIGURES = ("submit_ms_p50", "submit_ms_p99", "submit_per_s")
 TINY = bench.SCALES["tiny"]

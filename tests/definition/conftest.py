@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from definition_support import catalogue
+from cwl_support import catalogue
 from definition_world import ExecutionDouble, Stub
 
 from dxts.core.db import Database
@@ -83,3 +83,14 @@ async def stubs(server: GrpcServer, dev_keys: DevKeys) -> AsyncIterator[dict[str
     finally:
         for ch in channels.values():
             await ch.close()
+
+
+@pytest.fixture
+async def replica(mysql_test_url: str, mariadb: Database) -> AsyncIterator[Database]:
+    """MariaDB only: a second "replica": its own Database (pool) over the same MariaDB database."""
+    other = Database(mysql_test_url)
+    await other.start()
+    try:
+        yield other
+    finally:
+        await other.dispose()

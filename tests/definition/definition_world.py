@@ -19,7 +19,7 @@ from dxts.core import content_store
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.schema import accounting, definition
-from dxts.definition.execution_client import UserParcel
+from dxts.definition.logic.execution import UserParcel
 
 RC = Isolation.READ_COMMITTED
 Stub = Any  # definition_pb2_grpc.DefinitionServiceAsyncStub exists for type checkers only

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from definition_support import EXAMPLES, catalogue, example
+from cwl_support import EXAMPLES, catalogue, example
 
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument
@@ -28,9 +28,9 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
-from dxts.definition import submit as submit_module
-from dxts.definition.loading import Bundle
-from dxts.definition.submit import Submitted, submission_lock, submit_workgraph
+from dxts.cwl.loading import Bundle
+from dxts.definition.logic import submit as submit_module
+from dxts.definition.logic.submit import Submitted, submission_lock, submit_workgraph
 
 TABLES = (
     workgraphs,
@@ -241,17 +241,6 @@ async def test_a_duplicate_that_waits_too_long_is_aborted(
 
 
 # -- concurrent duplicates on MariaDB -------------------------------------------------------------
-
-
-@pytest.fixture
-async def replica(mysql_test_url: str, mariadb: Database) -> Any:
-    """A second "replica": its own Database (pool) over the same MariaDB database."""
-    other = Database(mysql_test_url)
-    await other.start()
-    try:
-        yield other
-    finally:
-        await other.dispose()
 
 
 async def test_mariadb_concurrent_duplicates_create_one_workgraph(

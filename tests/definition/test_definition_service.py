@@ -8,7 +8,7 @@ from typing import Any
 import jwt
 import pytest
 import sqlalchemy as sa
-from definition_support import EXAMPLES, FIXTURES
+from cwl_support import EXAMPLES, FIXTURES
 from definition_world import (
     HELD,
     RC,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from definition_support import catalogue, example, fixture, nested_bundle
+from cwl_support import catalogue, example, fixture, nested_bundle
 
 from dxts.core.config import Defaults, DefinitionConfig, VODefaults
 from dxts.core.db import Database, Isolation
@@ -25,10 +25,10 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
-from dxts.definition import registry
-from dxts.definition.loading import Bundle
-from dxts.definition.problems import DocumentViolation
-from dxts.definition.submit import Submitted, submit_workgraph
+from dxts.cwl.loading import Bundle
+from dxts.cwl.problems import DocumentViolation
+from dxts.definition.logic import registry
+from dxts.definition.logic.submit import Submitted, submit_workgraph
 
 
 async def submit(database: Database, bundle: Bundle, **kwargs: Any) -> Submitted:

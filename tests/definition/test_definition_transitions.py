@@ -104,7 +104,15 @@ FEEDER_EVENTS = {
     "drain": {("simulate", "FeederDisabled")},  # the outermost feeder only
     "halt": {(name, "FeederDisabled") for name in MEMBERS},
 }
-WORKGRAPH_EVENTS = {"drain": "Drain", "halt": "Halt"}
+# The log row each command writes in its workgraph's log (the kernel's: the RPC's name).
+COMMAND_EVENTS = {
+    "start": "StartWorkgraph",
+    "extend_scout": "ExtendScout",
+    "drain": "DrainWorkgraph",
+    "halt": "HaltWorkgraph",
+    "cancel": "CancelWorkgraph",
+    "return_to_active": "ReturnToActive",
+}
 
 
 async def run_command(stub: Stub, command: str, fixture: Fixture, request_id: str = "") -> Any:
@@ -170,10 +178,11 @@ async def test_workgraph_command_from_every_state(
     workgraph_log = new_rows(before["workgraph_log"], after["workgraph_log"])
     if workgraph_after != state:
         assert [(r.EventType, r.OldStatus, r.NewStatus, r.Author) for r in workgraph_log] == [
-            ("StateChange", state, workgraph_after, "olivia")
+            ("StateChange", state, workgraph_after, "olivia"),
+            (COMMAND_EVENTS[command], None, None, "olivia"),
         ]
     else:
-        assert [r.EventType for r in workgraph_log] == [WORKGRAPH_EVENTS[command]]
+        assert [r.EventType for r in workgraph_log] == [COMMAND_EVENTS[command]]
     names = {v: k for k, v in fixture.ids.items()}
     member_log = new_rows(before["transformation_log"], after["transformation_log"])
     moved = {
@@ -428,8 +437,12 @@ async def test_member_command_from_every_state(
     assert (workgraph_status, members["simulate"]) == (workgraph, target)
     _, member_log = await log_rows(database, fixture)
     added = new_rows(before["transformation_log"], member_log)
-    assert [(bytes(r.TransformationID), r.OldStatus, r.NewStatus, r.Author) for r in added] == [
-        (fixture.ids["simulate"], state, target, "ursula")
+    event = {"pause": "PauseTransformation", "resume": "ResumeTransformation"}[command]
+    assert [
+        (bytes(r.TransformationID), r.EventType, r.OldStatus, r.NewStatus, r.Author) for r in added
+    ] == [
+        (fixture.ids["simulate"], "StateChange", state, target, "ursula"),
+        (fixture.ids["simulate"], event, None, None, "ursula"),
     ]
 
 
@@ -519,7 +532,13 @@ async def test_set_feeder_disables_enables_and_changes_arguments(
     assert reply.transformation.feeder_enabled
     assert (await member_rows(database, fixture))["simulate"].FeederArgs == args
     _, member_log = await log_rows(database, fixture)
-    assert [r.EventType for r in member_log] == ["FeederDisabled", "FeederArgs", "FeederEnabled"]
+    assert [r.EventType for r in member_log] == [
+        "FeederDisabled",
+        "SetFeeder",
+        "FeederArgs",
+        "FeederEnabled",
+        "SetFeeder",
+    ]
 
 
 async def test_set_feeder_refuses_bad_arguments_with_their_field(
@@ -611,8 +630,8 @@ async def test_operator_forces_a_failed_check_and_the_workgraph_unblocks(
     assert results["workgraph/Approving/2"] == ("Passed", None)
     workgraph_log, _ = await log_rows(database, fixture)
     assert [(r.EventType, r.OldStatus, r.NewStatus) for r in workgraph_log] == [
-        ("ActionForced", None, None),
         ("StateChange", "ApprovingBlocked", "Approving"),
+        ("ForceAction", None, None),
     ]
 
 
@@ -791,7 +810,10 @@ async def test_concurrent_starts_apply_exactly_once(
     assert (len(started), len(refused)) == (1, 5)
     assert {r.current_state for r in refused} == {"Scouting"}
     workgraph_log, member_log = await log_rows(database, fixture)
-    assert [(r.OldStatus, r.NewStatus) for r in workgraph_log] == [("New", "Scouting")]
+    assert [(r.EventType, r.OldStatus, r.NewStatus) for r in workgraph_log] == [
+        ("StateChange", "New", "Scouting"),
+        ("StartWorkgraph", None, None),
+    ]
     assert len(member_log) == 2  # simulate and reconstruct started, replicate held
 
 
@@ -818,4 +840,4 @@ async def test_a_pause_racing_a_cancel_leaves_a_consistent_workgraph(
         assert pause.current_state == "Cancelling"
         assert simulate == [("Active", "Cancelling")]
     else:
-        assert simulate == [("Active", "Paused"), ("Paused", "Cancelling")]
+        assert simulate == [("Active", "Paused"), (None, None), ("Paused", "Cancelling")]

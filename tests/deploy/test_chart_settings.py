@@ -22,14 +22,14 @@ from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.settings import NullSettings
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import CatalogueSettings
+from dxts.core.grpc.tls import TlsSettings
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
 
 Manifests = list[dict[str, Any]]
-SERVED = [ServerSettings, AuthSettings]
+SERVED = [ServerSettings, AuthSettings, TlsSettings]
 SERVICE = [*SERVED, DatabaseSettings]
 
 # Component (the Deployment's component label) → the module its command runs, and the settings
@@ -48,7 +48,7 @@ COMPONENTS: dict[str, tuple[str, list[type[BaseSettings]]]] = {
     "backend-slurm": ("dxts.backends.slurm.__main__", [*SERVED, SlurmSettings, CatalogueSettings]),
 }
 # The adaptors' modules serve through this one (ServerSettings, AuthSettings).
-ADAPTOR_SERVER = "dxts.backends.server"
+ADAPTOR_SERVER = "dxts.backends.component"
 
 # Settings whose default only works on one machine: a cluster must set them.
 NOT_FOR_A_CLUSTER = {
@@ -73,6 +73,7 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_SLURM_STORAGE_ROOT": ("derived from DXTS_SLURM_WORK_DIR", "DXTS_SLURM_WORK_DIR"),
     "DXTS_SLURM_OUTPUT_SE": ("the first storage element", None),
     "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
+    "DXTS_TLS_SERVER_NAME": ("the certificate names every component's Service", None),
 }
 # The null adaptor calls the dispatcher only when it pushes its reports.
 PUSH_ONLY = {"DXTS_DISPATCHER_ADDRESS", "DXTS_SERVICE_TOKEN_FILE"}

@@ -116,18 +116,24 @@ def test_nothing_runs_as_root(rendered: dict[str, Manifests], value_set: str) ->
 
 
 @pytest.mark.parametrize("value_set", SETS)
-def test_dxts_probes_use_the_grpc_health_service_on_the_grpc_port(
+def test_dxts_probes_use_the_grpc_health_service(
     rendered: dict[str, Manifests], value_set: str
 ) -> None:
+    """On the plain-text health port beside TLS (the kubelet cannot speak TLS), else on the
+    gRPC port itself."""
     for doc in of_kind(rendered[value_set], "Deployment").values():
         (container,) = doc["spec"]["template"]["spec"]["containers"]
         ports = {port["name"]: port["containerPort"] for port in container["ports"]}
-        assert set(ports) == {"grpc", "metrics"}, doc["metadata"]["name"]
-        for probe in ("readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": ports["grpc"]}, doc["metadata"]["name"]
         env = env_of(container)
+        tls = "DXTS_TLS_CERT_FILE" in env
+        probed = "health" if tls else "grpc"
+        assert set(ports) == {"grpc", "metrics"} | ({"health"} if tls else set())
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"] == {"port": ports[probed]}, doc["metadata"]["name"]
         assert env["DXTS_LISTEN"]["value"].endswith(f":{ports['grpc']}")
         assert env["DXTS_METRICS_PORT"]["value"] == str(ports["metrics"])
+        if tls:
+            assert env["DXTS_HEALTH_LISTEN"]["value"].endswith(f":{ports['health']}")
 
 
 @pytest.mark.parametrize("value_set", SETS)
@@ -257,6 +263,7 @@ def test_existing_secrets_are_referenced_not_generated(rendered: dict[str, Manif
     deployment = of_kind(manifests, "Deployment")[f"{PREFIX}-definition"]
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes["auth"]["secret"]["secretName"] == "dxts-token-key"
+    assert volumes["tls"]["secret"]["secretName"] == "dxts-tls"
     # A chart-generated key ends up in a Secret the pods mount.
     generated = of_kind(rendered["everything"], "Secret")[f"{PREFIX}-auth"]
     assert list(generated["data"]) == ["public.pem"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from dispatch_support import Keys, serve
 
+from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 
@@ -24,7 +25,13 @@ async def null_adaptors(keys: Keys) -> AsyncIterator[Callable[..., Any]]:
     running: list[Any] = []
 
     async def start(cls: type[NullAdaptor] = NullAdaptor, **settings: Any) -> tuple[Any, str]:
-        adaptor = cls(NullSettings(**settings), token=keys.token)
+        chosen = NullSettings(**settings)
+        reporter = (
+            GrpcOutcomeReporter(chosen.dispatcher_address, token=keys.token)
+            if chosen.dispatcher_address
+            else None
+        )
+        adaptor = cls(chosen, reporter=reporter)
         await adaptor.start()
         server = await serve(adaptor, keys)
         running.append((adaptor, server))

@@ -17,8 +17,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from dxts.backends.server import adaptor_service
+from dxts.backends.edge.servicer import adaptor_service
+from dxts.backends.logic import Adaptor
 from dxts.core import content_store
+from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition, OutcomeResult
 from dxts.core.counters import (
     DATA_PARCELS,
     TRANSFORMATION,
@@ -36,7 +38,6 @@ from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
-from dxts.v1 import backend_pb2_grpc, common_pb2
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
@@ -59,12 +60,12 @@ class Keys:
 
 
 async def serve(
-    servicer: backend_pb2_grpc.BackendAdaptorServiceServicer,
+    adaptor: Adaptor,
     keys: Keys,
     listen: str = "127.0.0.1:0",
 ) -> GrpcServer:
     server = GrpcServer(
-        [adaptor_service(servicer)],
+        [adaptor_service(adaptor)],
         settings=ServerSettings(listen=listen),
         verifier=keys.keys.verifier(),
     )
@@ -328,16 +329,16 @@ class FakeExecution:
 
     def __init__(self, database: Database | None = None) -> None:
         self.database = database
-        self.outcomes: list[common_pb2.Outcome] = []
+        self.outcomes: list[Outcome] = []
         self.unavailable = False
 
-    def by_parcel(self) -> dict[bytes, list[common_pb2.Outcome]]:
-        found: dict[bytes, list[common_pb2.Outcome]] = {}
+    def by_parcel(self) -> dict[bytes, list[Outcome]]:
+        found: dict[bytes, list[Outcome]] = {}
         for outcome in self.outcomes:
             found.setdefault(id_from_str(outcome.parcel_id), []).append(outcome)
         return found
 
-    async def record(self, outcomes: Sequence[common_pb2.Outcome]) -> list[common_pb2.OutcomeAck]:
+    async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
         if self.unavailable:
             raise Unavailable("execution is down (test)")
         self.outcomes.extend(outcomes)
@@ -345,18 +346,18 @@ class FakeExecution:
         if self.database is not None:
             moved = await self.database.run(lambda conn: self._apply(conn, outcomes), isolation=RC)
         return [
-            common_pb2.OutcomeAck(
+            OutcomeAck(
                 parcel_id=o.parcel_id,
                 backend=o.backend,
                 identifier=o.identifier,
-                disposition=common_pb2.OUTCOME_DISPOSITION_RECORDED
+                disposition=OutcomeDisposition.RECORDED
                 if id_from_str(o.parcel_id) in moved or self.database is None
-                else common_pb2.OUTCOME_DISPOSITION_ALREADY_RECORDED,
+                else OutcomeDisposition.ALREADY_RECORDED,
             )
             for o in outcomes
         ]
 
-    async def _apply(self, conn: Any, outcomes: Sequence[common_pb2.Outcome]) -> set[bytes]:
+    async def _apply(self, conn: Any, outcomes: Sequence[Outcome]) -> set[bytes]:
         parcels_t = execution.parcels
         moved: set[bytes] = set()
         for outcome in outcomes:
@@ -369,11 +370,11 @@ class FakeExecution:
                 )
             ).one()
             source = row.Status
-            if source == "Assigned" and outcome.result == common_pb2.OUTCOME_RESULT_FAILED:
+            if source == "Assigned" and outcome.result is OutcomeResult.FAILED:
                 target = "Failed"
             elif source == "Assigned":
                 target = "Completing"
-            elif source == "Completing" and outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED:
+            elif source == "Completing" and outcome.result is OutcomeResult.CANCELLED:
                 target = "Cancelled"
             else:
                 continue

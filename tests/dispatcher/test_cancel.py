@@ -21,12 +21,12 @@ from dispatch_support import (
     transformation,
 )
 
+from dxts.core.adaptor.model import DataPayload, OutcomeResult, Submission, SubmitDisposition
 from dxts.core.counters import journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.v1 import backend_pb2, common_pb2
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 
@@ -103,7 +103,7 @@ async def test_a_parcel_cancelled_while_being_submitted_is_cancelled_at_the_back
     assert await component.forwarder.cancel_once(backend) == 1
     (outcome,) = sink.outcomes
     assert outcome.parcel_id == id_to_str(ids[0])
-    assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+    assert outcome.result is OutcomeResult.CANCELLED
     assert (await statuses(database, ids[:1]))[ids[0]] == "Cancelled"
     await assert_counters_exact(database)
     await component.stop()
@@ -148,7 +148,7 @@ async def test_an_assigned_parcel_is_cancelled_and_the_confirmation_forwarded(
     sink.unavailable = False
     assert await component.forwarder.cancel_once(backend) == 0
     assert sorted(o.parcel_id for o in sink.outcomes) == sorted(id_to_str(p) for p in ids[:2])
-    assert {o.result for o in sink.outcomes} == {common_pb2.OUTCOME_RESULT_CANCELLED}
+    assert {o.result for o in sink.outcomes} == {OutcomeResult.CANCELLED}
     states = await statuses(database, ids)
     assert [states[p] for p in ids] == ["Cancelled", "Cancelled", "Assigned"]
     await assert_counters_exact(database)
@@ -193,17 +193,16 @@ async def test_a_cancelled_parcel_whose_dispatcher_died_is_settled_by_its_key(
     )
     assert await survivor.forwarder.cancel_once(survivor.backends["null"]) == 2
     assert set((await statuses(database, ids)).values()) == {"Cancelled"}
-    assert {o.result for o in sink.outcomes} == {common_pb2.OUTCOME_RESULT_CANCELLED}
+    assert {o.result for o in sink.outcomes} == {OutcomeResult.CANCELLED}
     recorded = await identifiers(database, execution.null_ids)
     if dies == "after_claim":
         assert recorded == {}  # nothing ran, nothing will: the keys are refused from now on
         assert adaptor.cancelled_keys == {id_to_str(p) for p in ids}
         assert {o.identifier for o in sink.outcomes} == {""}
         answers = await survivor.backends["null"].submit(
-            backend_pb2.Payload(data=backend_pb2.DataPayload()),
-            [backend_pb2.ParcelSubmission(parcel_id=id_to_str(p)) for p in ids],
+            DataPayload(), [Submission(parcel_id=id_to_str(p)) for p in ids]
         )
-        assert {a.disposition for a in answers} == {backend_pb2.SUBMIT_DISPOSITION_REFUSED}
+        assert {a.disposition for a in answers} == {SubmitDisposition.REFUSED}
     else:
         assert {id_to_str(p): id_to_str(i) for p, i in recorded.items()} == {
             key: job.identifier for key, job in adaptor.jobs.items()

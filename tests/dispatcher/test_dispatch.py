@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -27,16 +29,30 @@ from dispatch_support import (
 
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
+from dxts.core.adaptor.model import (
+    ComputePayload,
+    DataPayload,
+    Payload,
+    Submission,
+    SubmitResult,
+)
 from dxts.core.config import DefinitionConfig, resolve_hints
 from dxts.core.counters import StorageDelta
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import content_hash, id_to_str
 from dxts.core.schema import definition, execution
 from dxts.core.states import Kind
-from dxts.dispatcher.policy import route_point
-from dxts.v1 import backend_pb2
+from dxts.dispatcher.logic.policy import route_point
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One Submit, as the adaptor received it."""
+
+    payload: Payload
+    parcels: list[Submission]
 
 
 class RecordingNull(NullAdaptor):
@@ -44,11 +60,11 @@ class RecordingNull(NullAdaptor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.requests: list[backend_pb2.SubmitRequest] = []
+        self.requests: list[Sent] = []
 
-    async def Submit(self, request: backend_pb2.SubmitRequest, context: Any) -> Any:
-        self.requests.append(request)
-        return await super().Submit(request, context)
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
+        self.requests.append(Sent(payload, list(parcels)))
+        return await super().submit(payload, parcels)
 
 
 class Killed(BaseException):
@@ -111,12 +127,13 @@ async def test_parcels_are_claimed_submitted_and_recorded(
     hints = await _sidecars(database, produced + users)
     assert {hints[p] for p in produced} == {content_hash(expected["transformation"])}
     assert {hints[p] for p in users} == {content_hash(expected["user"])}
-    payloads = [r.payload.compute for r in adaptor.requests]
+    payloads = [r.payload for r in adaptor.requests]
+    assert all(isinstance(p, ComputePayload) for p in payloads)
     assert {json.loads(p.resolved_hints_json)["type"] for p in payloads} == {
         SCOPE[1],
         config.default_type,
     }
-    assert len({r.payload.SerializeToString() for r in adaptor.requests}) == 2
+    assert len({r.payload for r in adaptor.requests}) == 2
     assert sum(definition_source.tree_calls.values()) == 1
     assert definition_source.scope_calls == Counter({tid: 1})
     await assert_counters_exact(database)
@@ -171,7 +188,7 @@ async def test_data_parcels_carry_their_request_and_move_their_quantities(
     assert await drain(component, Kind.DATA) == 7
     assert set((await statuses(database, ids)).values()) == {"Assigned"}
     (sent,) = adaptor.requests
-    assert sent.payload.HasField("data")
+    assert isinstance(sent.payload, DataPayload)
     assert {json.dumps(json.loads(p.request_json), sort_keys=True) for p in sent.parcels} == {
         json.dumps(request, sort_keys=True)
     }

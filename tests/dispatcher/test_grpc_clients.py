@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from dispatch_support import Keys
 
+from dxts.core.adaptor.model import Outcome
 from dxts.core.errors import NotFound, Unavailable
 from dxts.core.grpc import GrpcServer, Service, channel
 from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
 from dxts.core.settings import ServerSettings
-from dxts.dispatcher.outcomes import GrpcOutcomeSink
-from dxts.dispatcher.payloads import GrpcDefinitionSource
+from dxts.dispatcher.edge.clients import GrpcDefinitionSource, GrpcOutcomeSink
 from dxts.v1 import (
     common_pb2,
     definition_pb2,
@@ -110,7 +110,7 @@ async def test_outcomes_go_to_the_execution_service(
     servers: tuple[str, Execution], keys: Keys
 ) -> None:
     address, execution = servers
-    outcomes = [common_pb2.Outcome(parcel_id=id_to_str(new_id())) for _ in range(3)]
+    outcomes = [Outcome(parcel_id=id_to_str(new_id())) for _ in range(3)]
     async with channel(address, token=keys.token) as ch:
         sink = GrpcOutcomeSink(ch, timeout_s=0.3)
         acks = await sink.record(outcomes)

@@ -28,11 +28,11 @@ from dispatch_support import (
 
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
+from dxts.core.adaptor.model import OutcomeResult
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.v1 import common_pb2
 
 WRITE = (
     "import json, sys; open('result.txt', 'w').write(sys.argv[1]);"
@@ -103,7 +103,7 @@ async def test_compute_parcels_run_with_cwltool_and_their_outcomes_reach_executi
     inputs = await _inputs(database)
     for parcel_id in produced:
         (outcome,) = seen[parcel_id]
-        assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+        assert outcome.result is OutcomeResult.SUCCEEDED, outcome.message
         assert json.loads(outcome.status_report_json) == {
             id_to_str(i): {"action": "SUCCESS"} for i in inputs[parcel_id]
         }
@@ -111,7 +111,7 @@ async def test_compute_parcels_run_with_cwltool_and_their_outcomes_reach_executi
         assert output.lfn == f"/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}/result.txt"
         assert adaptor.settings.se_path(output.storage_element, output.lfn).read_text() == "hello"
     (failed,) = seen[user]
-    assert failed.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert failed.result is OutcomeResult.FAILED
     states = await statuses(database, [*produced, user])
     assert [states[p] for p in [*produced, user]] == ["Completing", "Completing", "Failed"]
     await assert_counters_exact(database)

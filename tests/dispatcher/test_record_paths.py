@@ -6,6 +6,7 @@ what the locking path alone would leave."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from dispatch_support import (
@@ -20,26 +21,26 @@ from dispatch_support import (
 )
 
 from dxts.backends.null.adaptor import NullAdaptor
+from dxts.core.adaptor.model import Payload, Submission, SubmitResult
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.dispatcher import db
-from dxts.v1 import backend_pb2
+from dxts.dispatcher.store import recording
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 
 
 def count_calls(monkeypatch: Any, name: str) -> list[int]:
-    """Count the calls of `db.<name>` (the dispatcher calls it through the module)."""
+    """Count the calls of `recording.<name>` (the dispatcher calls it through the module)."""
     calls: list[int] = []
-    real = getattr(db, name)
+    real = getattr(recording, name)
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(db, name, counted)
+    monkeypatch.setattr(recording, name, counted)
     return calls
 
 
@@ -48,11 +49,11 @@ class KeepingNull(NullAdaptor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.sent: dict[str, backend_pb2.ParcelSubmission] = {}
+        self.sent: dict[str, Submission] = {}
 
-    async def Submit(self, request: backend_pb2.SubmitRequest, context: Any) -> Any:
-        self.sent.update((p.parcel_id, p) for p in request.parcels)
-        return await super().Submit(request, context)
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
+        self.sent.update((p.parcel_id, p) for p in parcels)
+        return await super().submit(payload, parcels)
 
 
 async def test_the_parameters_reach_the_backend_as_stored(

@@ -18,13 +18,14 @@ from dispatch_support import (
 )
 
 from dxts.backends.null.settings import NullUsage
+from dxts.core.adaptor.mapping import ack_from_proto, outcome_to_proto
+from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
 from dxts.execution.operations import cancel_parcels
 from dxts.execution.outcomes import record_outcomes
-from dxts.v1 import common_pb2
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 
@@ -32,10 +33,11 @@ COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 class Execution:
     def __init__(self, database: Database) -> None:
         self.database = database
-        self.acks: list[common_pb2.OutcomeAck] = []
+        self.acks: list[OutcomeAck] = []
 
-    async def record(self, outcomes: Sequence[common_pb2.Outcome]) -> list[common_pb2.OutcomeAck]:
-        acks = await record_outcomes(self.database, outcomes)
+    async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        recorded = await record_outcomes(self.database, [outcome_to_proto(o) for o in outcomes])
+        acks = [ack_from_proto(a) for a in recorded]
         self.acks.extend(acks)
         return acks
 
@@ -52,7 +54,7 @@ async def test_outcomes_are_recorded_by_execution(
     component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 12
     assert await component.forwarder.poll_once(component.backends["null"]) == 12
-    assert {a.disposition for a in sink.acks} == {common_pb2.OUTCOME_DISPOSITION_RECORDED}
+    assert {a.disposition for a in sink.acks} == {OutcomeDisposition.RECORDED}
     states = await statuses(database, ids)
     for parcel_id in ids:
         failed = adaptor.jobs[id_to_str(parcel_id)].fate == "failure"

@@ -21,7 +21,6 @@ from typing import Any
 from pydantic import Field
 
 from dxts.core.builtins.join import JoinArgs, join
-from dxts.core.builtins.readers import PartnerLookup
 from dxts.core.plugins import (
     ActionResult,
     Input,
@@ -36,6 +35,7 @@ from dxts.core.plugins import (
     hook,
 )
 from dxts.core.plugins.points import PluginKind
+from dxts.core.plugins.protocols.readers import PartnerLookup
 from dxts.core.plugins.registry import Plugin, analyse
 
 

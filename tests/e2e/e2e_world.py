@@ -29,9 +29,9 @@ from e2e_plugins import OutputNames, scenario_plugins
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.backends.server import adaptor_service
 from dxts.cli.up import Stack
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION
@@ -54,10 +54,8 @@ from dxts.core.states import (
     TransformationStatus,
     WorkgraphStatus,
 )
-from dxts.definition.component import build_definition
-from dxts.definition.lifecycle.component import build_lifecycle
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.component import build_definition, build_lifecycle
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.component import build_dispatcher
 from dxts.dispatcher.settings import BackendConfig, DispatcherSettings
 from dxts.execution.component import build_execution

@@ -99,7 +99,7 @@ async def test_a_drain_with_members_paused_by_operator_and_by_hook(
         assert sum(census["Reco"]["parcels"].values()) == -(-fed // 4)  # the remainder packed
         assert census["Fragile"]["inputs"][I.NOT_PROCESSED.value] == 2
         workgraph_log, logs = await world.logs(wg)
-        assert [r.EventType for r in workgraph_log].count("Drain") == 1
+        assert [r.EventType for r in workgraph_log].count("DrainWorkgraph") == 1
         disabled = {
             name: [r.Author for r in rows if r.EventType == "FeederDisabled"]
             for name, rows in logs.items()

@@ -69,4 +69,4 @@ async def test_a_halt_cancels_writes_off_and_completes(database: Database, tmp_p
             (W.ACTIVE, W.FINALIZING),
             (W.FINALIZING, W.COMPLETED),
         ]
-        assert [r.EventType for r in workgraph_log].count("Halt") == 1
+        assert [r.EventType for r in workgraph_log].count("HaltWorkgraph") == 1

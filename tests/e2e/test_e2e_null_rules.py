@@ -11,8 +11,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from dxts.backends.edge.servicer import AdaptorServicer
 from dxts.backends.null.adaptor import FAILURE, SPLIT, SUCCESS, NullAdaptor
 from dxts.backends.null.settings import NullRule, NullSettings
+from dxts.core.adaptor.model import OutcomeResult
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import backend_pb2, common_pb2
 
@@ -32,7 +34,7 @@ def seed(n: int, **more: object) -> dict[str, object]:
 
 
 async def fates(adaptor: NullAdaptor, *parcels: backend_pb2.ParcelSubmission) -> list[str]:
-    await adaptor.Submit(backend_pb2.SubmitRequest(parcels=list(parcels)), None)
+    await AdaptorServicer(adaptor).Submit(backend_pb2.SubmitRequest(parcels=list(parcels)), None)
     return [adaptor.jobs[p.parcel_id].fate for p in parcels]
 
 
@@ -85,7 +87,7 @@ async def test_a_not_tried_rule_reports_every_input_not_tried() -> None:
     submitted = parcel(parameters=seed(1))
     assert await fates(adaptor, submitted) == ["not_tried"]
     outcome = adaptor.outcome(adaptor.jobs[submitted.parcel_id])
-    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+    assert outcome.result is OutcomeResult.SUCCEEDED
     assert json.loads(outcome.status_report_json) == {
         submitted.input_ids[0]: {"action": "NOT_TRIED"}
     }
@@ -110,10 +112,12 @@ async def test_a_rule_may_set_its_own_delay_and_ignore_cancel() -> None:
     stubborn, ordinary = parcel(parameters=seed(1)), parcel(parameters=seed(2))
     await fates(adaptor, stubborn, ordinary)
     identifiers = [adaptor.jobs[p.parcel_id].identifier for p in (stubborn, ordinary)]
-    await adaptor.Cancel(backend_pb2.CancelRequest(identifiers=identifiers), None)
+    await AdaptorServicer(adaptor).Cancel(backend_pb2.CancelRequest(identifiers=identifiers), None)
     assert not adaptor.jobs[stubborn.parcel_id].cancelled  # asked while it was still running
     await asyncio.sleep(0.3)  # its own delay is over: it ends as it was going to
-    reply = await adaptor.Poll(backend_pb2.PollRequest(identifiers=identifiers), None)
+    reply = await AdaptorServicer(adaptor).Poll(
+        backend_pb2.PollRequest(identifiers=identifiers), None
+    )
     results = {o.parcel_id: o.result for o in reply.outcomes}
     assert results == {
         stubborn.parcel_id: common_pb2.OUTCOME_RESULT_FAILED,

@@ -29,7 +29,7 @@ from dxts.core.ids import id_to_str
 from dxts.core.plugins import Transformation
 from dxts.core.settings import ServerSettings
 from dxts.core.states import ActionResult, Kind, TransformationStatus
-from dxts.definition.lifecycle.clients import GrpcExecution
+from dxts.definition.edge.execution_client import GrpcExecution
 from dxts.execution.component import build_execution
 from dxts.execution.outcomes import Recorder, outcome_to_json, record_outcomes, stored_outcome
 from dxts.execution.settings import ExecutionSettings

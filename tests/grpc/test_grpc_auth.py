@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import inspect
 import json
 import stat
 from datetime import UTC, datetime, timedelta
@@ -30,7 +31,7 @@ from dxts.core.grpc import (
     current_identity,
     issue_token,
 )
-from dxts.core.grpc.auth import DEV_KEY_FILE
+from dxts.core.grpc.auth import DEFAULT_ISSUER, DEV_KEY_FILE
 from dxts.core.settings import AuthSettings
 
 SECRET = "a-shared-secret-of-at-least-32-bytes"
@@ -86,24 +87,24 @@ def forged_tokens(dev_keys: DevKeys, tmp_path: Path) -> dict[str, str]:
         "wrong audience": dev_keys.issue("lhcb", "alice", audience="someone-else"),
         "wrong issuer": dev_keys.issue("lhcb", "alice", issuer="https://evil.example"),
         "no vo": jwt.encode(
-            {"sub": "alice", "iss": "dxts-dev", "aud": "dxts", "exp": 4102444800},
+            {"sub": "alice", "iss": "dxts", "aud": "dxts", "exp": 4102444800},
             dev_keys.private_key,
             algorithm="EdDSA",
         ),
         "roles not a list": jwt.encode(
-            {"sub": "a", "vo": "lhcb", "roles": "admin", "iss": "dxts-dev", "aud": "dxts",
+            {"sub": "a", "vo": "lhcb", "roles": "admin", "iss": "dxts", "aud": "dxts",
              "exp": 4102444800},
             dev_keys.private_key,
             algorithm="EdDSA",
         ),
         "unsigned": jwt.encode(
-            {"sub": "a", "vo": "lhcb", "iss": "dxts-dev", "aud": "dxts", "exp": 4102444800},
+            {"sub": "a", "vo": "lhcb", "iss": "dxts", "aud": "dxts", "exp": 4102444800},
             None,
             algorithm="none",
         ),
         # Algorithm confusion: HMAC "signed" with the server's public key as the secret.
         "public key as hmac secret": hs256_by_hand(
-            {"sub": "a", "vo": "lhcb", "iss": "dxts-dev", "aud": "dxts", "exp": 4102444800},
+            {"sub": "a", "vo": "lhcb", "iss": "dxts", "aud": "dxts", "exp": 4102444800},
             dev_keys.public_pem().encode(),
         ),
     }
@@ -179,7 +180,7 @@ def test_public_key_settings_verify_and_refuse_hmac(tmp_path: Path) -> None:
 def test_a_pem_private_key_signs_tokens() -> None:
     private = ed25519.Ed25519PrivateKey.generate()
     verifier = TokenVerifier(
-        private.public_key(), algorithms=["EdDSA"], issuer="dxts-dev", audience="dxts"
+        private.public_key(), algorithms=["EdDSA"], issuer="dxts", audience="dxts"
     )
     from cryptography.hazmat.primitives import serialization
 
@@ -208,3 +209,10 @@ def test_current_identity_outside_a_request() -> None:
         assert identity.has_role("system")
     with pytest.raises(errors.Unauthenticated):
         current_identity()
+
+
+def test_one_default_issuer_for_services_tokens_and_development_keys() -> None:
+    from dxts.cli.tokens import issue
+
+    issued = inspect.signature(issue).parameters["issuer"].default
+    assert AuthSettings().issuer == DEFAULT_ISSUER == issued

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from lifecycle_doubles import MemoryCounts, MemoryExecution
 
 from dxts.core import content_store
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, LocalFileCatalogue
@@ -39,10 +40,9 @@ from dxts.core.plugins import (
 from dxts.core.plugins.points import PluginKind
 from dxts.core.plugins.registry import Registry, analyse
 from dxts.core.schema import accounting, definition
-from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution
-from dxts.definition.lifecycle.component import Lifecycle, build_lifecycle
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.transitions import Caller
+from dxts.definition.component import Lifecycle, build_lifecycle
+from dxts.definition.logic.authorise import Caller
+from dxts.definition.settings import LifecycleSettings
 
 RC = Isolation.READ_COMMITTED
 OPERATOR = Caller(Identity("lhcb", "olivia", frozenset({"operator"})))

@@ -9,14 +9,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from lifecycle_doubles import MemoryCounts, MemoryExecution, MemorySiblings
 
 from dxts.core.builtins import actions as a
-from dxts.core.builtins.lifecycle_services import (
-    CleanMode,
-    OutputRecord,
-    ParcelRecord,
-    SuccessRateSettings,
-)
+from dxts.core.builtins.thresholds import SuccessRateSettings
 from dxts.core.catalogue import (
     CatalogueFile,
     CatalogueSettings,
@@ -32,6 +28,7 @@ from dxts.core.plugins import (
     SetFeederState,
     Transformation,
 )
+from dxts.core.plugins.protocols.lifecycle import CleanMode, OutputRecord, ParcelRecord
 from dxts.core.plugins.registry import Registry
 from dxts.core.states import (
     ActionResult,
@@ -40,7 +37,6 @@ from dxts.core.states import (
     ParcelStatus,
     TransformationStatus,
 )
-from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution, MemorySiblings
 
 I, P, R = InputStatus, ParcelStatus, ActionResult  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)
@@ -395,7 +391,7 @@ async def test_actions_run_through_the_registry_with_injection(
     catalogue: FileCatalogue,
 ) -> None:
     """The lifecycle's providers satisfy every built-in action's annotations."""
-    from dxts.core.builtins.lifecycle_services import (
+    from dxts.core.plugins.protocols.lifecycle import (
         Counts,
         ExecutionControl,
         ExecutionView,
@@ -439,7 +435,11 @@ async def test_actions_run_through_the_registry_with_injection(
 def test_the_lifecycle_built_ins_pass_another_process_start_up_check() -> None:
     """Execution checks every installed plugin at start-up with its own providers only: the
     lifecycle's services are optional there, so they do not stop it."""
-    from dxts.core.builtins.readers import InputOverviewReader, ParcelOutputReader, PartnerLookup
+    from dxts.core.plugins.protocols.readers import (
+        InputOverviewReader,
+        ParcelOutputReader,
+        PartnerLookup,
+    )
 
     registry = Registry.discover()
     for annotation in (InputOverviewReader, ParcelOutputReader, PartnerLookup, FileCatalogue):

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from lifecycle_doubles import MemoryExecution
 
 from dxts.core.builtins.lifecycle_hooks import (
     FlushArgs,
@@ -16,17 +17,13 @@ from dxts.core.builtins.lifecycle_hooks import (
     periodic_flush,
     scout_until_settled,
 )
-from dxts.core.builtins.lifecycle_services import (
-    ExecutionView,
-    OutputRecord,
-    SuccessRateSettings,
-)
+from dxts.core.builtins.thresholds import SuccessRateSettings
 from dxts.core.plugins import Accept, Operation, Transformation, Workgraph
 from dxts.core.plugins.errors import PluginFailed
+from dxts.core.plugins.protocols.lifecycle import ExecutionView, OutputRecord
 from dxts.core.plugins.providers import Providers
 from dxts.core.plugins.registry import Registry
 from dxts.core.states import InputStatus, Kind, TransformationStatus, WorkgraphStatus
-from dxts.definition.lifecycle.clients import MemoryExecution
 
 I = InputStatus  # noqa: E741
 SETTINGS = SuccessRateSettings(minimum=0.9, sample=10)
@@ -326,16 +323,22 @@ def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
     """Found by the end-to-end scouting scenario: after ExtendScout raised scouting_events, the
     hook judged the old sample settled before the feeder had issued the new seeds."""
     from dxts.core.builtins.lifecycle_hooks import ScoutArgs, scout_until_settled
-    from dxts.core.builtins.lifecycle_services import SuccessRateSettings
+    from dxts.core.builtins.thresholds import SuccessRateSettings
 
     sim = member("sim", args={**SEEDS, "scouting_events": 60})  # 6 seeds of 10 events
     settings = SuccessRateSettings()
     args = ScoutArgs()
     four_done = {sim.id: {I.PROCESSED: 4}}
-    assert scout_until_settled(
-        transformations=[sim], input_overviews=four_done, args=args, settings=settings
-    ) != Accept()
+    assert (
+        scout_until_settled(
+            transformations=[sim], input_overviews=four_done, args=args, settings=settings
+        )
+        != Accept()
+    )
     six_done = {sim.id: {I.PROCESSED: 6}}
-    assert scout_until_settled(
-        transformations=[sim], input_overviews=six_done, args=args, settings=settings
-    ) == Accept()
+    assert (
+        scout_until_settled(
+            transformations=[sim], input_overviews=six_done, args=args, settings=settings
+        )
+        == Accept()
+    )

@@ -24,7 +24,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.plugins import Accept, ActionResult, Operation
 from dxts.core.schema.definition import workgraphs
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.definition.lifecycle.drain import undrained
+from dxts.definition.logic.lifecycle.drain import undrained
 
 I, P = InputStatus, ParcelStatus  # noqa: E741
 
@@ -283,7 +283,7 @@ async def test_the_document_target_ends_the_feeders_through_the_built_in_hook(
 ) -> None:
     import uuid
 
-    from dxts.core.builtins.lifecycle_services import OutputRecord
+    from dxts.core.plugins.protocols.lifecycle import OutputRecord
 
     spec = {
         "class": "Workflow",

@@ -12,18 +12,19 @@ import pytest
 import sqlalchemy as sa
 
 from dxts.accounting.component import build_accounting
-from dxts.accounting.members import NoMemberLister
-from dxts.core.builtins.lifecycle_services import CleanMode
+from dxts.accounting.logic.members import NoMemberLister
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, channel
 from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, json_text
 from dxts.core.ids import new_id
+from dxts.core.plugins.protocols.lifecycle import CleanMode
 from dxts.core.schema.definition import ownership, transformation_outputs, transformations
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.definition.lifecycle.clients import GrpcCounts, GrpcExecution, NoCounts, NoExecution
+from dxts.definition.edge.accounting_client import GrpcCounts, NoCounts
+from dxts.definition.edge.execution_client import GrpcExecution, NoExecution
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 
 I, P = InputStatus, ParcelStatus  # noqa: E741

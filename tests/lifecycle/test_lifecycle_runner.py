@@ -23,7 +23,7 @@ from dxts.core.ids import content_hash, id_to_str
 from dxts.core.plugins import ActionResult
 from dxts.core.schema.definition import compute_transformations, requirements
 from dxts.core.states import ActionResult as Result
-from dxts.definition import transitions
+from dxts.definition.logic import actions
 
 RC = Isolation.READ_COMMITTED
 
@@ -80,7 +80,7 @@ async def test_the_runner_takes_the_lowest_position_retries_pending_and_blocks_o
 
     # Forcing the failed action brings the member back; the runner continues, finds nothing
     # left and the member is Finalized (and the workgraph Completed).
-    await transitions.force_action(
+    await actions.force_action(
         database, OPERATOR, world.actions["solo/Finalizing/3"], Result.PASSED
     )
     assert await engine.sweep(world) == ("Completed", {"solo": "Completed"})
@@ -110,7 +110,7 @@ async def test_a_reset_action_runs_again(database: Database, engine: Rig) -> Non
     engine.script.queue("again-2", ActionResult.failed("no"))
     assert (await engine.sweep(world))[1] == {"solo": "FinalizingBlocked"}
     # Resetting the only Failed action leaves the blocked state; the action runs again.
-    await transitions.reset_action(database, OPERATOR, world.actions["solo/Finalizing/2"])
+    await actions.reset_action(database, OPERATOR, world.actions["solo/Finalizing/2"])
     assert (await statuses(database, world))[1] == {"solo": "Finalizing"}
     start = len(engine.script.calls)
     assert (await engine.sweep(world))[1] == {"solo": "Completed"}
@@ -217,7 +217,7 @@ async def test_members_run_their_lists_upstream_first(database: Database, engine
         {"a": "FinalizingBlocked", "b": "Finalizing", "c": "Finalized", "d": "Finalizing"},
     )
     assert sorted(engine.script.keys()[start:]) == ["up-a", "up-c"]
-    await transitions.force_action(
+    await actions.force_action(
         database, OPERATOR, world.actions["a/Finalizing/1"], Result.PASSED
     )
     start = len(engine.script.calls)

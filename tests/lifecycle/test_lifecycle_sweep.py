@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from lifecycle_doubles import MemoryCounts, MemoryExecution
 from lifecycle_world import (
     OPERATOR,
     Member,
@@ -24,7 +25,6 @@ from lifecycle_world import (
     step,
 )
 
-from dxts.core.builtins.lifecycle_services import CleanMode
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.locks import Lock
 from dxts.core.plugins import (
@@ -34,14 +34,14 @@ from dxts.core.plugins import (
     Transformation,
     action,
 )
+from dxts.core.plugins.protocols.lifecycle import CleanMode
 from dxts.core.plugins.registry import Registry
 from dxts.core.schema.definition import transformations
 from dxts.core.states import ActionResult as Result
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.definition import transitions
-from dxts.definition.lifecycle.clients import MemoryCounts, MemoryExecution
-from dxts.definition.lifecycle.component import build_lifecycle
-from dxts.definition.lifecycle.settings import LifecycleSettings
+from dxts.definition.component import build_lifecycle
+from dxts.definition.logic import actions
+from dxts.definition.settings import LifecycleSettings
 
 I, P = InputStatus, ParcelStatus  # noqa: E741
 RC = Isolation.READ_COMMITTED
@@ -101,7 +101,7 @@ async def test_a_workgraph_walks_from_scouting_to_archived(database: Database, e
     # Settled: accepted, approved by the check, held by the sign-off nobody has given.
     engine.counts.set(world.uid("reco"), {I.PROCESSED: 2})
     assert (await engine.sweep(world))[0] == "ApprovingBlocked"
-    await transitions.force_action(
+    await actions.force_action(
         database, OPERATOR, world.actions["workgraph/Approving/2"], Result.PASSED
     )
     # Approved: the member held until approval starts.
@@ -342,7 +342,7 @@ async def test_two_replicas_never_sweep_one_workgraph_at_once(
 ) -> None:
     """A second replica (its own lock connections) skips a workgraph the first is sweeping."""
     from dxts.core.locks import LockManager
-    from dxts.definition.lifecycle.sweep import LifecycleSweep
+    from dxts.definition.logic.lifecycle.sweep import LifecycleSweep
 
     world = await build(
         database,

@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from dxts.definition.lifecycle.sweep import ready
-from dxts.definition.lifecycle.views import document_target
+from dxts.definition.logic.lifecycle.sweep import ready
+from dxts.definition.logic.lifecycle.views import document_target
 
-EXAMPLE = Path(__file__).parents[1] / "definition" / "fixtures" / "examples" / "mc-simulation.cwl"
+EXAMPLE = Path(__file__).parents[1] / "cwl" / "fixtures" / "examples" / "mc-simulation.cwl"
 MEMBERS: dict[str, Any] = {"MCSimulation": None, "MCReconstruction": None, "MCMerge": None}
 RESOLVED = {"output": "datasets", "files": 200, "step": "MCMerge", "step_output": "merged"}
 

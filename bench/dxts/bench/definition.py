@@ -52,10 +52,10 @@ from dxts.core.ids import id_to_str
 from dxts.core.plugins.registry import Registry
 from dxts.core.schema import accounting, definition
 from dxts.core.states import TransformationStatus, WorkgraphStatus
-from dxts.definition.compile import Plan, compile_plan
-from dxts.definition.loading import Bundle, load_document
-from dxts.definition.submit import submit_workgraph
-from dxts.definition.validation import validate
+from dxts.cwl.compile import Plan, compile_plan
+from dxts.cwl.loading import Bundle, load_document
+from dxts.cwl.validation import validate
+from dxts.definition.logic.submit import submit_workgraph
 
 RC = Isolation.READ_COMMITTED
 VO, SUB = "bench", "bench"

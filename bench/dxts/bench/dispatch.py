@@ -25,7 +25,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ import sqlalchemy as sa
 from dxts.bench.harness import Bench, Operation
 from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations
 from dxts.core import content_store
+from dxts.core.adaptor.mapping import ack_from_proto, outcome_to_proto
+from dxts.core.adaptor.model import Outcome, OutcomeAck
 from dxts.core.counters import TRANSFORMATION, journal_parcels
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, Unavailable
@@ -46,11 +48,12 @@ from dxts.core.states import Kind, ParcelStatus
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.outcomes import record_outcomes
-from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
+from dxts.v1 import backend_pb2, backend_pb2_grpc
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
 PURGE_POLLS = 30  # 0.1 s apart: how long a reseed waits for the server's purge at most
+ADAPTOR_START_S = 90.0  # how long the null adaptor process may take to answer at start
 
 
 @dataclass(frozen=True)
@@ -332,8 +335,9 @@ class _Execution:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    async def record(self, outcomes: Any) -> list[common_pb2.OutcomeAck]:
-        return await record_outcomes(self.database, outcomes)
+    async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        acks = await record_outcomes(self.database, [outcome_to_proto(o) for o in outcomes])
+        return [ack_from_proto(a) for a in acks]
 
 
 def _claim(
@@ -446,13 +450,16 @@ async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
     try:
         async with channel(address, token=token, default_timeout=2) as ch:
             stub = backend_pb2_grpc.BackendAdaptorServiceStub(ch)
-            for _ in range(100):
+            # A loaded machine takes a while to start a Python process: wait for it, not for a
+            # fixed number of tries, unless it exited.
+            deadline = asyncio.get_running_loop().time() + ADAPTOR_START_S
+            while True:
                 with contextlib.suppress(Exception):
                     await stub.Describe(backend_pb2.DescribeRequest())
                     break
+                if process.returncode is not None or (asyncio.get_running_loop().time() > deadline):
+                    raise Unavailable(f"the null adaptor did not start: {folder / 'null.log'}")
                 await asyncio.sleep(0.1)
-            else:
-                raise Unavailable(f"the null adaptor did not start: {folder / 'null.log'}")
         yield address, token
     finally:
         process.terminate()

@@ -7,4 +7,5 @@ BENCHMARKS: dict[str, str] = {
     "definition": "dxts.bench.definition",
     "execution": "dxts.bench.execution",
     "slurm": "dxts.bench.slurm",
+    "web": "dxts.bench.web",
 }

@@ -5,7 +5,7 @@ Each value is taken from the first place that has it:
 
 1. the command's global options (`dxts --definition HOST:PORT ... show WG`);
 2. the environment: DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS,
-   DXTS_TOKEN;
+   DXTS_TOKEN, DXTS_WEB_URL;
 3. the connection file `dxts up` writes into its data directory (`connection.json` in
    `--data-dir`, else DXTS_DATA_DIR, else ~/.dxts — the directory `dxts up` uses by default).
 """
@@ -27,7 +27,7 @@ import typer
 
 from dxts.core.errors import DxtsError, InvalidArgument, Unauthenticated, Unavailable
 from dxts.core.grpc import channel
-from dxts.definition.problems import Kind as ProblemKind
+from dxts.cwl.problems import Kind as ProblemKind
 from dxts.v1 import (
     accounting_pb2_grpc,
     definition_pb2_grpc,
@@ -43,6 +43,7 @@ ENVIRONMENT = {
     "execution": "DXTS_EXECUTION_ADDRESS",
     "accounting": "DXTS_ACCOUNTING_ADDRESS",
     "token": "DXTS_TOKEN",
+    "web": "DXTS_WEB_URL",
 }
 # A failed call or a refused request (2 is a usage error, as typer reports them; `watch` adds
 # its own, see workgraphs.py).
@@ -66,6 +67,8 @@ class Connection:
     execution: str | None = None
     accounting: str | None = None
     token: str | None = None
+    # The web view's URL (http://host:port), where `dxts up` serves it.
+    web: str | None = None
 
     @classmethod
     def resolve(cls, options: dict[str, str | None], directory: Path) -> Connection:
@@ -82,8 +85,11 @@ class Connection:
         """Save it (mode 0600: the token is a credential) for the commands to find."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         scratch = path.with_suffix(".tmp")
-        scratch.write_text(json.dumps(values, indent=1) + "\n")
-        os.chmod(scratch, 0o600)
+        scratch.unlink(missing_ok=True)
+        # Created 0600, never readable by others even for an instant.
+        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(json.dumps(values, indent=1) + "\n")
         scratch.replace(path)
 
     def claims(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from dxts.core.errors import InvalidArgument
-from dxts.definition.loading import BundleEscape, normalise_path
+from dxts.cwl.loading import BundleEscape, normalise_path
 from dxts.v1 import common_pb2
 
 

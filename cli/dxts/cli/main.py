@@ -10,17 +10,17 @@ import typer
 from rich.console import Console
 from rich.tree import Tree
 
-from dxts.cli import adaptor_check, jobs, operate, tokens, up, workgraphs
+from dxts.cli import adaptor_check, jobs, open_page, operate, tokens, up, workgraphs
 from dxts.cli.client import Options
 from dxts.cli.output import Output
 from dxts.core.config import CONFIG_FILE_VARIABLE, load_installation_config
 from dxts.core.errors import InvalidArgument
 from dxts.core.plugins import PluginRegistryError
 from dxts.core.plugins.registry import Registry
-from dxts.definition.compile import Plan
-from dxts.definition.loading import Bundle
-from dxts.definition.problems import Severity
-from dxts.definition.submit import check_document
+from dxts.cwl.check import check_document
+from dxts.cwl.compile import Plan
+from dxts.cwl.loading import Bundle
+from dxts.cwl.problems import Severity
 
 app = typer.Typer(no_args_is_help=True, help="dxts: the DiracX Transformation System.")
 
@@ -175,3 +175,4 @@ app.add_typer(tokens.token_app, name="token")
 app.add_typer(adaptor_check.adaptor_app, name="adaptor")
 app.command()(jobs.provenance)
 app.command()(up.up)
+app.command("open")(open_page.open_page)

@@ -16,7 +16,7 @@ import typer
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from dxts.core.grpc.auth import issue_token
+from dxts.core.grpc.auth import DEFAULT_ISSUER, issue_token
 
 token_app = typer.Typer(
     no_args_is_help=True, help="Bearer tokens signed by the installation's private key."
@@ -64,7 +64,7 @@ def issue(
     issuer: Annotated[
         str,
         typer.Option(envvar="DXTS_AUTH_ISSUER", help="The `iss` claim the services expect."),
-    ] = "dxts",
+    ] = DEFAULT_ISSUER,
     audience: Annotated[
         str,
         typer.Option(envvar="DXTS_AUTH_AUDIENCE", help="The `aud` claim the services expect."),

@@ -13,7 +13,7 @@ elements (the local adaptor). Everything a restart must find again lives in the 
     local/ (slurm/), local-data/  the adaptors' own state and one directory per parcel (its
                            sandbox; slurm/ must be on storage the cluster's nodes share)
     dev-only-jwt-*.pem     the development token key pair
-    connection.json        the addresses and token the `dxts` commands read (while it runs)
+    connection.json        the addresses, web URL and token the `dxts` commands read (while it runs)
     up.log                 the components' log
 """
 
@@ -39,9 +39,10 @@ import typer
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import AdaptorServicer, adaptor_service
+from dxts.backends.logic import Adaptor
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.client import CONNECTION_FILE, Connection, data_dir
@@ -55,19 +56,21 @@ from dxts.core.migrations import upgrade
 from dxts.core.plugins import Providers, Registry
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.core.states import Kind
-from dxts.definition.component import build_definition
-from dxts.definition.lifecycle.component import build_lifecycle
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.component import build_definition, build_lifecycle
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.component import build_dispatcher
 from dxts.dispatcher.settings import BackendConfig, DispatcherSettings
 from dxts.execution.component import build_execution
 from dxts.execution.settings import ExecutionSettings
+from dxts.web.server import WebServer
+from dxts.web.settings import WebSettings
 
 # The local storage elements: compute outputs are written to the first; the example workgraph
 # replicates its merged datasets to the second.
 STORAGE_ELEMENTS = ("LOCAL-DISK", "LOCAL-ARCHIVE")
 TOKEN_LIFETIME = timedelta(days=30)
+# How long the sign-in link `dxts up` prints stays valid (it works once).
+SIGN_IN_LINK_S = 24 * 3600
 # The sweeps' pause on the embedded default: a laptop run of a few dozen parcels moves on within
 # a second, where the production defaults are tuned for millions of rows.
 PACE_S = 1.0
@@ -90,6 +93,7 @@ class Ports:
     definition: int = 0
     execution: int = 0
     accounting: int = 0
+    web: int = 0
 
 
 @dataclass
@@ -167,7 +171,7 @@ def slurm_settings(data_dir: Path) -> SlurmSettings:
 
 
 async def _serve_adaptor(
-    stack: Stack, name: str, adaptor: AdaptorServicer, verifier: TokenVerifier, host: str
+    stack: Stack, name: str, adaptor: Adaptor, verifier: TokenVerifier, host: str
 ) -> str:
     await adaptor.start()
     stack.on_stop(adaptor.stop)
@@ -204,7 +208,7 @@ async def compose(
         backends = []
         for kind in (Kind.COMPUTE, Kind.DATA):
             settings = local_settings(data_dir, kind, workers)
-            adaptor: AdaptorServicer = LocalAdaptor(settings, catalogue)
+            adaptor: Adaptor = LocalAdaptor(settings, catalogue)
             name, adaptor_type = settings.name, "local"
             if kind is Kind.COMPUTE and backend == "slurm":
                 adaptor, name, adaptor_type = (
@@ -389,22 +393,43 @@ async def _run(
             backend=backend,
         )
         exit_stack.push_async_callback(stack.stop)
+        web = await serve_web(stack, ports)
+        exit_stack.push_async_callback(web.stop)
+        token = keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME)
         connection = Connection(
             definition=stack.address("definition"),
             execution=stack.address("execution"),
             accounting=stack.address("accounting"),
-            token=keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME),
+            token=token,
+            web=web.url,
         )
         connection_file = directory / CONNECTION_FILE
         connection.write(connection_file)
         exit_stack.callback(connection_file.unlink, missing_ok=True)
         for name, server in stack.servers.items():
             _say(f"  {name:<12} {server.address}")
+        _say(f"  {'web':<12} {web.url}")
         _say(f"storage elements under {directory / 'storage'}: {', '.join(STORAGE_ELEMENTS)}")
+        link = web.sign_in_link("/workgraphs", token=token, seconds=SIGN_IN_LINK_S)
+        _say(f"web view: sign in once with {link} (then `dxts open WG` for a page)")
         _say(f"ready: the dxts commands read {connection_file}; Ctrl-C stops")
         await _until_signalled()
         _say("dxts up: stopping")
     _say("dxts up: stopped")
+
+
+async def serve_web(stack: Stack, ports: Ports) -> WebServer:
+    """The web view (dxts-web) over the composed services, on `ports.web` (0: a free port)."""
+    web = WebServer(
+        WebSettings(
+            listen=f"{ports.host}:{ports.web}",
+            definition_address=stack.address("definition"),
+            execution_address=stack.address("execution"),
+            accounting_address=stack.address("accounting"),
+        )
+    )
+    await web.start()
+    return web
 
 
 async def _until_signalled() -> None:
@@ -438,6 +463,7 @@ def up(
     definition_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
     execution_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
     accounting_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
+    web_port: Annotated[int, typer.Option(help="The web view's port (0: a free port).")] = 0,
     vo: Annotated[str, typer.Option(help="The VO of the token the commands use.")] = "local",
     workers: Annotated[
         int, typer.Option(min=1, help="Parcels the local backend runs at once.")
@@ -454,10 +480,11 @@ def up(
     """Run every component in this process, on the embedded default (a laptop, a demo).
 
     Migrates the database first, then serves the definition, execution and accounting
-    services, the dispatcher and the local backends (cwltool for compute parcels, local
-    storage elements for data parcels), and writes the addresses and a development token to
-    the data directory for the other `dxts` commands. Ctrl-C (or SIGTERM) stops it cleanly;
-    everything is kept in the data directory, so the next `dxts up` carries on.
+    services, the dispatcher, the local backends (cwltool for compute parcels, local
+    storage elements for data parcels) and the web view, and writes the addresses and a
+    development token to the data directory for the other `dxts` commands. Ctrl-C (or
+    SIGTERM) stops it cleanly; everything is kept in the data directory, so the next `dxts up`
+    carries on.
     """
     directory = data_dir(data_dir_option)
     directory.mkdir(parents=True, exist_ok=True)
@@ -466,7 +493,7 @@ def up(
         or os.environ.get("DXTS_DB_URL")
         or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
     )
-    ports = Ports(host, definition_port, execution_port, accounting_port)
+    ports = Ports(host, definition_port, execution_port, accounting_port, web_port)
     _log_to(directory / LOG_FILE, verbose)
     try:
         with _only_one(directory):

@@ -198,9 +198,7 @@ class Database:
             self._engine = self._sqlite_engine()
             try:
                 async with self._engine.connect() as conn:
-                    version = (
-                        await conn.execute(sa.text("select sqlite_version()"))
-                    ).scalar_one()
+                    version = (await conn.execute(sa.text("select sqlite_version()"))).scalar_one()
             except exc.DBAPIError as error:
                 # Dispose before raising: aiosqlite's worker thread must not outlive the loop.
                 await self.dispose()

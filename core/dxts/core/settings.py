@@ -41,7 +41,7 @@ class AuthSettings(BaseSettings):
     public_key: str | None = None
     public_key_file: str | None = None
     shared_secret: str | None = None
-    issuer: str = "dxts-dev"
+    issuer: str = "dxts"  # dxts.core.grpc.auth.DEFAULT_ISSUER (core.settings imports nothing)
     audience: str = "dxts"
     algorithms: list[str] = ["EdDSA", "RS256", "ES256", "HS256"]
 
@@ -52,6 +52,17 @@ class ServerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_", extra="ignore")
 
     listen: str = Field("127.0.0.1:0", description="gRPC host:port; port 0 picks a free one")
+    health_listen: str | None = Field(
+        None,
+        description="host:port of a plain-text listener serving only gRPC health checking, "
+        "for probes that cannot speak TLS; None: health is served on `listen` only",
+    )
     metrics_port: int | None = Field(None, description="Prometheus HTTP port; None disables")
     shutdown_grace_s: float = Field(10.0, ge=0)
     max_workers: int = Field(16, ge=1, description="threads for sync plugins")
+
+    @property
+    def listen_host(self) -> str:
+        """The host part of `listen` (brackets of an IPv6 address removed): where the metrics
+        endpoint listens too."""
+        return self.listen.rsplit(":", 1)[0].strip("[]") or "0.0.0.0"

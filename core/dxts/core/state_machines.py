@@ -92,7 +92,11 @@ class StateMachine:
         return self._index.get((source, target))
 
     def allowed(
-        self, source: str | None, target: str, actor: Actor | None = None, *,
+        self,
+        source: str | None,
+        target: str,
+        actor: Actor | None = None,
+        *,
         standalone: bool = False,
     ) -> bool:
         edge = self.edge(source, target)
@@ -338,16 +342,21 @@ MEMBER_FAN_OUT: dict[tuple[str, str], FanOut] = {
     (W.APPROVING_BLOCKED, W.SCOUTING): _STAY_RUNNING,
     # Approval starts the members held until approval; Paused ones wait for an operator.
     (W.APPROVING, W.ACTIVE): FanOut(
-        {T.NEW: frozenset({T.ACTIVE}), T.ACTIVE: frozenset({T.ACTIVE}),
-         T.PAUSED: frozenset({T.PAUSED})}
+        {
+            T.NEW: frozenset({T.ACTIVE}),
+            T.ACTIVE: frozenset({T.ACTIVE}),
+            T.PAUSED: frozenset({T.PAUSED}),
+        }
     ),
     (W.ACTIVE, W.FINALIZING): FanOut(
         {T.ACTIVE: frozenset({T.FINALIZING}), T.PAUSED: frozenset({T.FINALIZING})},
         requires=frozenset({T.ACTIVE, T.PAUSED}),
     ),
     (W.FINALIZING, W.ACTIVE): FanOut(
-        {state: frozenset({T.ACTIVE})
-         for state in (T.FINALIZING, T.FINALIZING_BLOCKED, T.FINALIZED)}
+        {
+            state: frozenset({T.ACTIVE})
+            for state in (T.FINALIZING, T.FINALIZING_BLOCKED, T.FINALIZED)
+        }
     ),
     (W.FINALIZING, W.COMPLETED): FanOut(
         {T.FINALIZED: frozenset({T.COMPLETED})}, requires=frozenset({T.FINALIZED})
@@ -356,9 +365,10 @@ MEMBER_FAN_OUT: dict[tuple[str, str], FanOut] = {
     (W.ARCHIVING, W.ARCHIVED): FanOut(
         {T.ARCHIVED: frozenset({T.ARCHIVED})}, requires=frozenset({T.ARCHIVED})
     ),
-    **{(state, W.CANCELLING): _TO_CANCELLING
-       for state in (W.NEW, W.SCOUTING, W.APPROVING, W.APPROVING_BLOCKED, W.ACTIVE,
-                     W.FINALIZING)},
+    **{
+        (state, W.CANCELLING): _TO_CANCELLING
+        for state in (W.NEW, W.SCOUTING, W.APPROVING, W.APPROVING_BLOCKED, W.ACTIVE, W.FINALIZING)
+    },
     (W.CANCELLING, W.CANCELLED): FanOut(
         {T.CANCELLED: frozenset({T.CANCELLED})}, requires=frozenset({T.CANCELLED})
     ),

@@ -6,42 +6,42 @@ its gRPC service. `dxts-dispatcher` (`__main__`) serves it alone; `dxts up` comp
     ...
     await component.stop()
 
-Sweeps (each an asyncio task; a failed round is logged and the next one runs):
+Sweeps (`dxts.core.kernel.sweeps`: a round that did work is followed at once by the next, an
+idle one waits up to its interval, a failed one is logged and backs off):
 
-* `settings.claimers` claim loops per kind some backend takes (several replicas and several
-  loops claim side by side: SKIP LOCKED keeps their batches disjoint); a loop that claimed
-  nothing waits `idle_s`;
-* recovery of stale Reserved parcels every `recovery_interval_s`;
-* per backend, a poll every `poll_interval_s` and a cancel pass every `cancel_interval_s`;
+* `settings.claimers` claim sweeps per kind some backend takes (several replicas and several
+  sweeps claim side by side: SKIP LOCKED keeps their batches disjoint), idle up to `idle_s`;
+* per backend, a poll sweep (idle up to `poll_interval_s`) and a cancel sweep (idle up to
+  `cancel_interval_s`);
+* recovery of stale Reserved parcels every `recovery_interval_s` (a parcel becomes stale with
+  time, not with work, so this one keeps its interval);
 * every `status_interval_s`, Describe each backend (capacity, push or pull) and refresh the
   per-backend load the claim budget and the gauges use.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import grpc
 
 from dxts.core.config import DefinitionConfig, load_installation_config
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
-from dxts.core.states import Kind
-from dxts.dispatcher import db
-from dxts.dispatcher.backends import BackendClient, BackendUnreachable
-from dxts.dispatcher.dispatch import Dispatcher
-from dxts.dispatcher.forwarding import Forwarder
+from dxts.dispatcher.edge.backends import GrpcAdaptorCalls
+from dxts.dispatcher.edge.clients import GrpcDefinitionSource, GrpcOutcomeSink
+from dxts.dispatcher.edge.servicer import DispatcherServicer
+from dxts.dispatcher.logic.backends import Backend, BackendUnreachable, read_loads
+from dxts.dispatcher.logic.dispatch import Dispatcher
+from dxts.dispatcher.logic.forwarding import Forwarder
+from dxts.dispatcher.logic.outcomes import OutcomeSink
+from dxts.dispatcher.logic.payloads import DefinitionSource, Materialiser
 from dxts.dispatcher.metrics import IN_FLIGHT, OLDEST_RESERVED, RESERVED, UNREACHABLE
-from dxts.dispatcher.outcomes import GrpcOutcomeSink, OutcomeSink
-from dxts.dispatcher.payloads import DefinitionSource, GrpcDefinitionSource, Materialiser
-from dxts.dispatcher.servicer import DispatcherServicer
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
@@ -59,14 +59,17 @@ RECONNECT = (
     ("grpc.max_reconnect_backoff_ms", 5000),
 )
 
+# A round in progress at stop is short (one claim, submit and record; one poll page).
+STOP_GRACE_S = 5.0
+
 
 @dataclass
 class DispatcherComponent:
     dispatcher: Dispatcher
     forwarder: Forwarder
-    backends: dict[str, BackendClient]
+    backends: dict[str, Backend]
     services: list[Service]
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    runner: SweepRunner | None = None
     _channels: list[grpc.aio.Channel] = field(default_factory=list)
     _locks: LockManager | None = None
 
@@ -78,11 +81,7 @@ class DispatcherComponent:
             except BackendUnreachable as error:
                 UNREACHABLE.labels(backend.name, "Describe").inc()
                 log.warning("%s", error)
-        database = self.dispatcher.database
-        loads, now = await database.run(
-            lambda conn: db.backend_loads(conn, sorted(self.backends)),
-            isolation=Isolation.READ_COMMITTED,
-        )
+        loads, now = await read_loads(self.dispatcher.database, list(self.backends))
         for name, load in loads.items():
             self.backends[name].state.in_flight = load.reserved + load.assigned
             IN_FLIGHT.labels(name).set(load.assigned)
@@ -90,73 +89,73 @@ class DispatcherComponent:
             age = (now - load.oldest_reserved_at).total_seconds() if load.oldest_reserved_at else 0
             OLDEST_RESERVED.labels(name).set(max(0.0, age))
 
-    def start_sweeps(self) -> None:
+    async def status_round(self) -> int:
+        """The status sweep's round: a refresh, not work done (0: it keeps its interval)."""
+        await self.refresh()
+        return 0
+
+    async def recover(self) -> int:
+        """Re-submit every stale Reserved parcel, batch by batch; returns how many."""
+        recovered = 0
+        for kind in self.dispatcher.policy.kinds():
+            while done := await self.dispatcher.recover_once(kind):
+                recovered += done
+        return recovered
+
+    def sweeps(self) -> list[Sweep]:
+        """Every sweep of this replica (see the module docstring)."""
         settings = self.dispatcher.settings
-        for kind in self.dispatcher.policy.kinds():
-            for _ in range(settings.claimers):
-                self.tasks.append(asyncio.create_task(self._claim_loop(kind)))
-        self.tasks.append(
-            asyncio.create_task(_every(settings.recovery_interval_s, self._recover, "recovery"))
-        )
-        self.tasks.append(
-            asyncio.create_task(_every(settings.status_interval_s, self.refresh, "status"))
-        )
+        every = [
+            Sweep(
+                f"dispatch-claim-{kind.value.lower()}-{n}",
+                functools.partial(self.dispatcher.dispatch_once, kind),
+                Pacing(settings.idle_s),
+            )
+            for kind in self.dispatcher.policy.kinds()
+            for n in range(settings.claimers)
+        ]
         for backend in self.backends.values():
-            self.tasks.append(
-                asyncio.create_task(
-                    _every(
-                        settings.poll_interval_s,
-                        functools.partial(self.forwarder.poll_once, backend),
-                        f"poll {backend.name}",
-                    )
-                )
-            )
-            self.tasks.append(
-                asyncio.create_task(
-                    _every(
-                        settings.cancel_interval_s,
-                        functools.partial(self.forwarder.cancel_once, backend),
-                        f"cancel {backend.name}",
-                    )
-                )
-            )
+            every += [
+                Sweep(
+                    f"dispatch-poll-{backend.name}",
+                    functools.partial(self.forwarder.poll_once, backend),
+                    Pacing(settings.poll_interval_s),
+                ),
+                Sweep(
+                    f"dispatch-cancel-{backend.name}",
+                    functools.partial(self.forwarder.cancel_once, backend),
+                    Pacing(settings.cancel_interval_s),
+                ),
+            ]
+        return [
+            *every,
+            Sweep(
+                "dispatch-recovery",
+                self.recover,
+                Pacing(settings.recovery_interval_s, first_idle_s=settings.recovery_interval_s),
+            ),
+            Sweep(
+                "dispatch-status",
+                self.status_round,
+                Pacing(settings.status_interval_s, first_idle_s=settings.status_interval_s),
+            ),
+        ]
 
-    async def _claim_loop(self, kind: Kind) -> None:
-        while True:
-            try:
-                claimed = await self.dispatcher.dispatch_once(kind)
-            except Exception:
-                log.exception("claiming %s parcels failed", kind.value)
-                claimed = 0
-            if not claimed:
-                await asyncio.sleep(self.dispatcher.settings.idle_s)
+    def start_sweeps(self) -> None:
+        self.runner = SweepRunner(self.sweeps())
+        self.runner.start()
 
-    async def _recover(self) -> None:
-        for kind in self.dispatcher.policy.kinds():
-            while await self.dispatcher.recover_once(kind):
-                pass
-
-    async def stop(self) -> None:
-        """Cancel the sweeps (a round in progress leaves at most Reserved parcels, which the
-        recovery sweep closes) and close the channels; not the database."""
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the sweeps (a round in progress gets `grace_s`; one cancelled leaves at most
+        Reserved parcels, which the recovery sweep closes) and close the channels; not the
+        database."""
+        if self.runner is not None:
+            await self.runner.stop(grace_s=grace_s)
+            self.runner = None
         for ch in self._channels:
             await ch.close()
         if self._locks is not None:
             await self._locks.dispose()
-
-
-async def _every(interval: float, work: Callable[[], Awaitable[object]], name: str) -> None:
-    while True:
-        try:
-            await work()
-        except Exception:
-            log.exception("the %s sweep failed; next round in %.0f s", name, interval)
-        await asyncio.sleep(interval)
 
 
 def service_token(settings: DispatcherSettings) -> str | None:
@@ -207,7 +206,9 @@ async def build_dispatcher(
     if config is None:
         config = load_installation_config(settings.config_file).definition
     backends = {
-        b.name: BackendClient(b, open_channel(b.address), settings.call_timeout_s)
+        b.name: Backend(
+            b, GrpcAdaptorCalls(b.name, open_channel(b.address), settings.call_timeout_s)
+        )
         for b in settings.backends
     }
     locks = LockManager(database)

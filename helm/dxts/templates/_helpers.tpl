@@ -201,3 +201,35 @@ checksum/auth: {{ printf "%s|%s" .Values.auth.existingSecret .Values.auth.public
 checksum/database: {{ printf "%s|%s" .Values.database.existingSecret (include "dxts.database.generatedUrl" .) | sha256sum }}
 checksum/catalogue: {{ printf "%s|%s" .Values.catalogue.existingSecret (include "dxts.catalogue.generatedUrl" .) | sha256sum }}
 {{- end -}}
+
+{{/* The Secret holding the components' certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "dxts.tls.secretName" -}}
+{{- .Values.tls.existingSecret | default (printf "%s-tls" (include "dxts.fullname" .)) -}}
+{{- end -}}
+
+{{/* Every name a component is called by inside the cluster: its Service's short and full names. */}}
+{{- define "dxts.tls.dnsNames" -}}
+{{- $fullname := include "dxts.fullname" . -}}
+{{- $names := list "localhost" -}}
+{{- range $c := (include "dxts.components" . | fromJson).items -}}
+{{- $service := printf "%s-%s" $fullname $c.component -}}
+{{- $names = concat $names (list $service (printf "%s.%s" $service $.Release.Namespace) (printf "%s.%s.svc" $service $.Release.Namespace) (printf "%s.%s.svc.cluster.local" $service $.Release.Namespace)) -}}
+{{- end -}}
+{{- $names | toJson -}}
+{{- end -}}
+
+{{/* The TLS settings of every component (DXTS_TLS_*) and its health listener. */}}
+{{- define "dxts.tlsEnv" -}}
+{{- if .Values.tls.enabled }}
+- name: DXTS_TLS_CERT_FILE
+  value: /etc/dxts/tls/tls.crt
+- name: DXTS_TLS_KEY_FILE
+  value: /etc/dxts/tls/tls.key
+- name: DXTS_TLS_CA_FILE
+  value: /etc/dxts/tls/ca.crt
+- name: DXTS_TLS_REQUIRE_CLIENT_CERT
+  value: {{ .Values.tls.mutual | quote }}
+- name: DXTS_HEALTH_LISTEN
+  value: {{ printf "%s:%d" .Values.grpc.listenHost (int .Values.tls.healthPort) | quote }}
+{{- end }}
+{{- end -}}

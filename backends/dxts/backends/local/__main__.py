@@ -3,9 +3,9 @@ catalogue's `DXTS_CATALOGUE_*`)."""
 
 from __future__ import annotations
 
+from dxts.backends.component import run_adaptor
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import run_adaptor
 from dxts.core.catalogue import FileCatalogue, load_catalogue
 
 

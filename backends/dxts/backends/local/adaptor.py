@@ -1,7 +1,7 @@
 """The local adaptor: runs compute parcels with cwltool and data requests between local storage
 elements, on this machine, in a bounded pool of workers (`settings.workers`).
 
-Submit records every accepted parcel in the adaptor's own SQLite state (`state`) before it
+Submit records every accepted parcel in the adaptor's own SQLite state (`store`) before it
 answers, so it is idempotent across restarts: a key accepted once keeps its identifier, and
 only a queued job is ever started (a conditional queued → running update), so no parcel runs
 twice. On start, jobs left queued are queued again, and jobs left running by a previous process
@@ -21,33 +21,49 @@ import logging
 import os
 import signal
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from dxts.backends.local import compute, data, state
+from dxts.backends.local import compute, data, store
 from dxts.backends.local.compute import JobFailed, Run
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.server import AdaptorServicer, accepted, key_problem, refused
+from dxts.backends.logic import key_problem
+from dxts.core.adaptor.model import (
+    CancelledKey,
+    CancelResult,
+    ComputePayload,
+    DataPayload,
+    Description,
+    Outcome,
+    OutcomeResult,
+    OutputFile,
+    Payload,
+    PollResult,
+    ReportMode,
+    ResourceUsage,
+    Submission,
+    SubmitResult,
+)
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.grpc.convert import enum_to_proto, to_timestamp
 from dxts.core.ids import id_to_str, new_ids
-from dxts.v1 import backend_pb2, common_pb2
 
 log = logging.getLogger(__name__)
 
 RESULTS = {
-    state.SUCCEEDED: common_pb2.OUTCOME_RESULT_SUCCEEDED,
-    state.FAILED: common_pb2.OUTCOME_RESULT_FAILED,
-    state.CANCELLED: common_pb2.OUTCOME_RESULT_CANCELLED,
+    store.SUCCEEDED: OutcomeResult.SUCCEEDED,
+    store.FAILED: OutcomeResult.FAILED,
+    store.CANCELLED: OutcomeResult.CANCELLED,
 }
 
 
-class LocalAdaptor(AdaptorServicer):
+class LocalAdaptor:
+    """An `Adaptor` (`dxts.backends.logic`) running parcels on this machine."""
+
     def __init__(self, settings: LocalSettings, catalogue: FileCatalogue | None = None) -> None:
         self.settings = settings
         self.catalogue = catalogue
-        self.state = state.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.store = store.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started: Counter[str] = Counter()  # jobs started per key, since this start
         self._queue: asyncio.Queue[str] = asyncio.Queue()
@@ -62,17 +78,17 @@ class LocalAdaptor(AdaptorServicer):
         assert self.settings.storage_root is not None
         for se in self.settings.storage_elements:
             (self.settings.storage_root / se).mkdir(parents=True, exist_ok=True)
-        await self.state.start()
-        for job in await self.state.jobs_in([state.RUNNING]):
+        await self.store.start()
+        for job in await self.store.jobs_in([store.RUNNING]):
             _kill_leftover(job.process_group)
-            await self.state.finish(
+            await self.store.finish(
                 job.parcel_id,
-                state.FAILED,
+                store.FAILED,
                 self._outcome(
-                    job, state.FAILED, message="interrupted by a restart of the local backend"
+                    job, store.FAILED, message="interrupted by a restart of the local backend"
                 ),
             )
-        for job in await self.state.jobs_in([state.QUEUED]):
+        for job in await self.store.jobs_in([store.QUEUED]):
             self._queue.put_nowait(job.parcel_id)
         self._workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.workers)]
 
@@ -85,18 +101,16 @@ class LocalAdaptor(AdaptorServicer):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._workers = []
-        await self.state.close()
+        await self.store.close()
 
     # -- the contract -------------------------------------------------------------------------
 
-    async def Describe(
-        self, request: backend_pb2.DescribeRequest, context: Any
-    ) -> backend_pb2.DescribeResponse:
-        counts = await self.state.counts()
-        return backend_pb2.DescribeResponse(
+    async def describe(self) -> Description:
+        counts = await self.store.counts()
+        return Description(
             name=self.settings.name,
-            kind=enum_to_proto(self.settings.kind),  # type: ignore[arg-type]
-            report_mode=backend_pb2.REPORT_MODE_PULL,
+            kind=self.settings.kind,
+            report_mode=ReportMode.PULL,
             capacity=self.settings.capacity,
             version="local-1",
             counters={
@@ -104,31 +118,29 @@ class LocalAdaptor(AdaptorServicer):
                 "accepted": sum(counts.values()),
                 "started": sum(self.started.values()),
                 "repeated_submits": sum(n - 1 for n in self.submits.values() if n > 1),
-                "in_flight": counts.get(state.QUEUED, 0) + counts.get(state.RUNNING, 0),
+                "in_flight": counts.get(store.QUEUED, 0) + counts.get(store.RUNNING, 0),
                 **{f"jobs_{name}": n for name, n in counts.items()},
             },
         )
 
-    async def Submit(
-        self, request: backend_pb2.SubmitRequest, context: Any
-    ) -> backend_pb2.SubmitResponse:
-        results: list[backend_pb2.SubmitResult | None] = []
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
+        results: list[SubmitResult | None] = []
         valid = []
-        for parcel in request.parcels:
+        for parcel in parcels:
             problem = key_problem(parcel.parcel_id)
             if problem is not None:
-                results.append(refused(parcel.parcel_id, problem))
+                results.append(SubmitResult.refused(parcel.parcel_id, problem))
                 continue
-            kind_problem = self._payload_problem(request.payload, parcel)
+            kind_problem = self._payload_problem(payload, parcel)
             if kind_problem is not None:
-                results.append(refused(parcel.parcel_id, kind_problem))
+                results.append(SubmitResult.refused(parcel.parcel_id, kind_problem))
                 continue
             self.submits[parcel.parcel_id] += 1
             valid.append(parcel)
             results.append(None)
         answers = iter(
-            await self.state.accept(
-                request.payload,
+            await self.store.accept(
+                payload,
                 valid,
                 [id_to_str(i) for i in new_ids(len(valid))],
                 self.settings.capacity,
@@ -141,34 +153,29 @@ class LocalAdaptor(AdaptorServicer):
                 continue
             parcel_id, identifier, reason, new = next(answers)
             if identifier is None:
-                results[index] = refused(parcel_id, reason or "refused")
+                results[index] = SubmitResult.refused(parcel_id, reason or "refused")
                 continue
-            results[index] = accepted(parcel_id, identifier)
+            results[index] = SubmitResult.accepted(parcel_id, identifier)
             if new:
                 self._queue.put_nowait(parcel_id)
-        return backend_pb2.SubmitResponse(results=[r for r in results if r is not None])
+        return [r for r in results if r is not None]
 
-    def _payload_problem(
-        self, payload: backend_pb2.Payload, parcel: backend_pb2.ParcelSubmission
-    ) -> str | None:
-        if payload.HasField("compute"):
-            root = payload.compute.process_id
-            if not any(p.process_id == root for p in payload.compute.processes):
+    def _payload_problem(self, payload: Payload, parcel: Submission) -> str | None:
+        if isinstance(payload, ComputePayload):
+            root = payload.process_id
+            if not any(p.process_id == root for p in payload.processes):
                 return "the compute payload does not hold its root process"
             return None
-        if payload.HasField("data"):
+        if isinstance(payload, DataPayload):
             return None if parcel.request_json else "a data parcel without a request"
         return "no payload"
 
-    async def Poll(
-        self, request: backend_pb2.PollRequest, context: Any
-    ) -> backend_pb2.PollResponse:
+    async def poll(self, identifiers: Sequence[str]) -> PollResult:
         found = {
-            job.identifier: job
-            for job in await self.state.jobs_by(identifiers=list(request.identifiers))
+            job.identifier: job for job in await self.store.jobs_by(identifiers=list(identifiers))
         }
-        reply = backend_pb2.PollResponse()
-        for identifier in request.identifiers:
+        reply = PollResult()
+        for identifier in identifiers:
             job = found.get(identifier)
             if job is None:
                 reply.unknown_identifiers.append(identifier)
@@ -176,44 +183,38 @@ class LocalAdaptor(AdaptorServicer):
                 reply.outcomes.append(job.outcome)
         return reply
 
-    async def Cancel(
-        self, request: backend_pb2.CancelRequest, context: Any
-    ) -> backend_pb2.CancelResponse:
-        reply = backend_pb2.CancelResponse()
+    async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:
+        reply = CancelResult()
         by_identifier = {
-            job.identifier: job
-            for job in await self.state.jobs_by(identifiers=list(request.identifiers))
+            job.identifier: job for job in await self.store.jobs_by(identifiers=list(identifiers))
         }
         by_key = {
-            job.parcel_id: job
-            for job in await self.state.jobs_by(parcel_ids=list(request.parcel_ids))
+            job.parcel_id: job for job in await self.store.jobs_by(parcel_ids=list(parcel_ids))
         }
-        reply.unknown_identifiers.extend(i for i in request.identifiers if i not in by_identifier)
-        never = [p for p in request.parcel_ids if p not in by_key]
-        await self.state.tombstone(never)
-        for key in request.parcel_ids:
+        reply.unknown_identifiers.extend(i for i in identifiers if i not in by_identifier)
+        never = [p for p in parcel_ids if p not in by_key]
+        await self.store.tombstone(never)
+        for key in parcel_ids:
             job = by_key.get(key)
-            reply.keys.append(
-                backend_pb2.CancelledKey(parcel_id=key, identifier=job.identifier if job else "")
-            )
+            reply.keys.append(CancelledKey(parcel_id=key, identifier=job.identifier if job else ""))
         for job in [*by_identifier.values(), *by_key.values()]:
             await self._cancel(job)
         return reply
 
-    async def _cancel(self, job: state.Job) -> None:
-        if job.state in state.TERMINAL:
+    async def _cancel(self, job: store.Job) -> None:
+        if job.state in store.TERMINAL:
             return
-        await self.state.request_cancel([job.parcel_id])
+        await self.store.request_cancel([job.parcel_id])
         run = self._runs.get(job.parcel_id)
         if run is not None:
             task = asyncio.create_task(compute.kill(run, self.settings.kill_grace_s))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
-        elif job.state == state.QUEUED:
-            await self.state.finish(
+        elif job.state == store.QUEUED:
+            await self.store.finish(
                 job.parcel_id,
-                state.CANCELLED,
-                self._outcome(job, state.CANCELLED, message="cancelled before it started"),
+                store.CANCELLED,
+                self._outcome(job, store.CANCELLED, message="cancelled before it started"),
             )
 
     # -- running ------------------------------------------------------------------------------
@@ -232,28 +233,28 @@ class LocalAdaptor(AdaptorServicer):
         run = Run()
         self._runs[parcel_id] = run
         try:
-            if not await self.state.start_job(parcel_id):
+            if not await self.store.start_job(parcel_id):
                 return  # cancelled while queued
             self.started[parcel_id] += 1
-            (job,) = await self.state.jobs_by(parcel_ids=[parcel_id])
+            (job,) = await self.store.jobs_by(parcel_ids=[parcel_id])
             run.cancelled = run.cancelled or job.cancel_requested
-            payload = await self.state.payload(job.payload_key)
+            payload = await self.store.payload(job.payload_key)
             job_dir = self.settings.work_dir / "jobs" / job.identifier
             job_dir.mkdir(parents=True, exist_ok=True)
-            outputs: list[common_pb2.OutputFile] = []
+            outputs: list[OutputFile] = []
             report = ""
             try:
                 if run.cancelled:
                     pass
-                elif payload.HasField("compute"):
+                elif isinstance(payload, ComputePayload):
                     outputs, report = await compute.run_compute(
                         job_dir,
-                        payload.compute,
+                        payload,
                         job.submission,
                         self.settings,
                         self.catalogue,
                         run,
-                        lambda group: self.state.set_process_group(parcel_id, group),
+                        lambda group: self.store.set_process_group(parcel_id, group),
                     )
                 else:
                     await data.run_request(
@@ -261,14 +262,14 @@ class LocalAdaptor(AdaptorServicer):
                     )
             except JobFailed as error:
                 if not run.cancelled:
-                    await self.state.finish(
+                    await self.store.finish(
                         parcel_id,
-                        state.FAILED,
-                        self._outcome(job, state.FAILED, str(error), usage=run.usage),
+                        store.FAILED,
+                        self._outcome(job, store.FAILED, str(error), usage=run.usage),
                     )
                     return
-            ended = state.CANCELLED if run.cancelled else state.SUCCEEDED
-            await self.state.finish(
+            ended = store.CANCELLED if run.cancelled else store.SUCCEEDED
+            await self.store.finish(
                 parcel_id,
                 ended,
                 self._outcome(
@@ -288,16 +289,16 @@ class LocalAdaptor(AdaptorServicer):
 
     def _outcome(
         self,
-        job: state.Job,
+        job: store.Job,
         ended: str,
         message: str = "",
         *,
-        outputs: list[common_pb2.OutputFile] | None = None,
+        outputs: list[OutputFile] | None = None,
         report: str = "",
-        usage: common_pb2.ResourceUsage | None = None,
-    ) -> common_pb2.Outcome:
+        usage: ResourceUsage | None = None,
+    ) -> Outcome:
         """The job's outcome; `usage` is what its run used, when it was measured."""
-        return common_pb2.Outcome(
+        return Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
             identifier=job.identifier,
@@ -306,7 +307,7 @@ class LocalAdaptor(AdaptorServicer):
             status_report_json=report,
             backend_status=ended,
             message=message,
-            finished_at=to_timestamp(datetime.now(UTC)),
+            finished_at=datetime.now(UTC),
             usage=usage,
         )
 

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from dxts.backends.local.settings import LocalSettings
+from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage, Submission
 from dxts.core.catalogue import FileCatalogue
-from dxts.v1 import backend_pb2, common_pb2
 
 STATUS_REPORT_OUTPUT = "status-report"
 INPUT_IDS_INPUT = "dxts-input-ids"
@@ -61,15 +61,15 @@ class Run:
 
     process: asyncio.subprocess.Process | None = None
     cancelled: bool = False
-    usage: common_pb2.ResourceUsage | None = None
+    usage: ResourceUsage | None = None
 
 
-def read_usage(path: Path) -> common_pb2.ResourceUsage | None:
+def read_usage(path: Path) -> ResourceUsage | None:
     """The usage the wrapper wrote (`measure`), or None when there is none to be had (the run
     never started, or was killed before it could be written)."""
     try:
         written = json.loads(path.read_text())
-        return common_pb2.ResourceUsage(
+        return ResourceUsage(
             cpu_seconds=float(written["cpu_seconds"]),
             wall_seconds=float(written["wall_seconds"]),
             max_memory_bytes=int(written["max_memory_bytes"]),
@@ -91,7 +91,7 @@ def _rewrite(value: Any) -> Any:
     return value
 
 
-def materialise(payload: backend_pb2.ComputePayload, directory: Path) -> Path:
+def materialise(payload: ComputePayload, directory: Path) -> Path:
     """Write the process tree; returns the root document's file."""
     directory.mkdir(parents=True, exist_ok=True)
     for process in payload.processes:
@@ -102,7 +102,7 @@ def materialise(payload: backend_pb2.ComputePayload, directory: Path) -> Path:
     return directory / f"{payload.process_id}.cwl"
 
 
-def _declares_input(payload: backend_pb2.ComputePayload, name: str) -> bool:
+def _declares_input(payload: ComputePayload, name: str) -> bool:
     root = next(p for p in payload.processes if p.process_id == payload.process_id)
     inputs = json.loads(root.document_json).get("inputs") or []
     if isinstance(inputs, dict):
@@ -180,8 +180,8 @@ def _files(value: Any) -> list[dict[str, Any]]:
 
 
 def collect_outputs(
-    output_object: dict[str, Any], submission: backend_pb2.ParcelSubmission, settings: LocalSettings
-) -> tuple[list[common_pb2.OutputFile], str]:
+    output_object: dict[str, Any], submission: Submission, settings: LocalSettings
+) -> tuple[list[OutputFile], str]:
     """Move the outputs to the output storage element; (manifest, status report JSON)."""
     assert settings.output_se is not None
     report = ""
@@ -208,7 +208,7 @@ def collect_outputs(
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(source, target)
             manifest.append(
-                common_pb2.OutputFile(
+                OutputFile(
                     output_name=name,
                     lfn=lfn,
                     size=target.stat().st_size,
@@ -238,13 +238,13 @@ async def input_object(
 
 async def run_compute(
     job_dir: Path,
-    payload: backend_pb2.ComputePayload,
-    submission: backend_pb2.ParcelSubmission,
+    payload: ComputePayload,
+    submission: Submission,
     settings: LocalSettings,
     catalogue: FileCatalogue | None,
     run: Run,
     started: Callable[[int], Awaitable[None]],
-) -> tuple[list[common_pb2.OutputFile], str]:
+) -> tuple[list[OutputFile], str]:
     """Run the parcel; (manifest, status report) on success, JobFailed otherwise."""
     root = materialise(payload, job_dir / "process")
     (job_dir / "resolved-hints.json").write_text(payload.resolved_hints_json or "{}")

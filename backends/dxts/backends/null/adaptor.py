@@ -5,33 +5,45 @@ forgets what it accepted (re-submitted parcels are then accepted anew, with a ne
 Within one run it honours the contract exactly, which is what the dispatcher's tests lean on:
 Submit is idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that
 named it and every start of work, so a test can prove that no parcel ran twice. The same
-tallies are in Describe's counters.
+tallies are in Describe's counters. In push mode a sweep (`push_once`, on the kernel's
+`SweepRunner`) reports finished jobs through an `OutcomeReporter` every `push_interval_s`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
-import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from dxts.backends.logic import key_problem
 from dxts.backends.null.settings import NullRule, NullSettings, NullUsage
-from dxts.backends.server import AdaptorServicer, accepted, key_problem, refused
-from dxts.core.grpc import channel
-from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.adaptor.model import (
+    CancelledKey,
+    CancelResult,
+    Description,
+    Outcome,
+    OutcomeAck,
+    OutcomeDisposition,
+    OutcomeResult,
+    OutputFile,
+    Payload,
+    PollResult,
+    ReportMode,
+    ResourceUsage,
+    Submission,
+    SubmitResult,
+)
 from dxts.core.ids import id_to_str, new_id
-from dxts.v1 import backend_pb2, common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
-
-log = logging.getLogger(__name__)
+from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 
 SUCCESS, FAILURE, SPLIT, NO_REPORT, LOST = "success", "failure", "split", "no_report", "lost"
 NOT_TRIED = "not_tried"  # by rule only: SUCCEEDED, every input reported NOT_TRIED
+STOP_GRACE_S = 5.0  # a push in progress at stop: one ReportOutcomes call
 
 
 @dataclass
@@ -64,8 +76,19 @@ def fate_of(parcel_id: str, settings: NullSettings) -> str:
     return SUCCESS
 
 
+class OutcomeReporter(Protocol):
+    """Where a push-mode adaptor reports finished work: the dispatcher
+    (`edge.dispatcher_client.GrpcOutcomeReporter`)."""
+
+    async def report(self, backend: str, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        """One ack per outcome, in order."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 def carried_inputs(
-    parcel: backend_pb2.ParcelSubmission,
+    parcel: Submission,
 ) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
     """(descriptor, LFN) of what the parcel carries, as far as the adaptor can see it: the
     parameters' File locations and descriptor texts, and a data request's files."""
@@ -90,8 +113,12 @@ def carried_inputs(
                     yield decoded, None
 
 
-class NullAdaptor(AdaptorServicer):
-    def __init__(self, settings: NullSettings | None = None, *, token: str | None = None) -> None:
+class NullAdaptor:
+    """An `Adaptor` (`dxts.backends.logic`); in push mode it reports through `reporter`."""
+
+    def __init__(
+        self, settings: NullSettings | None = None, *, reporter: OutcomeReporter | None = None
+    ) -> None:
         self.settings = settings or NullSettings()
         self.jobs: dict[str, Job] = {}  # by ParcelID
         self.by_identifier: dict[str, Job] = {}
@@ -100,21 +127,26 @@ class NullAdaptor(AdaptorServicer):
         self.started: Counter[str] = Counter()  # starts of work per key: must never exceed 1
         self.refusals = 0
         self.rule_hits: Counter[int] = Counter()  # parcels each rule (by index) decided
-        self._token = token
-        self._pusher: asyncio.Task[None] | None = None
+        self._reporter = reporter
+        self._pusher: SweepRunner | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         if self.settings.report_mode == "push" and self._pusher is None:
-            self._pusher = asyncio.create_task(self._push_forever())
+            assert self._reporter is not None, "a push-mode null adaptor needs a reporter"
+            interval = self.settings.push_interval_s
+            self._pusher = SweepRunner(
+                [Sweep("null-push", self.push_once, Pacing(interval, first_idle_s=interval))]
+            )
+            self._pusher.start()
 
     async def stop(self) -> None:
         if self._pusher is not None:
-            self._pusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pusher
+            await self._pusher.stop(grace_s=STOP_GRACE_S)
             self._pusher = None
+        if self._reporter is not None:
+            await self._reporter.close()
 
     # -- the contract -------------------------------------------------------------------------
 
@@ -125,16 +157,12 @@ class NullAdaptor(AdaptorServicer):
     def _finished(self, job: Job, now: float) -> bool:
         return job.cancelled or (job.fate != LOST and now >= job.finish_at)
 
-    async def Describe(
-        self, request: backend_pb2.DescribeRequest, context: Any
-    ) -> backend_pb2.DescribeResponse:
+    async def describe(self) -> Description:
         in_flight = self._in_flight()
-        return backend_pb2.DescribeResponse(
+        return Description(
             name=self.settings.name,
-            kind=enum_to_proto(self.settings.kind),  # type: ignore[arg-type]
-            report_mode=backend_pb2.REPORT_MODE_PUSH
-            if self.settings.report_mode == "push"
-            else backend_pb2.REPORT_MODE_PULL,
+            kind=self.settings.kind,
+            report_mode=ReportMode.PUSH if self.settings.report_mode == "push" else ReportMode.PULL,
             capacity=self.settings.capacity,
             version="null-1",
             counters={
@@ -147,28 +175,28 @@ class NullAdaptor(AdaptorServicer):
             },
         )
 
-    async def Submit(
-        self, request: backend_pb2.SubmitRequest, context: Any
-    ) -> backend_pb2.SubmitResponse:
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
         results = []
         now = time.monotonic()
         # Counted only when it matters: a scan of every job, which a benchmark's would feel.
         in_flight = self._in_flight() if self.settings.capacity else 0
-        for parcel in request.parcels:
+        for parcel in parcels:
             key = parcel.parcel_id
             problem = key_problem(key)
             if problem is not None:
-                results.append(refused(key, problem))
+                results.append(SubmitResult.refused(key, problem))
                 continue
             self.submits[key] += 1
             job = self.jobs.get(key)
             if job is not None:
-                results.append(accepted(key, job.identifier))
+                results.append(SubmitResult.accepted(key, job.identifier))
             elif key in self.cancelled_keys:
-                results.append(refused(key, "cancelled before it was accepted"))
+                results.append(SubmitResult.refused(key, "cancelled before it was accepted"))
             elif self.settings.capacity and in_flight >= self.settings.capacity:
                 self.refusals += 1
-                results.append(refused(key, f"at capacity ({self.settings.capacity} in flight)"))
+                results.append(
+                    SubmitResult.refused(key, f"at capacity ({self.settings.capacity} in flight)")
+                )
             else:
                 rule = self._ruled(parcel)
                 delay = self.settings.delay_s
@@ -190,15 +218,13 @@ class NullAdaptor(AdaptorServicer):
                 self.by_identifier[job.identifier] = job
                 self.started[key] += 1
                 in_flight += 1
-                results.append(accepted(key, job.identifier))
-        return backend_pb2.SubmitResponse(results=results)
+                results.append(SubmitResult.accepted(key, job.identifier))
+        return results
 
-    async def Poll(
-        self, request: backend_pb2.PollRequest, context: Any
-    ) -> backend_pb2.PollResponse:
+    async def poll(self, identifiers: Sequence[str]) -> PollResult:
         now = time.monotonic()
-        reply = backend_pb2.PollResponse()
-        for identifier in request.identifiers:
+        reply = PollResult()
+        for identifier in identifiers:
             job = self.by_identifier.get(identifier)
             if job is None:
                 reply.unknown_identifiers.append(identifier)
@@ -206,31 +232,27 @@ class NullAdaptor(AdaptorServicer):
                 reply.outcomes.append(self.outcome(job))
         return reply
 
-    async def Cancel(
-        self, request: backend_pb2.CancelRequest, context: Any
-    ) -> backend_pb2.CancelResponse:
-        reply = backend_pb2.CancelResponse()
+    async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:
+        reply = CancelResult()
         now = time.monotonic()
-        for identifier in request.identifiers:
+        for identifier in identifiers:
             job = self.by_identifier.get(identifier)
             if job is None:
                 reply.unknown_identifiers.append(identifier)
             elif not self._finished(job, now) and job.cancellable:
                 job.cancelled = True
-        for key in request.parcel_ids:
+        for key in parcel_ids:
             job = self.jobs.get(key)
             if job is None:
                 self.cancelled_keys.add(key)
-                reply.keys.append(backend_pb2.CancelledKey(parcel_id=key))
+                reply.keys.append(CancelledKey(parcel_id=key))
             else:
                 if not self._finished(job, now) and job.cancellable:
                     job.cancelled = True
-                reply.keys.append(
-                    backend_pb2.CancelledKey(parcel_id=key, identifier=job.identifier)
-                )
+                reply.keys.append(CancelledKey(parcel_id=key, identifier=job.identifier))
         return reply
 
-    def _ruled(self, parcel: backend_pb2.ParcelSubmission) -> NullRule | None:
+    def _ruled(self, parcel: Submission) -> NullRule | None:
         """The first matching rule with uses left (counted), if any."""
         if not self.settings.rules:
             return None
@@ -249,32 +271,30 @@ class NullAdaptor(AdaptorServicer):
 
     # -- outcomes -----------------------------------------------------------------------------
 
-    def outcome(self, job: Job) -> common_pb2.Outcome:
+    def outcome(self, job: Job) -> Outcome:
         """The terminal outcome of a finished job."""
-        outcome = common_pb2.Outcome(
+        outcome = Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
             identifier=job.identifier,
             backend_status=job.fate,
         )
         if job.cancelled:
-            outcome.result = common_pb2.OUTCOME_RESULT_CANCELLED
+            outcome.result = OutcomeResult.CANCELLED
             outcome.backend_status = "cancelled"
             outcome.message = "cancelled on request"
             return outcome
         if job.usage is not None:
-            outcome.usage.CopyFrom(
-                common_pb2.ResourceUsage(**job.usage.model_dump(exclude_none=True))
-            )
+            outcome.usage = ResourceUsage(**job.usage.model_dump())
         if job.fate == FAILURE:
-            outcome.result = common_pb2.OUTCOME_RESULT_FAILED
+            outcome.result = OutcomeResult.FAILED
             outcome.message = "null backend: injected failure"
             return outcome
-        outcome.result = common_pb2.OUTCOME_RESULT_SUCCEEDED
+        outcome.result = OutcomeResult.SUCCEEDED
         if job.fate != NO_REPORT and job.input_ids:
             outcome.status_report_json = json.dumps(self._report(job), sort_keys=True)
         outcome.outputs.extend(
-            common_pb2.OutputFile(
+            OutputFile(
                 output_name=name,
                 lfn=f"{job.output_prefix}/{name}.null",
                 size=self.settings.output_size,
@@ -313,7 +333,7 @@ class NullAdaptor(AdaptorServicer):
 
     # -- the push path ------------------------------------------------------------------------
 
-    async def push_once(self, stub: dispatcher_pb2_grpc.DispatcherServiceAsyncStub) -> int:
+    async def push_once(self) -> int:
         """Report the finished jobs not yet acknowledged; returns how many were acknowledged.
         An outcome the dispatcher does not know yet (it has not recorded the identifier) is
         pushed again next time."""
@@ -321,27 +341,11 @@ class NullAdaptor(AdaptorServicer):
         due = [j for j in self.jobs.values() if not j.pushed and self._finished(j, now)]
         if not due:
             return 0
-        reply = await stub.ReportOutcomes(
-            dispatcher_pb2.ReportOutcomesRequest(
-                request_id=id_to_str(new_id()),
-                backend=self.settings.name,
-                outcomes=[self.outcome(job) for job in due],
-            )
-        )
+        assert self._reporter is not None
+        acks = await self._reporter.report(self.settings.name, [self.outcome(job) for job in due])
         done = 0
-        for job, ack in zip(due, reply.acks, strict=True):
-            if ack.disposition != common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL:
+        for job, ack in zip(due, acks, strict=True):
+            if ack.disposition is not OutcomeDisposition.UNKNOWN_PARCEL:
                 job.pushed = True
                 done += 1
         return done
-
-    async def _push_forever(self) -> None:
-        assert self.settings.dispatcher_address
-        async with channel(self.settings.dispatcher_address, token=self._token) as ch:
-            stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
-            while True:
-                try:
-                    await self.push_once(stub)
-                except Exception as error:
-                    log.warning("pushing outcomes failed (retrying): %s", error)
-                await asyncio.sleep(self.settings.push_interval_s)

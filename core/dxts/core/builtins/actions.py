@@ -23,22 +23,7 @@ from uuid import UUID, uuid4
 
 from pydantic import Field
 
-from dxts.core.builtins.lifecycle_services import (
-    IN_FLIGHT_PARCELS,
-    LIVE_PARCELS,
-    SUCCEEDED_PARCELS,
-    CleanMode,
-    Counts,
-    ExecutionControl,
-    ExecutionView,
-    OutputRecord,
-    Siblings,
-    SuccessRateSettings,
-    ThresholdArgs,
-    fates,
-    listed,
-    needed,
-)
+from dxts.core.builtins.thresholds import SuccessRateSettings, ThresholdArgs, fates, listed
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.ids import canonical_json, input_hash
 from dxts.core.plugins import (
@@ -51,6 +36,18 @@ from dxts.core.plugins import (
     Point,
     Transformation,
     action,
+)
+from dxts.core.plugins.protocols.lifecycle import (
+    IN_FLIGHT_PARCELS,
+    LIVE_PARCELS,
+    SUCCEEDED_PARCELS,
+    CleanMode,
+    Counts,
+    ExecutionControl,
+    ExecutionView,
+    OutputRecord,
+    Siblings,
+    needed,
 )
 from dxts.core.plugins.registry import Registry
 from dxts.core.states import InputStatus, Kind, TransformationStatus

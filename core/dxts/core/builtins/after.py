@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
-from dxts.core.builtins.readers import ConsumerLookup
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.plugins import BadInput, DelayInput, InputRecord, PackerProposal, Transformation
+from dxts.core.plugins.protocols.readers import ConsumerLookup
 from dxts.core.states import InputStatus
 
 DONE = frozenset({InputStatus.PROCESSED, InputStatus.SPLIT})

@@ -15,7 +15,6 @@ import xxhash
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dxts.core.builtins.readers import InputOverviewReader, ParcelOutputReader
 from dxts.core.catalogue import FileCatalogue, parse_where
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import content_hash
@@ -30,6 +29,7 @@ from dxts.core.plugins import (
     Transformation,
 )
 from dxts.core.plugins.proposals import LFN_MAX
+from dxts.core.plugins.protocols.readers import InputOverviewReader, ParcelOutputReader
 from dxts.core.states import InputStatus
 
 # How often a long pass says where it is, so that an interruption loses little work.

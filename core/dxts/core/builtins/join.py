@@ -16,7 +16,6 @@ from uuid import UUID
 from pydantic import Field
 
 from dxts.core.builtins.packers import PackArgs, chunks, cwl_value, driving_input
-from dxts.core.builtins.readers import PartnerLookup, PartnerState
 from dxts.core.errors import InvalidArgument
 from dxts.core.plugins import (
     BadInput,
@@ -26,6 +25,7 @@ from dxts.core.plugins import (
     PackerProposal,
     Transformation,
 )
+from dxts.core.plugins.protocols.readers import PartnerLookup, PartnerState
 from dxts.core.states import Kind
 
 

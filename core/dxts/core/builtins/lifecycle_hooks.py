@@ -27,13 +27,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from dxts.core.builtins.lifecycle_services import (
-    ExecutionView,
-    SuccessRateSettings,
-    ThresholdArgs,
-    fates,
-    needed,
-)
+from dxts.core.builtins.thresholds import SuccessRateSettings, ThresholdArgs, fates
 from dxts.core.plugins import (
     Accept,
     InputOverview,
@@ -43,6 +37,7 @@ from dxts.core.plugins import (
     Workgraph,
     hook,
 )
+from dxts.core.plugins.protocols.lifecycle import ExecutionView, needed
 from dxts.core.states import InputStatus, TransformationStatus
 
 I = InputStatus  # noqa: E741 - the state table's name

@@ -27,7 +27,6 @@ from pydantic import Field
 
 from dxts.core.builtins.after import after_of, screen
 from dxts.core.builtins.data import DataOperation, data_proposals, operation_of
-from dxts.core.builtins.readers import ConsumerLookup
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.ids import canonical_json
 from dxts.core.plugins import (
@@ -38,6 +37,7 @@ from dxts.core.plugins import (
     PluginArgs,
     Transformation,
 )
+from dxts.core.plugins.protocols.readers import ConsumerLookup
 from dxts.core.states import Kind
 
 # Inputs read (and, with keep_storage_together, looked up in the catalogue) at a time.

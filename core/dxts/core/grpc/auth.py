@@ -37,7 +37,8 @@ from dxts.core.settings import AuthSettings
 log = logging.getLogger(__name__)
 
 DEV_KEY_FILE = "dev-only-jwt-ed25519.pem"
-DEV_ISSUER = "dxts-dev"
+# One issuer by default everywhere: the services, `dxts token issue` and the development keys.
+DEFAULT_ISSUER = "dxts"
 DEFAULT_AUDIENCE = "dxts"
 HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 # Tolerated clock skew between the token issuer and this server.
@@ -135,6 +136,7 @@ class TokenVerifier:
                 f"(got {', '.join(configured)})",
                 field="auth",
             )
+
         def verifier(key: str | PublicKeyTypes) -> TokenVerifier:
             return cls(
                 key,
@@ -204,7 +206,7 @@ def issue_token(
     roles: Iterable[str] = (),
     *,
     key: str | bytes | PrivateKeyTypes,
-    issuer: str = DEV_ISSUER,
+    issuer: str = DEFAULT_ISSUER,
     audience: str = DEFAULT_AUDIENCE,
     lifetime: timedelta = timedelta(hours=1),
     now: datetime | None = None,
@@ -274,7 +276,7 @@ class DevKeys:
         ).decode()
 
     def verifier(
-        self, *, issuer: str = DEV_ISSUER, audience: str = DEFAULT_AUDIENCE
+        self, *, issuer: str = DEFAULT_ISSUER, audience: str = DEFAULT_AUDIENCE
     ) -> TokenVerifier:
         return TokenVerifier(
             self.public_key, algorithms=["EdDSA"], issuer=issuer, audience=audience
@@ -286,7 +288,7 @@ class DevKeys:
         sub: str,
         roles: Iterable[str] = (),
         *,
-        issuer: str = DEV_ISSUER,
+        issuer: str = DEFAULT_ISSUER,
         audience: str = DEFAULT_AUDIENCE,
         lifetime: timedelta = timedelta(hours=1),
         now: datetime | None = None,

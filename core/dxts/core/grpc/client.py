@@ -21,6 +21,7 @@ from grpc.aio import ClientCallDetails
 
 from dxts.core.grpc.deadlines import DEFAULT_TIMEOUT_S, call_timeout
 from dxts.core.grpc.errors import domain_error
+from dxts.core.grpc.tls import TlsSettings, client_credentials, client_options
 
 
 class _CallSettings:
@@ -117,12 +118,18 @@ def channel(
     default_timeout: float | None = DEFAULT_TIMEOUT_S,
     credentials: grpc.ChannelCredentials | None = None,
     options: Sequence[tuple[str, Any]] = (),
+    tls: TlsSettings | None = None,
 ) -> grpc.aio.Channel:
     """A grpc.aio channel to `address` whose calls carry `token` and a deadline.
 
-    Plain text unless `credentials` are given (TLS is terminated in front of the services in a
-    deployment; the embedded default listens on localhost).
+    TLS when `credentials` are given, or when the process's TLS settings (`tls`, default: the
+    `DXTS_TLS_*` environment) name a CA to verify servers with; plain text otherwise (the
+    embedded default listens on localhost).
     """
+    tls = TlsSettings() if tls is None and credentials is None else tls
+    if credentials is None and tls is not None and tls.connects_tls:
+        credentials = client_credentials(tls)
+        options = [*options, *client_options(tls)]
     settings = _CallSettings(token, default_timeout)
     interceptors = [
         _UnaryUnary(settings),

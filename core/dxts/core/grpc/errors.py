@@ -81,9 +81,7 @@ def rich_status(error: BaseException, *, method: str = "") -> status_pb2.Status:
     code = code_for(type(error))
     if code is grpc.StatusCode.INTERNAL or not isinstance(error, DxtsError):
         reference = str(uuid.uuid4())
-        log.error(
-            "unhandled error in %s (reference %s)", method or "?", reference, exc_info=error
-        )
+        log.error("unhandled error in %s (reference %s)", method or "?", reference, exc_info=error)
         return _status(
             grpc.StatusCode.INTERNAL,
             f"internal error (reference {reference})",

@@ -17,6 +17,7 @@ from dxts.core.errors import DxtsError
 from dxts.core.grpc.auth import TokenVerifier
 from dxts.core.grpc.metrics import start_metrics_server
 from dxts.core.grpc.server import GrpcServer, Service
+from dxts.core.grpc.tls import TlsSettings
 from dxts.core.settings import ServerSettings
 
 
@@ -27,15 +28,16 @@ async def serve_component(
     settings: ServerSettings,
     verifier: TokenVerifier,
     database: Database | None = None,
+    tls: TlsSettings | None = None,
     log: logging.Logger,
 ) -> GrpcServer:
     """Start the metrics endpoint (if configured) and the gRPC server, each stopped by `stack`;
     returns the started server, whose `serve_until_signalled` the caller awaits."""
-    metrics = start_metrics_server(settings.metrics_port)
+    metrics = start_metrics_server(settings.metrics_port, address=settings.listen_host)
     if metrics is not None:
         stack.callback(metrics.close)
-        log.info("metrics on port %d", metrics.port)
-    server = GrpcServer(services, settings=settings, verifier=verifier, database=database)
+        log.info("metrics on %s:%d", settings.listen_host, metrics.port)
+    server = GrpcServer(services, settings=settings, verifier=verifier, database=database, tls=tls)
     await server.start()
     stack.push_async_callback(server.stop)
     return server

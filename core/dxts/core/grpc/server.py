@@ -11,7 +11,8 @@ What every server has (ARCHITECTURE.md, "Interfaces every user expects"): the in
 `interceptors` (status mapping, metrics, deadlines, authentication); standard health checking
 with the overall ("") and per-service statuses, NOT_SERVING while the database does not answer
 and from the moment a stop begins, so that load balancers stop routing before in-flight calls
-are given `grace` to finish; reflection for every registered service.
+are given `grace` to finish; reflection for every registered service; TLS or mutual TLS when
+the process's `DXTS_TLS_*` settings give a certificate (`tls`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from grpc_reflection.v1alpha import reflection
 from dxts.core.db import Database
 from dxts.core.grpc.auth import TokenVerifier
 from dxts.core.grpc.interceptors import AuthInterceptor, StatusInterceptor
+from dxts.core.grpc.tls import ServerCredentials, TlsSettings
 from dxts.core.settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -78,11 +80,13 @@ class GrpcServer:
         database: Database | None = None,
         health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
         options: Iterable[tuple[str, Any]] = (),
+        tls: TlsSettings | None = None,
     ) -> None:
         names = [service.name for service in services]
         if len(set(names)) != len(names):
             raise ValueError(f"a service is registered twice: {names}")
         self.settings = settings
+        self.tls = TlsSettings() if tls is None else tls
         self.service_names = names
         self.database = database
         self.health_interval_s = health_interval_s
@@ -98,6 +102,8 @@ class GrpcServer:
             [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], self._server
         )
         self.port = 0
+        self.health_port = 0
+        self._health_server: grpc.aio.Server | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._serving: bool | None = None
         self._stopping = False
@@ -110,12 +116,33 @@ class GrpcServer:
 
     async def start(self) -> None:
         """Bind, start, and report SERVING (once the database answers, when there is one)."""
-        self.port = self._server.add_insecure_port(self.settings.listen)
+        if self.tls.serves_tls:
+            credentials = ServerCredentials(self.tls).credentials
+            self.port = self._server.add_secure_port(self.settings.listen, credentials)
+        else:
+            self.port = self._server.add_insecure_port(self.settings.listen)
         await self._server.start()
+        if self.settings.health_listen:
+            # Health alone, in plain text: what a kubelet's gRPC probe can reach when the
+            # services speak TLS. It tells whether the process serves, nothing more.
+            self._health_server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._health_server)
+            self.health_port = self._health_server.add_insecure_port(self.settings.health_listen)
+            await self._health_server.start()
         await self._set_serving(await self._database_answers())
         if self.database is not None:
             self._watcher = asyncio.create_task(self._watch_database())
-        log.info("serving %s on %s", ", ".join(self.service_names), self.address)
+        log.info(
+            "serving %s on %s (%s)",
+            ", ".join(self.service_names),
+            self.address,
+            self._security(),
+        )
+
+    def _security(self) -> str:
+        if not self.tls.serves_tls:
+            return "plain text"
+        return "mutual TLS" if self.tls.require_client_cert else "TLS"
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, then stop taking calls and give in-flight ones `grace` seconds
@@ -129,6 +156,8 @@ class GrpcServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
         await self._server.stop(self.settings.shutdown_grace_s if grace is None else grace)
+        if self._health_server is not None:
+            await self._health_server.stop(0)
         log.info("stopped serving on %s", self.address)
 
     async def wait_for_termination(self) -> None:

@@ -12,20 +12,23 @@ components in one process and one event loop:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
 
-from dxts.accounting import db
-from dxts.accounting.members import DefinitionMemberLister, MemberLister, NoMemberLister
-from dxts.accounting.repair import DriftWatch
-from dxts.accounting.servicer import AccountingServicer
+from dxts.accounting.edge.definition_client import DefinitionMemberLister
+from dxts.accounting.edge.servicer import AccountingServicer
+from dxts.accounting.logic.members import MemberLister, NoMemberLister
+from dxts.accounting.logic.repair import DriftWatch
+from dxts.accounting.logic.sweeps import Sweeps
 from dxts.accounting.settings import AccountingSettings
-from dxts.accounting.sweeps import Sweeps
+from dxts.accounting.store.counts import prepare
 from dxts.core.counters import on_drift
 from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
+from dxts.core.kernel.sweeps import SweepRunner
 from dxts.core.locks import LockManager
 from dxts.v1 import accounting_pb2, accounting_pb2_grpc
 
@@ -35,17 +38,18 @@ STOP_GRACE_S = 5.0
 
 @dataclass
 class Accounting:
-    """A built accounting component: `services` to serve, `tasks` running its sweeps."""
+    """A built accounting component: `services` to serve, `runner` running its sweeps."""
 
     services: list[Service]
     sweeps: Sweeps
-    tasks: list[asyncio.Task[None]]
+    runner: SweepRunner
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
     async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop the sweeps (turns in progress get `grace_s` to finish) and release what the
-        component opened (not the database); idempotent."""
-        await self.sweeps.stop(self.tasks, grace_s=grace_s)
+        """Stop the sweeps (rounds in progress end at their next pause, within `grace_s`) and
+        release what the component opened (not the database); idempotent."""
+        self.sweeps.stop()
+        await self.runner.stop(grace_s=grace_s)
         while self._cleanups:
             result = self._cleanups.pop()()
             if asyncio.iscoroutine(result):
@@ -67,7 +71,7 @@ async def build_accounting(
     own. With `start_sweeps` false the sweeps are built but not run (tests drive them).
     """
     settings = settings or AccountingSettings()
-    await db.prepare(database)
+    await prepare(database)
     cleanups: list[Callable[[], object]] = []
     if members is None:
         if settings.definition_address:
@@ -82,9 +86,13 @@ async def build_accounting(
     watch = DriftWatch()
     cleanups.append(on_drift(watch.on_drift))
     sweeps = Sweeps(database, locks, settings, watch)
+    runner = SweepRunner(sweeps.sweeps())
+    watch.on_wake = functools.partial(runner.wake, "accounting-drift")
     service = Service.of(
         accounting_pb2.DESCRIPTOR.services_by_name["AccountingService"],
         accounting_pb2_grpc.add_AccountingServiceServicer_to_server,
         AccountingServicer(database, members),
     )
-    return Accounting([service], sweeps, sweeps.start() if start_sweeps else [], cleanups)
+    if start_sweeps:
+        runner.start()
+    return Accounting([service], sweeps, runner, cleanups)

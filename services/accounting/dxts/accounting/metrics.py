@@ -12,7 +12,7 @@ from __future__ import annotations
 from prometheus_client import Counter as PromCounter
 from prometheus_client import Gauge, Histogram
 
-from dxts.accounting import db
+from dxts.accounting.store.health import history_list_length, journal_health
 from dxts.core.counters import Counter
 from dxts.core.db import Database
 
@@ -49,9 +49,9 @@ HISTORY_LIST_LENGTH = Gauge(
 async def collect(database: Database, counters: tuple[Counter, ...]) -> None:
     """Refresh the journal and InnoDB gauges from the database."""
     for counter in counters:
-        health = await db.journal_health(database, counter)
+        health = await journal_health(database, counter)
         JOURNAL_ROWS.labels(counter=counter.name).set(health.depth)
         JOURNAL_OLDEST_AGE.labels(counter=counter.name).set(health.oldest_age_s)
-    length = await db.history_list_length(database)
+    length = await history_list_length(database)
     if length is not None:
         HISTORY_LIST_LENGTH.set(length)

@@ -19,8 +19,7 @@ from dxts.core.grpc import TokenVerifier
 from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
 from dxts.definition.component import Definition, build_definition
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 
 __all__ = ["Definition", "build_definition", "main"]
 

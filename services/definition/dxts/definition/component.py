@@ -8,53 +8,164 @@ components in one process and one event loop:
     ...
     await definition.stop()
 
-With `lifecycle` settings the lifecycle engine's sweep (`dxts.definition.lifecycle`) runs
-as one of `tasks`; without them (tests of the service alone) nothing sweeps.
+With `lifecycle` settings the lifecycle engine's sweep (`dxts.definition.logic.lifecycle`)
+runs on the kernel's sweep runner; without them (tests of the service alone) nothing sweeps.
+`dxts up` and the tests also build the engine alone:
+
+    lifecycle = await build_lifecycle(database, settings=LifecycleSettings(),
+                                      execution_address=..., data_dir=...)
+    lifecycle.start()
+    ...
+    await lifecycle.close()
+
+The engine's registry provides what the built-in hooks and actions ask for by annotation:
+`Counts`, `ExecutionView`, `ExecutionControl` (the peers, over gRPC: `edge`), `Siblings` (a
+workgraph's members, read here), `FileCatalogue` (the configured catalogue, opened on first use)
+and the `Registry` itself (ReconcileFeederInputs re-runs feeders). Tests pass doubles for the
+peers and a registry of their own plugins.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import grpc
 
+from dxts.core.catalogue import FileCatalogue, open_catalogue
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
-from dxts.core.grpc import Service, channel
+from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
+from dxts.core.plugins import Providers
+from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
 from dxts.core.plugins.registry import Registry
-from dxts.definition.execution_client import (
-    ExecutionClient,
-    ExecutionFactory,
+from dxts.cwl.plugins import PluginCatalogue
+from dxts.definition.edge.accounting_client import GrpcCounts, NoCounts
+from dxts.definition.edge.execution_client import (
+    GrpcExecution,
     GrpcExecutionClient,
+    NoExecution,
     NoExecutionClient,
 )
-from dxts.definition.lifecycle.component import build_lifecycle
-from dxts.definition.lifecycle.settings import LifecycleSettings
-from dxts.definition.plugins import PluginCatalogue
-from dxts.definition.servicer import DefinitionServicer
-from dxts.definition.settings import DefinitionSettings
+from dxts.definition.edge.servicer import DefinitionServicer
+from dxts.definition.logic.execution import ExecutionClient, ExecutionFactory
+from dxts.definition.logic.lifecycle.engine import Engine
+from dxts.definition.logic.lifecycle.plugin_check import check_lifecycle_plugins
+from dxts.definition.logic.lifecycle.sweep import LifecycleSweep
+from dxts.definition.logic.lifecycle.views import AUTHOR, DefinitionSiblings
+from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.v1 import definition_pb2, definition_pb2_grpc
+
+DEV_TOKEN_LIFETIME = timedelta(days=365)
+
+
+@dataclass
+class Lifecycle:
+    engine: Engine
+    sweep: LifecycleSweep
+    _cleanups: list[Callable[[], object]] = field(default_factory=list)
+    _runner: SweepRunner | None = None
+
+    def start(self) -> None:
+        """The sweep's rounds on the kernel's runner, on the running loop."""
+        pacing = Pacing(self.engine.settings.interval_s)
+        self._runner = SweepRunner([Sweep("lifecycle", self.sweep.sweep_once, pacing)])
+        self._runner.start()
+
+    async def close(self) -> None:
+        """Stop the sweep (a running round gets `stop_grace_s` to finish, then is cancelled)
+        and release what was opened for it; idempotent."""
+        if self._runner is not None:
+            await self._runner.stop(grace_s=self.engine.settings.stop_grace_s)
+            self._runner = None
+        while self._cleanups:
+            result = self._cleanups.pop()()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+def _provide(providers: Providers, annotation: Any, value: Any) -> None:
+    if not providers.can_provide(annotation):
+        providers.add(annotation, value)
+
+
+async def build_lifecycle(
+    database: Database,
+    *,
+    settings: LifecycleSettings,
+    execution_address: str | None = None,
+    data_dir: Path | None = None,
+    registry: Registry | None = None,
+    counts: Counts | None = None,
+    execution: Any = None,
+    catalogue: FileCatalogue | None = None,
+    locks: LockManager | None = None,
+) -> Lifecycle:
+    """The engine over a started `database`. `counts` defaults to accounting at
+    `settings.accounting_address`, `execution` (an ExecutionView and ExecutionControl) to
+    execution at `execution_address`, each answering UNAVAILABLE when not configured; `registry`
+    to the installed plugins."""
+    cleanups: list[Callable[[], object]] = []
+    token = settings.token()
+    if token is None and data_dir is not None:
+        token = DevKeys.load_or_create(data_dir).issue(
+            "dxts", AUTHOR, ("service",), lifetime=DEV_TOKEN_LIFETIME
+        )
+    if counts is None:
+        if settings.accounting_address:
+            accounting = channel(settings.accounting_address, token=token)
+            cleanups.append(accounting.close)
+            counts = GrpcCounts(accounting)
+        else:
+            counts = NoCounts()
+    if execution is None:
+        if execution_address:
+            forward = channel(execution_address, token=token)
+            cleanups.append(forward.close)
+            execution = GrpcExecution(forward, database)
+        else:
+            execution = NoExecution()
+    registry = registry if registry is not None else Registry.discover(providers=Providers())
+    providers = registry.providers
+    _provide(providers, Counts, counts)
+    _provide(providers, ExecutionView, execution)
+    _provide(providers, ExecutionControl, execution)
+    _provide(providers, Siblings, DefinitionSiblings(database))
+    _provide(providers, Registry, registry)
+    if catalogue is not None:
+        _provide(providers, FileCatalogue, catalogue)
+    elif not providers.can_provide(FileCatalogue):
+
+        async def open_configured() -> FileCatalogue:
+            opened = await open_catalogue()
+            cleanups.append(opened.close)
+            return opened
+
+        providers.add_factory(FileCatalogue, open_configured)  # type: ignore[type-abstract]
+    check_lifecycle_plugins(registry)
+    if locks is None:
+        locks = LockManager(database)
+        cleanups.append(locks.dispose)
+    engine = Engine(database, registry, counts, execution, settings)
+    return Lifecycle(engine, LifecycleSweep(engine, locks), cleanups)
 
 
 @dataclass
 class Definition:
-    """A built definition component: `services` to serve, `tasks` running its sweeps."""
+    """A built definition component: `services` to serve (its lifecycle sweep, when built with
+    one, is running)."""
 
     services: list[Service]
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
     async def stop(self) -> None:
-        """Cancel the sweeps and release what the component opened (not the database)."""
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop the sweep and release what the component opened (not the database)."""
         for cleanup in reversed(self._cleanups):
             result = cleanup()
             if asyncio.iscoroutine(result):
@@ -93,7 +204,6 @@ async def build_definition(
                 return refuse
 
     registry = catalogue if catalogue is not None else Registry.discover()
-    tasks: list[asyncio.Task[None]] = []
     if lifecycle is not None:
         engine = await build_lifecycle(
             database,
@@ -102,7 +212,7 @@ async def build_definition(
             data_dir=settings.data_dir,
             registry=registry if isinstance(registry, Registry) else None,
         )
-        tasks.append(engine.start())
+        engine.start()
         cleanups.append(engine.close)
     # Serialises repeated SubmitWorkgraph request ids (submit.py); pools no connection.
     locks = LockManager(database)
@@ -120,4 +230,4 @@ async def build_definition(
         definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
         servicer,
     )
-    return Definition([service], tasks, cleanups)
+    return Definition([service], cleanups)

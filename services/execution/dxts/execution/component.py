@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from dxts.core.builtins.readers import (
-    ConsumerLookup,
-    InputOverviewReader,
-    ParcelOutputReader,
-    PartnerLookup,
-)
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers, Registry
+from dxts.core.plugins.protocols.readers import (
+    ConsumerLookup,
+    InputOverviewReader,
+    ParcelOutputReader,
+    PartnerLookup,
+)
 from dxts.execution.definition_client import (
     ActiveSnapshot,
     ActiveTransformations,

@@ -34,12 +34,12 @@ from datetime import timedelta
 from typing import Any, cast
 from uuid import UUID
 
-from dxts.core.builtins.readers import ParcelOutputReader, ProducedFile
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError
 from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederState
+from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
 from dxts.execution import metrics
 from dxts.execution.db import feeding as db

@@ -40,12 +40,6 @@ from datetime import UTC
 from typing import Any
 from uuid import UUID
 
-from dxts.core.builtins.readers import (
-    ConsumerLookup,
-    InputOverviewReader,
-    Partner,
-    PartnerLookup,
-)
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError, FailedPrecondition, FieldViolation, InvalidArgument
@@ -59,6 +53,12 @@ from dxts.core.plugins import (
     InputRecord,
     Point,
     Registry,
+)
+from dxts.core.plugins.protocols.readers import (
+    ConsumerLookup,
+    InputOverviewReader,
+    Partner,
+    PartnerLookup,
 )
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics

@@ -30,7 +30,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core import content_store
-from dxts.core.builtins.readers import Partner, PartnerState, ProducedFile
 from dxts.core.counters import StorageDelta as Quantities
 from dxts.core.counters import journal_data_parcels, journal_inputs, journal_parcels
 from dxts.core.db import utcnow
@@ -38,6 +37,7 @@ from dxts.core.errors import Aborted
 from dxts.core.ids import canonical_json, new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord, StorageDelta
+from dxts.core.plugins.protocols.readers import Partner, PartnerState, ProducedFile
 from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,

@@ -1,0 +1,46 @@
+"""What an adaptor is to the rest of dxts: the `Adaptor` protocol every adaptor implements
+(`local`, `null`, and any new one), on the adaptor contract's domain types
+(`dxts.core.adaptor.model`). The shared gRPC edge (`edge.servicer`) serves any `Adaptor`; an
+adaptor never sees a generated message.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from dxts.core.adaptor.protocol import BackendAdaptor
+from dxts.core.errors import InvalidArgument
+from dxts.core.ids import id_from_str
+
+
+class Adaptor(BackendAdaptor, Protocol):
+    """A backend adaptor: the four calls of `BackendAdaptor`, whose rules it must keep —
+
+    * `submit(payload, parcels)` is idempotent by ParcelID: one `SubmitResult` per parcel, in
+      order; a key accepted once answers the same identifier again and starts nothing new
+      (across restarts, when the adaptor keeps state); a key cancelled before it was accepted
+      is refused for good; anything else it cannot take now is refused with a reason
+      (`key_problem` says whether a ParcelID is one at all);
+    * `poll(identifiers)` returns the outcomes of ended work only (SUCCEEDED, FAILED or
+      CANCELLED), any number of times, and lists the identifiers it does not know;
+    * `cancel(identifiers, parcel_ids)` asks work to stop (its end is still polled); a key
+      cancelled by ParcelID answers its identifier if accepted, else "" (and is then refused);
+    * `describe()` gives its kind, PULL or PUSH reporting, capacity (0: none) and counters —
+
+    plus its lifecycle: `start()` begins the background work (workers, timers, pushes: each a
+    sweep) and opens what it keeps; `stop()` ends it, and what was accepted survives in the
+    adaptor's state. Every call may be repeated after a timeout.
+    """
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def key_problem(parcel_id: str) -> str | None:
+    """Why `parcel_id` cannot be an idempotency key (None when it can)."""
+    try:
+        id_from_str(parcel_id, field="parcel_id")
+    except InvalidArgument as error:
+        return str(error)
+    return None

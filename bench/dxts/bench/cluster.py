@@ -1,0 +1,321 @@
+"""Every component as its own process, with only its own settings, as the Helm chart runs them.
+
+`LocalCluster` is the deployed shape on one machine: `dxts-definition`, `dxts-execution`,
+`dxts-accounting`, `dxts-dispatcher` and each adaptor (`dxts-backend-null`,
+`dxts-backend-local`) started from their console scripts, each with the environment the chart
+gives its pod — the database URL only to the services, a peer's address only to the
+components that call it, the installation's public key to all, and a service token only to
+those that call on their own behalf. Nothing is shared between them but the database, the
+catalogue and the storage directory. The end-to-end tests, the fault suite and the end-to-end
+benchmark run against it; `dxts up` (one process) is a convenience, not what is tested here.
+
+    with LocalCluster(directory, db_url=url, backends=[Backend("null")]) as cluster:
+        token = cluster.user_token("lhcb", "alice", ["operator"])
+        ...  # cluster.addresses["definition"], cluster.kill("execution"), cluster.restart(...)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+
+import grpc
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from dxts.core.grpc.auth import DEFAULT_AUDIENCE, DEFAULT_ISSUER, issue_token
+from dxts.core.grpc.ports import free_port
+
+SERVICES = ("definition", "execution", "accounting", "dispatcher")
+# Whom each component calls (the chart's `peers`) and whether it calls on its own behalf.
+PEERS: Mapping[str, tuple[str, ...]] = {
+    "definition": ("execution", "accounting"),
+    "execution": ("definition",),
+    "accounting": ("definition",),
+    "dispatcher": ("definition", "execution"),
+}
+OWN_TOKEN = {"definition", "execution", "dispatcher"}
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 20.0
+TOKEN_LIFETIME = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """An adaptor to run: `name` is its type (null, local) and its Parcels.Backend value."""
+
+    name: str
+    kind: str = "compute"
+    env: Mapping[str, str] = field(default_factory=dict)
+    push: bool = False
+
+
+@dataclass
+class Component:
+    """One running (or stopped) component process."""
+
+    name: str
+    command: str
+    env: dict[str, str]
+    address: str
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class ComponentFailed(RuntimeError):
+    """A component exited or never became healthy; the message ends with its log's tail."""
+
+
+class LocalCluster:
+    """Starts, inspects, injects faults into and stops the components (see the module doc)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        db_url: str,
+        backends: Sequence[Backend] = (Backend("null"),),
+        env: Mapping[str, Mapping[str, str]] | None = None,
+        common_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.db_url = db_url
+        self.backends = list(backends)
+        self.extra_env = {name: dict(values) for name, values in (env or {}).items()}
+        self.common_env = dict(common_env or {})
+        self.components: dict[str, Component] = {}
+        self._private_key = ed25519.Ed25519PrivateKey.generate()
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _write_keys(self) -> tuple[Path, Path]:
+        keys = self.directory / "keys"
+        keys.mkdir(parents=True, exist_ok=True)
+        public = keys / "public.pem"
+        public.write_bytes(
+            self._private_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        token = keys / "service.token"
+        token.write_text(self.token("dxts", "dxts-services", ["service"]))
+        token.chmod(0o600)
+        return public, token
+
+    def token(self, vo: str, sub: str, roles: Iterable[str] = ()) -> str:
+        """A token the installation's components accept (signed with its key)."""
+        return issue_token(
+            vo,
+            sub,
+            roles,
+            key=self._private_key,
+            issuer=DEFAULT_ISSUER,
+            audience=DEFAULT_AUDIENCE,
+            lifetime=TOKEN_LIFETIME,
+        )
+
+    def user_token(self, vo: str, sub: str, roles: Iterable[str] = ("user",)) -> str:
+        return self.token(vo, sub, roles)
+
+    def _plan(self) -> None:
+        public, service_token = self._write_keys()
+        data = self.directory / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        common = {
+            "DXTS_AUTH_PUBLIC_KEY_FILE": str(public),
+            "DXTS_AUTH_ISSUER": DEFAULT_ISSUER,
+            "DXTS_AUTH_AUDIENCE": DEFAULT_AUDIENCE,
+            "DXTS_CATALOGUE_URL": f"sqlite+aiosqlite:///{data / 'catalogue.sqlite'}",
+            "DXTS_SHUTDOWN_GRACE_S": "5",
+            **self.common_env,
+        }
+        addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
+        for backend in self.backends:
+            addresses[f"backend-{backend.name}"] = f"127.0.0.1:{free_port()}"
+        (self.directory / "logs").mkdir(exist_ok=True)
+        for name in SERVICES:
+            env = {**common, "DXTS_DB_URL": self.db_url, "DXTS_LISTEN": addresses[name]}
+            env |= {f"DXTS_{peer.upper()}_ADDRESS": addresses[peer] for peer in PEERS[name]}
+            if name in OWN_TOKEN:
+                env["DXTS_SERVICE_TOKEN_FILE"] = str(service_token)
+            if name == "dispatcher":
+                env["DXTS_BACKENDS"] = json.dumps(
+                    [
+                        {"name": b.name, "address": addresses[f"backend-{b.name}"], "kind": b.kind}
+                        for b in self.backends
+                    ]
+                )
+            self._add(name, f"dxts-{name}", env, addresses[name])
+        for backend in self.backends:
+            name = f"backend-{backend.name}"
+            prefix = f"DXTS_{backend.name.upper()}"
+            env = {
+                **common,
+                "DXTS_LISTEN": addresses[name],
+                f"{prefix}_NAME": backend.name,
+                f"{prefix}_KIND": backend.kind,
+                "DXTS_DATA_DIR": str(data),
+                **backend.env,
+            }
+            if backend.push:
+                env |= {
+                    f"{prefix}_REPORT_MODE": "push",
+                    "DXTS_DISPATCHER_ADDRESS": addresses["dispatcher"],
+                    "DXTS_SERVICE_TOKEN_FILE": str(service_token),
+                }
+            self._add(name, f"dxts-{name}", env, addresses[name])
+
+    def _add(self, name: str, command: str, env: dict[str, str], address: str) -> None:
+        env = {**env, **self.extra_env.get(name, {})}
+        log_path = self.directory / "logs" / f"{name}.log"
+        self.components[name] = Component(name, command, env, address, log_path)
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {name: component.address for name, component in self.components.items()}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """The chart's migration job: `dxts-db upgrade` before anything starts."""
+        result = subprocess.run(
+            [_script("dxts-db"), "upgrade", "--url", self.db_url],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ComponentFailed(f"dxts-db upgrade failed:\n{result.stdout}{result.stderr}")
+
+    def start(self) -> LocalCluster:
+        """Migrate, start every component, and wait until each reports SERVING."""
+        self._plan()
+        self.migrate()
+        for name in self.components:
+            self._spawn(name)
+        for name in self.components:
+            self.wait_ready(name)
+        return self
+
+    def _spawn(self, name: str) -> None:
+        component = self.components[name]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DXTS_")}
+        environment |= component.env
+        log = component.log_path.open("ab")
+        try:
+            component.process = subprocess.Popen(
+                [_script(component.command)],
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+
+    def wait_ready(self, name: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until the component's health check answers SERVING; ComponentFailed if it exits
+        or does not within `timeout_s`."""
+        component = self.components[name]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not component.running:
+                raise ComponentFailed(f"{name} exited\n{self.log_tail(name)}")
+            if _serving(component.address):
+                return
+            time.sleep(0.1)
+        raise ComponentFailed(f"{name} not SERVING after {timeout_s:.0f} s\n{self.log_tail(name)}")
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.components[name].log_path
+        if not path.exists():
+            return "(no log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def signal(self, name: str, number: signal.Signals) -> None:
+        process = self.components[name].process
+        if process is not None and process.poll() is None:
+            process.send_signal(number)
+
+    def kill(self, name: str) -> None:
+        """kill -9, and wait for the process to be gone."""
+        self.signal(name, signal.SIGKILL)
+        process = self.components[name].process
+        if process is not None:
+            process.wait()
+
+    def pause(self, name: str) -> None:
+        self.signal(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self.signal(name, signal.SIGCONT)
+
+    def restart(self, name: str) -> None:
+        """Start a stopped or killed component again, with the same settings, and wait."""
+        if self.components[name].running:
+            raise ComponentFailed(f"{name} is still running")
+        self._spawn(name)
+        self.wait_ready(name)
+
+    def stop(self) -> None:
+        """SIGTERM everything (adaptors first, services last), then SIGKILL stragglers."""
+        order = list(reversed(self.components))
+        for name in order:
+            self.resume(name)
+            self.signal(name, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for name in order:
+            process = self.components[name].process
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _script(name: str) -> str:
+    """The console script installed beside this interpreter."""
+    return str(Path(sys.executable).parent / name)
+
+
+def _serving(address: str) -> bool:
+    try:
+        with grpc.insecure_channel(address) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=1.0
+            )
+    except grpc.RpcError:
+        return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)

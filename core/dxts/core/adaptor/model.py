@@ -1,0 +1,173 @@
+"""What crosses the backend-adaptor contract, as plain dataclasses.
+
+Identifiers stay in their contract text (a ParcelID's canonical UUID, an adaptor's identifier):
+an adaptor is outside dxts, so what it answers is checked by the logic that reads it, not
+trusted by a decoder. JSON fields stay text, sent on as stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from dxts.core.states import Kind
+
+
+class ReportMode(StrEnum):
+    UNSPECIFIED = "unspecified"
+    PULL = "pull"  # the dispatcher polls
+    PUSH = "push"  # the adaptor reports outcomes on its own (DispatcherService.ReportOutcomes)
+
+
+class SubmitDisposition(StrEnum):
+    UNSPECIFIED = "unspecified"
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+
+
+class OutcomeResult(StrEnum):
+    UNSPECIFIED = "unspecified"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_RESULTS = frozenset(
+    {OutcomeResult.SUCCEEDED, OutcomeResult.FAILED, OutcomeResult.CANCELLED}
+)
+
+
+class OutcomeDisposition(StrEnum):
+    UNSPECIFIED = "unspecified"
+    RECORDED = "recorded"
+    ALREADY_RECORDED = "already_recorded"
+    UNKNOWN_PARCEL = "unknown_parcel"
+
+
+@dataclass(frozen=True)
+class ProcessDocument:
+    process_id: str
+    document_json: str
+
+
+@dataclass(frozen=True)
+class ComputePayload:
+    """What every compute parcel of a Submit runs: the root process, every process it
+    references (children before parents), and the resolved-hints sidecar."""
+
+    process_id: str
+    processes: tuple[ProcessDocument, ...]
+    resolved_hints_id: str
+    resolved_hints_json: str
+
+
+@dataclass(frozen=True)
+class DataPayload:
+    """A data parcel's payload: everything it does is in its submission's request."""
+
+
+# No payload at all (an adaptor refuses the parcels); only ever decoded, never sent.
+Payload = ComputePayload | DataPayload | None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The per-parcel part of a Submit; `parcel_id` is the idempotency key."""
+
+    parcel_id: str
+    parameters_json: str = ""
+    request_json: str = ""
+    requirements_json: str = ""
+    output_prefix: str = ""
+    input_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class SubmitResult:
+    parcel_id: str
+    disposition: SubmitDisposition
+    identifier: str = ""
+    reason: str = ""
+
+    @classmethod
+    def accepted(cls, parcel_id: str, identifier: str) -> SubmitResult:
+        return cls(parcel_id, SubmitDisposition.ACCEPTED, identifier=identifier)
+
+    @classmethod
+    def refused(cls, parcel_id: str, reason: str) -> SubmitResult:
+        return cls(parcel_id, SubmitDisposition.REFUSED, reason=reason)
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    output_name: str
+    lfn: str
+    size: int = 0
+    checksum: str = ""
+    storage_element: str = ""
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """What a run used, as far as the backend measured it (None: not measured)."""
+
+    cpu_seconds: float | None = None
+    wall_seconds: float | None = None
+    max_memory_bytes: int | None = None
+
+
+@dataclass
+class Outcome:
+    """How a parcel's work ended, as its backend reports it."""
+
+    parcel_id: str = ""
+    backend: str = ""
+    identifier: str = ""
+    result: OutcomeResult = OutcomeResult.UNSPECIFIED
+    outputs: list[OutputFile] = field(default_factory=list)
+    status_report_json: str = ""
+    backend_status: str = ""
+    message: str = ""
+    finished_at: datetime | None = None
+    usage: ResourceUsage | None = None
+
+
+@dataclass(frozen=True)
+class OutcomeAck:
+    parcel_id: str
+    backend: str
+    identifier: str
+    disposition: OutcomeDisposition
+    message: str = ""
+
+
+@dataclass
+class PollResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+    unknown_identifiers: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CancelledKey:
+    """A key cancelled by ParcelID: its identifier if the adaptor had accepted it, else ""
+    (and the adaptor now refuses the key for good)."""
+
+    parcel_id: str
+    identifier: str = ""
+
+
+@dataclass
+class CancelResult:
+    unknown_identifiers: list[str] = field(default_factory=list)
+    keys: list[CancelledKey] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Description:
+    name: str
+    kind: Kind | None  # None: the adaptor did not say (or said something unknown)
+    report_mode: ReportMode
+    capacity: int  # 0: not declared
+    version: str
+    counters: dict[str, int]

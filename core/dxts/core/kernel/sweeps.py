@@ -1,0 +1,163 @@
+"""One runner for every periodic sweep of every component.
+
+A sweep is a named `round()` that does a bounded amount of work and says how many items it did.
+The runner paces each sweep on its own task:
+
+* after a round that did work, the next round starts at once — a backlog drains at the speed
+  of the work, not of a timer;
+* after an idle round it waits `first_idle_s`, doubling each idle round up to `interval_s`, so
+  a sweep that just went quiet notices new work within a fraction of a second while a long
+  idle one costs almost nothing; `wake()` cuts any idle wait short when a caller knows there is
+  work;
+* after a failed round it logs the error and waits `error_s`, doubling up to
+  `max(interval_s, MAX_ERROR_WAIT_S)`, so a database outage is not hammered;
+* `stop(grace_s)` lets the running round finish (up to `grace_s`), then cancels what is left: a
+  cancelled round rolls back its open transaction and its work waits for the next start.
+
+Every sweep reports `dxts_sweep_rounds_total{sweep,outcome}`, `dxts_sweep_round_seconds{sweep}`
+and `dxts_sweep_items_total{sweep}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter, Histogram
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_WAIT_S = 30.0
+
+SWEEP_ROUNDS = Counter(
+    "dxts_sweep_rounds",
+    "Rounds run by each sweep, by outcome (busy: did work, idle: found none, error: raised).",
+    ["sweep", "outcome"],
+)
+SWEEP_SECONDS = Histogram(
+    "dxts_sweep_round_seconds", "How long each round of a sweep took.", ["sweep"]
+)
+SWEEP_ITEMS = Counter("dxts_sweep_items", "Items of work done by each sweep's rounds.", ["sweep"])
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How long a sweep waits between rounds (see the module docstring)."""
+
+    interval_s: float
+    first_idle_s: float = 0.05
+    error_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0 or self.first_idle_s <= 0 or self.error_s <= 0:
+            raise ValueError(f"every wait of a sweep's pacing must be positive: {self}")
+
+    def after_idle(self, previous: float | None) -> float:
+        """The wait after an idle round, given the wait after the one before (None: it did
+        work or failed)."""
+        if previous is None:
+            return min(self.first_idle_s, self.interval_s)
+        return min(previous * 2, self.interval_s)
+
+    def after_error(self, previous: float | None) -> float:
+        if previous is None:
+            return self.error_s
+        return min(previous * 2, max(self.interval_s, MAX_ERROR_WAIT_S))
+
+
+@dataclass
+class Sweep:
+    """A named round and its pacing; `round()` returns how many items it did (0 = idle)."""
+
+    name: str
+    round: Callable[[], Awaitable[int]]
+    pacing: Pacing
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+
+class SweepRunner:
+    """Runs sweeps, each on its own task, until `stop`."""
+
+    def __init__(self, sweeps: Iterable[Sweep]) -> None:
+        self.sweeps = {sweep.name: sweep for sweep in sweeps}
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """One task per sweep on the running loop."""
+        if self._tasks:
+            raise RuntimeError("the sweep runner is already started")
+        self._stopping.clear()
+        self._tasks = [
+            asyncio.create_task(self._run(sweep), name=f"sweep-{sweep.name}")
+            for sweep in self.sweeps.values()
+        ]
+
+    def wake(self, name: str | None = None) -> None:
+        """Start the named sweep's next round now if it is waiting (every sweep: None)."""
+        for sweep in self.sweeps.values() if name is None else [self.sweeps[name]]:
+            sweep._wake.set()
+
+    async def stop(self, *, grace_s: float) -> None:
+        """Let running rounds finish (up to `grace_s`), then cancel what is left."""
+        self._stopping.set()
+        tasks, self._tasks = self._tasks, []
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=grace_s)
+        for task in late:
+            log.warning("sweep %s did not finish its round within %.1f s", task.get_name(), grace_s)
+            task.cancel()
+        for task in late:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def run_round(self, sweep: Sweep) -> int:
+        """One round of `sweep`, measured; raises what the round raised."""
+        started = time.perf_counter()
+        try:
+            items = int(await sweep.round())
+        except Exception:
+            SWEEP_ROUNDS.labels(sweep.name, "error").inc()
+            raise
+        finally:
+            SWEEP_SECONDS.labels(sweep.name).observe(time.perf_counter() - started)
+        SWEEP_ROUNDS.labels(sweep.name, "busy" if items else "idle").inc()
+        if items:
+            SWEEP_ITEMS.labels(sweep.name).inc(items)
+        return items
+
+    async def _run(self, sweep: Sweep) -> None:
+        idle_wait: float | None = None
+        error_wait: float | None = None
+        while not self._stopping.is_set():
+            sweep._wake.clear()
+            try:
+                items = await self.run_round(sweep)
+            except Exception:
+                error_wait = sweep.pacing.after_error(error_wait)
+                idle_wait = None
+                log.exception("sweep %s failed; next round in %.2f s", sweep.name, error_wait)
+                await self._pause(sweep, error_wait)
+                continue
+            error_wait = None
+            if items:
+                idle_wait = None
+                await asyncio.sleep(0)  # let requests and other sweeps in between busy rounds
+                continue
+            idle_wait = sweep.pacing.after_idle(idle_wait)
+            await self._pause(sweep, idle_wait)
+
+    async def _pause(self, sweep: Sweep, seconds: float) -> None:
+        """Wait `seconds`, or less when the sweep is woken or the runner stops."""
+        stop = asyncio.ensure_future(self._stopping.wait())
+        wake = asyncio.ensure_future(sweep._wake.wait())
+        try:
+            await asyncio.wait({stop, wake}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (stop, wake):
+                waiter.cancel()

@@ -1,0 +1,84 @@
+"""Loading, validation and compilation of a document with no database: `dxts validate`.
+
+`check_document` is the pipeline submission runs, minus what needs the stores: references to
+stored processes cannot be checked here and are reported as warnings. Submission shares its
+first step (`validate_bundle`) and the list of stored references (`stored_references`), which it
+resolves against the process store and the registry.
+"""
+
+from __future__ import annotations
+
+from dxts.core.config import DefinitionConfig
+from dxts.cwl.compile import Plan, compile_plan
+from dxts.cwl.loading import Bundle, LoadedDocument, load_document
+from dxts.cwl.plugins import PluginCatalogue
+from dxts.cwl.problems import Kind, Problem, Severity, warning
+from dxts.cwl.validation import Validated, validate
+
+
+def validate_bundle(
+    bundle: Bundle,
+    catalogue: PluginCatalogue,
+    config: DefinitionConfig,
+    vo: str,
+    allow_unknown_plugins: bool,
+) -> Validated:
+    document, problems = load_document(bundle)
+    return validate(
+        document,
+        problems,
+        catalogue=catalogue,
+        config=config,
+        vo=vo,
+        allow_unknown_plugins=allow_unknown_plugins,
+    )
+
+
+def stored_references(
+    document: LoadedDocument,
+) -> list[tuple[str, str, bytes | None, tuple[str, str] | None]]:
+    """(document path, text, hash, (name, version)) of every stored-process reference."""
+    found = []
+    for node in document.processes():
+        ref = node.reference
+        if ref is not None:
+            named = (ref.name, ref.version) if ref.name and ref.version else None
+            found.append((node.location, ref.text, ref.process_id, named))
+    return found
+
+
+def check_document(
+    bundle: Bundle,
+    *,
+    catalogue: PluginCatalogue,
+    config: DefinitionConfig | None = None,
+    vo: str = "",
+    sub: str = "",
+    allow_unknown_plugins: bool = False,
+) -> tuple[list[Problem], Plan | None]:
+    """Validate and compile without a database: every problem, and the plan if there is no error."""
+    config = config or DefinitionConfig()
+    checked = validate_bundle(bundle, catalogue, config, vo, allow_unknown_plugins)
+    problems = list(checked.problems)
+    if checked.document is not None and checked.analysis is not None:
+        for path, text, _, named in stored_references(checked.document):
+            problems.append(
+                warning(
+                    Kind.UNRESOLVED_RUN,
+                    path,
+                    f"{text} names a stored process; it is checked against the store at "
+                    "submission, not offline"
+                    + (" (the plan shows no hash for what runs it)" if named else ""),
+                )
+            )
+    if not checked.ok or checked.document is None or checked.analysis is None:
+        return problems, None
+    plan = compile_plan(
+        checked.document,
+        checked.analysis,
+        config=config,
+        vo=vo,
+        sub=sub,
+        warnings=tuple(p for p in problems if p.severity is Severity.WARNING),
+    )
+    return problems, plan

@@ -1,0 +1,57 @@
+"""The dirac: hint vocabulary: the JSON schema (package data) and validation against it.
+
+The schema is `dirac-hints-1.0.json` of the specification, copied into this package so that
+validation works wherever dxts is installed. Every schema error is reported, each at the
+document path of the hint plus the JSON-schema path inside it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from dxts.cwl.problems import Kind, Problem, error, join
+
+SCHEMA_FILE = "dirac-hints-1.0.json"
+HINT_DEFINITIONS = {
+    "dirac:Workgraph": "workgraph",
+    "dirac:Transformation": "transformation",
+    "dirac:Job": "job",
+    "dirac:Feeder": "feeder",
+}
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("dxts.cwl").joinpath("data", SCHEMA_FILE).read_text()
+    return dict(json.loads(text))
+
+
+@cache
+def _validator(definition: str) -> Draft202012Validator:
+    root = schema()
+    registry: Registry[Any] = Registry().with_resource(root["$id"], Resource.from_contents(root))
+    return Draft202012Validator({"$ref": f"{root['$id']}#/$defs/{definition}"}, registry=registry)
+
+
+def check_hint(cls: str, body: Any, path: str) -> list[Problem]:
+    """Every schema error of one dirac hint (`cls` normalised, e.g. `dirac:Transformation`)."""
+    definition = HINT_DEFINITIONS.get(cls)
+    if definition is None:
+        known = ", ".join(sorted(HINT_DEFINITIONS))
+        return [
+            error(Kind.HINT_SCHEMA, path, f"{cls} is not a dirac hint; the vocabulary has {known}")
+        ]
+    problems = []
+    for found in sorted(
+        _validator(definition).iter_errors(body), key=lambda e: list(e.absolute_path)
+    ):
+        where = join(path, *found.absolute_path)
+        schema_path = "/".join(str(p) for p in found.relative_schema_path)
+        problems.append(error(Kind.HINT_SCHEMA, where, f"{found.message} (schema: {schema_path})"))
+    return problems

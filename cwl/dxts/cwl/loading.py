@@ -1,0 +1,597 @@
+"""Loading a submitted CWL v1.2 document, and every process it runs, from a bundle.
+
+A submission is a *bundle*: the main document plus the files it references (a mapping of
+relative path to text, or a directory). Nothing is ever fetched from a host a document names:
+the fetcher handed to cwl-utils serves the bundle and refuses everything else, and a `run` that
+climbs out of the bundle (`../x.cwl`, an absolute path, a URL) is a problem, not a read.
+
+A step's `run` may be
+
+* an inline process (kept inline while loading; stored as a process of its own when compiled),
+* a path relative to the document that names it, optionally with a `#fragment` selecting an
+  entry of a packed `$graph` document (`tools.cwl#merge`; `#merge` inside a packed document),
+* a reference to a stored process, which is this module's syntax:
+  `proc:sha256-<64 lowercase hex>` names a process by content hash, and `proc:<name>@<version>`
+  names a ProcessRegistry entry of the submitter's VO, resolved once, at submission, to a hash.
+  Stored processes and StrippedSpec always carry the hash form, so a stored document can be
+  submitted again unchanged.
+
+cwl-utils parses and checks every document (map and list forms, `$namespaces`, `$import`); this
+module only pairs the typed objects it returns with the plain data as written, because the plain
+data is what is hashed and stored (the typed objects' own serialisation mints random blank-node
+ids, so it cannot be hashed).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import cwl_utils.parser.cwl_v1_2 as cwl
+from ruamel.yaml.error import YAMLError
+from schema_salad.exceptions import ValidationException
+from schema_salad.fetcher import Fetcher
+from schema_salad.utils import yaml_no_ts
+
+from dxts.cwl.problems import Kind, Problem, error, join
+
+CWL_VERSION = "v1.2"
+DIRAC_NAMESPACE = "https://diracgrid.org/cwl#"
+FEEDER_FIELD = DIRAC_NAMESPACE + "Feeder"
+BUNDLE_ROOT = "file:///dxts-bundle/"
+DEFAULT_GRAPH_ENTRY = "main"
+
+_REFERENCE = re.compile(
+    r"^proc:(?:sha256-(?P<hex>[0-9a-f]{64})"
+    r"|(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>[A-Za-z0-9][A-Za-z0-9._+-]*))$"
+)
+
+
+class BundleEscape(ValueError):
+    """A path that leaves the bundle (absolute, `..` past the root, or a URL)."""
+
+
+class Bundle:
+    """The main document and the files it references, addressed by relative POSIX paths."""
+
+    def __init__(self, main: str, files: Mapping[str, str] | None = None, root: Path | None = None):
+        self.main = main
+        self._files = {normalise_path("", path): text for path, text in (files or {}).items()}
+        self._root = root.resolve() if root is not None else None
+        self._read: dict[str, str] = {}
+
+    @classmethod
+    def from_mapping(cls, main: str, files: Mapping[str, str]) -> Bundle:
+        return cls(main, files)
+
+    @classmethod
+    def from_directory(cls, root: Path, main: str) -> Bundle:
+        """Files are read on demand, and only from under `root` (symlinks included)."""
+        return cls(main, root=root)
+
+    def read(self, path: str) -> str | None:
+        text = self._lookup(path)
+        if text is not None:
+            self._read[path] = text
+        return text
+
+    def _lookup(self, path: str) -> str | None:
+        if path in self._files:
+            return self._files[path]
+        if self._root is None:
+            return None
+        target = (self._root / path).resolve()
+        if not target.is_relative_to(self._root) or not target.is_file():
+            return None
+        return target.read_text(encoding="utf-8")
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the main path and of every file read so far, by path: after loading,
+        what the submission consists of (a file of the bundle nothing referenced is not part of
+        it, and a directory bundle cannot be listed anyway)."""
+        document = {"main": self.main, "files": dict(sorted(self._read.items()))}
+        return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def normalise_path(base_file: str, reference: str) -> str:
+    """The bundle path `reference` names, relative to the file `base_file` it appears in."""
+    if urlsplit(reference).scheme or reference.startswith("/"):
+        raise BundleEscape(f"{reference!r} is not a path inside the bundle")
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(base_file), reference))
+    if joined == ".." or joined.startswith("../") or joined.startswith("/"):
+        raise BundleEscape(f"{reference!r} climbs out of the bundle")
+    return joined
+
+
+@dataclass(frozen=True)
+class ProcessReference:
+    """`proc:sha256-<hex>` (process_id set) or `proc:<name>@<version>` (name, version set)."""
+
+    text: str
+    process_id: bytes | None = None
+    name: str | None = None
+    version: str | None = None
+
+
+def parse_reference(text: str) -> ProcessReference | None:
+    """The reference `text` spells, None if it is not a `proc:` reference at all.
+
+    Raises ValueError for a `proc:` string of neither form.
+    """
+    if not text.startswith("proc:"):
+        return None
+    match = _REFERENCE.match(text)
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not a process reference: write proc:sha256-<64 lowercase hex digits> "
+            "or proc:<name>@<version>"
+        )
+    if match["hex"]:
+        return ProcessReference(text, process_id=bytes.fromhex(match["hex"]))
+    return ProcessReference(text, name=match["name"], version=match["version"])
+
+
+def reference_for(process_id: bytes) -> str:
+    """The canonical reference to a stored process: what stored bodies and StrippedSpec carry."""
+    return f"proc:sha256-{process_id.hex()}"
+
+
+@dataclass(eq=False)
+class ProcessNode:
+    """One process of a step's tree: a body loaded from the submission, or a stored reference.
+
+    `runs` pairs each `run` site inside `body` (a key path into it) with the child it names;
+    compilation replaces each site by the child's reference and hashes bottom-up.
+    """
+
+    location: str
+    body: dict[str, Any] | None = None
+    process_class: str | None = None
+    reference: ProcessReference | None = None
+    runs: list[tuple[tuple[str | int, ...], ProcessNode]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorkflowInput:
+    id: str
+    feeder: Any  # the dirac:Feeder extension field as written, None without one
+
+
+@dataclass(frozen=True)
+class StepInput:
+    id: str
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hint:
+    cls: str  # normalised: "dirac:Transformation" for any spelling of the dirac namespace
+    body: dict[str, Any]  # without its `class`
+    path: str  # where it is in the document, e.g. "steps.merge.hints.dirac:Transformation"
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    label: str | None
+    doc: str | None
+    inputs: tuple[StepInput, ...]
+    outputs: tuple[str, ...]
+    hints: tuple[Hint, ...]
+    scatter: bool
+    when: bool
+    process: ProcessNode | None
+
+
+@dataclass(frozen=True)
+class WorkflowOutput:
+    id: str
+    sources: tuple[str, ...]
+
+
+@dataclass
+class LoadedDocument:
+    """The top-level document: its typed structure with local ids, and the plain data."""
+
+    raw: dict[str, Any]
+    process_class: str
+    id: str | None
+    label: str | None
+    doc: str | None
+    hints: tuple[Hint, ...]
+    inputs: tuple[WorkflowInput, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[WorkflowOutput, ...]
+    run_sites: list[tuple[tuple[str | int, ...], ProcessNode]]
+
+    def hint(self, cls: str) -> Hint | None:
+        return next((h for h in self.hints if h.cls == cls), None)
+
+    def processes(self) -> Iterator[ProcessNode]:
+        """Every distinct process node, children before parents."""
+        seen: set[int] = set()
+
+        def visit(node: ProcessNode) -> Iterator[ProcessNode]:
+            if id(node) in seen:
+                return
+            seen.add(id(node))
+            for _, child in node.runs:
+                yield from visit(child)
+            yield node
+
+        for _, node in self.run_sites:
+            yield from visit(node)
+
+
+class _BundleFetcher(Fetcher):
+    """Serves `$import`/`$include` from the bundle; refuses every other location."""
+
+    schemes = ["file", "proc"]
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+
+    def _path(self, url: str) -> str:
+        if not url.startswith(BUNDLE_ROOT):
+            raise ValidationException(f"{url} is outside the submitted bundle; dxts never fetches")
+        return urlsplit(url).path.removeprefix(urlsplit(BUNDLE_ROOT).path)
+
+    def fetch_text(self, url: str, content_types: list[str] | None = None) -> str:
+        text = self.bundle.read(self._path(url))
+        if text is None:
+            raise ValidationException(f"{url.removeprefix(BUNDLE_ROOT)} is not in the bundle")
+        return text
+
+    def check_exists(self, url: str) -> bool:
+        return url.startswith(BUNDLE_ROOT) and self.bundle.read(self._path(url)) is not None
+
+    def urljoin(self, base_url: str, url: str) -> str:
+        if urlsplit(url).scheme:
+            return url
+        base = urlsplit(base_url).path.removeprefix(urlsplit(BUNDLE_ROOT).path)
+        path, _, fragment = url.partition("#")
+        try:
+            target = normalise_path(base, path) if path else base
+        except BundleEscape:
+            return url  # reported by the loader, which resolves `run` itself; never read
+        return f"{BUNDLE_ROOT}{target}" + (f"#{fragment}" if fragment else "")
+
+
+def plain(value: Any) -> Any:
+    """ruamel's commented containers as plain dicts and lists (what is hashed and stored)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _fragment(uri: str) -> str:
+    return uri.partition("#")[2]
+
+
+def _local(uri: str, scope: str) -> str:
+    """A document-local id: the fragment, without the enclosing process's own fragment."""
+    frag = _fragment(uri) or uri.rsplit("/", 1)[-1]
+    return frag.removeprefix(scope + "/") if scope else frag
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+def _raw_entries(raw: Any, key: str, id_field: str = "id") -> dict[str, tuple[str | int, Any]]:
+    """A map-or-list field (`steps`, `inputs`...) as id → (key in the field, entry)."""
+    value = raw.get(key) if isinstance(raw, dict) else None
+    out: dict[str, tuple[str | int, Any]] = {}
+    if isinstance(value, dict):
+        for name, entry in value.items():
+            out[name] = (name, entry)
+    elif isinstance(value, list):
+        for index, entry in enumerate(value):
+            if isinstance(entry, dict) and isinstance(entry.get(id_field), str):
+                out[entry[id_field].lstrip("#").rsplit("/", 1)[-1]] = (index, entry)
+    return out
+
+
+def _uses_prefix(value: Any, prefixes: set[str]) -> bool:
+    if isinstance(value, dict):
+        return any(
+            (isinstance(k, str) and k.split(":", 1)[0] in prefixes and ":" in k)
+            or (k == "class" and isinstance(v, str) and v.split(":", 1)[0] in prefixes)
+            or _uses_prefix(v, prefixes)
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return any(_uses_prefix(v, prefixes) for v in value)
+    return False
+
+
+def standalone(body: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:
+    """An inline or graph-entry body made a document of its own: the parent's cwlVersion, and
+    its `$namespaces` when the body uses one of their prefixes."""
+    out = dict(body)
+    if "cwlVersion" not in out and "cwlVersion" in parent:
+        out["cwlVersion"] = parent["cwlVersion"]
+    namespaces = parent.get("$namespaces")
+    if (
+        "$namespaces" not in out
+        and isinstance(namespaces, dict)
+        and _uses_prefix(body, set(namespaces))
+    ):
+        out["$namespaces"] = namespaces
+    return out
+
+
+class _Loader:
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self.fetcher = _BundleFetcher(bundle)
+        self.problems: list[Problem] = []
+        self._texts: dict[str, Any] = {}
+        self._nodes: dict[tuple[str, str], ProcessNode] = {}
+        self._stack: list[tuple[str, str]] = []
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _raw_file(self, path: str, where: str) -> Any:
+        if path in self._texts:
+            return self._texts[path]
+        text = self.bundle.read(path)
+        if text is None:
+            self.problems.append(
+                error(Kind.UNRESOLVED_RUN, where, f"{path} is not in the submitted bundle")
+            )
+            self._texts[path] = None
+            return None
+        try:
+            raw = plain(yaml_no_ts().load(text))
+        except YAMLError as exc:
+            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not YAML/JSON: {exc}"))
+            raw = None
+        if raw is not None and not isinstance(raw, dict):
+            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not a CWL document"))
+            raw = None
+        self._texts[path] = raw
+        return raw
+
+    def _entry(self, path: str, fragment: str, where: str) -> dict[str, Any] | None:
+        """The document `path#fragment` names, standalone (a `$graph` entry gets the header)."""
+        raw = self._raw_file(path, where)
+        if raw is None:
+            return None
+        if raw.get("cwlVersion") != CWL_VERSION:
+            self.problems.append(
+                error(
+                    Kind.INVALID_CWL,
+                    join(where, "cwlVersion") if path == self.bundle.main else where,
+                    f"{path}: cwlVersion is {raw.get('cwlVersion')!r}; dxts runs CWL {CWL_VERSION}",
+                )
+            )
+            return None
+        if "$graph" not in raw:
+            if fragment and raw.get("id", "").lstrip("#") != fragment:
+                self.problems.append(
+                    error(Kind.UNRESOLVED_RUN, where, f"{path} has no process #{fragment}")
+                )
+                return None
+            return raw
+        wanted = fragment or DEFAULT_GRAPH_ENTRY
+        for entry in raw["$graph"] if isinstance(raw["$graph"], list) else []:
+            if isinstance(entry, dict) and str(entry.get("id", "")).lstrip("#") == wanted:
+                header = {k: v for k, v in raw.items() if k != "$graph"}
+                return standalone(entry, header)
+        self.problems.append(
+            error(Kind.UNRESOLVED_RUN, where, f"the packed document {path} has no #{wanted} entry")
+        )
+        return None
+
+    def _typed(self, raw: dict[str, Any], path: str, where: str) -> Any:
+        uri = BUNDLE_ROOT + path
+        options = cwl.LoadingOptions(fetcher=self.fetcher, fileuri=uri, no_link_check=True)
+        try:
+            return cwl.load_document_by_yaml(copy.deepcopy(raw), uri, options)
+        except ValidationException as exc:
+            message = str(exc).replace(BUNDLE_ROOT, "")
+            self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {message}"))
+            return None
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def main(self) -> tuple[dict[str, Any], Any] | None:
+        path, _, fragment = self.bundle.main.partition("#")
+        try:
+            path = normalise_path("", path)
+        except BundleEscape as exc:
+            self.problems.append(error(Kind.UNRESOLVED_RUN, "", str(exc)))
+            return None
+        self.bundle.main = path
+        raw = self._entry(path, fragment, "")
+        if raw is None:
+            return None
+        typed = self._typed(raw, path, "")
+        return None if typed is None else (raw, typed)
+
+    def node(
+        self, typed: Any, body: dict[str, Any], path: str, location: str, where: str
+    ) -> ProcessNode:
+        node = ProcessNode(location, body=body, process_class=getattr(typed, "class_", None))
+        node.runs = self.run_sites(typed, body, path, where)
+        return node
+
+    def run_sites(
+        self, typed: Any, body: dict[str, Any], path: str, where: str
+    ) -> list[tuple[tuple[str | int, ...], ProcessNode]]:
+        if getattr(typed, "class_", None) != "Workflow":
+            return []
+        raw_steps = _raw_entries(body, "steps")
+        sites: list[tuple[tuple[str | int, ...], ProcessNode]] = []
+        for step in typed.steps or []:
+            # An inline process has a blank-node id, so scope by the step id's last part.
+            step_id = _fragment(step.id).rsplit("/", 1)[-1]
+            if step_id not in raw_steps:
+                continue
+            key, raw_step = raw_steps[step_id]
+            step_where = join(where, "steps", step_id, "run")
+            child = self.run(step.run, raw_step.get("run"), body, path, step_where)
+            if child is not None:
+                sites.append((("steps", key, "run"), child))
+        return sites
+
+    def run(
+        self, typed_run: Any, raw_run: Any, parent: dict[str, Any], path: str, where: str
+    ) -> ProcessNode | None:
+        if isinstance(raw_run, dict):
+            body = standalone(raw_run, parent)
+            return self.node(typed_run, body, path, f"{path}#{where}", where)
+        if not isinstance(raw_run, str):
+            self.problems.append(
+                error(Kind.INVALID_CWL, where, "run must be a process or a string")
+            )
+            return None
+        try:
+            reference = parse_reference(raw_run)
+        except ValueError as exc:
+            self.problems.append(error(Kind.UNRESOLVED_RUN, where, str(exc)))
+            return None
+        if reference is not None:
+            return ProcessNode(where, reference=reference)
+        target, _, fragment = raw_run.partition("#")
+        try:
+            target = normalise_path(path, target) if target else path
+        except BundleEscape as exc:
+            self.problems.append(
+                error(Kind.UNRESOLVED_RUN, where, f"{exc}: dxts reads only the submitted bundle")
+            )
+            return None
+        return self.file(target, fragment, where)
+
+    def file(self, path: str, fragment: str, where: str) -> ProcessNode | None:
+        key = (path, fragment)
+        if key in self._nodes:
+            return self._nodes[key]
+        location = f"{path}#{fragment}" if fragment else path
+        if key in self._stack:
+            chain = " → ".join(f"{p}#{f}" if f else p for p, f in [*self._stack, key])
+            self.problems.append(
+                error(Kind.UNRESOLVED_RUN, where, f"processes run each other: {chain}")
+            )
+            return None
+        raw = self._entry(path, fragment, where)
+        typed = None if raw is None else self._typed(raw, path, where)
+        if raw is None or typed is None:
+            return None
+        self._stack.append(key)
+        try:
+            node = self.node(typed, raw, path, location, where)
+        finally:
+            self._stack.pop()
+        self._nodes[key] = node
+        return node
+
+
+def _namespaces(raw: dict[str, Any]) -> dict[str, str]:
+    value = raw.get("$namespaces")
+    return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
+
+
+def normalise_class(cls: str, namespaces: Mapping[str, str]) -> str:
+    """Any spelling of a dirac class (`dirac:X`, `d:X` with d bound to the namespace, or the
+    full URI) as `dirac:X`; other classes unchanged."""
+    prefix, sep, rest = cls.partition(":")
+    if sep and prefix in namespaces:
+        cls = namespaces[prefix] + rest
+    if cls.startswith(DIRAC_NAMESPACE):
+        return "dirac:" + cls.removeprefix(DIRAC_NAMESPACE)
+    return cls
+
+
+def _hints(hints: Any, namespaces: Mapping[str, str], where: str) -> tuple[Hint, ...]:
+    out = []
+    for hint in hints or []:
+        if isinstance(hint, dict) and isinstance(hint.get("class"), str):
+            cls = normalise_class(hint["class"], namespaces)
+            body = {k: v for k, v in hint.items() if k != "class"}
+            out.append(Hint(cls, body, join(where, "hints", cls)))
+    return tuple(out)
+
+
+def load_document(bundle: Bundle) -> tuple[LoadedDocument | None, list[Problem]]:
+    """Load the bundle's main document and every process it runs, and every loading problem.
+
+    The document is None when the main document cannot be read as CWL at all; a step whose
+    process cannot be read has `process` None (and a problem saying why).
+    """
+    loader = _Loader(bundle)
+    loaded = loader.main()
+    if loaded is None:
+        return None, loader.problems
+    raw, typed = loaded
+    namespaces = _namespaces(raw)
+    scope = _fragment(typed.id or "")
+    process_class = typed.class_
+    run_sites = loader.run_sites(typed, raw, bundle.main, "")
+    by_step = {site[1]: node for site, node in run_sites}
+    raw_steps = _raw_entries(raw, "steps")
+    steps = []
+    for step in getattr(typed, "steps", None) or []:
+        step_id = _local(step.id, scope)
+        step_scope = f"{scope}/{step_id}" if scope else step_id
+        key = raw_steps.get(step_id, (None, None))[0]
+        steps.append(
+            Step(
+                id=step_id,
+                label=step.label,
+                doc=step.doc if isinstance(step.doc, str) else None,
+                inputs=tuple(
+                    StepInput(
+                        _local(i.id, step_scope),
+                        tuple(_local(s, scope) for s in _as_tuple(i.source)),
+                    )
+                    for i in step.in_ or []
+                ),
+                outputs=tuple(
+                    _local(o if isinstance(o, str) else o.id, step_scope) for o in step.out or []
+                ),
+                hints=_hints(step.hints, namespaces, join("steps", step_id)),
+                scatter=bool(step.scatter),
+                when=step.when is not None,
+                process=by_step.get(key) if key is not None else None,
+            )
+        )
+    inputs = tuple(
+        WorkflowInput(_local(i.id, scope), (i.extension_fields or {}).get(FEEDER_FIELD))
+        for i in typed.inputs or []
+    )
+    outputs = tuple(
+        WorkflowOutput(
+            _local(o.id, scope),
+            tuple(_local(s, scope) for s in _as_tuple(getattr(o, "outputSource", None))),
+        )
+        for o in typed.outputs or []
+    )
+    document = LoadedDocument(
+        raw=raw,
+        process_class=process_class,
+        id=raw["id"].lstrip("#") or None if isinstance(raw.get("id"), str) else None,
+        label=typed.label,
+        doc=typed.doc if isinstance(typed.doc, str) else None,
+        hints=_hints(typed.hints, namespaces, ""),
+        inputs=inputs,
+        steps=tuple(steps),
+        outputs=outputs,
+        run_sites=run_sites,
+    )
+    return document, loader.problems

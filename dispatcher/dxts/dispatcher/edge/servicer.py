@@ -1,0 +1,62 @@
+"""DispatcherService: the push path for adaptors, and the dispatcher's view of each backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dxts.core.adaptor import mapping
+from dxts.core.errors import InvalidArgument
+from dxts.core.grpc.convert import enum_to_proto, to_timestamp
+from dxts.dispatcher.logic.backends import read_loads
+from dxts.dispatcher.logic.forwarding import Forwarder
+from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
+
+
+class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
+    def __init__(self, forwarder: Forwarder) -> None:
+        self.forwarder = forwarder
+
+    async def ReportOutcomes(
+        self, request: dispatcher_pb2.ReportOutcomesRequest, context: Any
+    ) -> dispatcher_pb2.ReportOutcomesResponse:
+        groups: dict[str, list[int]] = {}
+        for index, outcome in enumerate(request.outcomes):
+            name = outcome.backend or request.backend
+            if not name:
+                raise InvalidArgument(
+                    "no backend: set the request's or the outcome's", field=f"outcomes[{index}]"
+                )
+            groups.setdefault(name, []).append(index)
+        acks: list[common_pb2.OutcomeAck | None] = [None] * len(request.outcomes)
+        for name, indexes in groups.items():
+            answered = await self.forwarder.report(
+                name, [mapping.outcome_from_proto(request.outcomes[i]) for i in indexes]
+            )
+            for index, ack in zip(indexes, answered, strict=True):
+                acks[index] = mapping.ack_to_proto(ack)
+        return dispatcher_pb2.ReportOutcomesResponse(acks=[a for a in acks if a is not None])
+
+    async def DispatcherStatus(
+        self, request: dispatcher_pb2.DispatcherStatusRequest, context: Any
+    ) -> dispatcher_pb2.DispatcherStatusResponse:
+        backends = self.forwarder.backends
+        loads, now = await read_loads(self.forwarder.database, list(backends))
+        return dispatcher_pb2.DispatcherStatusResponse(
+            backends=[
+                dispatcher_pb2.BackendStatus(
+                    backend=name,
+                    kind=enum_to_proto(backend.config.kind),  # type: ignore[arg-type]
+                    reachable=backend.state.reachable,
+                    capacity=backend.state.capacity,
+                    in_flight=loads[name].assigned,
+                    reserved=loads[name].reserved,
+                    oldest_reserved_at=to_timestamp(loads[name].oldest_reserved_at),
+                    refusals=backend.state.refusals,
+                    last_poll_at=to_timestamp(backend.state.last_poll_at),
+                    bad_outcomes=backend.state.bad_outcomes,
+                    adaptor=backend.adaptor,
+                )
+                for name, backend in sorted(backends.items())
+            ],
+            as_of=to_timestamp(now),
+        )

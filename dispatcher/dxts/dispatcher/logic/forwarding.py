@@ -1,0 +1,314 @@
+"""Bringing the backends' answers back: polling, the push path, and cancellations.
+
+* Poll (`poll_once`, per backend, one replica at a time through a named lock): the backend's
+  Assigned parcels, page by page on the (Backend, Status) index, are polled for terminal
+  outcomes, which are checked (`outcomes`) and forwarded to execution in batches. Nothing is
+  written here: execution takes a parcel past Assigned when it records the outcome, which is
+  what ends its polling; until then a re-poll forwards the same outcome again, which execution
+  acknowledges and ignores.
+* Push (`report`): an adaptor that reports on its own sends the same outcomes to
+  `DispatcherService.ReportOutcomes`; the dispatcher resolves each identifier to its parcel
+  through the identifier table and forwards them the same way.
+* Cancel (`cancel_once`, per backend, under its own lock): execution marks a cancellation by
+  moving a Reserved or Assigned parcel to Completing with `Annotations.cancel_requested = true`
+  (`store.forwarding.CANCEL_REQUESTED`). For each such parcel of the backend the dispatcher asks
+  the adaptor to cancel (again every `cancel_resend_s` until confirmed) and polls it, so the
+  confirmation (a CANCELLED outcome, or whatever the work ended as) is forwarded like any
+  outcome. A cancelled
+  parcel with no identifier recorded, once older than the lease (no dispatcher is still
+  submitting it), is cancelled by its idempotency key: if the adaptor had accepted it, its
+  identifier is recorded and it is polled like the others; if it never had, the adaptor now
+  refuses the key for good and the dispatcher forwards the CANCELLED outcome itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from dxts.core.adaptor.model import (
+    CancelledKey,
+    Outcome,
+    OutcomeAck,
+    OutcomeDisposition,
+    OutcomeResult,
+    ReportMode,
+)
+from dxts.core.db import Database, Isolation
+from dxts.core.errors import InvalidArgument, NotFound, Unavailable
+from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.locks import Lock, LockManager
+from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
+from dxts.dispatcher.logic.dispatch import chunks
+from dxts.dispatcher.logic.outcomes import OutcomeSink, as_failure, manifest_problem
+from dxts.dispatcher.metrics import BAD_OUTCOMES, CANCELS, OUTCOMES, UNREACHABLE
+from dxts.dispatcher.settings import DispatcherSettings
+from dxts.dispatcher.store.forwarding import assigned_page, cancel_requests
+from dxts.dispatcher.store.identifiers import insert_identifiers, parcels_of_identifiers
+
+log = logging.getLogger(__name__)
+
+RC = Isolation.READ_COMMITTED
+# The `disposition` label of OUTCOMES: the contract's enum names, as before the domain types.
+_DISPOSITION_LABELS = {d: f"OUTCOME_DISPOSITION_{d.name}" for d in OutcomeDisposition}
+
+
+class Forwarder:
+    def __init__(
+        self,
+        database: Database,
+        settings: DispatcherSettings,
+        backends: Mapping[str, Backend],
+        sink: OutcomeSink,
+        locks: LockManager,
+    ) -> None:
+        self.database = database
+        self.settings = settings
+        self.backends = dict(backends)
+        self.sink = sink
+        self.locks = locks
+        self._cancel_sent: dict[bytes, float] = {}
+
+    # -- checking and forwarding --------------------------------------------------------------
+
+    def _bad(self, backend: Backend, reason: str, detail: str) -> None:
+        backend.state.bad_outcomes += 1
+        BAD_OUTCOMES.labels(backend.name, reason).inc()
+        log.warning("%s reported an unusable outcome (%s): %s", backend.name, reason, detail)
+
+    def _checked(
+        self, backend: Backend, outcome: Outcome, expected: Mapping[str, bytes]
+    ) -> Outcome | None:
+        """The outcome to forward, naming its parcel and backend; None to drop it."""
+        parcel_id = expected.get(outcome.identifier)
+        if parcel_id is None:
+            self._bad(backend, "unknown_identifier", repr(outcome.identifier[:80]))
+            return None
+        if outcome.parcel_id and outcome.parcel_id != id_to_str(parcel_id):
+            self._bad(
+                backend,
+                "parcel_mismatch",
+                f"{outcome.identifier} is parcel {id_to_str(parcel_id)}, "
+                f"reported as {outcome.parcel_id[:40]!r}",
+            )
+            return None
+        checked = dataclasses.replace(outcome, parcel_id=id_to_str(parcel_id), backend=backend.name)
+        problem = manifest_problem(checked)
+        if problem is not None:
+            self._bad(backend, "malformed", f"{outcome.identifier}: {problem}")
+            checked = as_failure(checked, problem)
+        return checked
+
+    async def _forward(self, backend: Backend, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        """Forward in batches; raises Unavailable when execution cannot take them (the outcomes
+        are still the adaptor's to report again)."""
+        acks: list[OutcomeAck] = []
+        for chunk in chunks(outcomes, self.settings.outcome_batch):
+            answered = await self.sink.record(chunk)
+            for ack in answered:
+                OUTCOMES.labels(backend.name, _DISPOSITION_LABELS[ack.disposition]).inc()
+                if ack.disposition is OutcomeDisposition.UNKNOWN_PARCEL:
+                    log.warning("execution knows no parcel %s (%s)", ack.parcel_id, ack.message)
+            acks.extend(answered)
+        return acks
+
+    async def _poll_and_forward(self, backend: Backend, expected: Mapping[str, bytes]) -> int:
+        try:
+            reply = await backend.poll(list(expected))
+        except BackendUnreachable as error:
+            UNREACHABLE.labels(backend.name, "Poll").inc()
+            log.warning("%s", error)
+            return 0
+        outcomes = [
+            checked
+            for outcome in reply.outcomes
+            if (checked := self._checked(backend, outcome, expected)) is not None
+        ]
+        if reply.unknown_identifiers:
+            log.warning(
+                "%s does not know %d identifiers the dispatcher recorded (first: %s)",
+                backend.name,
+                len(reply.unknown_identifiers),
+                reply.unknown_identifiers[0],
+            )
+        if not outcomes:
+            return 0
+        try:
+            await self._forward(backend, outcomes)
+        except Unavailable as error:
+            log.warning("%d outcomes of %s not forwarded: %s", len(outcomes), backend.name, error)
+            return 0
+        return len(outcomes)
+
+    # -- the sweeps ---------------------------------------------------------------------------
+
+    async def poll_once(self, backend: Backend) -> int:
+        """Poll every Assigned parcel of a pull backend; returns the outcomes forwarded."""
+        if backend.state.report_mode is ReportMode.PUSH:
+            return 0
+        async with self.locks.try_hold(Lock("dispatch-poll", backend.name)) as held:
+            if not held:
+                return 0
+            forwarded = 0
+            after: bytes | None = None
+            while True:
+                page = await self.database.run(
+                    functools.partial(
+                        assigned_page,
+                        backend=backend.name,
+                        adaptor=backend.adaptor,
+                        after=after,
+                        limit=self.settings.poll_batch,
+                    ),
+                    isolation=RC,
+                )
+                if not page:
+                    break
+                after = page[-1][0]
+                forwarded += await self._poll_and_forward(
+                    backend, {id_to_str(identifier): pid for pid, identifier in page}
+                )
+                if len(page) < self.settings.poll_batch:
+                    break
+            backend.state.last_poll_at = datetime.now(UTC)
+            return forwarded
+
+    async def cancel_once(self, backend: Backend) -> int:
+        """Pass the backend's cancel requests on, and forward what they ended as; returns the
+        parcels asked to cancel."""
+        async with self.locks.try_hold(Lock("dispatch-cancel", backend.name)) as held:
+            if not held:
+                return 0
+            requests, now = await self.database.run(
+                lambda conn: cancel_requests(
+                    conn, backend.name, backend.adaptor, self.settings.poll_batch
+                ),
+                isolation=RC,
+            )
+            requested = {r.parcel_id for r in requests}
+            self._cancel_sent = {p: t for p, t in self._cancel_sent.items() if p in requested}
+            known = {r.parcel_id: r.identifier for r in requests if r.identifier is not None}
+            lease = timedelta(seconds=self.settings.lease_s)
+            keys = [
+                r.parcel_id
+                for r in requests
+                if r.identifier is None and now - r.updated_at >= lease
+            ]
+            clock = time.monotonic()
+            due = [
+                p
+                for p in known
+                if clock - self._cancel_sent.get(p, -1e18) >= self.settings.cancel_resend_s
+            ]
+            if due or keys:
+                try:
+                    reply = await backend.cancel(
+                        identifiers=[id_to_str(known[p]) for p in due],
+                        parcel_ids=[id_to_str(p) for p in keys],
+                    )
+                except BackendUnreachable as error:
+                    UNREACHABLE.labels(backend.name, "Cancel").inc()
+                    log.warning("%s", error)
+                    return 0
+                CANCELS.labels(backend.name).inc(len(due) + len(keys))
+                self._cancel_sent.update(dict.fromkeys(due, clock))
+                known.update(await self._settle_keys(backend, reply.keys, set(keys)))
+            if known:
+                for page in chunks(sorted(known.items()), self.settings.poll_batch):
+                    await self._poll_and_forward(
+                        backend, {id_to_str(identifier): pid for pid, identifier in page}
+                    )
+            return len(due) + len(keys)
+
+    async def _settle_keys(
+        self,
+        backend: Backend,
+        answers: Sequence[CancelledKey],
+        asked: set[bytes],
+    ) -> dict[bytes, bytes]:
+        """Record the identifiers of keys the adaptor had accepted; forward CANCELLED for keys it
+        never had. Returns the newly known ParcelID → identifier."""
+        found: dict[bytes, bytes] = {}
+        never: list[bytes] = []
+        for answer in answers:
+            try:
+                parcel_id = id_from_str(answer.parcel_id, field="parcel_id")
+                if parcel_id not in asked:
+                    raise InvalidArgument("a key that was not asked about", field="parcel_id")
+                if answer.identifier:
+                    found[parcel_id] = id_from_str(answer.identifier, field="identifier")
+                else:
+                    never.append(parcel_id)
+            except InvalidArgument as error:
+                self._bad(backend, "cancel_answer", f"{answer.parcel_id[:40]!r}: {error}")
+        if found:
+            clashes = await self.database.run(
+                lambda conn: insert_identifiers(conn, backend.adaptor, found),
+                isolation=RC,
+            )
+            for parcel_id in clashes:
+                self._bad(backend, "identifier_clash", id_to_str(parcel_id))
+                found.pop(parcel_id)
+        if never:
+            outcomes = [
+                Outcome(
+                    parcel_id=id_to_str(parcel_id),
+                    backend=backend.name,
+                    result=OutcomeResult.CANCELLED,
+                    backend_status="never accepted",
+                    message="cancelled before the backend accepted it: nothing ran",
+                )
+                for parcel_id in never
+            ]
+            try:
+                await self._forward(backend, outcomes)
+            except Unavailable as error:
+                log.warning("cancellations of %s not forwarded yet: %s", backend.name, error)
+        return found
+
+    # -- the push path ------------------------------------------------------------------------
+
+    async def report(self, backend_name: str, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        """Outcomes an adaptor pushed: one ack per outcome, in order. Raises Unavailable when
+        execution cannot take them now (the adaptor pushes again)."""
+        backend = self.backends.get(backend_name)
+        if backend is None:
+            raise NotFound("backend", backend_name)
+        identifiers: dict[str, bytes] = {}
+        for outcome in outcomes:
+            try:
+                identifiers[outcome.identifier] = id_from_str(outcome.identifier)
+            except InvalidArgument:
+                continue
+        found = await self.database.run(
+            lambda conn: parcels_of_identifiers(conn, backend.adaptor, identifiers.values()),
+            isolation=RC,
+        )
+        expected = {text: found[raw] for text, raw in identifiers.items() if raw in found}
+        forward: list[tuple[int, Outcome]] = []
+        acks: list[OutcomeAck | None] = []
+        for outcome in outcomes:
+            checked = self._checked(backend, outcome, expected)
+            if checked is None:
+                acks.append(_unknown(backend.name, outcome))
+            else:
+                forward.append((len(acks), checked))
+                acks.append(None)
+        answered = await self._forward(backend, [o for _, o in forward])
+        for (index, _), ack in zip(forward, answered, strict=True):
+            acks[index] = ack
+        return [ack for ack in acks if ack is not None]
+
+
+def _unknown(backend: str, outcome: Outcome) -> OutcomeAck:
+    return OutcomeAck(
+        parcel_id=outcome.parcel_id,
+        backend=backend,
+        identifier=outcome.identifier,
+        disposition=OutcomeDisposition.UNKNOWN_PARCEL,
+        message="no parcel of this backend has that identifier",
+    )

@@ -1,0 +1,72 @@
+"""The backend identifier tables: ParcelID ↔ the identifier its adaptor gave it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.schema.execution import (
+    local_ids,
+    null_ids,
+    slurm_ids,
+)
+
+# Adaptor type → (identifier table, identifier column). One table per adaptor this project
+# ships; an adaptor type not listed here cannot be configured (settings are checked against it).
+IDENTIFIER_TABLES: dict[str, tuple[sa.Table, str]] = {
+    "local": (local_ids, "LocalID"),
+    "null": (null_ids, "NullID"),
+    "slurm": (slurm_ids, "SlurmID"),
+}
+
+
+def id_column(adaptor: str) -> tuple[sa.Table, sa.Column[Any]]:
+    table, column = IDENTIFIER_TABLES[adaptor]
+    return table, table.c[column]
+
+
+@functools.cache
+def insert_ignoring(adaptor: str, dialect: str) -> sa.Insert:
+    """The identifier table's INSERT that skips rows already there, per server dialect."""
+    table, _ = id_column(adaptor)
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    return sa.insert(table).prefix_with("IGNORE")
+
+
+async def insert_identifiers(
+    conn: AsyncConnection, adaptor: str, identifiers: Mapping[bytes, bytes]
+) -> list[bytes]:
+    """Record ParcelID → identifier rows, skipping ones already there; returns the parcels
+    whose recorded identifier is not the given one (or that could not be recorded)."""
+    if not identifiers:
+        return []
+    table, column = id_column(adaptor)
+    rows = [{"ParcelID": p, column.name: i} for p, i in sorted(identifiers.items())]
+    result = await conn.execute(insert_ignoring(adaptor, conn.dialect.name), rows)
+    if conn.dialect.supports_sane_multi_rowcount and result.rowcount == len(rows):
+        return []  # every row is new: nothing can clash (the usual case, one statement less)
+    recorded = {
+        bytes(row[0]): bytes(row[1])
+        for row in await conn.execute(
+            sa.select(table.c.ParcelID, column).where(table.c.ParcelID.in_(list(identifiers)))
+        )
+    }
+    return [p for p, i in identifiers.items() if recorded.get(p) != i]
+
+
+async def parcels_of_identifiers(
+    conn: AsyncConnection, adaptor: str, identifiers: Iterable[bytes]
+) -> dict[bytes, bytes]:
+    """identifier → ParcelID, through the identifier table's unique index."""
+    wanted = sorted(set(identifiers))
+    if not wanted:
+        return {}
+    table, column = id_column(adaptor)
+    rows = await conn.execute(sa.select(column, table.c.ParcelID).where(column.in_(wanted)))
+    return {bytes(row[0]): bytes(row[1]) for row in rows}

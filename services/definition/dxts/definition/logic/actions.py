@@ -1,0 +1,259 @@
+"""An operator forcing or resetting an action of the list its owner is running.
+
+Forcing records a result (the caller is its author); resetting clears it so that the runner
+runs it again. Either brings a blocked owner back to its list's state once no action of the
+list says Failed. Each is one kernel command (`run_command`) logged in the owner's log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.db import Database, db_now
+from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from dxts.core.grpc.auth import Identity
+from dxts.core.kernel.commands import LogScope, Result, run_command
+from dxts.core.state_machines import BLOCKED_COUNTERPART, Actor
+from dxts.core.states import ActionResult
+from dxts.cwl.compile import APPROVING
+from dxts.definition.logic.authorise import Caller, authorise, command_data
+from dxts.definition.logic.commands import command_request
+from dxts.definition.logic.locked import (
+    LockedTransformation,
+    LockedWorkgraph,
+    lock_transformation,
+    lock_workgraph,
+)
+from dxts.definition.logic.moves import move_transformations, move_workgraph
+from dxts.definition.store import actions as actions_db
+
+FORCEABLE = {
+    APPROVING: {ActionResult.PASSED, ActionResult.FAILED},
+    "Finalizing": {ActionResult.PASSED, ActionResult.FAILED},
+    "Archiving": {ActionResult.DONE, ActionResult.FAILED},
+    "Cancelling": {ActionResult.DONE, ActionResult.FAILED},
+}
+
+
+@dataclass(frozen=True)
+class _ActionOwner:
+    status: str
+    vo: str
+    sub: str
+    workgraph: LockedWorkgraph | None  # the owner when a workgraph, else the member's
+    transformation: LockedTransformation | None
+
+
+async def _lock_action_owner(
+    conn: AsyncConnection, caller: Caller, action_id: int
+) -> tuple[Any, _ActionOwner]:
+    """The action and its owner, both locked (owner first); NotFound across VOs."""
+    row = await actions_db.action_row(conn, action_id)
+    if row is None:
+        raise NotFound("action", action_id)
+    if row.WorkgraphID is not None:
+        workgraph = await lock_workgraph(conn, bytes(row.WorkgraphID))
+        owner = _ActionOwner(workgraph.status, workgraph.vo, workgraph.sub, workgraph, None)
+    else:
+        locked = await lock_transformation(conn, bytes(row.TransformationID))
+        owner = _ActionOwner(locked.status, locked.vo, locked.sub, locked.workgraph, locked)
+    if caller.identity.vo != owner.vo:
+        raise NotFound("action", action_id)
+    locked_row = await actions_db.lock_action(conn, action_id)
+    assert locked_row is not None
+    return locked_row, owner
+
+
+def _authorise_action(
+    caller: Caller, action: Any, owner: _ActionOwner, *, sign_off: bool = False
+) -> None:
+    """Who may force or reset an action: whoever may steer its owner; forcing (`sign_off`) an
+    action that needs a role also needs that role (or the operator role). Holding the role a
+    sign-off names is enough to force that one action, whoever owns the workgraph."""
+    role = required_role(action, caller) if sign_off else None
+    if role is not None and role != caller.operator_role and caller.identity.has_role(role):
+        return
+    owner_id = (
+        owner.transformation.transformation_id
+        if owner.transformation is not None
+        else bytes(action.WorkgraphID)
+    )
+    kind = "workgraph" if owner.transformation is None else "transformation"
+    authorise(caller, owner.vo, owner.sub, kind, owner_id)
+    if role is not None and not (caller.identity.has_role(role) or caller.is_operator):
+        raise PermissionDenied(
+            f"forcing {action.Action} (action {action.ActionID}) needs the {role!r} role"
+        )
+
+
+def _require_list_running(action: Any, owner: _ActionOwner) -> None:
+    if owner.status not in (action.State, BLOCKED_COUNTERPART.get(action.State)):
+        raise FailedPrecondition(
+            f"action {action.ActionID} belongs to the {action.State} list, and its owner is "
+            f"{owner.status}: it can be forced or reset only while that list runs",
+            current_state=owner.status,
+        )
+
+
+def required_role(action: Any, caller: Caller) -> str | None:
+    """The role forcing this action needs: the one a sign-off names in its args (`role`), or
+    the operator role for every approving action (the gate the operators own)."""
+    args = action.Args if isinstance(action.Args, dict) else {}
+    if isinstance(args.get("role"), str) and args["role"]:
+        return str(args["role"])
+    return caller.operator_role if action.State == APPROVING else None
+
+
+def _details(action: Any) -> dict[str, Any]:
+    """What the command's log row records of the action."""
+    return {
+        "action_id": action.ActionID,
+        "action": action.Action,
+        "state": action.State,
+        "position": action.Position,
+    }
+
+
+def _scope(target: tuple[Any, _ActionOwner]) -> LogScope:
+    """The log of the action's owner: its workgraph's, or its transformation's."""
+    action, _ = target
+    if action.WorkgraphID is not None:
+        return LogScope(workgraph_id=bytes(action.WorkgraphID))
+    return LogScope(transformation_id=bytes(action.TransformationID))
+
+
+async def _leave_blocked(
+    conn: AsyncConnection,
+    action: Any,
+    owner: _ActionOwner,
+    caller: Caller,
+    message: str,
+    data: dict[str, Any],
+) -> None:
+    """Back to the unblocked state once no action of the list says Failed."""
+    if owner.status != BLOCKED_COUNTERPART.get(action.State):
+        return
+    failed = await actions_db.failed_actions(
+        conn,
+        state=action.State,
+        workgraph_id=None if action.WorkgraphID is None else bytes(action.WorkgraphID),
+        transformation_id=None
+        if action.TransformationID is None
+        else bytes(action.TransformationID),
+    )
+    if failed:
+        return
+    if owner.transformation is None:
+        assert owner.workgraph is not None
+        await move_workgraph(
+            conn,
+            owner.workgraph,
+            action.State,
+            actor=Actor.OPERATOR,
+            author=caller.author,
+            message=message,
+            data=data,
+        )
+    else:
+        await move_transformations(
+            conn,
+            [(owner.transformation.transformation_id, owner.status)],
+            action.State,
+            actor=Actor.OPERATOR,
+            author=caller.author,
+            message=message,
+            data=data,
+            standalone=owner.transformation.standalone,
+        )
+
+
+async def force_action(
+    database: Database,
+    caller: Caller,
+    action_id: int,
+    result: ActionResult,
+    *,
+    message: str = "",
+    request_id: str = "",
+) -> Result:
+    """Record `result` for an action of the list its owner is running (the author is the
+    caller); a blocked owner with no Failed action left goes back to the unblocked state."""
+
+    def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
+        action, owner = target
+        allowed = FORCEABLE.get(action.State, set())
+        if result not in allowed:
+            raise InvalidArgument(
+                f"a {action.State} action is forced to one of "
+                f"{', '.join(sorted(a.value for a in allowed))}, not {result}",
+                field="result",
+            )
+        _authorise_action(caller, action, owner, sign_off=True)
+        _require_list_running(action, owner)
+
+    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+        action, owner = target
+        data = command_data(request_id, "", result=result.value)
+        await actions_db.set_action_result(
+            conn,
+            action_id,
+            result=result.value,
+            message=message[:512] or None,
+            author=caller.author,
+            now=await db_now(conn),
+        )
+        await _leave_blocked(
+            conn, action, owner, caller, f"action {action.Action} forced {result.value}", data
+        )
+        return {**_details(action), "result": result.value}
+
+    return await run_command(
+        database,
+        command_request("ForceAction", caller, request_id, message),
+        lock=lambda conn: _lock_action_owner(conn, caller, action_id),
+        authorise=admit,
+        scope=_scope,
+        apply=apply,
+    )
+
+
+async def reset_action(
+    database: Database,
+    caller: Caller,
+    action_id: int,
+    *,
+    reason: str = "",
+    request_id: str = "",
+) -> Result:
+    """Clear an action's result so that the runner runs it again (the author is recorded)."""
+
+    def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
+        action, owner = target
+        _authorise_action(caller, action, owner)
+        _require_list_running(action, owner)
+
+    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+        action, owner = target
+        data = command_data(request_id, reason)
+        await actions_db.set_action_result(
+            conn,
+            action_id,
+            result=None,
+            message=reason[:512] or None,
+            author=caller.author,
+            now=await db_now(conn),
+        )
+        await _leave_blocked(conn, action, owner, caller, f"action {action.Action} reset", data)
+        return _details(action)
+
+    return await run_command(
+        database,
+        command_request("ResetAction", caller, request_id, reason),
+        lock=lambda conn: _lock_action_owner(conn, caller, action_id),
+        authorise=admit,
+        scope=_scope,
+        apply=apply,
+    )

@@ -1,0 +1,176 @@
+"""The process store and its registry, as the gRPC contract offers them.
+
+Stored processes are content-addressed and shared: identical bodies submitted by two VOs are
+one row, and knowing a hash is what reading it takes (the dispatcher materialises payloads with
+`process_tree`). Names are per VO: a caller publishes, resolves and lists only its own VO's
+(another VO's names are NOT_FOUND, as if absent); lineage lists only the transformations the
+caller may see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.db import Database, Isolation
+from dxts.core.errors import NotFound, PermissionDenied
+from dxts.core.ids import hash_to_str
+from dxts.definition.logic import registry
+from dxts.definition.logic.queries import Viewer
+from dxts.definition.store import processes as processes_db
+from dxts.definition.store import registry as registry_db
+from dxts.definition.store import transformations as transformations_db
+
+
+@dataclass(frozen=True)
+class ProcessView:
+    process_id: bytes
+    body: Any
+    children: tuple[bytes, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class VersionView:
+    vo: str
+    name: str
+    version: str
+    process_id: bytes
+    author: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class LineageView:
+    process_id: bytes
+    composes: tuple[bytes, ...]
+    composed_by: tuple[bytes, ...]
+    versions: tuple[VersionView, ...]
+    transformation_ids: tuple[bytes, ...]
+
+
+async def _views(conn: AsyncConnection, ids: set[bytes]) -> dict[bytes, ProcessView]:
+    children: dict[bytes, list[bytes]] = {i: [] for i in ids}
+    for parent, child in sorted(await processes_db.process_children(conn, ids)):
+        children[parent].append(child)
+    return {
+        bytes(r.ProcessID): ProcessView(
+            bytes(r.ProcessID), r.Process, tuple(children[bytes(r.ProcessID)]), r.CreatedAt
+        )
+        for r in await processes_db.process_rows(conn, ids)
+    }
+
+
+async def get_process(database: Database, process_id: bytes) -> ProcessView:
+    async def work(conn: AsyncConnection) -> ProcessView:
+        found = await _views(conn, {process_id})
+        if process_id not in found:
+            raise NotFound("process", hash_to_str(process_id))
+        return found[process_id]
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def process_tree(database: Database, root: bytes) -> list[ProcessView]:
+    """The root and everything it references, each once, children before their parents."""
+
+    async def work(conn: AsyncConnection) -> list[ProcessView]:
+        tree = await registry.process_tree(conn, root)
+        views = await _views(conn, set(tree))
+        ordered: list[ProcessView] = []
+        seen: set[bytes] = set()
+
+        def visit(process_id: bytes) -> None:
+            if process_id in seen:
+                return
+            seen.add(process_id)
+            for child in views[process_id].children:
+                visit(child)
+            ordered.append(views[process_id])
+
+        visit(root)
+        return ordered
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+def _own_vo(viewer: Viewer, vo: str) -> str:
+    """The VO a registry call is about: the caller's (another VO's names do not exist for it)."""
+    return vo or viewer.identity.vo
+
+
+def _version(vo: str, name: str, entry: registry.RegistryEntry) -> VersionView:
+    return VersionView(vo, name, entry.version, entry.process_id, entry.author, entry.created_at)
+
+
+async def publish(
+    database: Database, viewer: Viewer, *, vo: str, name: str, version: str, process_id: bytes
+) -> VersionView:
+    """Name a stored process in the caller's VO (author: the caller)."""
+    vo = _own_vo(viewer, vo)
+    if vo != viewer.identity.vo:
+        raise PermissionDenied(f"a process is published in the caller's own VO, not in {vo!r}")
+    author = viewer.identity.sub[:64]
+
+    async def work(conn: AsyncConnection) -> VersionView:
+        await registry.publish(
+            conn, vo=vo, name=name, version=version, process_id=process_id, author=author
+        )
+        entry = next(
+            e for e in await registry.list_versions(conn, vo=vo, name=name) if e.version == version
+        )
+        return _version(vo, name, entry)
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def resolve(
+    database: Database, viewer: Viewer, *, vo: str, name: str, version: str
+) -> VersionView:
+    vo = _own_vo(viewer, vo)
+    if not viewer.sees(vo):
+        raise NotFound("process", f"{name}@{version} in {vo}")
+
+    async def work(conn: AsyncConnection) -> VersionView:
+        await registry.resolve(conn, vo=vo, name=name, version=version)
+        entry = next(
+            e for e in await registry.list_versions(conn, vo=vo, name=name) if e.version == version
+        )
+        return _version(vo, name, entry)
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def versions(database: Database, viewer: Viewer, *, vo: str, name: str) -> list[VersionView]:
+    """Every version of `name`, oldest first; none for another VO."""
+    vo = _own_vo(viewer, vo)
+    if not viewer.sees(vo):
+        return []
+
+    async def work(conn: AsyncConnection) -> list[VersionView]:
+        return [_version(vo, name, e) for e in await registry.list_versions(conn, vo=vo, name=name)]
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> LineageView:
+    async def work(conn: AsyncConnection) -> LineageView:
+        found = await registry.lineage(conn, process_id)
+        running = {t for t, _ in found.transformations}
+        rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
+        names = await registry_db.registry_names(conn, viewer.identity.vo, process_id)
+        return LineageView(
+            process_id,
+            found.references,
+            found.composed_by,
+            tuple(
+                VersionView(r.VO, r.Name, r.Version, bytes(r.ProcessID), r.Author, r.CreatedAt)
+                for r in names
+            ),
+            tuple(bytes(r.TransformationID) for r in rows if viewer.sees(r.VO)),
+        )
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)

@@ -1,0 +1,392 @@
+"""Reads: workgraphs, transformations and their actions, as plain values for the servicer.
+
+Visibility: a caller sees its own VO; a caller from another VO is told NOT_FOUND, never that
+the thing exists. dxts's own components (the service role: the execution sweeps, the
+dispatcher) see every VO. Within a VO everyone may look (shifters follow productions they do
+not own); steering is checked by the commands (`logic.authorise`).
+
+Lists page by id (UUIDv7, so creation order): each returns one page and the last id of it when
+there may be more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.db import Database, Isolation
+from dxts.core.errors import NotFound
+from dxts.core.grpc.auth import Identity
+from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.states import WorkgraphStatus
+from dxts.cwl.compile import EDGE_ARGUMENT, EDGE_FEEDER
+from dxts.definition.logic.locked import HALTED
+from dxts.definition.store import actions as actions_db
+from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store import workgraphs as workgraphs_db
+
+T = TypeVar("T")
+
+
+# Until the scout is approved the feeders take only its sample: a workgraph Approving (or blocked
+# there) has not been approved to run in full.
+SCOUT_UNTIL_APPROVED = frozenset(
+    {WorkgraphStatus.SCOUTING, WorkgraphStatus.APPROVING, WorkgraphStatus.APPROVING_BLOCKED}
+)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    identity: Identity
+    service_role: str = "service"
+
+    @property
+    def all_vos(self) -> bool:
+        return self.identity.has_role(self.service_role)
+
+    def sees(self, vo: str) -> bool:
+        return self.all_vos or self.identity.vo == vo
+
+    def vo_filter(self, asked: str) -> str | None:
+        """The VO a list is restricted to (None: every VO); asking for another VO's rows
+        without the service role finds nothing, as if there were none."""
+        if self.all_vos:
+            return asked or None
+        return self.identity.vo if asked in ("", self.identity.vo) else "\x00"
+
+
+@dataclass(frozen=True)
+class WorkgraphView:
+    workgraph_id: bytes
+    type: str
+    status: str
+    vo: str
+    sub: str
+    annotations: dict[str, Any] | None
+    hooks: dict[str, Any] | None
+    transformation_ids: tuple[bytes, ...]
+    updated_at: datetime
+
+    @property
+    def halted(self) -> bool:
+        return bool((self.annotations or {}).get(HALTED))
+
+
+@dataclass(frozen=True)
+class OutputView:
+    output_id: bytes
+    name: str
+    intermediate: bool
+
+
+@dataclass(frozen=True)
+class TransformationView:
+    transformation_id: bytes
+    workgraph_id: bytes | None
+    step: str
+    type: str
+    kind: str
+    status: str
+    vo: str
+    sub: str
+    executing_identity: str | None
+    feeder: str | None
+    feeder_args: Any
+    feeder_enabled: bool
+    packer: str
+    packer_args: Any
+    annotations: dict[str, Any] | None
+    hooks: dict[str, Any] | None
+    process_id: bytes | None
+    requirements_template_id: bytes | None
+    outputs: tuple[OutputView, ...]
+    upstream_ids: tuple[bytes, ...]
+    scouting: bool
+    halted: bool
+    updated_at: datetime
+    # Only for the execution sweeps (ListActiveTransformations).
+    feeder_state: Any = None
+    requirements_template: Any = None
+
+
+@dataclass(frozen=True)
+class ActionView:
+    action_id: int
+    workgraph_id: bytes | None
+    transformation_id: bytes | None
+    state: str
+    position: int
+    action: str
+    args: Any
+    result: str | None
+    message: str | None
+    author: str | None
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class WorkgraphDetail:
+    workgraph: WorkgraphView
+    members: tuple[TransformationView, ...]
+    actions: tuple[ActionView, ...]
+    stripped_spec: Any
+
+
+@dataclass(frozen=True)
+class TransformationDetail:
+    transformation: TransformationView
+    actions: tuple[ActionView, ...]
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    last: bytes | None  # the id to continue after; None on the last page
+
+
+@dataclass(frozen=True)
+class WorkgraphFilters:
+    statuses: Sequence[str] = ()
+    type: str = ""
+    vo: str = ""
+    owner_sub: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TransformationFilters:
+    workgraph_id: bytes | None = None
+    statuses: Sequence[str] = ()
+    kinds: Sequence[str] = ()
+    type: str = ""
+    vo: str = ""
+    owner_sub: str = ""
+
+
+def _page(items: list[T], limit: int, key: Any) -> Page[T]:
+    if len(items) > limit:
+        items = items[:limit]
+        return Page(items, key(items[-1]))
+    return Page(items, None)
+
+
+def action_view(row: Any) -> ActionView:
+    return ActionView(
+        action_id=int(row.ActionID),
+        workgraph_id=None if row.WorkgraphID is None else bytes(row.WorkgraphID),
+        transformation_id=None if row.TransformationID is None else bytes(row.TransformationID),
+        state=row.State,
+        position=int(row.Position),
+        action=row.Action,
+        args=row.Args,
+        result=row.Result,
+        message=row.Message,
+        author=row.Author,
+        updated_at=row.UpdatedAt,
+    )
+
+
+async def _workgraph_views(conn: AsyncConnection, rows: list[Any]) -> list[WorkgraphView]:
+    members = await workgraphs_db.member_ids(conn, [bytes(r.OwnershipID) for r in rows])
+    return [
+        WorkgraphView(
+            workgraph_id=bytes(r.WorkgraphID),
+            type=r.Type,
+            status=r.Status,
+            vo=r.VO,
+            sub=r.Sub,
+            annotations=r.Annotations,
+            hooks=r.Hooks,
+            transformation_ids=tuple(members.get(bytes(r.OwnershipID), [])),
+            updated_at=r.UpdatedAt,
+        )
+        for r in rows
+    ]
+
+
+def _edge_output(row: Any) -> bytes | None:
+    args = row.FeederArgs if isinstance(row.FeederArgs, dict) else {}
+    text = args.get(EDGE_ARGUMENT)
+    if row.Feeder != EDGE_FEEDER or not isinstance(text, str):
+        return None
+    return id_from_str(text, field="FeederArgs.transformation_output_id")
+
+
+def _after(row: Any) -> list[bytes]:
+    annotations = row.Annotations if isinstance(row.Annotations, dict) else {}
+    after = annotations.get("after")
+    return [id_from_str(t, field="after") for t in after] if isinstance(after, list) else []
+
+
+async def _transformation_views(
+    conn: AsyncConnection, rows: list[Any], *, for_execution: bool = False
+) -> list[TransformationView]:
+    ids = [bytes(r.TransformationID) for r in rows]
+    outputs: dict[bytes, list[OutputView]] = {t: [] for t in ids}
+    for o in await transformations_db.outputs_of(conn, ids):
+        outputs[bytes(o.TransformationID)].append(
+            OutputView(bytes(o.TransformationOutputID), o.Name, bool(o.Intermediate))
+        )
+    edges = {bytes(r.TransformationID): _edge_output(r) for r in rows}
+    producers = await transformations_db.output_producers(conn, [e for e in edges.values() if e])
+    templates = (
+        await transformations_db.requirements_of(
+            conn, [bytes(r.RequirementsTemplateID) for r in rows if r.RequirementsTemplateID]
+        )
+        if for_execution
+        else {}
+    )
+    views = []
+    for r in rows:
+        tid = bytes(r.TransformationID)
+        edge = edges[tid]
+        upstream = ([producers[edge]] if edge in producers else []) + _after(r)
+        annotations = r.Annotations if isinstance(r.Annotations, dict) else {}
+        workgraph_annotations = (
+            r.WorkgraphAnnotations if isinstance(r.WorkgraphAnnotations, dict) else {}
+        )
+        template_id = None if r.RequirementsTemplateID is None else bytes(r.RequirementsTemplateID)
+        views.append(
+            TransformationView(
+                transformation_id=tid,
+                workgraph_id=None if r.WorkgraphID is None else bytes(r.WorkgraphID),
+                step=str(annotations.get("id") or ""),
+                type=r.Type,
+                kind=r.Kind,
+                status=r.Status,
+                vo=r.VO,
+                sub=r.Sub,
+                executing_identity=r.ExecutingIdentity,
+                feeder=r.Feeder,
+                feeder_args=r.FeederArgs,
+                feeder_enabled=bool(r.FeederEnabled),
+                packer=r.Packer,
+                packer_args=r.PackerArgs,
+                annotations=r.Annotations,
+                hooks=r.Hooks,
+                process_id=None if r.ProcessID is None else bytes(r.ProcessID),
+                requirements_template_id=template_id,
+                outputs=tuple(outputs[tid]),
+                upstream_ids=tuple(dict.fromkeys(upstream)),
+                scouting=r.WorkgraphStatus in SCOUT_UNTIL_APPROVED,
+                halted=bool(workgraph_annotations.get(HALTED)),
+                updated_at=r.UpdatedAt,
+                feeder_state=r.FeederState if for_execution else None,
+                requirements_template=templates.get(template_id) if template_id else None,
+            )
+        )
+    return views
+
+
+async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes) -> WorkgraphDetail:
+    """A workgraph with its members (dataflow edges as upstream ids) and its own actions."""
+
+    async def work(conn: AsyncConnection) -> WorkgraphDetail:
+        rows = await workgraphs_db.workgraph_rows(conn, ids=[workgraph_id])
+        if not rows or not viewer.sees(rows[0].VO):
+            raise NotFound("workgraph", id_to_str(workgraph_id))
+        (workgraph,) = await _workgraph_views(conn, rows)
+        members = await _transformation_views(
+            conn, await transformations_db.transformation_rows(conn, workgraph_id=workgraph_id)
+        )
+        actions = await actions_db.actions_of(conn, workgraph_id=workgraph_id)
+        return WorkgraphDetail(
+            workgraph,
+            tuple(members),
+            tuple(action_view(a) for a in actions),
+            rows[0].StrippedSpec,
+        )
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def list_workgraphs(
+    database: Database,
+    viewer: Viewer,
+    filters: WorkgraphFilters,
+    *,
+    limit: int,
+    after: bytes | None = None,
+) -> Page[WorkgraphView]:
+    async def work(conn: AsyncConnection) -> Page[WorkgraphView]:
+        rows = await workgraphs_db.workgraph_rows(
+            conn,
+            vo=viewer.vo_filter(filters.vo),
+            statuses=filters.statuses,
+            type=filters.type or None,
+            owner_sub=filters.owner_sub or None,
+            labels=filters.labels,
+            after=after,
+            limit=limit + 1,
+        )
+        page = _page(rows, limit, lambda r: bytes(r.WorkgraphID))
+        return Page(await _workgraph_views(conn, page.items), page.last)
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def get_transformation(
+    database: Database, viewer: Viewer, transformation_id: bytes
+) -> TransformationDetail:
+    async def work(conn: AsyncConnection) -> TransformationDetail:
+        rows = await transformations_db.transformation_rows(conn, ids=[transformation_id])
+        if not rows or not viewer.sees(rows[0].VO):
+            raise NotFound("transformation", id_to_str(transformation_id))
+        (view,) = await _transformation_views(conn, rows)
+        actions = await actions_db.actions_of(conn, transformation_ids=[transformation_id])
+        return TransformationDetail(view, tuple(action_view(a) for a in actions))
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def list_transformations(
+    database: Database,
+    viewer: Viewer,
+    filters: TransformationFilters,
+    *,
+    limit: int,
+    after: bytes | None = None,
+    active_only: bool = False,
+) -> Page[TransformationView]:
+    """Transformations matching `filters`; with `active_only`, the Active ones with what the
+    execution sweeps need (bookmark and requirements template included)."""
+
+    async def work(conn: AsyncConnection) -> Page[TransformationView]:
+        rows = await transformations_db.transformation_rows(
+            conn,
+            workgraph_id=filters.workgraph_id,
+            statuses=("Active",) if active_only else filters.statuses,
+            kinds=filters.kinds,
+            type=filters.type or None,
+            vo=viewer.vo_filter(filters.vo),
+            owner_sub=filters.owner_sub or None,
+            after=after,
+            limit=limit + 1,
+        )
+        page = _page(rows, limit, lambda r: bytes(r.TransformationID))
+        views = await _transformation_views(conn, page.items, for_execution=active_only)
+        return Page(views, page.last)
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def get_action(database: Database, viewer: Viewer, action_id: int) -> ActionView:
+    async def work(conn: AsyncConnection) -> ActionView:
+        row = await actions_db.action_row(conn, action_id)
+        if row is None:
+            raise NotFound("action", action_id)
+        if row.WorkgraphID is not None:
+            owners = await workgraphs_db.workgraph_rows(conn, ids=[bytes(row.WorkgraphID)])
+        else:
+            owners = await transformations_db.transformation_rows(
+                conn, ids=[bytes(row.TransformationID)]
+            )
+        if not owners or not viewer.sees(owners[0].VO):
+            raise NotFound("action", action_id)
+        return action_view(row)
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)

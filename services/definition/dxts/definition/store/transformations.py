@@ -1,0 +1,227 @@
+"""SQL of transformations, their compute rows, declared outputs and requirements templates.
+
+Every function takes the caller's connection and runs in the caller's transaction; status
+changes are conditional UPDATEs whose row counts the caller checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.schema.definition import (
+    compute_transformations,
+    ownership,
+    requirements,
+    transformation_outputs,
+    transformations,
+    workgraphs,
+)
+
+
+async def lock_transformation(conn: AsyncConnection, transformation_id: bytes) -> Any | None:
+    """A transformation with its owner and workgraph id, its row locked (see lock_workgraph:
+    a member's caller locks the workgraph first)."""
+    result = await conn.execute(
+        sa.select(transformations, ownership.c.VO, ownership.c.Sub, ownership.c.WorkgraphID)
+        .join(ownership, ownership.c.OwnershipID == transformations.c.OwnershipID)
+        .where(transformations.c.TransformationID == transformation_id)
+        .with_for_update()
+    )
+    return result.one_or_none()
+
+
+async def transformation_owner(conn: AsyncConnection, transformation_id: bytes) -> Any | None:
+    """(VO, Sub, WorkgraphID) of a transformation, without locking."""
+    result = await conn.execute(
+        sa.select(ownership.c.VO, ownership.c.Sub, ownership.c.WorkgraphID)
+        .join(transformations, ownership.c.OwnershipID == transformations.c.OwnershipID)
+        .where(transformations.c.TransformationID == transformation_id)
+    )
+    return result.one_or_none()
+
+
+async def transformation_status(conn: AsyncConnection, transformation_id: bytes) -> str | None:
+    return await conn.scalar(
+        sa.select(transformations.c.Status).where(
+            transformations.c.TransformationID == transformation_id
+        )
+    )
+
+
+async def set_transformations_status(
+    conn: AsyncConnection, ids: list[bytes], source: str, target: str, now: datetime
+) -> int:
+    """The conditional UPDATE of transformations still in `source`; returns how many moved."""
+    if not ids:
+        return 0
+    result = await conn.execute(
+        sa.update(transformations)
+        .where(transformations.c.TransformationID.in_(ids), transformations.c.Status == source)
+        .values(Status=target, UpdatedAt=now)
+    )
+    return int(result.rowcount)
+
+
+async def set_feeders_enabled(
+    conn: AsyncConnection,
+    ids: list[bytes],
+    enabled: bool,
+    now: datetime,
+    *,
+    clear_state: bool = False,
+) -> int:
+    """FeederEnabled for `ids` (and, asked for, a cleared bookmark); returns rows changed."""
+    if not ids:
+        return 0
+    values: dict[str, Any] = {"FeederEnabled": enabled, "UpdatedAt": now}
+    if clear_state:
+        values["FeederState"] = None
+    result = await conn.execute(
+        sa.update(transformations).where(transformations.c.TransformationID.in_(ids)).values(values)
+    )
+    return int(result.rowcount)
+
+
+async def set_feeder_args(
+    conn: AsyncConnection, transformation_id: bytes, args: Any, now: datetime
+) -> None:
+    await conn.execute(
+        sa.update(transformations)
+        .where(transformations.c.TransformationID == transformation_id)
+        .values(FeederArgs=args, UpdatedAt=now)
+    )
+
+
+async def set_transformation_annotations(
+    conn: AsyncConnection, transformation_id: bytes, annotations: Any, now: datetime
+) -> None:
+    await conn.execute(
+        sa.update(transformations)
+        .where(transformations.c.TransformationID == transformation_id)
+        .values(Annotations=annotations, UpdatedAt=now)
+    )
+
+
+async def output_producers(
+    conn: AsyncConnection, output_ids: Iterable[bytes]
+) -> dict[bytes, bytes]:
+    """TransformationOutputID → the TransformationID producing it."""
+    wanted = list(set(output_ids))
+    if not wanted:
+        return {}
+    result = await conn.execute(
+        sa.select(
+            transformation_outputs.c.TransformationOutputID,
+            transformation_outputs.c.TransformationID,
+        ).where(transformation_outputs.c.TransformationOutputID.in_(wanted))
+    )
+    return {bytes(o): bytes(t) for o, t in result}
+
+
+async def transformation_rows(
+    conn: AsyncConnection,
+    *,
+    ids: Iterable[bytes] | None = None,
+    workgraph_id: bytes | None = None,
+    statuses: Iterable[str] = (),
+    kinds: Iterable[str] = (),
+    type: str | None = None,
+    vo: str | None = None,
+    owner_sub: str | None = None,
+    after: bytes | None = None,
+    limit: int | None = None,
+) -> list[Any]:
+    """Transformations with their owner, workgraph status and annotations, and compute
+    columns (NULL for data transformations), in id order; every filter given must match."""
+    query = (
+        sa.select(
+            transformations,
+            ownership.c.VO,
+            ownership.c.Sub,
+            ownership.c.WorkgraphID,
+            workgraphs.c.Status.label("WorkgraphStatus"),
+            workgraphs.c.Annotations.label("WorkgraphAnnotations"),
+            compute_transformations.c.ProcessID,
+            compute_transformations.c.RequirementsTemplateID,
+        )
+        .join(ownership, ownership.c.OwnershipID == transformations.c.OwnershipID)
+        .outerjoin(workgraphs, workgraphs.c.WorkgraphID == ownership.c.WorkgraphID)
+        .outerjoin(
+            compute_transformations,
+            compute_transformations.c.TransformationID == transformations.c.TransformationID,
+        )
+    )
+    if ids is not None:
+        query = query.where(transformations.c.TransformationID.in_(list(ids)))
+    if workgraph_id is not None:
+        query = query.where(ownership.c.WorkgraphID == workgraph_id)
+    for column, values in ((transformations.c.Status, statuses), (transformations.c.Kind, kinds)):
+        wanted = list(values)
+        if wanted:
+            query = query.where(column.in_(wanted))
+    if type:
+        query = query.where(transformations.c.Type == type)
+    if vo is not None:
+        query = query.where(ownership.c["VO"] == vo)
+    if owner_sub:
+        query = query.where(ownership.c.Sub == owner_sub)
+    if after is not None:
+        query = query.where(transformations.c.TransformationID > after)
+    query = query.order_by(transformations.c.TransformationID)
+    if limit is not None:
+        query = query.limit(limit)
+    return list((await conn.execute(query)).all())
+
+
+async def outputs_of(conn: AsyncConnection, transformation_ids: Iterable[bytes]) -> list[Any]:
+    wanted = list(set(transformation_ids))
+    if not wanted:
+        return []
+    result = await conn.execute(
+        sa.select(transformation_outputs)
+        .where(transformation_outputs.c.TransformationID.in_(wanted))
+        .order_by(transformation_outputs.c.TransformationID, transformation_outputs.c.Name)
+    )
+    return list(result.all())
+
+
+async def requirements_of(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+    wanted = list(set(ids))
+    if not wanted:
+        return {}
+    result = await conn.execute(
+        sa.select(requirements.c.RequirementsID, requirements.c.Requirements).where(
+            requirements.c.RequirementsID.in_(wanted)
+        )
+    )
+    return {bytes(key): body for key, body in result}
+
+
+async def templates(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+    """TransformationID → its requirements template ({} when it has none), for compute
+    transformations only."""
+    wanted = list(set(ids))
+    if not wanted:
+        return {}
+    result = await conn.execute(
+        sa.select(compute_transformations.c.TransformationID, requirements.c.Requirements)
+        .outerjoin(
+            requirements,
+            requirements.c.RequirementsID == compute_transformations.c.RequirementsTemplateID,
+        )
+        .where(compute_transformations.c.TransformationID.in_(wanted))
+    )
+    return {bytes(t): body if isinstance(body, dict) else {} for t, body in result}
+
+
+async def set_template(conn: AsyncConnection, transformation_id: bytes, template_id: bytes) -> None:
+    await conn.execute(
+        sa.update(compute_transformations)
+        .where(compute_transformations.c.TransformationID == transformation_id)
+        .values(RequirementsTemplateID=template_id)
+    )

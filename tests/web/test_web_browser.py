@@ -1,0 +1,257 @@
+"""The web view in a real browser (Debian's chromium through chromedriver, installed by
+scripts/browser) against a running `dxts up`: the example production followed on its page to
+Completed without a reload, a member paused with the button, another VO's user shown no page,
+a bad id a clear 404, and `dxts open` giving a URL chromium shows signed in.
+
+With DXTS_WEB_SCREENSHOTS=DIR the browser's screenshots of the list, the workgraph page and a
+member page are written to DIR (docs/images holds the ones the docs show)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from web_support import EDGES, EXAMPLES, STEPS
+
+from dxts.core.grpc import DevKeys
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+DXTS = [sys.executable, "-c", "import sys; from dxts.cli.main import app; sys.exit(app())"]
+START_TIMEOUT_S = 90
+RUN_TIMEOUT_S = 300
+POLL_S = 0.5
+
+
+@dataclass
+class Up:
+    data_dir: Path
+    process: subprocess.Popen[bytes]
+    web: str
+    sign_in_link: str
+
+    def dxts(self, *args: str) -> str:
+        done = subprocess.run(
+            [*DXTS, "--data-dir", str(self.data_dir), *args],
+            env={k: v for k, v in os.environ.items() if not k.startswith("DXTS_")},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+
+def small_example(directory: Path) -> Path:
+    """mc-demo with two seeds: two simulations, one reconstruction, one merge, one
+    replication — all four members work, in a minute or two."""
+    document = yaml.safe_load((EXAMPLES / "mc-demo.cwl").read_text())
+    document["inputs"]["events"]["dirac:Feeder"]["args"].update(
+        target_events=4000, events_per_seed=2000, batch=2, max_in_flight=4000
+    )
+    workgraph = document["hints"]["dirac:Workgraph"]
+    workgraph["target"]["files"] = 1
+    workgraph["hooks"]["Active"]["args"]["target_events"] = 4000
+    path = directory / "small-demo.cwl"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    (directory / "tools").symlink_to(EXAMPLES / "tools")
+    return path
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    """`dxts up` as a process of its own, in a fresh data directory."""
+    data_dir = tmp_path_factory.mktemp("dxts-up")
+    errors = data_dir / "up.err"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DXTS_")}
+    process = subprocess.Popen(
+        [*DXTS, "up", "--data-dir", str(data_dir)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=errors.open("wb"),
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (data_dir / "connection.json").exists():
+            assert process.poll() is None, errors.read_text()
+            assert time.monotonic() < deadline, "dxts up did not come up"
+            time.sleep(0.2)
+        connection = json.loads((data_dir / "connection.json").read_text())
+        link = re.search(r"sign in once with (\S+)", errors.read_text())
+        assert link is not None, errors.read_text()
+        assert connection["web"] in errors.read_text()  # printed with the others
+        yield Up(data_dir, process, connection["web"], link.group(1))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[WebDriver]:
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), "no chromium: run scripts/browser"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def workgraph(up: Up, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The small example production, submitted and started."""
+    document = small_example(tmp_path_factory.mktemp("example"))
+    submitted = up.dxts("submit", str(document), "--label", "origin=web-test")
+    up.dxts("start", submitted)
+    return submitted
+
+
+def screenshot(driver: WebDriver, name: str) -> None:
+    folder = os.environ.get("DXTS_WEB_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / f"web-{name}.png"))
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    try:
+        return str(driver.find_element(By.CSS_SELECTOR, css).text)
+    except StaleElementReferenceException:  # replaced by the live update meanwhile
+        return ""
+
+
+def graph_state(driver: WebDriver) -> tuple[tuple[str, ...], ...]:
+    """Each drawn member's step, status and input counts, as the page shows them now."""
+    return tuple(
+        driver.execute_script(
+            "return [...document.querySelectorAll('svg.graph a.node')].map(n => "
+            "[n.dataset.step, n.dataset.status, n.dataset.processed || '0', "
+            "n.dataset.assigned || '0', n.dataset.unassigned || '0'].join(' '))"
+        )
+    )
+
+
+def test_the_example_production_is_followed_on_its_page_to_completed(
+    up: Up, chrome: WebDriver, workgraph: str
+) -> None:
+    chrome.get(up.sign_in_link)
+    assert chrome.current_url == f"{up.web}/workgraphs"
+    chrome.get(f"{up.web}/workgraphs/{workgraph}")
+    nodes = chrome.find_elements(By.CSS_SELECTOR, "svg.graph a.node")
+    steps = [n.get_attribute("data-step") for n in nodes]
+    assert len(steps) == 4 and set(steps) == STEPS
+    edges = {
+        (e.get_attribute("data-from"), e.get_attribute("data-to"))
+        for e in chrome.find_elements(By.CSS_SELECTOR, "svg.graph path.edge")
+    }
+    assert edges == EDGES
+    chrome.execute_script("window.notReloaded = true")
+    seen = [graph_state(chrome)]
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while text_of(chrome, "#workgraph-status") != "Completed":
+        assert time.monotonic() < deadline, f"not Completed: {seen[-1]}"
+        state = graph_state(chrome)
+        if state and state != seen[-1]:
+            seen.append(state)
+        time.sleep(POLL_S)
+    assert chrome.execute_script("return window.notReloaded") is True
+    assert len(seen) >= 3, seen  # the counts moved while it ran, on the same page
+    final = graph_state(chrome)
+    assert all(" Completed " in member for member in final), final
+    assert "It has finished" in text_of(chrome, "#reasons")
+    screenshot(chrome, "workgraph")
+
+    chrome.find_element(By.CSS_SELECTOR, 'svg.graph a.node[data-step="Simulation"]').click()
+    assert text_of(chrome, "#member-status") == "Completed"
+    assert "Processed 2" in text_of(chrome, "#input-counts")
+    assert chrome.find_elements(By.CSS_SELECTOR, "#progress polyline.series.processed")
+    assert len(chrome.find_elements(By.CSS_SELECTOR, "#parcels tr[data-parcel]")) == 2
+    screenshot(chrome, "member")
+    chrome.get(f"{up.web}/workgraphs")
+    assert workgraph in text_of(chrome, "#workgraphs")
+    screenshot(chrome, "list")
+
+
+def test_a_paused_member_shows_paused_after_the_pause_button(
+    up: Up, chrome: WebDriver, tmp_path: Path
+) -> None:
+    other = up.dxts("submit", str(small_example(tmp_path)))
+    member = json.loads(up.dxts("show", other, "-o", "json"))["members"][0]["transformation"]
+    page = f"{up.web}/transformations/{member['transformation_id']}"
+    chrome.get(page)
+    if "/signin" in chrome.current_url:  # a module run on its own starts signed out
+        chrome.get(up.dxts("open", member["transformation_id"], "--no-browser"))
+    chrome.find_element(By.ID, "steer-pause").click()
+    chrome.find_element(By.ID, "confirm").click()
+    refused = text_of(chrome, "#refused")
+    assert "New" in refused  # a member of a workgraph not started cannot be paused
+    chrome.get(f"{up.web}/workgraphs/{other}")
+    chrome.find_element(By.ID, "steer-start").click()
+    chrome.find_element(By.ID, "confirm").click()
+    assert text_of(chrome, "#workgraph-status") in ("Active", "Scouting")
+    chrome.get(page)
+    chrome.find_element(By.ID, "steer-pause").click()
+    chrome.find_element(By.ID, "reason").send_keys("looking at it")
+    chrome.find_element(By.ID, "confirm").click()
+    assert chrome.current_url == page
+    assert text_of(chrome, "#member-status") == "Paused"
+    chrome.get(f"{up.web}/workgraphs/{other}/steer/cancel")
+    chrome.find_element(By.ID, "confirm").click()
+
+
+def test_another_vo_gets_no_page_and_a_bad_id_a_404(
+    up: Up, chrome: WebDriver, workgraph: str
+) -> None:
+    stranger = DevKeys.load_or_create(up.data_dir).issue("other-vo", "mallory", ["operator"])
+    chrome.delete_all_cookies()
+    chrome.get(f"{up.web}/workgraphs/{workgraph}")
+    assert "/signin" in chrome.current_url
+    chrome.find_element(By.ID, "token").send_keys(stranger)
+    chrome.find_element(By.CSS_SELECTOR, "form.signin button").click()
+    assert text_of(chrome, "#not-found") == "Not found"
+    assert not chrome.find_elements(By.CSS_SELECTOR, "svg.graph")
+    chrome.get(f"{up.web}/workgraphs")
+    assert workgraph not in chrome.page_source
+    for bad in ("not-an-id", str(uuid.uuid4())):
+        chrome.get(f"{up.web}/workgraphs/{bad}")
+        assert text_of(chrome, "#not-found") == "Not found"
+        assert text_of(chrome, ".refused")
+
+
+def dump_dom(url: str) -> str:
+    """The page at `url` as chromium renders it, from the command line."""
+    return subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
+def test_dxts_open_gives_a_url_chromium_shows_signed_in(up: Up, workgraph: str) -> None:
+    url = up.dxts("open", workgraph, "--no-browser")
+    assert url.startswith(f"{up.web}/signin/")
+    dumped = dump_dom(url)
+    assert workgraph in dumped
+    assert set(re.findall(r'data-step="([^"]+)"', dumped)) == STEPS
+    assert "used already" in dump_dom(url)  # the link is for one sign-in only

@@ -1,0 +1,173 @@
+"""The web pages against the services (no sweeps): sign-in, what each page shows, what another
+VO sees, not-found pages, and steering — confirmed, protected against cross-site requests, and
+refused exactly as the service refuses."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable
+
+import httpx
+from web_support import EDGES, EXAMPLES, STEPS, Browser, Dxts
+
+from dxts.web.sessions import COOKIE
+
+
+async def submitted(dxts: Dxts, *, start: bool = False) -> tuple[str, dict[str, str]]:
+    """A new example workgraph of VO `demo` and its members' ids by step."""
+    result = await dxts("submit", str(EXAMPLES / "mc-demo.cwl"), "--label", "campaign=web")
+    assert result.exit_code == 0, result.output
+    workgraph = result.stdout.strip()
+    if start:
+        assert (await dxts("start", workgraph)).exit_code == 0
+    shown = json.loads((await dxts("show", workgraph, "-o", "json")).stdout)
+    steps = {
+        m["transformation"]["step"]: m["transformation"]["transformation_id"]
+        for m in shown["members"]
+    }
+    return workgraph, steps
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "the page has no cross-site request token"
+    return found.group(1)
+
+
+async def test_signing_in_needs_a_token_the_services_accept(
+    anonymous: Callable[[], httpx.AsyncClient], token: Callable[[str, str], str]
+) -> None:
+    async with anonymous() as client:
+        page = await client.get("/workgraphs/anything")
+        assert page.status_code == 303
+        assert page.headers["location"] == "/signin?next=/workgraphs/anything"
+        refused = await client.post("/signin", data={"token": "not-a-token", "next": "/"})
+        assert refused.status_code == 401 and 'id="error"' in refused.text
+        signed = await client.post("/signin", data={"token": token("demo", "olivia")})
+        assert signed.status_code == 303
+        cookie = signed.headers["set-cookie"]
+        assert f"{COOKIE}=" in cookie and "HttpOnly" in cookie and "SameSite=lax" in cookie
+        assert token("demo", "olivia") not in cookie
+        listed = await client.get("/workgraphs")
+        assert listed.status_code == 200 and "olivia" in listed.text
+
+
+async def test_a_sign_in_link_works_once(
+    anonymous: Callable[[], httpx.AsyncClient], token: Callable[[str, str], str]
+) -> None:
+    async with anonymous() as client:
+        assert (await client.post("/api/sign-in-links")).status_code == 401
+        bad = await client.post("/api/sign-in-links", headers={"Authorization": "Bearer nope"})
+        assert bad.status_code == 401
+        issued = await client.post(
+            "/api/sign-in-links", headers={"Authorization": f"Bearer {token('demo', 'olivia')}"}
+        )
+        path = issued.json()["path"]
+    async with anonymous() as first, anonymous() as second:
+        used = await first.get(f"{path}?next=/workgraphs")
+        assert (used.status_code, used.headers["location"]) == (303, "/workgraphs")
+        assert (await first.get("/workgraphs")).status_code == 200
+        again = await second.get(f"{path}?next=/workgraphs")
+        assert again.status_code == 401 and "used already" in again.text
+        away = await second.get("/signin/x?next=https://elsewhere.example/")
+        assert "elsewhere" not in away.headers.get("location", "")
+
+
+async def test_the_workgraph_page_shows_its_members_edges_and_why_it_has_not_finished(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
+) -> None:
+    workgraph, steps = await submitted(dxts)
+    client = await browser(token("demo", "olivia"))
+    page = await client.get(f"/workgraphs/{workgraph}")
+    assert page.status_code == 200
+    drawn = re.findall(r'data-step="([^"]+)"', page.text)
+    assert sorted(drawn) == sorted(steps) and set(steps) == STEPS
+    assert set(re.findall(r'data-from="([^"]+)" data-to="([^"]+)"', page.text)) == EDGES
+    assert "it has not been started" in page.text
+    fragment = await client.get(f"/workgraphs/{workgraph}?fragment=1")
+    assert fragment.status_code == 200 and "<html" not in fragment.text
+    assert 'id="workgraph-status">New<' in fragment.text
+    listed = await client.get("/workgraphs?label=campaign%3Dweb&status=New")
+    assert workgraph in listed.text
+    assert workgraph not in (await client.get("/workgraphs?status=Completed")).text
+    member = await client.get(f"/transformations/{steps['Simulation']}")
+    assert member.status_code == 200 and 'id="member-status">New<' in member.text
+    unknown = await client.get("/files?lfn=/no/such/file")
+    assert unknown.status_code == 404 and "/no/such/file" in unknown.text
+    assert (await client.get("/files")).status_code == 200
+    opened = await client.get(f"/open/{steps['Merge']}")
+    assert opened.headers["location"] == f"/transformations/{steps['Merge']}"
+
+
+async def test_another_vo_gets_no_page_and_a_bad_id_a_clear_404(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
+) -> None:
+    workgraph, steps = await submitted(dxts)
+    stranger = await browser(token("other-vo", "mallory"))
+    for path in (f"/workgraphs/{workgraph}", f"/transformations/{steps['Merge']}"):
+        page = await stranger.get(path)
+        assert page.status_code == 404 and 'id="not-found"' in page.text
+    assert workgraph not in (await stranger.get("/workgraphs")).text
+    owner = await browser(token("demo", "olivia"))
+    for path in ("/workgraphs/not-an-id", f"/workgraphs/{uuid.uuid4()}", "/transformations/x"):
+        page = await owner.get(path)
+        assert page.status_code == 404 and 'id="not-found"' in page.text, path
+    assert (await owner.get("/nowhere")).status_code == 404
+
+
+async def test_steering_is_confirmed_and_refused_as_the_service_refuses(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
+) -> None:
+    workgraph, steps = await submitted(dxts)
+    client = await browser(token("demo", "olivia"))
+    confirm = await client.get(f"/workgraphs/{workgraph}/steer/start")
+    assert confirm.status_code == 200 and 'id="confirm"' in confirm.text
+    csrf = csrf_of(confirm.text)
+
+    forged = await client.post(f"/workgraphs/{workgraph}/steer/start", data={"reason": "x"})
+    assert forged.status_code == 403
+    elsewhere = await client.post(
+        f"/workgraphs/{workgraph}/steer/start",
+        data={"csrf": csrf},
+        headers={"Origin": "https://elsewhere.example"},
+    )
+    assert elsewhere.status_code == 403
+    assert 'id="workgraph-status">New<' in (await client.get(f"/workgraphs/{workgraph}")).text
+
+    started = await client.post(
+        f"/workgraphs/{workgraph}/steer/start", data={"csrf": csrf, "reason": "from the web"}
+    )
+    assert (started.status_code, started.headers["location"]) == (303, f"/workgraphs/{workgraph}")
+    assert 'id="workgraph-status">Active<' in (await client.get(f"/workgraphs/{workgraph}")).text
+
+    member = steps["Reconstruction"]
+    paused = await client.post(f"/transformations/{member}/steer/pause", data={"csrf": csrf})
+    assert paused.status_code == 303
+    page = await client.get(f"/transformations/{member}")
+    assert 'id="member-status">Paused<' in page.text
+
+    cli = await dxts("pause", member)
+    refused = await client.post(f"/transformations/{member}/steer/pause", data={"csrf": csrf})
+    assert cli.exit_code == 1 and refused.status_code == 409
+    shown = re.search(r'id="refused">Refused: ([^<]+)<', refused.text)
+    assert shown is not None
+    assert cli.stderr.strip() == f"error: {shown.group(1)}".replace("&#39;", "'")
+
+    stranger = await browser(token("other-vo", "mallory"))
+    stolen = await stranger.post(
+        f"/workgraphs/{workgraph}/steer/cancel",
+        data={"csrf": csrf_of((await stranger.get(f"/workgraphs/{workgraph}/steer/cancel")).text)},
+    )
+    assert stolen.status_code == 404
+    assert 'id="workgraph-status">Active<' in (await client.get(f"/workgraphs/{workgraph}")).text
+
+
+async def test_an_unknown_verb_is_not_found(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
+) -> None:
+    workgraph, _ = await submitted(dxts)
+    client = await browser(token("demo", "olivia"))
+    assert (await client.get(f"/workgraphs/{workgraph}/steer/nonsense")).status_code == 404
+    assert (await client.get("/actions/not-a-number/steer/reset")).status_code == 404

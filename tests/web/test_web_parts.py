@@ -1,0 +1,111 @@
+"""The web component's parts that need no service: the graph layout, the plots, failure
+grouping, sign-in tickets and the redirect guard."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+from dxts.v1 import execution_pb2
+from dxts.web.app import _local
+from dxts.web.graph import Node, layout
+from dxts.web.members import failure_groups
+from dxts.web.plots import cumulative, histogram
+from dxts.web.sessions import Sessions
+
+
+def test_members_are_layered_by_dataflow_and_joined_by_their_feeder_edges() -> None:
+    nodes = [
+        Node("m", "Merge", ["r"]),
+        Node("s", "Simulation", []),
+        Node("r", "Reconstruction", ["s"]),
+        Node("d", "Replication", ["m"]),
+    ]
+    drawing = layout(nodes)
+    layers = {n.label: n.layer for n in drawing.nodes}
+    assert layers == {"Simulation": 0, "Reconstruction": 1, "Merge": 2, "Replication": 3}
+    assert {(e.source.label, e.target.label) for e in drawing.edges} == {
+        ("Simulation", "Reconstruction"),
+        ("Reconstruction", "Merge"),
+        ("Merge", "Replication"),
+    }
+    xs = [n.x for n in sorted(drawing.nodes, key=lambda n: n.layer)]
+    assert xs == sorted(xs) and len(set(xs)) == 4
+    assert all(n.x + drawing.node_width <= drawing.width for n in drawing.nodes)
+
+
+def test_a_cycle_or_an_unknown_feeder_does_not_break_the_layout() -> None:
+    drawing = layout([Node("a", "A", ["b"]), Node("b", "B", ["a", "elsewhere"])])
+    assert len(drawing.nodes) == 2
+    assert len(drawing.edges) == 2
+
+
+def test_members_of_one_layer_do_not_overlap() -> None:
+    nodes = [Node("s", "S", [])] + [Node(f"c{i}", f"C{i}", ["s"]) for i in range(50)]
+    drawing = layout(nodes)
+    column = sorted(n.y for n in drawing.nodes if n.layer == 1)
+    assert len(column) == 50
+    assert all(b - a >= drawing.node_height for a, b in pairwise(column))
+
+
+def test_progress_is_drawn_as_cumulative_counts() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    plot = cumulative(
+        {"processed": [start + timedelta(seconds=s) for s in (1, 2, 3)], "failed": [start]},
+        start + timedelta(seconds=10),
+    )
+    assert plot is not None
+    assert [(s.name, s.last) for s in plot.series] == [("processed", 3), ("failed", 1)]
+    assert cumulative({"processed": [], "failed": []}, start) is None
+
+
+def test_a_histogram_counts_every_value_once() -> None:
+    drawn = histogram("CPU", "s", [1.0, 2.0, 2.0, 3.0, 10.0], bins=4)
+    assert drawn is not None
+    assert sum(b.count for b in drawn.bars) == 5
+    assert drawn.bars[0].count == 4 and drawn.bars[-1].count == 1
+    assert histogram("CPU", "s", []) is None
+
+
+def test_failures_are_grouped_by_their_reason_with_examples() -> None:
+    def failed(parcel_id: str, message: str) -> execution_pb2.Parcel:
+        outcome = json.dumps({"outcome": {"message": message}})
+        return execution_pb2.Parcel(parcel_id=parcel_id, annotations_json=outcome)
+
+    groups = failure_groups(
+        [
+            failed("p1", "exit code 3 in /tmp/a/1"),
+            failed("p2", "exit code 4 in /tmp/b/2"),
+            failed("p3", "killed: out of memory"),
+            failed("p4", "exit code 3 in /tmp/c/3"),
+            failed("p5", "exit code 9 in /tmp/d/4"),
+        ]
+    )
+    assert [(g.count, len(g.examples)) for g in groups] == [(4, 3), (1, 1)]
+    assert groups[1].examples == ["p3"]
+
+
+def test_a_sign_in_ticket_works_once() -> None:
+    sessions = Sessions(session_seconds=60, ticket_seconds=60)
+    ticket = sessions.issue_ticket("token")
+    assert sessions.redeem(ticket) == "token"
+    assert sessions.redeem(ticket) is None
+    assert sessions.redeem("made-up") is None
+    late = sessions.issue_ticket("token", seconds=-1)
+    assert sessions.redeem(late) is None
+
+
+def test_a_session_is_found_by_its_id_until_closed() -> None:
+    sessions = Sessions(session_seconds=60, ticket_seconds=60)
+    session = sessions.open("token")
+    assert sessions.find(session.id) is session
+    assert session.csrf_matches(session.csrf) and not session.csrf_matches("guess")
+    sessions.close(session.id)
+    assert sessions.find(session.id) is None
+
+
+def test_redirects_stay_on_this_site() -> None:
+    assert _local("/workgraphs/x?y=1") == "/workgraphs/x?y=1"
+    for elsewhere in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)", ""):
+        assert _local(elsewhere) == "/"

@@ -1,0 +1,245 @@
+"""What a member's (transformation's) page shows, gathered from the contracts.
+
+Counts are exact (GetCounts). Everything drawn from single parcels and inputs is read in
+bounded pages, so a member of a million inputs costs a page as much as one of ten:
+
+* the parcels in flight (ListParcels by status, first page);
+* the ended parcels (ListParcels by status, up to SAMPLE_PAGES pages): their measured CPU,
+  wall time and peak memory (the `usage` annotation execution records from each outcome) and
+  their outcome messages, failures grouped by reason;
+* the settled inputs (ListInputs by status, up to SAMPLE_PAGES pages each): processed and
+  failed against the time they settled (their `updated_at`).
+
+ListParcels and ListInputs answer in creation order with no way to start at the newest, so
+past SAMPLE_PAGES pages what is shown is a sample of the oldest, and the page says so next to
+the exact counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
+from dxts.web import names
+from dxts.web.names import ENDED_PARCELS, IN_FLIGHT_PARCELS
+from dxts.web.plots import Histogram, Plot, cumulative, histogram
+from dxts.web.services import UserClients
+
+PAGE = 250
+SAMPLE_PAGES = 1
+RECENT = 12
+LOG_ENTRIES = 40
+EXAMPLES_PER_REASON = 3
+# The usage annotation (cpu_hours, wall_hours, memory_gb) → what a histogram shows.
+MEASURES = (
+    ("cpu_hours", "CPU", "s", 1 / 3600),
+    ("wall_hours", "Wall time", "s", 1 / 3600),
+    ("memory_gb", "Peak memory", "MB", 1 / 1000),
+)
+PROCESSED = ("Processed",)
+FAILED = ("Failed", "Problematic")
+
+
+def _numbers(enum: Any, prefix: str, statuses: Sequence[str]) -> list[Any]:
+    wanted = {s.lower() for s in statuses}
+    return [v for k, v in enum.items() if k.removeprefix(prefix).replace("_", "").lower() in wanted]
+
+
+def parcel_statuses(*statuses: str) -> list[Any]:
+    return _numbers(common_pb2.ParcelStatus, "PARCEL_STATUS_", statuses)
+
+
+def input_statuses(*statuses: str) -> list[Any]:
+    return _numbers(common_pb2.InputStatus, "INPUT_STATUS_", statuses)
+
+
+@dataclass
+class ParcelRow:
+    parcel: execution_pb2.Parcel
+    status: str
+    identifier: str = ""
+    message: str = ""
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FailureGroup:
+    reason: str
+    count: int
+    examples: list[str]
+
+
+@dataclass
+class MemberPage:
+    transformation: definition_pb2.Transformation
+    status: str
+    actions: list[definition_pb2.Action]
+    inputs: dict[str, int]
+    parcels: dict[str, int]
+    in_flight: list[ParcelRow]
+    recent: list[ParcelRow]
+    failures: list[FailureGroup]
+    usage: list[Histogram]
+    progress: Plot | None
+    log: list[accounting_pb2.LogEntry]
+    sampled_parcels: int
+    sampled_inputs: int
+
+    @property
+    def ended_parcels(self) -> int:
+        return sum(self.parcels.get(s, 0) for s in ENDED_PARCELS)
+
+    @property
+    def settled_inputs(self) -> int:
+        return sum(self.inputs.get(s, 0) for s in (*PROCESSED, *FAILED))
+
+
+async def _pages(call: Any, request: Any, pages: int) -> list[Any]:
+    """Up to `pages` pages of a List RPC, concatenated."""
+    items: list[Any] = []
+    for _ in range(pages):
+        reply = await call(request)
+        items += list(getattr(reply, "parcels", None) or getattr(reply, "inputs", None) or [])
+        if not reply.next_page_token:
+            break
+        request.paging.page_token = reply.next_page_token
+    return items
+
+
+def _annotations(parcel: execution_pb2.Parcel) -> dict[str, Any]:
+    try:
+        found = json.loads(parcel.annotations_json or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _reason(message: str) -> str:
+    """A failure's message as a reason shared by its like: first line, numbers and paths
+    folded, so that "exit code 3 on /tmp/a/1" and "... /tmp/b/2" group together."""
+    line = (message.strip().splitlines() or ["(no message)"])[0]
+    line = re.sub(r"/\S+", "…", line)
+    return re.sub(r"\b[0-9a-f-]{8,}\b|\d+", "#", line)[:200]
+
+
+def failure_groups(failed: Sequence[execution_pb2.Parcel]) -> list[FailureGroup]:
+    groups: dict[str, FailureGroup] = {}
+    for parcel in failed:
+        outcome = _annotations(parcel).get("outcome") or {}
+        reason = _reason(str(outcome.get("message") or "") if isinstance(outcome, dict) else "")
+        group = groups.setdefault(reason, FailureGroup(reason, 0, []))
+        group.count += 1
+        if len(group.examples) < EXAMPLES_PER_REASON:
+            group.examples.append(parcel.parcel_id)
+    return sorted(groups.values(), key=lambda g: -g.count)
+
+
+def usage_histograms(ended: Sequence[execution_pb2.Parcel]) -> list[Histogram]:
+    found = []
+    measured = [_annotations(p).get("usage") or {} for p in ended]
+    for key, title, unit, scale in MEASURES:
+        values = [float(u[key]) for u in measured if isinstance(u, dict) and key in u]
+        drawn = histogram(title, unit, values, scale=scale)
+        if drawn is not None:
+            found.append(drawn)
+    return found
+
+
+def parcel_row(parcel: execution_pb2.Parcel) -> ParcelRow:
+    """A parcel as listed, with what its recorded outcome says (`Annotations.outcome`: the
+    backend identifier, message and output files); in flight, only its backend. Read from
+    the list rather than one GetParcel each, which costs a round trip and an authorisation
+    per parcel."""
+    outcome = _annotations(parcel).get("outcome")
+    outcome = outcome if isinstance(outcome, dict) else {}
+    outputs = outcome.get("outputs")
+    return ParcelRow(
+        parcel=parcel,
+        status=names.named_parcel_status(parcel.status),
+        identifier=str(outcome.get("identifier") or ""),
+        message=str(outcome.get("message") or ""),
+        outputs=[
+            str(f["lfn"])
+            for f in (outputs if isinstance(outputs, list) else [])
+            if isinstance(f, dict) and f.get("lfn")
+        ],
+    )
+
+
+async def member_page(clients: UserClients, transformation_id: str, now: datetime) -> MemberPage:
+    got = await clients.definition.GetTransformation(
+        definition_pb2.GetTransformationRequest(transformation_id=transformation_id)
+    )
+    ids = [transformation_id]
+
+    def parcels_in(*statuses: str) -> execution_pb2.ListParcelsRequest:
+        return execution_pb2.ListParcelsRequest(
+            transformation_id=transformation_id,
+            statuses=parcel_statuses(*statuses),
+            paging=common_pb2.Paging(page_size=PAGE),
+        )
+
+    def inputs_in(*statuses: str) -> execution_pb2.ListInputsRequest:
+        return execution_pb2.ListInputsRequest(
+            transformation_id=transformation_id,
+            statuses=input_statuses(*statuses),
+            paging=common_pb2.Paging(page_size=PAGE),
+        )
+
+    ex = clients.execution
+    (
+        input_counts,
+        parcel_counts,
+        log,
+        flying,
+        ended,
+        failed,
+        processed_inputs,
+        failed_inputs,
+    ) = await asyncio.gather(
+        clients.accounting.GetCounts(
+            accounting_pb2.GetCountsRequest(transformation_ids=ids, entity=common_pb2.ENTITY_INPUT)
+        ),
+        clients.accounting.GetCounts(
+            accounting_pb2.GetCountsRequest(transformation_ids=ids, entity=common_pb2.ENTITY_PARCEL)
+        ),
+        clients.accounting.ListLog(
+            accounting_pb2.ListLogRequest(
+                transformation_id=transformation_id,
+                newest_first=True,
+                paging=common_pb2.Paging(page_size=LOG_ENTRIES),
+            )
+        ),
+        _pages(ex.ListParcels, parcels_in(*IN_FLIGHT_PARCELS), 1),
+        _pages(ex.ListParcels, parcels_in(*ENDED_PARCELS), SAMPLE_PAGES),
+        _pages(ex.ListParcels, parcels_in("Failed"), SAMPLE_PAGES),
+        _pages(ex.ListInputs, inputs_in(*PROCESSED), SAMPLE_PAGES),
+        _pages(ex.ListInputs, inputs_in(*FAILED), SAMPLE_PAGES),
+    )
+    flying = flying[: RECENT // 2]
+    times = {
+        "processed": [t for i in processed_inputs if (t := names.when(i.updated_at))],
+        "failed": [t for i in failed_inputs if (t := names.when(i.updated_at))],
+    }
+    transformation = got.transformation
+    return MemberPage(
+        transformation=transformation,
+        status=names.transformation_status(transformation.status),
+        actions=list(got.actions),
+        inputs=names.counts(input_counts.counts[0].counts),
+        parcels=names.counts(parcel_counts.counts[0].counts),
+        in_flight=[parcel_row(p) for p in flying],
+        recent=[parcel_row(p) for p in ended[len(flying) - RECENT :]][::-1],
+        failures=failure_groups(failed),
+        usage=usage_histograms(ended),
+        progress=cumulative(times, now),
+        log=list(log.entries),
+        sampled_parcels=len(ended),
+        sampled_inputs=len(processed_inputs) + len(failed_inputs),
+    )

@@ -1,0 +1,262 @@
+"""What the workgraph pages show, gathered from the services' contracts.
+
+The list: ListWorkgraphs (with its own filters) and every listed member's exact input counts
+in one GetCounts. A workgraph: GetWorkgraph (members, feeder edges, approving actions) and
+GetWorkgraphSummary (counts), the actions of blocked members (GetTransformation), and the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
+from dxts.web import names
+from dxts.web.graph import Drawing, Node, layout
+from dxts.web.names import IN_FLIGHT_PARCELS, SETTLED_INPUTS
+from dxts.web.services import UserClients
+
+LIST_PAGE = 100
+LOG_ENTRIES = 40
+COUNTS_PER_CALL = 1000  # GetCounts' limit on ids per request
+WORKGRAPH_STATUSES = {
+    names.workgraph_status(number): number
+    for number in common_pb2.WorkgraphStatus.values()
+    if number
+}
+
+
+@dataclass
+class ListedWorkgraph:
+    workgraph: definition_pb2.Workgraph
+    status: str
+    labels: dict[str, str]
+    settled: int
+    total: int
+    updated: datetime | None
+
+    @property
+    def progress(self) -> float:
+        return self.settled / self.total if self.total else 0.0
+
+
+@dataclass
+class Filters:
+    status: str = ""
+    label: str = ""  # key=value
+    owner: str = ""
+
+    def request(self, page_token: str) -> definition_pb2.ListWorkgraphsRequest:
+        request = definition_pb2.ListWorkgraphsRequest(
+            paging=common_pb2.Paging(page_size=LIST_PAGE, page_token=page_token),
+            owner_sub=self.owner,
+        )
+        if self.status in WORKGRAPH_STATUSES:
+            request.statuses.append(WORKGRAPH_STATUSES[self.status])
+        key, separator, value = self.label.partition("=")
+        if separator and key:
+            request.labels[key.strip()] = value.strip()
+        return request
+
+
+def labels_of(annotations_json: str) -> dict[str, str]:
+    """The labels among a workgraph's or transformation's annotations."""
+    try:
+        labels = (json.loads(annotations_json or "{}") or {}).get("labels") or {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+async def input_counts(clients: UserClients, ids: list[str]) -> dict[str, dict[str, int]]:
+    """Exact input counts by status of each transformation, in as few GetCounts as allowed."""
+    found: dict[str, dict[str, int]] = {}
+    chunks = [ids[i : i + COUNTS_PER_CALL] for i in range(0, len(ids), COUNTS_PER_CALL)]
+    replies = await asyncio.gather(
+        *(
+            clients.accounting.GetCounts(
+                accounting_pb2.GetCountsRequest(
+                    transformation_ids=chunk, entity=common_pb2.ENTITY_INPUT
+                )
+            )
+            for chunk in chunks
+        )
+    )
+    for reply in replies:
+        for counted in reply.counts:
+            found[counted.transformation_id] = names.counts(counted.counts)
+    return found
+
+
+async def list_workgraphs(
+    clients: UserClients, filters: Filters, page_token: str = ""
+) -> tuple[list[ListedWorkgraph], str]:
+    page = await clients.definition.ListWorkgraphs(filters.request(page_token))
+    ids = [t for w in page.workgraphs for t in w.transformation_ids]
+    counted = await input_counts(clients, ids) if ids else {}
+    listed = []
+    for w in page.workgraphs:
+        members = [counted.get(t, {}) for t in w.transformation_ids]
+        listed.append(
+            ListedWorkgraph(
+                workgraph=w,
+                status=names.workgraph_status(w.status),
+                labels=labels_of(w.annotations_json),
+                settled=sum(m.get(s, 0) for m in members for s in SETTLED_INPUTS),
+                total=sum(sum(m.values()) for m in members),
+                updated=names.when(w.updated_at),
+            )
+        )
+    return listed, page.next_page_token
+
+
+# -- one workgraph ------------------------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    transformation: definition_pb2.Transformation
+    status: str
+    inputs: dict[str, int]
+    parcels: dict[str, int]
+    blocked_by: list[definition_pb2.Action] = field(default_factory=list)
+
+    @property
+    def step(self) -> str:
+        return self.transformation.step or self.transformation.transformation_id
+
+
+@dataclass
+class WorkgraphPage:
+    workgraph: definition_pb2.Workgraph
+    status: str
+    members: list[Member]
+    approving: list[definition_pb2.Action]
+    log: list[accounting_pb2.LogEntry]
+    drawing: Drawing
+    reasons: list[str]
+    labels: dict[str, str]
+    blocking: list[tuple[str, definition_pb2.Action]]
+
+
+def _failed_or_pending(actions: Any) -> list[definition_pb2.Action]:
+    stuck = (common_pb2.ACTION_RESULT_FAILED, common_pb2.ACTION_RESULT_PENDING)
+    return [a for a in actions if a.result in stuck]
+
+
+async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPage:
+    got, summary, log = await asyncio.gather(
+        clients.definition.GetWorkgraph(
+            definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
+        ),
+        clients.accounting.GetWorkgraphSummary(
+            accounting_pb2.GetWorkgraphSummaryRequest(workgraph_id=workgraph_id)
+        ),
+        clients.accounting.ListLog(
+            accounting_pb2.ListLogRequest(
+                workgraph_id=workgraph_id,
+                newest_first=True,
+                paging=common_pb2.Paging(page_size=LOG_ENTRIES),
+            )
+        ),
+    )
+    counted = {m.transformation_id: m for m in summary.members}
+    members = []
+    for t in got.members:
+        found = counted.get(t.transformation_id)
+        members.append(
+            Member(
+                t,
+                names.transformation_status(found.status if found else t.status),
+                names.counts(found.input_counts) if found else {},
+                names.counts(found.parcel_counts) if found else {},
+            )
+        )
+    blocked = [m for m in members if m.status.endswith("Blocked") or m.status == "Finalizing"]
+    details = await asyncio.gather(
+        *(
+            clients.definition.GetTransformation(
+                definition_pb2.GetTransformationRequest(
+                    transformation_id=m.transformation.transformation_id
+                )
+            )
+            for m in blocked
+        )
+    )
+    for member, detail in zip(blocked, details, strict=True):
+        member.blocked_by = _failed_or_pending(
+            a for a in detail.actions if a.state in member.status
+        )
+    status = names.workgraph_status(summary.status or got.workgraph.status)
+    approving = list(got.actions)
+    blocking = [(m.step, a) for m in members for a in m.blocked_by]
+    if status in ("Approving", "ApprovingBlocked"):
+        blocking = [("workgraph", a) for a in _failed_or_pending(approving)] + blocking
+    nodes = [
+        Node(
+            id=m.transformation.transformation_id,
+            label=m.step,
+            upstream=list(m.transformation.upstream_transformation_ids),
+            status=m.status,
+            kind=names.kind(m.transformation.kind),
+            inputs=m.inputs,
+            href=f"/transformations/{m.transformation.transformation_id}",
+        )
+        for m in members
+    ]
+    return WorkgraphPage(
+        workgraph=got.workgraph,
+        status=status,
+        members=members,
+        approving=approving,
+        log=list(log.entries),
+        drawing=layout(nodes),
+        reasons=not_finishing(status, got.workgraph, members),
+        labels=labels_of(got.workgraph.annotations_json),
+        blocking=blocking,
+    )
+
+
+def not_finishing(
+    status: str, workgraph: definition_pb2.Workgraph, members: list[Member]
+) -> list[str]:
+    """Why the workgraph has not finished, as far as the contracts tell: what each member is
+    still waiting on. Empty once it has finished."""
+    if status in names.FINISHED:
+        return []
+    reasons = []
+    if status == "New":
+        reasons.append("it has not been started")
+    if status in ("Scouting", "Approving", "ApprovingBlocked"):
+        reasons.append(f"it is {status}: the rest runs once the scout is approved")
+    if workgraph.halted:
+        reasons.append("it is halted")
+    for m in members:
+        if m.status in names.FINISHED:
+            continue
+        t = m.transformation
+        if m.status == "Paused":
+            reasons.append(f"{m.step} is paused")
+        if m.status == "Active" and t.feeder and t.feeder_enabled:
+            reasons.append(f"{m.step}: its feeder ({t.feeder}) is still active")
+        if m.inputs.get("Problematic"):
+            reasons.append(
+                f"{m.step}: {m.inputs['Problematic']:,} inputs Problematic "
+                "(reset or write them off)"
+            )
+        waiting = m.inputs.get("Unassigned", 0)
+        if waiting:
+            reasons.append(f"{m.step}: {waiting:,} inputs waiting to be packed")
+        flying = sum(m.parcels.get(s, 0) for s in IN_FLIGHT_PARCELS)
+        if flying:
+            reasons.append(f"{m.step}: {flying:,} parcels in flight")
+        for action in m.blocked_by:
+            result = names.named_result(action.result)
+            reasons.append(
+                f"{m.step}: action #{action.action_id} {action.action} {result}"
+                + (f": {action.message}" if action.message else "")
+            )
+    return reasons
