@@ -3,15 +3,13 @@ dispatcher does."""
 
 from __future__ import annotations
 
-from dxts.backends.server import adaptor_service
+from dxts.backends.edge.servicer import adaptor_service
+from dxts.backends.logic import Adaptor
 from dxts.core.grpc import GrpcServer, TokenVerifier
 from dxts.core.settings import ServerSettings
-from dxts.v1 import backend_pb2_grpc
 
 
-async def serve_adaptor(
-    adaptor: backend_pb2_grpc.BackendAdaptorServiceServicer, verifier: TokenVerifier
-) -> GrpcServer:
+async def serve_adaptor(adaptor: Adaptor, verifier: TokenVerifier) -> GrpcServer:
     """Serve an adaptor (already started) on 127.0.0.1; the caller stops the server."""
     server = GrpcServer(
         [adaptor_service(adaptor)],

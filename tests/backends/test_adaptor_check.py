@@ -5,8 +5,8 @@ and against an adaptor that breaks idempotency, which it must fail naming the pr
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from adaptor_serving import serve_adaptor
@@ -15,16 +15,17 @@ from typer.testing import CliRunner
 
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
+from dxts.backends.logic import Adaptor
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.backends.server import AdaptorServicer
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_check import check_adaptor
 from dxts.cli.main import app
+from dxts.core.adaptor.model import Payload, Submission, SubmitResult
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
-from dxts.v1 import backend_pb2, backend_pb2_grpc
+from dxts.v1 import backend_pb2_grpc
 
 PROPERTIES = [
     "describe",
@@ -42,17 +43,15 @@ PROPERTIES = [
 class ForgetfulAdaptor(NullAdaptor):
     """Breaks the contract's backbone: a second Submit of a key starts it again."""
 
-    async def Submit(
-        self, request: backend_pb2.SubmitRequest, context: Any
-    ) -> backend_pb2.SubmitResponse:
-        for parcel in request.parcels:
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
+        for parcel in parcels:
             job = self.jobs.pop(parcel.parcel_id, None)
             if job is not None:  # forget it: the key is new again
                 self.by_identifier[job.identifier].parcel_id = id_to_str(new_id())
-        return await super().Submit(request, context)
+        return await super().submit(payload, parcels)
 
 
-async def served(adaptor: AdaptorServicer, keys: DevKeys) -> GrpcServer:
+async def served(adaptor: Adaptor, keys: DevKeys) -> GrpcServer:
     await adaptor.start()
     return await serve_adaptor(adaptor, keys.verifier())
 
@@ -62,7 +61,7 @@ async def keys(tmp_path: Path) -> DevKeys:
     return DevKeys.load_or_create(tmp_path / "keys")
 
 
-async def verdicts_of(adaptor: AdaptorServicer, keys: DevKeys) -> dict[str, tuple[str, str]]:
+async def verdicts_of(adaptor: Adaptor, keys: DevKeys) -> dict[str, tuple[str, str]]:
     server = await served(adaptor, keys)
     token = keys.issue("dxts", "dxts-dispatcher", ["service"])
     try:

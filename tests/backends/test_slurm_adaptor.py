@@ -20,6 +20,7 @@ from test_local_adaptor import Harness as LocalHarness
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.commands import array_ranges
 from dxts.backends.slurm.settings import SlurmSettings
+from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
@@ -72,8 +73,8 @@ class Harness(LocalHarness):
     async def slurm_state(self, identifier: str) -> str:
         """The task's state as slurmctld has it (the accounting learns it a moment later)."""
         assert self.adaptor is not None
-        (job,) = await self.adaptor.backend.state.jobs_by(identifiers=[identifier])
-        out = await self.adaptor.backend.slurm.run("squeue", "-h", f"--jobs={job.task}", "-o%T")
+        (job,) = await self.adaptor.store.jobs_by(identifiers=[identifier])
+        out = await self.adaptor.slurm.run("squeue", "-h", f"--jobs={job.task}", "-o%T")
         return out.strip()
 
 
@@ -117,7 +118,7 @@ async def test_a_parcel_runs_as_a_slurm_job_to_its_outputs(harness: Harness) -> 
     assert outcome.usage.HasField("cpu_seconds")
     assert outcome.usage.max_memory_bytes > 10 * 2**20  # cwltool's own resident set at least
     assert harness.adaptor is not None
-    (job,) = await harness.adaptor.backend.state.jobs_by(identifiers=[result.identifier])
+    (job,) = await harness.adaptor.store.jobs_by(identifiers=[result.identifier])
     assert parcel.parcel_id in sacct(job.task, "Comment")
     assert sacct(job.task, "TotalCPU")
 
@@ -144,7 +145,7 @@ async def test_a_batch_is_one_sbatch_and_a_second_submit_starts_nothing(
     harness: Harness,
 ) -> None:
     assert harness.adaptor is not None
-    slurm = harness.adaptor.backend.slurm
+    slurm = harness.adaptor.slurm
     parcels = [submission({"message": f"m{i}"}, input_ids=[id_to_str(new_id())]) for i in range(4)]
     before = slurm.calls
     results = await harness.submit(compute_payload(WRITER), *parcels)
@@ -162,14 +163,14 @@ async def test_a_batch_is_one_sbatch_and_a_second_submit_starts_nothing(
 
 async def test_a_large_batch_is_one_array_and_one_scancel(harness: Harness) -> None:
     assert harness.adaptor is not None
-    slurm = harness.adaptor.backend.slurm
+    slurm = harness.adaptor.slurm
     held = [submission(requirements_json='{"partition": "dxts-held"}') for _ in range(150)]
     before = slurm.calls
     results = await harness.submit(compute_payload(WRITER), *held)
     assert [r.disposition for r in results] == [ACCEPTED] * 150
     assert slurm.calls - before == 1
     identifiers = [r.identifier for r in results]
-    jobs = await harness.adaptor.backend.state.jobs_by(identifiers=identifiers)
+    jobs = await harness.adaptor.store.jobs_by(identifiers=identifiers)
     assert len({j.slurm_job_id for j in jobs}) == 1 and all(j.slurm_job_id for j in jobs)
     assert await harness.slurm_state(identifiers[-1]) == "PENDING"
     before = slurm.calls
@@ -230,9 +231,11 @@ async def test_killed_after_sbatch_before_recording_the_job_runs_once(
     async def dies(batch_id: str, job_id: str) -> None:
         raise SystemExit("killed between sbatch and its record")
 
-    monkeypatch.setattr(harness.adaptor.backend.state, "set_slurm_job", dies)
+    monkeypatch.setattr(harness.adaptor.store, "set_slurm_job", dies)
     with pytest.raises(SystemExit):
-        await harness.adaptor.backend.submit(compute_payload(COUNTER), [parcel])
+        await harness.adaptor.submit(
+            payload_from_proto(compute_payload(COUNTER)), [submission_from_proto(parcel)]
+        )
     await harness.stop()
     await harness.start()  # a new process over the same state
     (first,) = await harness.submit(compute_payload(COUNTER), parcel)
@@ -265,9 +268,9 @@ async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
     adaptor = await harness.start(lost_after_s=0.01)
     held = submission(requirements_json='{"partition": "dxts-held"}')
     (result,) = await harness.submit(compute_payload(WRITER), held)
-    (job,) = await adaptor.backend.state.jobs_by(identifiers=[result.identifier])
-    await adaptor.backend.slurm.cancel([job.task])
-    await adaptor.backend.state.set_slurm_job(job.batch_id, "999999999")  # Slurm never had it
+    (job,) = await adaptor.store.jobs_by(identifiers=[result.identifier])
+    await adaptor.slurm.cancel([job.task])
+    await adaptor.store.set_slurm_job(job.batch_id, "999999999")  # Slurm never had it
     outcome = await harness.outcome(result.identifier)
     assert (outcome.result, outcome.backend_status) == (common_pb2.OUTCOME_RESULT_FAILED, "LOST")
     unknown = await harness.stub.Poll(backend_pb2.PollRequest(identifiers=[id_to_str(new_id())]))

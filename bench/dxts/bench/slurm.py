@@ -19,13 +19,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dxts.backends.slurm.backend import SlurmBackend
+from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.bench.harness import Bench, Operation
 from dxts.cli.adaptor_check import tool_payload
+from dxts.core.adaptor.mapping import payload_from_proto
+from dxts.core.adaptor.model import Submission, SubmitDisposition
 from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str, new_ids
-from dxts.v1 import backend_pb2
 
 HELD_PARTITION = "dxts-held"
 TOOL = {
@@ -55,33 +56,31 @@ class _Submitter:
 
     def __init__(self, work_dir: Path, array_size: int, parcels: int) -> None:
         settings = SlurmSettings(work_dir=work_dir, partition=HELD_PARTITION, array_size=array_size)
-        self.backend = SlurmBackend(settings)
+        self.adaptor = SlurmAdaptor(settings)
         self.parcels = parcels
-        self.payload = tool_payload(TOOL)
+        self.payload = payload_from_proto(tool_payload(TOOL))
         self.identifiers: list[str] = []
-        self.batch: list[backend_pb2.ParcelSubmission] = []
+        self.batch: list[Submission] = []
 
     async def clear(self) -> None:
         """Check and cancel the last round's jobs, prepare the next round's parcels (untimed)."""
         await self.check()
-        jobs = await self.backend.state.jobs_by(identifiers=self.identifiers)
-        await self.backend.slurm.cancel(sorted({j.slurm_job_id for j in jobs if j.slurm_job_id}))
-        self.batch = [
-            backend_pb2.ParcelSubmission(parcel_id=id_to_str(i), parameters_json="{}")
-            for i in new_ids(self.parcels)
-        ]
+        jobs = await self.adaptor.store.jobs_by(identifiers=self.identifiers)
+        await self.adaptor.slurm.cancel(sorted({j.slurm_job_id for j in jobs if j.slurm_job_id}))
+        self.batch = [Submission(id_to_str(i), parameters_json="{}") for i in new_ids(self.parcels)]
 
     async def submit(self) -> int:
-        answers = await self.backend.submit(self.payload, self.batch)
-        self.identifiers = [a.identifier for a in answers if a.identifier]
+        answers = await self.adaptor.submit(self.payload, self.batch)
+        accepted = SubmitDisposition.ACCEPTED
+        self.identifiers = [a.identifier for a in answers if a.disposition == accepted]
         if len(self.identifiers) != self.parcels:
-            refused = next(a.reason for a in answers if not a.identifier)
+            refused = next(a.reason for a in answers if a.disposition != accepted)
             raise FailedPrecondition(f"the adaptor refused a parcel: {refused}")
         return self.parcels
 
     async def check(self) -> None:
         """Every parcel of the round is a Slurm job (sbatch did not refuse any; untimed)."""
-        jobs = await self.backend.state.jobs_by(identifiers=self.identifiers)
+        jobs = await self.adaptor.store.jobs_by(identifiers=self.identifiers)
         failed = [j.outcome.message for j in jobs if j.outcome is not None]
         if failed or not all(j.slurm_job_id for j in jobs):
             raise FailedPrecondition(f"a round's parcels did not all reach Slurm: {failed[:1]}")
@@ -93,13 +92,13 @@ async def _submitters(params: Params) -> AsyncIterator[tuple[_Submitter, _Submit
         batched = _Submitter(Path(folder) / "batched", params.parcels, params.parcels)
         single = _Submitter(Path(folder) / "single", 1, params.parcels)
         for submitter in (batched, single):
-            await submitter.backend.start()
+            await submitter.adaptor.start()
         try:
             yield batched, single
         finally:
             for submitter in (batched, single):
                 await submitter.clear()
-                await submitter.backend.stop()
+                await submitter.adaptor.stop()
 
 
 async def run(bench: Bench, params: Params) -> None:

@@ -220,8 +220,8 @@ def collect_outputs(
 
 
 async def input_object(
-    payload: backend_pb2.ComputePayload,
-    submission: backend_pb2.ParcelSubmission,
+    payload: ComputePayload,
+    submission: Submission,
     settings: LocalSettings,
     catalogue: FileCatalogue | None,
 ) -> dict[str, Any]:

@@ -3,7 +3,7 @@ catalogue's `DXTS_CATALOGUE_*`, and Slurm's own SLURM_CONF for the cluster it su
 
 from __future__ import annotations
 
-from dxts.backends.server import run_adaptor
+from dxts.backends.component import run_adaptor
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import load_catalogue

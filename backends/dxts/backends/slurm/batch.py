@@ -21,8 +21,8 @@ from dxts.backends.local.compute import input_object, materialise
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.slurm.job import TASKS_FILE
 from dxts.backends.slurm.settings import SlurmSettings
+from dxts.core.adaptor.model import ComputePayload, Submission
 from dxts.core.catalogue import FileCatalogue
-from dxts.v1 import backend_pb2
 
 
 def batch_dir(settings: SlurmSettings, batch_id: str) -> Path:
@@ -46,8 +46,8 @@ async def prepare_parcel(
     settings: SlurmSettings,
     storage: LocalSettings,
     catalogue: FileCatalogue | None,
-    payload: backend_pb2.ComputePayload,
-    parcel: backend_pb2.ParcelSubmission,
+    payload: ComputePayload,
+    parcel: Submission,
     identifier: str,
 ) -> dict[str, Any]:
     """Write the parcel's input object; its entry in `tasks.json` (JobFailed: cannot run)."""
@@ -65,7 +65,7 @@ async def prepare_parcel(
 def prepare_batch(
     settings: SlurmSettings,
     storage: LocalSettings,
-    payload: backend_pb2.ComputePayload,
+    payload: ComputePayload,
     batch_id: str,
     tasks: list[dict[str, Any] | None],
 ) -> None:

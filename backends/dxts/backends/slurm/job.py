@@ -17,14 +17,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
-
 from dxts.backends.local.compute import JobFailed, collect_outputs
 from dxts.backends.local.settings import LocalSettings
-from dxts.v1 import backend_pb2
+from dxts.core.adaptor.model import Submission
 
 TASKS_FILE = "tasks.json"
 RESULT_FILE = "result.json"
@@ -63,7 +62,7 @@ def run_task(batch_dir: Path, index: int) -> int:
     if code != 0:
         return code
     storage = LocalSettings(**batch["storage"])
-    submission = backend_pb2.ParcelSubmission(output_prefix=task["output_prefix"])
+    submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:
         output_object = json.loads((job_dir / "runner.out").read_text())
         manifest, report = collect_outputs(output_object, submission, storage)
@@ -72,7 +71,7 @@ def run_task(batch_dir: Path, index: int) -> int:
         return 1
     write_result(
         job_dir,
-        {"outputs": [MessageToDict(file) for file in manifest], "status_report_json": report},
+        {"outputs": [asdict(file) for file in manifest], "status_report_json": report},
     )
     return 0
 

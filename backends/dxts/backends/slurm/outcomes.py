@@ -17,15 +17,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from google.protobuf.json_format import ParseDict
-
 from dxts.backends.slurm import batch
 from dxts.backends.slurm.commands import TaskRecord
 from dxts.backends.slurm.job import RESULT_FILE
 from dxts.backends.slurm.settings import SlurmSettings
-from dxts.backends.slurm.state import Job
-from dxts.core.grpc.convert import to_timestamp
-from dxts.v1 import backend_pb2, common_pb2
+from dxts.backends.slurm.store import Job
+from dxts.core.adaptor.model import Outcome, OutcomeResult, OutputFile, ResourceUsage
 
 LOG_TAIL = 2000
 MEMORY_KILL = "exceeded memory limit"  # slurmstepd's words (jobacct_gather OverMemoryKill)
@@ -35,49 +32,47 @@ def _outcome(
     backend: str,
     parcel_id: str,
     identifier: str,
-    result: common_pb2.OutcomeResult.ValueType,
+    result: OutcomeResult,
     status: str,
     message: str,
-) -> common_pb2.Outcome:
-    return common_pb2.Outcome(
+) -> Outcome:
+    return Outcome(
         parcel_id=parcel_id,
         backend=backend,
         identifier=identifier,
         result=result,
         backend_status=status,
         message=message,
-        finished_at=to_timestamp(datetime.now(UTC)),
+        finished_at=datetime.now(UTC),
     )
 
 
-def not_started(
-    backend: str, parcel: backend_pb2.ParcelSubmission, identifier: str, reason: str
-) -> common_pb2.Outcome:
+def not_started(backend: str, parcel_id: str, identifier: str, reason: str) -> Outcome:
     """A parcel that could not be prepared (an input that cannot be staged)."""
     return _outcome(
-        backend, parcel.parcel_id, identifier, common_pb2.OUTCOME_RESULT_FAILED, "NOT_SUBMITTED",
+        backend, parcel_id, identifier, OutcomeResult.FAILED, "NOT_SUBMITTED",
         reason,
     )  # fmt: skip
 
 
-def not_submitted(backend: str, job: Job, error: str) -> common_pb2.Outcome:
+def not_submitted(backend: str, job: Job, error: str) -> Outcome:
     """A batch Slurm refused (sbatch failed, and Slurm has no job of its name)."""
     return _outcome(
-        backend, job.parcel_id, job.identifier, common_pb2.OUTCOME_RESULT_FAILED,
+        backend, job.parcel_id, job.identifier, OutcomeResult.FAILED,
         "NOT_SUBMITTED", f"sbatch refused the job: {error}",
     )  # fmt: skip
 
 
-def cancelled_unsubmitted(backend: str, job: Job) -> common_pb2.Outcome:
+def cancelled_unsubmitted(backend: str, job: Job) -> Outcome:
     return _outcome(
-        backend, job.parcel_id, job.identifier, common_pb2.OUTCOME_RESULT_CANCELLED,
+        backend, job.parcel_id, job.identifier, OutcomeResult.CANCELLED,
         "NOT_SUBMITTED", "cancelled before it was handed to Slurm",
     )  # fmt: skip
 
 
-def lost(backend: str, job: Job) -> common_pb2.Outcome:
+def lost(backend: str, job: Job) -> Outcome:
     return _outcome(
-        backend, job.parcel_id, job.identifier, common_pb2.OUTCOME_RESULT_FAILED, "LOST",
+        backend, job.parcel_id, job.identifier, OutcomeResult.FAILED, "LOST",
         f"Slurm has no record of job {job.task} (neither slurmctld nor the accounting)",
     )  # fmt: skip
 
@@ -89,7 +84,7 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> common_pb2.Outcome:
+def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcome:
     state = record.state.split(" ")[0]
     status = f"{state} {record.exit_code}:{record.signal}"
     slurm_log = _tail(batch.slurm_log(settings, job.batch_id, job.task_index))
@@ -97,15 +92,16 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> common
         status += " OUT_OF_MEMORY"
     directory = batch.job_dir(settings, job.identifier)
     outcome = _outcome(
-        settings.name, job.parcel_id, job.identifier, common_pb2.OUTCOME_RESULT_FAILED, status, ""
+        settings.name, job.parcel_id, job.identifier, OutcomeResult.FAILED, status, ""
     )
     if record.started:
-        outcome.usage.cpu_seconds = record.cpu_seconds
-        outcome.usage.wall_seconds = record.wall_seconds
-        if record.max_rss_bytes is not None:
-            outcome.usage.max_memory_bytes = record.max_rss_bytes
+        outcome.usage = ResourceUsage(
+            cpu_seconds=record.cpu_seconds,
+            wall_seconds=record.wall_seconds,
+            max_memory_bytes=record.max_rss_bytes,
+        )
     if state == "CANCELLED":
-        outcome.result = common_pb2.OUTCOME_RESULT_CANCELLED
+        outcome.result = OutcomeResult.CANCELLED
         outcome.message = f"Slurm job {job.task}: {record.state}"
         return outcome
     try:
@@ -113,10 +109,9 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> common
     except (OSError, ValueError) as error:
         result = {"error": f"the job left no usable {RESULT_FILE}: {error}"}
     if state == "COMPLETED" and "error" not in result:
-        outcome.result = common_pb2.OUTCOME_RESULT_SUCCEEDED
+        outcome.result = OutcomeResult.SUCCEEDED
         outcome.status_report_json = result.get("status_report_json", "")
-        for file in result.get("outputs", []):
-            outcome.outputs.append(ParseDict(file, common_pb2.OutputFile()))
+        outcome.outputs = [OutputFile(**file) for file in result.get("outputs", [])]
         return outcome
     if state == "COMPLETED" or (directory / RESULT_FILE).exists():
         detail = str(result["error"])

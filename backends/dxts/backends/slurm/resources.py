@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dxts.backends.slurm.settings import SlurmSettings
-from dxts.v1 import backend_pb2
+from dxts.core.adaptor.model import ComputePayload, Submission
 
 
 class BadRequirements(ValueError):
@@ -39,7 +39,7 @@ class Request:
         return [*options, f"--partition={self.partition}"] if self.partition else options
 
 
-def _cwl_requirements(payload: backend_pb2.ComputePayload) -> dict[str, Any]:
+def _cwl_requirements(payload: ComputePayload) -> dict[str, Any]:
     """The root process's ResourceRequirement / ToolTimeLimit fields (requirements win)."""
     root = next(p for p in payload.processes if p.process_id == payload.process_id)
     document = json.loads(root.document_json)
@@ -64,8 +64,8 @@ def _positive_int(value: Any, field: str) -> int:
 
 
 def resource_request(
-    payload: backend_pb2.ComputePayload,
-    parcel: backend_pb2.ParcelSubmission,
+    payload: ComputePayload,
+    parcel: Submission,
     settings: SlurmSettings,
 ) -> Request:
     try:

@@ -4,7 +4,7 @@ which Slurm job runs it.
 The order of writes is what makes Submit exactly-once across a crash: the parcels and their
 batch are recorded (with the batch's job name) *before* `sbatch`, the array's job id after it.
 A batch found without a job id was interrupted in between: Slurm is asked for a job of that
-name before anything is submitted again (`adaptor.SlurmBackend._submit_batch`). Tables (their
+name before anything is submitted again (`adaptor.SlurmAdaptor._submit_batch`). Tables (their
 own metadata, not part of the dxts schema):
 
 * `SlurmBatches` — one `sbatch --array` each: its job name, the tasks' resource request (sbatch
@@ -12,6 +12,9 @@ own metadata, not part of the dxts schema):
 * `SlurmJobs` — one row per accepted parcel: its identifier, its batch and task index, its
   terminal outcome (a serialised `Outcome`) once known;
 * `SlurmCancelledKeys` — parcel ids cancelled before they were ever accepted: refused for good.
+
+Outcomes are kept in the contract's binary encoding (`dxts.core.adaptor.codec`); opening the
+database and the cancelled keys are the shared adaptor store's (`dxts.backends.store`).
 """
 
 from __future__ import annotations
@@ -22,13 +25,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import Database, Isolation
-from dxts.v1 import common_pb2
-
-IMMEDIATE = Isolation.SERIALIZABLE  # SQLite: every transaction is one writer at a time
+from dxts.backends.store import AdaptorStore, cancelled_keys_table, now
+from dxts.core.adaptor.codec import decode_outcome, encode_outcome
+from dxts.core.adaptor.model import Outcome
 
 slurm_metadata = sa.MetaData()
 
@@ -53,11 +54,7 @@ jobs = sa.Table(
     sa.Index("ix_SlurmJobs_BatchID", "BatchID"),
 )
 
-cancelled_keys = sa.Table(
-    "SlurmCancelledKeys",
-    slurm_metadata,
-    sa.Column("ParcelID", sa.String(36), primary_key=True),
-)
+cancelled_keys = cancelled_keys_table("SlurmCancelledKeys", slurm_metadata)
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ class Job:
     task_index: int
     slurm_job_id: str | None  # the array's; None while (or if) sbatch did not answer
     created_at: datetime
-    outcome: common_pb2.Outcome | None
+    outcome: Outcome | None
 
     @property
     def task(self) -> str:
@@ -92,7 +89,7 @@ class NewJob:
 
 
 def _job(row: Any) -> Job:
-    outcome = common_pb2.Outcome.FromString(row.Outcome) if row.Outcome is not None else None
+    outcome = decode_outcome(row.Outcome) if row.Outcome is not None else None
     return Job(
         row.ParcelID,
         row.Identifier,
@@ -102,10 +99,6 @@ def _job(row: Any) -> Job:
         row.CreatedAt.replace(tzinfo=UTC),
         outcome,
     )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 _JOINED = sa.select(
@@ -119,19 +112,9 @@ _JOINED = sa.select(
 ).join(batches, batches.c.BatchID == jobs.c.BatchID)
 
 
-class State:
+class State(AdaptorStore):
     def __init__(self, url: str) -> None:
-        self.database = Database(url)
-
-    async def start(self) -> None:
-        await self.database.start()
-        await self._run(lambda conn: conn.run_sync(slurm_metadata.create_all))
-
-    async def close(self) -> None:
-        await self.database.dispose()
-
-    async def _run(self, work: Any) -> Any:
-        return await self.database.run(work, isolation=IMMEDIATE)
+        super().__init__(url, slurm_metadata, cancelled_keys)
 
     async def jobs_by(
         self, *, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()
@@ -147,15 +130,6 @@ class State:
 
         return await self._run(work)
 
-    async def tombstoned(self, parcel_ids: Sequence[str]) -> set[str]:
-        async def work(conn: AsyncConnection) -> set[str]:
-            query = sa.select(cancelled_keys.c.ParcelID).where(
-                cancelled_keys.c.ParcelID.in_(list(parcel_ids))
-            )
-            return {row[0] for row in await conn.execute(query)}
-
-        return await self._run(work)
-
     async def in_flight(self) -> int:
         async def work(conn: AsyncConnection) -> int:
             query = sa.select(sa.func.count()).where(jobs.c.Outcome.is_(None))
@@ -167,14 +141,14 @@ class State:
         self,
         new_batches: Sequence[NewBatch],
         new: Sequence[NewJob],
-        failed: Sequence[common_pb2.Outcome],
+        failed: Sequence[Outcome],
     ) -> None:
         """Record new batches and their parcels, before any sbatch; parcels that could not be
         prepared (`failed`, by identifier) are recorded with their outcome already."""
-        ended = {o.identifier: o.SerializeToString(deterministic=True) for o in failed}
+        ended = {o.identifier: encode_outcome(o) for o in failed}
 
         async def work(conn: AsyncConnection) -> None:
-            now = _now()
+            created_at = now()
             await conn.execute(
                 sa.insert(batches),
                 [
@@ -182,7 +156,7 @@ class State:
                         "BatchID": b.batch_id,
                         "JobName": b.name,
                         "Options": b.options,
-                        "CreatedAt": now,
+                        "CreatedAt": created_at,
                     }
                     for b in new_batches
                 ],
@@ -232,7 +206,7 @@ class State:
 
         await self._run(work)
 
-    async def finish(self, outcomes: Sequence[common_pb2.Outcome]) -> None:
+    async def finish(self, outcomes: Sequence[Outcome]) -> None:
         """Record terminal outcomes (by identifier) once: one already there is kept."""
 
         async def work(conn: AsyncConnection) -> None:
@@ -243,23 +217,13 @@ class State:
                 [
                     {
                         "identifier": o.identifier,
-                        "outcome": o.SerializeToString(deterministic=True),
+                        "outcome": encode_outcome(o),
                     }
                     for o in outcomes
                 ],
             )
 
         if outcomes:
-            await self._run(work)
-
-    async def tombstone(self, parcel_ids: Sequence[str]) -> None:
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(
-                sqlite.insert(cancelled_keys).on_conflict_do_nothing(),
-                [{"ParcelID": p} for p in parcel_ids],
-            )
-
-        if parcel_ids:
             await self._run(work)
 
     async def counts(self) -> dict[str, int]:
