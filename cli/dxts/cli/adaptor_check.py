@@ -157,9 +157,10 @@ class Checker:
             [r.parcel_id for r in results] == [p.parcel_id for p in parcels],
             "Submit's results are not one per parcel in request order",
         )
-        for result in results:
-            if result.disposition == ACCEPTED:
-                await self.outcome(result.identifier)
+        # Waited for together: the parcels may run side by side (each is a batch job on Slurm).
+        await asyncio.gather(
+            *(self.outcome(r.identifier) for r in results if r.disposition == ACCEPTED)
+        )
         return "one result per parcel, in order"
 
     async def refuses_malformed_keys(self) -> str:
