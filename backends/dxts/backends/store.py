@@ -25,6 +25,15 @@ def cancelled_keys_table(name: str, metadata: sa.MetaData) -> sa.Table:
     return sa.Table(name, metadata, sa.Column("ParcelID", sa.String(36), primary_key=True))
 
 
+def jobs_named(
+    jobs: sa.Table, identifiers: Sequence[str], parcel_ids: Sequence[str]
+) -> sa.ColumnElement[bool]:
+    """An adaptor's jobs by their identifiers when any are given, else by their parcel ids."""
+    if identifiers:
+        return jobs.c.Identifier.in_(list(identifiers))
+    return jobs.c.ParcelID.in_(list(parcel_ids))
+
+
 def now() -> datetime:
     """The current UTC time as the adaptors' SQLite columns hold it (naive)."""
     return datetime.now(UTC).replace(tzinfo=None)

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.backends.store import AdaptorStore, cancelled_keys_table, now
+from dxts.backends.store import AdaptorStore, cancelled_keys_table, jobs_named, now
 from dxts.core.adaptor.codec import (
     decode_outcome,
     decode_payload,
@@ -169,11 +169,7 @@ class State(AdaptorStore):
     async def jobs_by(
         self, *, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()
     ) -> list[Job]:
-        condition = (
-            jobs.c.Identifier.in_(list(identifiers))
-            if identifiers
-            else jobs.c.ParcelID.in_(list(parcel_ids))
-        )
+        condition = jobs_named(jobs, identifiers, parcel_ids)
 
         async def work(conn: AsyncConnection) -> list[Job]:
             return [_job(row) for row in await conn.execute(sa.select(jobs).where(condition))]
