@@ -106,7 +106,7 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "recording transaction; a gRPC round trip per batch would split it",
         **{
             name: "a parcel's description shows the identifier its backend gave it"
-            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs")
+            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs")
         },
     },
     "dxts.dispatcher": {
