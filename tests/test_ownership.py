@@ -101,7 +101,6 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "creation row carries",
     },
     "dxts.execution": {
-        "TransformationLog": "operations find a retried request's recorded result in the log",
         "TransformationOutputs": "outcomes are recorded against the declared outputs in the "
         "recording transaction; a gRPC round trip per batch would split it",
         **{

@@ -63,10 +63,11 @@ class Up:
         self.process: subprocess.Popen[bytes] | None = None
         self.runner = CliRunner()
 
-    def start(self, *options: str) -> None:
+    def start(self, *options: str, environment: dict[str, str] | None = None) -> None:
         connection = self.data_dir / "connection.json"
         connection.unlink(missing_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("DXTS_")}
+        env.update(environment or {})
         self.process = subprocess.Popen(
             [*DXTS, "up", "--data-dir", str(self.data_dir), *options],
             env=env,

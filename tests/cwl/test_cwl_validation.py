@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from cwl_support import EXAMPLE_NAMES, EXPERIMENT_PLUGINS, catalogue, example, fixture
+from cwl_support import (
+    EXAMPLE_NAMES,
+    EXPERIMENT_PLUGINS,
+    FIXTURES,
+    catalogue,
+    example,
+    fixture,
+)
 
 from dxts.core.config import DefinitionConfig
 from dxts.core.errors import InvalidArgument
+from dxts.cwl.check import validate_bundle
 from dxts.cwl.loading import Bundle, load_document
 from dxts.cwl.problems import DocumentViolation, Kind, Severity, raise_for_errors
 from dxts.cwl.validation import Validated, validate
@@ -52,8 +60,8 @@ def test_the_shared_examples_are_valid_with_only_experiment_plugins_unknown(name
             "hint-schema.cwl",
             {
                 ("hint-schema", "hints.dirac:Workgraph.schema_version"),
-                ("hint-schema", "inputs.events.dirac:Feeder"),  # `arguments` is no field
-                ("hint-schema", "steps.merge.hints.dirac:Transformation"),  # `packr`
+                ("hint-schema", "inputs.events.dirac:Feeder.arguments"),  # no such field
+                ("hint-schema", "steps.merge.hints.dirac:Transformation.packr"),
                 ("hint-schema", "steps.merge.hints.dirac:Transformation.initial_state"),
             },
         ),
@@ -109,6 +117,60 @@ def test_each_rule_reports_its_kind_and_path(document: str, expected: set[tuple[
     assert found(validated) == expected
     assert not validated.ok
     assert all(len(p.message) > 30 for p in validated.problems)
+
+
+def test_an_unknown_hint_field_is_reported_at_that_field_with_the_closest_name() -> None:
+    messages = {p.path: p.message for p in check(fixture("invalid/hint-schema.cwl")).problems}
+    packr = messages["steps.merge.hints.dirac:Transformation.packr"]
+    assert "'packr' is not a field here; did you mean 'packer'?" in packr
+    assert "did you mean 'args'?" in messages["inputs.events.dirac:Feeder.arguments"]
+
+
+def test_an_unknown_hint_field_with_nothing_close_lists_the_fields() -> None:
+    text = (fixture("valid.cwl").read("valid.cwl") or "").replace(
+        "type: Test", "type: Test, zzzz: 1"
+    )
+    validated = check(Bundle.from_mapping("valid.cwl", {**_tools(), "valid.cwl": text}))
+    (problem,) = validated.problems
+    assert (problem.kind, problem.path) == (Kind.HINT_SCHEMA, "hints.dirac:Workgraph.zzzz")
+    assert "did you mean" not in problem.message
+    assert "approving, data_management, hooks" in problem.message
+
+
+def _tools() -> dict[str, str]:
+    folder = FIXTURES / "examples" / "transformations"
+    return {
+        f"examples/transformations/{path.name}": path.read_text() for path in folder.glob("*.cwl")
+    }
+
+
+def test_a_tool_carrying_workflow_fields_is_not_a_workgraph_before_any_schema_error() -> None:
+    validated = validate_bundle(
+        fixture("invalid/not-a-workgraph-tool-steps.cwl"),
+        catalogue(),
+        DefinitionConfig(),
+        "",
+        allow_unknown_plugins=False,
+    )
+    first, *rest = validated.problems
+    assert (first.kind, first.path) == (Kind.NOT_A_WORKGRAPH, "class")
+    assert "CommandLineTool carrying the workflow field(s) steps" in first.message
+    assert [p.kind for p in rest] == [Kind.INVALID_CWL]  # CWL's own complaint comes after
+
+
+def test_an_inline_expression_tool_is_warned_about_even_when_cwl_refuses_the_document() -> None:
+    validated = validate_bundle(
+        fixture("invalid/expression-tool-strict.cwl"),
+        catalogue(),
+        DefinitionConfig(),
+        "",
+        allow_unknown_plugins=False,
+    )
+    assert found(validated, Severity.WARNING) == {("expression-tool", "steps.pick.run")}
+    assert [p.kind for p in validated.problems if p.severity is Severity.ERROR] == [
+        Kind.INVALID_CWL
+    ]
+    assert not validated.ok
 
 
 def test_the_cycle_names_its_members() -> None:

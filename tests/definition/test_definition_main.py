@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import os
 import signal
 import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
 import yaml
+from cwl_support import EXAMPLES as EXAMPLE
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from hostile import billion_laughs
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from dxts.core.config import load_installation_config
-from dxts.core.errors import InvalidArgument, Unavailable
+from dxts.core.config import DocumentLimits, load_installation_config
+from dxts.core.errors import DxtsError, InvalidArgument, Unavailable
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.grpc.ports import free_port
 from dxts.core.schema import metadata
@@ -88,7 +95,20 @@ async def serving(address: str, process: asyncio.subprocess.Process) -> None:
     raise AssertionError("dxts-definition never reported SERVING")
 
 
-async def test_the_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+@dataclass
+class RunningDefinition:
+    process: asyncio.subprocess.Process
+    address: str
+    token: str
+    errors: str = ""  # its stderr, once it has exited
+
+
+@asynccontextmanager
+async def running_definition(
+    tmp_path: Path, grace_s: float = 1.0
+) -> AsyncIterator[RunningDefinition]:
+    """`dxts-definition` over a fresh SQLite file, serving; SIGTERM at the end of the block
+    (unless it has exited), then its stderr is read."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'dxts.sqlite'}"
     engine = create_async_engine(url)
     async with engine.begin() as conn:
@@ -104,7 +124,7 @@ async def test_the_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> No
         "DXTS_LISTEN": address,
         "DXTS_DATA_DIR": str(tmp_path / "data"),
         "DXTS_CONFIG_FILE": str(config),
-        "DXTS_SHUTDOWN_GRACE_S": "1",
+        "DXTS_SHUTDOWN_GRACE_S": str(grace_s),
     }
     process = await asyncio.create_subprocess_exec(
         str(ENTRY_POINT),
@@ -112,25 +132,107 @@ async def test_the_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> No
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
+    running = RunningDefinition(process, address, "")
     try:
         await serving(address, process)
-        token = DevKeys.load_or_create(tmp_path / "data").issue("lhcb", "sam", ["user"])
-        async with channel(address, token=token) as ch:
-            stub = DefinitionServiceStub(ch)
-            listed = await stub.ListWorkgraphs(definition_pb2.ListWorkgraphsRequest())
-            assert list(listed.workgraphs) == []
-            # No DXTS_EXECUTION_ADDRESS: a job is validated and stored, then refused for now.
-            with pytest.raises(Unavailable):
-                await stub.SubmitJob(
-                    definition_pb2.SubmitJobRequest(
-                        bundle=common_pb2.DocumentBundle(
-                            main_path="job.cwl", files={"job.cwl": JOB.encode()}
-                        )
-                    )
-                )
+        running.token = DevKeys.load_or_create(tmp_path / "data").issue("lhcb", "sam", ["user"])
+        yield running
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         _, errors = await asyncio.wait_for(process.communicate(), timeout=30)
-    assert process.returncode == 0, errors.decode()
-    assert "signal received: stopping" in errors.decode()
+        running.errors = errors.decode()
+
+
+async def test_the_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    async with (
+        running_definition(tmp_path) as definition,
+        channel(definition.address, token=definition.token) as ch,
+    ):
+        stub = DefinitionServiceStub(ch)
+        listed = await stub.ListWorkgraphs(definition_pb2.ListWorkgraphsRequest())
+        assert list(listed.workgraphs) == []
+        # No DXTS_EXECUTION_ADDRESS: a job is validated and stored, then refused for now.
+        with pytest.raises(Unavailable):
+            await stub.SubmitJob(
+                definition_pb2.SubmitJobRequest(
+                    bundle=common_pb2.DocumentBundle(
+                        main_path="job.cwl", files={"job.cwl": JOB.encode()}
+                    )
+                )
+            )
+    assert definition.process.returncode == 0, definition.errors
+    assert "signal received: stopping" in definition.errors
+
+
+# -- hostile documents against the process as deployed -----------------------------------------
+
+
+def _proc(pid: int) -> tuple[int, float]:
+    """(resident bytes, CPU seconds used) of process `pid`."""
+    with open(f"/proc/{pid}/status") as status:
+        rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+
+def _submission(text: str) -> definition_pb2.SubmitWorkgraphRequest:
+    return definition_pb2.SubmitWorkgraphRequest(
+        bundle=common_pb2.DocumentBundle(main_path="main.cwl", files={"main.cwl": text.encode()}),
+        dry_run=True,
+    )
+
+
+async def test_the_alias_bomb_leaves_the_process_as_it_was(tmp_path: Path) -> None:
+    async with (
+        running_definition(tmp_path) as definition,
+        channel(definition.address, token=definition.token) as ch,
+    ):
+        stub = DefinitionServiceStub(ch)
+        for _ in range(3):  # every code path of a refusal warmed up
+            with pytest.raises(InvalidArgument):
+                await stub.SubmitWorkgraph(_submission(billion_laughs(3)))
+        rss_before, _ = _proc(definition.process.pid)
+        started = time.perf_counter()
+        with pytest.raises(InvalidArgument) as refused:
+            await stub.SubmitWorkgraph(_submission(billion_laughs()), timeout=10)
+        elapsed = time.perf_counter() - started
+        rss_after, _ = _proc(definition.process.pid)
+    assert "document_limits.max_nodes" in str(refused.value)
+    grown = rss_after - rss_before
+    print(f"alias bomb: refused in {elapsed * 1000:.1f} ms, RSS {rss_before} -> {rss_after}")
+    assert grown < 4 << 20, f"the process grew by {grown} bytes"
+    assert elapsed < 1.0, elapsed
+
+
+async def test_sigterm_ends_a_process_busy_with_a_large_legal_submission_within_its_grace(
+    tmp_path: Path,
+) -> None:
+    grace = 1.0
+    # Within every default limit, and seconds (minutes on a loaded machine) of YAML parsing.
+    bulk = ",".join(["1"] * (DocumentLimits().max_nodes - 1000))
+    large = (EXAMPLE / "simulation.cwl").read_text().replace(
+        "inputs:\n", f"inputs:\n  bulk:\n    type: Any\n    default: [{bulk}]\n", 1
+    )
+    async with running_definition(tmp_path, grace_s=grace) as definition:
+        pid = definition.process.pid
+        async with channel(definition.address, token=definition.token) as ch:
+            stub = DefinitionServiceStub(ch)
+            _, cpu_before = _proc(pid)
+            call = asyncio.ensure_future(stub.SubmitWorkgraph(_submission(large), timeout=600))
+            for _ in range(600):  # until it has spent half a second of CPU on the submission
+                if _proc(pid)[1] - cpu_before >= 0.5 or call.done():
+                    break
+                await asyncio.sleep(0.05)
+            assert not call.done(), "the submission was not busy long enough to test anything"
+            started = time.monotonic()
+            definition.process.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(definition.process.wait(), timeout=60)
+            stopped = time.monotonic() - started
+            with contextlib.suppress(grpc.aio.AioRpcError, DxtsError):
+                await call
+    print(f"SIGTERM while busy: exited {stopped:.2f} s after the signal (grace {grace} s)")
+    assert definition.process.returncode == 0, definition.errors
+    assert stopped < grace + 3.0, definition.errors

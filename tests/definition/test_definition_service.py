@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,8 +21,8 @@ from definition_world import (
 
 from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from dxts.core.ids import content_hash, id_to_str
-from dxts.core.schema import definition
+from dxts.core.ids import content_hash, id_from_str, id_to_str
+from dxts.core.schema import accounting, definition
 from dxts.v1 import common_pb2, definition_pb2
 
 pb = definition_pb2
@@ -155,6 +156,63 @@ async def test_a_retried_submission_answers_the_original(
     )
     assert theirs.workgraph_id != submitted.workgraph_id
     assert await count_workgraphs(database) == before + 1
+
+
+def auto_start_bundle() -> common_pb2.DocumentBundle:
+    """The simulation example asking `start: auto` (it does not scout: Active at once)."""
+    files = dict(example_bundle("simulation").files)
+    text = files["simulation.cwl"].decode()
+    assert text.count("    type: MCSimulation\n") == 1
+    files["simulation.cwl"] = text.replace(
+        "    type: MCSimulation\n", "    type: MCSimulation\n    start: auto\n"
+    ).encode()
+    return common_pb2.DocumentBundle(main_path="simulation.cwl", files=files)
+
+
+async def start_rows(database: Database, workgraph_id: str) -> list[tuple[str, str]]:
+    """The workgraph's state changes after its creation: (new status, message)."""
+    log = accounting.workgraph_log
+    async with database.transaction(RC) as conn:
+        rows = await conn.execute(
+            sa.select(log.c.NewStatus, log.c.Message)
+            .where(log.c.WorkgraphID == id_from_str(workgraph_id), log.c.OldStatus.is_not(None))
+            .order_by(log.c.LogID)
+        )
+        return [(str(status), str(message)) for status, message in rows]
+
+
+async def test_start_auto_submits_and_starts_in_one_request(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    reply = await stubs["owner"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(bundle=auto_start_bundle(), request_id="auto-1")
+    )
+    got = await stubs["owner"].GetWorkgraph(pb.GetWorkgraphRequest(workgraph_id=reply.workgraph_id))
+    assert got.workgraph.status == common_pb2.WORKGRAPH_STATUS_ACTIVE
+    assert {m.status for m in got.members} == {common_pb2.TRANSFORMATION_STATUS_ACTIVE}
+    assert await start_rows(database, reply.workgraph_id) == [("Active", "start: auto")]
+
+    # A dry run starts nothing: it creates nothing.
+    dry = await stubs["owner"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(bundle=auto_start_bundle(), dry_run=True)
+    )
+    assert dry.workgraph_id == ""
+
+
+async def test_start_auto_retried_concurrently_creates_and_starts_once(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    before = await count_workgraphs(database)
+    request = pb.SubmitWorkgraphRequest(bundle=auto_start_bundle(), request_id="auto-2")
+    first, second = await asyncio.gather(
+        stubs["owner"].SubmitWorkgraph(request), stubs["owner"].SubmitWorkgraph(request)
+    )
+    assert first.workgraph_id == second.workgraph_id
+    assert await count_workgraphs(database) == before + 1
+    assert await start_rows(database, first.workgraph_id) == [("Active", "start: auto")]
+    # A later retry (a client that timed out) changes nothing either.
+    await stubs["owner"].SubmitWorkgraph(request)
+    assert await start_rows(database, first.workgraph_id) == [("Active", "start: auto")]
 
 
 async def test_a_request_id_reused_for_other_labels_is_refused(

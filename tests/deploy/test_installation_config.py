@@ -85,6 +85,11 @@ def test_the_file_named_by_the_environment_is_read(
             id="every-misspelling-at-once",
         ),
         pytest.param({"backend_policy": ["local"]}, {"backend_policy"}, id="policy-not-a-mapping"),
+        pytest.param(
+            {"document_limits": {"max_depth": 5000, "max_nodez": 1}},
+            {"document_limits.max_depth", "document_limits.max_nodez"},
+            id="document-limits",
+        ),
     ],
 )
 def test_a_wrong_file_is_refused_naming_each_field(
@@ -93,6 +98,14 @@ def test_a_wrong_file_is_refused_naming_each_field(
     with pytest.raises(InvalidArgument) as refused:
         load_installation_config(write(tmp_path, document))
     assert {violation.field for violation in refused.value.violations} == fields
+
+
+def test_the_document_limits_section_sets_the_limits_it_names(tmp_path: Path) -> None:
+    limits = load_installation_config(
+        write(tmp_path, {"document_limits": {"max_depth": 10}})
+    ).definition.document_limits
+    assert limits.max_depth == 10
+    assert limits.max_nodes == DefinitionConfig().document_limits.max_nodes
 
 
 @pytest.mark.parametrize("text", ["[installation, vos]\n", "installation: {\n"])

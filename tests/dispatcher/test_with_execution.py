@@ -24,8 +24,8 @@ from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.execution.operations import cancel_parcels
-from dxts.execution.outcomes import record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.operations import cancel_parcels
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
 

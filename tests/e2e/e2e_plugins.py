@@ -1,39 +1,20 @@
-"""The scenarios' own plugins, registered beside the installed ones (as an experiment's would be).
-
-* `SplitByMask` (HandleFailedInput): a Failed input without a mask is subdivided into `parts`
-  children, each the parent's descriptor plus an opaque `mask` ("k/parts"); a masked child that
-  fails again is retried (ToUnassigned).
-* `JoinByName` (packer): the built-in Join, whose `partner` is a TransformationOutputID — which
-  a document cannot name, since the compiler mints it at submission — given here as
-  "step/output" and resolved through `OutputNames`, which the world fills after submitting.
-* `FailsOnce` (an Archiving or Cleaning action): Failed the first time it runs for a
-  transformation in a state, Done after.
-* `Hold` (a Finalizing action) and `HoldApproval` (an Approving one): Pending, always — an owner
-  that stays in the state until something else (a cancellation) moves it.
+"""The one scenario plugin that needs the in-process world: `JoinByName` (packer), the built-in
+Join whose `partner` is a TransformationOutputID — which a document cannot name, since the
+compiler mints it at submission — given here as "step/output" and resolved through
+`OutputNames`, which the world fills after submitting. It is registered beside the installed
+plugins by `e2e_world.running` only (a provider no standalone component has); the other test
+plugins are installed (tests/e2e_plugins) and found by every component on its own.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 from pydantic import Field
 
 from dxts.core.builtins.join import JoinArgs, join
-from dxts.core.plugins import (
-    ActionResult,
-    Input,
-    InputRecord,
-    PackerProposal,
-    Parcel,
-    PluginArgs,
-    SplitInto,
-    ToUnassigned,
-    Transformation,
-    action,
-    hook,
-)
+from dxts.core.plugins import InputRecord, PackerProposal, PluginArgs, Transformation
 from dxts.core.plugins.points import PluginKind
 from dxts.core.plugins.protocols.readers import PartnerLookup
 from dxts.core.plugins.registry import Plugin, analyse
@@ -41,24 +22,6 @@ from dxts.core.plugins.registry import Plugin, analyse
 
 class OutputNames(dict[str, str]):
     """Each submitted workgraph's "step/output" → its TransformationOutputID."""
-
-
-class MaskArgs(PluginArgs):
-    parts: int = Field(2, ge=2)
-
-
-@hook("HandleFailedInput")
-def split_by_mask(
-    *, input: InputRecord, parcel: Parcel | None, args: MaskArgs
-) -> SplitInto | ToUnassigned:
-    descriptor = dict(input.descriptor or {})
-    if "mask" in descriptor:
-        return ToUnassigned()
-    children = [
-        Input(descriptor={**descriptor, "mask": f"{part}/{args.parts}"})
-        for part in range(1, args.parts + 1)
-    ]
-    return SplitInto(children=children)
 
 
 class JoinByNameArgs(PluginArgs):
@@ -88,39 +51,7 @@ async def join_by_name(
         yield proposal
 
 
-FAILED_ONCE: set[tuple[uuid.UUID, str]] = set()
-
-
-@action("Archiving", "Cleaning")
-def fails_once(*, transformation: Transformation) -> ActionResult:
-    key = (transformation.id, str(transformation.status))
-    if key in FAILED_ONCE:
-        return ActionResult.done("fine this time")
-    FAILED_ONCE.add(key)
-    return ActionResult.failed("the storage element did not answer")
-
-
-@action("Finalizing")
-def hold() -> ActionResult:
-    return ActionResult.pending("held by the test")
-
-
-@action("Approving")
-def hold_approval() -> ActionResult:
-    return ActionResult.pending("held by the test")
-
-
 def scenario_plugins() -> list[Plugin]:
-    found: list[Plugin] = []
-    named: list[tuple[PluginKind, str, Any]] = [
-        (PluginKind.HOOK, "SplitByMask", split_by_mask),
-        (PluginKind.PACKER, "JoinByName", join_by_name),
-        (PluginKind.ACTION, "Hold", hold),
-        (PluginKind.ACTION, "FailsOnce", fails_once),
-        (PluginKind.ACTION, "HoldApproval", hold_approval),
-    ]
-    for kind, name, function in named:
-        plugin, problems = analyse(kind, name, function, "(tests/e2e)")
-        assert plugin is not None, problems
-        found.append(plugin)
-    return found
+    plugin, problems = analyse(PluginKind.PACKER, "JoinByName", join_by_name, "(tests/e2e)")
+    assert plugin is not None, problems
+    return [plugin]

@@ -3,8 +3,10 @@ adaptors as backends, operators driving it through the definition and execution 
 
 `running(database, directory, ...)` composes what `dxts up` composes (reusing its `Stack`),
 with two null adaptors (compute and data) instead of the local ones, the sweeps paced in tenths
-of a second, and one plugin registry holding the installed plugins plus the test plugins of
-`e2e_plugins`. The definition service validates submissions against the same registry.
+of a second, and one plugin registry holding the installed plugins (the scenarios' own among
+them: tests/e2e_plugins) plus `e2e_plugins.JoinByName`. The definition service validates
+submissions against the same registry. `e2e_cluster.running_cluster` gives the same `World`
+over every component as its own process, as the chart deploys them.
 
 Reads go straight to the database (a test may look anywhere); every change goes through the
 services. `check_invariants` is what every scenario ends with.
@@ -19,6 +21,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -212,17 +215,28 @@ class Submitted:
 
 @dataclass
 class World:
+    """What a scenario drives and reads, whatever runs the components: `InProcessWorld` (one
+    process, `running`) or `e2e_cluster.ClusterWorld` (each component its own process)."""
+
     database: Database
     data_dir: Path
-    stack: Stack
-    null: NullAdaptor
-    null_data: NullAdaptor
     catalogue: FileCatalogue
-    registry: Registry
     names: OutputNames
     definition: Any  # DefinitionServiceStub (operator)
     execution: Any  # ExecutionServiceStub (operator)
     _channels: list[Any] = field(default_factory=list)
+
+    # -- the null adaptors --------------------------------------------------------------------
+
+    async def backend_counters(self, backend: str = "null") -> dict[str, int]:
+        """The adaptor's own tallies (its Describe counters): submits, accepted, started,
+        repeated_submits, refused, in_flight."""
+        raise NotImplementedError
+
+    async def configure_null(self, backend: str = "null", **changes: Any) -> None:
+        """Change the adaptor's settings (NullSettings fields) from now on; only while it
+        holds nothing in flight (a separate adaptor is restarted with them)."""
+        raise NotImplementedError
 
     # -- operators ------------------------------------------------------------------------------
 
@@ -458,8 +472,36 @@ class World:
     async def close(self) -> None:
         for opened in self._channels:
             await opened.close()
-        await self.stack.stop()
         await self.catalogue.close()
+
+
+@dataclass(kw_only=True)
+class InProcessWorld(World):
+    """The components composed in this process (as `dxts up` composes them)."""
+
+    stack: Stack
+    null: NullAdaptor
+    null_data: NullAdaptor
+    registry: Registry
+
+    def _adaptor(self, backend: str) -> NullAdaptor:
+        return next(a for a in (self.null, self.null_data) if a.settings.name == backend)
+
+    async def backend_counters(self, backend: str = "null") -> dict[str, int]:
+        return dict((await self._adaptor(backend).describe()).counters)
+
+    async def configure_null(self, backend: str = "null", **changes: Any) -> None:
+        adaptor = self._adaptor(backend)
+        assert not (await adaptor.describe()).counters["in_flight"], "parcels in flight"
+        for name, value in changes.items():
+            setattr(adaptor.settings, name, value)
+
+    async def close(self) -> None:
+        for opened in self._channels:
+            await opened.close()
+        self._channels.clear()
+        await self.stack.stop()
+        await super().close()
 
 
 async def _serve_null(stack: Stack, settings: NullSettings, keys: DevKeys) -> NullAdaptor:
@@ -480,7 +522,7 @@ async def running(
     null_data: NullSettings | None = None,
     archive_delay_s: float = 3600.0,
     status_interval_s: float = 2 * PACE_S,
-) -> AsyncIterator[World]:
+) -> AsyncIterator[InProcessWorld]:
     """Every component over `database` (schema created), served on port 0; stopped after.
     `directory` (existing) holds the development key pair and the catalogue."""
     keys = DevKeys.load_or_create(directory)
@@ -590,18 +632,18 @@ async def running(
         raise
     token = keys.issue(VO, "olivia", ["operator", "user"])
     opened = [channel(address[name], token=token) for name in ("definition", "execution")]
-    world = World(
+    world = InProcessWorld(
         database,
         directory,
-        stack,
-        compute,
-        data,
         catalogue,
-        registry,
         names,
         definition_pb2_grpc.DefinitionServiceStub(opened[0]),  # type: ignore[no-untyped-call]
         execution_pb2_grpc.ExecutionServiceStub(opened[1]),  # type: ignore[no-untyped-call]
         opened,
+        stack=stack,
+        null=compute,
+        null_data=data,
+        registry=registry,
     )
     try:
         yield world
@@ -610,6 +652,11 @@ async def running(
             await asyncio.wait_for(world.close(), STOP_S)
         except TimeoutError:
             raise AssertionError(f"the components did not stop within {STOP_S} s") from None
+
+
+# What a scenario starts its world with (conftest's `launch` fixtures): `async with
+# launch(null=..., ...) as world`, taking the options of `running`.
+Launch = Callable[..., AbstractAsyncContextManager[World]]
 
 
 # -- the invariants -----------------------------------------------------------------------------

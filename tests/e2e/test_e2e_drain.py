@@ -11,17 +11,15 @@ feeder is off, and the workgraph completes with far fewer seeds than were asked 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from e2e_world import (
     I,
+    Launch,
     Submitted,
     T,
     W,
     World,
     check_invariants,
-    running,
     seeds,
     selection,
     step,
@@ -29,7 +27,6 @@ from e2e_world import (
 )
 
 from dxts.backends.null.settings import NullRule, NullSettings
-from dxts.core.db import Database
 
 pytestmark = pytest.mark.mariadb_only
 ASKED = 200
@@ -43,7 +40,7 @@ FRAGILE_HOOKS = {
 
 
 async def test_a_drain_with_members_paused_by_operator_and_by_hook(
-    mariadb: Database, tmp_path: Path
+    launch_mariadb: Launch,
 ) -> None:
     document = workgraph(
         {"seeds": seeds(ASKED, batch=1)},
@@ -55,10 +52,10 @@ async def test_a_drain_with_members_paused_by_operator_and_by_hook(
         },
         {"recos": "Reco/out", "calibs": "Calib/out", "fragiles": "Fragile/out"},
     )
-    async with running(mariadb, tmp_path, null=NullSettings(name="null", outputs=["out"])) as world:
+    async with launch_mariadb(null=NullSettings(name="null", outputs=["out"])) as world:
         wg = await world.submit(document)
-        world.null.settings.rules.append(
-            NullRule(fate="failure", output_prefix=f"/{wg.members['Fragile']}/", times=2)
+        await world.configure_null(
+            rules=[NullRule(fate="failure", output_prefix=f"/{wg.members['Fragile']}/", times=2)]
         )
         await world.start(wg)
         assert (await world.statuses(wg))[1] == {

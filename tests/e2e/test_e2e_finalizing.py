@@ -8,22 +8,19 @@ missing file; the operator forces the check and the workgraph completes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from e2e_world import (
+    Launch,
     Submitted,
     T,
     W,
     World,
     check_invariants,
     listed,
-    running,
     step,
     workgraph,
 )
 
-from dxts.core.db import Database
 from dxts.core.states import ActionResult
 
 pytestmark = pytest.mark.mariadb_only
@@ -56,9 +53,9 @@ async def _blocked(world: World, wg: Submitted) -> bool:
 
 
 async def test_a_failed_finalisation_blocks_returns_to_active_and_is_forced(
-    mariadb: Database, tmp_path: Path
+    launch_mariadb: Launch,
 ) -> None:
-    async with running(mariadb, tmp_path) as world:
+    async with launch_mariadb() as world:
         wg = await world.submit(document())
         await world.start(wg)
         lost = (await world.until("a file", lambda: world.produced(wg, "Reco/out"), wg))[0]

@@ -4,22 +4,19 @@ forces the action Done or resets it to run again; then Archived (or Cancelled)."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from e2e_world import (
+    Launch,
     Submitted,
     T,
     W,
     World,
     check_invariants,
-    running,
     seeds,
     step,
     workgraph,
 )
 
-from dxts.core.db import Database
 from dxts.core.states import ActionResult
 
 pytestmark = pytest.mark.mariadb_only
@@ -47,9 +44,9 @@ async def _blocked(world: World, wg: Submitted, workgraph: str, member: str) -> 
 
 
 async def test_failed_housekeeping_blocks_until_forced_or_reset(
-    mariadb: Database, tmp_path: Path
+    launch_mariadb: Launch,
 ) -> None:
-    async with running(mariadb, tmp_path, archive_delay_s=0.5) as world:
+    async with launch_mariadb(archive_delay_s=0.5) as world:
         archived = await world.submit(document("Archiving", ARCHIVING))
         cancelled = await world.submit(document("Cleaning", CLEANING))
         await world.start(archived)

@@ -5,24 +5,22 @@ not drain); resumed, it carries on and the workgraph completes."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from e2e_world import (
     PACE_S,
     TERMINAL_PARCELS,
+    Launch,
     Submitted,
     T,
     W,
     World,
     check_invariants,
-    running,
     seeds,
     step,
     workgraph,
 )
 
 from dxts.backends.null.settings import NullSettings
-from dxts.core.db import Database
 
 SEEDS = 12
 
@@ -31,9 +29,7 @@ async def _in_flight(world: World, wg: Submitted) -> list[bytes]:
     return [bytes(p.ParcelID) for p in await world.parcels(wg, "Sim") if p.Status == "Assigned"]
 
 
-async def test_a_paused_member_finishes_its_parcels_and_waits(
-    database: Database, tmp_path: Path
-) -> None:
+async def test_a_paused_member_finishes_its_parcels_and_waits(launch: Launch) -> None:
     document = workgraph(
         # At most three seeds in flight, so that seeds keep coming while parcels run.
         {"seeds": seeds(SEEDS, max_in_flight=3)},
@@ -42,7 +38,7 @@ async def test_a_paused_member_finishes_its_parcels_and_waits(
         hooks={"Active": {"hook": "OutputTarget", "args": {"target_events": SEEDS}}},
     )
     null = NullSettings(name="null", outputs=["out"], delay_s=1.0)
-    async with running(database, tmp_path, null=null) as world:
+    async with launch(null=null) as world:
         wg = await world.submit(document)
         await world.start(wg)
         in_flight = await world.until("a Sim parcel in flight", lambda: _in_flight(world, wg), wg)

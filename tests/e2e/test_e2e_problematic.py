@@ -8,26 +8,24 @@ completes with every input Processed."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_world import (
     PACE_S,
     I,
+    Launch,
     Submitted,
     W,
     World,
     check_invariants,
     listed,
-    running,
     selection,
     step,
     workgraph,
 )
 
 from dxts.backends.null.settings import NullRule, NullSettings
-from dxts.core.db import Database
 
 pytestmark = pytest.mark.mariadb_only
 RETRY = {"HandleFailedInput": {"hook": "RetryUntilMaxErrors", "args": {"max_errors": 2}}}
@@ -49,7 +47,7 @@ def problematic_only(world: World, wg: Submitted, expected: int) -> Any:
 
 
 async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
-    mariadb: Database, tmp_path: Path
+    launch_mariadb: Launch,
 ) -> None:
     null = NullSettings(
         name="null",
@@ -65,7 +63,7 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
             NullRule(fate="not_tried", lfn="/e2e/b/4.raw", times=1),
         ],
     )
-    async with running(mariadb, tmp_path, null=null) as world:
+    async with launch_mariadb(null=null) as world:
         first = await world.submit(document("a"))
         await world.start(first)
         await world.until("two inputs quarantined", problematic_only(world, first, 2), first)

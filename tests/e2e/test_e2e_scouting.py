@@ -17,25 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 from e2e_world import (
     PACE_S,
+    Launch,
     Submitted,
     T,
     W,
     World,
     check_counters,
     check_invariants,
-    running,
     seeds,
     step,
     workgraph,
 )
 
 from dxts.backends.null.settings import NullSettings, NullUsage
-from dxts.core.db import Database
 from dxts.core.states import ActionResult
 
 pytestmark = pytest.mark.mariadb_only
@@ -67,10 +65,10 @@ def scouted() -> dict[str, object]:
 
 
 async def test_a_scout_is_blocked_reset_signed_off_and_run(
-    mariadb: Database, tmp_path: Path
+    launch_mariadb: Launch,
 ) -> None:
     null = NullSettings(name="null", outputs=["out"], usage=MEASURED)
-    async with running(mariadb, tmp_path, null=null) as world:
+    async with launch_mariadb(null=null) as world:
         wg = await world.submit(scouted())
         await world.start(wg)
         assert (await world.statuses(wg)) == (W.SCOUTING, {"Sim": T.ACTIVE, "Replicate": T.NEW})

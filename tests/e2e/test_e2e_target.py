@@ -5,18 +5,14 @@ event target it was given (twenty) was only an upper bound, never reached."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from e2e_world import W, check_invariants, running, seeds, step, workgraph
-
-from dxts.core.db import Database
+from e2e_world import Launch, W, check_invariants, seeds, step, workgraph
 
 pytestmark = pytest.mark.mariadb_only
 
 
 async def test_the_target_raises_the_feeder_in_steps_then_ends_it(
-    mariadb: Database, tmp_path: Path
+    launch_mariadb: Launch,
 ) -> None:
     document = workgraph(
         {"seeds": seeds(2)},
@@ -25,7 +21,7 @@ async def test_the_target_raises_the_feeder_in_steps_then_ends_it(
         target={"output": "sims", "files": 6},
         hooks={"Active": {"hook": "OutputTarget", "args": {"target_events": 20, "step_events": 2}}},
     )
-    async with running(mariadb, tmp_path) as world:
+    async with launch_mariadb() as world:
         wg = await world.submit(document)
         await world.start(wg)
         await world.reach(wg, W.COMPLETED)

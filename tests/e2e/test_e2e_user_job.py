@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from e2e_world import W, World, check_invariants, running, seeds, step, workgraph
+from e2e_world import Launch, W, World, check_invariants, seeds, step, workgraph
 
-from dxts.backends.null.settings import NullRule
-from dxts.core.db import Database
+from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.states import ParcelStatus
 from dxts.v1 import common_pb2, definition_pb2, execution_pb2
@@ -33,17 +31,23 @@ JOB = {
 }
 
 
-async def test_a_user_job_runs_beside_a_workgraph(mariadb: Database, tmp_path: Path) -> None:
+async def test_a_user_job_runs_beside_a_workgraph(launch_mariadb: Launch) -> None:
     document = workgraph(
         {"seeds": seeds(6)},
         {"Sim": step("seeds")},
         {"sims": "Sim/out"},
         hooks={"Active": {"hook": "OutputTarget", "args": {"target_events": 6}}},
     )
-    async with running(mariadb, tmp_path) as world:
+    # The first user parcel fails (the workgraph's parcels are under their transformation's
+    # prefix, never /user/).
+    null = NullSettings(
+        name="null",
+        outputs=["out"],
+        rules=[NullRule(fate="failure", output_prefix="/user/", times=1)],
+    )
+    async with launch_mariadb(null=null) as world:
         wg = await world.submit(document)
         await world.start(wg)
-        world.null.settings.rules.append(NullRule(fate="failure", output_prefix="/user/", times=1))
         failed_id = await _submit(world)
         failed = await world.until("the first user parcel Failed", _ended(world, failed_id), wg)
         assert failed.parcel.status == enum_to_proto(ParcelStatus.FAILED)  # type: ignore[misc]
@@ -59,7 +63,10 @@ async def test_a_user_job_runs_beside_a_workgraph(mariadb: Database, tmp_path: P
         assert json.loads(job.compute.parameters_json) == {"seeds": ["1", "2"]}
         assert [o.output_name for o in job.outputs] == ["out"]
         assert job.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
-        assert world.null.started[submitted_id] == world.null.started[failed_id] == 1
+        # Each parcel started once at the backend: the two user parcels and the workgraph's.
+        workgraph_parcels = len(await world.parcels(wg, "Sim"))
+        counters = await world.backend_counters()
+        assert counters["started"] == counters["accepted"] == workgraph_parcels + 2
         assert failed.outcome.result == common_pb2.OUTCOME_RESULT_FAILED
         assert (await world.census(wg))["Sim"]["inputs"] == {"Processed": 6}
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import runner_support
+from definition_double import InMemoryTransformations
 from recording_world import World, empty, transformation
 
 from dxts.core.catalogue import CatalogueSettings
@@ -15,7 +16,7 @@ from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.plugins import Registry
 from dxts.execution.component import install_providers
-from dxts.execution.definition_client import ActiveSnapshot, InMemoryTransformations
+from dxts.execution.logic.transformations import ActiveSnapshot
 
 
 @pytest.fixture(scope="module")

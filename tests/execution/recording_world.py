@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core import content_store
@@ -31,11 +32,9 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_to_str, input_hash, new_id, new_ids
 from dxts.core.schema import definition, execution, metadata
 from dxts.core.states import Kind
-from dxts.execution.definition_client import (
-    ActiveTransformation,
-    InMemoryTransformations,
-    Output,
-)
+from dxts.execution.edge.mapping import outcome_pb
+from dxts.execution.logic.outcome_model import stored_outcome
+from dxts.execution.logic.transformations import ActiveTransformation, Output
 from dxts.v1 import common_pb2
 
 RC = Isolation.READ_COMMITTED
@@ -317,6 +316,12 @@ def outcome(
         else "",
         message=message,
     )
+
+
+def stored_message(annotations: Any) -> common_pb2.Outcome | None:
+    """The outcome stored on a parcel as GetParcel answers it (None when there is none)."""
+    stored = stored_outcome(annotations)
+    return None if stored is None else outcome_pb(stored)
 
 
 def report(**fates: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from dxts.core.plugins import PluginKind, Providers, Registry
 from dxts.core.plugins.registry import analyse
 from dxts.core.schema import accounting, definition, execution, metadata
 from dxts.core.states import Kind
-from dxts.execution.definition_client import ActiveTransformation, Output
+from dxts.execution.logic.transformations import ActiveTransformation, Output
 
 RC = Isolation.READ_COMMITTED
 PROCESS = {

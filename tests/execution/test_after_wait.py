@@ -12,6 +12,7 @@ from uuid import UUID
 import pytest
 import runner_support as s
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 
 from dxts.core.builtins.after import screen
 from dxts.core.db import Database
@@ -21,9 +22,9 @@ from dxts.core.plugins import InputRecord
 from dxts.core.schema import execution
 from dxts.core.states import InputStatus, Kind
 from dxts.execution.component import install_providers
-from dxts.execution.definition_client import ActiveSnapshot, InMemoryTransformations
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import run_packer
+from dxts.execution.logic.transformations import ActiveSnapshot
 
 RC = s.RC
 I = InputStatus  # noqa: E741

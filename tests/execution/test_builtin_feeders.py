@@ -11,6 +11,7 @@ from uuid import UUID
 import pytest
 import runner_support as s
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 
 from dxts.core.builtins.feeders import in_sample
 from dxts.core.catalogue import CatalogueFile, LocalFileCatalogue
@@ -21,8 +22,7 @@ from dxts.core.ids import input_hash, new_id, new_ids
 from dxts.core.plugins import Phase
 from dxts.core.schema import execution
 from dxts.core.states import TransformationStatus
-from dxts.execution.definition_client import InMemoryTransformations
-from dxts.execution.feeding import run_feeder
+from dxts.execution.logic.feeding import run_feeder
 
 RC = s.RC
 

@@ -11,6 +11,7 @@ from uuid import UUID
 
 import runner_support as s
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 
 from dxts.core.catalogue import CatalogueFile, LocalFileCatalogue
 from dxts.core.counters import journal_inputs, journal_parcels
@@ -18,9 +19,8 @@ from dxts.core.db import Database, db_now
 from dxts.core.ids import input_hash, new_id
 from dxts.core.schema import execution
 from dxts.core.states import Kind
-from dxts.execution.definition_client import InMemoryTransformations
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import run_packer
 
 RC = s.RC
 

@@ -27,10 +27,11 @@ from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str, input_hash, new_id
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.schema import accounting, definition, execution
-from dxts.execution.cleaning import Cleaned, CleanMode, check_mode, clean_transformation
-from dxts.execution.db.cleaning import parcel_dependents
-from dxts.execution.operations import cancel_parcels
-from dxts.execution.outcomes import Recorder, record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.cleaning import Cleaned, CleanMode, check_mode, clean_transformation
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.operations import cancel_parcels
+from dxts.execution.store.cleaning import parcel_dependents
 
 RC = Isolation.READ_COMMITTED
 DEPTH = 20  # InnoDB cascades 15 levels at most

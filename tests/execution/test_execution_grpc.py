@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import runner_support as s
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 
 from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
 from dxts.core.db import Database, db_now
@@ -35,9 +36,9 @@ from dxts.core.schema import execution, metadata
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, Kind, ParcelStatus, TransformationStatus
 from dxts.execution.component import Execution, build_execution
-from dxts.execution.definition_client import Description, InMemoryTransformations
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import packer_lock, run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import packer_lock, run_packer
+from dxts.execution.logic.transformations import Description
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import (
     common_pb2,

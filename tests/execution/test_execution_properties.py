@@ -52,9 +52,10 @@ from dxts.core.plugins import (
 )
 from dxts.core.schema import execution, metadata
 from dxts.core.state_machines import INPUT, LIVE_PARCEL_STATES
-from dxts.execution import operations
-from dxts.execution.failed_inputs import handle_failed_inputs
-from dxts.execution.outcomes import Recorder, record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic import operations
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.failed_inputs import handle_failed_inputs
 from dxts.v1 import common_pb2
 
 SUCCEEDED = common_pb2.OUTCOME_RESULT_SUCCEEDED

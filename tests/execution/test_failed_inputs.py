@@ -31,8 +31,8 @@ from dxts.core.plugins import (
     hook,
 )
 from dxts.core.schema import accounting
-from dxts.execution.failed_inputs import handle_failed_inputs
-from dxts.execution.outcomes import record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.failed_inputs import handle_failed_inputs
 from dxts.v1 import common_pb2
 
 FAILED = common_pb2.OUTCOME_RESULT_FAILED

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 import runner_support as s
+from definition_double import InMemoryTransformations
 
 from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.states import TransformationStatus
 from dxts.execution.component import Execution, build_execution
-from dxts.execution.definition_client import ActiveTransformation, InMemoryTransformations
+from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.settings import ExecutionSettings
 
 
@@ -74,12 +75,12 @@ async def test_a_round_feeds_and_packs_every_transformation_that_should_run(
     paused = await s.transformation(database, feeder_args=listed("/sw/c", 2))
     for record in (running, halted, replace(paused, status=TransformationStatus.PAUSED)):
         definitions.put(record)
-    fed = await component.sweeps.feed_round()
+    fed = await component.rounds.feed_round()
     assert [(r.inserted, r.exhausted) for r in fed] == [(3, True)]
     assert await s.input_rows(database, halted.id) == []
     assert await s.input_rows(database, paused.id) == []
-    assert await component.sweeps.feed_round() == []  # exhausted: FeederEnabled read back off
-    packed = await component.sweeps.pack_round()
+    assert await component.rounds.feed_round() == []  # exhausted: FeederEnabled read back off
+    packed = await component.rounds.pack_round()
     assert [(r.parcels, r.assigned) for r in packed] == [(3, 3)]
     assert s.by_status(await s.input_rows(database, running.id)) == {"Assigned": 3}
     await s.assert_counters_exact(database, running.id)
@@ -93,7 +94,7 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
     t = await s.transformation(database, feeder_args=listed("/run", 4))
     definitions.put(t)
     definitions.failures = 2  # the first rounds cannot list anything
-    tasks = component.sweeps.start()
+    component.sweeps.start()
     try:
         for _ in range(400):  # a bound, not a timing: each round takes a few milliseconds
             rows = await s.input_rows(database, t.id)
@@ -103,6 +104,5 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
         assert s.by_status(await s.input_rows(database, t.id)) == {"Assigned": 4}
         assert definitions.failures == 0
     finally:
-        await component.sweeps.stop(tasks, grace_s=5)
-    assert all(task.done() for task in tasks)
-    component.sweeps.stopping.clear()
+        await component.sweeps.stop(grace_s=5)
+    assert not [task for task in asyncio.all_tasks() if task.get_name().startswith("sweep-")]

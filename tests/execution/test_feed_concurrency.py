@@ -16,8 +16,8 @@ from dxts.core.db import Database, db_now
 from dxts.core.ids import input_hash, new_ids
 from dxts.core.plugins import FileInput, PluginArgs
 from dxts.core.schema import execution
-from dxts.execution.db.common import insert_ignoring_duplicates
-from dxts.execution.feeding import run_feeder
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.store.common import insert_ignoring_duplicates
 
 pytestmark = pytest.mark.mariadb_only
 

@@ -20,7 +20,7 @@ from dxts.core.plugins import (
     PluginArgs,
     SetFeederState,
 )
-from dxts.execution.feeding import feed, feeder_lock, run_feeder
+from dxts.execution.logic.feeding import feed, feeder_lock, run_feeder
 
 
 def failures(feeder: str) -> float:

@@ -27,8 +27,9 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import InvalidArgument, NotFound
 from dxts.core.ids import id_to_str, input_hash, new_ids
 from dxts.core.schema import execution
-from dxts.execution import operations
-from dxts.execution.outcomes import Recorder, record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic import operations
+from dxts.execution.logic.completing import Recorder
 from dxts.v1 import common_pb2
 
 RC = Isolation.READ_COMMITTED

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 from recording_world import (
     RC,
     TOOL,
@@ -31,12 +32,13 @@ from dxts.core.errors import FailedPrecondition, NotFound, PermissionDenied
 from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.ids import hash_to_str, id_to_str
+from dxts.core.locks import LockManager
 from dxts.core.schema import accounting
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, TransformationStatus
-from dxts.execution.definition_client import Description, InMemoryTransformations
-from dxts.execution.outcomes import Recorder
-from dxts.execution.servicer_operations import OperationsRpcs
+from dxts.execution.edge.servicer_operations import OperationsRpcs
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import Description
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 
@@ -67,6 +69,7 @@ class Servicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServicer):
     def __init__(self, database: Database, transformations: ByVO) -> None:
         self.database = database
         self.transformations = transformations
+        self.locks = LockManager(database)
         self.settings = ExecutionSettings()
 
 
@@ -80,10 +83,11 @@ async def stubs(
     database: Database, definitions: ByVO, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[dict[str, Any]]:
     keys = DevKeys.load_or_create(tmp_path_factory.mktemp("keys"))
+    servicer = Servicer(database, definitions)
     service = Service.of(
         execution_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
         execution_pb2_grpc.add_ExecutionServiceServicer_to_server,
-        Servicer(database, definitions),
+        servicer,
     )
     server = GrpcServer(
         [service], settings=ServerSettings(listen="127.0.0.1:0"), verifier=keys.verifier()
@@ -101,6 +105,7 @@ async def stubs(
         finally:
             for ch in channels.values():
                 await ch.close()
+            await servicer.locks.dispose()
 
 
 @pytest.fixture
@@ -151,11 +156,11 @@ async def test_steering_a_transformation_is_for_its_owner_and_operators(
     assert first.written_off_count == again.written_off_count == 3
     async with database.transaction(RC) as conn:
         log = accounting.transformation_log
-        (row,) = await conn.execute(sa.select(log).where(log.c.EventType == "InputsWrittenOff"))
+        (row,) = await conn.execute(sa.select(log).where(log.c.EventType == "WriteOffInputs"))
     assert (row.Author, row.Message, row.Data) == (
         "olga",
         "halted",
-        {"written_off": 3, "request_id": "halt-1"},
+        {"command": "WriteOffInputs", "request_id": "halt-1", "result": {"written_off": 3}},
     )
     assert await statuses(database, world.transformation_id) == {"NotProcessed": 3}
     # The owner resets; nothing is Problematic.

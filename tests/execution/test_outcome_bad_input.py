@@ -29,8 +29,9 @@ from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.schema import execution
-from dxts.execution import status_reports
-from dxts.execution.outcomes import Recorder, record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic import status_reports
+from dxts.execution.logic.completing import Recorder
 from dxts.v1 import common_pb2
 
 UNKNOWN = common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
@@ -164,7 +165,7 @@ async def test_outcomes_that_are_no_parcels_change_nothing(
     nameless = outcome(assigned)
     nameless.parcel_id = "nonsense"
 
-    with caplog.at_level(logging.WARNING, logger="dxts.execution.outcomes"):
+    with caplog.at_level(logging.WARNING, logger="dxts.execution.logic.recording"):
         acks = await record_outcomes(
             database,
             [

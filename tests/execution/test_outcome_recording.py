@@ -25,6 +25,7 @@ from recording_world import (
     rows_of,
     snapshot,
     statuses,
+    stored_message,
     transformation,
     user_parcel,
 )
@@ -33,9 +34,11 @@ from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
-from dxts.execution import outcomes
-from dxts.execution.db import outcomes as db
-from dxts.execution.outcomes import Recorder, record_outcomes, stored_outcome
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic import completing as completion
+from dxts.execution.logic import recording
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.store import outcomes as db
 from dxts.v1 import common_pb2
 
 SUCCEEDED = common_pb2.OUTCOME_RESULT_SUCCEEDED
@@ -63,7 +66,7 @@ async def test_a_successful_parcel_is_recorded_done_with_its_outputs(
     assert [a.disposition for a in acks] == [RECORDED]
     row = await parcel(database, p)
     assert row.Status == "Completing"
-    assert stored_outcome(row.Annotations).outputs[0].lfn == lfn  # type: ignore[union-attr]
+    assert stored_message(row.Annotations).outputs[0].lfn == lfn  # type: ignore[union-attr]
     assert await statuses(database, world.transformation_id) == {"Assigned": 3}
     await assert_counters_exact(database)
 
@@ -114,7 +117,7 @@ async def test_an_unasked_cancellation_is_a_failure(database: Database, world: W
 async def test_a_large_batch_is_recorded_by_two_transactions_side_by_side(
     database: Database, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    count = 2 * outcomes.LANE_PARCELS
+    count = 2 * recording.LANE_PARCELS
     inputs = await feed(database, world, count)
     parcel_ids = await pack(database, world, [[i] for i in inputs])
     batch = [
@@ -161,7 +164,7 @@ async def test_stored_outcomes_keep_every_character_whatever_the_batch_size(
 
     assert [a.disposition for a in acks] == [RECORDED] * len(batch)
     rows = await parcels_of(database, world.transformation_id)
-    stored = [stored_outcome(r.Annotations) for r in rows]
+    stored = [stored_message(r.Annotations) for r in rows]
     for sent, kept in zip(batch, stored, strict=True):
         assert kept is not None
         kept.parcel_id = sent.parcel_id  # the one field not stored: it is the row's
@@ -176,7 +179,7 @@ async def test_stored_outcomes_keep_every_character_whatever_the_batch_size(
 async def test_a_batch_whose_half_failed_is_forwarded_again(
     database: Database, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    count = 2 * outcomes.LANE_PARCELS
+    count = 2 * recording.LANE_PARCELS
     parcel_ids = await pack(database, world, [[i] for i in await feed(database, world, count)])
     batch = [outcome(p) for p in parcel_ids]
     real_move = db.move_parcels
@@ -500,14 +503,14 @@ async def test_an_interrupted_recording_runs_again_to_the_same_rows(
 
 async def _request_cancel(database: Database, parcel_id: bytes) -> None:
     """What CancelParcels does to an Assigned parcel (tested on its own elsewhere)."""
-    from dxts.execution import operations
+    from dxts.execution.logic import operations
 
     requested = await operations.cancel_parcels(database, parcel_ids=[parcel_id], reason="test")
     assert requested.cancel_requested == 1
 
 
 async def _set_error_count(database: Database, world: World, input_id: bytes, count: int) -> None:
-    async with database.transaction(outcomes.RC) as conn:
+    async with database.transaction(recording.RC) as conn:
         await conn.execute(
             sa.update(execution.inputs)
             .where(execution.inputs.c.InputID == input_id)
@@ -527,14 +530,14 @@ async def test_a_parcel_whose_recording_fails_unplanned_is_failed_alone(
         fates = report(**dict.fromkeys(ids(*group), "SUCCESS"))
         await record_outcomes(database, [outcome(p, report=fates)])
     poisoned = parcel_ids[1]
-    real_plan = outcomes.plan_recording
+    real_plan = completion.plan_recording
 
     def plan(row: Any, *args: Any) -> Any:
         if row.parcel_id == poisoned:
             raise KeyError("an outcome field nobody expected")
         return real_plan(row, *args)
 
-    monkeypatch.setattr(outcomes, "plan_recording", plan)
+    monkeypatch.setattr(completion, "plan_recording", plan)
     assert await Recorder(database, catalogue, definitions(world)).record_completing() == 3
 
     by_id = {r.ParcelID: r for r in await parcels_of(database, world.transformation_id)}
@@ -568,7 +571,7 @@ async def test_a_transient_error_fails_no_parcel(
     def away(*args: Any) -> Any:
         raise Unavailable("catalogue unreachable")
 
-    monkeypatch.setattr(outcomes, "plan_recording", away)
+    monkeypatch.setattr(completion, "plan_recording", away)
     with pytest.raises(Unavailable):
         await Recorder(database, catalogue, definitions(world)).record_completing()
     assert await snapshot(database) == completing

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from definition_double import InMemoryTransformations
 from recording_world import (
     World,
     assert_counters_exact,
@@ -21,16 +22,12 @@ from recording_world import (
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
+from dxts.core.kernel.sweeps import SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
-from dxts.execution.definition_client import InMemoryTransformations
-from dxts.execution.outcomes import record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.sweeps import RECORD_LOCK, Completion, failed_inputs_lock
 from dxts.execution.settings import ExecutionSettings
-from dxts.execution.sweeps_completion import (
-    RECORD_LOCK,
-    CompletionSweeps,
-    failed_inputs_lock,
-)
 from dxts.v1 import common_pb2
 
 
@@ -52,8 +49,8 @@ async def scene(database: Database) -> tuple[World, bytes, bytes]:
 
 def sweeps(
     database: Database, world: World, catalogue: LocalFileCatalogue, **settings: float
-) -> CompletionSweeps:
-    return CompletionSweeps(
+) -> Completion:
+    return Completion(
         database,
         registry=Registry.discover(),
         catalogue=catalogue,
@@ -104,16 +101,16 @@ async def test_the_loops_run_until_stopped(
         database, world, catalogue, record_interval_s=0.05, failed_inputs_interval_s=0.05
     )
     settled = {"Processed": 1, "Unassigned": 1}
-    tasks = completion.start()
+    runner = SweepRunner(completion.sweeps())
+    runner.start()
     try:
         for _ in range(200):  # 10 s at most
             if await statuses(database, world.transformation_id) == settled:
                 break
             await asyncio.sleep(0.05)
     finally:
-        completion.stopping.set()
         async with asyncio.timeout(10):
-            await asyncio.gather(*tasks)
+            await runner.stop(grace_s=10)
     assert await statuses(database, world.transformation_id) == settled
-    assert all(task.done() and task.exception() is None for task in tasks)
+    assert not [task for task in asyncio.all_tasks() if task.get_name().startswith("sweep-")]
     assert (await parcel(database, done)).Status == "Done"

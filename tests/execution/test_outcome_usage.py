@@ -19,6 +19,7 @@ from recording_world import (
     pack,
     parcel,
     report,
+    stored_message,
 )
 
 from dxts.core.builtins import actions
@@ -31,7 +32,10 @@ from dxts.core.settings import ServerSettings
 from dxts.core.states import ActionResult, Kind, TransformationStatus
 from dxts.definition.edge.execution_client import GrpcExecution
 from dxts.execution.component import build_execution
-from dxts.execution.outcomes import Recorder, outcome_to_json, record_outcomes, stored_outcome
+from dxts.execution.edge.mapping import outcome_from_proto
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.outcome_model import outcome_to_json
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2
 
@@ -91,7 +95,7 @@ async def test_usage_is_stored_with_the_outcome_and_kept_on_the_done_parcel(
         "max_memory_bytes": 3 * GB,
     }
     assert row.Annotations["usage"] == {"cpu_hours": 1.5, "wall_hours": 2.0, "memory_gb": 3.0}
-    back = stored_outcome(row.Annotations)
+    back = stored_message(row.Annotations)
     assert back is not None and back.usage == sent.usage
 
     assert await Recorder(database, catalogue, definitions(world)).record_completing() == 1
@@ -115,11 +119,12 @@ async def test_unreported_usage_is_absent_and_a_failed_parcel_keeps_what_was_mea
     row = await parcel(database, silent)
     assert "usage" not in row.Annotations
     assert row.Annotations["outcome"]["usage"] == {}
-    assert "usage" not in outcome_to_json(outcome(silent))  # not reported at all
+    # not reported at all
+    assert "usage" not in outcome_to_json(outcome_from_proto(outcome(silent)))
     row = await parcel(database, failed)
     assert row.Status == "Failed"
     assert row.Annotations["usage"] == {"memory_gb": 8.0}
-    back = stored_outcome(row.Annotations)
+    back = stored_message(row.Annotations)
     assert back is not None and back.usage.HasField("max_memory_bytes")
     assert not back.usage.HasField("cpu_seconds")
 

@@ -15,8 +15,8 @@ from dxts.core.db import Database
 from dxts.core.locks import LockManager
 from dxts.core.plugins import ComputeParcel, InputRecord
 from dxts.core.schema import execution
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import pack, run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import pack, run_packer
 
 pytestmark = pytest.mark.mariadb_only
 

@@ -42,9 +42,9 @@ from dxts.core.plugins import (
 from dxts.core.schema import execution, metadata
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus
-from dxts.execution.db.common import move_inputs
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import run_packer
+from dxts.execution.store.common import move_inputs
 
 
 class FeedArgs(PluginArgs):

@@ -25,9 +25,9 @@ from dxts.core.plugins import (
 )
 from dxts.core.schema import definition, execution
 from dxts.core.states import InputStatus, Kind
-from dxts.execution.db import packing as packing_db
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import _Offer, run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import _Offer, run_packer
+from dxts.execution.store import packing as packing_db
 
 RC = s.RC
 

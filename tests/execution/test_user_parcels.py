@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from definition_double import InMemoryTransformations
 from recording_world import RC, TOOL, empty, outcome, parcel, rows_of
 
 from dxts.core import content_store
@@ -13,10 +14,10 @@ from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import new_id
 from dxts.core.schema import execution
-from dxts.execution.definition_client import InMemoryTransformations
-from dxts.execution.outcomes import Recorder, record_outcomes
-from dxts.execution.user_parcels import UserJob, create_user_parcel, get_user_parcel
-from dxts.v1 import common_pb2
+from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.outcome_model import OutcomeResult
+from dxts.execution.logic.user_parcels import UserJob, create_user_parcel, get_user_parcel
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ async def test_a_recorded_user_parcel_reads_back_with_its_outcome(
     assert (view.parcel.Status, view.parcel.VO, view.parcel.Sub) == ("Done", "lhcb", "bob")
     assert [f.lfn for f in view.outputs] == [lfn]
     assert view.outcome is not None
-    assert view.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
+    assert view.outcome.result == OutcomeResult.SUCCEEDED
     assert lfn in await catalogue.files([lfn])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -25,6 +26,8 @@ from dxts.core.grpc.paging import (
     page_size,
 )
 from dxts.v1 import common_pb2
+
+NESTED = "[" * 100_000 + "]" * 100_000  # deeper than the JSON parser's recursion
 
 ENUMS = [
     states.WorkgraphStatus,
@@ -71,6 +74,9 @@ def test_json_text_fields() -> None:
     with pytest.raises(InvalidArgument) as caught:
         from_json_text("{not json", field="inputs_json")
     assert caught.value.violations[0].field == "inputs_json"
+    with pytest.raises(InvalidArgument, match="nested too deeply") as caught:
+        from_json_text(NESTED, field="inputs_json")  # RecursionError in the parser
+    assert caught.value.violations[0].field == "inputs_json"
 
 
 def test_page_size_defaults_and_caps() -> None:
@@ -95,7 +101,16 @@ def test_page_tokens_round_trip_under_the_same_filters() -> None:
         decode_page_token(paging, filters=other)
 
 
-@pytest.mark.parametrize("token", ["!!!", "bm90IGpzb24", "WzFd", "eyJwIjogMSwgImYiOiAiIn0"])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "!!!",
+        "bm90IGpzb24",
+        "WzFd",
+        "eyJwIjogMSwgImYiOiAiIn0",
+        base64.urlsafe_b64encode(NESTED.encode()).decode().rstrip("="),
+    ],
+)
 def test_forged_page_tokens_are_invalid_arguments(token: str) -> None:
     with pytest.raises(InvalidArgument) as caught:
         decode_page_token(common_pb2.Paging(page_token=token))

@@ -23,6 +23,7 @@ from dxts.core.kernel.commands import (
     LogScope,
     Request,
     run_command,
+    run_creating_command,
     run_serialised_command,
 )
 from dxts.core.locks import LockManager
@@ -227,3 +228,61 @@ async def test_racing_retries_of_a_serialised_command_apply_exactly_once(
     assert await applications(database, workgraph_id) == 3
     [(event, _, data)] = await command_rows(database, workgraph_id)
     assert event == "WriteOff" and data["result"] == {"applied": 3}
+
+
+async def test_racing_tries_of_a_creating_command_create_once(
+    database: Database, second: Database
+) -> None:
+    """Two tries of one creation race: the second waits for the first's commit, then finds
+    what it created (recorded on the created row) instead of creating another."""
+    key = f"create-{new_id().hex()}"
+    request = Request("DefinitionService.SubmitWorkgraph", ALICE, key)
+
+    def creating(on: Database) -> Any:
+        async def create(conn: AsyncConnection) -> bytes:
+            rows = await conn.execute(
+                sa.select(workgraphs.c.WorkgraphID, workgraphs.c.Annotations).where(
+                    workgraphs.c.Type == "creating"
+                )
+            )
+            for workgraph_id, recorded in rows:
+                if recorded.get("request_id") == key:
+                    return bytes(workgraph_id)
+            created = new_id()
+            await asyncio.sleep(0.3)  # the window a retry without the lock would slip into
+            await conn.execute(
+                sa.insert(workgraphs).values(
+                    WorkgraphID=created,
+                    Type="creating",
+                    Status="New",
+                    StrippedSpec={},
+                    Annotations={"request_id": key},
+                    UpdatedAt=await db_now(conn),
+                )
+            )
+            return created
+
+        return create
+
+    locks, second_locks = LockManager(database), LockManager(second)
+    try:
+        first, again = await asyncio.gather(
+            run_creating_command(database, locks, request, creating(database)),
+            run_creating_command(second, second_locks, request, creating(second)),
+        )
+    finally:
+        await locks.dispose()
+        await second_locks.dispose()
+    assert first == again
+
+    async def count(conn: AsyncConnection) -> int:
+        return int(
+            await conn.scalar(
+                sa.select(sa.func.count()).where(
+                    workgraphs.c.Type == "creating",
+                    workgraphs.c.Annotations["request_id"].as_string() == key,
+                )
+            )
+        )
+
+    assert await database.run(count, isolation=Isolation.READ_COMMITTED) == 1

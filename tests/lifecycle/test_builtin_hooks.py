@@ -10,6 +10,8 @@ import pytest
 from lifecycle_doubles import MemoryExecution
 
 from dxts.core.builtins.lifecycle_hooks import (
+    PAUSED_ON_FAILURES,
+    WINDOW,
     FlushArgs,
     ScoutArgs,
     TargetArgs,
@@ -20,6 +22,7 @@ from dxts.core.builtins.lifecycle_hooks import (
 from dxts.core.builtins.thresholds import SuccessRateSettings
 from dxts.core.plugins import Accept, Operation, Transformation, Workgraph
 from dxts.core.plugins.errors import PluginFailed
+from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.plugins.protocols.lifecycle import ExecutionView, OutputRecord
 from dxts.core.plugins.providers import Providers
 from dxts.core.plugins.registry import Registry
@@ -271,9 +274,31 @@ def test_periodic_flush_when_due_and_inputs_wait() -> None:
 def test_periodic_flush_pauses_past_the_failure_threshold() -> None:
     merge = member("merge")
     failing = {I.PROCESSED: 8, I.PROBLEMATIC: 2, I.UNASSIGNED: 5}
-    assert flush(merge, failing) == Operation(pause=True)
+    assert flush(merge, failing) == Operation(pause=True, remember={PAUSED_ON_FAILURES: True})
     assert flush(merge, failing, pause_on_failures=False) == Operation(flush=True)
     assert flush(merge, {I.PROCESSED: 1, I.PROBLEMATIC: 2}) is None  # sample too small
+
+
+def test_periodic_flush_judges_a_fresh_window_after_an_operator_resumes() -> None:
+    failing = {I.PROCESSED: 8, I.PROBLEMATIC: 2}
+    # It paused the member; an operator resumed it: the failures it saw do not pause it again,
+    # and the window starts from the counts of its first round after the resume.
+    resumed = member("merge", annotations={HOOK_MEMORY: {PAUSED_ON_FAILURES: True}})
+    window = {WINDOW: {"processed": 8, "problematic": 2}}
+    assert flush(resumed, failing) == Operation(remember=window)
+    assert flush(resumed, {**failing, I.UNASSIGNED: 1}) == Operation(flush=True, remember=window)
+    # In the window: ten successes pass; then three failures in the next ten settled pause it.
+    judged = member("merge", annotations={HOOK_MEMORY: window})
+    assert flush(judged, {I.PROCESSED: 8 + 10, I.PROBLEMATIC: 2}) is None
+    assert flush(judged, {I.PROCESSED: 8 + 7, I.PROBLEMATIC: 2 + 3}) == Operation(
+        pause=True, remember={PAUSED_ON_FAILURES: True}
+    )
+    # The quarantined inputs written off since leave the counts: the window never goes negative.
+    assert flush(judged, {I.PROCESSED: 8 + 10}) is None
+    # Without the window, the same overview would pause at once.
+    assert flush(member("merge"), failing) == Operation(
+        pause=True, remember={PAUSED_ON_FAILURES: True}
+    )
 
 
 # -- through the registry --------------------------------------------------------------------------

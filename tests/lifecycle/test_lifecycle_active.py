@@ -22,6 +22,7 @@ from lifecycle_world import (
 
 from dxts.core.db import Database, Isolation
 from dxts.core.plugins import Accept, ActionResult, Operation
+from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.schema.definition import workgraphs
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.definition.logic.lifecycle.drain import undrained
@@ -180,6 +181,22 @@ async def test_the_workgraph_hook_applies_before_the_members_hooks_run(
         ("merge", "Flush", "hook ScriptedMemberHook"),
         ("sim", "StateChange", "hook ScriptedMemberHook"),
     ]
+
+
+async def test_a_hooks_memory_is_kept_in_the_annotations_and_shown_back(
+    database: Database, engine: Rig
+) -> None:
+    world = await build(
+        database, {"sim": Member(hooks={"Active": scripted("ScriptedMemberHook", "m-memory")})}
+    )
+    engine.script.queue("m-memory", Operation(flush=True, remember={"seen": 3}))
+    await engine.sweep(world)
+    annotations = (await members(database, world))["sim"].Annotations
+    assert annotations[HOOK_MEMORY] == {"seen": 3} and "flushed_at" in annotations
+    start = len(engine.script.calls)
+    await engine.sweep(world)
+    shown = next(value for key, value in engine.script.calls[start:] if key == "m-memory")
+    assert shown.annotations[HOOK_MEMORY] == {"seen": 3}
 
 
 async def test_disabling_feeders_by_hook_leads_to_the_drain(

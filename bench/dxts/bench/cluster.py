@@ -50,14 +50,53 @@ STOP_TIMEOUT_S = 20.0
 TOKEN_LIFETIME = timedelta(days=1)
 
 
+def fast_pacing(
+    pace_s: float, *, archive_delay_s: float = 3600.0, status_interval_s: float | None = None
+) -> dict[str, dict[str, str]]:
+    """Every sweep paced in `pace_s` (the defaults are minutes and seconds), as each
+    component's environment (`LocalCluster(env=...)`): a test or a fault run sees a
+    workgraph through in seconds."""
+    values: dict[str, dict[str, float]] = {
+        "definition": {
+            "DXTS_LIFECYCLE_INTERVAL_S": pace_s,
+            "DXTS_LIFECYCLE_ARCHIVE_DELAY_S": archive_delay_s,
+        },
+        "execution": {
+            "DXTS_EXECUTION_FEED_INTERVAL_S": pace_s,
+            "DXTS_EXECUTION_PACK_INTERVAL_S": pace_s,
+            "DXTS_EXECUTION_RECORD_INTERVAL_S": pace_s / 2,
+            "DXTS_EXECUTION_FAILED_INPUTS_INTERVAL_S": pace_s,
+            "DXTS_EXECUTION_STOP_GRACE_S": 1.0,
+        },
+        "dispatcher": {
+            "DXTS_DISPATCH_IDLE_S": pace_s / 2,
+            "DXTS_DISPATCH_POLL_INTERVAL_S": pace_s,
+            "DXTS_DISPATCH_CANCEL_INTERVAL_S": pace_s,
+            "DXTS_DISPATCH_CANCEL_RESEND_S": 2.0,
+            "DXTS_DISPATCH_REFUSAL_BACKOFF_S": 2 * pace_s,
+            "DXTS_DISPATCH_RECOVERY_INTERVAL_S": 5.0,
+            # A Submit that failed (an adaptor restarting) is retried after the lease.
+            "DXTS_DISPATCH_LEASE_S": 5.0,
+            "DXTS_DISPATCH_STATUS_INTERVAL_S": status_interval_s or 2 * pace_s,
+        },
+    }
+    return {name: {k: str(v) for k, v in env.items()} for name, env in values.items()}
+
+
 @dataclass(frozen=True)
 class Backend:
-    """An adaptor to run: `name` is its type (null, local) and its Parcels.Backend value."""
+    """An adaptor to run: `name` is its Parcels.Backend value, `adaptor` its type (null, local;
+    default: the name) — two adaptors of one type under two names are two backends."""
 
     name: str
     kind: str = "compute"
     env: Mapping[str, str] = field(default_factory=dict)
     push: bool = False
+    adaptor: str = ""
+
+    @property
+    def type(self) -> str:
+        return self.adaptor or self.name
 
 
 @dataclass
@@ -91,6 +130,8 @@ class LocalCluster:
         backends: Sequence[Backend] = (Backend("null"),),
         env: Mapping[str, Mapping[str, str]] | None = None,
         common_env: Mapping[str, str] | None = None,
+        migrate: bool = True,
+        replicas: Mapping[str, int] | None = None,
     ) -> None:
         self.directory = directory
         self.db_url = db_url
@@ -98,6 +139,10 @@ class LocalCluster:
         self.extra_env = {name: dict(values) for name, values in (env or {}).items()}
         self.common_env = dict(common_env or {})
         self.components: dict[str, Component] = {}
+        self.migrates = migrate  # False: the schema exists already (a test created it)
+        # More than one replica of a service: "dispatcher", "dispatcher-2", ... (its peers
+        # call the first).
+        self.replicas = dict(replicas or {})
         self._private_key = ed25519.Ed25519PrivateKey.generate()
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -144,6 +189,8 @@ class LocalCluster:
             **self.common_env,
         }
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
+        for name, count in self.replicas.items():
+            addresses |= {f"{name}-{n}": f"127.0.0.1:{free_port()}" for n in range(2, count + 1)}
         for backend in self.backends:
             addresses[f"backend-{backend.name}"] = f"127.0.0.1:{free_port()}"
         (self.directory / "logs").mkdir(exist_ok=True)
@@ -155,14 +202,28 @@ class LocalCluster:
             if name == "dispatcher":
                 env["DXTS_BACKENDS"] = json.dumps(
                     [
-                        {"name": b.name, "address": addresses[f"backend-{b.name}"], "kind": b.kind}
+                        {
+                            "name": b.name,
+                            "address": addresses[f"backend-{b.name}"],
+                            "kind": b.kind,
+                            "adaptor": b.type,
+                        }
                         for b in self.backends
                     ]
                 )
             self._add(name, f"dxts-{name}", env, addresses[name])
+            for n in range(2, self.replicas.get(name, 1) + 1):
+                replica = f"{name}-{n}"
+                self._add(
+                    replica,
+                    f"dxts-{name}",
+                    {**env, "DXTS_LISTEN": addresses[replica]},
+                    addresses[replica],
+                    settings_of=name,
+                )
         for backend in self.backends:
             name = f"backend-{backend.name}"
-            prefix = f"DXTS_{backend.name.upper()}"
+            prefix = f"DXTS_{backend.type.upper()}"
             env = {
                 **common,
                 "DXTS_LISTEN": addresses[name],
@@ -177,10 +238,12 @@ class LocalCluster:
                     "DXTS_DISPATCHER_ADDRESS": addresses["dispatcher"],
                     "DXTS_SERVICE_TOKEN_FILE": str(service_token),
                 }
-            self._add(name, f"dxts-{name}", env, addresses[name])
+            self._add(name, f"dxts-backend-{backend.type}", env, addresses[name])
 
-    def _add(self, name: str, command: str, env: dict[str, str], address: str) -> None:
-        env = {**env, **self.extra_env.get(name, {})}
+    def _add(
+        self, name: str, command: str, env: dict[str, str], address: str, settings_of: str = ""
+    ) -> None:
+        env = {**env, **self.extra_env.get(settings_of or name, {})}
         log_path = self.directory / "logs" / f"{name}.log"
         self.components[name] = Component(name, command, env, address, log_path)
 
@@ -204,7 +267,8 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         """Migrate, start every component, and wait until each reports SERVING."""
         self._plan()
-        self.migrate()
+        if self.migrates:
+            self.migrate()
         for name in self.components:
             self._spawn(name)
         for name in self.components:
@@ -265,10 +329,13 @@ class LocalCluster:
     def resume(self, name: str) -> None:
         self.signal(name, signal.SIGCONT)
 
-    def restart(self, name: str) -> None:
-        """Start a stopped or killed component again, with the same settings, and wait."""
-        if self.components[name].running:
+    def restart(self, name: str, env: Mapping[str, str] | None = None) -> None:
+        """Start a stopped or killed component again, with the same settings (updated by
+        `env`), and wait."""
+        component = self.components[name]
+        if component.running:
             raise ComponentFailed(f"{name} is still running")
+        component.env |= dict(env or {})
         self._spawn(name)
         self.wait_ready(name)
 

@@ -13,7 +13,7 @@ the ratio is what submitting and recording cost over claiming alone.
 `pipeline_parcels_per_s`, at the largest replica count: Unassigned → Completing, i.e. the same
 dispatch with the null adaptor finishing every parcel at once, the replicas' poll sweeps running
 alongside (one at a time per backend, through the named lock) and forwarding the outcomes to
-execution's `record_outcomes` (called in this process: execution's gRPC servicer is not
+execution's `record_outcome_messages` (called in this process: execution's gRPC servicer is not
 assembled yet), which takes each parcel Assigned → Completing with its outcome stored. Same
 baseline.
 """
@@ -47,7 +47,7 @@ from dxts.core.schema import definition, execution
 from dxts.core.states import Kind, ParcelStatus
 from dxts.dispatcher.component import DispatcherComponent, build_dispatcher
 from dxts.dispatcher.settings import DispatcherSettings
-from dxts.execution.outcomes import record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages
 from dxts.v1 import backend_pb2, backend_pb2_grpc
 
 RC = Isolation.READ_COMMITTED
@@ -123,7 +123,7 @@ async def run(bench: Bench, params: DispatchParams) -> None:
                     params={
                         **_described(params, replicas),
                         "outcomes": "polled by one replica while all claim, recorded by "
-                        "execution's record_outcomes in this process (no gRPC hop)",
+                        "execution's record_outcome_messages in this process (no gRPC hop)",
                     },
                 )
 
@@ -336,7 +336,9 @@ class _Execution:
         self.database = database
 
     async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
-        acks = await record_outcomes(self.database, [outcome_to_proto(o) for o in outcomes])
+        acks = await record_outcome_messages(
+            self.database, [outcome_to_proto(o) for o in outcomes]
+        )
         return [ack_from_proto(a) for a in acks]
 
 

@@ -51,10 +51,10 @@ from dxts.core.plugins.points import PluginKind
 from dxts.core.plugins.registry import analyse
 from dxts.core.schema import definition, execution
 from dxts.core.states import InputStatus, Kind
-from dxts.execution.db.common import insert_ignoring_duplicates
-from dxts.execution.definition_client import ActiveTransformation
-from dxts.execution.feeding import run_feeder
-from dxts.execution.packing import run_packer
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.packing import run_packer
+from dxts.execution.logic.transformations import ActiveTransformation
+from dxts.execution.store.common import insert_ignoring_duplicates
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000

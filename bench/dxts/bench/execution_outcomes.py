@@ -32,8 +32,9 @@ from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str, input_hash, new_id, new_ids
 from dxts.core.schema import definition, execution
 from dxts.core.states import Kind
-from dxts.execution.definition_client import ActiveTransformation, InMemoryTransformations, Output
-from dxts.execution.outcomes import Recorder, record_outcomes
+from dxts.execution.edge.servicer_operations import record_outcome_messages
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import ActiveTransformation, Description, Output
 from dxts.v1 import common_pb2
 
 RC = Isolation.READ_COMMITTED
@@ -82,6 +83,20 @@ class NullCatalogue(FileCatalogue):
 
     async def remove_files(self, lfns: Iterable[str]) -> int:
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Definition:
+    """The definition side as the recorder asks it: the one seeded transformation."""
+
+    record: ActiveTransformation
+
+    async def active(self) -> list[ActiveTransformation]:
+        return [self.record]
+
+    async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
+        r = self.record
+        return Description(r.id, r.vo, r.owner_sub, r.status, r.outputs)
 
 
 @dataclass
@@ -204,14 +219,12 @@ def _record(database: Database, params: OutcomeParams) -> Operation:
     async def record() -> int:
         (round_,) = seeded
         for start in range(0, len(round_.outcomes), params.forward_batch):
-            acks = await record_outcomes(
+            acks = await record_outcome_messages(
                 database, round_.outcomes[start : start + params.forward_batch]
             )
             if any(a.disposition != common_pb2.OUTCOME_DISPOSITION_RECORDED for a in acks):
                 raise RuntimeError(f"an outcome was not recorded: {acks}")
-        recorder = Recorder(
-            database, NullCatalogue(), InMemoryTransformations([round_.transformation])
-        )
+        recorder = Recorder(database, NullCatalogue(), _Definition(round_.transformation))
         recorded = await recorder.record_completing(batch=params.record_batch)
         if recorded != params.parcels:
             raise RuntimeError(f"{recorded} of {params.parcels} parcels recorded")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import fcntl
 import getpass
 import logging
@@ -39,6 +38,9 @@ import typer
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
+from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE
+from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
 from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
@@ -76,13 +78,6 @@ SIGN_IN_LINK_S = 24 * 3600
 PACE_S = 1.0
 LOCK_FILE = "up.lock"
 LOG_FILE = "up.log"
-
-
-class Backend(enum.StrEnum):
-    """What runs the compute parcels of `dxts up`."""
-
-    LOCAL = "local"
-    SLURM = "slurm"
 
 
 @dataclass
@@ -170,6 +165,25 @@ def slurm_settings(data_dir: Path) -> SlurmSettings:
     )
 
 
+def diracx_settings(data_dir: Path, url: str, catalogue_url: str | None) -> DiracXSettings:
+    """The DiracX adaptor for `dxts up --backend diracx`: its credentials from DXTS_DIRACX_*,
+    its jobs' payloads run by this Python (unless DXTS_DIRACX_PAYLOAD_COMMAND says otherwise)
+    and told to use this data directory's storage elements and catalogue: a worker on this
+    machine, such as the test pilot."""
+    environment = {
+        "DXTS_LOCAL_STORAGE_ROOT": str(data_dir / "storage"),
+        STORAGE_ELEMENTS_VARIABLE: ":".join(STORAGE_ELEMENTS),
+        "DXTS_LOCAL_OUTPUT_SE": STORAGE_ELEMENTS[0],
+    }
+    if catalogue_url:
+        environment["DXTS_CATALOGUE_URL"] = catalogue_url
+    settings = DiracXSettings(url=url, work_dir=data_dir / "diracx")
+    if "payload_command" not in settings.model_fields_set:
+        settings.payload_command = [sys.executable, "-m", PAYLOAD_MODULE]
+    settings.payload_environment = {**environment, **settings.payload_environment}
+    return settings
+
+
 async def _serve_adaptor(
     stack: Stack, name: str, adaptor: Adaptor, verifier: TokenVerifier, host: str
 ) -> str:
@@ -187,11 +201,13 @@ async def compose(
     ports: Ports | None = None,
     workers: int = 2,
     sweeps: bool = True,
-    backend: str = "local",
+    diracx: DiracXSettings | None = None,
+    slurm: SlurmSettings | None = None,
 ) -> Stack:
     """Build and serve every component over `database` and `catalogue` (both started); with
     `sweeps` false they are built without their background work (the command's tests steer
-    the states themselves). `backend` runs the compute parcels: "local" or "slurm"."""
+    the states themselves). With `diracx` (or `slurm`), compute parcels become jobs of that
+    DiracX installation (or Slurm cluster) instead of running here."""
     ports = ports or Ports()
     host = ports.host
     port = {
@@ -206,17 +222,24 @@ async def compose(
     stack = Stack()
     try:
         backends = []
-        for kind in (Kind.COMPUTE, Kind.DATA):
-            settings = local_settings(data_dir, kind, workers)
-            adaptor: Adaptor = LocalAdaptor(settings, catalogue)
-            name, adaptor_type = settings.name, "local"
-            if kind is Kind.COMPUTE and backend == "slurm":
-                adaptor, name, adaptor_type = (
-                    SlurmAdaptor(slurm_settings(data_dir), catalogue), "slurm", "slurm",
-                )  # fmt: skip
+        remote: tuple[Adaptor, str, str] | None = None  # a compute adaptor, its name and type
+        if diracx is not None:
+            remote = (DiracXAdaptor(diracx), diracx.name, "diracx")
+        elif slurm is not None:
+            remote = (SlurmAdaptor(slurm, catalogue), slurm.name, "slurm")
+        if remote is not None:
+            adaptor, name, adaptor_type = remote
             served = await _serve_adaptor(stack, name, adaptor, verifier, host)
             backends.append(
-                BackendConfig(name=name, address=served, kind=kind, adaptor=adaptor_type)
+                BackendConfig(name=name, address=served, kind=Kind.COMPUTE, adaptor=adaptor_type)
+            )
+        for kind in (Kind.COMPUTE, Kind.DATA) if remote is None else (Kind.DATA,):
+            settings = local_settings(data_dir, kind, workers)
+            served = await _serve_adaptor(
+                stack, settings.name, LocalAdaptor(settings, catalogue), verifier, host
+            )
+            backends.append(
+                BackendConfig(name=settings.name, address=served, kind=kind, adaptor="local")
             )
         locks = LockManager(database)
         stack.on_stop(locks.dispose)
@@ -361,7 +384,13 @@ def _say(text: str) -> None:
 
 
 async def _run(
-    directory: Path, url: str, ports: Ports, vo: str, workers: int, backend: str
+    directory: Path,
+    url: str,
+    ports: Ports,
+    vo: str,
+    workers: int,
+    backend: str,
+    diracx_url: str | None,
 ) -> None:
     _say(f"dxts up: data directory {directory}")
     keys = DevKeys.load_or_create(directory)
@@ -383,6 +412,11 @@ async def _run(
         exit_stack.push_async_callback(database.dispose)
         catalogue = await open_catalogue(catalogue_settings)
         exit_stack.push_async_callback(catalogue.close)
+        diracx = None
+        if diracx_url is not None:
+            local = catalogue_settings.url if catalogue_settings.implementation == "local" else None
+            diracx = diracx_settings(directory, diracx_url, local)
+            _say(f"compute parcels become jobs of DiracX at {diracx.url} as {diracx.username}")
         stack = await compose(
             database,
             data_dir=directory,
@@ -390,7 +424,8 @@ async def _run(
             catalogue=catalogue,
             ports=ports,
             workers=workers,
-            backend=backend,
+            diracx=diracx,
+            slurm=slurm_settings(directory) if backend == "slurm" else None,
         )
         exit_stack.push_async_callback(stack.stop)
         web = await serve_web(stack, ports)
@@ -468,14 +503,18 @@ def up(
     workers: Annotated[
         int, typer.Option(min=1, help="Parcels the local backend runs at once.")
     ] = 2,
-    backend: Annotated[
-        Backend,
-        typer.Option(
-            help="What runs compute parcels: cwltool on this machine, or jobs of the Slurm "
-            "cluster SLURM_CONF names (`scripts/slurm start` runs one here)."
-        ),
-    ] = Backend.LOCAL,
     verbose: Annotated[bool, typer.Option(help="The components' log on stderr too.")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Where compute parcels run: 'local' (cwltool here), 'diracx' (jobs of the "
+            "DiracX installation at --diracx-url; its credentials from DXTS_DIRACX_*) or 'slurm' "
+            "(jobs of the Slurm cluster SLURM_CONF names; `scripts/slurm start` runs one here).",
+        ),
+    ] = "local",
+    diracx_url: Annotated[
+        str | None, typer.Option(help="The DiracX installation (with --backend diracx).")
+    ] = None,
 ) -> None:
     """Run every component in this process, on the embedded default (a laptop, a demo).
 
@@ -494,10 +533,16 @@ def up(
         or f"sqlite+aiosqlite:///{directory / 'dxts.sqlite'}"
     )
     ports = Ports(host, definition_port, execution_port, accounting_port, web_port)
+    if backend not in ("local", "diracx", "slurm"):
+        typer.echo(f"error: --backend: 'local', 'diracx' or 'slurm', not {backend!r}", err=True)
+        raise typer.Exit(1)
+    if (backend == "diracx") != (diracx_url is not None):
+        typer.echo("error: --diracx-url goes with --backend diracx, and only with it", err=True)
+        raise typer.Exit(1)
     _log_to(directory / LOG_FILE, verbose)
     try:
         with _only_one(directory):
-            asyncio.run(_run(directory, url, ports, vo, workers, backend.value))
+            asyncio.run(_run(directory, url, ports, vo, workers, backend, diracx_url))
     except DxtsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

@@ -11,7 +11,9 @@ disagree about what it says. Its sections, each optional:
   packer, RetryUntilMaxErrors, the Archiving and Cleaning lists);
 * `vos` — per VO, its `defaults` layer and one layer per workgraph type (`types`);
 * `backend_policy` — which backend gets a parcel the packer did not direct (the dispatcher's
-  `BackendPolicy`: per kind, a `default` backend and an optional `route`).
+  `BackendPolicy`: per kind, a `default` backend and an optional `route`);
+* `document_limits` — how big, deep and aliased a submitted document may be (`DocumentLimits`),
+  checked before anything parses it, by the definition service and the CLI alike.
 
 Anything else is refused, naming the section: a misspelt section would otherwise be ignored.
 Plugin settings are not in the file: a plugin's settings class reads the environment.
@@ -84,6 +86,28 @@ def _builtin() -> Defaults:
     )
 
 
+class DocumentLimits(BaseModel):
+    """What a submitted document may make the parser do, refused before it does it.
+
+    A YAML alias names a node written once but expanded wherever it is used, so a kilobyte of
+    aliases can stand for a billion nodes; `max_nodes` counts nodes as expanded. The depth
+    bound keeps every recursive walk of a document (the YAML composer, cwl-utils, hashing) far
+    from Python's recursion limit, hence its ceiling.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_document_bytes: int = Field(1 << 20, ge=1, description="one file of the bundle, UTF-8")
+    max_bundle_bytes: int = Field(4 << 20, ge=1, description="every file the document reads")
+    max_bundle_files: int = Field(500, ge=1, description="files in the bundle")
+    max_depth: int = Field(64, ge=2, le=200, description="nested mappings and sequences")
+    max_nodes: int = Field(50_000, ge=1, description="nodes of one file, aliases expanded")
+    max_aliases: int = Field(1_000, ge=0, description="alias uses (`*name`) in one file")
+    max_bundle_nodes: int = Field(
+        100_000, ge=1, description="nodes of every file loaded, $imports expanded"
+    )
+
+
 class DefinitionConfig(BaseModel):
     """The defaults of one installation: what the definition service compiles with and the
     dispatcher resolves each parcel's sidecar with (`InstallationConfig.definition`)."""
@@ -93,6 +117,7 @@ class DefinitionConfig(BaseModel):
     default_type: str = Field("Default", max_length=32)
     installation: Defaults = Field(default_factory=_builtin)
     vos: dict[str, VODefaults] = Field(default_factory=dict)
+    document_limits: DocumentLimits = Field(default_factory=DocumentLimits)
 
     @field_validator("installation")
     @classmethod
@@ -120,6 +145,7 @@ class _InstallationFile(BaseModel):
     installation: Defaults = Field(default_factory=Defaults)
     vos: dict[str, VODefaults] = Field(default_factory=dict)
     backend_policy: dict[str, Any] | None = None
+    document_limits: DocumentLimits = Field(default_factory=DocumentLimits)
 
 
 @dataclass(frozen=True)
@@ -155,6 +181,7 @@ def load_installation_config(path: Path | str | None = None) -> InstallationConf
                 "default_type": written.default_type,
                 "installation": _builtin().model_copy(update=layer),
                 "vos": written.vos,
+                "document_limits": written.document_limits,
             }
         )
     except ValidationError as exc:

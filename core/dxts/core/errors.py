@@ -100,6 +100,11 @@ class Aborted(DxtsError):
     """A transaction gave up after exhausting its deadlock retries; the caller may retry."""
 
 
+class DeadlineExceeded(DxtsError):
+    """The caller's deadline passed (or the call was abandoned) before the work was done; what
+    was done is rolled back."""
+
+
 class Unavailable(DxtsError):
     """A dependency (the database, another service) cannot be reached right now."""
 

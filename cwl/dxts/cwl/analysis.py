@@ -384,15 +384,7 @@ def _warnings(analysis: Analysis) -> None:
         if step is None:
             continue
         if step.process is not None and step.process.process_class == "ExpressionTool":
-            analysis.problems.append(
-                warning(
-                    Kind.EXPRESSION_TOOL,
-                    join(member.path, "run"),
-                    f"step {step.id} is an ExpressionTool: dxts runs it as a compute "
-                    "transformation like any other (one job per parcel, its JavaScript evaluated "
-                    "by the CWL runner on the worker), not inline in the service",
-                )
-            )
+            analysis.problems.append(expression_tool_warning(step.id))
         if step.scatter:
             analysis.problems.append(
                 warning(
@@ -412,3 +404,13 @@ def _warnings(analysis: Analysis) -> None:
                     "are still reported processed by its status report",
                 )
             )
+
+
+def expression_tool_warning(step_id: str) -> Problem:
+    return warning(
+        Kind.EXPRESSION_TOOL,
+        join("steps", step_id, "run"),
+        f"step {step_id} is an ExpressionTool: dxts runs it as a compute transformation like any "
+        "other (one job per parcel, its JavaScript evaluated by the CWL runner on the worker), "
+        "not inline in the service",
+    )

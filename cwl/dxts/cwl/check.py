@@ -8,9 +8,22 @@ resolves against the process store and the registry.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ruamel.yaml.error import YAMLError
+from schema_salad.utils import yaml_no_ts
+
 from dxts.core.config import DefinitionConfig
+from dxts.core.grpc.deadlines import checkpoint
 from dxts.cwl.compile import Plan, compile_plan
-from dxts.cwl.loading import Bundle, LoadedDocument, load_document
+from dxts.cwl.loading import (
+    DEFAULT_GRAPH_ENTRY,
+    Bundle,
+    LoadedDocument,
+    load_document,
+    normalise_path,
+    plain,
+)
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.cwl.problems import Kind, Problem, Severity, warning
 from dxts.cwl.validation import Validated, validate
@@ -23,7 +36,9 @@ def validate_bundle(
     vo: str,
     allow_unknown_plugins: bool,
 ) -> Validated:
-    document, problems = load_document(bundle)
+    main = bundle.main
+    document, problems = load_document(bundle, config.document_limits)
+    checkpoint("validating the document")
     return validate(
         document,
         problems,
@@ -31,7 +46,24 @@ def validate_bundle(
         config=config,
         vo=vo,
         allow_unknown_plugins=allow_unknown_plugins,
+        written=None if document is not None else _written(bundle, main),
     )
+
+
+def _written(bundle: Bundle, main: str) -> dict[str, Any] | None:
+    """The main document as written (a packed document's entry), for what validation can say of
+    a document CWL's schema refused; None when it is not even a YAML mapping."""
+    path, _, fragment = main.partition("#")
+    try:
+        text = bundle.read(normalise_path("", path))
+        written = plain(yaml_no_ts().load(text)) if text is not None else None
+    except (ValueError, YAMLError):  # outside the bundle, or refused: loading said why
+        return None
+    if isinstance(written, dict) and isinstance(written.get("$graph"), list):
+        wanted = fragment or DEFAULT_GRAPH_ENTRY
+        entries = [e for e in written["$graph"] if isinstance(e, dict)]
+        written = next((e for e in entries if str(e.get("id", "")).lstrip("#") == wanted), None)
+    return written if isinstance(written, dict) else None
 
 
 def stored_references(
@@ -73,6 +105,7 @@ def check_document(
             )
     if not checked.ok or checked.document is None or checked.analysis is None:
         return problems, None
+    checkpoint("compiling the plan")
     plan = compile_plan(
         checked.document,
         checked.analysis,

@@ -107,6 +107,8 @@ class Plan:
     references: tuple[tuple[bytes, bytes], ...]  # (parent, child) ProcessReferences rows
     scouts: bool
     warnings: tuple[Problem, ...] = field(default=())
+    # `start: auto` of dirac:Workgraph: the submission starts the workgraph in the same request.
+    starts: bool = False
 
     def member(self, name: str) -> PlannedMember:
         return next(m for m in self.members if m.name == name)
@@ -118,6 +120,7 @@ class Plan:
             "type": self.type,
             "vo": self.vo,
             "scouts": self.scouts,
+            "starts": self.starts,
             "annotations": self.annotations,
             "hooks": self.hooks,
             "approving": [_action_json(a) for a in self.approving],
@@ -360,6 +363,7 @@ def compile_plan(
         references=tuple(references),
         scouts=scouts,
         warnings=warnings,
+        starts=analysis.workgraph_hint.get("start") == "auto",
     )
 
 

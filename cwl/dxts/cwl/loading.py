@@ -16,6 +16,10 @@ A step's `run` may be
   Stored processes and StrippedSpec always carry the hash form, so a stored document can be
   submitted again unchanged.
 
+Every file is read through `Bundle.read` (`dxts.cwl.bundle`) within the installation's
+`DocumentLimits`, before any YAML loader builds it, and the loader looks at the deadline between
+files and while it parses (`checkpoint`).
+
 cwl-utils parses and checks every document (map and list forms, `$namespaces`, `$import`); this
 module only pairs the typed objects it returns with the plain data as written, because the plain
 data is what is hashed and stored (the typed objects' own serialisation mints random blank-node
@@ -25,13 +29,9 @@ ids, so it cannot be hashed).
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,6 +41,14 @@ from schema_salad.exceptions import ValidationException
 from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
 
+from dxts.core.config import DocumentLimits
+from dxts.core.errors import DxtsError
+from dxts.core.grpc.deadlines import checkpoint
+from dxts.cwl.bundle import Bundle as Bundle
+from dxts.cwl.bundle import BundleEscape as BundleEscape
+from dxts.cwl.bundle import normalise_path as normalise_path
+from dxts.cwl.bundle import refusal
+from dxts.cwl.limits import AbandonableText, DocumentRefused
 from dxts.cwl.problems import Kind, Problem, error, join
 
 CWL_VERSION = "v1.2"
@@ -53,62 +61,6 @@ _REFERENCE = re.compile(
     r"^proc:(?:sha256-(?P<hex>[0-9a-f]{64})"
     r"|(?P<name>[A-Za-z0-9][A-Za-z0-9._/-]*)@(?P<version>[A-Za-z0-9][A-Za-z0-9._+-]*))$"
 )
-
-
-class BundleEscape(ValueError):
-    """A path that leaves the bundle (absolute, `..` past the root, or a URL)."""
-
-
-class Bundle:
-    """The main document and the files it references, addressed by relative POSIX paths."""
-
-    def __init__(self, main: str, files: Mapping[str, str] | None = None, root: Path | None = None):
-        self.main = main
-        self._files = {normalise_path("", path): text for path, text in (files or {}).items()}
-        self._root = root.resolve() if root is not None else None
-        self._read: dict[str, str] = {}
-
-    @classmethod
-    def from_mapping(cls, main: str, files: Mapping[str, str]) -> Bundle:
-        return cls(main, files)
-
-    @classmethod
-    def from_directory(cls, root: Path, main: str) -> Bundle:
-        """Files are read on demand, and only from under `root` (symlinks included)."""
-        return cls(main, root=root)
-
-    def read(self, path: str) -> str | None:
-        text = self._lookup(path)
-        if text is not None:
-            self._read[path] = text
-        return text
-
-    def _lookup(self, path: str) -> str | None:
-        if path in self._files:
-            return self._files[path]
-        if self._root is None:
-            return None
-        target = (self._root / path).resolve()
-        if not target.is_relative_to(self._root) or not target.is_file():
-            return None
-        return target.read_text(encoding="utf-8")
-
-    def digest(self) -> str:
-        """SHA-256 (hex) of the main path and of every file read so far, by path: after loading,
-        what the submission consists of (a file of the bundle nothing referenced is not part of
-        it, and a directory bundle cannot be listed anyway)."""
-        document = {"main": self.main, "files": dict(sorted(self._read.items()))}
-        return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
-
-
-def normalise_path(base_file: str, reference: str) -> str:
-    """The bundle path `reference` names, relative to the file `base_file` it appears in."""
-    if urlsplit(reference).scheme or reference.startswith("/"):
-        raise BundleEscape(f"{reference!r} is not a path inside the bundle")
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(base_file), reference))
-    if joined == ".." or joined.startswith("../") or joined.startswith("/"):
-        raise BundleEscape(f"{reference!r} climbs out of the bundle")
-    return joined
 
 
 @dataclass(frozen=True)
@@ -236,8 +188,10 @@ class _BundleFetcher(Fetcher):
 
     schemes = ["file", "proc"]
 
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, serve: Callable[[str], str | None]) -> None:
         self.bundle = bundle
+        self._serve = serve
+        self.refused: DocumentRefused | None = None  # why the last refused fetch was refused
 
     def _path(self, url: str) -> str:
         if not url.startswith(BUNDLE_ROOT):
@@ -245,13 +199,17 @@ class _BundleFetcher(Fetcher):
         return urlsplit(url).path.removeprefix(urlsplit(BUNDLE_ROOT).path)
 
     def fetch_text(self, url: str, content_types: list[str] | None = None) -> str:
-        text = self.bundle.read(self._path(url))
+        try:
+            text = self._serve(self._path(url))
+        except DocumentRefused as refused:
+            self.refused = refused
+            raise ValidationException(str(refused)) from None
         if text is None:
             raise ValidationException(f"{url.removeprefix(BUNDLE_ROOT)} is not in the bundle")
         return text
 
     def check_exists(self, url: str) -> bool:
-        return url.startswith(BUNDLE_ROOT) and self.bundle.read(self._path(url)) is not None
+        return url.startswith(BUNDLE_ROOT) and self.bundle.has(self._path(url))
 
     def urljoin(self, base_url: str, url: str) -> str:
         if urlsplit(url).scheme:
@@ -272,6 +230,19 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
+
+
+def _imports(value: Any) -> Iterator[str]:
+    """Every `$import` reference in plain data (its depth is within the limits)."""
+    if isinstance(value, dict):
+        reference = value.get("$import")
+        if isinstance(reference, str):
+            yield reference
+        for item in value.values():
+            yield from _imports(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _imports(item)
 
 
 def _fragment(uri: str) -> str:
@@ -336,31 +307,87 @@ def standalone(body: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Loader:
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, limits: DocumentLimits) -> None:
         self.bundle = bundle
-        self.fetcher = _BundleFetcher(bundle)
+        self.limits = limits
+        self.fetcher = _BundleFetcher(bundle, self.serve)
         self.problems: list[Problem] = []
+        self._nodes_loaded = 0
+        self._parsed_files: dict[str, Any] = {}
         self._texts: dict[str, Any] = {}
         self._nodes: dict[tuple[str, str], ProcessNode] = {}
         self._stack: list[tuple[str, str]] = []
 
     # -- reading -----------------------------------------------------------------------------
 
+    def serve(self, path: str) -> str | None:
+        """The text of `path` for a YAML loader (ours or cwl-utils'), within the limits."""
+        checkpoint(f"reading {path}")
+        return self.bundle.read(path, self.limits)
+
+    def _parsed(self, path: str) -> Any:
+        """The plain data of `path` (None if the bundle has no such file), parsed once.
+
+        Raises DocumentRefused and YAMLError."""
+        if path not in self._parsed_files:
+            text = self.serve(path)
+            if text is None:
+                self._parsed_files[path] = None
+            else:
+                loaded = yaml_no_ts().load(AbandonableText(text, path))
+                checkpoint(f"reading {path}")
+                self._parsed_files[path] = plain(loaded)
+        return self._parsed_files[path]
+
+    def _expanded(self, path: str, visiting: frozenset[str] = frozenset()) -> int:
+        """The nodes of `path` once every `$import` in it is replaced by the file it names, as
+        cwl-utils builds it: a file imported a thousand times counts a thousand times."""
+        total = self.bundle.nodes(path)
+        for reference in _imports(self._parsed(path)):
+            try:
+                target = normalise_path(path, reference.partition("#")[0])
+            except BundleEscape:
+                continue  # refused by the fetcher when cwl-utils gets to it
+            if target in visiting or target == path:
+                continue
+            try:
+                if self._parsed(target) is not None:
+                    total += self._expanded(target, visiting | {path})
+            except YAMLError:
+                continue  # reported by cwl-utils, which reads it too
+            if total > self.limits.max_bundle_nodes:
+                break
+        return total
+
+    def _count(self, path: str) -> None:
+        """Add the file's expanded nodes to the bundle's; refuse past `max_bundle_nodes`."""
+        self._nodes_loaded += self._expanded(path)
+        if self._nodes_loaded > self.limits.max_bundle_nodes:
+            raise DocumentRefused(
+                path,
+                f"the bundle's files add up to {self._nodes_loaded} nodes ($imports expanded), "
+                f"more than the limit document_limits.max_bundle_nodes = "
+                f"{self.limits.max_bundle_nodes}",
+                limit="max_bundle_nodes",
+            )
+
     def _raw_file(self, path: str, where: str) -> Any:
         if path in self._texts:
             return self._texts[path]
-        text = self.bundle.read(path)
-        if text is None:
-            self.problems.append(
-                error(Kind.UNRESOLVED_RUN, where, f"{path} is not in the submitted bundle")
-            )
-            self._texts[path] = None
-            return None
+        raw = None
         try:
-            raw = plain(yaml_no_ts().load(text))
+            raw = self._parsed(path)
+            if raw is None:
+                self.problems.append(
+                    error(Kind.UNRESOLVED_RUN, where, f"{path} is not in the submitted bundle")
+                )
+            else:
+                self._count(path)
+        except DocumentRefused as refused:
+            self.problems.append(refusal(refused, where))
+            raw = None
         except YAMLError as exc:
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not YAML/JSON: {exc}"))
-            raw = None
         if raw is not None and not isinstance(raw, dict):
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: not a CWL document"))
             raw = None
@@ -399,18 +426,40 @@ class _Loader:
         return None
 
     def _typed(self, raw: dict[str, Any], path: str, where: str) -> Any:
+        checkpoint(f"loading {path}")
         uri = BUNDLE_ROOT + path
         options = cwl.LoadingOptions(fetcher=self.fetcher, fileuri=uri, no_link_check=True)
+        self.fetcher.refused = None
         try:
             return cwl.load_document_by_yaml(copy.deepcopy(raw), uri, options)
         except ValidationException as exc:
+            if self.fetcher.refused is not None:
+                self.problems.append(refusal(self.fetcher.refused, where))
+                return None
             message = str(exc).replace(BUNDLE_ROOT, "")
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {message}"))
+            return None
+        except DxtsError:
+            raise  # the deadline, from a checkpoint inside a fetch
+        except Exception as exc:
+            # cwl-utils trips over some malformed documents (a `$namespaces` prefix bound to
+            # null is a TypeError): still the document's fault, never an internal error.
+            self.problems.append(
+                error(
+                    Kind.INVALID_CWL,
+                    where,
+                    f"{path}: not CWL cwl-utils can read ({type(exc).__name__}: {exc})",
+                )
+            )
             return None
 
     # -- processes ---------------------------------------------------------------------------
 
     def main(self) -> tuple[dict[str, Any], Any] | None:
+        refused = self.bundle.problems(self.limits)
+        if refused:
+            self.problems.extend(refused)
+            return None
         path, _, fragment = self.bundle.main.partition("#")
         try:
             path = normalise_path("", path)
@@ -528,13 +577,16 @@ def _hints(hints: Any, namespaces: Mapping[str, str], where: str) -> tuple[Hint,
     return tuple(out)
 
 
-def load_document(bundle: Bundle) -> tuple[LoadedDocument | None, list[Problem]]:
+def load_document(
+    bundle: Bundle, limits: DocumentLimits | None = None
+) -> tuple[LoadedDocument | None, list[Problem]]:
     """Load the bundle's main document and every process it runs, and every loading problem.
 
     The document is None when the main document cannot be read as CWL at all; a step whose
-    process cannot be read has `process` None (and a problem saying why).
+    process cannot be read has `process` None (and a problem saying why). Raises
+    DeadlineExceeded when the current deadline passes or the work is abandoned.
     """
-    loader = _Loader(bundle)
+    loader = _Loader(bundle, limits or DocumentLimits())
     loaded = loader.main()
     if loaded is None:
         return None, loader.problems

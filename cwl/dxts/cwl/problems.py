@@ -6,7 +6,9 @@ kinds below), a dotted path into the document (`steps.merge.in.input-data`) and 
 enough to act on. Errors refuse the document; warnings are returned with it.
 
 Kinds beyond CWL.md's list, for documents that cannot be read at all: `invalid-cwl` (not YAML/JSON
-or not CWL v1.2 according to cwl-utils) and `unresolved-run` (a `run` naming nothing in the
+or not CWL v1.2 according to cwl-utils), `document-limit` (a file or the bundle crosses one of the
+installation's `document_limits`, named in the message), `invalid-bundle` (a file key that is
+not a path inside the bundle) and `unresolved-run` (a `run` naming nothing in the
 bundle or the store, or escaping the bundle); and `not-a-job`, a user job that is not a
 CommandLineTool or Workflow with a `dirac:Job` hint.
 """
@@ -28,6 +30,8 @@ class Severity(StrEnum):
 class Kind(StrEnum):
     INVALID_CWL = "invalid-cwl"
     UNRESOLVED_RUN = "unresolved-run"
+    DOCUMENT_LIMIT = "document-limit"
+    INVALID_BUNDLE = "invalid-bundle"
     NOT_A_WORKGRAPH = "not-a-workgraph"
     NOT_A_JOB = "not-a-job"
     BARE_STEP = "bare-step"

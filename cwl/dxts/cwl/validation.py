@@ -1,10 +1,15 @@
 """Validation of a workgraph document: every problem CWL.md lists, each with a path.
 
-`validate` never stops at the first problem. It reports loading problems, the document class,
-bare steps, hint schema errors, the dataflow rules (sources, orphans, cycles, driving inputs),
-plugin names and arguments (for each phase the member runs in: a feeder whose member runs in
-the scout is validated as scouting too), and the warnings for constructs whose meaning inside a
-transformation is not settled.
+`validate` never stops at the first problem. It reports the document class (first, before any
+loading problem: a CommandLineTool carrying `steps` is not a workgraph, which says more than CWL's
+schema refusing the field), loading problems, bare steps, hint schema errors, the dataflow rules
+(sources, orphans, cycles, driving inputs), plugin names and arguments (for each phase the member
+runs in: a feeder whose member runs in the scout is validated as scouting too), and the warnings
+for constructs whose meaning inside a transformation is not settled.
+
+A document CWL's strict schema refuses is not loaded at all, so what can still be said of it is
+read from the document as written (`written`): its class, and its steps whose inline process is an
+ExpressionTool (the warning does not wait for the schema error to be fixed).
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from dxts.cwl.analysis import (
     WORKGRAPH_HINT_PATH,
     Analysis,
     analyse,
+    expression_tool_warning,
 )
 from dxts.cwl.hints import check_hint
 from dxts.cwl.loading import LoadedDocument
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.cwl.problems import Kind, Problem, Severity, error, join, warning
+
+# The fields only a Workflow has: a tool carrying them was meant to be one.
+WORKFLOW_FIELDS = ("steps",)
 
 
 @dataclass
@@ -59,20 +68,15 @@ def validate(
     config: DefinitionConfig,
     vo: str = "",
     allow_unknown_plugins: bool = False,
+    written: dict[str, Any] | None = None,
 ) -> Validated:
-    problems = list(loading_problems)
+    """`written`: the main document as written, looked at when `document` could not be loaded."""
     if document is None:
-        return Validated(None, None, problems)
+        return Validated(None, None, _unloaded(written) + loading_problems)
     if document.process_class != "Workflow":
-        problems.append(
-            error(
-                Kind.NOT_A_WORKGRAPH,
-                "class",
-                f"a workgraph is a Workflow with a dirac:Workgraph hint; this document is a "
-                f"{document.process_class} (submit it as a user job instead)",
-            )
-        )
-        return Validated(document, None, problems)
+        wrong_class = _not_a_workflow(document.process_class, document.raw)
+        return Validated(document, None, [wrong_class, *loading_problems])
+    problems = list(loading_problems)
     if document.hint(WORKGRAPH) is None:
         problems.append(
             error(
@@ -97,6 +101,36 @@ def validate(
             malformed={p.path for p in schema_problems},
         )
     return Validated(document, analysis, problems)
+
+
+def _not_a_workflow(process_class: Any, written: dict[str, Any]) -> Problem:
+    carried = [name for name in WORKFLOW_FIELDS if name in written]
+    carrying = f" carrying the workflow field(s) {', '.join(carried)}" if carried else ""
+    return error(
+        Kind.NOT_A_WORKGRAPH,
+        "class",
+        f"a workgraph is a Workflow with a dirac:Workgraph hint; this document is a "
+        f"{process_class}{carrying} (make it `class: Workflow`, or submit a tool as a user job)",
+    )
+
+
+def _unloaded(written: dict[str, Any] | None) -> list[Problem]:
+    """What the document as written shows when CWL's schema refused it: not a Workflow at all
+    (said first), or the steps whose inline process is an ExpressionTool."""
+    if written is None:
+        return []
+    if written.get("class") != "Workflow":
+        return [_not_a_workflow(written.get("class"), written)]
+    steps = written.get("steps")
+    if isinstance(steps, list):
+        steps = {str(s.get("id", "")).lstrip("#"): s for s in steps if isinstance(s, dict)}
+    return [
+        expression_tool_warning(step_id)
+        for step_id, step in (steps.items() if isinstance(steps, dict) else ())
+        if isinstance(step, dict)
+        and isinstance(step.get("run"), dict)
+        and step["run"].get("class") == "ExpressionTool"
+    ]
 
 
 def _hint_schema(document: LoadedDocument) -> list[Problem]:

@@ -11,10 +11,12 @@
   feeder in steps while the events in flight are below a floor and disables it once the events
   produced reach the target, raising it again on undershoot.
 * `PeriodicFlush` (a transformation's Active hook): flushes the packer every `flush_every_s`
-  while inputs wait, and pauses the member when its failure rate crosses the threshold.
+  while inputs wait, and pauses the member when its failure rate crosses the threshold; once an
+  operator resumes it, the rate is judged afresh from then on.
 
 All three are stateless: what they need to remember is in the rows they are shown (feeder
-arguments, the engine's `flushed_at` annotation), so any replica can run the next sweep.
+arguments, the engine's `flushed_at` annotation, PeriodicFlush's `Operation.remember`), so any
+replica can run the next sweep.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from dxts.core.builtins.thresholds import SuccessRateSettings, ThresholdArgs, fates
+from dxts.core.builtins.thresholds import Fates, SuccessRateSettings, ThresholdArgs, fates
 from dxts.core.plugins import (
     Accept,
     InputOverview,
@@ -37,6 +39,7 @@ from dxts.core.plugins import (
     Workgraph,
     hook,
 )
+from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.plugins.protocols.lifecycle import ExecutionView, needed
 from dxts.core.states import InputStatus, TransformationStatus
 
@@ -47,6 +50,10 @@ SEEDS_FEEDER = "Seeds"
 FLUSHED_AT = "flushed_at"
 # The document's target as the engine shows it in the workgraph's annotations.
 TARGET = "target"
+# What PeriodicFlush remembers (Operation.remember): that it paused the member on failures, then
+# the counts the window after the operator's resume starts from.
+PAUSED_ON_FAILURES = "paused_on_failures"
+WINDOW = "failure_window"
 
 
 def member_name(transformation: Transformation) -> str:
@@ -269,6 +276,21 @@ def _flushed_at(transformation: Transformation) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
+def _memory(transformation: Transformation) -> dict[str, Any]:
+    memory = transformation.annotations.get(HOOK_MEMORY)
+    return memory if isinstance(memory, dict) else {}
+
+
+def _since(seen: Fates, window: Any) -> Fates:
+    """The fates settled since the window began (its start's counts in `window`); an input
+    written off or reset since then leaves the count, never below zero."""
+    if not isinstance(window, dict):
+        return seen
+    processed = seen.processed - int(window.get("processed", 0))
+    problematic = seen.problematic - int(window.get("problematic", 0))
+    return Fates(max(0, processed), max(0, problematic), seen.live)
+
+
 @hook("TransformationActive")
 def periodic_flush(
     *,
@@ -277,11 +299,23 @@ def periodic_flush(
     args: FlushArgs,
     settings: SuccessRateSettings,
 ) -> Operation | None:
-    """Pause past the failure threshold; otherwise flush when due and inputs wait."""
-    if args.pause_on_failures and fates([input_overview]).failing(args.threshold(settings)):
-        return Operation(pause=True)
+    """Pause past the failure threshold; otherwise flush when due and inputs wait.
+
+    The rate is judged over a window: from the start, and after the hook paused the member and
+    an operator resumed it, from the first round it runs again (it remembers that it paused),
+    so that the failures that made it pause do not pause it again at once."""
+    remember = None
+    if args.pause_on_failures:
+        seen = fates([input_overview])
+        memory = _memory(transformation)
+        if memory.get(PAUSED_ON_FAILURES):
+            remember = {WINDOW: {"processed": seen.processed, "problematic": seen.problematic}}
+        elif _since(seen, memory.get(WINDOW)).failing(args.threshold(settings)):
+            return Operation(pause=True, remember={PAUSED_ON_FAILURES: True})
     if args.flush_every_s is None or not input_overview.get(I.UNASSIGNED, 0):
-        return None
+        return None if remember is None else Operation(remember=remember)
     last = _flushed_at(transformation)
     due = last is None or (datetime.now(UTC) - last).total_seconds() >= args.flush_every_s
-    return Operation(flush=True) if due else None
+    if not due and remember is None:
+        return None
+    return Operation(flush=due, remember=remember)

@@ -71,10 +71,13 @@ def json_text(value: Any) -> str:
 
 
 def from_json_text(text: str, *, field: str) -> Any:
-    """A `*_json` field's value; empty is None, malformed JSON is INVALID_ARGUMENT."""
+    """A `*_json` field's value; empty is None, malformed JSON (or JSON nested too deeply for
+    the parser's recursion) is INVALID_ARGUMENT."""
     if not text:
         return None
     try:
         return json.loads(text)
     except ValueError as error:
         raise InvalidArgument(f"not valid JSON: {error}", field=field) from None
+    except RecursionError:
+        raise InvalidArgument("JSON nested too deeply to be read", field=field) from None

@@ -40,9 +40,14 @@ STATUS_CODES: dict[type[DxtsError], grpc.StatusCode] = {
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.Aborted: grpc.StatusCode.ABORTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
 }
-_CODE_CLASSES = {code: cls for cls, code in STATUS_CODES.items()}
+# A client sees DEADLINE_EXCEEDED as the transport's error whoever ran out of time (see
+# `domain_error`), so DeadlineExceeded is reported by servers but never rebuilt.
+_CODE_CLASSES = {
+    code: cls for cls, code in STATUS_CODES.items() if cls is not errors.DeadlineExceeded
+}
 
 
 def reason_of(cls: type[BaseException]) -> str:

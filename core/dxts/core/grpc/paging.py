@@ -56,7 +56,7 @@ def decode_page_token(
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         payload = json.loads(raw)
         position, issued_for = payload["p"], payload["f"]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):
         raise InvalidArgument("not a page token this server issued", field=field) from None
     if not isinstance(position, dict):
         raise InvalidArgument("not a page token this server issued", field=field)

@@ -15,6 +15,12 @@ all five steps happen in one transaction:
 5. one log row records the command — event = the RPC's name, author, the reason as message, and
    `{"command", "request_id", "result"}` as data — in the same transaction as the change.
 
+Commands that create their target (a submission, a job's parcel) have no row to lock nor log to
+search before they run: `run_creating_command` serialises the caller's retries on a named lock
+of (caller, RPC, request id), held until the creating transaction has committed, and the
+transaction itself looks for what an earlier try of the same request created (recorded on the
+created rows) before creating anything.
+
 Commands that must run as several bounded transactions (writing off a million inputs) use
 `run_serialised_command`: a named lock on the scope takes the place of the row lock, so two
 retries of the same request still apply once; the log row is written after the last batch,
@@ -25,6 +31,7 @@ what already moved is not moved again).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -49,6 +56,8 @@ REQUEST_ID_LENGTH = 128
 REQUEST_LOOKBACK = 200
 # How long a serialised command waits for another command on the same scope.
 SERIALISED_WAIT_S = 120.0
+# How long a creating command waits for a retry of the same request that is being applied.
+CREATING_WAIT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -191,3 +200,38 @@ async def run_serialised_command(
             functools.partial(record, request=request, scope=scope, result=result), isolation=rc
         )
         return result
+
+
+def request_lock(request: Request) -> Lock:
+    """The named lock that serialises the tries of one caller's request id for one RPC."""
+    caller = request.caller
+    return Lock("request", json.dumps([caller.vo, caller.sub, request.event, request.request_id]))
+
+
+async def run_creating_command(
+    database: Database,
+    locks: LockManager | None,
+    request: Request,
+    create: Callable[[AsyncConnection], Awaitable[T]],
+    *,
+    isolation: Isolation = Isolation.READ_COMMITTED,
+    wait_s: float = CREATING_WAIT_S,
+) -> T:
+    """Run `create(conn)` — which answers what an earlier try of `request` created, or creates
+    it — as one transaction; with a request id, under the request's named lock, held until the
+    commit so that a racing retry then finds the committed rows. Without `locks` a manager is
+    opened for the call."""
+    if not request.request_id:
+        return await database.run(create, isolation=isolation)
+    manager = locks if locks is not None else LockManager(database)
+    try:
+        async with manager.try_hold(request_lock(request), wait=wait_s) as held:
+            if not held:
+                raise Aborted(
+                    f"a {request.event} with request_id {request.request_id!r} is still being "
+                    "applied; retry it with the same request_id"
+                )
+            return await database.run(create, isolation=isolation)
+    finally:
+        if locks is None:
+            await manager.dispose()

@@ -227,18 +227,26 @@ class DelayInput:
 # ----------------------------------------------------------------------------------- hooks
 
 
+# The transformation annotation holding what its hooks asked the core to remember.
+HOOK_MEMORY = "hook_memory"
+
+
 @dataclass(frozen=True, config=_CONFIG, kw_only=True)
 class Operation:
     """A change to one transformation. `pause` and `flush` act once; nothing else persists.
 
     The core validates `feeder_args` against the target's feeder model (and phase) before
     applying it; a workgraph hook returns a dict of target transformation id to Operation.
+    `remember` is a hook's memory of the transformation (hooks are stateless, and any replica
+    runs the next round): stored whole in its annotations under `HOOK_MEMORY`, where the next
+    call sees it.
     """
 
     feeder_args: JsonObject | None = None
     feeder_enabled: bool | None = Field(default=None, strict=True)
     pause: bool = Field(default=False, strict=True)
     flush: bool = Field(default=False, strict=True)
+    remember: JsonObject | None = None
 
 
 @dataclass(frozen=True, config=_CONFIG)

@@ -11,6 +11,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.schema.execution import (
+    diracx_ids,
     local_ids,
     null_ids,
     slurm_ids,
@@ -19,6 +20,7 @@ from dxts.core.schema.execution import (
 # Adaptor type → (identifier table, identifier column). One table per adaptor this project
 # ships; an adaptor type not listed here cannot be configured (settings are checked against it).
 IDENTIFIER_TABLES: dict[str, tuple[sa.Table, str]] = {
+    "diracx": (diracx_ids, "SlotID"),
     "local": (local_ids, "LocalID"),
     "null": (null_ids, "NullID"),
     "slurm": (slurm_ids, "SlurmID"),

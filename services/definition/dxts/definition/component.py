@@ -44,6 +44,7 @@ from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers
 from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
+from dxts.core.plugins.protocols.readers import InputOverviewReader
 from dxts.core.plugins.registry import Registry
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.edge.accounting_client import GrpcCounts, NoCounts
@@ -56,6 +57,7 @@ from dxts.definition.edge.execution_client import (
 from dxts.definition.edge.servicer import DefinitionServicer
 from dxts.definition.logic.execution import ExecutionClient, ExecutionFactory
 from dxts.definition.logic.lifecycle.engine import Engine
+from dxts.definition.logic.lifecycle.overview import CountsOverview
 from dxts.definition.logic.lifecycle.plugin_check import check_lifecycle_plugins
 from dxts.definition.logic.lifecycle.sweep import LifecycleSweep
 from dxts.definition.logic.lifecycle.views import AUTHOR, DefinitionSiblings
@@ -137,6 +139,7 @@ async def build_lifecycle(
     _provide(providers, ExecutionView, execution)
     _provide(providers, ExecutionControl, execution)
     _provide(providers, Siblings, DefinitionSiblings(database))
+    _provide(providers, InputOverviewReader, CountsOverview(counts))
     _provide(providers, Registry, registry)
     if catalogue is not None:
         _provide(providers, FileCatalogue, catalogue)

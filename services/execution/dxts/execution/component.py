@@ -25,6 +25,7 @@ from typing import Any
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.kernel.sweeps import SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers, Registry
 from dxts.core.plugins.protocols.readers import (
@@ -33,17 +34,13 @@ from dxts.core.plugins.protocols.readers import (
     ParcelOutputReader,
     PartnerLookup,
 )
-from dxts.execution.definition_client import (
-    ActiveSnapshot,
-    ActiveTransformations,
-    GrpcTransformations,
-)
-from dxts.execution.feeding import EdgeReader
-from dxts.execution.packing import ConsumerReader, CounterReader, PartnerFinder
-from dxts.execution.servicer import ExecutionServicer
+from dxts.execution.edge.definition_client import GrpcTransformations
+from dxts.execution.edge.servicer import ExecutionServicer
+from dxts.execution.logic.feeding import EdgeReader
+from dxts.execution.logic.packing import ConsumerReader, CounterReader, PartnerFinder
+from dxts.execution.logic.sweeps import Completion, FeedAndPack
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
-from dxts.execution.sweeps import Sweeps
-from dxts.execution.sweeps_completion import start_completion_sweeps
 from dxts.v1 import execution_pb2, execution_pb2_grpc
 
 # Execution's own identity when it mints a development token (single machine only).
@@ -92,20 +89,22 @@ def service_token(settings: ExecutionSettings) -> str | None:
 
 @dataclass
 class Execution:
-    """A built execution component: `services` to serve, `tasks` running its sweeps."""
+    """A built execution component: `services` to serve, `sweeps` running its rounds (`rounds`
+    and `completion`, which tests also drive one at a time)."""
 
     services: list[Service]
-    sweeps: Sweeps
-    tasks: list[asyncio.Task[None]]
+    rounds: FeedAndPack
+    completion: Completion | None  # None without a catalogue to record outputs in
+    sweeps: SweepRunner
     servicer: ExecutionServicer
+    settings: ExecutionSettings
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Stop the sweeps (a round in progress gets the grace to finish) and release what
         the component opened (not the database nor the catalogue); idempotent."""
-        grace = self.sweeps.settings.stop_grace_s if grace_s is None else grace_s
-        await self.sweeps.stop(self.tasks, grace_s=grace)
-        self.tasks = []
+        grace = self.settings.stop_grace_s if grace_s is None else grace_s
+        await self.sweeps.stop(grace_s=grace)
         while self._cleanups:
             result = self._cleanups.pop()()
             if asyncio.iscoroutine(result):
@@ -132,6 +131,8 @@ async def build_execution(
     false nothing runs in the background (tests drive the sweeps).
     """
     settings = settings or ExecutionSettings()
+    if start_sweeps and catalogue is None:
+        raise ValueError("the completion sweeps record outputs in a file catalogue: give one")
     cleanups: list[Callable[[], object]] = []
     if definition_client is None:
         if not settings.definition_address:
@@ -151,7 +152,20 @@ async def build_execution(
     registry = registry if registry is not None else Registry.discover()
     install_providers(registry.providers, database, snapshot, catalogue)
     registry.check()
-    sweeps = Sweeps(database, registry=registry, locks=locks, snapshot=snapshot, settings=settings)
+    rounds = FeedAndPack(
+        database, registry=registry, locks=locks, snapshot=snapshot, settings=settings
+    )
+    completion = None
+    if catalogue is not None:
+        completion = Completion(
+            database,
+            registry=registry,
+            catalogue=catalogue,
+            transformations=definition_client,
+            locks=locks,
+            settings=settings,
+        )
+    sweeps = SweepRunner([*rounds.sweeps(), *(completion.sweeps() if completion else [])])
     servicer = ExecutionServicer(
         database,
         transformations=definition_client,
@@ -165,18 +179,6 @@ async def build_execution(
         execution_pb2_grpc.add_ExecutionServiceServicer_to_server,
         servicer,
     )
-    tasks: list[asyncio.Task[None]] = []
     if start_sweeps:
-        tasks = sweeps.start()
-        if catalogue is None:
-            raise ValueError("the completion sweeps record outputs in a file catalogue: give one")
-        tasks += start_completion_sweeps(
-            database,
-            registry=registry,
-            catalogue=catalogue,
-            transformations=definition_client,
-            locks=locks,
-            settings=settings,
-            stopping=sweeps.stopping,
-        )
-    return Execution([service], sweeps, tasks, servicer, cleanups)
+        sweeps.start()
+    return Execution([service], rounds, completion, sweeps, servicer, settings, cleanups)

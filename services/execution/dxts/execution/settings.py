@@ -36,8 +36,12 @@ class ExecutionSettings(BaseSettings):
     )
     call_timeout_s: float = Field(30.0, gt=0, description="deadline of execution's own calls")
 
-    feed_interval_s: float = Field(10.0, gt=0, description="pause between two feeder sweeps")
-    pack_interval_s: float = Field(10.0, gt=0, description="pause between two packer sweeps")
+    feed_interval_s: float = Field(
+        10.0, gt=0, description="longest wait after an idle feeder round (a busy one: none)"
+    )
+    pack_interval_s: float = Field(
+        10.0, gt=0, description="longest wait after an idle packer round (a busy one: none)"
+    )
     sweep_concurrency: int = Field(
         8, ge=1, description="transformations one sweep works on at the same time"
     )
@@ -45,7 +49,7 @@ class ExecutionSettings(BaseSettings):
     claim_chunk: int = Field(1000, ge=1, description="inputs claimed per packer claim")
     pack_batch: int = Field(2000, ge=1, description="inputs decided per packer transaction")
     stop_grace_s: float = Field(
-        5.0, ge=0, description="how long a stopping sweep may finish its turn"
+        5.0, ge=0, description="how long a stopping sweep may finish its round"
     )
 
     def token(self) -> str | None:
@@ -59,11 +63,11 @@ class ExecutionSettings(BaseSettings):
     # -- outcome recording, failed inputs, operations (part 2) ------------------------------------
 
     record_interval_s: float = Field(
-        2.0, gt=0, description="pause between two sweeps of the Completing parcels"
+        2.0, gt=0, description="longest wait after an idle round of recording Completing parcels"
     )
     record_batch: int = Field(500, ge=1, description="parcels recorded per transaction")
     failed_inputs_interval_s: float = Field(
-        10.0, gt=0, description="pause between two HandleFailedInput sweeps"
+        10.0, gt=0, description="longest wait after an idle HandleFailedInput round"
     )
     failed_inputs_batch: int = Field(500, ge=1, description="Failed inputs decided per transaction")
     operation_batch: int = Field(

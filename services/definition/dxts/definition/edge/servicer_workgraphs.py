@@ -23,7 +23,7 @@ from dxts.definition.edge.mapping import (
 )
 from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import labels, queries, workgraph_commands
-from dxts.definition.logic.submit import submit_workgraph
+from dxts.definition.logic.submit import start_if_asked, submit_workgraph
 from dxts.v1 import definition_pb2
 
 
@@ -50,6 +50,7 @@ class WorkgraphRpcs(ServicerBase):
             request_id=request.request_id,
             locks=self._locks,
         )
+        await start_if_asked(self._database, self._caller(), submitted)
         return definition_pb2.SubmitWorkgraphResponse(
             workgraph_id="" if request.dry_run else id_to_str(submitted.workgraph_id),
             plan=plan_pb(submitted.plan, request.dry_run),

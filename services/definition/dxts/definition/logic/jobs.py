@@ -11,7 +11,6 @@ request). The hint's `output_sandbox` and the labels travel in the parcel's anno
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from dxts.core.config import DefinitionConfig, resolve_hints
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.auth import Identity
+from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.ids import content_hash
 from dxts.cwl.analysis import WORKGRAPH
 from dxts.cwl.compile import hash_processes, replace_runs
@@ -127,7 +127,8 @@ async def submit_job(
         inputs = {}
     if not isinstance(inputs, dict):
         raise InvalidArgument("the CWL input object is a JSON object", field="inputs_json")
-    document, loading = await asyncio.to_thread(load_document, bundle)
+    document, loading = await in_abandonable_thread(load_document, bundle, config.document_limits)
+    checkpoint("storing the job")
     problems = check_job(document, loading)
     raise_for_errors(problems)
     assert document is not None

@@ -1,6 +1,7 @@
 """Submitting a workgraph: load, validate, resolve references, compile, insert — one transaction.
 
-Loading and validation are pure (and run off the event loop: cwl-utils parsing is CPU work);
+Loading and validation are pure (and run off the event loop in a thread the call can abandon:
+cwl-utils parsing is CPU work, stopped at its next checkpoint once the caller's deadline passes);
 resolving `proc:` references against the store and the registry, compiling and inserting
 happen in one READ COMMITTED transaction, so a workgraph and all its members exist entirely or
 not at all. A dry run does the same reads and returns the plan without writing.
@@ -16,26 +17,32 @@ creating one: the document is compiled again onto the recorded ids (the outputs'
 back from TransformationOutputs), and nothing is written. The same request id with another
 digest is refused (FAILED_PRECONDITION), changing nothing.
 
+`start: auto` (dirac:Workgraph). A document asking for it is started in the request that submits
+it (`start_if_asked`): once the submission has committed, the start command runs as an operator's
+start would, through the kernel's command protocol, as the submitter. Its request id is fixed
+(`AUTO_START_REQUEST`): the scope of a command's request id is the workgraph's log, so a retry of
+the submission (same request id, answered the original workgraph) retries the start as well, and
+the start is applied once. A submission without a request id that fails between the two steps
+leaves its workgraph New, to be started by hand.
+
 The search window: the caller's `REQUEST_LOOKBACK` newest workgraphs minted within the last
 `REQUEST_WINDOW_S` (the (VO, Sub) index of Ownership ends with the time-ordered OwnershipID, so
 this is one bounded backward index scan, whatever the size of the tables), then their creation
 log rows. A request id older than that, or followed by more submissions of the same caller,
 is no longer recognised and creates a new workgraph.
 
-Check and create are serialised per (caller, request id) by a named lock (`submission_lock`),
-held from before the transaction begins until after it commits, so that a concurrent duplicate
-waits (at most `REQUEST_LOCK_WAIT_S`, then ABORTED, to be retried) and then finds the committed
-original. (Released before the commit, the lock would let the duplicate's READ COMMITTED lookup
-miss the rows not yet committed.) On SQLite the transactions are serialised anyway.
+Check and create run as the kernel's creating command (`run_creating_command`): serialised per
+(caller, request id) by a named lock (`submission_lock`) held from before the transaction
+begins until after it commits, so that a concurrent duplicate waits (at most
+`REQUEST_LOCK_WAIT_S`, then ABORTED, to be retried) and then finds the committed original.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,9 +50,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core import content_store as store
 from dxts.core.config import DefinitionConfig
-from dxts.core.db import Database, Isolation
-from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument
+from dxts.core.db import Database
+from dxts.core.errors import FailedPrecondition, InvalidArgument
+from dxts.core.grpc.auth import Identity
+from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.kernel.commands import Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
@@ -54,6 +64,8 @@ from dxts.cwl.compile import IdsMismatch, Plan, PlanIds, compile_plan
 from dxts.cwl.loading import Bundle, LoadedDocument
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
+from dxts.definition.logic import workgraph_commands
+from dxts.definition.logic.authorise import Caller
 from dxts.definition.store import processes as processes_db
 from dxts.definition.store import registry as registry_db
 from dxts.definition.store import transformations as transformations_db
@@ -66,6 +78,9 @@ REQUEST_LOOKBACK = 100
 REQUEST_WINDOW_S = 24 * 3600
 # How long a duplicate waits for the submission holding its request id to commit.
 REQUEST_LOCK_WAIT_S = 20.0
+SUBMIT_RPC = "DefinitionService.SubmitWorkgraph"
+# The request id of the start a `start: auto` submission runs (in the new workgraph's log).
+AUTO_START_REQUEST = "submission:start-auto"
 
 T = TypeVar("T")
 
@@ -128,7 +143,11 @@ def submission_digest(bundle: Bundle, labels: Mapping[str, str] | None) -> str:
 
 def submission_lock(vo: str, sub: str, request_id: str) -> Lock:
     """The named lock serialising the submissions of one caller's request id."""
-    return Lock("submission", json.dumps([vo, sub, request_id]))
+    return request_lock(_request(vo, sub, request_id))
+
+
+def _request(vo: str, sub: str, request_id: str) -> Request:
+    return Request(SUBMIT_RPC, Identity(vo=vo, sub=sub), request_id)
 
 
 def _earliest_id(window_s: float) -> bytes:
@@ -206,10 +225,11 @@ async def submit_workgraph(
         raise InvalidArgument(f"at most {REQUEST_ID_MAX} characters", field="request_id")
     key = "" if dry_run else request_id
     config = config or DefinitionConfig()
-    checked = await asyncio.to_thread(
+    checked = await in_abandonable_thread(
         validate_bundle, bundle, catalogue, config, vo, allow_unknown_plugins
     )
     raise_for_errors(checked.problems)
+    checkpoint("resolving references and compiling")
     document, analysis = checked.document, checked.analysis
     assert document is not None and analysis is not None
     warnings = tuple(p for p in checked.problems if p.severity is Severity.WARNING)
@@ -237,40 +257,25 @@ async def submit_workgraph(
             await insert_plan(conn, plan, request_id=key, digest=digest)
         return plan, ids is not None
 
-    isolation = Isolation.READ_COMMITTED
-    if not key:
-        plan, repeated = await database.run(work, isolation=isolation)
-    else:
-        plan, repeated = await _serialised(
-            database,
-            locks,
-            submission_lock(vo, sub, key),
-            key,
-            lambda: database.run(work, isolation=isolation),
-        )
+    plan, repeated = await run_creating_command(
+        database, locks, _request(vo, sub, key), work, wait_s=REQUEST_LOCK_WAIT_S
+    )
     return Submitted(plan, dry_run, repeated)
 
 
-async def _serialised(
-    database: Database,
-    locks: LockManager | None,
-    lock: Lock,
-    request_id: str,
-    run: Callable[[], Awaitable[T]],
-) -> T:
-    """`run()` (a whole transaction, commit included) while holding `lock`."""
-    manager = locks if locks is not None else LockManager(database)
-    try:
-        async with manager.try_hold(lock, wait=REQUEST_LOCK_WAIT_S) as held:
-            if not held:
-                raise Aborted(
-                    f"a submission with request_id {request_id!r} is still being applied; "
-                    "retry it with the same request_id"
-                )
-            return await run()
-    finally:
-        if locks is None:
-            await manager.dispose()
+async def start_if_asked(database: Database, caller: Caller, submitted: Submitted) -> str | None:
+    """Start a workgraph submitted with `start: auto` (see the module docstring); its status
+    after the start, None when the document did not ask (or the submission was a dry run)."""
+    if submitted.dry_run or not submitted.plan.starts:
+        return None
+    result = await workgraph_commands.start(
+        database,
+        caller,
+        submitted.workgraph_id,
+        reason="start: auto",
+        request_id=AUTO_START_REQUEST,
+    )
+    return str(result["status"])
 
 
 async def insert_plan(

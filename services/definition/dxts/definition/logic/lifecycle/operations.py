@@ -11,7 +11,8 @@ the hook runs in, then per target
 * `pause` — Active → Paused, taken by the hook (a state change with its log row);
 * `flush` — on an Active member of a workgraph that is not halted: `flushed_at` recorded in the
   transformation's annotations (what PeriodicFlush reads), a `Flush` log row, and after the
-  commit one packer invocation with flush=True asked of execution.
+  commit one packer invocation with flush=True asked of execution;
+* `remember` — the hook's memory, stored in the annotations (`HOOK_MEMORY`).
 
 An operation on a target that is no longer running (New, Active or Paused) is dropped. A batch
 with an invalid proposal writes nothing and raises InvalidArgument, which the sweep reports as
@@ -36,6 +37,7 @@ from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import Operation
 from dxts.core.plugins.points import Phase, PluginKind, Point
+from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.state_machines import Actor
 from dxts.core.states import TransformationStatus
 from dxts.definition.logic.feeders import FEEDER_STATES
@@ -155,12 +157,16 @@ async def apply_operations(
                     standalone=workgraph_id is None,
                 )
                 status = T.PAUSED
+            annotations = dict(target.annotations)
+            if operation.remember is not None:
+                annotations[HOOK_MEMORY] = operation.remember
             if operation.flush and status == T.ACTIVE and not halted:
                 stamp = (now if now.tzinfo else now.replace(tzinfo=UTC)).isoformat()
-                annotations = {**target.annotations, FLUSHED_AT: stamp}
-                await transformations_db.set_transformation_annotations(conn, tid, annotations, now)
+                annotations[FLUSHED_AT] = stamp
                 entries.append(LogEntry(tid, "Flush", author))
                 flushes.append(tid)
+            if annotations != target.annotations:
+                await transformations_db.set_transformation_annotations(conn, tid, annotations, now)
         await log_transformations(conn, entries)
 
     await engine.database.run(work, isolation=Isolation.READ_COMMITTED)

@@ -1,0 +1,129 @@
+"""What a DiracX job of dxts runs on the worker node: `python -m dxts.backends.diracx.payload`.
+
+The job's working directory holds its unpacked input sandbox: `dxts-payload.binpb` (the
+serialised `Payload`: the process tree and the resolved-hints sidecar, shared by the parcels of
+one Submit) and `dxts-parcel.binpb` (the parcel's `ParcelSubmission`: its parameters, input ids,
+output prefix). The parcel runs with cwltool through the local adaptor's runner
+(`dxts.backends.local.compute.run_compute`, the same code as `dxts-backend-local`), in
+`dxts-run/`, with the worker's storage elements and file catalogue taken from its environment
+(`DXTS_LOCAL_STORAGE_ROOT`, `DXTS_LOCAL_OUTPUT_SE`, `DXTS_CATALOGUE_*`, and
+`DXTS_PAYLOAD_STORAGE_ELEMENTS`, colon-separated: DIRAC's JDL parser cannot carry the quotes
+of the JSON list `DXTS_LOCAL_STORAGE_ELEMENTS` would need, nor a comma in a list's string).
+They are the adaptor's `payload_environment`, given to the job as its JDL
+`ExecutionEnvironment`.
+
+It writes `dxts-result.json` (the output sandbox the adaptor reads back) whatever happened:
+`{"outputs": [OutputFile…], "status_report_json": str, "usage": {...} | null, "error": str}`,
+and `dxts-runner.log` (the runner's log), and exits 0 when the parcel succeeded, 1 otherwise,
+so DiracX's own status (Done or Failed) agrees with the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from dxts.backends.local import compute
+from dxts.backends.local.compute import JobFailed, Run
+from dxts.backends.local.settings import LocalSettings
+from dxts.core.adaptor.codec import decode_payload, decode_submission
+from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage
+from dxts.core.catalogue import FileCatalogue, load_catalogue
+
+PAYLOAD_FILE = "dxts-payload.binpb"
+PARCEL_FILE = "dxts-parcel.binpb"
+RESULT_FILE = "dxts-result.json"
+RUNNER_LOG = "dxts-runner.log"
+RUN_DIR = "dxts-run"
+OUTPUT_SANDBOX = (RESULT_FILE, RUNNER_LOG)
+STORAGE_ELEMENTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ELEMENTS"
+
+
+def result_document(
+    outputs: list[OutputFile], report: str, usage: ResourceUsage | None, error: str
+) -> dict[str, Any]:
+    return {
+        "outputs": [dataclasses.asdict(o) for o in outputs],
+        "status_report_json": report,
+        "usage": dataclasses.asdict(usage) if usage is not None else None,
+        "error": error,
+    }
+
+
+def read_result(text: str) -> tuple[list[OutputFile], str, ResourceUsage | None, str]:
+    """(outputs, status report, usage, error) from a `dxts-result.json`; ValueError if it is
+    not one."""
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("the result is not a JSON object")
+    try:
+        outputs = [OutputFile(**o) for o in document["outputs"]]
+        usage = ResourceUsage(**document["usage"]) if document.get("usage") is not None else None
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"the result is malformed: {error}") from None
+    report = str(document.get("status_report_json") or "")
+    return outputs, report, usage, str(document.get("error") or "")
+
+
+def _local_settings(run_dir: Path) -> LocalSettings:
+    """The local runner's settings on this worker: its storage from the environment."""
+    names = [n for n in os.environ.get(STORAGE_ELEMENTS_VARIABLE, "").split(":") if n]
+    if names:
+        return LocalSettings(work_dir=run_dir, storage_elements=names)
+    return LocalSettings(work_dir=run_dir)
+
+
+def _catalogue() -> FileCatalogue | None:
+    """The worker's file catalogue, when its environment names one."""
+    if not any(name.startswith("DXTS_CATALOGUE_") for name in os.environ):
+        return None
+    return load_catalogue()
+
+
+async def run(directory: Path) -> dict[str, Any]:
+    payload = decode_payload((directory / PAYLOAD_FILE).read_bytes())
+    parcel = decode_submission((directory / PARCEL_FILE).read_bytes())
+    if not isinstance(payload, ComputePayload):
+        return result_document([], "", None, "the job's payload is not a compute payload")
+    run_dir = directory / RUN_DIR
+    run_dir.mkdir(exist_ok=True)
+    settings = _local_settings(run_dir)
+    catalogue = _catalogue()
+    progress = Run()
+    if catalogue is not None:
+        await catalogue.start()
+    try:
+        outputs, report = await compute.run_compute(
+            run_dir, payload, parcel, settings, catalogue, progress, _ignore
+        )
+        return result_document(outputs, report, progress.usage, "")
+    except JobFailed as error:
+        return result_document([], "", progress.usage, str(error))
+    finally:
+        if catalogue is not None:
+            await catalogue.close()
+        log = run_dir / "runner.log"
+        if log.exists():
+            (directory / RUNNER_LOG).write_bytes(log.read_bytes())
+
+
+async def _ignore(_group: int) -> None:
+    """The runner's process group: a DiracX job is killed by its pilot, not by dxts."""
+
+
+def main() -> None:
+    directory = Path.cwd()
+    result = asyncio.run(run(directory))
+    (directory / RESULT_FILE).write_text(json.dumps(result))
+    if result["error"]:
+        print(f"dxts payload failed: {result['error']}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

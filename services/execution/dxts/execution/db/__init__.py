@@ -1,1 +1,0 @@
-"""All SQL of execution, one module per area."""

@@ -1,0 +1,1 @@
+"""Execution's contract edge: gRPC servicers, proto <-> domain mapping, the definition client."""

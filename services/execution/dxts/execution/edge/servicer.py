@@ -1,0 +1,227 @@
+"""ExecutionService: requests to domain calls and results to replies, nothing else.
+
+This part serves reading (ListInputs, GetInput, ListParcels, GetParcel) and Flush; the
+operator, outcome, provenance, user-job and cleaning RPCs come from `OperationsRpcs`.
+
+Rights: what a caller may see of a transformation is decided by the definition side
+(`describe`, with the caller's own token: NotFound otherwise), so a transformation's inputs and
+parcels are shown to whoever may see the transformation. A user parcel is shown to its VO.
+Listing parcels across transformations is for dxts's components (the service role); anyone else
+gets the user parcels of its VO. A flush steers the transformation: its owner, an operator of
+its VO, or a component.
+"""
+
+from __future__ import annotations
+
+from dxts.core.db import Database
+from dxts.core.errors import NotFound
+from dxts.core.grpc.convert import enum_from_proto, json_text
+from dxts.core.grpc.deadlines import time_remaining
+from dxts.core.grpc.paging import filters_fingerprint, page_size
+from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
+from dxts.core.locks import LockManager
+from dxts.core.plugins import Registry
+from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution.edge.mapping import (
+    hash_text,
+    input_pb,
+    outcome_pb,
+    output_pb,
+    parcel_pb,
+)
+from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
+from dxts.execution.logic import commands, queries
+from dxts.execution.logic.outcome_model import stored_outcome
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
+from dxts.execution.settings import ExecutionSettings
+from dxts.v1 import execution_pb2, execution_pb2_grpc
+
+# How long a Flush waits for a packer invocation already running (a sweep's) to finish, at
+# most, checking this often; it gives up early enough before the call's deadline (the margin)
+# for its answer to reach the caller.
+FLUSH_WAIT_S = 60.0
+FLUSH_MARGIN_S = 0.5
+
+
+class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServicer):
+    def __init__(
+        self,
+        database: Database,
+        *,
+        transformations: ActiveTransformations,
+        snapshot: ActiveSnapshot,
+        registry: Registry,
+        locks: LockManager,
+        settings: ExecutionSettings,
+    ) -> None:
+        self.database = database
+        self.transformations = transformations
+        self.snapshot = snapshot
+        self.registry = registry
+        self.locks = locks
+        self.settings = settings
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    async def ListInputs(
+        self, request: execution_pb2.ListInputsRequest, context: Context
+    ) -> execution_pb2.ListInputsResponse:
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id")
+        parent = problems.id(request.parent_input_id, "parent_input_id", required=False)
+        statuses = problems.enums(InputStatus, request.statuses, "statuses")
+        problems.raise_if_any()
+        assert tid is not None
+        limit = page_size(request.paging)
+        fingerprint = filters_fingerprint(
+            request.transformation_id, statuses, request.lfn, request.parent_input_id
+        )
+        after = page_after(request.paging, fingerprint)
+        await self._describe(tid, context)
+        page = await queries.list_inputs(
+            self.database,
+            tid,
+            statuses=statuses,
+            lfn=request.lfn,
+            parent_id=parent,
+            after=after,
+            limit=limit,
+        )
+        return execution_pb2.ListInputsResponse(
+            inputs=[input_pb(row) for row in page.items],
+            next_page_token=next_page_token(page.last, fingerprint),
+        )
+
+    async def GetInput(
+        self, request: execution_pb2.GetInputRequest, context: Context
+    ) -> execution_pb2.GetInputResponse:
+        tid = required_id(request.transformation_id, "transformation_id")
+        input_id = required_id(request.input_id, "input_id")
+        await self._describe(tid, context)
+        detail = await queries.get_input(self.database, tid, input_id)
+        reply = execution_pb2.GetInputResponse(
+            input=input_pb(detail.input),
+            parcels=[parcel_pb(row) for row in detail.parcels],
+            children=[input_pb(row) for row in detail.children],
+        )
+        if detail.parent is not None:
+            reply.parent.CopyFrom(input_pb(detail.parent))
+        return reply
+
+    # -- parcels ----------------------------------------------------------------------------------
+
+    async def ListParcels(
+        self, request: execution_pb2.ListParcelsRequest, context: Context
+    ) -> execution_pb2.ListParcelsResponse:
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id", required=False)
+        process_id = problems.hash(request.process_id, "process_id", required=False)
+        statuses = problems.enums(ParcelStatus, request.statuses, "statuses")
+        problems.raise_if_any()
+        kind = enum_from_proto(Kind, request.kind, field="kind").value if request.kind else None
+        caller = self._caller()
+        user_vo = None
+        if tid is not None:
+            await self._describe(tid, context)
+        elif not caller.is_service:
+            user_vo = caller.identity.vo
+        filters = queries.ParcelFilters(
+            transformation_id=tid,
+            statuses=statuses,
+            kind=kind,
+            backend=request.backend,
+            process_id=process_id,
+            user_vo=user_vo,
+        )
+        fingerprint = filters_fingerprint(
+            request.transformation_id, statuses, kind, request.backend, request.process_id, user_vo
+        )
+        page = await queries.list_parcels(
+            self.database,
+            filters,
+            after=page_after(request.paging, fingerprint),
+            limit=page_size(request.paging),
+        )
+        return execution_pb2.ListParcelsResponse(
+            parcels=[parcel_pb(row) for row in page.items],
+            next_page_token=next_page_token(page.last, fingerprint),
+        )
+
+    async def GetParcel(
+        self, request: execution_pb2.GetParcelRequest, context: Context
+    ) -> execution_pb2.GetParcelResponse:
+        parcel_id = required_id(request.parcel_id, "parcel_id")
+        detail = await queries.get_parcel(self.database, parcel_id)
+        row = detail.parcel
+        if row.TransformationID is not None:
+            await self._describe(bytes(row.TransformationID), context)
+        elif detail.submitter is None or not self._caller().sees(detail.submitter.VO):
+            raise NotFound("parcel", request.parcel_id)
+        reply = execution_pb2.GetParcelResponse(
+            parcel=parcel_pb(row),
+            inputs=[input_pb(i) for i in detail.inputs],
+            outputs=[output_pb(o) for o in detail.outputs],
+            identifier=detail.identifier,
+        )
+        if detail.compute is not None:
+            facet = detail.compute
+            reply.compute.CopyFrom(
+                execution_pb2.ComputeFacet(
+                    process_id=hash_text(facet.ProcessID),
+                    requirements_id=hash_text(facet.RequirementsID),
+                    resolved_hints_id=hash_text(facet.ResolvedHintsID),
+                    parameters_json=json_text(facet.Parameters),
+                )
+            )
+        elif detail.request is not None:
+            reply.data.CopyFrom(
+                execution_pb2.DataFacet(
+                    request_json=json_text(detail.request),
+                    deltas=[
+                        execution_pb2.StorageDelta(
+                            storage_element=d.StorageElement,
+                            files_added=d.FilesAdded,
+                            bytes_added=d.BytesAdded,
+                            files_freed=d.FilesFreed,
+                            bytes_freed=d.BytesFreed,
+                        )
+                        for d in detail.deltas
+                    ],
+                )
+            )
+        outcome = stored_outcome(row.Annotations)
+        if outcome is not None:
+            reply.outcome.CopyFrom(outcome_pb(outcome))
+        if detail.submitter is not None:
+            reply.vo, reply.owner_sub = detail.submitter.VO, detail.submitter.Sub
+        return reply
+
+    # -- flush ------------------------------------------------------------------------------------
+
+    async def Flush(
+        self, request: execution_pb2.FlushRequest, context: Context
+    ) -> execution_pb2.FlushResponse:
+        tid = required_id(request.transformation_id, "transformation_id")
+        described = await self._steered(tid, context)
+        record = await commands.packable(self.snapshot, tid, status=described.status)
+        remaining = time_remaining()
+        result = await commands.flush(
+            self.database,
+            self.locks,
+            self.registry,
+            self._request("Flush", request.request_id),
+            record,
+            claim_chunk=self.settings.claim_chunk,
+            batch=self.settings.pack_batch,
+            budget_s=(
+                FLUSH_WAIT_S if remaining is None else min(FLUSH_WAIT_S, remaining - FLUSH_MARGIN_S)
+            ),
+        )
+        return execution_pb2.FlushResponse(
+            inputs_offered=result.offered,
+            parcels_created=result.parcels,
+            inputs_assigned=result.assigned,
+            inputs_problematic=result.problematic,
+            inputs_delayed=result.delayed,
+            failure=result.error or "",
+        )

@@ -1,0 +1,1 @@
+"""Execution's logic on domain types: no generated protobuf, no gRPC."""

@@ -1,0 +1,247 @@
+"""The HandleFailedInput sweep: every Failed input of a transformation meets its hook.
+
+The hook bound in the transformation's Hooks column (`{"HandleFailedInput": {"hook": name,
+"args": {...}}}`, default `RetryUntilMaxErrors`) is called for each Failed input with the
+input, its last parcel and the transformation, and its decision is applied by the core, one
+transaction per batch: ToUnassigned → Unassigned; ToProblematic → Problematic; SplitInto → the
+children inserted Unassigned (carrying the parent's ErrorCount) and the parent Split, together.
+
+* The reason of a Problematic input is kept as an `InputProblematic` row of the
+  TransformationLog (message: the reason, data: the input id): the Inputs table has no column
+  for it, and a quarantine is rare enough for the log that survives cleaning.
+* A hook that raises or decides something invalid leaves its input Failed for the next sweep;
+  the failures of one pass are recorded as one `HookFailed` log row and counted.
+* Once the workgraph is halted, Failed inputs are written off (NotProcessed) instead of handled.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import DxtsError
+from dxts.core.ids import id_to_str
+from dxts.core.logs import LogEntry, log_transformations
+from dxts.core.plugins import (
+    InputRecord,
+    Parcel,
+    Point,
+    Registry,
+    SplitInto,
+    ToProblematic,
+    ToUnassigned,
+)
+from dxts.core.state_machines import Actor
+from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution.logic import operations
+from dxts.execution.logic.outcome_model import REASON
+from dxts.execution.logic.splits import child_row
+from dxts.execution.logic.transformations import ActiveTransformation
+from dxts.execution.metrics import FAILED_INPUTS_DECIDED, PLUGIN_FAILURES
+from dxts.execution.store import failed_inputs as db
+from dxts.execution.store import outcomes as rows
+from dxts.execution.store.common import move_inputs
+
+log = logging.getLogger(__name__)
+
+RC = Isolation.READ_COMMITTED
+DEFAULT_HOOK = "RetryUntilMaxErrors"
+BATCH = 500
+AUTHOR = "execution"
+I = InputStatus  # noqa: E741 - the state table's name
+
+
+@dataclass
+class Handled:
+    """What one pass over a transformation's Failed inputs did."""
+
+    decided: Counter[str] = field(default_factory=Counter)  # by decision
+    written_off: int = 0
+    hook_failures: int = 0
+
+
+def binding(transformation: ActiveTransformation) -> tuple[str, Any]:
+    """The HandleFailedInput hook bound to the transformation, and its args."""
+    bound = transformation.hooks.get(Point.HANDLE_FAILED_INPUT) or {}
+    return bound.get("hook") or DEFAULT_HOOK, bound.get("args")
+
+
+def _record(row: Any) -> InputRecord:
+    return InputRecord(
+        id=UUID(bytes=bytes(row.InputID)),
+        lfn=row.LFN,
+        lfn_size=row.LFNSize,
+        descriptor=row.Descriptor,
+        status=I.FAILED,
+        error_count=row.ErrorCount,
+        parent_id=UUID(bytes=bytes(row.ParentInputID)) if row.ParentInputID else None,
+    )
+
+
+def _parcel(row: Any) -> Parcel | None:
+    if row.LastParcelID is None or row.ParcelStatus is None:
+        return None
+    annotations = row.Annotations if isinstance(row.Annotations, dict) else {}
+    reason = annotations.get(REASON)
+    return Parcel(
+        id=UUID(bytes=bytes(row.LastParcelID)),
+        kind=Kind(row.Kind),
+        status=ParcelStatus(row.ParcelStatus),
+        backend=row.Backend,
+        reason=reason if isinstance(reason, str) else None,
+        annotations=annotations,
+    )
+
+
+async def handle_failed_inputs(
+    database: Database,
+    registry: Registry,
+    transformation: ActiveTransformation,
+    *,
+    batch: int = BATCH,
+) -> Handled:
+    """Decide every input of the transformation that is Failed now (one pass)."""
+    handled = Handled()
+    tid = transformation.id
+    if transformation.halted:
+        handled.written_off = await operations.write_off_inputs(
+            database, tid, statuses=[I.FAILED], batch=batch
+        )
+        return handled
+    name, args = binding(transformation)
+    view = transformation.view()
+    failures: list[str] = []
+    after: bytes | None = None
+    while True:
+        page = await database.run(
+            functools.partial(db.failed_page, transformation_id=tid, after=after, limit=batch),
+            isolation=RC,
+        )
+        if not page:
+            break
+        after = bytes(page[-1].InputID)
+        decisions: list[tuple[Any, ToUnassigned | ToProblematic | SplitInto]] = []
+        for row in page:
+            try:
+                decision = await registry.call(
+                    Point.HANDLE_FAILED_INPUT,
+                    name,
+                    args,
+                    phase=transformation.phase,
+                    transformation=view,
+                    input=_record(row),
+                    parcel=_parcel(row),
+                )
+            except DxtsError as error:
+                failures.append(f"{id_to_str(bytes(row.InputID))}: {error}")
+                continue
+            decisions.append((row, decision))
+        applied = await database.run(
+            functools.partial(_apply, transformation_id=tid, decisions=decisions), isolation=RC
+        )
+        handled.decided.update(applied)
+        if len(page) < batch:
+            break
+    for decision, count in handled.decided.items():
+        FAILED_INPUTS_DECIDED.labels(decision).inc(count)
+    if failures:
+        handled.hook_failures = len(failures)
+        PLUGIN_FAILURES.labels(Point.HANDLE_FAILED_INPUT.value, name).inc(len(failures))
+        log.warning(
+            "HandleFailedInput %s failed for %d inputs of %s; first: %s",
+            name,
+            len(failures),
+            id_to_str(tid),
+            failures[0],
+        )
+        await database.run(lambda conn: _log_failures(conn, tid, name, failures), isolation=RC)
+    return handled
+
+
+async def _apply(
+    conn: AsyncConnection,
+    transformation_id: bytes,
+    decisions: list[tuple[Any, ToUnassigned | ToProblematic | SplitInto]],
+) -> Counter[str]:
+    """Apply the decisions on the inputs still Failed (locked first); counts by decision."""
+    still = await db.lock_failed(
+        conn, transformation_id, [bytes(row.InputID) for row, _ in decisions]
+    )
+    now = await db_now(conn)
+    by_target: dict[str, list[bytes]] = defaultdict(list)
+    reasons: list[LogEntry] = []
+    children: list[dict[str, Any]] = []
+    skipped = 0
+    existing = await rows.existing_hashes(
+        conn,
+        transformation_id,
+        [c.input_hash for _, d in decisions if isinstance(d, SplitInto) for c in d.children],
+    )
+    applied: Counter[str] = Counter()
+    for row, decision in decisions:
+        input_id = bytes(row.InputID)
+        if input_id not in still:
+            continue
+        applied[type(decision).__name__] += 1
+        if isinstance(decision, ToUnassigned):
+            by_target[I.UNASSIGNED].append(input_id)
+        elif isinstance(decision, ToProblematic):
+            by_target[I.PROBLEMATIC].append(input_id)
+            reasons.append(
+                LogEntry(
+                    transformation_id,
+                    "InputProblematic",
+                    AUTHOR,
+                    message=decision.reason,
+                    data={"input_id": id_to_str(input_id), "by": "hook"},
+                )
+            )
+        else:
+            by_target[I.SPLIT].append(input_id)
+            for child in decision.children:
+                if child.input_hash in existing:
+                    skipped += 1
+                    continue
+                existing.add(child.input_hash)
+                children.append(child_row(transformation_id, input_id, still[input_id], child, now))
+    if skipped:
+        reasons.append(
+            LogEntry(
+                transformation_id,
+                "SplitChildExists",
+                AUTHOR,
+                message=f"{skipped} split child(ren) already in the transformation: not inserted",
+            )
+        )
+    await rows.insert_inputs(conn, children)
+    for target, ids in by_target.items():
+        await move_inputs(
+            conn, transformation_id, ids, source=I.FAILED, target=target, actor=Actor.HOOK, now=now
+        )
+    await log_transformations(conn, reasons)
+    return applied
+
+
+async def _log_failures(
+    conn: AsyncConnection, transformation_id: bytes, name: str, failures: list[str]
+) -> None:
+    await log_transformations(
+        conn,
+        [
+            LogEntry(
+                transformation_id,
+                "HookFailed",
+                AUTHOR,
+                message=f"HandleFailedInput {name} failed for {len(failures)} input(s); first: "
+                f"{failures[0]}",
+                data={"hook": name, "failures": failures[:20]},
+            )
+        ],
+    )

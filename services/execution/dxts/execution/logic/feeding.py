@@ -1,0 +1,258 @@
+"""The feeder runner: one feeder invocation for one transformation, under its feeder lock.
+
+The feeder is streamed through the plugin registry (its arguments validated for the phase, its
+bookmark, the scouting flag and its injected dependencies passed), and what it yields becomes
+rows in batches (`db.feeding.commit_batch`), one transaction each:
+
+* inputs are collected up to `batch`, hashed by the core (the proposal carries its hash), and
+  inserted by one duplicate-ignoring statement; the rows actually inserted are journalled;
+* a SetFeederState commits with the batch that holds every input yielded before it, so the
+  stored bookmark never claims an input that is not there (it may commit with a few yielded
+  after it, which only makes it conservative);
+* NoMoreInputs commits what is pending and clears FeederEnabled, with a log row.
+
+A feeder that raises, or yields something the core refuses (a malformed input: an LFN over 512
+characters, a negative size, a descriptor JSON cannot carry; a second NoMoreInputs...), ends the
+invocation: its pending batch is dropped uncommitted, the failure is logged (TransformationLog
+row `FeederFailed` and the `dxts_execution_plugin_failures` metric) and the next sweep runs the
+feeder again from the last committed bookmark. A batch that finds the feeder disabled or the
+transformation no longer Active writes nothing and ends the invocation quietly.
+
+The feeder and the packer of one transformation hold different locks (`feeder_lock`,
+`packer_lock`): each extension point runs once per transformation at a time, and a slow
+catalogue query never holds up packing. Inputs a feeder is still inserting are invisible to, or
+skipped by, the packer's claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, cast
+from uuid import UUID
+
+from dxts.core.counters import TRANSFORMATION, Entity
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import DxtsError
+from dxts.core.locks import Lock, LockManager
+from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederState
+from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
+from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
+from dxts.execution import metrics
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
+from dxts.execution.store import feeding as db
+
+log = logging.getLogger(__name__)
+
+FEED_BATCH = 5000
+
+
+def plugin_stream(
+    registry: Registry, point: Point, name: str, args: Any, **context: Any
+) -> AsyncGenerator[Any, None]:
+    """`Registry.stream` as the async generator it is, so the runner can close it at once
+    (closing a stream stops the plugin, in its own thread for a sync one)."""
+    phase = context.pop("phase")
+    return cast(
+        AsyncGenerator[Any, None], registry.stream(point, name, args, phase=phase, **context)
+    )
+
+
+def feeder_lock(transformation_id: bytes) -> Lock:
+    """The mutex of one transformation's feeder."""
+    return Lock("feeder", transformation_id)
+
+
+@dataclass
+class FeedResult:
+    """What one invocation did."""
+
+    ran: bool = True  # False: another holder had the lock, or there was nothing to run
+    yielded: int = 0  # inputs the feeder yielded (committed or not)
+    inserted: int = 0  # rows inserted (duplicates excluded)
+    batches: int = 0  # transactions committed
+    bookmark: Any = None  # the last bookmark committed, if any
+    exhausted: bool = False  # NoMoreInputs committed
+    stopped: bool = False  # a batch found the feeder disabled
+    error: str | None = None  # why the invocation failed
+    failure: BaseException | None = field(default=None, repr=False)
+
+
+async def feed(
+    database: Database,
+    registry: Registry,
+    locks: LockManager,
+    transformation: ActiveTransformation,
+    *,
+    batch: int = FEED_BATCH,
+) -> FeedResult:
+    """Run the transformation's feeder once if it should run and nobody else is running it."""
+    if not transformation.feeds:
+        return FeedResult(ran=False)
+    async with locks.try_hold(feeder_lock(transformation.id)) as held:
+        if not held:
+            return FeedResult(ran=False)
+        return await run_feeder(database, registry, transformation, batch=batch)
+
+
+async def run_feeder(
+    database: Database,
+    registry: Registry,
+    transformation: ActiveTransformation,
+    *,
+    batch: int = FEED_BATCH,
+) -> FeedResult:
+    """One invocation (the caller holds the feeder lock)."""
+    assert transformation.feeder is not None
+    started = time.perf_counter()
+    result = FeedResult()
+    pending: list[db.NewInput] = []
+    bookmark: Any = db.KEEP
+
+    async def commit(exhausted: bool = False) -> bool:
+        nonlocal pending, bookmark
+        outcome = await _commit(database, transformation.id, pending, bookmark, exhausted)
+        if not outcome.accepted:
+            result.stopped = True
+            return False
+        result.batches += 1
+        result.inserted += outcome.inserted
+        if bookmark is not db.KEEP:
+            result.bookmark = bookmark
+        result.exhausted = exhausted
+        pending, bookmark = [], db.KEEP
+        return True
+
+    stream = plugin_stream(
+        registry,
+        Point.FEEDER,
+        transformation.feeder,
+        transformation.feeder_args,
+        phase=transformation.phase,
+        transformation=transformation.view(),
+        feeder_state=transformation.feeder_state,
+    )
+    try:
+        async for item in stream:
+            if isinstance(item, Input):
+                pending.append(db.NewInput.of(item))
+                result.yielded += 1
+                if len(pending) >= batch and not await commit():
+                    break
+            elif isinstance(item, SetFeederState):
+                bookmark = item.state
+            elif isinstance(item, NoMoreInputs):
+                await commit(exhausted=True)
+                break
+        else:
+            if pending or bookmark is not db.KEEP:
+                await commit()
+    except Exception as error:
+        result.error, result.failure = str(error), error
+        await _record_failure(database, transformation, error)
+    finally:
+        await stream.aclose()
+    metrics.INPUTS_FED.labels(feeder=transformation.feeder).inc(result.inserted)
+    if result.exhausted:
+        metrics.FEEDERS_EXHAUSTED.labels(feeder=transformation.feeder).inc()
+        log.info("feeder %s of %s is exhausted", transformation.feeder, _tid(transformation))
+    metrics.RUN_SECONDS.labels(point="Feeder").observe(time.perf_counter() - started)
+    return result
+
+
+async def _commit(
+    database: Database,
+    transformation_id: bytes,
+    proposals: Sequence[db.NewInput],
+    bookmark: Any,
+    exhausted: bool,
+) -> db.BatchResult:
+    async def work(conn: Any) -> db.BatchResult:
+        now = await db_now(conn)
+        return await db.commit_batch(
+            conn, transformation_id, proposals, bookmark=bookmark, exhausted=exhausted, now=now
+        )
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def _record_failure(
+    database: Database, transformation: ActiveTransformation, error: Exception
+) -> None:
+    """Log row + metric; the failure is the invocation's, never the transformation's state."""
+    feeder = transformation.feeder or "?"
+    metrics.PLUGIN_FAILURES.labels(point="Feeder", plugin=feeder).inc()
+    log.warning("feeder %s of %s failed: %s", feeder, _tid(transformation), error)
+    data = {"feeder": feeder, "error": type(error).__name__}
+    try:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            await db.log_feeder(conn, transformation.id, "FeederFailed", str(error), data)
+    except (DxtsError, OSError) as logging_error:  # the database itself may be what failed
+        log.warning("could not log the failure of %s: %s", _tid(transformation), logging_error)
+    except Exception:
+        log.exception("could not log the failure of %s", _tid(transformation))
+
+
+def _tid(transformation: ActiveTransformation) -> str:
+    return str(UUID(bytes=transformation.id))
+
+
+# ------------------------------------------------------------------- the Edge feeder's reader
+
+
+class EdgeReader(ParcelOutputReader):
+    """`ParcelOutputReader` over execution's tables and the exact counters; the producer of an
+    output is looked up among the Active transformations (a producer that is not Active is
+    not drained: Paused, New or held — and a workgraph leaves Active only once every member,
+    this consumer included, is drained)."""
+
+    def __init__(self, database: Database, snapshot: ActiveSnapshot) -> None:
+        self._database = database
+        self._snapshot = snapshot
+
+    async def outputs(
+        self,
+        transformation_output_id: UUID,
+        *,
+        after: UUID | None,
+        settled_s: float | None,
+        limit: int,
+    ) -> list[ProducedFile]:
+        async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
+            now = await db_now(conn)
+            rows = await db.parcel_outputs_after(
+                conn, transformation_output_id.bytes, after=after, limit=limit
+            )
+        if settled_s is not None:
+            cutoff = now - timedelta(seconds=settled_s)
+            unsettled = next(
+                (
+                    i
+                    for i, r in enumerate(rows)
+                    if r.completed_at is None or r.completed_at > cutoff
+                ),
+                len(rows),
+            )
+            rows = rows[:unsettled]
+        return [ProducedFile(UUID(bytes=r.output_id), r.lfn, r.lfn_size) for r in rows]
+
+    async def producer_drained(self, transformation_output_id: UUID) -> bool:
+        producer = await self._snapshot.producer_of(transformation_output_id.bytes)
+        if producer is None or producer.feeder_enabled:
+            return False
+        return not await live_work(self._database, producer.id)
+
+
+async def live_work(database: Database, transformation_id: bytes) -> bool:
+    """Whether any input or parcel of the transformation is in a non-terminal state (the exact
+    counters, one statement)."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        reading = await TRANSFORMATION.read(conn, {"TransformationID": transformation_id})
+    for (_, entity, status), values in reading.items():
+        live = LIVE_INPUT_STATES if entity == Entity.INPUT else LIVE_PARCEL_STATES
+        if status in live and values["Count"] > 0:
+            return True
+    return False

@@ -1,0 +1,372 @@
+"""The packer runner: one packer invocation for one transformation, under its packer lock.
+
+The packer is streamed the claimable inputs (Unassigned, DelayedUntil passed) with `flush`,
+`feeder_active` and the exact `input_overview` (one counter read), and what it proposes becomes
+rows in batches of `batch` decided inputs, one transaction each (`db.packing.write_batch`).
+
+Claim, hand over, re-check. Each chunk is claimed with `FOR UPDATE SKIP LOCKED` in a READ
+COMMITTED transaction that commits as soon as the rows are read; the rows are then handed to
+the packer with no lock held, and every decision is written by conditional UPDATEs that must
+find each named input still Unassigned (a short row count rolls the batch back). The row locks
+are deliberately not kept open while the packer decides:
+
+* a grouping packer holds undersized groups across chunks, so a proposal names inputs claimed
+  many chunks earlier; keeping their locks means one transaction spanning the whole invocation
+  (a million-input pool would hold a million row locks, and undo, for as long as the plugin
+  takes, including any external lookup it makes, or any time it hangs);
+* every other writer of Unassigned inputs (an operator's write-off, a halt, a cancellation,
+  HandleFailedInput returning inputs) would wait on those locks for that long;
+* the per-transformation packer lock already excludes a second packer, so the only races left
+  are those occasional writers, and against them the conditional UPDATE is exact: it re-reads
+  the row under its own lock, so an input is never assigned twice nor moved from a state it
+  left. SKIP LOCKED at the claim keeps the packer from waiting on a row such a writer holds at
+  that moment: the row is not offered now and is claimed by a later sweep.
+
+A proposal must name inputs offered in this invocation and not yet decided: anything else (an
+input never offered, one proposed twice, a parcel of the wrong Kind) is refused with an error
+naming the input and why, the invocation ends with its current batch unwritten, and the failure
+is logged (TransformationLog `PackerFailed` + metric), like a packer that raises; the next sweep
+runs it again. Only the offered-but-undecided inputs are kept (`_Offer.pending`), so the
+runner's memory follows what the packer itself holds back, not the size of the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+from uuid import UUID
+
+from dxts.core.counters import TRANSFORMATION, Entity
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import DxtsError, FailedPrecondition, FieldViolation, InvalidArgument
+from dxts.core.locks import Lock, LockManager
+from dxts.core.plugins import (
+    BadInput,
+    ComputeParcel,
+    DataParcel,
+    DelayInput,
+    InputOverview,
+    InputRecord,
+    Point,
+    Registry,
+)
+from dxts.core.plugins.protocols.readers import (
+    ConsumerLookup,
+    InputOverviewReader,
+    Partner,
+    PartnerLookup,
+)
+from dxts.core.states import InputStatus, Kind
+from dxts.execution import metrics
+from dxts.execution.logic.feeding import plugin_stream
+from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
+from dxts.execution.store import packing as db
+from dxts.execution.store import partners
+from dxts.execution.store.consumers import consumed
+
+log = logging.getLogger(__name__)
+
+CLAIM_CHUNK = 1000
+PACK_BATCH = 2000
+
+
+def packer_lock(transformation_id: bytes) -> Lock:
+    """The mutex of one transformation's packer."""
+    return Lock("packer", transformation_id)
+
+
+@dataclass
+class PackResult:
+    """What one invocation did."""
+
+    ran: bool = True  # False: another holder had the lock, or the packer may not run
+    offered: int = 0  # inputs streamed to the packer
+    parcels: int = 0
+    assigned: int = 0
+    problematic: int = 0
+    delayed: int = 0
+    batches: int = 0
+    error: str | None = None
+    failure: BaseException | None = field(default=None, repr=False)
+
+
+async def pack(
+    database: Database,
+    registry: Registry,
+    locks: LockManager,
+    transformation: ActiveTransformation,
+    *,
+    flush: bool = False,
+    claim_chunk: int = CLAIM_CHUNK,
+    batch: int = PACK_BATCH,
+) -> PackResult:
+    """Run the transformation's packer once if it may run and nobody else is running it."""
+    if not transformation.packs:
+        return PackResult(ran=False)
+    async with locks.try_hold(packer_lock(transformation.id)) as held:
+        if not held:
+            return PackResult(ran=False)
+        return await run_packer(
+            database, registry, transformation, flush=flush, claim_chunk=claim_chunk, batch=batch
+        )
+
+
+async def input_overview(database: Database, transformation_id: bytes) -> InputOverview:
+    """Every input status with its exact count (zeros included), in one counter read."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        reading = await TRANSFORMATION.read(
+            conn, {"TransformationID": transformation_id, "Entity": Entity.INPUT.value}
+        )
+    overview = dict.fromkeys(InputStatus, 0)
+    for (_, _, status), values in reading.items():
+        overview[InputStatus(status)] = values["Count"]
+    return overview
+
+
+class _Offer:
+    """The claimed inputs, streamed to the packer chunk by chunk, and those still undecided."""
+
+    def __init__(self, database: Database, transformation_id: bytes, chunk: int) -> None:
+        self.database = database
+        self.transformation_id = transformation_id
+        self.chunk = chunk
+        self.pending: dict[UUID, bytes] = {}  # offered, undecided: the id as stored
+        self.decided: set[UUID] = set()  # this batch's (earlier ones: see `explain`)
+        self.offered = 0
+
+    async def records(self) -> AsyncIterator[InputRecord]:
+        after: bytes | None = None
+        while True:
+            async with self.database.transaction(Isolation.READ_COMMITTED) as conn:
+                chunk = await db.claim_chunk(
+                    conn, self.transformation_id, after=after, limit=self.chunk
+                )
+            # Committed: the row locks are gone (see the module docstring).
+            self.offered += len(chunk)
+            for record in chunk:
+                self.pending[record.id] = record.id.bytes
+                yield record
+            if len(chunk) < self.chunk:
+                return
+            after = chunk[-1].id.bytes
+
+    async def take(self, ids: Sequence[UUID], where: str) -> list[bytes]:
+        """Mark `ids` decided and return them as stored; InvalidArgument naming the first that
+        may not be (the invocation then ends, so the ids before it need not be put back)."""
+        taken = []
+        for index, input_id in enumerate(ids):
+            stored = self.pending.pop(input_id, None)
+            if stored is None:
+                raise InvalidArgument(await self.explain(input_id), field=f"{where}[{index}]")
+            self.decided.add(input_id)
+            taken.append(stored)
+        return taken
+
+    async def explain(self, input_id: UUID) -> str:
+        """Why a proposal may not name `input_id` (looked up only when one is refused)."""
+        if input_id in self.decided:
+            return f"input {input_id} was already proposed in this invocation"
+        async with self.database.transaction(Isolation.READ_COMMITTED) as conn:
+            found = await db.input_states(conn, self.transformation_id, [input_id.bytes])
+        if input_id.bytes not in found:
+            return f"input {input_id} is not an input of this transformation"
+        status, delayed = found[input_id.bytes]
+        if status != InputStatus.UNASSIGNED:
+            return f"input {input_id} was already decided (it is {status}): proposed twice?"
+        if delayed is not None:
+            return f"input {input_id} is withheld until {delayed}: it was not offered"
+        return f"input {input_id} was not offered to this invocation"
+
+    def batch_written(self) -> None:
+        self.decided.clear()
+
+
+async def run_packer(
+    database: Database,
+    registry: Registry,
+    transformation: ActiveTransformation,
+    *,
+    flush: bool = False,
+    claim_chunk: int = CLAIM_CHUNK,
+    batch: int = PACK_BATCH,
+) -> PackResult:
+    """One invocation (the caller holds the packer lock)."""
+    started = time.perf_counter()
+    result = PackResult()
+    target = db.Target(
+        transformation.id,
+        transformation.kind,
+        transformation.process_id,
+        transformation.requirements_template,
+    )
+    offer = _Offer(database, transformation.id, claim_chunk)
+    pending = db.Batch()
+    try:
+        if transformation.kind is Kind.COMPUTE and transformation.process_id is None:
+            raise FailedPrecondition(
+                f"compute transformation {_tid(transformation)} has no ProcessID to run"
+            )
+        stream = plugin_stream(
+            registry,
+            Point.PACKER,
+            transformation.packer,
+            transformation.packer_args,
+            phase=transformation.phase,
+            transformation=transformation.view(),
+            inputs=offer.records(),
+            flush=flush,
+            feeder_active=transformation.feeder_active,
+            input_overview=await input_overview(database, transformation.id),
+        )
+        try:
+            index = 0
+            async for proposal in stream:
+                await _decide(offer, pending, transformation.kind, proposal, f"yield[{index}]")
+                index += 1
+                if pending.size >= batch:
+                    await _write(database, target, pending, result)
+                    offer.batch_written()
+                    pending = db.Batch()
+            if pending:
+                await _write(database, target, pending, result)
+        finally:
+            await stream.aclose()
+    except Exception as error:
+        result.error, result.failure = str(error), error
+        await _record_failure(database, transformation, error)
+    result.offered = offer.offered
+    _count(transformation, result)
+    metrics.RUN_SECONDS.labels(point="Packer").observe(time.perf_counter() - started)
+    return result
+
+
+async def _decide(offer: _Offer, pending: db.Batch, kind: Kind, proposal: Any, where: str) -> None:
+    """Check one proposal against what was offered and add it to the batch."""
+    if isinstance(proposal, ComputeParcel | DataParcel):
+        wanted = Kind.COMPUTE if isinstance(proposal, ComputeParcel) else Kind.DATA
+        if wanted is not kind:
+            raise InvalidArgument(
+                FieldViolation(
+                    where, f"a {kind.value} transformation's parcels are not {wanted.value}"
+                )
+            )
+        taken = await offer.take(proposal.inputs, f"{where}.inputs")
+        pending.parcels.append(db.Decided.of(proposal, taken))
+        pending.size += len(taken)
+    elif isinstance(proposal, BadInput):
+        (taken_id,) = await offer.take([proposal.input_id], f"{where}.input_id")
+        pending.bad.append((taken_id, proposal.reason))
+        pending.size += 1
+    elif isinstance(proposal, DelayInput):
+        taken = await offer.take(proposal.input_ids, f"{where}.input_ids")
+        until = proposal.delay_until.astimezone(UTC).replace(tzinfo=None)
+        pending.delays.setdefault(until, []).extend(taken)
+        pending.size += len(taken)
+
+
+async def _write(
+    database: Database, target: db.Target, pending: db.Batch, result: PackResult
+) -> None:
+    async def work(conn: Any) -> db.Written:
+        return await db.write_batch(conn, target, pending, now=await db_now(conn))
+
+    written = await database.run(work, isolation=Isolation.READ_COMMITTED)
+    result.batches += 1
+    result.parcels += written.parcels
+    result.assigned += written.assigned
+    result.problematic += written.problematic
+    result.delayed += written.delayed
+
+
+async def _record_failure(
+    database: Database, transformation: ActiveTransformation, error: Exception
+) -> None:
+    packer = transformation.packer
+    metrics.PLUGIN_FAILURES.labels(point="Packer", plugin=packer).inc()
+    quiet = isinstance(error, db.ClaimLost)
+    (log.info if quiet else log.warning)(
+        "packer %s of %s stopped: %s", packer, _tid(transformation), error
+    )
+    data = {"packer": packer, "error": type(error).__name__}
+    try:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            await db.log_packer(conn, transformation.id, "PackerFailed", str(error), data)
+    except (DxtsError, OSError) as logging_error:
+        log.warning("could not log the failure of %s: %s", _tid(transformation), logging_error)
+    except Exception:
+        log.exception("could not log the failure of %s", _tid(transformation))
+
+
+def _tid(transformation: ActiveTransformation) -> str:
+    return str(UUID(bytes=transformation.id))
+
+
+def _count(transformation: ActiveTransformation, result: PackResult) -> None:
+    packer = transformation.packer
+    for outcome, count in (
+        ("assigned", result.assigned),
+        ("problematic", result.problematic),
+        ("delayed", result.delayed),
+    ):
+        metrics.INPUTS_PACKED.labels(packer=packer, outcome=outcome).inc(count)
+    metrics.PARCELS_CREATED.labels(packer=packer, kind=transformation.kind.value).inc(
+        result.parcels
+    )
+
+
+# ----------------------------------------------------------------- the readers plugins use
+
+
+class CounterReader(InputOverviewReader):
+    """`InputOverviewReader` over the exact Transformation counter."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def input_overview(self, transformation_id: UUID) -> InputOverview:
+        return await input_overview(self._database, transformation_id.bytes)
+
+
+class PartnerFinder(PartnerLookup):
+    """`PartnerLookup` over execution's tables; the partner output's producer is looked up
+    among the Active transformations (none Active: no partner input is found, so every
+    driving input waits)."""
+
+    def __init__(self, database: Database, snapshot: ActiveSnapshot) -> None:
+        self._database = database
+        self._snapshot = snapshot
+
+    async def partners(
+        self, lfns: Sequence[str], *, driving_output: UUID, partner_output: UUID
+    ) -> dict[str, Partner]:
+        producer = await self._snapshot.producer_of(partner_output.bytes)
+        async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
+            found = await partners.find_partners(
+                conn,
+                lfns,
+                driving_output=driving_output.bytes,
+                partner_output=partner_output.bytes,
+                partner_transformation=producer.id if producer else None,
+            )
+        return found
+
+
+class ConsumerReader(ConsumerLookup):
+    """`ConsumerLookup` over the consumers' Inputs (the `after` wait of a Data member)."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def consumed(
+        self, lfns: Sequence[str], *, consumers: Sequence[UUID]
+    ) -> dict[UUID, dict[str, tuple[InputStatus, ...]]]:
+        async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
+            found = await consumed(conn, lfns, [c.bytes for c in consumers])
+        return {
+            UUID(bytes=tid): {lfn: tuple(statuses) for lfn, statuses in files.items()}
+            for tid, files in found.items()
+        }

@@ -1,0 +1,211 @@
+"""Outcome recording, step one (DISPATCH.md): what the dispatcher forwards (RecordOutcomes).
+
+A finished parcel goes Assigned → Completing with the outcome stored on it
+(`Annotations.outcome`) and, when the backend measured it, its resource usage
+(`Annotations.usage`, in the units the approving action EstimateResourceUsage reads: cpu_hours,
+wall_hours, memory_gb); a failed one Assigned → Failed with its inputs Failed (ErrorCount + 1).
+A parcel Completing with a cancel request takes its confirmation: CANCELLED → Cancelled with its
+inputs NotProcessed, a failure → Failed, a success is stored for recording like any other.
+Idempotent: an outcome for a parcel already past that point is acknowledged as ALREADY_RECORDED
+and changes nothing; an unknown parcel is acknowledged as UNKNOWN_PARCEL, logged, and changes
+nothing. Step two, the Completing sweep, is `completing`.
+
+Transactions of a batch of parcels, two of them side by side on a server (`RECORD_LANES`: the
+server writes one while this process prepares the other).
+
+Decisions DISPATCH.md leaves to this project:
+
+* A backend that cancels an Assigned parcel nobody asked it to cancel has failed it: Failed,
+  inputs Failed (there is no Assigned → Cancelled edge, and the inputs deserve a retry).
+* An outcome for a parcel still Unassigned or Reserved is not recorded (UNKNOWN_PARCEL with the
+  reason): it cannot have run; the adaptor reports it again once the parcel is Assigned.
+* An outcome from a backend other than the parcel's is not recorded either (UNKNOWN_PARCEL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.builtins.actions import USAGE
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import InvalidArgument
+from dxts.core.ids import id_from_str
+from dxts.core.states import InputStatus, ParcelStatus
+from dxts.execution.logic.outcome_model import (
+    OUTCOME,
+    REASON,
+    Disposition,
+    Outcome,
+    OutcomeAck,
+    OutcomeResult,
+    outcome_to_json,
+    usage_annotation,
+    with_changes,
+)
+from dxts.execution.metrics import OUTCOMES
+from dxts.execution.store import outcomes as store
+from dxts.execution.store.outcomes import ParcelMove, ParcelRow
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RC = Isolation.READ_COMMITTED
+I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
+RECORD_LANES = 2  # recording transactions at a time
+LANE_PARCELS = 200  # the fewest parcels worth a transaction of their own alongside another
+
+RECORDED = Disposition.RECORDED
+ALREADY = Disposition.ALREADY_RECORDED
+UNKNOWN = Disposition.UNKNOWN_PARCEL
+SUCCEEDED = OutcomeResult.SUCCEEDED
+CANCELLED = OutcomeResult.CANCELLED
+
+
+def _ack(outcome: Outcome, disposition: Disposition, message: str = "") -> OutcomeAck:
+    return OutcomeAck(
+        parcel_id=outcome.parcel_id,
+        backend=outcome.backend,
+        identifier=outcome.identifier,
+        disposition=disposition,
+        message=message,
+    )
+
+
+async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+    """Take each outcome's parcel past Assigned; one ack per outcome, in order.
+
+    One transaction, or two side by side over halves of the parcels for a large batch on a
+    server (`RECORD_LANES`, at least `LANE_PARCELS` each): the server writes one half while
+    this process prepares the other. An outcome is recorded once whichever half holds it, so
+    a batch whose second half failed is simply forwarded again."""
+    acks: list[OutcomeAck | None] = [None] * len(outcomes)
+    by_parcel: dict[bytes, list[int]] = defaultdict(list)
+    for index, outcome in enumerate(outcomes):
+        try:
+            parcel_id = id_from_str(outcome.parcel_id, field=f"outcomes[{index}].parcel_id")
+        except InvalidArgument as error:
+            acks[index] = _ack(outcome, UNKNOWN, str(error))
+            log.warning("outcome for no parcel id from %s: %s", outcome.backend or "?", error)
+            continue
+        by_parcel[parcel_id].append(index)
+
+    async def work(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> dict[int, OutcomeAck]:
+        now = await db_now(conn)
+        rows = await store.lock_parcels(conn, parcel_ids)
+        answers: dict[int, OutcomeAck] = {}
+        moves: list[ParcelMove] = []
+        inputs_failed: list[ParcelRow] = []
+        inputs_written_off: list[ParcelRow] = []
+        for parcel_id in parcel_ids:
+            first, *repeats = by_parcel[parcel_id]
+            outcome = outcomes[first]
+            row = rows.get(parcel_id)
+            for index in repeats:
+                answers[index] = _ack(outcomes[index], ALREADY, "repeated in this batch")
+            refused = _refusal(row, outcome)
+            if refused is not None:
+                answers[first] = refused
+                continue
+            assert row is not None
+            move = _move_for(row, outcome)
+            if move is None:
+                answers[first] = _ack(outcome, ALREADY, f"parcel is {row.status}")
+                continue
+            moves.append(move)
+            if move.target == P.FAILED:
+                inputs_failed.append(row)
+            elif move.target == P.CANCELLED:
+                inputs_written_off.append(row)
+            answers[first] = _ack(outcome, RECORDED, move.target)
+        await store.move_parcels(conn, moves, now)
+        await move_carried_inputs(conn, inputs_failed, I.FAILED, now, values=store.BUMP_ERRORS)
+        await move_carried_inputs(conn, inputs_written_off, I.NOT_PROCESSED, now)
+        return answers
+
+    ids = sorted(by_parcel)
+    lanes = 1 if database.is_sqlite else max(1, min(RECORD_LANES, len(ids) // LANE_PARCELS))
+    size = -(-len(ids) // lanes)
+    parts = [ids[start : start + size] for start in range(0, len(ids), size)]
+    transactions = [
+        functools.partial(database.run, functools.partial(work, parcel_ids=part), isolation=RC)
+        for part in parts
+    ]
+    for answered in await side_by_side(transactions):
+        for index, ack in answered.items():
+            acks[index] = ack
+    answers = [ack for ack in acks if ack is not None]
+    for answer in answers:
+        OUTCOMES.labels(answer.disposition.value).inc()
+        if answer.disposition == UNKNOWN:
+            log.warning("outcome not recorded for %s: %s", answer.parcel_id, answer.message)
+    return answers
+
+
+async def side_by_side(calls: Sequence[Callable[[], Coroutine[Any, Any, T]]]) -> list[T]:
+    """Run `calls` concurrently and return their results in order; the first failure cancels
+    the others (a transaction rolls back whole) and is raised as itself."""
+    if len(calls) <= 1:
+        return [await call() for call in calls]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call()) for call in calls]
+    except* Exception as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+def _refusal(row: ParcelRow | None, outcome: Outcome) -> OutcomeAck | None:
+    """Why the outcome cannot be this parcel's, as its ack; None when it can."""
+    if row is None:
+        return _ack(outcome, UNKNOWN, f"no parcel {outcome.parcel_id}")
+    if row.backend and outcome.backend and row.backend != outcome.backend:
+        return _ack(outcome, UNKNOWN, f"parcel runs on {row.backend}, not on {outcome.backend}")
+    if row.status in (P.UNASSIGNED, P.RESERVED):
+        return _ack(outcome, UNKNOWN, f"parcel is {row.status}: it has not been dispatched")
+    return None
+
+
+def _move_for(row: ParcelRow, outcome: Outcome) -> ParcelMove | None:
+    """What the outcome does to the parcel; None when it was recorded before."""
+    waiting = row.status == P.COMPLETING and OUTCOME not in row.annotations
+    if row.status != P.ASSIGNED and not waiting:
+        return None
+    stored = outcome_to_json(outcome)
+    annotations = with_changes(row.annotations, **{OUTCOME: stored})
+    usage = usage_annotation(stored.get("usage"))
+    if usage is not None:
+        annotations[USAGE] = usage
+    if outcome.result == SUCCEEDED:
+        return ParcelMove(row, P.COMPLETING, annotations)
+    if outcome.result == CANCELLED and waiting:
+        return ParcelMove(row, P.CANCELLED, annotations, completed=True)
+    why = outcome.message or outcome.result.value
+    if outcome.result == CANCELLED:
+        why = f"cancelled by the backend unasked: {why}"
+    return ParcelMove(row, P.FAILED, with_changes(annotations, **{REASON: why}), completed=True)
+
+
+async def move_carried_inputs(
+    conn: AsyncConnection,
+    rows: Sequence[ParcelRow],
+    target: InputStatus,
+    now: datetime,
+    *,
+    values: Mapping[str, Any] | None = None,
+) -> None:
+    """Move every input still Assigned to one of `rows` to `target`."""
+    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
+    for row in rows:
+        if row.transformation_id is not None:
+            by_transformation[row.transformation_id].append(row.parcel_id)
+    for tid, parcel_ids in by_transformation.items():
+        await store.move_held_inputs(conn, tid, parcel_ids, target=target, now=now, values=values)

@@ -1,0 +1,191 @@
+"""Execution's sweeps: the rounds `dxts.core.kernel.sweeps.SweepRunner` paces.
+
+* **feeder** — the Active transformations are listed afresh from the definition side (so each
+  feeder starts from its committed bookmark), and every one whose feeder should run
+  (FeederEnabled, the workgraph not halted) is fed under its feeder lock, `sweep_concurrency` at
+  a time. Items: inputs inserted.
+* **packer** — likewise, every Active transformation of a workgraph that is not halted is packed
+  under its packer lock (Paused ones are not listed). Items: inputs assigned or set aside.
+* **recorder** — the replica holding the `record-outcomes` lock records every Completing parcel
+  whose outcome has arrived (`completing.Recorder`). Recording is re-entrant, so the lock only
+  keeps replicas from doing the same work twice, never correctness. Items: parcels recorded.
+* **failed-inputs** — each Active transformation, up to `sweep_concurrency` at a time, under its
+  own `failed-inputs` lock: its Failed inputs meet its HandleFailedInput hook, or are written
+  off once its workgraph is halted (`failed_inputs`). Items: inputs decided or written off.
+
+Each transformation is its own unit: one that fails (its plugin raised, its batch lost a race)
+is logged by its runner and does not stop the round. A round that fails as a whole (the
+definition service or the database unavailable) is logged by the runner and retried after its
+error backoff. A round that did work is followed by another at once, so a backlog drains at the
+speed of the work; an idle sweep waits up to its `*_interval_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from dxts.core.catalogue import FileCatalogue
+from dxts.core.db import Database
+from dxts.core.kernel.sweeps import Pacing, Sweep
+from dxts.core.locks import Lock, LockManager
+from dxts.core.plugins import Registry
+from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
+from dxts.execution.logic.feeding import FeedResult, feed
+from dxts.execution.logic.packing import PackResult, pack
+from dxts.execution.logic.transformations import (
+    ActiveSnapshot,
+    ActiveTransformation,
+    ActiveTransformations,
+)
+from dxts.execution.settings import ExecutionSettings
+
+R = TypeVar("R")
+
+RECORD_LOCK = Lock("record-outcomes", "all")
+
+
+def failed_inputs_lock(transformation_id: bytes) -> Lock:
+    return Lock("failed-inputs", transformation_id)
+
+
+async def each(
+    records: Sequence[ActiveTransformation],
+    work: Callable[[ActiveTransformation], Awaitable[R]],
+    *,
+    concurrency: int,
+) -> list[R]:
+    """`work` on every record, `concurrency` at a time."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(record: ActiveTransformation) -> R:
+        async with gate:
+            return await work(record)
+
+    return list(await asyncio.gather(*(one(record) for record in records)))
+
+
+class FeedAndPack:
+    """The feeder and packer rounds."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        registry: Registry,
+        locks: LockManager,
+        snapshot: ActiveSnapshot,
+        settings: ExecutionSettings,
+    ) -> None:
+        self.database = database
+        self.registry = registry
+        self.locks = locks
+        self.snapshot = snapshot
+        self.settings = settings
+
+    async def feed_round(self) -> list[FeedResult]:
+        """Run every feeder that should run, once."""
+        records = [r for r in await self.snapshot.refresh() if r.feeds]
+        return await each(
+            records,
+            lambda r: feed(
+                self.database, self.registry, self.locks, r, batch=self.settings.feed_batch
+            ),
+            concurrency=self.settings.sweep_concurrency,
+        )
+
+    async def pack_round(self) -> list[PackResult]:
+        """Run every packer that may run, once."""
+        records = [r for r in await self.snapshot.refresh() if r.packs]
+        return await each(
+            records,
+            lambda r: pack(
+                self.database,
+                self.registry,
+                self.locks,
+                r,
+                claim_chunk=self.settings.claim_chunk,
+                batch=self.settings.pack_batch,
+            ),
+            concurrency=self.settings.sweep_concurrency,
+        )
+
+    async def inputs_fed(self) -> int:
+        return sum(result.inserted for result in await self.feed_round())
+
+    async def inputs_packed(self) -> int:
+        return sum(result.assigned + result.problematic for result in await self.pack_round())
+
+    def sweeps(self) -> list[Sweep]:
+        return [
+            Sweep("feeder", self.inputs_fed, Pacing(self.settings.feed_interval_s)),
+            Sweep("packer", self.inputs_packed, Pacing(self.settings.pack_interval_s)),
+        ]
+
+
+class Completion:
+    """The rounds after dispatch: recording Completing parcels, and HandleFailedInput."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        registry: Registry,
+        catalogue: FileCatalogue,
+        transformations: ActiveTransformations,
+        locks: LockManager,
+        settings: ExecutionSettings,
+    ) -> None:
+        self.database = database
+        self.registry = registry
+        self.transformations = transformations
+        self.locks = locks
+        self.settings = settings
+        self.recorder = Recorder(database, catalogue, transformations)
+
+    async def record_turn(self) -> int | None:
+        """Record what is Completing; None when another replica is at it."""
+        async with self.locks.try_hold(RECORD_LOCK) as held:
+            if not held:
+                return None
+            return await self.recorder.record_completing(batch=self.settings.record_batch)
+
+    async def failed_inputs_turn(self) -> dict[bytes, Handled]:
+        """One pass over every Active transformation's Failed inputs."""
+        done: dict[bytes, Handled] = {}
+
+        async def one(transformation: ActiveTransformation) -> None:
+            async with self.locks.try_hold(failed_inputs_lock(transformation.id)) as held:
+                if held:
+                    done[transformation.id] = await handle_failed_inputs(
+                        self.database,
+                        self.registry,
+                        transformation,
+                        batch=self.settings.failed_inputs_batch,
+                    )
+
+        await each(
+            await self.transformations.active(),
+            one,
+            concurrency=self.settings.sweep_concurrency,
+        )
+        return done
+
+    async def parcels_recorded(self) -> int:
+        return await self.record_turn() or 0
+
+    async def failed_inputs_handled(self) -> int:
+        handled = await self.failed_inputs_turn()
+        return sum(sum(h.decided.values()) + h.written_off for h in handled.values())
+
+    def sweeps(self) -> list[Sweep]:
+        return [
+            Sweep("recorder", self.parcels_recorded, Pacing(self.settings.record_interval_s)),
+            Sweep(
+                "failed-inputs",
+                self.failed_inputs_handled,
+                Pacing(self.settings.failed_inputs_interval_s),
+            ),
+        ]
