@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # One image for every dxts component; the Helm chart chooses the component by its command
 # (dxts-definition, dxts-execution, dxts-accounting, dxts-dispatcher, dxts-backend-local,
-# dxts-backend-null, dxts-db, dxts).
+# dxts-backend-null, dxts-backend-slurm, dxts-db, dxts).
 #
 #   docker build -t dxts:0.1.0 .
 #
@@ -28,9 +28,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HOME=/var/lib/dxts \
     TMPDIR=/tmp
-# nodejs evaluates CWL JavaScript expressions for cwltool (the local backend adaptor).
+# nodejs evaluates CWL JavaScript expressions for cwltool (the local backend adaptor); the
+# Slurm client tools and munge are the Slurm adaptor's way to its cluster.
 RUN apt-get update \
- && apt-get install --yes --no-install-recommends nodejs \
+ && apt-get install --yes --no-install-recommends nodejs slurm-client munge \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid "${DXTS_UID}" dxts \
  && useradd --uid "${DXTS_UID}" --gid "${DXTS_UID}" --home-dir /var/lib/dxts --create-home \
@@ -38,7 +39,8 @@ RUN apt-get update \
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links /wheels dxts \
  && for command in dxts dxts-db dxts-definition dxts-execution dxts-accounting \
-        dxts-dispatcher dxts-backend-local dxts-backend-null cwltool node; do \
+        dxts-dispatcher dxts-backend-local dxts-backend-null dxts-backend-slurm cwltool node \
+        sbatch munged; do \
         command -v "$command" >/dev/null || { echo "missing $command" >&2; exit 1; }; \
     done
 USER ${DXTS_UID}:${DXTS_UID}

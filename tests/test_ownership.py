@@ -58,6 +58,7 @@ DISPATCHER = {
     "GlideInIDs",
     "LocalIDs",
     "NullIDs",
+    "SlurmIDs",
     # ResolvedHintsID only: the sidecar the dispatcher resolves (DX-ADR-004, ComputeParcels).
     "ComputeParcels",
 }
@@ -104,7 +105,7 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "recording transaction; a gRPC round trip per batch would split it",
         **{
             name: "a parcel's description shows the identifier its backend gave it"
-            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs")
+            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs")
         },
     },
     "dxts.dispatcher": {

@@ -26,6 +26,7 @@ ENTRY_POINTS = {
     "dxts-dispatcher",
     "dxts-backend-local",
     "dxts-backend-null",
+    "dxts-backend-slurm",
     "dxts-db",
     "dxts",
 }

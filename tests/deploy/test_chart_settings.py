@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings
 from dxts.accounting.settings import AccountingSettings
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.settings import NullSettings
+from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.grpc.tls import TlsSettings
 from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
@@ -44,6 +45,7 @@ COMPONENTS: dict[str, tuple[str, list[type[BaseSettings]]]] = {
     "dispatcher": ("dxts.dispatcher.__main__", [*SERVICE, DispatcherSettings]),
     "backend-local": ("dxts.backends.local.__main__", [*SERVED, LocalSettings, CatalogueSettings]),
     "backend-null": ("dxts.backends.null.__main__", [*SERVED, NullSettings]),
+    "backend-slurm": ("dxts.backends.slurm.__main__", [*SERVED, SlurmSettings, CatalogueSettings]),
 }
 # The adaptors' modules serve through this one (ServerSettings, AuthSettings).
 ADAPTOR_SERVER = "dxts.backends.component"
@@ -68,6 +70,8 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_BACKEND_POLICY": ("the policy is the installation file's section", "DXTS_CONFIG_FILE"),
     "DXTS_LOCAL_STORAGE_ROOT": ("derived from DXTS_LOCAL_WORK_DIR", "DXTS_LOCAL_WORK_DIR"),
     "DXTS_LOCAL_OUTPUT_SE": ("the first storage element", None),
+    "DXTS_SLURM_STORAGE_ROOT": ("derived from DXTS_SLURM_WORK_DIR", "DXTS_SLURM_WORK_DIR"),
+    "DXTS_SLURM_OUTPUT_SE": ("the first storage element", None),
     "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
     "DXTS_TLS_SERVER_NAME": ("the certificate names every component's Service", None),
 }

@@ -20,6 +20,8 @@ def commands(manifests: list[dict[str, Any]]) -> set[str]:
         for container in containers(spec):
             if "mariadb" in container["image"]:
                 continue  # the trial database runs the official image's own entrypoint
+            if container["name"] == "munged":
+                continue  # the Slurm adaptor's munge sidecar: Debian's daemon, in the image
             argv = container.get("command") or container.get("args")
             assert argv, f"{container['name']} relies on the image's default command"
             found.add(argv[0])

@@ -43,8 +43,9 @@ def test_build_checks_every_entry_point_and_the_cwl_runtime() -> None:
     loop = re.search(r"for command in (.*?); do", final_stage(), re.S)
     assert loop
     checked = set(loop.group(1).replace("\\", " ").split())
-    assert checked == ENTRY_POINTS | {"cwltool", "node"}
+    assert checked == ENTRY_POINTS | {"cwltool", "node", "sbatch", "munged"}
     assert "nodejs" in final_stage()
+    assert "slurm-client munge" in final_stage()  # the Slurm adaptor's tools
 
 
 def test_build_context_leaves_out_local_state() -> None:

@@ -15,7 +15,12 @@ from chart_render import CHART, VALUES, Helm
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        pytest.param("backends:\n  - name: slurm\n", "/backends/0/name", id="unknown-backend"),
+        pytest.param("backends:\n  - name: condor\n", "/backends/0/name", id="unknown-backend"),
+        pytest.param(
+            "backends:\n  - name: slurm\n",
+            "missing properties 'slurm', 'storage'",
+            id="slurm-without-its-cluster",
+        ),
         pytest.param("backends:\n  - name: null\n", "/backends/0/name", id="unquoted-null-backend"),
         pytest.param("dispatcher:\n  replicas: -1\n", "/dispatcher/replicas", id="negative"),
         pytest.param("execution:\n  replicas: -3\n", "/execution/replicas", id="negative-exec"),

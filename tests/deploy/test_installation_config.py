@@ -147,7 +147,7 @@ async def test_definition_and_dispatcher_resolve_the_same_sidecar_from_the_one_v
 def test_the_chart_config_map_is_a_file_the_loader_reads(
     rendered: dict[str, list[dict[str, Any]]], value_set: str, tmp_path: Path
 ) -> None:
-    (config_map,) = of_kind(rendered[value_set], "ConfigMap").values()
+    config_map = of_kind(rendered[value_set], "ConfigMap")["dx-dxts-config"]
     path = tmp_path / "dxts.yaml"
     path.write_text(config_map["data"]["dxts.yaml"])
     loaded = load_installation_config(path)

@@ -6,6 +6,7 @@ BENCHMARKS: dict[str, str] = {
     "counters": "dxts.bench.counters",
     "definition": "dxts.bench.definition",
     "execution": "dxts.bench.execution",
+    "slurm": "dxts.bench.slurm",
     "web": "dxts.bench.web",
     "cli": "dxts.bench.cli",
 }

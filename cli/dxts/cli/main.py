@@ -55,6 +55,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "token": ("dxts.cli.tokens", "token_app", "Bearer tokens signed by the installation key."),
     "up": ("dxts.cli.up", "up", "Run every component in this process (embedded default)."),
     "open": ("dxts.cli.open_page", "open_page", "A page of the web view, with a one-time sign-in."),
+    "adaptor": ("dxts.cli.adaptor_check", "adaptor_app", "Check a backend adaptor's contract."),
 }
 
 

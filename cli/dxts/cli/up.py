@@ -2,13 +2,16 @@
 
 `compose()` assembles the components over one started database, each service on a gRPC server
 of its own: the definition, execution and accounting services the commands talk to, the
-dispatcher, and two local adaptors (compute parcels run with cwltool, data parcels between the
-local storage elements). Everything a restart must find again lives in the data directory:
+dispatcher, and two adaptors: compute parcels run with cwltool on this machine (the local
+adaptor) or, with `--backend slurm`, as jobs of the Slurm cluster SLURM_CONF names (the Slurm
+adaptor; `scripts/slurm start` runs one here), and data parcels between the local storage
+elements (the local adaptor). Everything a restart must find again lives in the data directory:
 
     dxts.sqlite            the database (unless --db-url names another)
     catalogue.sqlite       the local file catalogue
     storage/<SE>/<LFN>     the local storage elements' files
-    local/, local-data/    the adaptors' own state and one directory per parcel (its sandbox)
+    local/ (slurm/), local-data/  the adaptors' own state and one directory per parcel (its
+                           sandbox; slurm/ must be on storage the cluster's nodes share)
     dev-only-jwt-*.pem     the development token key pair
     connection.json        the addresses, web URL and token the `dxts` commands read (while it runs)
     up.log                 the components' log
@@ -42,6 +45,8 @@ from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.logic import Adaptor
+from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.connection import (
     CONNECTION_FILE,
     CURRENT_FILE,
@@ -161,6 +166,17 @@ def local_settings(data_dir: Path, kind: Kind, workers: int) -> LocalSettings:
     )
 
 
+def slurm_settings(data_dir: Path) -> SlurmSettings:
+    """The Slurm adaptor over the data directory's storage elements (shared with the nodes)."""
+    return SlurmSettings(
+        name="slurm",
+        work_dir=data_dir / "slurm",
+        storage_root=data_dir / "storage",
+        storage_elements=list(STORAGE_ELEMENTS),
+        output_se=STORAGE_ELEMENTS[0],
+    )
+
+
 def diracx_settings(data_dir: Path, url: str, catalogue_url: str | None) -> DiracXSettings:
     """The DiracX adaptor for `dxts up --backend diracx`: its credentials from DXTS_DIRACX_*,
     its jobs' payloads run by this Python (unless DXTS_DIRACX_PAYLOAD_COMMAND says otherwise)
@@ -198,11 +214,12 @@ async def compose(
     workers: int = 2,
     sweeps: bool = True,
     diracx: DiracXSettings | None = None,
+    slurm: SlurmSettings | None = None,
 ) -> Stack:
     """Build and serve every component over `database` and `catalogue` (both started); with
     `sweeps` false they are built without their background work (the command's tests steer
-    the states themselves). With `diracx`, compute parcels become jobs of that DiracX
-    installation instead of running here."""
+    the states themselves). With `diracx` (or `slurm`), compute parcels become jobs of that
+    DiracX installation (or Slurm cluster) instead of running here."""
     ports = ports or Ports()
     host = ports.host
     port = {
@@ -217,12 +234,18 @@ async def compose(
     stack = Stack()
     try:
         backends = []
+        remote: tuple[Adaptor, str, str] | None = None  # a compute adaptor, its name and type
         if diracx is not None:
-            served = await _serve_adaptor(stack, diracx.name, DiracXAdaptor(diracx), verifier, host)
+            remote = (DiracXAdaptor(diracx), diracx.name, "diracx")
+        elif slurm is not None:
+            remote = (SlurmAdaptor(slurm, catalogue), slurm.name, "slurm")
+        if remote is not None:
+            adaptor, name, adaptor_type = remote
+            served = await _serve_adaptor(stack, name, adaptor, verifier, host)
             backends.append(
-                BackendConfig(name=diracx.name, address=served, kind=Kind.COMPUTE, adaptor="diracx")
+                BackendConfig(name=name, address=served, kind=Kind.COMPUTE, adaptor=adaptor_type)
             )
-        for kind in (Kind.COMPUTE, Kind.DATA) if diracx is None else (Kind.DATA,):
+        for kind in (Kind.COMPUTE, Kind.DATA) if remote is None else (Kind.DATA,):
             settings = local_settings(data_dir, kind, workers)
             served = await _serve_adaptor(
                 stack, settings.name, LocalAdaptor(settings, catalogue), verifier, host
@@ -373,7 +396,13 @@ def _say(text: str) -> None:
 
 
 async def _run(
-    directory: Path, url: str, ports: Ports, vo: str, workers: int, diracx_url: str | None
+    directory: Path,
+    url: str,
+    ports: Ports,
+    vo: str,
+    workers: int,
+    backend: str,
+    diracx_url: str | None,
 ) -> None:
     _say(f"dxts up: data directory {directory}")
     keys = DevKeys.load_or_create(directory)
@@ -408,6 +437,7 @@ async def _run(
             ports=ports,
             workers=workers,
             diracx=diracx,
+            slurm=slurm_settings(directory) if backend == "slurm" else None,
         )
         exit_stack.push_async_callback(stack.stop)
         web = await serve_web(stack, ports)
@@ -494,8 +524,9 @@ def up(
     backend: Annotated[
         str,
         typer.Option(
-            help="Where compute parcels run: 'local' (cwltool here) or 'diracx' (jobs of the "
-            "DiracX installation at --diracx-url; its credentials from DXTS_DIRACX_*).",
+            help="Where compute parcels run: 'local' (cwltool here), 'diracx' (jobs of the "
+            "DiracX installation at --diracx-url; its credentials from DXTS_DIRACX_*) or 'slurm' "
+            "(jobs of the Slurm cluster SLURM_CONF names; `scripts/slurm start` runs one here).",
         ),
     ] = "local",
     diracx_url: Annotated[
@@ -523,8 +554,8 @@ def up(
         typer.echo(f"error: --db-url: {error}", err=True)
         raise typer.Exit(2) from None
     ports = Ports(host, definition_port, execution_port, accounting_port, web_port)
-    if backend not in ("local", "diracx"):
-        typer.echo(f"error: --backend: 'local' or 'diracx', not {backend!r}", err=True)
+    if backend not in ("local", "diracx", "slurm"):
+        typer.echo(f"error: --backend: 'local', 'diracx' or 'slurm', not {backend!r}", err=True)
         raise typer.Exit(1)
     if (backend == "diracx") != (diracx_url is not None):
         typer.echo("error: --diracx-url goes with --backend diracx, and only with it", err=True)
@@ -532,7 +563,7 @@ def up(
     _log_to(directory / LOG_FILE, verbose)
     try:
         with _only_one(directory):
-            asyncio.run(_run(directory, url, ports, vo, workers, diracx_url))
+            asyncio.run(_run(directory, url, ports, vo, workers, backend, diracx_url))
     except DxtsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

@@ -67,8 +67,8 @@ definition: its lifecycle engine calls accounting and execution, and its clean-u
 remove files from the catalogue (forwarded user calls carry the caller's token). execution
 reads definition and registers outputs in the catalogue. accounting calls definition with the
 caller's token only. The dispatcher calls definition and execution (and the adaptors). The
-local adaptor stages inputs through the catalogue; the null adaptor calls the dispatcher only
-when it pushes its reports.
+local and Slurm adaptors stage inputs through the catalogue; the null adaptor calls the
+dispatcher only when it pushes its reports.
 */}}
 {{- define "dxts.components" -}}
 {{- $items := list -}}
@@ -89,7 +89,7 @@ when it pushes its reports.
 {{- end -}}
 {{- $_ := set $seen $backend.name true -}}
 {{- $push := eq (default "pull" $backend.reportMode) "push" -}}
-{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false "peers" ($push | ternary (list "dispatcher") (list)) "config" false "catalogue" (eq $backend.name "local") "token" ($push | ternary (printf "adaptor-%s" $backend.name) "") "adaptor" $backend.name "kind" (default "compute" $backend.kind) "push" $push) -}}
+{{- $items = append $items (dict "component" (printf "backend-%s" $backend.name) "command" (printf "dxts-backend-%s" $backend.name) "values" $backend "service" false "autoscaled" false "peers" ($push | ternary (list "dispatcher") (list)) "config" false "catalogue" (has $backend.name (list "local" "slurm")) "token" ($push | ternary (printf "adaptor-%s" $backend.name) "") "adaptor" $backend.name "kind" (default "compute" $backend.kind) "push" $push) -}}
 {{- end -}}
 {{- dict "items" $items | toJson -}}
 {{- end -}}

@@ -219,6 +219,23 @@ def collect_outputs(
     return manifest, report
 
 
+async def input_object(
+    payload: ComputePayload,
+    submission: Submission,
+    settings: LocalSettings,
+    catalogue: FileCatalogue | None,
+) -> dict[str, Any]:
+    """The parcel's CWL input object as the runner gets it: `lfn:` inputs staged, and the ids of
+    the inputs it carries when the root process declares `dxts-input-ids`."""
+    parameters = json.loads(submission.parameters_json) if submission.parameters_json else {}
+    if not isinstance(parameters, dict):
+        raise JobFailed("the parameters are not a CWL input object")
+    parameters = await stage(parameters, settings, catalogue)
+    if _declares_input(payload, INPUT_IDS_INPUT):
+        parameters[INPUT_IDS_INPUT] = list(submission.input_ids)
+    return parameters
+
+
 async def run_compute(
     job_dir: Path,
     payload: ComputePayload,
@@ -231,12 +248,7 @@ async def run_compute(
     """Run the parcel; (manifest, status report) on success, JobFailed otherwise."""
     root = materialise(payload, job_dir / "process")
     (job_dir / "resolved-hints.json").write_text(payload.resolved_hints_json or "{}")
-    parameters = json.loads(submission.parameters_json) if submission.parameters_json else {}
-    if not isinstance(parameters, dict):
-        raise JobFailed("the parameters are not a CWL input object")
-    parameters = await stage(parameters, settings, catalogue)
-    if _declares_input(payload, INPUT_IDS_INPUT):
-        parameters[INPUT_IDS_INPUT] = list(submission.input_ids)
+    parameters = await input_object(payload, submission, settings, catalogue)
     (job_dir / "job.json").write_text(json.dumps(parameters, indent=1))
     out, tmp = job_dir / "out", job_dir / "tmp"
     out.mkdir(exist_ok=True)

@@ -20,13 +20,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.backends.store import AdaptorStore, cancelled_keys_table, jobs_named, now
 from dxts.core.adaptor.codec import (
     decode_outcome,
     decode_payload,
@@ -36,12 +36,10 @@ from dxts.core.adaptor.codec import (
     encode_submission,
 )
 from dxts.core.adaptor.model import Outcome, Payload, Submission
-from dxts.core.db import Database, Isolation
 
 QUEUED, RUNNING = "queued", "running"
 SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
 TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
-IMMEDIATE = Isolation.SERIALIZABLE  # SQLite: every transaction is one writer at a time
 
 local_metadata = sa.MetaData()
 
@@ -68,11 +66,7 @@ jobs = sa.Table(
     sa.Index("ix_LocalJobs_State", "State"),
 )
 
-cancelled_keys = sa.Table(
-    "LocalCancelledKeys",
-    local_metadata,
-    sa.Column("ParcelID", sa.String(36), primary_key=True),
-)
+cancelled_keys = cancelled_keys_table("LocalCancelledKeys", local_metadata)
 
 
 @dataclass(frozen=True)
@@ -102,23 +96,9 @@ def _job(row: Any) -> Job:
     )
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-class State:
+class State(AdaptorStore):
     def __init__(self, url: str) -> None:
-        self.database = Database(url)
-
-    async def start(self) -> None:
-        await self.database.start()
-        await self._run(lambda conn: conn.run_sync(local_metadata.create_all))
-
-    async def close(self) -> None:
-        await self.database.dispose()
-
-    async def _run(self, work: Any) -> Any:
-        return await self.database.run(work, isolation=IMMEDIATE)
+        super().__init__(url, local_metadata, cancelled_keys)
 
     async def accept(
         self,
@@ -141,12 +121,7 @@ class State:
                     sa.select(jobs.c.ParcelID, jobs.c.Identifier).where(jobs.c.ParcelID.in_(keys))
                 )
             }
-            tombstones = {
-                row[0]
-                for row in await conn.execute(
-                    sa.select(cancelled_keys.c.ParcelID).where(cancelled_keys.c.ParcelID.in_(keys))
-                )
-            }
+            tombstones = await self.cancelled_among(conn, keys)
             in_flight = int(
                 await conn.scalar(
                     sa.select(sa.func.count()).where(jobs.c.State.in_([QUEUED, RUNNING]))
@@ -156,7 +131,7 @@ class State:
             fresh = iter(identifiers)
             answers: list[tuple[str, str | None, str | None, bool]] = []
             rows = []
-            now = _now()
+            accepted_at = now()
             for submission in submissions:
                 parcel_id = submission.parcel_id
                 if parcel_id in known:
@@ -178,7 +153,7 @@ class State:
                             "Submission": encode_submission(submission),
                             "State": QUEUED,
                             "CancelRequested": False,
-                            "AcceptedAt": now,
+                            "AcceptedAt": accepted_at,
                         }
                     )
             if rows:
@@ -194,11 +169,7 @@ class State:
     async def jobs_by(
         self, *, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()
     ) -> list[Job]:
-        condition = (
-            jobs.c.Identifier.in_(list(identifiers))
-            if identifiers
-            else jobs.c.ParcelID.in_(list(parcel_ids))
-        )
+        condition = jobs_named(jobs, identifiers, parcel_ids)
 
         async def work(conn: AsyncConnection) -> list[Job]:
             return [_job(row) for row in await conn.execute(sa.select(jobs).where(condition))]
@@ -255,7 +226,7 @@ class State:
                     State=state,
                     Outcome=encode_outcome(outcome),
                     ProcessGroup=None,
-                    FinishedAt=_now(),
+                    FinishedAt=now(),
                 )
             )
             return bool(result.rowcount)
@@ -271,16 +242,6 @@ class State:
             )
 
         await self._run(work)
-
-    async def tombstone(self, parcel_ids: Sequence[str]) -> None:
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(
-                sqlite.insert(cancelled_keys).on_conflict_do_nothing(),
-                [{"ParcelID": p} for p in parcel_ids],
-            )
-
-        if parcel_ids:
-            await self._run(work)
 
     async def counts(self) -> dict[str, int]:
         async def work(conn: AsyncConnection) -> dict[str, int]:

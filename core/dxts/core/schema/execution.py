@@ -188,3 +188,14 @@ null_ids = sa.Table(
     sa.UniqueConstraint("NullID"),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# The Slurm adaptor mints a UUID per parcel too (its Slurm array task is the adaptor's own
+# business: a task is known only once sbatch answers, the identifier before it).
+slurm_ids = sa.Table(
+    "SlurmIDs",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("SlurmID", Uuid(), nullable=False),
+    sa.UniqueConstraint("SlurmID"),
+    **MYSQL_TABLE_OPTIONS,
+)

@@ -15,6 +15,7 @@ from dxts.core.schema.execution import (
     local_ids,
     null_ids,
     parcels,
+    slurm_ids,
 )
 
 # Adaptor type → (identifier table, identifier column). One table per adaptor this project
@@ -23,6 +24,7 @@ IDENTIFIER_TABLES: dict[str, tuple[sa.Table, str]] = {
     "diracx": (diracx_ids, "SlotID"),
     "local": (local_ids, "LocalID"),
     "null": (null_ids, "NullID"),
+    "slurm": (slurm_ids, "SlurmID"),
 }
 
 

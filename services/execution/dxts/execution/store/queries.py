@@ -27,6 +27,7 @@ from dxts.core.schema.execution import (
     null_ids,
     parcel_inputs,
     parcels,
+    slurm_ids,
     user_parcels,
 )
 
@@ -175,6 +176,7 @@ async def backend_identifier(conn: AsyncConnection, parcel_id: bytes) -> str:
         (diracx_ids, lambda r: id_to_str(bytes(r.SlotID))),
         (local_ids, lambda r: id_to_str(bytes(r.LocalID))),
         (null_ids, lambda r: id_to_str(bytes(r.NullID))),
+        (slurm_ids, lambda r: id_to_str(bytes(r.SlurmID))),
         (glidein_ids, lambda r: f"{r.Server}/{r.GlideInID}"),
     ):
         row = (await conn.execute(sa.select(table).where(table.c.ParcelID == parcel_id))).first()

@@ -1,0 +1,87 @@
+"""What a Slurm job runs: `python -m dxts.backends.slurm.job BATCH_DIR` (one task of an array).
+
+The adaptor prepared everything on the shared filesystem before `sbatch` (`batch`): the
+batch's `tasks.json` maps each array task index to its parcel's directory, output prefix and
+storage; the process tree is materialised once for the batch (`process/`), and each parcel's
+input object (`job.json`, its `lfn:` inputs already staged) is in its own directory. The task
+runs cwltool there (`runner.out`: the output object, `runner.log`: its log), then moves the
+outputs to the output storage element and writes `result.json` — the manifest and the status
+report, exactly as the local adaptor collects them (`dxts.backends.local.compute`) — or the
+reason the result cannot be used. It exits as the runner did, so that Slurm's state and exit
+code are the tool's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from dxts.backends.local.compute import JobFailed, collect_outputs
+from dxts.backends.local.settings import LocalSettings
+from dxts.core.adaptor.model import Submission
+
+TASKS_FILE = "tasks.json"
+RESULT_FILE = "result.json"
+CWLTOOL = "import sys, cwltool.main; sys.exit(cwltool.main.main())"
+
+
+def write_result(job_dir: Path, result: dict[str, Any]) -> None:
+    partial = job_dir / f"{RESULT_FILE}.partial"
+    partial.write_text(json.dumps(result))
+    os.replace(partial, job_dir / RESULT_FILE)
+
+
+def _name_in_slurms_records(scontrol: str, parcel_id: str) -> None:
+    """This task's comment becomes its parcel id (the array's is shared by every task, and
+    slurmctld caps its length): Slurm's accounting then lists each parcel under its own id."""
+    task = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    subprocess.call([scontrol, "update", f"JobId={task}", f"Comment=dxts parcel {parcel_id}"])
+
+
+def run_task(batch_dir: Path, index: int) -> int:
+    batch = json.loads((batch_dir / TASKS_FILE).read_text())
+    task = batch["tasks"][str(index)]
+    _name_in_slurms_records(batch["scontrol"], task["parcel_id"])
+    job_dir = Path(task["job_dir"])
+    out, tmp = job_dir / "out", job_dir / "tmp"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    (job_dir / RESULT_FILE).unlink(missing_ok=True)
+    command = [
+        sys.executable, "-c", CWLTOOL, *batch["runner_args"],
+        "--outdir", str(out), "--tmpdir-prefix", f"{tmp}/", "--tmp-outdir-prefix", f"{tmp}/",
+        str(batch_dir / batch["process"]), str(job_dir / "job.json"),
+    ]  # fmt: skip
+    with (job_dir / "runner.out").open("wb") as stdout, (job_dir / "runner.log").open("wb") as log:
+        code = subprocess.call(command, cwd=job_dir, stdout=stdout, stderr=log)
+    if code != 0:
+        return code
+    storage = LocalSettings(**batch["storage"])
+    submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
+    try:
+        output_object = json.loads((job_dir / "runner.out").read_text())
+        manifest, report = collect_outputs(output_object, submission, storage)
+    except (JobFailed, ValueError) as error:
+        write_result(job_dir, {"error": str(error)})
+        return 1
+    write_result(
+        job_dir,
+        {"outputs": [asdict(file) for file in manifest], "status_report_json": report},
+    )
+    return 0
+
+
+def main() -> None:
+    if len(sys.argv) != 2 or "SLURM_ARRAY_TASK_ID" not in os.environ:
+        print("usage (in a Slurm array task): python -m dxts.backends.slurm.job BATCH_DIR")
+        sys.exit(2)
+    sys.exit(run_task(Path(sys.argv[1]), int(os.environ["SLURM_ARRAY_TASK_ID"])))
+
+
+if __name__ == "__main__":
+    main()

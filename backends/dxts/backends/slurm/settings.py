@@ -1,0 +1,78 @@
+"""The Slurm adaptor's settings (`DXTS_SLURM_*`).
+
+* `work_dir`: on storage every node shares — one directory per Submit batch (`batches/<id>/`:
+  the materialised process, the job script, Slurm's per-task log) and one per parcel
+  (`jobs/<identifier>/`: its input object, the runner's log and output, `result.json`), kept as
+  the parcel's sandbox; the adaptor's own SQLite state (`state.sqlite`) lives there too.
+* `storage_root` / `storage_elements` / `output_se`: the storage elements, one directory each
+  on the shared filesystem (as the local adaptor's; by default `<work_dir>/../se`).
+* The resource request of a parcel (`dxts.backends.slurm.resources`): its requirements
+  (`cores`, `memory_mb`, `wall_time_s`, `partition`), else its CWL ResourceRequirement, else
+  `default_cores` / `default_memory_mb` / `default_wall_time_s`; the partition is the
+  installation's policy (`partition`, empty: the cluster's default).
+* `array_size`: the most parcels one `sbatch --array` carries (a Submit of more makes several).
+* `python`: the interpreter a job runs `dxts.backends.slurm.job` with (it must see the same
+  dxts on the nodes: by default this one's, right for a shared installation).
+* `commands_dir`: where sbatch, sacct, squeue and scancel are (empty: PATH); the cluster is the
+  one SLURM_CONF (or the default configuration) names.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dxts.backends.local.settings import LocalSettings
+
+DEFAULT_WORK_DIR = Path("/var/lib/dxts/storage/slurm")
+
+
+class SlurmSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DXTS_SLURM_", extra="ignore")
+
+    name: str = Field("slurm", min_length=1, max_length=32)
+    kind: Literal["compute"] = Field("compute", description="it runs compute parcels only")
+    work_dir: Path = DEFAULT_WORK_DIR
+    storage_root: Path | None = Field(None, description="default: <work_dir>/../se")
+    storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
+    output_se: str | None = Field(None, description="default: the first storage element")
+    partition: str = ""
+    default_cores: int = Field(1, ge=1)
+    default_memory_mb: int = Field(512, ge=1)
+    default_wall_time_s: int = Field(3600, ge=60)
+    array_size: int = Field(1000, ge=1)
+    capacity: int = Field(0, ge=0)
+    python: str = sys.executable
+    runner_args: list[str] = Field(
+        default_factory=lambda: ["--no-container", "--disable-color"],
+        description="cwltool's arguments before its own (outdir, tmpdirs, document, job)",
+    )
+    commands_dir: str = ""
+    command_timeout_s: float = Field(60.0, gt=0)
+    lost_after_s: float = Field(
+        120.0, gt=0, description="a submitted job neither squeue nor sacct knows for so long"
+    )
+
+    @model_validator(mode="after")
+    def _storage(self) -> SlurmSettings:
+        """The storage elements follow the local adaptor's rules (defaults and checks)."""
+        try:
+            resolved = self.storage()
+        except ValidationError as error:
+            raise ValueError(error.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        self.storage_root, self.output_se = resolved.storage_root, resolved.output_se
+        return self
+
+    def storage(self) -> LocalSettings:
+        """The storage elements as the local adaptor's staging and output code reads them."""
+        return LocalSettings(
+            name=self.name,
+            work_dir=self.work_dir,
+            storage_root=self.storage_root,
+            storage_elements=self.storage_elements,
+            output_se=self.output_se,
+        )

@@ -1,0 +1,292 @@
+"""The Slurm adaptor over real gRPC on a real single-node Slurm cluster (`scripts/slurm`):
+parcels run as array tasks to outcomes with outputs, Slurm's state and exit code, a job killed
+for its memory, cancellation of queued and running jobs, one sbatch per batch, exactly-once
+across a crash between sbatch and its record, usage from Slurm's accounting, lost jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from adaptor_serving import serve_adaptor
+from slurm_cluster import slurm_conf
+from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
+from test_local_adaptor import Harness as LocalHarness
+
+from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.commands import array_ranges
+from dxts.backends.slurm.settings import SlurmSettings
+from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
+from dxts.core.errors import Unavailable
+from dxts.core.grpc import DevKeys, GrpcServer, channel
+from dxts.core.ids import id_to_str, new_id
+from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
+
+ACCEPTED = backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
+HOG_BYTES = 600 * 2**20
+HOG = {  # touches more memory than its parcel asks for, a little at a time
+    "class": "CommandLineTool",
+    "baseCommand": [
+        PYTHON,
+        "-c",
+        "import time\nheld = []\nfor _ in range(120):\n"
+        f"    held.append(b'x' * {HOG_BYTES // 60}); time.sleep(0.05)",
+    ],
+    "inputs": {},
+    "outputs": {},
+}
+COUNTER = {  # appends one line per run to a file outside its sandbox
+    "class": "CommandLineTool",
+    "baseCommand": [PYTHON, "-c", "import sys; open(sys.argv[1], 'a').write('ran\\n')"],
+    "inputs": {"runs": {"type": "string", "inputBinding": {"position": 1}}},
+    "outputs": {},
+}
+
+
+class Harness(LocalHarness):
+    """The local adaptor tests' harness, serving the Slurm adaptor instead."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.keys = DevKeys.load_or_create(tmp / "keys")
+        self.token = self.keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
+        self.slurm_settings = SlurmSettings(
+            work_dir=tmp / "slurm", storage_elements=["LOCAL"], default_memory_mb=400
+        )
+        self.adaptor: Any = None
+        self.server: GrpcServer | None = None
+
+    async def start(self, **overrides: Any) -> Any:
+        self.adaptor = SlurmAdaptor(self.slurm_settings.model_copy(update=overrides))
+        await self.adaptor.start()
+        self.server = await serve_adaptor(self.adaptor, self.keys.verifier())
+        self.channel = channel(self.server.address, token=self.token, default_timeout=60)
+        self.stub = backend_pb2_grpc.BackendAdaptorServiceStub(self.channel)
+        return self.adaptor
+
+    async def outcome(self, identifier: str, tries: int = 1800) -> common_pb2.Outcome:
+        return await super().outcome(identifier, tries)  # a job takes tens of seconds here
+
+    async def slurm_state(self, identifier: str) -> str:
+        """The task's state as slurmctld has it (the accounting learns it a moment later)."""
+        assert self.adaptor is not None
+        (job,) = await self.adaptor.store.jobs_by(identifiers=[identifier])
+        out = await self.adaptor.slurm.run("squeue", "-h", f"--jobs={job.task}", "-o%T")
+        return out.strip()
+
+
+def sacct(task: str, field: str) -> str:
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-X", f"--jobs={task}", f"--format={field}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.strip()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> str:
+    return slurm_conf()
+
+
+@pytest.fixture(scope="module")
+async def harness(tmp_path_factory: pytest.TempPathFactory, cluster: str) -> AsyncIterator[Harness]:
+    """One adaptor for the module (each parcel is its own; counters are compared as deltas): a
+    test that restarts it leaves it started again with the module's settings."""
+    harness = Harness(tmp_path_factory.mktemp("slurm-adaptor"))
+    await harness.start()
+    yield harness
+    await harness.stop()
+
+
+async def test_a_parcel_runs_as_a_slurm_job_to_its_outputs(harness: Harness) -> None:
+    inputs = [id_to_str(new_id()), id_to_str(new_id())]
+    parcel = submission({"message": "hello"}, input_ids=inputs)
+    (result,) = await harness.submit(compute_payload(WRITER), parcel)
+    assert result.disposition == ACCEPTED, result.reason
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    assert outcome.backend_status == "COMPLETED 0:0"
+    assert (outcome.parcel_id, outcome.identifier) == (parcel.parcel_id, result.identifier)
+    (output,) = outcome.outputs
+    assert (output.lfn, output.size) == (f"{parcel.output_prefix}/result.txt", 5)
+    settings = harness.slurm_settings.storage()
+    assert settings.se_path("LOCAL", output.lfn).read_text() == "hello"
+    assert '"action": "SUCCESS"' in outcome.status_report_json
+    # The usage is Slurm's accounting's, and the parcel is in Slurm's records.
+    assert outcome.usage.wall_seconds >= 1  # sacct's elapsed time: whole seconds
+    assert outcome.usage.HasField("cpu_seconds")
+    assert outcome.usage.max_memory_bytes > 10 * 2**20  # cwltool's own resident set at least
+    assert harness.adaptor is not None
+    (job,) = await harness.adaptor.store.jobs_by(identifiers=[result.identifier])
+    assert parcel.parcel_id in sacct(job.task, "Comment")
+    assert sacct(job.task, "TotalCPU")
+
+
+async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(FAILING), submission())
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert outcome.backend_status == "FAILED 1:0"  # cwltool's exit status for a failed tool
+    assert "broken" in outcome.message
+    assert outcome.usage.max_memory_bytes > 0
+
+
+async def test_a_job_over_its_memory_is_killed_and_says_so(harness: Harness) -> None:
+    parcel = submission(requirements_json='{"memory_mb": 300}')
+    (result,) = await harness.submit(compute_payload(HOG), parcel)
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "OUT_OF_MEMORY" in outcome.backend_status
+    assert "memory" in outcome.message.lower()
+
+
+async def test_a_batch_is_one_sbatch_and_a_second_submit_starts_nothing(
+    harness: Harness,
+) -> None:
+    assert harness.adaptor is not None
+    slurm = harness.adaptor.slurm
+    parcels = [submission({"message": f"m{i}"}, input_ids=[id_to_str(new_id())]) for i in range(4)]
+    before = slurm.calls
+    counted = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+    results = await harness.submit(compute_payload(WRITER), *parcels)
+    assert [r.disposition for r in results] == [ACCEPTED] * 4
+    assert slurm.calls - before == 1  # one sbatch --array for the four
+    again = await harness.submit(compute_payload(WRITER), *parcels)
+    assert [r.identifier for r in again] == [r.identifier for r in results]
+    assert slurm.calls - before == 1
+    for result in results:
+        outcome = await harness.outcome(result.identifier)
+        assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    counters = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+    started = counters["started"] - counted["started"]
+    repeated = counters["repeated_submits"] - counted["repeated_submits"]
+    assert (started, repeated) == (4, 4)
+
+
+async def test_a_large_batch_is_one_array_and_one_scancel(harness: Harness) -> None:
+    assert harness.adaptor is not None
+    slurm = harness.adaptor.slurm
+    held = [submission(requirements_json='{"partition": "dxts-held"}') for _ in range(150)]
+    before = slurm.calls
+    results = await harness.submit(compute_payload(WRITER), *held)
+    assert [r.disposition for r in results] == [ACCEPTED] * 150
+    assert slurm.calls - before == 1
+    identifiers = [r.identifier for r in results]
+    jobs = await harness.adaptor.store.jobs_by(identifiers=identifiers)
+    assert len({j.slurm_job_id for j in jobs}) == 1 and all(j.slurm_job_id for j in jobs)
+    assert await harness.slurm_state(identifiers[-1]) == "PENDING"
+    before = slurm.calls
+    await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=identifiers))
+    assert slurm.calls - before == 1  # one scancel for the 150
+    for identifier in identifiers[:: len(identifiers) - 1]:  # the first and the last
+        outcome = await harness.outcome(identifier)
+        assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+
+
+def test_array_ranges_are_compact() -> None:
+    assert array_ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert array_ranges([3]) == "3"
+    assert array_ranges(range(1000)) == "0-999"
+
+
+async def test_cancel_of_a_queued_job(harness: Harness) -> None:
+    held = submission(requirements_json='{"partition": "dxts-held"}')  # a DOWN partition
+    (result,) = await harness.submit(compute_payload(WRITER), held)
+    assert await harness.slurm_state(result.identifier) == "PENDING"
+    reply = await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=[result.identifier]))
+    assert not reply.unknown_identifiers
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+    assert outcome.backend_status.startswith("CANCELLED")
+    assert not outcome.HasField("usage")  # it never ran
+
+
+async def test_cancel_of_a_running_job_kills_it(harness: Harness) -> None:
+    (result,) = await harness.submit(compute_payload(SLEEPER), submission())
+    pid_file = harness.slurm_settings.work_dir / "jobs" / result.identifier / "out"
+    for _ in range(600):
+        pids = list(pid_file.parent.glob("tmp/**/pid")) + list(pid_file.glob("**/pid"))
+        if pids and pids[0].read_text():
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the sleeper did not start")
+    pid = int(pids[0].read_text())
+    await harness.stub.Cancel(backend_pb2.CancelRequest(identifiers=[result.identifier]))
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+    for _ in range(300):  # slurmstepd signals the job's processes, SIGKILL after KillWait
+        if not await asyncio.to_thread(Path(f"/proc/{pid}").exists):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"the tool (pid {pid}) outlived its cancelled job")
+
+
+async def test_killed_after_sbatch_before_recording_the_job_runs_once(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs.txt"
+    parcel = submission({"runs": str(runs)})
+    assert harness.adaptor is not None
+
+    async def dies(batch_id: str, job_id: str) -> None:
+        raise SystemExit("killed between sbatch and its record")
+
+    monkeypatch.setattr(harness.adaptor.store, "set_slurm_job", dies)
+    with pytest.raises(SystemExit):
+        await harness.adaptor.submit(
+            payload_from_proto(compute_payload(COUNTER)), [submission_from_proto(parcel)]
+        )
+    await harness.stop()
+    await harness.start()  # a new process over the same state
+    (first,) = await harness.submit(compute_payload(COUNTER), parcel)
+    (second,) = await harness.submit(compute_payload(COUNTER), parcel)
+    assert first.disposition == ACCEPTED and first.identifier == second.identifier
+    outcome = await harness.outcome(first.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    assert runs.read_text() == "ran\n"
+    counters = (await harness.stub.Describe(backend_pb2.DescribeRequest())).counters
+    assert counters["started"] == 0  # the new process submitted nothing: it found the job
+
+
+async def test_refusals_and_keys_cancelled_before_acceptance(harness: Harness) -> None:
+    data = backend_pb2.Payload(data=backend_pb2.DataPayload())
+    (refused,) = await harness.submit(data, submission(request_json='{"op": "remove"}'))
+    assert refused.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+    assert "data parcels" in refused.reason
+    no_cores = submission(requirements_json='{"cores": 0}')
+    (bad,) = await harness.submit(compute_payload(WRITER), no_cores)
+    assert "requirements.cores" in bad.reason
+    never = submission({"message": "x"})
+    reply = await harness.stub.Cancel(backend_pb2.CancelRequest(parcel_ids=[never.parcel_id]))
+    assert [(k.parcel_id, k.identifier) for k in reply.keys] == [(never.parcel_id, "")]
+    (late,) = await harness.submit(compute_payload(WRITER), never)
+    assert late.disposition == backend_pb2.SUBMIT_DISPOSITION_REFUSED
+
+
+async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
+    await harness.stop()
+    adaptor = await harness.start(lost_after_s=0.01)
+    try:
+        held = submission(requirements_json='{"partition": "dxts-held"}')
+        (result,) = await harness.submit(compute_payload(WRITER), held)
+        (job,) = await adaptor.store.jobs_by(identifiers=[result.identifier])
+        await adaptor.slurm.cancel([job.task])
+        await adaptor.store.set_slurm_job(job.batch_id, "999999999")  # Slurm never had it
+        outcome = await harness.outcome(result.identifier)
+    finally:
+        await harness.stop()
+        await harness.start()
+    assert (outcome.result, outcome.backend_status) == (common_pb2.OUTCOME_RESULT_FAILED, "LOST")
+    unknown = await harness.stub.Poll(backend_pb2.PollRequest(identifiers=[id_to_str(new_id())]))
+    assert len(unknown.unknown_identifiers) == 1
+
+
+async def test_without_a_cluster_the_adaptor_does_not_start(tmp_path: Path) -> None:
+    settings = SlurmSettings(work_dir=tmp_path / "slurm", commands_dir=str(tmp_path / "none"))
+    with pytest.raises(Unavailable, match=r"no Slurm cluster answers .*cannot run scontrol"):
+        await SlurmAdaptor(settings).start()
