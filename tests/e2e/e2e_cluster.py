@@ -64,7 +64,7 @@ class ClusterWorld(World):
 
     def _token(self) -> str:
         """The dispatcher's identity: the only caller an adaptor answers."""
-        return self.cluster.token("dxts", "dxts-services", ["service"])
+        return self.cluster.token("dxts", "dxts-dispatcher", ["dispatcher"])
 
     async def backend_counters(self, backend: str = "null") -> dict[str, int]:
         reply = await self._adaptor(backend).Describe(backend_pb2.DescribeRequest())
