@@ -78,6 +78,8 @@ def fast_pacing(
             "DXTS_DISPATCH_RECOVERY_INTERVAL_S": 5.0,
             # A Submit that failed (an adaptor restarting) is retried after the lease.
             "DXTS_DISPATCH_LEASE_S": 5.0,
+            # An adaptor that restarts forgetting its work: its parcels are lost in seconds.
+            "DXTS_DISPATCH_LOST_GRACE_S": 3.0,
             "DXTS_DISPATCH_STATUS_INTERVAL_S": status_interval_s or 2 * pace_s,
         },
     }
