@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from dxts.core.ids import id_to_str, new_ids
+from dxts.core.ids import id_to_str, mint_after, new_ids
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.outcome_model import (
@@ -45,6 +45,7 @@ from dxts.execution.logic.splits import insert_splits
 from dxts.execution.logic.transformations import ActiveTransformations
 from dxts.execution.metrics import PARCELS_RECORDED
 from dxts.execution.store import outcomes as store
+from dxts.execution.store import watermark
 from dxts.execution.store.common import move_inputs
 from dxts.execution.store.outcomes import ParcelMove
 
@@ -299,6 +300,11 @@ async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetim
         for output_id, file in plan.files
         if output_id is not None
     ]
+    if written:
+        # Shared until commit, and minted after what is committed: the Edge watermark.
+        floor = await watermark.hold_outputs(conn, {output_id for _, output_id, _ in written})
+        if floor is not None:
+            mint_after(floor)
     outputs = [
         {
             "TransformationOutputID": output_id,
