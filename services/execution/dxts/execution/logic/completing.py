@@ -5,7 +5,9 @@ applied to each input (splits included), the parcel Done, PartiallyDone or Faile
 everything but the catalogue registration (itself idempotent) commits in the one transaction
 that takes the parcel out of Completing, so a batch interrupted anywhere simply runs again.
 Batches run in transactions side by side on a server (`RECORD_LANES`: the server writes one
-while this process prepares the other).
+while this process prepares the other). Replicas record side by side too: a batch locks its
+parcels with SKIP LOCKED, so each parcel is recorded by the one transaction that locked it and
+the others pass it by; once that one commits the parcel is no longer Completing.
 
 Decisions DISPATCH.md leaves to this project, besides its step 4: a file the catalogue refuses
 (its LFN registered with other content), or that cannot be registered at all, fails the parcel
@@ -199,9 +201,11 @@ class Recorder:
 
     async def _record(self, conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> list[str]:
         now = await db_now(conn)
+        # Skipped, not waited for: a parcel locked is being recorded by another lane or replica
+        # (or its outcome arriving again), and is no longer Completing once that commits.
         rows = [
             row
-            for row in (await store.lock_parcels(conn, parcel_ids)).values()
+            for row in (await store.lock_parcels(conn, parcel_ids, skip_locked=True)).values()
             if row.status == P.COMPLETING and OUTCOME in row.annotations
         ]
         if not rows:
