@@ -77,6 +77,9 @@ async def test_two_replicas_of_execution_and_dispatcher_share_a_workgraph_withou
         counted: dict[str, Any] = {
             "fed": total(world, "execution", "dxts_execution_inputs_fed"),
             "created": total(world, "execution", "dxts_execution_parcels_created"),
+            "outcomes": total(
+                world, "execution", "dxts_execution_outcomes", disposition="recorded"
+            ),
             "recorded": total(world, "execution", "dxts_execution_parcels_recorded"),
             "claimed": total(world, "dispatcher", "dxts_dispatcher_claimed"),
             "submitted": total(world, "dispatcher", "dxts_dispatcher_submitted"),
@@ -84,9 +87,15 @@ async def test_two_replicas_of_execution_and_dispatcher_share_a_workgraph_withou
         assert counted == {
             "fed": 2 * SEEDS,
             "created": parcels,
+            "outcomes": parcels,
             "recorded": parcels,
             "claimed": parcels,
             "submitted": parcels,
         }
+        # Every replica took part: each ran its sweeps against the shared work.
+        sweeps = (("execution", "recorder"), ("dispatcher", "dispatch-claim-compute-0"))
+        for component, sweep in sweeps:
+            for name in world.cluster.replicas_of(component):
+                assert world.cluster.counter(name, "dxts_sweep_rounds", sweep=sweep) > 0, name
         counters = await world.backend_counters()
         assert counters["started"] == counters["accepted"] == parcels

@@ -4,7 +4,8 @@ Several recorders, each on its own connection, write a producer's outputs the wa
 recording does (the output held shared, OutputIDs minted after what is committed) in interleaved
 order: some hold their transaction open between minting and inserting and between inserting and
 committing, some roll back. A feeder runs again and again meanwhile. Every committed output is
-fed exactly once (yielded once in all, one input each) and nothing rolled back is fed.
+fed exactly once (yielded once in all, one input each) and nothing rolled back is fed. And the
+watermark holds at REPEATABLE READ too: its reads are locking reads, never an old snapshot.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from definition_double import InMemoryTransformations
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.counters import journal_parcels
-from dxts.core.db import Database, db_now
+from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import mint_after, new_id, new_ids
 from dxts.core.plugins import Registry
 from dxts.core.schema import execution
@@ -70,7 +71,7 @@ async def edge(mariadb: Database, tmp_path: Any) -> AsyncIterator[tuple[Registry
 
 
 async def record(
-    database: Database, producer: Any, name: str, rng: random.Random
+    database: Database, producer: Any, name: str, rng: random.Random, *, rolled_back: bool = True
 ) -> list[str] | None:
     """One parcel's outputs written as the recorder writes them, with pauses where a slow
     transaction would have them; returns the LFNs committed (None: rolled back)."""
@@ -109,7 +110,7 @@ async def record(
                 ],
             )
             await asyncio.sleep(rng.choice((0, 0.01, 0.1)))  # written, not committed
-            if rng.random() < 0.2:
+            if rolled_back and rng.random() < 0.2:
                 raise RolledBack
             await journal_parcels(conn, {(producer.id, None, "Done"): 1})
     except RolledBack:
@@ -158,3 +159,26 @@ async def test_every_committed_output_is_fed_exactly_once_under_racing_recorders
     assert yielded == len(committed)  # none yielded twice across the runs
     assert runs > 2
     await s.assert_counters_exact(mariadb, consumer.id)
+
+
+async def test_the_watermark_reads_the_latest_commit_even_in_an_older_snapshot(
+    mariadb: Database, edge: tuple[Registry, Any, Any]
+) -> None:
+    """At REPEATABLE READ, a transaction whose snapshot predates a recording's commit still
+    takes that commit into its watermark: the reads are locking reads, which see the latest."""
+    _, producer, _ = edge
+    output_id = producer.outputs[0].output_id
+    async with mariadb.transaction(Isolation.REPEATABLE_READ) as conn:
+        before = await conn.scalar(sa.select(sa.func.count()).select_from(execution.parcels))
+        lfns = await record(mariadb, producer, "late", random.Random(0), rolled_back=False)
+        assert lfns is not None
+        snapshot = await conn.scalar(sa.select(sa.func.count()).select_from(execution.parcels))
+        assert snapshot == before  # the snapshot does not see the commit...
+        through = await watermark.settled_through(conn, output_id)
+    async with mariadb.transaction(s.RC) as conn:
+        newest = await conn.scalar(
+            sa.select(sa.func.max(execution.parcel_outputs.c.OutputID)).where(
+                execution.parcel_outputs.c.TransformationOutputID == output_id
+            )
+        )
+    assert through is not None and bytes(through) == bytes(newest)  # ...the watermark does
