@@ -269,6 +269,39 @@ async def test_edge_outputs_minted_by_a_clock_behind_still_sort_after_the_waterm
     assert await lfns(database, consumer.id) == ["/c/1", "/c/2"]
 
 
+async def test_recording_mints_after_the_largest_output_id_of_every_output_it_writes(
+    database: Database,
+) -> None:
+    producer = await s.transformation(database, feeder="Seeds", outputs=["a", "b"])
+    parcel_id = await produced(database, producer, ["/m/first"])  # under the first output
+    first, second = (o.output_id for o in producer.outputs)
+    async with database.transaction(RC) as conn:
+        assert await watermark.hold_outputs(conn, [second]) is None  # nothing under it yet
+        floor = await watermark.hold_outputs(conn, [first, second])
+    assert floor is not None
+    mint_after(floor)
+    ids = new_ids(3)
+    assert ids[0] > floor
+    async with database.transaction(RC) as conn:
+        await conn.execute(
+            sa.insert(execution.parcel_outputs),
+            [
+                {
+                    "TransformationOutputID": output,
+                    "OutputID": oid,
+                    "ParcelID": parcel_id,
+                    "LFN": f"/m/{n}",
+                    "LFNSize": 1,
+                }
+                for n, (output, oid) in enumerate(zip((first, second, first), ids, strict=True))
+            ],
+        )
+    async with database.transaction(RC) as conn:
+        assert await watermark.hold_outputs(conn, [second, first]) == ids[2]
+        assert await watermark.hold_outputs(conn, [second]) == ids[1]
+        assert await watermark.settled_through(conn, first) == ids[2]
+
+
 async def test_edge_exhausts_once_the_producer_is_drained_and_read(
     database: Database, plugins: Any, definitions: InMemoryTransformations
 ) -> None:

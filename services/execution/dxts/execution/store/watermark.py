@@ -48,11 +48,14 @@ async def hold_outputs(conn: AsyncConnection, output_ids: Collection[bytes]) -> 
         .order_by(_declared)
         .with_for_update(read=True)
     )
-    return await conn.scalar(
-        sa.select(sa.func.max(_produced.OutputID)).where(
-            _produced.TransformationOutputID.in_(wanted)
-        )
+    # Grouped, the largest of each output is one index probe (a loose index scan); a MAX over
+    # the IN list would scan every row of every output.
+    largest = await conn.execute(
+        sa.select(sa.func.max(_produced.OutputID))
+        .where(_produced.TransformationOutputID.in_(wanted))
+        .group_by(_produced.TransformationOutputID)
     )
+    return max((bytes(row[0]) for row in largest), default=None)
 
 
 async def settled_through(conn: AsyncConnection, output_id: bytes) -> bytes | None:
