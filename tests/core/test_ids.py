@@ -21,6 +21,7 @@ from dxts.core.ids import (
     id_from_str,
     id_to_str,
     input_hash,
+    mint_after,
     new_id,
     new_ids,
 )
@@ -61,6 +62,16 @@ def test_new_ids_keep_increasing_when_the_clock_steps_back_or_the_counter_fills(
     overflowed = new_ids(3)
     assert overflowed == sorted(overflowed) and overflowed[0] > stepped_back[-1]
     assert int.from_bytes(overflowed[0][:6]) == int.from_bytes(stepped_back[-1][:6]) + 1
+
+
+def test_ids_minted_after_a_floor_from_a_clock_ahead_sort_after_it() -> None:
+    ahead = (int.from_bytes(new_id()) + (5_000 << 80)).to_bytes(16)  # 5 s ahead
+    mint_after(ahead)
+    after = new_ids(3)
+    assert after == sorted(after) and after[0] > ahead
+    assert int.from_bytes(after[0][:6]) == int.from_bytes(ahead[:6])  # its millisecond on
+    mint_after(new_ids(1)[0][:6] + bytes(10))  # a floor behind changes nothing
+    assert new_id() > after[-1]
 
 
 def test_id_round_trip_and_refusals() -> None:

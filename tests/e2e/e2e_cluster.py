@@ -94,9 +94,12 @@ async def running_cluster(
     null_data: NullSettings | None = None,
     archive_delay_s: float = 3600.0,
     status_interval_s: float = 2 * PACE_S,
+    execution_replicas: int = 1,
+    dispatcher_replicas: int = 1,
 ) -> AsyncIterator[World]:
     """Every component as its own process over `database` (at `url`, schema created), with
-    `null` and `null_data` as the adaptors' settings; stopped after."""
+    `null` and `null_data` as the adaptors' settings and the replicas asked for (each service
+    serving its metrics); stopped after."""
     adaptors: Mapping[str, NullSettings] = {
         "null": null or NullSettings(name="null", outputs=["out"]),
         "null-data": null_data or NullSettings(name="null-data", kind=Kind.DATA),
@@ -113,6 +116,9 @@ async def running_cluster(
             PACE_S, archive_delay_s=archive_delay_s, status_interval_s=status_interval_s
         ),
         migrate=False,
+        execution_replicas=execution_replicas,
+        dispatcher_replicas=dispatcher_replicas,
+        metrics=True,
     )
     await asyncio.to_thread(cluster.__enter__)
     try:

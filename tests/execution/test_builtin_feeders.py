@@ -4,7 +4,6 @@ providers, on SQLite and MariaDB."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -18,11 +17,12 @@ from dxts.core.catalogue import CatalogueFile, LocalFileCatalogue
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, db_now
 from dxts.core.errors import InvalidArgument
-from dxts.core.ids import input_hash, new_id, new_ids
+from dxts.core.ids import input_hash, mint_after, new_id, new_ids
 from dxts.core.plugins import Phase
 from dxts.core.schema import execution
 from dxts.core.states import TransformationStatus
 from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.store import watermark
 
 RC = s.RC
 
@@ -176,15 +176,12 @@ async def test_query_scouts_a_sample_and_can_exhaust(
 
 # ------------------------------------------------------------------------------------- Edge
 
-OLD = timedelta(minutes=2)
 
-
-async def produced(
-    database: Database, producer: Any, lfns_made: list[str], *, completed_ago: timedelta
-) -> bytes:
-    """One Done parcel of `producer` that made `lfns_made` under its output, completed
-    `completed_ago` by the database clock; returns the parcel id."""
+async def produced(database: Database, producer: Any, lfns_made: list[str]) -> bytes:
+    """One Done parcel of `producer` that made `lfns_made` under its output, written as the
+    recorder writes outputs (under the output's watermark lock); returns the parcel id."""
     parcel_id = new_id()
+    output_id = producer.outputs[0].output_id
     async with database.transaction(RC) as conn:
         now = await db_now(conn)
         await conn.execute(
@@ -194,15 +191,18 @@ async def produced(
                 Kind="Compute",
                 Status="Done",
                 UpdatedAt=now,
-                CompletedAt=now - completed_ago,
+                CompletedAt=now,
             )
         )
         await journal_parcels(conn, {(producer.id, None, "Done"): 1})
+        floor = await watermark.hold_outputs(conn, [output_id])
+        if floor is not None:
+            mint_after(floor)
         await conn.execute(
             sa.insert(execution.parcel_outputs),
             [
                 {
-                    "TransformationOutputID": producer.outputs[0].output_id,
+                    "TransformationOutputID": output_id,
                     "OutputID": oid,
                     "ParcelID": parcel_id,
                     "LFN": lfn,
@@ -214,16 +214,6 @@ async def produced(
     return parcel_id
 
 
-async def settle(database: Database, parcel_id: bytes) -> None:
-    """Time passes for a parcel: it completed long enough ago."""
-    table = execution.parcels
-    async with database.transaction(RC) as conn:
-        now = await db_now(conn)
-        await conn.execute(
-            sa.update(table).where(table.c.ParcelID == parcel_id).values(CompletedAt=now - OLD)
-        )
-
-
 async def edge_pair(database: Database, definitions: InMemoryTransformations) -> tuple[Any, Any]:
     producer = await s.transformation(database, feeder="Seeds", outputs=["out"])
     definitions.put(producer)
@@ -232,16 +222,15 @@ async def edge_pair(database: Database, definitions: InMemoryTransformations) ->
     return producer, consumer
 
 
-async def test_edge_feeds_settled_files_in_output_order_behind_a_margin(
+async def test_edge_feeds_committed_files_at_once_in_output_order(
     database: Database, plugins: Any, definitions: InMemoryTransformations
 ) -> None:
     producer, consumer = await edge_pair(database, definitions)
-    await produced(database, producer, ["/e/1", "/e/2", "/e/3"], completed_ago=OLD)
-    recent = await produced(database, producer, ["/e/4"], completed_ago=timedelta(0))
-    await produced(database, producer, ["/e/5"], completed_ago=OLD)  # minted after /e/4
+    assert (await run_feeder(database, plugins, consumer)).yielded == 0  # nothing produced yet
+    await produced(database, producer, ["/e/1", "/e/2", "/e/3"])
     result = await run_feeder(database, plugins, consumer)
-    assert (result.inserted, result.exhausted) == (3, False)
-    assert await lfns(database, consumer.id) == ["/e/1", "/e/2", "/e/3"]  # stops at /e/4
+    assert (result.inserted, result.exhausted) == (3, False)  # no margin: fed at once
+    assert await lfns(database, consumer.id) == ["/e/1", "/e/2", "/e/3"]
     state = await bookmark(database, consumer.id)
     async with database.transaction(RC) as conn:
         third = await conn.scalar(
@@ -251,7 +240,7 @@ async def test_edge_feeds_settled_files_in_output_order_behind_a_margin(
         )
     assert UUID(state["after"]) == UUID(bytes=bytes(third))
     assert (await again(database, plugins, consumer)).yielded == 0
-    await settle(database, recent)
+    await produced(database, producer, ["/e/4", "/e/5"])
     later = await again(database, plugins, consumer)
     assert (later.inserted, later.exhausted) == (2, False)
     fed = await s.input_rows(database, consumer.id)
@@ -260,11 +249,64 @@ async def test_edge_feeds_settled_files_in_output_order_behind_a_margin(
     await s.assert_counters_exact(database, consumer.id)
 
 
+async def test_edge_outputs_minted_by_a_clock_behind_still_sort_after_the_watermark(
+    database: Database, plugins: Any, definitions: InMemoryTransformations
+) -> None:
+    """A replica whose clock lags mints after what is committed, so the bookmark never passes
+    what it writes next."""
+    producer, consumer = await edge_pair(database, definitions)
+    await produced(database, producer, ["/c/1"])
+    ahead = (int.from_bytes(new_id()) + (30_000 << 80)).to_bytes(16)  # 30 s ahead
+    async with database.transaction(RC) as conn:
+        await conn.execute(
+            sa.update(execution.parcel_outputs)
+            .where(execution.parcel_outputs.c.LFN == "/c/1")
+            .values(OutputID=ahead)
+        )
+    assert (await run_feeder(database, plugins, consumer)).inserted == 1
+    await produced(database, producer, ["/c/2"])  # minted after the row from ahead
+    assert (await again(database, plugins, consumer)).inserted == 1
+    assert await lfns(database, consumer.id) == ["/c/1", "/c/2"]
+
+
+async def test_recording_mints_after_the_largest_output_id_of_every_output_it_writes(
+    database: Database,
+) -> None:
+    producer = await s.transformation(database, feeder="Seeds", outputs=["a", "b"])
+    parcel_id = await produced(database, producer, ["/m/first"])  # under the first output
+    first, second = (o.output_id for o in producer.outputs)
+    async with database.transaction(RC) as conn:
+        assert await watermark.hold_outputs(conn, [second]) is None  # nothing under it yet
+        floor = await watermark.hold_outputs(conn, [first, second])
+    assert floor is not None
+    mint_after(floor)
+    ids = new_ids(3)
+    assert ids[0] > floor
+    async with database.transaction(RC) as conn:
+        await conn.execute(
+            sa.insert(execution.parcel_outputs),
+            [
+                {
+                    "TransformationOutputID": output,
+                    "OutputID": oid,
+                    "ParcelID": parcel_id,
+                    "LFN": f"/m/{n}",
+                    "LFNSize": 1,
+                }
+                for n, (output, oid) in enumerate(zip((first, second, first), ids, strict=True))
+            ],
+        )
+    async with database.transaction(RC) as conn:
+        assert await watermark.hold_outputs(conn, [second, first]) == ids[2]
+        assert await watermark.hold_outputs(conn, [second]) == ids[1]
+        assert await watermark.settled_through(conn, first) == ids[2]
+
+
 async def test_edge_exhausts_once_the_producer_is_drained_and_read(
     database: Database, plugins: Any, definitions: InMemoryTransformations
 ) -> None:
     producer, consumer = await edge_pair(database, definitions)
-    await produced(database, producer, ["/d/1"], completed_ago=OLD)
+    await produced(database, producer, ["/d/1"])
     # The producer's feeder is off but one of its inputs is Failed, awaiting its hook: live.
     definitions.update(producer.id, feeder_enabled=False)
     failed = new_id()
@@ -282,14 +324,14 @@ async def test_edge_exhausts_once_the_producer_is_drained_and_read(
         await journal_inputs(conn, {(producer.id, None, "Failed"): 1})
     waiting = await run_feeder(database, plugins, consumer)
     assert (waiting.inserted, waiting.exhausted) == (1, False)
-    await produced(database, producer, ["/d/2"], completed_ago=timedelta(0))
+    await produced(database, producer, ["/d/2"])
     async with database.transaction(RC) as conn:  # the hook gives up on it
         table = execution.inputs
         await conn.execute(
             sa.update(table).where(table.c.InputID == failed).values(Status="NotProcessed")
         )
         await journal_inputs(conn, {(producer.id, "Failed", "NotProcessed"): 1})
-    drained = await again(database, plugins, consumer)  # no margin once drained
+    drained = await again(database, plugins, consumer)
     assert (drained.inserted, drained.exhausted) == (1, True)
     assert (await s.transformation_row(database, consumer.id)).FeederEnabled is False
     assert await lfns(database, consumer.id) == ["/d/1", "/d/2"]
@@ -300,7 +342,7 @@ async def test_edge_does_not_exhaust_on_a_producer_that_is_not_active(
 ) -> None:
     producer, consumer = await edge_pair(database, definitions)
     definitions.update(producer.id, feeder_enabled=False, status=TransformationStatus.PAUSED)
-    await produced(database, producer, ["/p/1"], completed_ago=OLD)
+    await produced(database, producer, ["/p/1"])
     result = await run_feeder(database, plugins, consumer)
     assert (result.inserted, result.exhausted) == (1, False)
 

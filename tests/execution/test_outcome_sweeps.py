@@ -1,10 +1,13 @@
-"""The completion sweeps: a turn records what is Completing and decides what is Failed, one
-replica at a time, and the loops keep going until asked to stop — on SQLite and MariaDB."""
+"""The completion sweeps: a turn records what is Completing (replicas side by side, each parcel
+once) and decides what is Failed (one replica per transformation at a time), and the loops keep
+going until asked to stop — on SQLite and MariaDB."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+import pytest
 from definition_double import InMemoryTransformations
 from recording_world import (
     World,
@@ -19,15 +22,17 @@ from recording_world import (
     transformation,
 )
 
+from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.kernel.sweeps import SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
-from dxts.execution.logic.sweeps import RECORD_LOCK, Completion, failed_inputs_lock
+from dxts.execution.logic.sweeps import Completion, failed_inputs_lock
 from dxts.execution.settings import ExecutionSettings
+from dxts.execution.store.outcomes import lock_parcels
 from dxts.v1 import common_pb2
 
 
@@ -79,18 +84,38 @@ async def test_one_turn_of_each_sweep(database: Database, catalogue: LocalFileCa
 async def test_a_turn_skips_what_another_replica_holds(
     database: Database, catalogue: LocalFileCatalogue
 ) -> None:
-    world, done, _ = await scene(database)
+    world, _, _ = await scene(database)
     completion = sweeps(database, world, catalogue)
     other = LockManager(database)
 
-    async with other.try_hold(RECORD_LOCK) as held:
-        assert held
-        assert await completion.record_turn() is None
     async with other.try_hold(failed_inputs_lock(world.transformation_id)) as held:
         assert held
         assert await completion.failed_inputs_turn() == {}
     assert await statuses(database, world.transformation_id) == {"Assigned": 1, "Failed": 1}
-    assert (await parcel(database, done)).Status == "Completing"
+
+
+@pytest.mark.mariadb_only
+async def test_a_turn_passes_by_a_parcel_another_replica_is_recording(
+    mariadb: Database, tmp_path: Path
+) -> None:
+    """Replicas record side by side: a parcel locked by another's batch is not waited for nor
+    recorded twice; once that batch ends, it is recorded if it is still Completing."""
+    world, done, _ = await scene(mariadb)
+    catalogue = LocalFileCatalogue(
+        CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path / 'catalogue.sqlite'}")
+    )
+    await catalogue.start()
+    try:
+        completion = sweeps(mariadb, world, catalogue)
+        async with mariadb.transaction(Isolation.READ_COMMITTED) as conn:
+            assert done in await lock_parcels(conn, [done])  # the other replica's batch
+            assert await completion.record_turn() == 0
+        assert (await parcel(mariadb, done)).Status == "Completing"
+        assert await completion.record_turn() == 1
+    finally:
+        await catalogue.close()
+    assert (await parcel(mariadb, done)).Status == "Done"
+    await assert_counters_exact(mariadb)
 
 
 async def test_the_loops_run_until_stopped(

@@ -11,6 +11,7 @@ catalogue and the storage directory. The end-to-end tests, the fault suite and t
 benchmark run against it; `dxts up` (one process) is a convenience, not what is tested here.
 
     with LocalCluster(directory, db_url=url, backends=[Backend("null")]) as cluster:
+        # execution_replicas=2, dispatcher_replicas=2: "execution" and "execution-2", ...
         token = cluster.user_token("lhcb", "alice", ["operator"])
         ...  # cluster.addresses["definition"], cluster.kill("execution"), cluster.restart(...)
 """
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -33,6 +35,7 @@ import grpc
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from dxts.core.grpc.auth import DEFAULT_AUDIENCE, DEFAULT_ISSUER, issue_token
 from dxts.core.grpc.ports import free_port
@@ -135,6 +138,9 @@ class LocalCluster:
         common_env: Mapping[str, str] | None = None,
         migrate: bool = True,
         replicas: Mapping[str, int] | None = None,
+        execution_replicas: int = 1,
+        dispatcher_replicas: int = 1,
+        metrics: bool = False,
     ) -> None:
         self.directory = directory
         self.db_url = db_url
@@ -143,9 +149,14 @@ class LocalCluster:
         self.common_env = dict(common_env or {})
         self.components: dict[str, Component] = {}
         self.migrates = migrate  # False: the schema exists already (a test created it)
-        # More than one replica of a service: "dispatcher", "dispatcher-2", ... (its peers
-        # call the first).
+        # More than one replica of a service: "dispatcher", "dispatcher-2", ...; replica n of a
+        # component calls replica n of each peer, wrapping around (a Service spreading calls).
         self.replicas = dict(replicas or {})
+        for name, count in (("execution", execution_replicas), ("dispatcher", dispatcher_replicas)):
+            if count < 1:
+                raise ValueError(f"{name}_replicas must be at least 1, got {count}")
+            self.replicas[name] = max(count, self.replicas.get(name, 1))
+        self.metrics = metrics  # each service process serves Prometheus metrics (`counter`)
         self._private_key = ed25519.Ed25519PrivateKey.generate()
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -228,10 +239,14 @@ class LocalCluster:
             self._add(name, f"dxts-{name}", env, addresses[name])
             for n in range(2, self.replicas.get(name, 1) + 1):
                 replica = f"{name}-{n}"
+                peers = {
+                    f"DXTS_{peer.upper()}_ADDRESS": addresses[self.replica_name(peer, n)]
+                    for peer in PEERS[name]
+                }
                 self._add(
                     replica,
                     f"dxts-{name}",
-                    {**env, "DXTS_LISTEN": addresses[replica]},
+                    {**env, **peers, "DXTS_LISTEN": addresses[replica]},
                     addresses[replica],
                     settings_of=name,
                 )
@@ -260,12 +275,37 @@ class LocalCluster:
                 }
             self._add(name, f"dxts-backend-{backend.type}", env, addresses[name])
 
+    def replica_name(self, name: str, n: int) -> str:
+        """The component name of replica `n` (from 1) of `name`, wrapping around its count."""
+        n = (n - 1) % self.replicas.get(name, 1) + 1
+        return name if n == 1 else f"{name}-{n}"
+
     def _add(
         self, name: str, command: str, env: dict[str, str], address: str, settings_of: str = ""
     ) -> None:
         env = {**env, **self.extra_env.get(settings_of or name, {})}
+        if self.metrics and (settings_of or name) in SERVICES:
+            env["DXTS_METRICS_PORT"] = str(free_port())
         log_path = self.directory / "logs" / f"{name}.log"
         self.components[name] = Component(name, command, env, address, log_path)
+
+    def replicas_of(self, name: str) -> list[str]:
+        """The component names of every replica of `name`: "execution", "execution-2", ..."""
+        return [self.replica_name(name, n) for n in range(1, self.replicas.get(name, 1) + 1)]
+
+    def counter(self, name: str, metric: str, **labels: str) -> float:
+        """The total of a Prometheus counter (`metric`, without `_total`) over the samples
+        matching `labels`, as component `name` serves it now (the cluster needs `metrics`)."""
+        port = self.components[name].env["DXTS_METRICS_PORT"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == f"{metric}_total"
+            and all(sample.labels.get(k) == v for k, v in labels.items())
+        )
 
     @property
     def addresses(self) -> dict[str, str]:

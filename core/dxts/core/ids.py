@@ -84,6 +84,19 @@ def _reserve(size: int) -> tuple[int, int]:
     return millisecond, first
 
 
+def mint_after(floor: bytes) -> None:
+    """Make every id this process mints from now on sort after `floor` (an id minted anywhere,
+    perhaps by a process whose clock runs ahead): the next ids continue `floor`'s millisecond
+    and counter when the local ones would not sort after it. The Edge feeder's watermark rests
+    on this (`dxts.execution.store.outcomes.hold_outputs`)."""
+    global _last_millisecond, _last_counter
+    millisecond = int.from_bytes(floor[:6])
+    counter = (int.from_bytes(floor[6:8]) & 0x0FFF) << 14 | int.from_bytes(floor[8:10]) & 0x3FFF
+    with _mint_lock:
+        if (millisecond, counter) >= (_last_millisecond, _last_counter):
+            _last_millisecond, _last_counter = millisecond, counter
+
+
 def id_to_str(value: bytes) -> str:
     """Render a 16-byte id in the canonical form used on the wire and in logs."""
     if not isinstance(value, bytes | bytearray) or len(value) != UUID_BYTES:

@@ -218,32 +218,28 @@ class EdgeArgs(PluginArgs):
 
     transformation_output_id: UUID
     page_size: int = Field(1000, ge=1, le=10_000)
-    margin_s: float = Field(
-        60.0,
-        ge=0,
-        description="how long a producing parcel must have been done before its files are fed",
-    )
 
 
 async def edge_feeder(
     *, feeder_args: EdgeArgs, feeder_state: dict[str, Any], outputs: ParcelOutputReader
 ) -> AsyncIterator[FeederProposal]:
     """Feed the producer's files under the output from the bookmark (the largest OutputID fed)
-    on. It trails the present by `margin_s`: an OutputID is minted before its row commits, so
-    it stops at the first file whose parcel completed less than the margin ago (by the database
-    clock: a UUIDv7's own timestamp can run ahead of the clock when ids are minted in bursts).
+    up to the output's commit-safe watermark (`ParcelOutputReader.settled_through`): an
+    OutputID is minted before its row commits, and the watermark is the point below which
+    every row is committed and none can still appear, so the bookmark never passes a row that
+    commits later, and a file is fed as soon as its parcel's recording commits.
 
-    Exhaustion: drainage is checked before reading, and a drained producer writes nothing
-    more, so the read that follows a positive check goes to the end without a margin and,
-    once it has fed everything, says NoMoreInputs. No scouting branch: the upstream feeder
-    already decided the sample."""
+    Exhaustion: drainage is checked before the watermark is taken, and a drained producer
+    writes nothing more, so the read that follows a positive check goes to the end and, once
+    it has fed everything, says NoMoreInputs. No scouting branch: the upstream feeder already
+    decided the sample."""
     output = feeder_args.transformation_output_id
     after = _uuid_bookmark(feeder_state)
     drained = await outputs.producer_drained(output)
-    settled = None if drained else feeder_args.margin_s
-    while True:
+    through = await outputs.settled_through(output)
+    while through is not None and (after is None or after < through):
         page = await outputs.outputs(
-            output, after=after, settled_s=settled, limit=feeder_args.page_size
+            output, after=after, through=through, limit=feeder_args.page_size
         )
         for file in page:
             yield FileInput(lfn=file.lfn, lfn_size=file.lfn_size or 0)

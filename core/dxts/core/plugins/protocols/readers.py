@@ -34,17 +34,21 @@ class ProducedFile:
 class ParcelOutputReader(Protocol):
     """The producer side of an internal edge (the Edge feeder)."""
 
+    async def settled_through(self, transformation_output_id: UUID) -> UUID | None:
+        """The commit-safe watermark: the largest OutputID under the output such that every row
+        at or below it is committed and none will ever be added there (None: no row yet)."""
+        ...
+
     async def outputs(
         self,
         transformation_output_id: UUID,
         *,
         after: UUID | None,
-        settled_s: float | None,
+        through: UUID,
         limit: int,
     ) -> list[ProducedFile]:
-        """Up to `limit` rows under the output with OutputID > `after` (None: from the first),
-        in OutputID order (a primary-key range scan), ending before the first row whose parcel
-        completed less than `settled_s` seconds ago by the database clock (None: no margin)."""
+        """Up to `limit` rows under the output with `after` < OutputID <= `through` (None: from
+        the first), in OutputID order (a primary-key range scan)."""
         ...
 
     async def producer_drained(self, transformation_output_id: UUID) -> bool:

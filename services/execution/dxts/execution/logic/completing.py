@@ -5,7 +5,9 @@ applied to each input (splits included), the parcel Done, PartiallyDone or Faile
 everything but the catalogue registration (itself idempotent) commits in the one transaction
 that takes the parcel out of Completing, so a batch interrupted anywhere simply runs again.
 Batches run in transactions side by side on a server (`RECORD_LANES`: the server writes one
-while this process prepares the other).
+while this process prepares the other). Replicas record side by side too: a batch locks its
+parcels with SKIP LOCKED, so each parcel is recorded by the one transaction that locked it and
+the others pass it by; once that one commits the parcel is no longer Completing.
 
 Decisions DISPATCH.md leaves to this project, besides its step 4: a file the catalogue refuses
 (its LFN registered with other content), or that cannot be registered at all, fails the parcel
@@ -28,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from dxts.core.ids import id_to_str, new_ids
+from dxts.core.ids import id_to_str, mint_after, new_ids
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.outcome_model import (
@@ -45,6 +47,7 @@ from dxts.execution.logic.splits import insert_splits
 from dxts.execution.logic.transformations import ActiveTransformations
 from dxts.execution.metrics import PARCELS_RECORDED
 from dxts.execution.store import outcomes as store
+from dxts.execution.store import watermark
 from dxts.execution.store.common import move_inputs
 from dxts.execution.store.outcomes import ParcelMove
 
@@ -198,9 +201,11 @@ class Recorder:
 
     async def _record(self, conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> list[str]:
         now = await db_now(conn)
+        # Skipped, not waited for: a parcel locked is being recorded by another lane or replica
+        # (or its outcome arriving again), and is no longer Completing once that commits.
         rows = [
             row
-            for row in (await store.lock_parcels(conn, parcel_ids)).values()
+            for row in (await store.lock_parcels(conn, parcel_ids, skip_locked=True)).values()
             if row.status == P.COMPLETING and OUTCOME in row.annotations
         ]
         if not rows:
@@ -299,6 +304,11 @@ async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetim
         for output_id, file in plan.files
         if output_id is not None
     ]
+    if written:
+        # Shared until commit, and minted after what is committed: the Edge watermark.
+        floor = await watermark.hold_outputs(conn, {output_id for _, output_id, _ in written})
+        if floor is not None:
+            mint_after(floor)
     outputs = [
         {
             "TransformationOutputID": output_id,

@@ -30,7 +30,6 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, cast
 from uuid import UUID
 
@@ -44,6 +43,7 @@ from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
 from dxts.execution import metrics
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
 from dxts.execution.store import feeding as db
+from dxts.execution.store import watermark
 
 log = logging.getLogger(__name__)
 
@@ -213,30 +213,23 @@ class EdgeReader(ParcelOutputReader):
         self._database = database
         self._snapshot = snapshot
 
+    async def settled_through(self, transformation_output_id: UUID) -> UUID | None:
+        async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
+            through = await watermark.settled_through(conn, transformation_output_id.bytes)
+        return None if through is None else UUID(bytes=bytes(through))
+
     async def outputs(
         self,
         transformation_output_id: UUID,
         *,
         after: UUID | None,
-        settled_s: float | None,
+        through: UUID,
         limit: int,
     ) -> list[ProducedFile]:
         async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
-            now = await db_now(conn)
-            rows = await db.parcel_outputs_after(
-                conn, transformation_output_id.bytes, after=after, limit=limit
+            rows = await db.parcel_outputs_between(
+                conn, transformation_output_id.bytes, after=after, through=through, limit=limit
             )
-        if settled_s is not None:
-            cutoff = now - timedelta(seconds=settled_s)
-            unsettled = next(
-                (
-                    i
-                    for i, r in enumerate(rows)
-                    if r.completed_at is None or r.completed_at > cutoff
-                ),
-                len(rows),
-            )
-            rows = rows[:unsettled]
         return [ProducedFile(UUID(bytes=r.output_id), r.lfn, r.lfn_size) for r in rows]
 
     async def producer_drained(self, transformation_output_id: UUID) -> bool:

@@ -6,9 +6,10 @@
   a time. Items: inputs inserted.
 * **packer** — likewise, every Active transformation of a workgraph that is not halted is packed
   under its packer lock (Paused ones are not listed). Items: inputs assigned or set aside.
-* **recorder** — the replica holding the `record-outcomes` lock records every Completing parcel
-  whose outcome has arrived (`completing.Recorder`). Recording is re-entrant, so the lock only
-  keeps replicas from doing the same work twice, never correctness. Items: parcels recorded.
+* **recorder** — every Completing parcel whose outcome has arrived is recorded
+  (`completing.Recorder`); replicas record side by side, each batch locking its parcels with
+  SKIP LOCKED, so each parcel is recorded by one transaction and the others pass it by. Items:
+  parcels recorded.
 * **failed-inputs** — each Active transformation, up to `sweep_concurrency` at a time, under its
   own `failed-inputs` lock: its Failed inputs meet its HandleFailedInput hook, or are written
   off once its workgraph is halted (`failed_inputs`). Items: inputs decided or written off.
@@ -43,9 +44,6 @@ from dxts.execution.logic.transformations import (
 from dxts.execution.settings import ExecutionSettings
 
 R = TypeVar("R")
-
-RECORD_LOCK = Lock("record-outcomes", "all")
-
 
 def failed_inputs_lock(transformation_id: bytes) -> Lock:
     return Lock("failed-inputs", transformation_id)
@@ -145,12 +143,9 @@ class Completion:
         self.settings = settings
         self.recorder = Recorder(database, catalogue, transformations)
 
-    async def record_turn(self) -> int | None:
-        """Record what is Completing; None when another replica is at it."""
-        async with self.locks.try_hold(RECORD_LOCK) as held:
-            if not held:
-                return None
-            return await self.recorder.record_completing(batch=self.settings.record_batch)
+    async def record_turn(self) -> int:
+        """Record what is Completing and no other replica is recording; returns how many."""
+        return await self.recorder.record_completing(batch=self.settings.record_batch)
 
     async def failed_inputs_turn(self) -> dict[bytes, Handled]:
         """One pass over every Active transformation's Failed inputs."""
@@ -174,7 +169,7 @@ class Completion:
         return done
 
     async def parcels_recorded(self) -> int:
-        return await self.record_turn() or 0
+        return await self.record_turn()
 
     async def failed_inputs_handled(self) -> int:
         handled = await self.failed_inputs_turn()

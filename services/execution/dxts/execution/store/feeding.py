@@ -1,5 +1,5 @@
 """SQL of the feeder runner: one batch of inputs with its bookmark, the feeder's log rows, and the
-Edge feeder's range scan over a producer's ParcelOutputs.
+Edge feeder's range scan over a producer's ParcelOutputs (below its watermark, `watermark`).
 
 A batch is one transaction (`commit_batch`):
 
@@ -31,7 +31,7 @@ from dxts.core.ids import new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import Input
 from dxts.core.schema.definition import transformations
-from dxts.core.schema.execution import inputs, parcel_outputs, parcels
+from dxts.core.schema.execution import inputs, parcel_outputs
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, TransformationStatus
 from dxts.execution.store.common import insert_ignoring_duplicates
@@ -133,28 +133,33 @@ async def log_feeder(
     )
 
 
-@dataclass(frozen=True)
-class OutputRow:
+class OutputRow(NamedTuple):
     output_id: bytes
     lfn: str
     lfn_size: int | None
-    completed_at: datetime | None  # its parcel's CompletedAt
 
 
-async def parcel_outputs_after(
-    conn: AsyncConnection, transformation_output_id: bytes, *, after: UUID | None, limit: int
+async def parcel_outputs_between(
+    conn: AsyncConnection,
+    transformation_output_id: bytes,
+    *,
+    after: UUID | None,
+    through: UUID,
+    limit: int,
 ) -> list[OutputRow]:
-    """ParcelOutputs under the output with OutputID > `after` (a primary-key range), each with
-    its parcel's CompletedAt (its primary key)."""
+    """ParcelOutputs under the output with `after` < OutputID <= `through` (a primary-key
+    range), in OutputID order."""
     columns = parcel_outputs.c
-    conditions = [columns.TransformationOutputID == transformation_output_id]
+    conditions = [
+        columns.TransformationOutputID == transformation_output_id,
+        columns.OutputID <= through.bytes,
+    ]
     if after is not None:
         conditions.append(columns.OutputID > after.bytes)
     rows = await conn.execute(
-        sa.select(columns.OutputID, columns.LFN, columns.LFNSize, parcels.c.CompletedAt)
-        .select_from(parcel_outputs.join(parcels, parcels.c.ParcelID == columns.ParcelID))
+        sa.select(columns.OutputID, columns.LFN, columns.LFNSize)
         .where(*conditions)
         .order_by(columns.OutputID)
         .limit(limit)
     )
-    return [OutputRow(bytes(r.OutputID), r.LFN, r.LFNSize, r.CompletedAt) for r in rows]
+    return [OutputRow(bytes(r.OutputID), r.LFN, r.LFNSize) for r in rows]

@@ -77,10 +77,11 @@ _PARCEL_COLUMNS = (
 
 
 async def lock_parcels(
-    conn: AsyncConnection, parcel_ids: Iterable[bytes]
+    conn: AsyncConnection, parcel_ids: Iterable[bytes], *, skip_locked: bool = False
 ) -> dict[bytes, ParcelRow]:
     """The parcels among `parcel_ids`, locked until the transaction ends (SQLite: the whole
-    database already is)."""
+    database already is). With `skip_locked`, a parcel another transaction holds is left out
+    rather than waited for: it is that transaction's to move."""
     wanted = sorted(set(parcel_ids))
     found: dict[bytes, ParcelRow] = {}
     for chunk in chunked(wanted):
@@ -88,7 +89,7 @@ async def lock_parcels(
             sa.select(*_PARCEL_COLUMNS)
             .where(parcels.c.ParcelID.in_(chunk))
             .order_by(parcels.c.ParcelID)
-            .with_for_update()
+            .with_for_update(skip_locked=skip_locked)
         )
         found.update((parcel.parcel_id, parcel) for parcel in map(_parcel_row, rows))
     return found

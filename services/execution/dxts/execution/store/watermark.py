@@ -1,0 +1,70 @@
+"""SQL of the Edge feeder's commit-safe watermark over ParcelOutputs.
+
+An OutputID is minted before its row commits, so a reader that took the largest OutputID it
+saw as its bookmark could later miss a row minted earlier and committed after. The protocol
+that rules it out uses the declared output's TransformationOutputs row as a reader-writer lock:
+
+* a recording transaction takes it shared (`hold_outputs`) for every output it writes under,
+  before minting, and keeps it until it commits or rolls back; it then reads the largest
+  OutputID committed under those outputs and mints after it (`dxts.core.ids.mint_after`);
+* the feeder takes it exclusively (`settled_through`), which waits for every recording
+  transaction holding it to end, and reads the largest committed OutputID M under the output
+  with a locking read (the latest committed version, at READ COMMITTED or REPEATABLE READ).
+
+Every row with OutputID <= M is then committed: its transaction minted it before the feeder's
+exclusive lock was granted, so ended first (a rolled-back one left nothing). Every row committed
+later was minted by a transaction whose shared lock came after the feeder's release, which read
+M among the committed rows and minted after it. So feeding (bookmark, M] and moving the bookmark
+to M never skips a row, at any clock skew between replicas. Shared holders never wait for each
+other. On SQLite every transaction begins IMMEDIATE, a single writer, which gives the same
+order without the row locks (SQLAlchemy renders no locking clause there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.schema.definition import transformation_outputs
+from dxts.core.schema.execution import parcel_outputs
+
+_declared = transformation_outputs.c.TransformationOutputID
+_produced = parcel_outputs.c
+
+
+async def hold_outputs(conn: AsyncConnection, output_ids: Collection[bytes]) -> bytes | None:
+    """Lock the declared outputs shared until the transaction ends and return the largest
+    OutputID committed under any of them (None: none yet). Call it before minting OutputIDs
+    under them, and mint after what it returns. The caller's transaction is READ COMMITTED,
+    so the read sees every row committed before the lock was granted."""
+    if not output_ids:
+        return None
+    wanted = sorted(output_ids)  # one order for every holder
+    await conn.execute(
+        sa.select(_declared)
+        .where(_declared.in_(wanted))
+        .order_by(_declared)
+        .with_for_update(read=True)
+    )
+    # Grouped, the largest of each output is one index probe (a loose index scan); a MAX over
+    # the IN list would scan every row of every output.
+    largest = await conn.execute(
+        sa.select(sa.func.max(_produced.OutputID))
+        .where(_produced.TransformationOutputID.in_(wanted))
+        .group_by(_produced.TransformationOutputID)
+    )
+    return max((bytes(row[0]) for row in largest), default=None)
+
+
+async def settled_through(conn: AsyncConnection, output_id: bytes) -> bytes | None:
+    """The largest OutputID under the output below which every row is committed and none will
+    ever be added (None: no row yet). Waits for the recording transactions writing under it;
+    run it in a transaction of its own, which holds the output no longer than this read."""
+    await conn.execute(sa.select(_declared).where(_declared == output_id).with_for_update())
+    return await conn.scalar(
+        sa.select(sa.func.max(_produced.OutputID))
+        .where(_produced.TransformationOutputID == output_id)
+        .with_for_update(read=True)
+    )
