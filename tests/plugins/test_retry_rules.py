@@ -136,6 +136,11 @@ def decide(
          ToProblematic(reason="rule oom: memory_mb already at the cap: "
                               "slurm OUT_OF_MEMORY exit code 1",
                        note="rule oom: set aside, memory_mb already at the cap")),
+        # above the cap already (a template asking more): never lowered
+        (failure(raw_status="OUT_OF_MEMORY", memory_mb=9000), 1,
+         ToProblematic(reason="rule oom: memory_mb already at the cap: "
+                              "slurm OUT_OF_MEMORY exit code 1",
+                       note="rule oom: set aside, memory_mb already at the cap")),
         # no start: from nothing straight to the cap; a float stays a float
         (failure(raw_status="TIMEOUT"), 1,
          RetryWith(requirements={"wall_time_s": 7200},

@@ -10,8 +10,8 @@ rule that matches decides:
 * `retry` — pack the input again as it was (ToUnassigned);
 * `raise` — pack it again asking for more: each requirement named under `raise` multiplied by its
   `factor` from what the failed parcel asked (or `start`, the backend's default, when it asked
-  none), at most `max` (RetryWith). A requirement already at its cap cannot be raised: the input
-  is set aside instead;
+  none), at most `max` (RetryWith). A requirement already at its cap (or above it) cannot be
+  raised: the input is set aside instead;
 * `elsewhere` — pack it again for the backend named by `backend` (RetryWith);
 * `give_up` — write it off, NotProcessed, with the rule and the failure as the reason (WriteOff);
 * `set_aside` — Problematic, for an operator (ToProblematic).
@@ -207,7 +207,7 @@ def decide(rule: Rule, input: InputRecord, parcel: Parcel | None, budget: int) -
     assert rule.raise_ is not None
     asked = parcel.requirements if parcel is not None else {}
     raised = {key: how.raised(asked.get(key)) for key, how in rule.raise_.items()}
-    capped = [key for key, value in raised.items() if asked.get(key) == value]
+    capped = [key for key, value in raised.items() if not _below(asked.get(key), value)]
     if capped:
         why = f"{', '.join(capped)} already at the cap"
         return ToProblematic(
@@ -215,6 +215,13 @@ def decide(rule: Rule, input: InputRecord, parcel: Parcel | None, budget: int) -
         )
     changes = ", ".join(f"{key} {asked.get(key, 'unset')} → {raised[key]}" for key in raised)
     return RetryWith(requirements=raised, note=f"{tag}: retried with {changes}")
+
+
+def _below(asked: Any, raised: float | int) -> bool:
+    """Whether `raised` is more than the parcel asked (anything is, when it asked no number)."""
+    if not isinstance(asked, int | float) or isinstance(asked, bool):
+        return True
+    return raised > asked
 
 
 def by_default(input: InputRecord, parcel: Parcel | None, budget: int) -> tuple[Decision, str]:
