@@ -107,6 +107,8 @@ DECLARED_READS: dict[str, dict[str, str]] = {
             name: "a parcel's description shows the identifier its backend gave it"
             for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs")
         },
+        "Requirements": "HandleFailedInput is shown the requirements a failed parcel was sent "
+        "with (a retry rule raises them)",
     },
     "dxts.dispatcher": {
         **{

@@ -130,6 +130,7 @@ async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness:
     outcome = await harness.outcome(result.identifier)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert outcome.backend_status == "FAILED 1:0"  # cwltool's exit status for a failed tool
+    assert outcome.HasField("exit_code") and outcome.exit_code == 1
     assert "broken" in outcome.message
     assert outcome.usage.max_memory_bytes > 0
 

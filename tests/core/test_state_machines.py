@@ -107,7 +107,7 @@ EXPECTED = {
         Problematic > NotProcessed : {OP}
         Unassigned > NotProcessed : {OP}, {CORE}
         Assigned > NotProcessed : {CORE}
-        Failed > NotProcessed : {CORE}
+        Failed > NotProcessed : {CORE}, {HOOK}
         Assigned > Unassigned : {CORE}
         """
     ),

@@ -123,3 +123,37 @@ async def test_a_rule_may_set_its_own_delay_and_ignore_cancel() -> None:
         stubborn.parcel_id: common_pb2.OUTCOME_RESULT_FAILED,
         ordinary.parcel_id: common_pb2.OUTCOME_RESULT_CANCELLED,
     }
+
+
+async def test_a_failure_rule_says_its_status_message_and_exit_code_below_a_requirement() -> None:
+    """Out of memory while a parcel asks less than 4000 MB (or nothing): a retry rule's test."""
+    adaptor = NullAdaptor(
+        NullSettings(
+            rules=[
+                NullRule(
+                    fate="failure",
+                    descriptor={"seed": 1},
+                    backend_status="OUT_OF_MEMORY",
+                    message="killed: out of memory",
+                    exit_code=137,
+                    while_below={"memory_mb": 4000},
+                )
+            ]
+        )
+    )
+    asked = [parcel(parameters=seed(1)) for _ in range(3)]
+    asked[1].requirements_json = json.dumps({"memory_mb": 2000})
+    asked[2].requirements_json = json.dumps({"memory_mb": 4000})
+    assert await fates(adaptor, *asked) == [FAILURE, FAILURE, SUCCESS]
+    reply = await AdaptorServicer(adaptor).Poll(
+        backend_pb2.PollRequest(identifiers=[adaptor.jobs[asked[0].parcel_id].identifier]), None
+    )
+    (outcome,) = reply.outcomes
+    assert (outcome.backend_status, outcome.message, outcome.exit_code) == (
+        "OUT_OF_MEMORY",
+        "killed: out of memory",
+        137,
+    )
+    assert outcome.HasField("exit_code")
+    success = adaptor.outcome(adaptor.jobs[asked[2].parcel_id])
+    assert success.exit_code is None

@@ -249,7 +249,8 @@ def parcel(
         result = common_pb2.OutcomeResult.Name(outcome.result).removeprefix("OUTCOME_RESULT_")
         typer.echo(f"outcome   {result.capitalize()} at {when(outcome.finished_at)}")
         typer.echo(f"reason    {outcome.message or '-'}")
-        typer.echo(f"backend status  {outcome.backend_status or '-'}")
+        exit_code = f" (exit code {outcome.exit_code})" if outcome.HasField("exit_code") else ""
+        typer.echo(f"backend status  {outcome.backend_status or '-'}{exit_code}")
         usage = message_dict(outcome.usage) if outcome.HasField("usage") else {}
         shown = ", ".join(f"{k} {v}" for k, v in usage.items() if v not in (None, "", 0))
         typer.echo(f"usage     {shown or 'not reported'}")

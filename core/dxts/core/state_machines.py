@@ -6,10 +6,13 @@ one place a transition is validated; it raises `InvalidTransition` naming the en
 state and the attempted one. The core applies transitions (a conditional UPDATE whose row count
 is the truth); plugins and operators only ask for them.
 
-Deliberate addition to STATE-MACHINES.md: a workgraph may be cancelled from Finalizing, whose
-members can be Finalizing, FinalizingBlocked or Finalized, so those last two also go to
-Cancelling when the workgraph does (the table lists only New, Active, Paused and Finalizing,
-which would leave a cancelled workgraph with members that cannot follow it).
+Deliberate additions to STATE-MACHINES.md: HandleFailedInput may write a Failed input off
+(WriteOff: Failed → NotProcessed), which a retry rule that knows the failure is permanent ("no
+such file") does rather than leave it Problematic for an operator to write off. And a
+workgraph may be cancelled from Finalizing, whose members can be Finalizing, FinalizingBlocked
+or Finalized, so those last two also go to Cancelling when the workgraph does (the table lists
+only New, Active, Paused and Finalizing, which would leave a cancelled workgraph with members
+that cannot follow it).
 """
 
 from __future__ import annotations
@@ -261,7 +264,7 @@ INPUT = StateMachine(
             (I.PROBLEMATIC, I.NOT_PROCESSED, OP, "operator write-off"),
             (I.UNASSIGNED, I.NOT_PROCESSED, (OP, CORE), "write-off, close, cancellation, halt"),
             (I.ASSIGNED, I.NOT_PROCESSED, CORE, "its parcel reached Cancelled"),
-            (I.FAILED, I.NOT_PROCESSED, CORE, "halt"),
+            (I.FAILED, I.NOT_PROCESSED, (CORE, HOOK), "halt, or HandleFailedInput: WriteOff"),
             (I.ASSIGNED, I.UNASSIGNED, CORE, "parcel reports NOT_TRIED"),
         ]
     ),

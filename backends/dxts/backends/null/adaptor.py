@@ -58,6 +58,7 @@ class Job:
     pushed: bool = False
     cancellable: bool = True
     usage: NullUsage | None = None  # what it reports as measured when it finishes
+    rule: NullRule | None = None  # the rule that decided its fate, if one did
 
 
 def fate_of(parcel_id: str, settings: NullSettings) -> str:
@@ -111,6 +112,14 @@ def carried_inputs(
                 decoded = json.loads(value)
                 if isinstance(decoded, dict):
                     yield decoded, None
+
+
+def _requirements(parcel: Submission) -> dict[str, Any]:
+    try:
+        asked = json.loads(parcel.requirements_json) if parcel.requirements_json else {}
+    except ValueError:
+        return {}
+    return asked if isinstance(asked, dict) else {}
 
 
 class NullAdaptor:
@@ -213,6 +222,7 @@ class NullAdaptor:
                     usage=rule.usage
                     if rule is not None and rule.usage is not None
                     else self.settings.usage,
+                    rule=rule,
                 )
                 self.jobs[key] = job
                 self.by_identifier[job.identifier] = job
@@ -257,8 +267,11 @@ class NullAdaptor:
         if not self.settings.rules:
             return None
         carried = list(carried_inputs(parcel))
+        requirements = _requirements(parcel)
         for index, rule in enumerate(self.settings.rules):
             if rule.times is not None and self.rule_hits[index] >= rule.times:
+                continue
+            if not rule.applies_to(requirements):
                 continue
             if rule.output_prefix is not None:
                 matched = rule.output_prefix in parcel.output_prefix
@@ -289,6 +302,10 @@ class NullAdaptor:
         if job.fate == FAILURE:
             outcome.result = OutcomeResult.FAILED
             outcome.message = "null backend: injected failure"
+            if job.rule is not None:
+                outcome.backend_status = job.rule.backend_status or outcome.backend_status
+                outcome.message = job.rule.message or outcome.message
+                outcome.exit_code = job.rule.exit_code
             return outcome
         outcome.result = OutcomeResult.SUCCEEDED
         if job.fate != NO_REPORT and job.input_ids:

@@ -21,6 +21,11 @@ contains the rule's `lfn` (a compute parcel's File inputs, a data parcel's reque
 parcel whose output prefix contains the rule's `output_prefix` (it names the transformation).
 A split child's descriptor carries an opaque `mask` ("part/parts") beside `split_of` and `part`.
 
+A failure rule may say how the backend reports it: `backend_status` (the raw status, else the
+fate's name), `message` and `exit_code`; and `while_below` limits a rule to parcels asking less
+than the given requirements (`{"memory_mb": 4000}`: a parcel whose requirements give no
+`memory_mb`, or less than 4000) — out of memory until a retry asks for enough.
+
 `usage` is the resource usage every finished (succeeded or failed) parcel reports as measured
 (`Outcome.usage`; default: none reported, as before); a rule's `usage` replaces it for the
 parcels the rule decides. Only the measures given are reported.
@@ -65,6 +70,20 @@ class NullRule(BaseModel):
     delay_s: float | None = Field(None, ge=0, description="instead of the adaptor's delay_s")
     cancellable: bool = Field(True, description="false: Cancel leaves the job running")
     usage: NullUsage | None = Field(None, description="instead of the adaptor's usage")
+    backend_status: str | None = Field(None, description="the raw status it reports")
+    message: str | None = Field(None, description="a failure's message")
+    exit_code: int | None = Field(None, description="the exit code it reports")
+    while_below: dict[str, float] | None = Field(
+        None, min_length=1, description="only for parcels asking less than these requirements"
+    )
+
+    def applies_to(self, requirements: dict[str, Any]) -> bool:
+        """Whether the parcel's requirements are below `while_below` (a missing one is)."""
+        for key, limit in (self.while_below or {}).items():
+            asked = requirements.get(key)
+            if isinstance(asked, int | float) and asked >= limit:
+                return False
+        return True
 
     @model_validator(mode="after")
     def _matches_something(self) -> NullRule:

@@ -1,7 +1,8 @@
 """A Slurm task's end as a parcel outcome.
 
 The raw status (`backend_status`) is Slurm's own: the job state and `sacct`'s exit code
-(`<exit status>:<signal>`), e.g. `COMPLETED 0:0`, `FAILED 3:0`, `TIMEOUT 0:15`. A task killed
+(`<exit status>:<signal>`), e.g. `COMPLETED 0:0`, `FAILED 3:0`, `TIMEOUT 0:15`; the exit status
+of a task that started is also the outcome's `exit_code`. A task killed
 by slurmstepd for exceeding its memory says so: where the cluster has no cgroups to report
 OUT_OF_MEMORY itself, the state is FAILED with signal 9 and slurmstepd writes its verdict in the
 task's log, which is then added (`FAILED 0:9 OUT_OF_MEMORY`). A COMPLETED task succeeded when the
@@ -95,6 +96,7 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcom
         settings.name, job.parcel_id, job.identifier, OutcomeResult.FAILED, status, ""
     )
     if record.started:
+        outcome.exit_code = record.exit_code
         outcome.usage = ResourceUsage(
             cpu_seconds=record.cpu_seconds,
             wall_seconds=record.wall_seconds,

@@ -168,6 +168,7 @@ def outcome_to_proto(outcome: Outcome) -> common_pb2.Outcome:
         backend_status=outcome.backend_status,
         message=outcome.message,
         finished_at=to_timestamp(outcome.finished_at),
+        exit_code=outcome.exit_code,
     )
     if outcome.usage is not None:
         usage = outcome.usage
@@ -208,6 +209,7 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
         if message.HasField("finished_at")
         else None,
         usage=usage,
+        exit_code=message.exit_code if message.HasField("exit_code") else None,
     )
 
 

@@ -131,6 +131,7 @@ class Outcome:
     message: str = ""
     finished_at: datetime | None = None
     usage: ResourceUsage | None = None
+    exit_code: int | None = None  # the work's exit status, where the backend knows it
 
 
 @dataclass(frozen=True)

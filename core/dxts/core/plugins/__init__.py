@@ -16,7 +16,8 @@ of one of the groups `dxts.feeders`, `dxts.packers`, `dxts.hooks`, `dxts.actions
 
 It returns or yields proposals (`Input`, `FileInput`, `SetFeederState`, `NoMoreInputs`;
 `ComputeParcel`, `DataParcel`, `StorageDelta`, `BadInput`, `DelayInput`; `Operation`; `Accept`;
-`ToUnassigned`, `ToProblematic`, `SplitInto`; `ActionResult`) and never writes anything itself.
+`ToUnassigned`, `ToProblematic`, `SplitInto`, `RetryWith`, `WriteOff`; `ActionResult`) and never
+writes anything itself.
 """
 
 from dxts.core.plugins.args import NoArgs, PluginArgs
@@ -43,11 +44,13 @@ from dxts.core.plugins.proposals import (
     NoMoreInputs,
     Operation,
     PackerProposal,
+    RetryWith,
     SetFeederState,
     SplitInto,
     StorageDelta,
     ToProblematic,
     ToUnassigned,
+    WriteOff,
 )
 from dxts.core.plugins.providers import Providers
 from dxts.core.plugins.registry import Plugin, Registry
@@ -79,6 +82,7 @@ __all__ = [
     "Point",
     "Providers",
     "Registry",
+    "RetryWith",
     "SetFeederState",
     "SplitInto",
     "StorageDelta",
@@ -86,6 +90,7 @@ __all__ = [
     "ToUnassigned",
     "Transformation",
     "Workgraph",
+    "WriteOff",
     "action",
     "hook",
 ]

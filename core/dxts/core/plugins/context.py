@@ -61,7 +61,11 @@ class Transformation:
 
 @dataclass(frozen=True)
 class Parcel:
-    """The parcel an input last ran in; `reason` is why it failed, as reported, if known."""
+    """The parcel an input last ran in; `reason` is why it failed, as reported, if known.
+
+    From the backend's outcome, when it reported one: `raw_status` (its own status string),
+    `exit_code` (where it knows it) and `message` (why it failed, in its words). `requirements`
+    are those the parcel was sent with (a compute parcel's, merged over the template)."""
 
     id: UUID
     kind: Kind
@@ -69,3 +73,7 @@ class Parcel:
     backend: str | None = None
     reason: str | None = None
     annotations: dict[str, Any] = field(default_factory=dict)
+    raw_status: str | None = None
+    exit_code: int | None = None
+    message: str | None = None
+    requirements: dict[str, Any] = field(default_factory=dict)

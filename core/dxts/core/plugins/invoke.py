@@ -58,7 +58,7 @@ async def call(
 ) -> Any:
     """Run a hook or an action once and return its checked result:
 
-    * HandleFailedInput → ToUnassigned | ToProblematic | SplitInto;
+    * HandleFailedInput → ToUnassigned | ToProblematic | SplitInto | RetryWith | WriteOff;
     * TransformationActive → Operation | None;
     * WorkgraphActive → dict[UUID, Operation] (targets are members; None → {});
     * ScoutingToApproving → Accept | dict[UUID, Operation] (None → {}: keep scouting);
@@ -377,8 +377,10 @@ def _check_result(
             raise refuse("an ActionResult")
         return result
     if point is Point.HANDLE_FAILED_INPUT:
-        if not isinstance(result, p.ToUnassigned | p.ToProblematic | p.SplitInto):
-            raise refuse("ToUnassigned, ToProblematic or SplitInto")
+        if not isinstance(
+            result, p.ToUnassigned | p.ToProblematic | p.SplitInto | p.RetryWith | p.WriteOff
+        ):
+            raise refuse("ToUnassigned, ToProblematic, SplitInto, RetryWith or WriteOff")
         return result
     if point is Point.TRANSFORMATION_ACTIVE:
         if result is None:

@@ -254,9 +254,15 @@ class Accept:
     """ScoutingToApproving: the scout is done; the workgraph moves to Approving."""
 
 
+# Every HandleFailedInput decision may carry a `note`: why it was taken (a rule's name, say),
+# which the core writes to the transformation's log with the decision.
+
+
 @dataclass(frozen=True, config=_CONFIG)
 class ToUnassigned:
     """HandleFailedInput: pack the input again."""
+
+    note: Message = ""
 
 
 @dataclass(frozen=True, config=_CONFIG)
@@ -264,6 +270,31 @@ class ToProblematic:
     """HandleFailedInput: set the input aside for an operator, saying why."""
 
     reason: Message
+    note: Message = ""
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class RetryWith:
+    """HandleFailedInput: pack the input again, its next parcel asking for `requirements` (merged
+    over what the packer asks) and/or sent to `backend` (any backend when None)."""
+
+    requirements: Requirements = field(default_factory=dict)
+    backend: Annotated[str, Field(min_length=1, max_length=32)] | None = None
+    note: Message = ""
+
+    @_model_validator(mode="after")
+    def _changes_something(self) -> RetryWith:
+        if not self.requirements and self.backend is None:
+            raise FieldError("requirements", "RetryWith changes requirements or backend (or both)")
+        return self
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class WriteOff:
+    """HandleFailedInput: give the input up (NotProcessed, terminal), saying why."""
+
+    reason: Message
+    note: Message = ""
 
 
 def _shape(value: Any) -> str:
@@ -283,6 +314,7 @@ class SplitInto:
     """HandleFailedInput: replace the input by finer children, shaped as a feeder yields them."""
 
     children: Annotated[list[_Child], Field(min_length=1)]
+    note: Message = ""
 
     @field_validator("children")
     @classmethod
@@ -328,7 +360,7 @@ class ActionResult:
         return cls(Result.PENDING, message)
 
 
-Decision: TypeAlias = ToUnassigned | ToProblematic | SplitInto
+Decision: TypeAlias = ToUnassigned | ToProblematic | SplitInto | RetryWith | WriteOff
 FeederProposal: TypeAlias = Input | SetFeederState | NoMoreInputs
 PackerProposal: TypeAlias = ComputeParcel | DataParcel | BadInput | DelayInput
 
@@ -350,6 +382,8 @@ PROPOSAL_TYPES = frozenset(
         ToUnassigned,
         ToProblematic,
         SplitInto,
+        RetryWith,
+        WriteOff,
         ActionResult,
     )
 )

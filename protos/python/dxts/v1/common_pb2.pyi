@@ -374,6 +374,7 @@ class Outcome(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The parcel, when the reporter knows it (adaptors are given it at Submit); otherwise the
     dispatcher resolves it from (backend, identifier) before forwarding.
@@ -390,6 +391,10 @@ class Outcome(_message.Message):
     """The backend's own status string, for display only."""
     message: _builtins.str
     """Why it failed or was cancelled, in the backend's words."""
+    exit_code: _builtins.int
+    """The exit status of the work's process, where the backend knows it (unset: not known). Retry
+    rules match on it beside backend_status and message.
+    """
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputFile]:
         """Files produced, under the CWL output id each belongs to."""
@@ -416,12 +421,15 @@ class Outcome(_message.Message):
         message: _builtins.str = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         usage: Global___ResourceUsage | None = ...,
+        exit_code: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code", "finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "backend_status", b"backend_status", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "backend", b"backend", "backend_status", b"backend_status", "exit_code", b"exit_code", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
+    _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 

@@ -4,7 +4,14 @@ The hook bound in the transformation's Hooks column (`{"HandleFailedInput": {"ho
 "args": {...}}}`, default `RetryUntilMaxErrors`) is called for each Failed input with the
 input, its last parcel and the transformation, and its decision is applied by the core, one
 transaction per batch: ToUnassigned → Unassigned; ToProblematic → Problematic; SplitInto → the
-children inserted Unassigned (carrying the parent's ErrorCount) and the parent Split, together.
+children inserted Unassigned (carrying the parent's ErrorCount) and the parent Split, together;
+RetryWith → Unassigned, with what it asks of the next parcel (raised requirements, another
+backend) kept on the failed parcel's annotations (`retry_with`), where the packing core reads
+it; WriteOff → NotProcessed, its reason logged (`InputWrittenOff`).
+
+* A decision's `note` (why it was taken: the retry rule that fired, say) is logged with it: one
+  `FailedInputDecided` row per decision and note in each batch, naming the inputs (the first 20)
+  and how many.
 
 * The reason of a Problematic input is kept as an `InputProblematic` row of the
   TransformationLog (message: the reason, data: the input id): the Inputs table has no column
@@ -30,18 +37,21 @@ from dxts.core.errors import DxtsError
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import (
+    Decision,
     InputRecord,
     Parcel,
     Point,
     Registry,
+    RetryWith,
     SplitInto,
     ToProblematic,
     ToUnassigned,
+    WriteOff,
 )
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.logic import operations
-from dxts.execution.logic.outcome_model import REASON
+from dxts.execution.logic.outcome_model import OUTCOME, REASON
 from dxts.execution.logic.splits import child_row
 from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.metrics import FAILED_INPUTS_DECIDED, PLUGIN_FAILURES
@@ -54,6 +64,7 @@ log = logging.getLogger(__name__)
 RC = Isolation.READ_COMMITTED
 DEFAULT_HOOK = "RetryUntilMaxErrors"
 BATCH = 500
+LOGGED_INPUTS = 20  # input ids a FailedInputDecided row names
 AUTHOR = "execution"
 I = InputStatus  # noqa: E741 - the state table's name
 
@@ -90,6 +101,9 @@ def _parcel(row: Any) -> Parcel | None:
         return None
     annotations = row.Annotations if isinstance(row.Annotations, dict) else {}
     reason = annotations.get(REASON)
+    outcome = annotations.get(OUTCOME)
+    outcome = outcome if isinstance(outcome, dict) else {}
+    exit_code = outcome.get("exit_code")
     return Parcel(
         id=UUID(bytes=bytes(row.LastParcelID)),
         kind=Kind(row.Kind),
@@ -97,6 +111,10 @@ def _parcel(row: Any) -> Parcel | None:
         backend=row.Backend,
         reason=reason if isinstance(reason, str) else None,
         annotations=annotations,
+        raw_status=outcome.get("backend_status") or None,
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        message=outcome.get("message") or None,
+        requirements=row.Requirements if isinstance(row.Requirements, dict) else {},
     )
 
 
@@ -127,7 +145,7 @@ async def handle_failed_inputs(
         if not page:
             break
         after = bytes(page[-1].InputID)
-        decisions: list[tuple[Any, ToUnassigned | ToProblematic | SplitInto]] = []
+        decisions: list[tuple[Any, Decision]] = []
         for row in page:
             try:
                 decision = await registry.call(
@@ -168,7 +186,7 @@ async def handle_failed_inputs(
 async def _apply(
     conn: AsyncConnection,
     transformation_id: bytes,
-    decisions: list[tuple[Any, ToUnassigned | ToProblematic | SplitInto]],
+    decisions: list[tuple[Any, Decision]],
 ) -> Counter[str]:
     """Apply the decisions on the inputs still Failed (locked first); counts by decision."""
     still = await db.lock_failed(
@@ -185,13 +203,39 @@ async def _apply(
         [c.input_hash for _, d in decisions if isinstance(d, SplitInto) for c in d.children],
     )
     applied: Counter[str] = Counter()
+    directives: dict[bytes, dict[str, Any]] = {}  # failed ParcelID → its annotations, directed
+    noted: dict[tuple[str, str], list[bytes]] = defaultdict(list)
     for row, decision in decisions:
         input_id = bytes(row.InputID)
         if input_id not in still:
             continue
         applied[type(decision).__name__] += 1
+        if decision.note:
+            noted[(type(decision).__name__, decision.note)].append(input_id)
         if isinstance(decision, ToUnassigned):
             by_target[I.UNASSIGNED].append(input_id)
+        elif isinstance(decision, RetryWith):
+            by_target[I.UNASSIGNED].append(input_id)
+            if row.LastParcelID is not None:
+                parcel_id = bytes(row.LastParcelID)
+                annotations = directives.get(parcel_id)
+                if annotations is None:
+                    annotations = dict(row.Annotations) if isinstance(row.Annotations, dict) else {}
+                annotations[db.RETRY_WITH] = merge_directives(
+                    annotations.get(db.RETRY_WITH), directive(decision)
+                )
+                directives[parcel_id] = annotations
+        elif isinstance(decision, WriteOff):
+            by_target[I.NOT_PROCESSED].append(input_id)
+            reasons.append(
+                LogEntry(
+                    transformation_id,
+                    "InputWrittenOff",
+                    AUTHOR,
+                    message=decision.reason,
+                    data={"input_id": id_to_str(input_id), "by": "hook"},
+                )
+            )
         elif isinstance(decision, ToProblematic):
             by_target[I.PROBLEMATIC].append(input_id)
             reasons.append(
@@ -225,8 +269,51 @@ async def _apply(
         await move_inputs(
             conn, transformation_id, ids, source=I.FAILED, target=target, actor=Actor.HOOK, now=now
         )
+    await db.annotate_parcels(conn, directives)
+    reasons.extend(
+        LogEntry(
+            transformation_id,
+            "FailedInputDecided",
+            AUTHOR,
+            message=note,
+            data={
+                "decision": kind,
+                "count": len(ids),
+                "inputs": [id_to_str(input_id) for input_id in ids[:LOGGED_INPUTS]],
+            },
+        )
+        for (kind, note), ids in noted.items()
+    )
     await log_transformations(conn, reasons)
     return applied
+
+
+def directive(decision: RetryWith) -> dict[str, Any]:
+    """What a RetryWith asks of the next parcel, as kept on the failed one."""
+    kept: dict[str, Any] = {}
+    if decision.requirements:
+        kept["requirements"] = decision.requirements
+    if decision.backend is not None:
+        kept["backend"] = decision.backend
+    return kept
+
+
+def merge_directives(first: Any, second: dict[str, Any]) -> dict[str, Any]:
+    """Two directives as one: the larger of two numbers a requirement is raised to, the second's
+    value otherwise (inputs packed together ask their parcel for the most any of them needs)."""
+    if not isinstance(first, dict):
+        return dict(second)
+    requirements = dict(first.get("requirements") or {})
+    for key, value in (second.get("requirements") or {}).items():
+        before = requirements.get(key)
+        numbers = all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in (before, value)
+        )
+        requirements[key] = max(before, value) if numbers else value
+    merged = {**first, **second}
+    if requirements:
+        merged["requirements"] = requirements
+    return merged
 
 
 async def _log_failures(

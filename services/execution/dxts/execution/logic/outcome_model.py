@@ -84,6 +84,7 @@ class Outcome:
     message: str = ""
     finished_at: datetime | None = None
     usage: ResourceUsage | None = None
+    exit_code: int | None = None  # the work's exit status, where the backend knows it
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,8 @@ def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
         stored["finished_at"] = timestamp_text(outcome.finished_at)
     if outcome.usage is not None:
         stored["usage"] = usage_to_json(outcome.usage)
+    if outcome.exit_code is not None:
+        stored["exit_code"] = outcome.exit_code
     return stored
 
 
@@ -198,6 +201,7 @@ def stored_outcome(annotations: Mapping[str, Any] | None) -> Outcome | None:
         return None
     texts = {name: str(stored.get(name) or "") for name in _TEXT_FIELDS}
     usage = stored.get("usage")
+    exit_code = stored.get("exit_code")
     return Outcome(
         parcel_id="",
         result=_RESULTS.get(stored.get("result"), OutcomeResult.UNSPECIFIED),  # type: ignore[arg-type]
@@ -209,6 +213,7 @@ def stored_outcome(annotations: Mapping[str, Any] | None) -> Outcome | None:
             datetime.fromisoformat(stored["finished_at"]) if stored.get("finished_at") else None
         ),
         usage=_stored_usage(usage) if isinstance(usage, dict) else None,
+        exit_code=exit_code if isinstance(exit_code, int) else None,
         **texts,
     )
 

@@ -62,8 +62,10 @@ from dxts.core.plugins.protocols.readers import (
 )
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
+from dxts.execution.logic.failed_inputs import merge_directives
 from dxts.execution.logic.feeding import plugin_stream
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
+from dxts.execution.store import failed_inputs as failed_db
 from dxts.execution.store import packing as db
 from dxts.execution.store import partners
 from dxts.execution.store.consumers import consumed
@@ -135,6 +137,7 @@ class _Offer:
         self.transformation_id = transformation_id
         self.chunk = chunk
         self.pending: dict[UUID, bytes] = {}  # offered, undecided: the id as stored
+        self.retried: set[bytes] = set()  # offered inputs that failed before (ErrorCount > 0)
         self.decided: set[UUID] = set()  # this batch's (earlier ones: see `explain`)
         self.offered = 0
 
@@ -149,6 +152,8 @@ class _Offer:
             self.offered += len(chunk)
             for record in chunk:
                 self.pending[record.id] = record.id.bytes
+                if record.error_count:
+                    self.retried.add(record.id.bytes)
                 yield record
             if len(chunk) < self.chunk:
                 return
@@ -257,6 +262,7 @@ async def _decide(offer: _Offer, pending: db.Batch, kind: Kind, proposal: Any, w
         taken = await offer.take(proposal.inputs, f"{where}.inputs")
         pending.parcels.append(db.Decided.of(proposal, taken))
         pending.size += len(taken)
+        pending.retried.update(offer.retried.intersection(taken))
     elif isinstance(proposal, BadInput):
         (taken_id,) = await offer.take([proposal.input_id], f"{where}.input_id")
         pending.bad.append((taken_id, proposal.reason))
@@ -272,6 +278,8 @@ async def _write(
     database: Database, target: db.Target, pending: db.Batch, result: PackResult
 ) -> None:
     async def work(conn: Any) -> db.Written:
+        if pending.retried:
+            await _follow_retry_directives(conn, target, pending)
         return await db.write_batch(conn, target, pending, now=await db_now(conn))
 
     written = await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -280,6 +288,30 @@ async def _write(
     result.assigned += written.assigned
     result.problematic += written.problematic
     result.delayed += written.delayed
+
+
+async def _follow_retry_directives(conn: Any, target: db.Target, pending: db.Batch) -> None:
+    """Give each parcel of the batch what a RetryWith asked for its inputs that failed before
+    (`failed_inputs.RETRY_WITH` on the parcel each last failed in): the raised requirements over
+    the packer's, the backend it named. Only inputs with an ErrorCount are looked up."""
+    found = await failed_db.retry_directives(
+        conn, target.transformation_id, sorted(pending.retried)
+    )
+    if not found:
+        return
+    for index, decided in enumerate(pending.parcels):
+        asked: dict[str, Any] | None = None
+        for input_id in decided.input_ids:
+            if input_id in found:
+                asked = merge_directives(asked, found[input_id])
+        if asked is None:
+            continue
+        changes: dict[str, Any] = {}
+        if asked.get("requirements") and target.kind is Kind.COMPUTE:
+            changes["requirements"] = {**(decided.requirements or {}), **asked["requirements"]}
+        if asked.get("backend"):
+            changes["backend"] = asked["backend"]
+        pending.parcels[index] = decided._replace(**changes)
 
 
 async def _record_failure(

@@ -9,17 +9,23 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.schema.execution import inputs, parcels
+from dxts.core.schema.definition import requirements
+from dxts.core.schema.execution import compute_parcels, inputs, parcels
 from dxts.core.states import InputStatus
 from dxts.execution.store.common import chunked
+
+# The key, in a failed parcel's annotations, of what a RetryWith decision asked of the next
+# parcel its inputs are packed into: {"requirements": {...}, "backend": name}.
+RETRY_WITH = "retry_with"
 
 
 async def failed_page(
     conn: AsyncConnection, transformation_id: bytes, *, after: bytes | None, limit: int
 ) -> list[Any]:
     """Failed inputs in key order after `after` ((TransformationID, Status) index), each with
-    its last parcel's Kind, Status, Backend and Annotations (None when it has none)."""
-    i, p = inputs.c, parcels.c
+    its last parcel's Kind, Status, Backend, Annotations and requirements (None when it has
+    none)."""
+    i, p, c, r = inputs.c, parcels.c, compute_parcels.c, requirements.c
     condition = [i.TransformationID == transformation_id, i.Status == InputStatus.FAILED]
     if after is not None:
         condition.append(i.InputID > after)
@@ -36,8 +42,13 @@ async def failed_page(
             p.Status.label("ParcelStatus"),
             p.Backend,
             p.Annotations,
+            r.Requirements,
         )
-        .select_from(inputs.outerjoin(parcels, p.ParcelID == i.LastParcelID))
+        .select_from(
+            inputs.outerjoin(parcels, p.ParcelID == i.LastParcelID)
+            .outerjoin(compute_parcels, c.ParcelID == p.ParcelID)
+            .outerjoin(requirements, r.RequirementsID == c.RequirementsID)
+        )
         .where(*condition)
         .order_by(i.InputID)
         .limit(limit)
@@ -61,4 +72,37 @@ async def lock_failed(
             .with_for_update()
         )
         found.update((bytes(row.InputID), row.ErrorCount) for row in rows)
+    return found
+
+
+async def annotate_parcels(conn: AsyncConnection, annotations: dict[bytes, dict[str, Any]]) -> None:
+    """Replace the Annotations of the given (terminal) parcels: one executemany UPDATE."""
+    if not annotations:
+        return
+    await conn.execute(
+        sa.update(parcels)
+        .where(parcels.c.ParcelID == sa.bindparam("parcel_id"))
+        .values(Annotations=sa.bindparam("annotations", type_=parcels.c.Annotations.type)),
+        [{"parcel_id": pid, "annotations": value} for pid, value in annotations.items()],
+    )
+
+
+async def retry_directives(
+    conn: AsyncConnection, transformation_id: bytes, input_ids: Sequence[bytes]
+) -> dict[bytes, dict[str, Any]]:
+    """InputID → the retry directive on the parcel each input last failed in, for those of
+    `input_ids` whose last parcel carries one (`RETRY_WITH` in its annotations)."""
+    found: dict[bytes, dict[str, Any]] = {}
+    i, p = inputs.c, parcels.c
+    for chunk in chunked(sorted(set(input_ids))):
+        rows = await conn.execute(
+            sa.select(i.InputID, p.Annotations)
+            .select_from(inputs.join(parcels, p.ParcelID == i.LastParcelID))
+            .where(i.TransformationID == transformation_id, i.InputID.in_(chunk))
+        )
+        for row in rows:
+            annotations = row.Annotations if isinstance(row.Annotations, dict) else {}
+            directive = annotations.get(RETRY_WITH)
+            if isinstance(directive, dict):
+                found[bytes(row.InputID)] = directive
     return found

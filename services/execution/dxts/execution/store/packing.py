@@ -116,6 +116,7 @@ class Decided(NamedTuple):
     parameters: dict[str, Any] | None = None  # compute: the CWL input object
     request: dict[str, Any] | None = None  # data: the request
     deltas: tuple[StorageDelta, ...] = ()  # data: the cost per storage element
+    backend: str | None = None  # where a retry directive sends it (None: the dispatcher's choice)
 
     @classmethod
     def of(cls, proposal: ComputeParcel | DataParcel, input_ids: Sequence[bytes]) -> Decided:
@@ -144,6 +145,7 @@ class Batch:
     bad: list[tuple[bytes, str]] = field(default_factory=list)
     delays: dict[datetime, list[bytes]] = field(default_factory=dict)
     size: int = 0  # inputs decided
+    retried: set[bytes] = field(default_factory=set)  # packed inputs that failed before
 
     def __bool__(self) -> bool:
         return self.size > 0
@@ -202,6 +204,7 @@ async def _insert_parcels(
                 "Kind": target.kind.value,
                 "Status": ParcelStatus.UNASSIGNED.value,
                 "Annotations": {"metadata": p.decided.metadata} if p.decided.metadata else None,
+                "Backend": p.decided.backend,
                 "UpdatedAt": now,
             }
             for p in new
