@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,10 @@ async def running(command: str, env: dict[str, str], log: Path) -> AsyncIterator
                 await asyncio.wait_for(process.wait(), timeout=30)
 
 
-async def until(call: Any) -> Any:
-    for _ in range(150):
+async def until(call: Any, patience_s: float = 90.0) -> Any:
+    """The call's answer once the process answers (a loaded machine starts it slowly)."""
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
         with contextlib.suppress(Exception):
             return await call()
         await asyncio.sleep(0.1)
