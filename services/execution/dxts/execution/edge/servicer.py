@@ -60,7 +60,6 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         self.registry = registry
         self.locks = locks
         self.settings = settings
-        self.outcomes_arrived = lambda: None
 
     # -- inputs -----------------------------------------------------------------------------------
 

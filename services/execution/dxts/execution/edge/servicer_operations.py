@@ -79,8 +79,8 @@ class OperationsRpcs:
     transformations: ActiveTransformations
     locks: LockManager
     settings: ExecutionSettings
-    # Called once outcomes are stored: wakes the recorder sweep (nothing without sweeps).
-    outcomes_arrived: Callable[[], None]
+    # Called once outcomes are stored: the component points it at the recorder sweep's wake.
+    outcomes_arrived: Callable[[], None] | None = None
 
     # -- who asks ---------------------------------------------------------------------------------
 
@@ -117,7 +117,8 @@ class OperationsRpcs:
     ) -> execution_pb2.RecordOutcomesResponse:
         # The dispatcher's only: the authorisation table, checked before this handler runs.
         acks = await record_outcome_messages(self.database, request.outcomes)
-        self.outcomes_arrived()
+        if self.outcomes_arrived is not None:
+            self.outcomes_arrived()
         return execution_pb2.RecordOutcomesResponse(acks=acks)
 
     # -- operator operations ----------------------------------------------------------------------
