@@ -23,6 +23,18 @@ def test_pacing_doubles_idle_waits_up_to_the_interval() -> None:
     assert waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
 
 
+def test_pacing_keeps_idle_waits_short_while_work_is_pending() -> None:
+    pacing = Pacing(interval_s=30.0, first_idle_s=0.25, pending_s=1.0)
+    waits = [pacing.after_idle(None, pending=True)]
+    for _ in range(4):
+        waits.append(pacing.after_idle(waits[-1], pending=True))
+    assert waits == [0.25, 0.5, 1.0, 1.0, 1.0]
+    # Nothing pending: the waits grow to the interval again; pending anew: back to the cap.
+    assert pacing.after_idle(1.0) == 2.0
+    assert pacing.after_idle(16.0) == 30.0
+    assert pacing.after_idle(30.0, pending=True) == 1.0
+
+
 def test_pacing_backs_off_errors_beyond_a_short_interval() -> None:
     pacing = Pacing(interval_s=0.5, error_s=4.0)
     waits = [pacing.after_error(None)]
@@ -75,6 +87,55 @@ async def test_an_idle_sweep_waits_and_is_woken_early() -> None:
     await asyncio.wait_for(second.wait(), timeout=5)
     await runner.stop(grace_s=1)
     assert rounds == 2
+
+
+async def test_a_busy_round_wakes_the_sweeps_it_hands_work_to() -> None:
+    handed = asyncio.Event()
+    produced = [3]
+
+    async def producer() -> int:
+        return produced.pop() if produced else 0
+
+    async def consumer() -> int:
+        if produced == []:  # the producer's busy round has run
+            handed.set()
+        return 0
+
+    runner = SweepRunner(
+        [
+            Sweep("hand-consumer", consumer, Pacing(interval_s=3600, first_idle_s=3600)),
+            Sweep(
+                "hand-producer",
+                producer,
+                Pacing(interval_s=3600, first_idle_s=3600),
+                then=("hand-consumer",),
+            ),
+        ]
+    )
+    runner.start()
+    # The consumer's first round may run before the producer's: only the wake brings a second
+    # one within the hour.
+    await asyncio.wait_for(handed.wait(), timeout=5)
+    await runner.stop(grace_s=1)
+
+
+async def test_a_pending_sweep_is_not_left_waiting_its_interval() -> None:
+    rounds = 0
+    third = asyncio.Event()
+
+    async def round_() -> int:
+        nonlocal rounds
+        rounds += 1
+        if rounds == 3:
+            third.set()
+        return 0
+
+    # Without `pending` the first idle wait alone would be an hour.
+    pacing = Pacing(interval_s=3600, first_idle_s=3600, pending_s=0.02)
+    runner = SweepRunner([Sweep("pending-test", round_, pacing, pending=lambda: True)])
+    runner.start()
+    await asyncio.wait_for(third.wait(), timeout=5)
+    await runner.stop(grace_s=1)
 
 
 async def test_a_failing_round_is_logged_and_retried(caplog: pytest.LogCaptureFixture) -> None:

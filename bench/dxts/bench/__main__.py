@@ -1,4 +1,5 @@
-"""`python -m dxts.bench NAME [--scale small|full] [--db-url URL] [--rows N]`: JSON lines."""
+"""`python -m dxts.bench NAME [--scale small|full] [--db-url URL] [--rows N | --seeds N]`: JSON
+lines."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="the row count, for benchmarks that take one (counters: the counted rows read)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        dest="rows",
+        default=None,
+        help="the seeds of the e2e benchmark's workgraph (its --rows)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")

@@ -49,6 +49,8 @@ PEERS: Mapping[str, tuple[str, ...]] = {
     "accounting": ("definition",),
     "dispatcher": ("definition", "execution"),
 }
+# The components whose sweeps call their peers from the first round (started after them).
+CALLERS_AT_START = ("dxts-execution", "dxts-dispatcher")
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 TOKEN_LIFETIME = timedelta(days=1)
@@ -325,14 +327,20 @@ class LocalCluster:
             raise ComponentFailed(f"dxts-db upgrade failed:\n{result.stdout}{result.stderr}")
 
     def start(self) -> LocalCluster:
-        """Migrate, start every component, and wait until each reports SERVING."""
+        """Migrate, start every component, and wait until each reports SERVING: first those
+        whose sweeps call no peer from their first round (definition, accounting, the
+        adaptors), then execution and the dispatcher, whose sweeps call those from the start
+        and would otherwise begin in their error back-off (a wait doubling up to 30 s) rather
+        than at their normal pace."""
         self._plan()
         if self.migrates:
             self.migrate()
-        for name in self.components:
-            self._spawn(name)
-        for name in self.components:
-            self.wait_ready(name)
+        callers = [n for n, c in self.components.items() if c.command in CALLERS_AT_START]
+        for wave in ([n for n in self.components if n not in callers], callers):
+            for name in wave:
+                self._spawn(name)
+            for name in wave:
+                self.wait_ready(name)
         return self
 
     def _spawn(self, name: str) -> None:

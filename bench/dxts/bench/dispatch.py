@@ -95,13 +95,17 @@ class _Definition:
         return "bench", "Bench"
 
 
-async def run(bench: Bench, params: DispatchParams) -> None:
+FIGURES = ("dispatch_parcels_per_s", "pipeline_parcels_per_s")
+
+
+async def run(bench: Bench, params: DispatchParams, figures: Sequence[str] = FIGURES) -> None:
+    """Measure `figures` (both by default; the `e2e` benchmark takes the pipeline alone)."""
     database = bench.database
     transformation_id, process_id = await _seed_transformation(database)
     url = database.url.render_as_string(hide_password=False)
     with tempfile.TemporaryDirectory(prefix="dxts-bench-dispatch-") as folder:
         async with _null_adaptor(Path(folder)) as (address, token):
-            for replicas in params.replicas:
+            for replicas in params.replicas if "dispatch_parcels_per_s" in figures else ():
                 async with _replicas(url, replicas, address, token, params) as components:
                     await bench.compare(
                         "dispatch_parcels_per_s",
@@ -113,6 +117,8 @@ async def run(bench: Bench, params: DispatchParams) -> None:
                         rounds=params.rounds,
                         params=_described(params, replicas),
                     )
+            if "pipeline_parcels_per_s" not in figures:
+                return
             replicas = max(params.replicas)
             async with _replicas(url, replicas, address, token, params) as components:
                 await bench.compare(
@@ -337,9 +343,7 @@ class _Execution:
         self.database = database
 
     async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
-        acks = await record_outcome_messages(
-            self.database, [outcome_to_proto(o) for o in outcomes]
-        )
+        acks = await record_outcome_messages(self.database, [outcome_to_proto(o) for o in outcomes])
         return [ack_from_proto(a) for a in acks]
 
 

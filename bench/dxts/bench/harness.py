@@ -126,6 +126,35 @@ class Bench:
         print(measured.as_json(), file=self.out, flush=True)
         return measured
 
+    def report(
+        self,
+        figure: str,
+        value: float,
+        *,
+        unit: str,
+        baseline: float,
+        params: dict[str, Any] | None = None,
+    ) -> Figure:
+        """Print a figure measured once (a whole run, not rounds) against its `baseline`."""
+        measured = Figure(
+            benchmark=self.name,
+            figure=figure,
+            value=_significant(value),
+            unit=unit,
+            baseline=_significant(baseline),
+            params={
+                "scale": self.scale,
+                "database": self.database.dialect_name,
+                "server_version": self.database.server.version_string
+                if self.database.server
+                else None,
+                **(params or {}),
+            },
+        )
+        self.figures.append(measured)
+        print(measured.as_json(), file=self.out, flush=True)
+        return measured
+
 
 async def _timed_rate(operation: Operation) -> float:
     if operation.setup is not None:

@@ -106,11 +106,15 @@ class DispatcherComponent:
     def sweeps(self) -> list[Sweep]:
         """Every sweep of this replica (see the module docstring)."""
         settings = self.dispatcher.settings
+        # What a claim submitted, the polls ask about at once (a backend may finish quickly;
+        # routes may send a kind's parcels to any backend, so every poll is woken).
+        polls = tuple(f"dispatch-poll-{name}" for name in self.backends)
         every = [
             Sweep(
                 f"dispatch-claim-{kind.value.lower()}-{n}",
                 functools.partial(self.dispatcher.dispatch_once, kind),
                 Pacing(settings.idle_s),
+                then=polls,
             )
             for kind in self.dispatcher.policy.kinds()
             for n in range(settings.claimers)

@@ -24,7 +24,7 @@ from dxts.core.catalogue.schema import (
     catalogue_replicas,
     catalogue_sequence,
 )
-from dxts.core.db import utcnow
+from dxts.core.db import db_now
 
 CHUNK = 500
 SEQUENCE_ROW = 1
@@ -80,6 +80,9 @@ async def find_files(conn: AsyncConnection, lfns: Sequence[str]) -> dict[str, sa
 async def insert_files(
     conn: AsyncConnection, new: Sequence[tuple[bytes, CatalogueFile]], seq: int
 ) -> None:
+    if not new:
+        return
+    now = await db_now(conn)
     rows = [
         {
             "FileID": file_id,
@@ -88,15 +91,17 @@ async def insert_files(
             "Checksum": file.checksum,
             "Metadata": file.metadata or None,
             "Seq": seq,
-            "RegisteredAt": utcnow(),
+            "RegisteredAt": now,
         }
         for file_id, file in new
     ]
+    # executemany of one plain INSERT (compiled once, sent as multi-row INSERTs by the driver),
+    # with the clock read once: `.values(list)` compiles a new statement for every batch.
     for chunk in chunks(rows):
-        await conn.execute(sa.insert(files_t).values(list(chunk)))
+        await conn.execute(sa.insert(files_t), list(chunk))
     values = [row for file_id, file in new for row in _value_rows(file_id, file.metadata)]
     for chunk in chunks(values):
-        await conn.execute(sa.insert(values_t).values(list(chunk)))
+        await conn.execute(sa.insert(values_t), list(chunk))
 
 
 def _value_rows(file_id: bytes, metadata: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -132,7 +137,7 @@ async def find_replicas(conn: AsyncConnection, file_ids: Sequence[bytes]) -> dic
 async def insert_replicas(conn: AsyncConnection, pairs: Sequence[tuple[bytes, str]]) -> None:
     rows = [{"FileID": file_id, "StorageElement": se} for file_id, se in pairs]
     for chunk in chunks(rows):
-        await conn.execute(sa.insert(replicas_t).values(list(chunk)))
+        await conn.execute(sa.insert(replicas_t), list(chunk))
 
 
 async def delete_replicas(conn: AsyncConnection, pairs: Sequence[tuple[bytes, str]]) -> int:

@@ -9,6 +9,14 @@ The runner paces each sweep on its own task:
   a sweep that just went quiet notices new work within a fraction of a second while a long
   idle one costs almost nothing; `wake()` cuts any idle wait short when a caller knows there is
   work;
+* while its `pending()` says work is on its way that another component has to hand over first
+  (a member waiting on its producer, a workgraph whose members are running), the idle wait
+  stops doubling at `pending_s` (1 s) instead: what the other component does becomes visible
+  here within about a second, at the cost of a cheap idle round a second while it lasts, and
+  the full `interval_s` still applies when nothing is under way;
+* a round that did work wakes the sweeps named in its `then` (the ones that take its work
+  further in the same process: a feeder's packer), so a hand-over inside a component waits
+  for nothing;
 * after a failed round it logs the error and waits `error_s`, doubling up to
   `max(interval_s, MAX_ERROR_WAIT_S)`, so a database outage is not hammered;
 * `stop(grace_s)` lets the running round finish (up to `grace_s`), then cancels what is left: a
@@ -51,17 +59,20 @@ class Pacing:
     interval_s: float
     first_idle_s: float = 0.05
     error_s: float = 1.0
+    pending_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.interval_s <= 0 or self.first_idle_s <= 0 or self.error_s <= 0:
+        waits = (self.interval_s, self.first_idle_s, self.error_s, self.pending_s)
+        if min(waits) <= 0:
             raise ValueError(f"every wait of a sweep's pacing must be positive: {self}")
 
-    def after_idle(self, previous: float | None) -> float:
+    def after_idle(self, previous: float | None, *, pending: bool = False) -> float:
         """The wait after an idle round, given the wait after the one before (None: it did
-        work or failed)."""
+        work or failed); capped at `pending_s` while work is on its way (`pending`)."""
+        longest = min(self.interval_s, self.pending_s) if pending else self.interval_s
         if previous is None:
-            return min(self.first_idle_s, self.interval_s)
-        return min(previous * 2, self.interval_s)
+            return min(self.first_idle_s, longest)
+        return min(previous * 2, longest)
 
     def after_error(self, previous: float | None) -> float:
         if previous is None:
@@ -71,11 +82,15 @@ class Pacing:
 
 @dataclass
 class Sweep:
-    """A named round and its pacing; `round()` returns how many items it did (0 = idle)."""
+    """A named round and its pacing; `round()` returns how many items it did (0 = idle);
+    `pending()`, asked after an idle round, whether work is on its way from elsewhere; `then`,
+    the sweeps of the same runner a busy round wakes."""
 
     name: str
     round: Callable[[], Awaitable[int]]
     pacing: Pacing
+    pending: Callable[[], bool] | None = None
+    then: tuple[str, ...] = ()
     _wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
 
@@ -147,9 +162,13 @@ class SweepRunner:
             error_wait = None
             if items:
                 idle_wait = None
+                for name in sweep.then:
+                    if name in self.sweeps:
+                        self.sweeps[name]._wake.set()
                 await asyncio.sleep(0)  # let requests and other sweeps in between busy rounds
                 continue
-            idle_wait = sweep.pacing.after_idle(idle_wait)
+            pending = sweep.pending is not None and sweep.pending()
+            idle_wait = sweep.pacing.after_idle(idle_wait, pending=pending)
             await self._pause(sweep, idle_wait)
 
     async def _pause(self, sweep: Sweep, seconds: float) -> None:

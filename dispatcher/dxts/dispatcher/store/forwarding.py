@@ -53,10 +53,11 @@ async def cancel_requests(
     """The backend's Completing parcels that carry a cancel request, with their identifier
     when one is recorded; and the database clock, to age them against.
 
-    Completing parcels are few (a finished one stays only until execution records it), so they
-    are read page by page on the (Backend, Status) index and the request is read from
-    Annotations here, rather than through a JSON predicate whose boolean semantics differ
-    between MariaDB and SQLite.
+    Completing parcels are read page by page on the (Backend, Status) index and the request is
+    read from Annotations here, rather than through a JSON predicate whose boolean semantics
+    differ between MariaDB and SQLite. They are few when execution keeps up, but thousands
+    while it catches up, each carrying its outcome: only those whose Annotations mention the
+    request at all (a plain text match, the same on both) are fetched and decoded.
     """
     table, column = id_column(adaptor)
     requests: list[CancelRequest] = []
@@ -65,7 +66,11 @@ async def cancel_requests(
         query = (
             sa.select(parcels.c.ParcelID, parcels.c.Annotations, parcels.c.UpdatedAt, column)
             .select_from(parcels.outerjoin(table, table.c.ParcelID == parcels.c.ParcelID))
-            .where(parcels.c.Backend == backend, parcels.c.Status == COMPLETING)
+            .where(
+                parcels.c.Backend == backend,
+                parcels.c.Status == COMPLETING,
+                sa.cast(parcels.c.Annotations, sa.String).like(f'%"{CANCEL_REQUESTED}"%'),
+            )
             .order_by(parcels.c.ParcelID)
             .limit(page)
         )

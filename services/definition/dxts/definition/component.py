@@ -80,7 +80,9 @@ class Lifecycle:
     def start(self) -> None:
         """The sweep's rounds on the kernel's runner, on the running loop."""
         pacing = Pacing(self.engine.settings.interval_s)
-        self._runner = SweepRunner([Sweep("lifecycle", self.sweep.sweep_once, pacing)])
+        self._runner = SweepRunner(
+            [Sweep("lifecycle", self.sweep.sweep_once, pacing, pending=self.sweep.pending)]
+        )
         self._runner.start()
 
     async def close(self) -> None:

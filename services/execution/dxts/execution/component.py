@@ -17,6 +17,7 @@ at build time, so an extension whose parameters nothing provides stops the proce
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -179,6 +180,8 @@ async def build_execution(
         execution_pb2_grpc.add_ExecutionServiceServicer_to_server,
         servicer,
     )
+    if completion is not None:
+        servicer.outcomes_arrived = functools.partial(sweeps.wake, "recorder")
     if start_sweeps:
         sweeps.start()
     return Execution([service], rounds, completion, sweeps, servicer, settings, cleanups)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -23,17 +25,29 @@ SWEPT_WORKGRAPHS = (
 SWEPT_STANDALONE = (T.ACTIVE, T.FINALIZING, T.ARCHIVING, T.CANCELLING)
 
 
-async def sweepable(conn: AsyncConnection) -> tuple[list[bytes], list[bytes]]:
-    """(workgraph ids, standalone transformation ids) the engine has work for, in id order."""
-    wids = await conn.execute(
-        sa.select(workgraphs.c.WorkgraphID)
-        .where(workgraphs.c.Status.in_(SWEPT_WORKGRAPHS))
-        .order_by(workgraphs.c.WorkgraphID)
-    )
+class Sweepable(NamedTuple):
+    """The owners the engine has work for, in id order, and how many of them are under way."""
+
+    workgraphs: list[bytes]
+    standalone: list[bytes]
+    running: int  # owners other than Completed workgraphs (which only wait to be archived)
+
+
+async def sweepable(conn: AsyncConnection) -> Sweepable:
+    """What the lifecycle sweep has work for."""
+    found = (
+        await conn.execute(
+            sa.select(workgraphs.c.WorkgraphID, workgraphs.c.Status)
+            .where(workgraphs.c.Status.in_(SWEPT_WORKGRAPHS))
+            .order_by(workgraphs.c.WorkgraphID)
+        )
+    ).all()
     tids = await conn.execute(
         sa.select(transformations.c.TransformationID)
         .join(ownership, ownership.c.OwnershipID == transformations.c.OwnershipID)
         .where(ownership.c.WorkgraphID.is_(None), transformations.c.Status.in_(SWEPT_STANDALONE))
         .order_by(transformations.c.TransformationID)
     )
-    return [bytes(w) for (w,) in wids], [bytes(t) for (t,) in tids]
+    standalone = [bytes(t) for (t,) in tids]
+    running = sum(status != W.COMPLETED for _, status in found) + len(standalone)
+    return Sweepable([bytes(w) for w, _ in found], standalone, running)

@@ -17,7 +17,7 @@ Commands on a transformation apply once per request id (`logic.commands`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -79,6 +79,8 @@ class OperationsRpcs:
     transformations: ActiveTransformations
     locks: LockManager
     settings: ExecutionSettings
+    # Called once outcomes are stored: the component points it at the recorder sweep's wake.
+    outcomes_arrived: Callable[[], None] | None = None
 
     # -- who asks ---------------------------------------------------------------------------------
 
@@ -115,6 +117,8 @@ class OperationsRpcs:
     ) -> execution_pb2.RecordOutcomesResponse:
         # The dispatcher's only: the authorisation table, checked before this handler runs.
         acks = await record_outcome_messages(self.database, request.outcomes)
+        if self.outcomes_arrived is not None:
+            self.outcomes_arrived()
         return execution_pb2.RecordOutcomesResponse(acks=acks)
 
     # -- operator operations ----------------------------------------------------------------------

@@ -118,7 +118,16 @@ class FeedAndPack:
 
     def sweeps(self) -> list[Sweep]:
         return [
-            Sweep("feeder", self.inputs_fed, Pacing(self.settings.feed_interval_s)),
+            # Execution learns that a transformation started only by asking definition (the
+            # idle round's one call), so the feeder never waits longer than `pending_s`; what
+            # it feeds, the packer takes at once.
+            Sweep(
+                "feeder",
+                self.inputs_fed,
+                Pacing(self.settings.feed_interval_s),
+                pending=lambda: True,
+                then=("packer",),
+            ),
             Sweep("packer", self.inputs_packed, Pacing(self.settings.pack_interval_s)),
         ]
 
@@ -177,10 +186,18 @@ class Completion:
 
     def sweeps(self) -> list[Sweep]:
         return [
-            Sweep("recorder", self.parcels_recorded, Pacing(self.settings.record_interval_s)),
+            # Recorded outputs are the next member's inputs (an Edge feeder's); inputs put back
+            # to be retried are the packer's.
+            Sweep(
+                "recorder",
+                self.parcels_recorded,
+                Pacing(self.settings.record_interval_s),
+                then=("feeder",),
+            ),
             Sweep(
                 "failed-inputs",
                 self.failed_inputs_handled,
                 Pacing(self.settings.failed_inputs_interval_s),
+                then=("packer",),
             ),
         ]

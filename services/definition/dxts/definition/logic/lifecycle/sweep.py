@@ -100,6 +100,12 @@ class LifecycleSweep:
     def __init__(self, engine: Engine, locks: LockManager) -> None:
         self.engine = engine
         self.locks = locks
+        self.running = 0  # owners under way at the last round: their members move meanwhile
+
+    def pending(self) -> bool:
+        """Whether the last round saw an owner under way: its members' progress (execution's,
+        accounting's) can let it move at any moment, so the runner keeps idle waits short."""
+        return self.running > 0
 
     # -- running --------------------------------------------------------------------------------
 
@@ -107,7 +113,7 @@ class LifecycleSweep:
         """One round over every owner with work; how many states the owners went through (0:
         nothing moved, so the runner backs off)."""
         async with self.engine.database.transaction(Isolation.READ_COMMITTED) as conn:
-            workgraphs, standalone = await sweep_db.sweepable(conn)
+            workgraphs, standalone, self.running = await sweep_db.sweepable(conn)
         gate = asyncio.Semaphore(self.engine.settings.concurrency)
 
         async def one(sweep: Callable[[bytes], Awaitable[int | None]], owner: bytes) -> int:

@@ -1,0 +1,55 @@
+"""The `e2e` benchmark through its whole code path at a tiny size, on SQLite and MariaDB: every
+component started as its own process, the workgraph run to Completed, every figure printed
+(the figures' values are timings, and not asserted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dxts.bench.__main__ import main
+from dxts.bench.e2e import document
+
+COMPONENTS = {"definition", "execution", "accounting", "dispatcher", "backend-null"}
+
+
+def test_the_document_carries_the_seeds_asked_for() -> None:
+    body = document(1234)
+    assert body["inputs"]["seeds"]["dirac:Feeder"]["args"]["target_events"] == 1234
+    assert body["hints"]["dirac:Workgraph"]["hooks"]["Active"]["args"]["target_events"] == 1234
+    assert set(body["steps"]) == {"Simulation", "Merge"}
+
+
+def test_e2e_runs_a_production_to_completed_and_prints_its_figures(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["e2e", "--scale", "tiny", "--seeds", "150", "--db-url", db_url]) == 0
+    figures = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    for figure in figures:
+        assert figure["value"] > 0 and figure["baseline"] > 0
+        assert figure["ratio"] == figure["value"] / figure["baseline"]
+    by_name: dict[str, list[dict[str, object]]] = {}
+    for figure in figures:
+        by_name.setdefault(figure["figure"], []).append(figure)
+    (pipeline,) = by_name["pipeline_parcels_per_s"]
+    (completed,) = by_name["e2e_completed_s"]
+    assert completed["params"]["seeds"] == 150  # type: ignore[index]
+    (sim,) = by_name["e2e_sim_parcels_per_s"]
+    assert sim["baseline"] == pipeline["value"]
+    # Every seed went through both members: 150 simulated, merged 100 + 50.
+    counts = {
+        (f["figure"], f["params"]["member"]): f["params"]["count"]  # type: ignore[index]
+        for name in ("e2e_member_inputs_per_s", "e2e_member_parcels_per_s")
+        for f in by_name[name]
+    }
+    assert counts == {
+        ("e2e_member_inputs_per_s", "Simulation"): 150,
+        ("e2e_member_parcels_per_s", "Simulation"): 150,
+        ("e2e_member_inputs_per_s", "Merge"): 150,
+        ("e2e_member_parcels_per_s", "Merge"): 2,
+    }
+    for name in ("e2e_peak_rss_mb", "e2e_cpu_s"):
+        assert {f["params"]["component"] for f in by_name[name]} == COMPONENTS  # type: ignore[index]
+    assert len(by_name["e2e_database_mb"]) == 1
