@@ -168,6 +168,7 @@ def outcome_to_proto(outcome: Outcome) -> common_pb2.Outcome:
         backend_status=outcome.backend_status,
         message=outcome.message,
         finished_at=to_timestamp(outcome.finished_at),
+        output_object_json=outcome.output_object_json,
     )
     if outcome.usage is not None:
         usage = outcome.usage
@@ -208,6 +209,7 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
         if message.HasField("finished_at")
         else None,
         usage=usage,
+        output_object_json=message.output_object_json,
     )
 
 
@@ -290,4 +292,3 @@ def description_from_proto(message: backend_pb2.DescribeResponse) -> Description
         version=message.version,
         counters=dict(message.counters),
     )
-

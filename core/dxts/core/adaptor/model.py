@@ -131,6 +131,8 @@ class Outcome:
     message: str = ""
     finished_at: datetime | None = None
     usage: ResourceUsage | None = None
+    # The CWL output object, every File and Directory at `lfn:<LFN>` (common.proto's Outcome).
+    output_object_json: str = ""
 
 
 @dataclass(frozen=True)

@@ -374,6 +374,7 @@ class Outcome(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    OUTPUT_OBJECT_JSON_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The parcel, when the reporter knows it (adaptors are given it at Submit); otherwise the
     dispatcher resolves it from (backend, identifier) before forwarding.
@@ -390,6 +391,14 @@ class Outcome(_message.Message):
     """The backend's own status string, for display only."""
     message: _builtins.str
     """Why it failed or was cancelled, in the backend's words."""
+    output_object_json: _builtins.str
+    """The CWL output object of a succeeded compute parcel, as JSON: every output the process
+    gave, of any type (strings, numbers, Any, arrays, records), its Files and Directories with
+    their basename, checksum, size, format, secondaryFiles and listing, each stored File's and
+    Directory's `location` being `lfn:<LFN>` (the stored file, or the LFN prefix a
+    Directory's files are stored under), with no `path`. The status report output is not in
+    it. Empty when the backend reports none.
+    """
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputFile]:
         """Files produced, under the CWL output id each belongs to."""
@@ -416,10 +425,11 @@ class Outcome(_message.Message):
         message: _builtins.str = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         usage: Global___ResourceUsage | None = ...,
+        output_object_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "backend_status", b"backend_status", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "backend_status", b"backend_status", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "output_object_json", b"output_object_json", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

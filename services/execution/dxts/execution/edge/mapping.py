@@ -131,6 +131,7 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
             message.finished_at.ToDatetime(tzinfo=UTC) if message.HasField("finished_at") else None
         ),
         usage=_usage_from_proto(message.usage) if message.HasField("usage") else None,
+        output_object_json=message.output_object_json,
     )
 
 
@@ -155,6 +156,7 @@ def outcome_pb(outcome: Outcome) -> common_pb2.Outcome:
         status_report_json=outcome.status_report_json,
         backend_status=outcome.backend_status,
         message=outcome.message,
+        output_object_json=outcome.output_object_json,
     )
     if outcome.finished_at is not None:
         message.finished_at.FromDatetime(outcome.finished_at)
