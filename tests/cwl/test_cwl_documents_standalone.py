@@ -89,3 +89,19 @@ def test_a_long_past_2_to_the_53_is_kept_and_hashed_exactly() -> None:
     nearby = json.loads(json.dumps(raw))
     nearby["inputs"]["big"]["default"] = 2**60
     assert content_hash(nearby) != content_hash(raw)
+
+
+def test_yaml_scalars_are_stored_as_json_types_and_big_integers_hash() -> None:
+    """After the conformance test paramref_arguments_inputs: a YAML float or quoted string
+    (ruamel's own scalar types) beside a long past 2**53 still hashes, and exactly."""
+    text = (
+        "cwlVersion: v1.2\nclass: CommandLineTool\nbaseCommand: 'true'\noutputs: {}\n"
+        "inputs:\n  big: {type: long, default: 1000000000000000000000000000000000000000000}\n"
+        "  ratio: {type: float, default: 1.5}\n  flag: {type: boolean, default: true}\n"
+    )
+    document, problems = load_document(Bundle.from_mapping("tool.cwl", {"tool.cwl": text}))
+    assert not problems and document is not None
+    inputs = document.raw["inputs"]
+    assert [type(inputs[k]["default"]) for k in ("big", "ratio", "flag")] == [int, float, bool]
+    assert type(document.raw["baseCommand"]) is str
+    assert b'"default":1000000000000000000000000000000000000000000' in canonical_json(document.raw)

@@ -40,6 +40,7 @@ from urllib.parse import unquote, urlsplit
 import cwl_utils.parser.cwl_v1_2 as cwl
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
 from schema_salad.exceptions import ValidationException
 from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
@@ -294,11 +295,18 @@ def _listing(tree: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def plain(value: Any) -> Any:
-    """ruamel's commented containers as plain dicts and lists (what is hashed and stored)."""
+    """ruamel's commented containers and scalars as plain dicts, lists, strings and numbers
+    (what is hashed and stored): the canonical JSON takes its fast path, which writes a long
+    past 2**53 exactly, only for JSON's own types."""
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
+    if isinstance(value, ScalarBoolean):
+        return bool(value)
+    for kind in (str, int, float):
+        if isinstance(value, kind) and type(value) is not kind and type(value) is not bool:
+            return kind(value)
     return value
 
 
