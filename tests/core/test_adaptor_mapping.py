@@ -40,6 +40,7 @@ OUTCOME = Outcome(
     message="fine",
     finished_at=datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
     usage=ResourceUsage(cpu_seconds=1.5, max_memory_bytes=10),
+    output_object_json='{"out": {"class": "File", "location": "lfn:/dxts/t/p/out"}, "n": 1}',
 )
 
 

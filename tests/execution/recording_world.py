@@ -298,8 +298,10 @@ def outcome(
     files: Sequence[tuple[str, str]] = (),
     backend: str = BACKEND,
     message: str = "",
+    output_object: str = "",
 ) -> common_pb2.Outcome:
-    """An outcome as the dispatcher forwards it; `files` are (output name, LFN)."""
+    """An outcome as the dispatcher forwards it; `files` are (output name, LFN), `output_object`
+    the CWL output object's JSON."""
     return common_pb2.Outcome(
         parcel_id=id_to_str(parcel_id),
         backend=backend,
@@ -315,6 +317,7 @@ def outcome(
         if report is not None
         else "",
         message=message,
+        output_object_json=output_object,
     )
 
 

@@ -14,6 +14,7 @@ from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import new_id
 from dxts.core.schema import execution
+from dxts.execution.edge.mapping import outcome_pb
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.outcome_model import OutcomeResult
@@ -74,7 +75,15 @@ async def test_a_recorded_user_parcel_reads_back_with_its_outcome(
             .values(Status="Assigned", Backend="null")
         )
     lfn = f"/lhcb/user/b/bob/{parcel_id.hex()}.root"
-    await record_outcomes(database, [outcome(parcel_id, files=[("result", lfn)])])
+    # The whole output object, as cwltool wrote it: a long past 2**53, non-BMP text, a record
+    # holding the File (a JSON text, kept to the character).
+    output_object = (
+        f'{{"result": {{"class": "File", "location": "lfn:{lfn}", "format": "edam:format_1929"}},'
+        ' "count": 1152921504606846977, "pair": {"note": "caf\\u00e9 😀", "ratio": 0.1}}'
+    )
+    await record_outcomes(
+        database, [outcome(parcel_id, files=[("result", lfn)], output_object=output_object)]
+    )
     assert (await get_user_parcel(database, parcel_id)).outputs == []  # not Done yet
     await Recorder(database, catalogue, InMemoryTransformations()).record_completing()
 
@@ -84,6 +93,7 @@ async def test_a_recorded_user_parcel_reads_back_with_its_outcome(
     assert [f.lfn for f in view.outputs] == [lfn]
     assert view.outcome is not None
     assert view.outcome.result == OutcomeResult.SUCCEEDED
+    assert outcome_pb(view.outcome).output_object_json == output_object  # as GetUserParcel says
     assert lfn in await catalogue.files([lfn])
 
 

@@ -3,16 +3,21 @@
 * Minted ids (workgraphs, transformations, inputs, parcels, outputs, ownership rows) are UUIDv7,
   increasing within a process, stored as BINARY(16) and carried over gRPC as canonical
   lowercase hyphenated strings.
-* Content hashes (processes, requirements, resolved hints) are SHA-256 of the RFC 8785 (JCS)
-  canonical JSON: 32 bytes, carried as 64 lowercase hex characters.
-* The input hash is XXH3-128 of the canonical JSON of `[lfn or null, descriptor or null]`: the
-  core computes it, never a feeder, so two feeders describing the same thing agree.
+* Content hashes (processes, requirements, resolved hints) are SHA-256 of the canonical JSON:
+  32 bytes, carried as 64 lowercase hex characters. The canonical JSON is RFC 8785 (JCS) with
+  one extension: an integer beyond IEEE-754's exact range (|n| > 2^53 - 1), which JCS refuses,
+  is written as its exact decimal digits (sign, no exponent, no fraction), so a CWL document's
+  `long` keeps its value. Every value JCS accepts is written byte for byte as JCS writes it
+  (its hash is unchanged). A float keeps JCS's ECMAScript spelling (2.0**60 is
+  `1152921504606847000`, 1e21 is `1e+21`) and an integer its exact digits (2**60 is
+  `1152921504606846976`): an integer is never rounded into a float's spelling.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import threading
@@ -27,9 +32,6 @@ from dxts.core.errors import FieldViolation, InvalidArgument
 
 UUID_BYTES = 16
 CONTENT_HASH_BYTES = 32
-# Integers JSON carries exactly (IEEE-754 doubles), as RFC 8785 bounds them.
-_INT_MAX = 2**53 - 1
-_INT_MIN = -_INT_MAX
 
 
 def new_id() -> bytes:
@@ -141,11 +143,11 @@ def hash_from_str(text: str, *, field: str = "hash") -> bytes:
 
 
 def canonical_json(value: Any, *, field: str = "") -> bytes:
-    """RFC 8785 (JCS) canonical JSON bytes of `value`.
+    """RFC 8785 (JCS) canonical JSON bytes of `value`, integers exact at any size (above).
 
-    Refuses what JSON cannot carry exactly (NaN, non-string keys, integers beyond IEEE-754's
-    exact range, non-JSON types) as INVALID_ARGUMENT rather than silently coercing it, because a
-    hash over a coerced value would identify something the caller never sent.
+    Refuses what JSON cannot carry exactly (NaN, infinities, non-string keys, non-JSON types) as
+    INVALID_ARGUMENT rather than silently coercing it, because a hash over a coerced value would
+    identify something the caller never sent.
     """
     try:
         return _plain_canonical(value)
@@ -169,12 +171,13 @@ _encode_string = json.encoder.encode_basestring
 
 
 def _plain_canonical(value: Any) -> bytes:
-    """The canonical JSON of a value made only of the exact types null, bool, str, int (within
-    IEEE-754's exact range), list, tuple and dict with str keys, byte for byte what
-    `rfc8785.dumps` writes (property-tested against it), at a fraction of its cost: input
-    hashes and proposal copies canonicalise every input a feeder yields. Anything else (floats,
-    whose ECMAScript spelling is the reference's job, subclasses, strings that are not valid
-    UTF-8, anything refused) raises `_NotPlain` and goes to the reference implementation."""
+    """The canonical JSON of a value made only of the exact types null, bool, str, int, float
+    (finite), list, tuple and dict with str keys: byte for byte what `rfc8785.dumps` writes
+    (property-tested against it) but for the integers it refuses, at a fraction of its cost:
+    input hashes and proposal copies canonicalise every input a feeder yields. A float's
+    ECMAScript spelling is the reference's, number by number. Anything else (subclasses,
+    strings that are not valid UTF-8, NaN and infinities) raises `_NotPlain` and goes to the
+    reference implementation, which refuses an integer beyond 2^53 - 1 there."""
     parts: list[str] = []
     try:
         _write_plain(value, parts)
@@ -194,9 +197,11 @@ def _write_plain(value: Any, parts: list[str]) -> None:
     elif value is False:
         parts.append("false")
     elif kind is int:
-        if not _INT_MIN <= value <= _INT_MAX:
+        parts.append(str(value))  # exact at any size: the one extension of RFC 8785
+    elif kind is float:
+        if not math.isfinite(value):
             raise _NotPlain
-        parts.append(str(value))
+        parts.append(rfc8785.dumps(value).decode())
     elif kind is list or kind is tuple:
         parts.append("[")
         for index, item in enumerate(value):

@@ -83,6 +83,34 @@ class Bundle:
             self._check_totals(limits)
         return text
 
+    def read_data(self, path: str, limits: DocumentLimits | None = None) -> str | None:
+        """The text of a data file the document names (a default File, an `$include`), None if
+        the bundle has no such file: counted in the bundle's totals like a document, and within
+        the size of one, but not read as YAML. Raises DocumentRefused (not UTF-8, too big)."""
+        limits = limits or DocumentLimits()
+        text = self._read.get(path)
+        if text is None:
+            text = self._lookup(path, limits)
+            if text is None:
+                return None
+            check_size(path, _bytes(text), limits)
+            self._read[path] = text
+            self._bytes_read += _bytes(text)
+            self._check_totals(limits)
+        return text
+
+    def listing(self, directory: str) -> list[str]:
+        """The paths of every file under the bundle directory `directory` (nothing is read)."""
+        prefix = f"{directory.rstrip('/')}/" if directory not in ("", ".") else ""
+        found = {path for path in self._files if path.startswith(prefix)}
+        if self._root is not None:
+            base = (self._root / directory).resolve()
+            if base.is_relative_to(self._root) and base.is_dir():
+                for item in base.rglob("*"):
+                    if item.is_file() and item.resolve().is_relative_to(self._root):
+                        found.add(item.relative_to(self._root).as_posix())
+        return sorted(found)
+
     def has(self, path: str) -> bool:
         """Whether the bundle has a file at `path` (nothing is read)."""
         if path in self._files:

@@ -29,14 +29,18 @@ ids, so it cannot be hashed).
 from __future__ import annotations
 
 import copy
+import posixpath
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import cwl_utils.parser.cwl_v1_2 as cwl
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
 from schema_salad.exceptions import ValidationException
 from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
@@ -223,12 +227,86 @@ class _BundleFetcher(Fetcher):
         return f"{BUNDLE_ROOT}{target}" + (f"#{fragment}" if fragment else "")
 
 
+UPGRADABLE_VERSIONS = ("v1.0", "v1.1")
+_RUN_MARK = "#dxts-upgrade"  # the upgrader leaves a `run` with a fragment alone
+
+
+def upgraded(raw: dict[str, Any]) -> dict[str, Any]:
+    """A CWL v1.0 or v1.1 document as CWL v1.2, by the upstream upgrader (cwl-upgrader), which
+    also makes the older versions' defaults explicit (a v1.0 tool gets network access and deep
+    listings); any other document as it is. Each `run` file of the bundle is upgraded when it
+    is loaded, so the upgrader is kept from reading them itself (it would read them from disk).
+    Raises ValueError when the upgrader cannot read the document."""
+    if raw.get("cwlVersion") not in UPGRADABLE_VERSIONS:
+        return raw
+    from cwlupgrader.main import upgrade_document  # a large import, for old documents only
+
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            document = upgrade_document(_commented(_mark_runs(raw, True)), scratch, "v1.2")
+        except Exception as failure:  # the upgrader's own error for a malformed document
+            raise ValueError(f"cwl-upgrader cannot upgrade it: {failure}") from None
+    return _mark_runs(plain(document), False)
+
+
+def _mark_runs(value: Any, mark: bool) -> Any:
+    if isinstance(value, list):
+        return [_mark_runs(item, mark) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: _mark_runs(item, mark) for key, item in value.items()}
+    run = out.get("run")
+    if isinstance(run, str) and mark and "#" not in run:
+        out["run"] = run + _RUN_MARK
+    elif isinstance(run, str) and not mark:
+        out["run"] = run.removesuffix(_RUN_MARK)
+    return out
+
+
+def _commented(value: Any) -> Any:
+    """Plain data as ruamel's containers, which the upgrader matches on."""
+    if isinstance(value, dict):
+        return CommentedMap((key, _commented(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return CommentedSeq(_commented(item) for item in value)
+    return value
+
+
+def _bundle_path(base_file: str, reference: str) -> str | None:
+    """The bundle path a relative reference in `base_file` names; None for a URL, an absolute
+    path, an expression or a path out of the bundle (none of which the bundle can give)."""
+    name = reference.partition("#")[0]
+    if not name or "$(" in name or "${" in name:
+        return None
+    try:
+        return normalise_path(base_file, unquote(name))
+    except BundleEscape:
+        return None
+
+
+def _listing(tree: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Directory literal's listing of the tree {name: text or sub-tree}."""
+    return [
+        {"class": "File", "basename": name, "contents": item}
+        if isinstance(item, str)
+        else {"class": "Directory", "basename": name, "listing": _listing(item)}
+        for name, item in sorted(tree.items())
+    ]
+
+
 def plain(value: Any) -> Any:
-    """ruamel's commented containers as plain dicts and lists (what is hashed and stored)."""
+    """ruamel's commented containers and scalars as plain dicts, lists, strings and numbers
+    (what is hashed and stored): the canonical JSON takes its fast path, which writes a long
+    past 2**53 exactly, only for JSON's own types."""
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
+    if isinstance(value, ScalarBoolean):
+        return bool(value)
+    for kind in (str, int, float):
+        if isinstance(value, kind) and type(value) is not kind and type(value) is not bool:
+            return kind(value)
     return value
 
 
@@ -389,14 +467,84 @@ class _Loader:
                     what = "is empty" if raw is None else "is not a CWL document (not a mapping)"
                     self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {what}"))
                     raw = None
+                else:
+                    raw = upgraded(self._standing_alone(raw, path, frozenset({path})))
         except DocumentRefused as refused:
             self.problems.append(refusal(refused, where))
             raw = None
         except YAMLError as exc:
             self.problems.append(error(Kind.INVALID_CWL, where, f"{path}: {yaml_problem(exc)}"))
             raw = None
+        except ValueError as exc:  # an old document the upgrader cannot read
+            at = join(where, "cwlVersion") if path == self.bundle.main else where
+            self.problems.append(error(Kind.INVALID_CWL, at, f"{path}: {exc}"))
+            raw = None
         self._texts[path] = raw
         return raw
+
+    def _standing_alone(self, value: Any, path: str, visiting: frozenset[str]) -> Any:
+        """`value`, read from the bundle file `path`, with every file it names taken in, so
+        that it means the same wherever it is stored and run: an `$include` becomes the text
+        it names, an `$import` the data it names (itself standing alone), and a File or
+        Directory at a relative `location` (a default, an InitialWorkDir entry) a literal of
+        the same name and contents. A name the bundle does not have is left as written (the
+        runner reports it as it would have beside the original), and so is a file that is
+        not UTF-8 text, which a literal cannot hold."""
+        if isinstance(value, list):
+            return [self._standing_alone(item, path, visiting) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if set(value) == {"$include"} and isinstance(value["$include"], str):
+            target = _bundle_path(path, value["$include"])
+            text = self._data(target) if target else None
+            return value if text is None else text
+        if set(value) == {"$import"} and isinstance(value["$import"], str):
+            target = _bundle_path(path, value["$import"])
+            if target is None or target in visiting or self.serve(target) is None:
+                return value
+            return self._standing_alone(self._parsed(target), target, visiting | {target})
+        out = {key: self._standing_alone(item, path, visiting) for key, item in value.items()}
+        if value.get("class") in ("File", "Directory"):
+            reference = value.get("location", value.get("path"))
+            target = _bundle_path(path, reference) if isinstance(reference, str) else None
+            literal = self._literal(value["class"], target) if target else None
+            if literal is not None:
+                for key in ("location", "path"):
+                    out.pop(key, None)
+                out.setdefault("basename", posixpath.basename(target or ""))
+                out.update(literal)
+        return out
+
+    def _literal(self, cls: str, target: str) -> dict[str, Any] | None:
+        """The contents of a File (`contents`) or Directory (`listing`) at the bundle path
+        `target`, or None when the bundle cannot give them."""
+        if cls == "File":
+            text = self._data(target)
+            return None if text is None else {"contents": text}
+        files = self.bundle.listing(target)
+        if not files:
+            return None
+        root: dict[str, Any] = {}
+        for file in files:
+            text = self._data(file)
+            if text is None:
+                return None
+            *folders, name = posixpath.relpath(file, target).split("/")
+            node = root
+            for folder in folders:
+                node = node.setdefault(folder, {})
+            node[name] = text
+        return {"listing": _listing(root)}
+
+    def _data(self, path: str) -> str | None:
+        """A data file's text (None: not in the bundle, or not UTF-8)."""
+        checkpoint(f"reading {path}")
+        try:
+            return self.bundle.read_data(path, self.limits)
+        except DocumentRefused as refused:
+            if refused.limit:
+                raise
+            return None
 
     def _entry(self, path: str, fragment: str, where: str) -> dict[str, Any] | None:
         """The document `path#fragment` names, standalone (a `$graph` entry gets the header)."""
@@ -651,4 +799,3 @@ def load_document(
         run_sites=run_sites,
     )
     return document, loader.problems
-

@@ -37,6 +37,7 @@ from dxts.backends.diracx import jdl, sandbox, store
 from dxts.backends.diracx import payload as worker
 from dxts.backends.diracx.client import DiracXClient, DiracXError
 from dxts.backends.diracx.settings import DiracXSettings
+from dxts.backends.local.compute import Collected
 from dxts.backends.logic import key_problem
 from dxts.core.adaptor.codec import encode_payload, encode_submission
 from dxts.core.adaptor.model import (
@@ -46,7 +47,6 @@ from dxts.core.adaptor.model import (
     Description,
     Outcome,
     OutcomeResult,
-    OutputFile,
     Payload,
     PollResult,
     ReportMode,
@@ -332,7 +332,7 @@ class DiracXAdaptor:
         """The payload's own account of a failure, when its output sandbox holds one."""
         try:
             files = await self._result(job_id)
-            return worker.read_result(files[worker.RESULT_FILE].decode())[3]
+            return worker.read_result(files[worker.RESULT_FILE].decode())[2]
         except (DiracXError, KeyError, ValueError, UnicodeDecodeError):
             return ""
 
@@ -345,12 +345,12 @@ class DiracXAdaptor:
                 job, FAILED, said, f"DiracX job {job.job_id} is Done without {worker.RESULT_FILE}"
             )
         try:
-            outputs, report, usage, error = worker.read_result(text.decode())
+            collected, usage, error = worker.read_result(text.decode())
         except (ValueError, UnicodeDecodeError) as problem:
             return self._ended(job, FAILED, said, f"DiracX job {job.job_id}: {problem}")
         if error:
             return self._ended(job, FAILED, said, error, usage=usage)
-        return self._ended(job, SUCCEEDED, said, "", outputs=outputs, report=report, usage=usage)
+        return self._ended(job, SUCCEEDED, said, "", collected=collected, usage=usage)
 
     def _ended(
         self,
@@ -359,8 +359,7 @@ class DiracXAdaptor:
         backend_status: str,
         message: str,
         *,
-        outputs: Sequence[OutputFile] = (),
-        report: str = "",
+        collected: Collected | None = None,
         usage: ResourceUsage | None = None,
     ) -> Outcome:
         return Outcome(
@@ -368,8 +367,9 @@ class DiracXAdaptor:
             backend=self.settings.name,
             identifier=job.slot_id,
             result=result,
-            outputs=list(outputs),
-            status_report_json=report,
+            outputs=list(collected.outputs) if collected else [],
+            status_report_json=collected.report if collected else "",
+            output_object_json=collected.output_object_json if collected else "",
             backend_status=backend_status[:200],
             message=message,
             finished_at=datetime.now(UTC),

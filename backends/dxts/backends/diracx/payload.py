@@ -13,7 +13,8 @@ They are the adaptor's `payload_environment`, given to the job as its JDL
 `ExecutionEnvironment`.
 
 It writes `dxts-result.json` (the output sandbox the adaptor reads back) whatever happened:
-`{"outputs": [OutputFile…], "status_report_json": str, "usage": {...} | null, "error": str}`,
+`{"outputs": [OutputFile…], "status_report_json": str, "output_object_json": str,
+"usage": {...} | null, "error": str}`,
 and `dxts-runner.log` (the runner's log), and exits 0 when the parcel succeeded, 1 otherwise,
 so DiracX's own status (Done or Failed) agrees with the result.
 """
@@ -45,19 +46,20 @@ STORAGE_ELEMENTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ELEMENTS"
 
 
 def result_document(
-    outputs: list[OutputFile], report: str, usage: ResourceUsage | None, error: str
+    collected: compute.Collected, usage: ResourceUsage | None, error: str
 ) -> dict[str, Any]:
     return {
-        "outputs": [dataclasses.asdict(o) for o in outputs],
-        "status_report_json": report,
+        "outputs": [dataclasses.asdict(o) for o in collected.outputs],
+        "status_report_json": collected.report,
+        "output_object_json": collected.output_object_json,
         "usage": dataclasses.asdict(usage) if usage is not None else None,
         "error": error,
     }
 
 
-def read_result(text: str) -> tuple[list[OutputFile], str, ResourceUsage | None, str]:
-    """(outputs, status report, usage, error) from a `dxts-result.json`; ValueError if it is
-    not one."""
+def read_result(text: str) -> tuple[compute.Collected, ResourceUsage | None, str]:
+    """(what the run gave, usage, error) from a `dxts-result.json`; ValueError if it is not
+    one."""
     document = json.loads(text)
     if not isinstance(document, dict):
         raise ValueError("the result is not a JSON object")
@@ -66,8 +68,12 @@ def read_result(text: str) -> tuple[list[OutputFile], str, ResourceUsage | None,
         usage = ResourceUsage(**document["usage"]) if document.get("usage") is not None else None
     except (KeyError, TypeError) as error:
         raise ValueError(f"the result is malformed: {error}") from None
-    report = str(document.get("status_report_json") or "")
-    return outputs, report, usage, str(document.get("error") or "")
+    collected = compute.Collected(
+        outputs,
+        str(document.get("status_report_json") or ""),
+        str(document.get("output_object_json") or ""),
+    )
+    return collected, usage, str(document.get("error") or "")
 
 
 def _local_settings(run_dir: Path) -> LocalSettings:
@@ -89,7 +95,9 @@ async def run(directory: Path) -> dict[str, Any]:
     payload = decode_payload((directory / PAYLOAD_FILE).read_bytes())
     parcel = decode_submission((directory / PARCEL_FILE).read_bytes())
     if not isinstance(payload, ComputePayload):
-        return result_document([], "", None, "the job's payload is not a compute payload")
+        return result_document(
+            compute.Collected([]), None, "the job's payload is not a compute payload"
+        )
     run_dir = directory / RUN_DIR
     run_dir.mkdir(exist_ok=True)
     settings = _local_settings(run_dir)
@@ -98,12 +106,12 @@ async def run(directory: Path) -> dict[str, Any]:
     if catalogue is not None:
         await catalogue.start()
     try:
-        outputs, report = await compute.run_compute(
+        collected = await compute.run_compute(
             run_dir, payload, parcel, settings, catalogue, progress, _ignore
         )
-        return result_document(outputs, report, progress.usage, "")
+        return result_document(collected, progress.usage, "")
     except JobFailed as error:
-        return result_document([], "", progress.usage, str(error))
+        return result_document(compute.Collected([]), progress.usage, str(error))
     finally:
         if catalogue is not None:
             await catalogue.close()

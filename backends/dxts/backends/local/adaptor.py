@@ -37,7 +37,6 @@ from dxts.core.adaptor.model import (
     Description,
     Outcome,
     OutcomeResult,
-    OutputFile,
     Payload,
     PollResult,
     ReportMode,
@@ -241,13 +240,12 @@ class LocalAdaptor:
             payload = await self.store.payload(job.payload_key)
             job_dir = self.settings.work_dir / "jobs" / job.identifier
             job_dir.mkdir(parents=True, exist_ok=True)
-            outputs: list[OutputFile] = []
-            report = ""
+            collected = compute.Collected([])
             try:
                 if run.cancelled:
                     pass
                 elif isinstance(payload, ComputePayload):
-                    outputs, report = await compute.run_compute(
+                    collected = await compute.run_compute(
                         job_dir,
                         payload,
                         job.submission,
@@ -276,8 +274,7 @@ class LocalAdaptor:
                     job,
                     ended,
                     "cancelled on request" if run.cancelled else "",
-                    outputs=outputs,
-                    report=report,
+                    collected=collected,
                     usage=run.usage,
                 ),
             )
@@ -293,8 +290,7 @@ class LocalAdaptor:
         ended: str,
         message: str = "",
         *,
-        outputs: list[OutputFile] | None = None,
-        report: str = "",
+        collected: compute.Collected | None = None,
         usage: ResourceUsage | None = None,
     ) -> Outcome:
         """The job's outcome; `usage` is what its run used, when it was measured."""
@@ -303,8 +299,9 @@ class LocalAdaptor:
             backend=self.settings.name,
             identifier=job.identifier,
             result=RESULTS[ended],
-            outputs=outputs or [],
-            status_report_json=report,
+            outputs=collected.outputs if collected else [],
+            status_report_json=collected.report if collected else "",
+            output_object_json=collected.output_object_json if collected else "",
             backend_status=ended,
             message=message,
             finished_at=datetime.now(UTC),

@@ -15,12 +15,14 @@ In the parcel's directory (`jobs/<identifier>/`, kept afterwards as its output s
 
 Staging: a File in the input object whose `location` (or `path`) is `lfn:<LFN>` is replaced by
 the replica of that LFN at one of this adaptor's storage elements, found through the file
-catalogue. Outputs: every File of the output object (singly or in arrays) is moved to the output
-storage element under `<output prefix>/<basename>` and reported in the manifest with its LFN,
-size and adler32 checksum; the output with id `status-report` is the status report (DISPATCH.md):
-its JSON content is returned as the outcome's report instead of being stored. A runner that
-exits non-zero is a FAILED outcome; a parcel cancelled while running has its process group
-killed and ends CANCELLED.
+catalogue. Outputs (`collect_outputs`): every File and Directory of the output object, wherever
+it is (arrays, records, secondaryFiles, a Directory's listing), is moved to the output storage
+element under `<output prefix>/<its path under out/>`, each stored file reported in the
+manifest with its LFN, size and adler32 checksum, and the output object itself comes back with
+their locations `lfn:<LFN>` (everything else as the runner gave it); the output with id
+`status-report` is the status report (DISPATCH.md): its JSON content is returned as the
+outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome; a
+parcel cancelled while running has its process group killed and ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage, Submission
@@ -98,7 +101,10 @@ def materialise(payload: ComputePayload, directory: Path) -> Path:
         body = json.loads(process.document_json)
         if isinstance(body, dict):
             body.setdefault("cwlVersion", "v1.2")
-        (directory / f"{process.process_id}.cwl").write_text(json.dumps(_rewrite(body), indent=1))
+        # UTF-8, not ASCII escapes: the runner's YAML loader reads an escaped non-BMP character
+        # (a JSON surrogate pair) as two lone surrogates.
+        text = json.dumps(_rewrite(body), indent=1, ensure_ascii=False)
+        (directory / f"{process.process_id}.cwl").write_text(text, encoding="utf-8")
     return directory / f"{payload.process_id}.cwl"
 
 
@@ -169,54 +175,129 @@ def adler32(path: Path) -> str:
     return f"adler32:{checksum:08x}"
 
 
-def _files(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, dict) and value.get("class") == "File":
-        return [value]
-    if isinstance(value, dict) and value.get("class") == "Directory":
-        raise JobFailed("directory outputs are not supported by the local backend")
-    if isinstance(value, list):
-        return [f for item in value for f in _files(item)]
-    return []
+@dataclass
+class Collected:
+    """What a finished run gives its outcome: the manifest of stored files, the status report
+    (JSON text, or empty) and the output object with every File and Directory at its LFN."""
+
+    outputs: list[OutputFile]
+    report: str = ""
+    output_object_json: str = ""
+
+
+def _local_path(item: dict[str, Any]) -> Path | None:
+    """Where the runner left a File or Directory (its `path`, or its `file://` location)."""
+    if isinstance(item.get("path"), str):
+        return Path(item["path"])
+    location = item.get("location")
+    if isinstance(location, str) and location.startswith("file://"):
+        return Path(unquote(urlparse(location).path))
+    return None
+
+
+class _Placement:
+    """Where each File and Directory of an output object goes: `<output prefix>/<its path under
+    the output directory>` (its basename when the runner left it elsewhere), so a Directory's
+    files and a File's secondaryFiles keep their relative layout and no two outputs clash."""
+
+    def __init__(self, outdir: Path, prefix: str) -> None:
+        self.outdir = outdir.resolve()
+        self.prefix = prefix.rstrip("/")
+        self.moves: dict[Path, tuple[str, str]] = {}  # source → (LFN, output name)
+        self.lfns: dict[str, Path] = {}
+
+    def lfn(self, source: Path, output_name: str) -> str:
+        resolved = source.resolve()
+        if resolved in self.moves:
+            return self.moves[resolved][0]
+        try:
+            relative = resolved.relative_to(self.outdir).as_posix()
+        except ValueError:
+            relative = resolved.name
+        lfn = f"{self.prefix}/{relative}"
+        if self.lfns.setdefault(lfn, resolved) != resolved:
+            raise JobFailed(f"two outputs would both be {lfn}")
+        self.moves[resolved] = (lfn, output_name)
+        return lfn
+
+    def rewrite(self, value: Any, output_name: str) -> Any:
+        """`value` with each File's and Directory's location its LFN and no `path`."""
+        if isinstance(value, list):
+            return [self.rewrite(item, output_name) for item in value]
+        if not isinstance(value, dict):
+            return value
+        rewritten = {key: self.rewrite(item, output_name) for key, item in value.items()}
+        if value.get("class") in ("File", "Directory"):
+            source = _local_path(value)
+            if source is not None:
+                rewritten.pop("path", None)
+                rewritten["location"] = f"lfn:{self.lfn(source, output_name)}"
+        return rewritten
+
+
+def _store(placement: _Placement, settings: LocalSettings, output_se: str) -> list[OutputFile]:
+    """Move every placed File and Directory to the output storage element; the manifest names
+    each stored file once (a Directory's every file, listed or not)."""
+    manifest: dict[str, OutputFile] = {}
+    moved: list[Path] = []
+    for source, (lfn, name) in sorted(placement.moves.items()):
+        if any(source.is_relative_to(parent) for parent in moved):
+            continue  # inside a Directory already moved with it
+        if not source.exists():
+            raise JobFailed(f"the runner reported {source.name}, which it did not leave")
+        target = settings.se_path(output_se, lfn)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir():
+            shutil.rmtree(target)  # a previous attempt's
+        shutil.move(source, target)
+        moved.append(source)
+        stored = (
+            sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
+        )
+        for path in stored:
+            file_lfn = f"{lfn}/{path.relative_to(target).as_posix()}" if path != target else lfn
+            manifest.setdefault(
+                file_lfn,
+                OutputFile(
+                    output_name=name,
+                    lfn=file_lfn,
+                    size=path.stat().st_size,
+                    checksum=adler32(path),
+                    storage_element=output_se,
+                ),
+            )
+    return list(manifest.values())
+
+
+def _status_report(value: Any) -> str:
+    """The JSON content of the status report output's File (empty when there is none)."""
+    if not (isinstance(value, dict) and value.get("class") == "File"):
+        return ""
+    path = _local_path(value)
+    text = path.read_text() if path is not None else str(value.get("contents") or "")
+    try:
+        json.loads(text)
+    except ValueError as error:
+        raise JobFailed(f"the status report is not JSON: {error}") from None
+    return text
 
 
 def collect_outputs(
-    output_object: dict[str, Any], submission: Submission, settings: LocalSettings
-) -> tuple[list[OutputFile], str]:
-    """Move the outputs to the output storage element; (manifest, status report JSON)."""
+    output_object: dict[str, Any], submission: Submission, settings: LocalSettings, outdir: Path
+) -> Collected:
+    """Move the outputs the runner left under `outdir` to the output storage element, and give
+    back the output object at their LFNs: every value whatever its type, Files (with their
+    secondaryFiles) and Directories wherever they are (in arrays, in records)."""
     assert settings.output_se is not None
-    report = ""
-    manifest = []
-    taken: set[str] = set()
-    for name, value in sorted(output_object.items()):
-        files = _files(value)
-        if name == STATUS_REPORT_OUTPUT:
-            for file in files[:1]:
-                text = Path(file["path"]).read_text()
-                try:
-                    json.loads(text)
-                except ValueError as error:
-                    raise JobFailed(f"the status report is not JSON: {error}") from None
-                report = text
-            continue
-        for file in files:
-            source = Path(file["path"])
-            lfn = f"{submission.output_prefix.rstrip('/')}/{source.name}"
-            if lfn in taken:
-                raise JobFailed(f"two outputs would both be {lfn}")
-            taken.add(lfn)
-            target = settings.se_path(settings.output_se, lfn)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(source, target)
-            manifest.append(
-                OutputFile(
-                    output_name=name,
-                    lfn=lfn,
-                    size=target.stat().st_size,
-                    checksum=adler32(target),
-                    storage_element=settings.output_se,
-                )
-            )
-    return manifest, report
+    report = _status_report(output_object.get(STATUS_REPORT_OUTPUT))
+    placement = _Placement(outdir, submission.output_prefix)
+    rewritten = {
+        name: placement.rewrite(value, name)
+        for name, value in sorted(output_object.items())
+        if name != STATUS_REPORT_OUTPUT
+    }
+    manifest = _store(placement, settings, settings.output_se)
+    return Collected(manifest, report, json.dumps(rewritten, ensure_ascii=False))
 
 
 async def input_object(
@@ -244,8 +325,8 @@ async def run_compute(
     catalogue: FileCatalogue | None,
     run: Run,
     started: Callable[[int], Awaitable[None]],
-) -> tuple[list[OutputFile], str]:
-    """Run the parcel; (manifest, status report) on success, JobFailed otherwise."""
+) -> Collected:
+    """Run the parcel; what it gave on success, JobFailed otherwise."""
     root = materialise(payload, job_dir / "process")
     (job_dir / "resolved-hints.json").write_text(payload.resolved_hints_json or "{}")
     parameters = await input_object(payload, submission, settings, catalogue)
@@ -271,7 +352,7 @@ async def run_compute(
         str(job_dir / "job.json"),
     ]
     if run.cancelled:
-        return [], ""
+        return Collected([])
     with (job_dir / "runner.out").open("wb") as stdout, (job_dir / "runner.log").open("wb") as log:
         run.process = await asyncio.create_subprocess_exec(
             *command, cwd=job_dir, stdout=stdout, stderr=log, start_new_session=True
@@ -283,7 +364,7 @@ async def run_compute(
         code = await run.process.wait()
     run.usage = read_usage(usage_file)
     if run.cancelled:
-        return [], ""
+        return Collected([])
     if code != 0:
         tail = (job_dir / "runner.log").read_text(errors="replace")[-LOG_TAIL:]
         raise JobFailed(f"the CWL runner exited with {code}: {tail}")
@@ -291,7 +372,7 @@ async def run_compute(
         output_object = json.loads((job_dir / "runner.out").read_text())
     except ValueError as error:
         raise JobFailed(f"the CWL runner's output object is not JSON: {error}") from None
-    return collect_outputs(output_object, submission, settings)
+    return collect_outputs(output_object, submission, settings, out)
 
 
 async def kill(run: Run, grace_s: float) -> None:

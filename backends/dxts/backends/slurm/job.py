@@ -65,13 +65,17 @@ def run_task(batch_dir: Path, index: int) -> int:
     submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:
         output_object = json.loads((job_dir / "runner.out").read_text())
-        manifest, report = collect_outputs(output_object, submission, storage)
+        collected = collect_outputs(output_object, submission, storage, out)
     except (JobFailed, ValueError) as error:
         write_result(job_dir, {"error": str(error)})
         return 1
     write_result(
         job_dir,
-        {"outputs": [asdict(file) for file in manifest], "status_report_json": report},
+        {
+            "outputs": [asdict(file) for file in collected.outputs],
+            "status_report_json": collected.report,
+            "output_object_json": collected.output_object_json,
+        },
     )
     return 0
 

@@ -113,6 +113,7 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcom
     if state == "COMPLETED" and "error" not in result:
         outcome.result = OutcomeResult.SUCCEEDED
         outcome.status_report_json = result.get("status_report_json", "")
+        outcome.output_object_json = result.get("output_object_json", "")
         outcome.outputs = [OutputFile(**file) for file in result.get("outputs", [])]
         return outcome
     if state == "COMPLETED" or (directory / RESULT_FILE).exists():

@@ -169,6 +169,7 @@ def outcome_to_proto(outcome: Outcome) -> common_pb2.Outcome:
         message=outcome.message,
         finished_at=to_timestamp(outcome.finished_at),
         exit_code=outcome.exit_code,
+        output_object_json=outcome.output_object_json,
     )
     if outcome.usage is not None:
         usage = outcome.usage
@@ -210,6 +211,7 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
         else None,
         usage=usage,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
+        output_object_json=message.output_object_json,
     )
 
 
@@ -292,4 +294,3 @@ def description_from_proto(message: backend_pb2.DescribeResponse) -> Description
         version=message.version,
         counters=dict(message.counters),
     )
-

@@ -132,6 +132,8 @@ class Outcome:
     finished_at: datetime | None = None
     usage: ResourceUsage | None = None
     exit_code: int | None = None  # the work's exit status, where the backend knows it
+    # The CWL output object, every File and Directory at `lfn:<LFN>` (common.proto's Outcome).
+    output_object_json: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,14 @@ dxts and its mistakes must not reach the database:
 * an outcome with no result, or whose output manifest is malformed (a file without an output
   name or with a relative, empty or over-long LFN, a negative size), is forwarded as a FAILED
   outcome with the reason in its message and no files: the backend did finish, but nothing it
-  produced can be registered, and a failed parcel returns its inputs to the pool.
+  produced can be registered, and a failed parcel returns its inputs to the pool; so is one
+  whose output object is not a JSON object.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -47,6 +49,13 @@ def manifest_problem(outcome: Outcome) -> str | None:
             return f"{where}: {output.lfn[:80]!r} is not an absolute LFN of at most {LFN_MAX}"
         if output.size < 0:
             return f"{where}: negative size {output.size}"
+    if outcome.output_object_json:
+        try:
+            output_object = json.loads(outcome.output_object_json)
+        except (ValueError, RecursionError) as error:
+            return f"the output object is not JSON: {str(error)[:80]}"
+        if not isinstance(output_object, dict):
+            return "the output object is not a JSON object"
     return None
 
 
@@ -56,6 +65,7 @@ def as_failure(outcome: Outcome, reason: str) -> Outcome:
         outcome,
         outputs=[],
         status_report_json="",
+        output_object_json="",
         result=OutcomeResult.FAILED,
         message=f"unusable outcome from the backend ({reason}); reported: {outcome.message}",
     )

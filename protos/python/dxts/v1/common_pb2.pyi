@@ -375,6 +375,7 @@ class Outcome(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
+    OUTPUT_OBJECT_JSON_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The parcel, when the reporter knows it (adaptors are given it at Submit); otherwise the
     dispatcher resolves it from (backend, identifier) before forwarding.
@@ -394,6 +395,14 @@ class Outcome(_message.Message):
     exit_code: _builtins.int
     """The exit status of the work's process, where the backend knows it (unset: not known). Retry
     rules match on it beside backend_status and message.
+    """
+    output_object_json: _builtins.str
+    """The CWL output object of a succeeded compute parcel, as JSON: every output the process
+    gave, of any type (strings, numbers, Any, arrays, records), its Files and Directories with
+    their basename, checksum, size, format, secondaryFiles and listing, each stored File's and
+    Directory's `location` being `lfn:<LFN>` (the stored file, or the LFN prefix a
+    Directory's files are stored under), with no `path`. The status report output is not in
+    it. Empty when the backend reports none.
     """
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputFile]:
@@ -422,10 +431,11 @@ class Outcome(_message.Message):
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         usage: Global___ResourceUsage | None = ...,
         exit_code: _builtins.int | None = ...,
+        output_object_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code", "finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "backend", b"backend", "backend_status", b"backend_status", "exit_code", b"exit_code", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "backend", b"backend", "backend_status", b"backend_status", "exit_code", b"exit_code", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "output_object_json", b"output_object_json", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

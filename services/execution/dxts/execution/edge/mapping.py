@@ -132,6 +132,7 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
         ),
         usage=_usage_from_proto(message.usage) if message.HasField("usage") else None,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
+        output_object_json=message.output_object_json,
     )
 
 
@@ -157,6 +158,7 @@ def outcome_pb(outcome: Outcome) -> common_pb2.Outcome:
         backend_status=outcome.backend_status,
         message=outcome.message,
         exit_code=outcome.exit_code,
+        output_object_json=outcome.output_object_json,
     )
     if outcome.finished_at is not None:
         message.finished_at.FromDatetime(outcome.finished_at)

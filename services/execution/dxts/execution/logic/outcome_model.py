@@ -85,6 +85,8 @@ class Outcome:
     finished_at: datetime | None = None
     usage: ResourceUsage | None = None
     exit_code: int | None = None  # the work's exit status, where the backend knows it
+    # The CWL output object as the backend sent it (text: its numbers stay exactly as written).
+    output_object_json: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,14 @@ class OutcomeAck:
 
 
 _FILE_FIELDS = ("output_name", "lfn", "size", "checksum", "storage_element")
-_TEXT_FIELDS = ("backend", "identifier", "backend_status", "message", "status_report_json")
+_TEXT_FIELDS = (
+    "backend",
+    "identifier",
+    "backend_status",
+    "message",
+    "status_report_json",
+    "output_object_json",
+)
 _RESULTS = {result.value: result for result in OutcomeResult}
 UsageField = Literal["cpu_seconds", "wall_seconds", "max_memory_bytes"]
 _USAGE_FIELDS: tuple[UsageField, ...] = ("cpu_seconds", "wall_seconds", "max_memory_bytes")
@@ -181,6 +190,8 @@ def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
         stored["usage"] = usage_to_json(outcome.usage)
     if outcome.exit_code is not None:
         stored["exit_code"] = outcome.exit_code
+    if outcome.output_object_json:
+        stored["output_object_json"] = outcome.output_object_json
     return stored
 
 

@@ -1,0 +1,107 @@
+"""A document keeps its meaning away from its directory: the bundle carries every file it names
+(`$include`, `$import`, a default File's or an InitialWorkDir Directory's `location`), the stored
+process holds them, a CWL v1.0 document is upgraded to v1.2 (the bundle keeping the original),
+and a `long` past 2**53 is hashed exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dxts.cli.documents import bundle as cli_bundle
+from dxts.core.ids import canonical_json, content_hash
+from dxts.cwl.loading import Bundle, load_document
+
+CONFORMANCE = Path(__file__).parent / "fixtures" / "conformance"
+
+
+def loaded(main: str) -> dict:
+    document, problems = load_document(Bundle.from_directory(CONFORMANCE, main))
+    assert not problems, problems
+    assert document is not None
+    return document.raw
+
+
+def test_the_bundle_carries_every_file_the_document_names() -> None:
+    sent = cli_bundle(CONFORMANCE / "beside.cwl")
+    assert sorted(sent.files) == [
+        "args.py",
+        "beside.cwl",
+        "data/extra.txt",
+        "envvar.yml",
+        "greeting.txt",
+    ]
+    assert sent.files["greeting.txt"].decode() == "Hello, 🌍!\n"
+
+
+def test_the_stored_process_holds_what_its_files_said() -> None:
+    raw = loaded("beside.cwl")
+    (greeting, data) = raw["requirements"]["InitialWorkDirRequirement"]["listing"]
+    assert greeting["entry"] == "Hello, 🌍!\n"
+    assert data == {
+        "class": "Directory",
+        "basename": "data",
+        "listing": [
+            {"class": "File", "basename": "extra.txt", "contents": "beside the document\n"}
+        ],
+    }
+    assert raw["hints"] == [
+        {
+            "class": "EnvVarRequirement",
+            "envDef": [{"envName": "TEST_ENV", "envValue": "hello test env"}],
+        }
+    ]
+    script = raw["inputs"]["script"]["default"]
+    assert (script["basename"], "location" in script) == ("args.py", False)
+    assert script["contents"] == (CONFORMANCE / "args.py").read_text()
+
+
+def test_a_name_the_bundle_lacks_is_left_as_written() -> None:
+    files = {
+        "tool.cwl": json.dumps(
+            {
+                "cwlVersion": "v1.2",
+                "class": "CommandLineTool",
+                "inputs": {"f": {"type": "File", "default": {"class": "File", "location": "x"}}},
+                "outputs": {},
+                "baseCommand": "true",
+            }
+        )
+    }
+    document, problems = load_document(Bundle.from_mapping("tool.cwl", files))
+    assert not problems and document is not None
+    assert document.raw["inputs"]["f"]["default"] == {"class": "File", "location": "x"}
+
+
+def test_a_cwl_v1_0_tool_is_upgraded_and_the_original_kept() -> None:
+    raw = loaded("echo-v1.0.cwl")
+    assert raw["cwlVersion"] == "v1.2"
+    # The upgrader makes v1.0's defaults explicit, as a v1.0 runner would have run it.
+    assert raw["requirements"]["NetworkAccess"] == {"networkAccess": True}
+    sent = cli_bundle(CONFORMANCE / "echo-v1.0.cwl")
+    assert "cwlVersion: v1.0" in sent.files["echo-v1.0.cwl"].decode()
+
+
+def test_a_long_past_2_to_the_53_is_kept_and_hashed_exactly() -> None:
+    raw = loaded("beside.cwl")
+    assert raw["inputs"]["big"]["default"] == 2**60 + 1
+    assert b'"default":1152921504606846977' in canonical_json(raw)
+    nearby = json.loads(json.dumps(raw))
+    nearby["inputs"]["big"]["default"] = 2**60
+    assert content_hash(nearby) != content_hash(raw)
+
+
+def test_yaml_scalars_are_stored_as_json_types_and_big_integers_hash() -> None:
+    """After the conformance test paramref_arguments_inputs: a YAML float or quoted string
+    (ruamel's own scalar types) beside a long past 2**53 still hashes, and exactly."""
+    text = (
+        "cwlVersion: v1.2\nclass: CommandLineTool\nbaseCommand: 'true'\noutputs: {}\n"
+        "inputs:\n  big: {type: long, default: 1000000000000000000000000000000000000000000}\n"
+        "  ratio: {type: float, default: 1.5}\n  flag: {type: boolean, default: true}\n"
+    )
+    document, problems = load_document(Bundle.from_mapping("tool.cwl", {"tool.cwl": text}))
+    assert not problems and document is not None
+    inputs = document.raw["inputs"]
+    assert [type(inputs[k]["default"]) for k in ("big", "ratio", "flag")] == [int, float, bool]
+    assert type(document.raw["baseCommand"]) is str
+    assert b'"default":1000000000000000000000000000000000000000000' in canonical_json(document.raw)
