@@ -5,7 +5,8 @@
   (FeederEnabled, the workgraph not halted) is fed under its feeder lock, `sweep_concurrency` at
   a time. Items: inputs inserted.
 * **packer** — likewise, every Active transformation of a workgraph that is not halted is packed
-  under its packer lock (Paused ones are not listed). Items: inputs assigned or set aside.
+  under its packer lock (Paused ones are not listed), after the review of what its `after` wait
+  set aside (`after_review`). Items: inputs assigned, set aside, or moved by the review.
 * **recorder** — the replica holding the `record-outcomes` lock records every Completing parcel
   whose outcome has arrived (`completing.Recorder`). Recording is re-entrant, so the lock only
   keeps replicas from doing the same work twice, never correctness. Items: parcels recorded.
@@ -116,7 +117,10 @@ class FeedAndPack:
         return sum(result.inserted for result in await self.feed_round())
 
     async def inputs_packed(self) -> int:
-        return sum(result.assigned + result.problematic for result in await self.pack_round())
+        return sum(
+            result.assigned + result.problematic + result.followed
+            for result in await self.pack_round()
+        )
 
     def sweeps(self) -> list[Sweep]:
         return [
