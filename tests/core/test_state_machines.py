@@ -103,8 +103,8 @@ EXPECTED = {
         Failed > Unassigned : {HOOK}
         Failed > Split : {HOOK}
         Failed > Problematic : {HOOK}
-        Problematic > Unassigned : {OP}
-        Problematic > NotProcessed : {OP}
+        Problematic > Unassigned : {OP}, {CORE}
+        Problematic > NotProcessed : {OP}, {CORE}
         Unassigned > NotProcessed : {OP}, {CORE}
         Assigned > NotProcessed : {CORE}
         Failed > NotProcessed : {CORE}, {HOOK}
@@ -211,9 +211,7 @@ def test_member_state_compatibility_table() -> None:
         "Cancelled": {"Cancelled"},
     }
     assert {k.value: {s.value for s in v} for k, v in MEMBER_STATES.items()} == expected
-    for workgraph_state, member_state in itertools.product(
-        WORKGRAPH.states, TRANSFORMATION.states
-    ):
+    for workgraph_state, member_state in itertools.product(WORKGRAPH.states, TRANSFORMATION.states):
         assert member_state_compatible(workgraph_state, member_state) is (
             member_state in expected[workgraph_state]
         )
@@ -235,7 +233,11 @@ def test_member_fan_out_keeps_members_compatible() -> None:
                 assert destination in after, (source, target, member, destination)
                 if destination != member:
                     assert TRANSFORMATION.allowed(member, destination, Actor.WORKGRAPH), (
-                        source, target, member, destination)
+                        source,
+                        target,
+                        member,
+                        destination,
+                    )
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ its partner, goes Problematic — set aside for a person — not NotProcessed; w
 the workgraph completes.
 
 The removal: a data-management removal of the raw files, `after` the step that reads them,
-must take a file only once that step has processed it, and set aside (Problematic) a file that
-step gave up on (the removal's packer withholds a file while the step has not processed it,
-for a second at a time here rather than its default minute). Written off, the workgraph
-completes, the removal finalizing after the step (`after` is upstream) and its
-OnlyUnprocessedRemain check passing: it removed exactly the files the step processed.
+must take a file only once that step has processed it, and not remove a file that step gave up
+on: written off there, the removal's copy follows on its own (the removal's packer withholds a
+file while the step has not processed it, for a second at a time here rather than its default
+minute). The workgraph completes, the removal finalizing after the step (`after` is upstream)
+and its OnlyUnprocessedRemain check passing: it removed exactly the files the step processed.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
         )
         # The removal must not have taken the file before its consumer processed it.
         assert sim_status == I.PROCESSED.value, f"removed while Sim had it {sim_status}"
-        # Sim gave up on raw file 1: the removal sets it aside, never writes it off.
+        # Sim gave up on raw file 1; written off there, the removal's copy follows on its own.
         await world.until(
             "Sim to give up on raw file 1", _count(world, wg, "Sim", Processed=3, Problematic=1), wg
         )
@@ -228,19 +228,12 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
             reason="Sim gives up",
         )
         await world.until(
-            "the removal to set raw file 1 aside",
-            _count(world, wg, "Remove", Processed=3, Problematic=1),
+            "the removal to follow on raw file 1",
+            _count(world, wg, "Remove", Processed=3, NotProcessed=1),
             wg,
         )
-        (kept,) = [r for r in await world.inputs(wg, "Remove") if r.Status == "Problematic"]
+        (kept,) = [r for r in await world.inputs(wg, "Remove") if r.Status == "NotProcessed"]
         assert kept.LFN == "/e2e/removal/1.raw"
-        assert (await world.statuses(wg))[0] == W.ACTIVE  # the quarantine holds it open
-        await world.call_execution(
-            "WriteOffInputs",
-            transformation_id=wg.members["Remove"],
-            selection=selection(I.PROBLEMATIC),
-            reason="kept for whoever investigates",
-        )
         await world.reach(wg, W.COMPLETED)
         await check_invariants(world, wg)
         # Finalizing after its consumer (`after` is upstream), it removed what Sim processed.

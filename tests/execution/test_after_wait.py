@@ -1,11 +1,14 @@
-"""The `after` wait of a Data transformation (scenario 10's removal), run by the packer runner
-with execution's ConsumerLookup, on SQLite and MariaDB: a file is packed once every consumer
-has it Processed (or Split), withheld while one has not, set aside once one gave up on it."""
+"""The `after` wait (scenario 10's removal, and a compute step after its staging), run by the
+packer runner with execution's ConsumerLookup, on SQLite and MariaDB: a file is packed once
+every consumer has it Processed (or Split), withheld while one has not, set aside once one gave
+up on it; what was set aside follows a consumer's write-off, and is taken once the consumer's
+copy has been reset and processed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -27,6 +30,7 @@ from dxts.execution.logic.packing import run_packer
 from dxts.execution.logic.transformations import ActiveSnapshot
 
 RC = s.RC
+SECOND = timedelta(seconds=1)
 I = InputStatus  # noqa: E741
 
 
@@ -131,12 +135,55 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
             .where(execution.inputs.c.TransformationID == removal.id)
             .values(DelayedUntil=None)
         )
-    assert (await run_packer(database, plugins, removal)).error is None
+    second_run = await run_packer(database, plugins, removal)
+    assert second_run.error is None
     rows = {r.LFN: r for r in await s.input_rows(database, removal.id)}
     assigned = {lfn for lfn, r in rows.items() if r.Status == I.ASSIGNED}
     assert assigned == {"/aw/done", "/aw/split", "/aw/one-of-two"}
     still = {lfn for lfn, r in rows.items() if r.Status == I.UNASSIGNED}
     assert still == {"/aw/assigned", "/aw/failed", "/aw/unfed"}
+    # What the first consumer wrote off, the removal wrote off too; its quarantine stays.
+    assert rows["/aw/dropped"].Status == I.NOT_PROCESSED
+    assert rows["/aw/quarantined"].Status == I.PROBLEMATIC
+    assert second_run.followed == 1
+    logged = await s.log_rows(database, removal.id)
+    assert [r.Data["inputs"] for r in logged if r.EventType == "AfterWrittenOff"] == [1]
+
+    # The consumer's copy processed: not before the quarantine (it is about something else),
+    # but once it was reset and processed since, the quarantine is lifted.
+    set_aside = rows["/aw/quarantined"].UpdatedAt
+    for moment, lifted in ((set_aside - SECOND, 0), (set_aside + SECOND, 1)):
+        async with database.transaction(RC) as conn:
+            await conn.execute(
+                sa.update(execution.inputs)
+                .where(execution.inputs.c.TransformationID == first.id)
+                .where(execution.inputs.c.LFN == "/aw/quarantined")
+                .values(Status=I.PROCESSED.value, UpdatedAt=moment)
+            )
+        third_run = await run_packer(database, plugins, removal)
+        assert third_run.error is None and third_run.followed == lifted
+    # Lifted, it meets the wait again: the second consumer was never fed it.
+    lifted_row = {r.LFN: r for r in await s.input_rows(database, removal.id)}["/aw/quarantined"]
+    assert lifted_row.Status == I.UNASSIGNED and lifted_row.DelayedUntil is not None
+    logged = await s.log_rows(database, removal.id)
+    assert [r.EventType for r in logged].count("AfterQuarantineLifted") == 1
+
+
+async def test_a_compute_step_waits_like_a_data_member(database: Database, plugins: Any) -> None:
+    staging = await consumer(
+        database, plugins, {"/cw/staged": I.PROCESSED, "/cw/staging": I.ASSIGNED}
+    )
+    strip = await fed(
+        database,
+        plugins,
+        ["/cw/staged", "/cw/staging"],
+        annotations={"after": [id_to_str(staging.id)]},
+    )
+    assert (await run_packer(database, plugins, strip)).error is None
+    rows = {r.LFN: r for r in await s.input_rows(database, strip.id)}
+    assert rows["/cw/staged"].Status == I.ASSIGNED
+    assert rows["/cw/staging"].Status == I.UNASSIGNED
+    assert rows["/cw/staging"].DelayedUntil is not None
 
 
 async def test_a_wait_without_a_lookup_is_refused() -> None:

@@ -1,5 +1,5 @@
 """The web component's parts that need no service: the graph layout, the plots, failure
-grouping, sign-in tickets and the redirect guard."""
+grouping, sign-in tickets, the redirect guard, and why a workgraph has not finished."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
-from dxts.v1 import execution_pb2
+from dxts.v1 import definition_pb2, execution_pb2
 from dxts.web.app import _local
 from dxts.web.graph import Node, layout
 from dxts.web.members import failure_groups
 from dxts.web.plots import cumulative, histogram
 from dxts.web.sessions import Sessions
+from dxts.web.workgraphs import Member, not_finishing
 
 
 def test_members_are_layered_by_dataflow_and_joined_by_their_feeder_edges() -> None:
@@ -109,3 +110,29 @@ def test_redirects_stay_on_this_site() -> None:
     assert _local("/workgraphs/x?y=1") == "/workgraphs/x?y=1"
     for elsewhere in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)", ""):
         assert _local(elsewhere) == "/"
+
+
+def test_why_it_has_not_finished_is_the_drain_guards_reasons_member_by_member() -> None:
+    def member(step: str, *reasons: definition_pb2.DrainReason) -> Member:
+        t = definition_pb2.Transformation(transformation_id=step.lower(), step=step)
+        return Member(t, "Active", {}, {}, holding=list(reasons))
+
+    held = [
+        member(
+            "Sim",
+            definition_pb2.DrainReason(
+                kind="inputs", state="Problematic", count=2, message="2 Problematic inputs"
+            ),
+        ),
+        member(
+            "Reco",
+            definition_pb2.DrainReason(kind="status", state="Paused", message="it is Paused"),
+        ),
+        member("Merge"),
+    ]
+    reasons = not_finishing("Active", definition_pb2.Workgraph(), held)
+    assert reasons == [
+        "Sim: 2 Problematic inputs (reset or write them off)",
+        "Reco: it is Paused (resume it)",
+    ]
+    assert not_finishing("Completed", definition_pb2.Workgraph(), held) == []

@@ -36,15 +36,6 @@ from dxts.core.states import (
 )
 from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
-# Parcels that are neither finished nor given up: the work a member still waits for.
-IN_FLIGHT = (
-    ParcelStatus.UNASSIGNED,
-    ParcelStatus.RESERVED,
-    ParcelStatus.ASSIGNED,
-    ParcelStatus.COMPLETING,
-)
-# Inputs that are still to be processed.
-WAITING_INPUTS = (InputStatus.UNASSIGNED, InputStatus.ASSIGNED, InputStatus.FAILED)
 ENDED_MEMBERS = {
     TransformationStatus.COMPLETED.value,
     TransformationStatus.FINALIZED.value,
@@ -76,7 +67,7 @@ def why(
     async def body(clients: Clients) -> tuple[str, list[str]]:
         kind, found = await entity(clients, target)
         if kind == "workgraph":
-            view = await gather(clients, found, actions=True)
+            view = await gather(clients, found, actions=True, drain=True)
             return view.workgraph.workgraph_id, workgraph_reasons(view)
         got = await clients.definition.GetTransformation(
             definition_pb2.GetTransformationRequest(transformation_id=found)
@@ -84,7 +75,7 @@ def why(
         member = got.transformation
         if not member.workgraph_id:
             return found, [f"standalone {name(Kind, member.kind)} transformation"]
-        view = await gather(clients, member.workgraph_id, actions=True)
+        view = await gather(clients, member.workgraph_id, actions=True, drain=True)
         chosen = [m for m in view.members if m.transformation.transformation_id == found]
         return found, member_reasons(view, chosen[0]) if chosen else []
 
@@ -161,31 +152,41 @@ def member_reasons(view: WorkgraphView, member: MemberView) -> list[str]:
             f"{action.message or 'no message'} (dxts force {action.action_id} passed, or "
             f"dxts reset {action.action_id})"
         )
-    if member.status == TransformationStatus.PAUSED.value:
-        reasons.append(f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
-    problematic = member.inputs.get(InputStatus.PROBLEMATIC.value, 0)
-    if problematic:
-        reasons.append(
-            f"  {problematic} Problematic inputs wait for you: see dxts inputs "
-            f"{t.transformation_id} --status Problematic, then dxts inputs reset or write-off"
-        )
-    flying = {s.value: member.parcels.get(s.value, 0) for s in IN_FLIGHT}
-    if any(flying.values()):
-        reasons.append(f"  parcels in flight: {compact(flying)}")
-    waiting = {s.value: member.inputs.get(s.value, 0) for s in WAITING_INPUTS}
-    if any(waiting.values()):
-        reasons.append(f"  inputs still to process: {compact(waiting)}")
-    if t.feeder_enabled and t.feeder:
-        reasons.append(
-            f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
-            f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
-        )
+    reasons.extend(_drain_lines(view, member))
     by_id = {m.transformation.transformation_id: m for m in view.members}
     for upstream in t.upstream_transformation_ids:
         producer = by_id.get(upstream)
         if producer is not None and producer.status not in ENDED_MEMBERS:
             reasons.append(f"  waits on {producer.transformation.step}, still {producer.status}")
     return reasons
+
+
+def _drain_lines(view: WorkgraphView, member: MemberView) -> list[str]:
+    """The drain guard's reasons for the member (GetDrainStatus), each with what helps."""
+    t = member.transformation
+    held = member.holding
+    problematic = InputStatus.PROBLEMATIC.value
+    lines = []
+    if any(r.kind == "status" and r.state == TransformationStatus.PAUSED.value for r in held):
+        lines.append(f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
+    for r in held:
+        if r.kind == "inputs" and r.state == problematic:
+            lines.append(
+                f"  {r.count} Problematic inputs wait for you: see dxts inputs "
+                f"{t.transformation_id} --status Problematic, then dxts inputs reset or write-off"
+            )
+    flying = {r.state: int(r.count) for r in held if r.kind == "parcels"}
+    if flying:
+        lines.append(f"  parcels in flight: {compact(flying)}")
+    waiting = {r.state: int(r.count) for r in held if r.kind == "inputs" and r.state != problematic}
+    if waiting:
+        lines.append(f"  inputs still to process: {compact(waiting)}")
+    if any(r.kind == "feeder" for r in held) and t.feeder:
+        lines.append(
+            f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
+            f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
+        )
+    return lines
 
 
 def _failed_actions(member: MemberView) -> list[definition_pb2.Action]:

@@ -23,7 +23,7 @@ from dxts.cli.output import (
     when,
 )
 from dxts.core.errors import InvalidArgument
-from dxts.core.states import ParcelStatus
+from dxts.core.states import InputStatus, ParcelStatus
 from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
 # -- user jobs ----------------------------------------------------------------------------------
@@ -229,6 +229,55 @@ def provenance(
             "\n".join(_input_text(i) for i in record.inputs),
         )
     console.print(rows)
+
+
+def descendants(
+    ctx: typer.Context,
+    lfn: Annotated[str, typer.Argument(metavar="LFN", help="Any file dxts took in or made.")],
+    depth: Annotated[int, typer.Option(min=0, help="Steps to follow downstream; 0 = all.")] = 0,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many records.")] = 1000,
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """What was made from a file: each step that took it in, the parcel and what it made, and
+    so on downstream (the other direction of `dxts provenance`)."""
+
+    async def body(clients: Clients) -> tuple[list[Any], bool]:
+        records: list[Any] = []
+        token, truncated = "", False
+        while len(records) < limit:
+            reply = await clients.execution.ListDescendants(
+                execution_pb2.ListDescendantsRequest(
+                    lfn=lfn,
+                    max_depth=depth,
+                    paging=common_pb2.Paging(
+                        page_size=min(1000, limit - len(records)), page_token=token
+                    ),
+                )
+            )
+            records.extend(reply.records)
+            truncated = reply.truncated or bool(reply.next_page_token and len(records) >= limit)
+            token = reply.next_page_token
+            if not token:
+                break
+        return records, truncated
+
+    records, truncated = run(ctx, body)
+    if output is Output.JSON:
+        print_json({"records": [message_dict(r) for r in records], "truncated": truncated})
+        return
+    rows = table("depth", "file", "input", "status", "parcel", "made", whole=(4,))
+    for record in records:
+        rows.add_row(
+            str(record.depth),
+            _basename(record.input.lfn),
+            record.input.transformation_id,
+            name(InputStatus, record.input.status),
+            record.parcel.parcel_id if record.HasField("parcel") else "-",
+            "\n".join(_basename(o.lfn) for o in record.outputs),
+        )
+    console.print(rows)
+    if truncated:
+        typer.echo(f"(more: only the first {len(records)} records are shown)")
 
 
 def _basename(lfn: str) -> str:

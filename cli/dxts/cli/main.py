@@ -52,6 +52,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "job": ("dxts.cli.jobs", "job_app", "User jobs: one CWL process, one parcel."),
     "registry": ("dxts.cli.jobs", "registry_app", "The process registry."),
     "provenance": ("dxts.cli.jobs", "provenance", "Where an output file came from."),
+    "descendants": ("dxts.cli.jobs", "descendants", "What was made from a file, downstream."),
     "token": ("dxts.cli.tokens", "token_app", "Bearer tokens signed by the installation key."),
     "up": ("dxts.cli.up", "up", "Run every component in this process (embedded default)."),
     "open": ("dxts.cli.open_page", "open_page", "A page of the web view, with a one-time sign-in."),

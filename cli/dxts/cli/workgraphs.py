@@ -199,6 +199,8 @@ class MemberView:
     blocked_by: list[definition_pb2.Action] = field(default_factory=list)
     # Every action of the member (its Finalizing checks...): read for `show` only.
     actions: list[definition_pb2.Action] = field(default_factory=list)
+    # What holds it from draining, as the drain guard says (GetDrainStatus): `why`, `show`.
+    holding: list[definition_pb2.DrainReason] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
@@ -215,6 +217,7 @@ class MemberView:
             "parcel_counts": self.parcels,
             "blocked_by": [message_dict(a) for a in self.blocked_by],
             "actions": [message_dict(a) for a in self.actions],
+            "holding": [message_dict(r) for r in self.holding],
         }
 
 
@@ -253,12 +256,21 @@ def _failed(actions: Any) -> list[definition_pb2.Action]:
     return [a for a in actions if a.result == failed]
 
 
-async def gather(clients: Clients, workgraph_id: str, *, actions: bool = False) -> WorkgraphView:
+async def gather(
+    clients: Clients, workgraph_id: str, *, actions: bool = False, drain: bool = False
+) -> WorkgraphView:
     """The workgraph (definition) and its counts (accounting), with the failed actions of
-    whatever is blocked (and, with `actions`, every member's actions)."""
+    whatever is blocked (and, with `actions`, every member's actions; with `drain`, what holds
+    each member from draining)."""
     got = await clients.definition.GetWorkgraph(
         definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
     )
+    held: dict[str, list[definition_pb2.DrainReason]] = {}
+    if drain:
+        drained = await clients.definition.GetDrainStatus(
+            definition_pb2.GetDrainStatusRequest(workgraph_id=workgraph_id)
+        )
+        held = {m.transformation_id: list(m.reasons) for m in drained.members}
     summary = await clients.accounting.GetWorkgraphSummary(
         accounting_pb2.GetWorkgraphSummaryRequest(workgraph_id=workgraph_id)
     )
@@ -272,6 +284,7 @@ async def gather(clients: Clients, workgraph_id: str, *, actions: bool = False) 
             name(TransformationStatus, status),
             counts(found.input_counts) if found else {},
             counts(found.parcel_counts) if found else {},
+            holding=held.get(member.transformation_id, []),
         )
         if view.blocked or actions:
             detail = await clients.definition.GetTransformation(
@@ -327,7 +340,9 @@ def show(
     """
 
     async def body(clients: Clients) -> WorkgraphView:
-        return await gather(clients, await resolve_workgraph(clients, workgraph_id), actions=True)
+        return await gather(
+            clients, await resolve_workgraph(clients, workgraph_id), actions=True, drain=True
+        )
 
     view = run(ctx, body)
     if output is Output.JSON:

@@ -214,8 +214,8 @@ def build_app(web: Web) -> Starlette:
 
     async def file(request: Request, session: Session) -> Response:
         lfn = request.query_params.get("lfn", "").strip()
-        steps = await files.provenance(web.clients(session), lfn) if lfn else []
-        return t(request, "file.html", {"lfn": lfn, "steps": steps})
+        found = await files.lineage(web.clients(session), lfn) if lfn else None
+        return t(request, "file.html", {"lfn": lfn, "found": found})
 
     async def open_id(request: Request, session: Session) -> Response:
         """A workgraph's or a member's page, whichever the id names (`dxts open ID`)."""

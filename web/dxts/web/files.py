@@ -1,14 +1,20 @@
-"""A file's provenance: which parcel of which member produced it, from which inputs, and so
-on upstream (ExecutionService.Provenance). The contracts offer no downstream query (what was
-made from a file), so the page shows upstream only."""
+"""A file's lineage: upstream, which parcel of which member produced it, from which inputs, and
+so on (ExecutionService.Provenance); downstream, which members took it in, in which parcels,
+and what those made, and so on (ExecutionService.ListDescendants, its first page). A file known in
+neither direction is not found."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import Any
 
-from dxts.v1 import execution_pb2
+from dxts.core.errors import NotFound
+from dxts.v1 import common_pb2, execution_pb2
 from dxts.web import names
 from dxts.web.services import UserClients
+
+DESCENDANTS_SHOWN = 200
 
 
 @dataclass
@@ -22,19 +28,73 @@ class Step:
     inputs: list[tuple[str, str]]  # (lfn or descriptor, status)
 
 
-async def provenance(clients: UserClients, lfn: str) -> list[Step]:
-    reply = await clients.execution.Provenance(execution_pb2.ProvenanceRequest(lfn=lfn))
-    return [
-        Step(
-            lfn=r.output.lfn,
-            output_name=r.output.output_name,
-            parcel_id=r.parcel.parcel_id,
-            parcel_status=names.named_parcel_status(r.parcel.status),
-            transformation_id=r.parcel.transformation_id,
-            process_id=r.process_id,
-            inputs=[
-                (i.lfn or i.descriptor_json, names.named_input_status(i.status)) for i in r.inputs
-            ],
-        )
-        for r in reply.records
-    ]
+@dataclass
+class Made:
+    """One input downstream that took a descendant in, and what its parcel made."""
+
+    depth: int
+    lfn: str
+    input_status: str
+    transformation_id: str
+    parcel_id: str  # "" while not packed
+    parcel_status: str
+    outputs: list[str]
+
+
+@dataclass
+class Lineage:
+    steps: list[Step]
+    made: list[Made]
+    more: bool  # more descendants than shown
+
+
+async def lineage(clients: UserClients, lfn: str) -> Lineage:
+    """Both directions; NotFound when the file is known in neither."""
+    upstream, downstream = await asyncio.gather(
+        _absent_as_none(clients.execution.Provenance(execution_pb2.ProvenanceRequest(lfn=lfn))),
+        _absent_as_none(
+            clients.execution.ListDescendants(
+                execution_pb2.ListDescendantsRequest(
+                    lfn=lfn, paging=common_pb2.Paging(page_size=DESCENDANTS_SHOWN)
+                )
+            )
+        ),
+    )
+    if upstream is None and downstream is None:
+        raise NotFound("file", lfn)
+    steps = [_step(r) for r in upstream.records] if upstream is not None else []
+    made = [_made(r) for r in downstream.records] if downstream is not None else []
+    more = downstream is not None and bool(downstream.next_page_token or downstream.truncated)
+    return Lineage(steps, made, more)
+
+
+async def _absent_as_none(call: Any) -> Any:
+    try:
+        return await call
+    except NotFound:
+        return None
+
+
+def _step(r: execution_pb2.ProvenanceRecord) -> Step:
+    return Step(
+        lfn=r.output.lfn,
+        output_name=r.output.output_name,
+        parcel_id=r.parcel.parcel_id,
+        parcel_status=names.named_parcel_status(r.parcel.status),
+        transformation_id=r.parcel.transformation_id,
+        process_id=r.process_id,
+        inputs=[(i.lfn or i.descriptor_json, names.named_input_status(i.status)) for i in r.inputs],
+    )
+
+
+def _made(r: execution_pb2.DescendantRecord) -> Made:
+    packed = r.HasField("parcel")
+    return Made(
+        depth=r.depth,
+        lfn=r.input.lfn,
+        input_status=names.named_input_status(r.input.status),
+        transformation_id=r.input.transformation_id,
+        parcel_id=r.parcel.parcel_id if packed else "",
+        parcel_status=names.named_parcel_status(r.parcel.status) if packed else "",
+        outputs=[o.lfn for o in r.outputs],
+    )

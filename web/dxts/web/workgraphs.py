@@ -2,7 +2,8 @@
 
 The list: ListWorkgraphs (with its own filters) and every listed member's exact input counts
 in one GetCounts. A workgraph: GetWorkgraph (members, feeder edges, approving actions) and
-GetWorkgraphSummary (counts), the actions of blocked members (GetTransformation), and the log.
+GetWorkgraphSummary (counts), GetDrainStatus (what holds each member from draining, the drain
+guard's own reasons), the actions of blocked members (GetTransformation), and the log.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
 from dxts.web import names
 from dxts.web.graph import Drawing, Node, layout
-from dxts.web.names import IN_FLIGHT_PARCELS, SETTLED_INPUTS
+from dxts.web.names import SETTLED_INPUTS
 from dxts.web.services import UserClients
 
 LIST_PAGE = 100
@@ -123,6 +124,8 @@ class Member:
     inputs: dict[str, int]
     parcels: dict[str, int]
     blocked_by: list[definition_pb2.Action] = field(default_factory=list)
+    # What holds it from draining, as the drain guard says (GetDrainStatus).
+    holding: list[definition_pb2.DrainReason] = field(default_factory=list)
 
     @property
     def step(self) -> str:
@@ -148,9 +151,12 @@ def _failed_or_pending(actions: Any) -> list[definition_pb2.Action]:
 
 
 async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPage:
-    got, summary, log = await asyncio.gather(
+    got, drain, summary, log = await asyncio.gather(
         clients.definition.GetWorkgraph(
             definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
+        ),
+        clients.definition.GetDrainStatus(
+            definition_pb2.GetDrainStatusRequest(workgraph_id=workgraph_id)
         ),
         clients.accounting.GetWorkgraphSummary(
             accounting_pb2.GetWorkgraphSummaryRequest(workgraph_id=workgraph_id)
@@ -164,6 +170,7 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
         ),
     )
     counted = {m.transformation_id: m for m in summary.members}
+    held = {m.transformation_id: list(m.reasons) for m in drain.members}
     members = []
     for t in got.members:
         found = counted.get(t.transformation_id)
@@ -173,6 +180,7 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
                 names.transformation_status(found.status if found else t.status),
                 names.counts(found.input_counts) if found else {},
                 names.counts(found.parcel_counts) if found else {},
+                holding=held.get(t.transformation_id, []),
             )
         )
     blocked = [m for m in members if m.status.endswith("Blocked") or m.status == "Finalizing"]
@@ -223,8 +231,9 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
 def not_finishing(
     status: str, workgraph: definition_pb2.Workgraph, members: list[Member]
 ) -> list[str]:
-    """Why the workgraph has not finished, as far as the contracts tell: what each member is
-    still waiting on. Empty once it has finished."""
+    """Why the workgraph has not finished: its own state, then what holds each member from
+    draining as the drain guard says (GetDrainStatus), then blocking actions. Empty once it
+    has finished."""
     if status in names.FINISHED:
         return []
     reasons = []
@@ -237,22 +246,7 @@ def not_finishing(
     for m in members:
         if m.status in names.FINISHED:
             continue
-        t = m.transformation
-        if m.status == "Paused":
-            reasons.append(f"{m.step} is paused")
-        if m.status == "Active" and t.feeder and t.feeder_enabled:
-            reasons.append(f"{m.step}: its feeder ({t.feeder}) is still active")
-        if m.inputs.get("Problematic"):
-            reasons.append(
-                f"{m.step}: {m.inputs['Problematic']:,} inputs Problematic "
-                "(reset or write them off)"
-            )
-        waiting = m.inputs.get("Unassigned", 0)
-        if waiting:
-            reasons.append(f"{m.step}: {waiting:,} inputs waiting to be packed")
-        flying = sum(m.parcels.get(s, 0) for s in IN_FLIGHT_PARCELS)
-        if flying:
-            reasons.append(f"{m.step}: {flying:,} parcels in flight")
+        reasons.extend(f"{m.step}: {_worded(r)}" for r in m.holding)
         for action in m.blocked_by:
             result = names.named_result(action.result)
             reasons.append(
@@ -260,3 +254,12 @@ def not_finishing(
                 + (f": {action.message}" if action.message else "")
             )
     return reasons
+
+
+def _worded(reason: definition_pb2.DrainReason) -> str:
+    """A drain reason with what a person can do about it, where something can be done."""
+    if reason.kind == "inputs" and reason.state == "Problematic":
+        return f"{reason.message} (reset or write them off)"
+    if reason.kind == "status" and reason.state == "Paused":
+        return f"{reason.message} (resume it)"
+    return reason.message

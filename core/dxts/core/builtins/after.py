@@ -1,14 +1,18 @@
-"""The `after` wait of a Data transformation: a file is taken only once every transformation
-it waits on has processed it (dirac-hints `dataTransformation.after`).
+"""The `after` wait: a file is taken only once every transformation a member waits on has
+processed it (dirac-hints `after`, on a step's `dirac:Transformation` as on a data-management
+declaration).
 
 A removal of an intermediate, or of a workgraph input, must not take a file its reader still
-needs. What became of the file there is a lookup of its LFN in the reader's Inputs (DX-ADR-004),
-made through the injected `ConsumerLookup` once per chunk. Per input:
+needs; a stripping step must not read a file its staging has not put on the buffer yet. The
+wait is the same for compute and data members. What became of the file there is a lookup of its
+LFN in the reader's Inputs (DX-ADR-004), made through the injected `ConsumerLookup` once per
+chunk. Per input:
 
 * every consumer has it Processed (or Split: its children carry it on) → it may be packed;
-* a consumer gave up on it (NotProcessed, or holds it Problematic) → BadInput: the data
-  operation can neither go ahead nor be written off unseen, so a person looks (scenario 10:
-  Problematic, never NotProcessed);
+* a consumer gave up on it (NotProcessed, or holds it Problematic) → BadInput: set aside
+  (Problematic). Execution revisits what was set aside before each packer run
+  (`dxts.execution.logic.after_review`): it follows the consumer's write-off, or goes back to
+  Unassigned once the consumer's copy has been reset and processed;
 * otherwise (not fed yet, or Unassigned/Assigned/Failed there) → DelayInput for `delay_s`.
 """
 

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from pydantic import Field
 
+from dxts.core.builtins.after import after_of, screen
 from dxts.core.builtins.packers import PackArgs, chunks, cwl_value, driving_input
 from dxts.core.errors import InvalidArgument
 from dxts.core.plugins import (
@@ -25,7 +26,7 @@ from dxts.core.plugins import (
     PackerProposal,
     Transformation,
 )
-from dxts.core.plugins.protocols.readers import PartnerLookup, PartnerState
+from dxts.core.plugins.protocols.readers import ConsumerLookup, PartnerLookup, PartnerState
 from dxts.core.states import Kind
 
 
@@ -53,14 +54,22 @@ async def join(
     inputs: AsyncIterator[InputRecord],
     transformation: Transformation,
     partners: PartnerLookup,
+    consumers: ConsumerLookup | None = None,
 ) -> AsyncIterator[PackerProposal]:
-    """One parcel per driving input with its partner, looked up a chunk at a time."""
+    """One parcel per driving input with its partner, looked up a chunk at a time (after the
+    `after` wait, when the step has one)."""
     if transformation.kind is not Kind.COMPUTE:
         raise InvalidArgument("Join makes compute parcels", field="packer")
     driving = _driving_output(transformation)
     parameter = driving_input(transformation, packer_args)
     until = datetime.now(UTC) + timedelta(minutes=packer_args.delay_minutes)
-    async for chunk in chunks(inputs):
+    after = after_of(transformation)
+    async for claimed in chunks(inputs):
+        chunk, withheld = await screen(
+            claimed, after=after, consumers=consumers, delay_s=packer_args.after_delay_s
+        )
+        for proposal in withheld:
+            yield proposal
         lfns = [record.lfn for record in chunk if record.lfn is not None]
         found = await partners.partners(
             lfns, driving_output=driving, partner_output=packer_args.partner

@@ -13,8 +13,8 @@ leave the object empty otherwise (the backend still receives the parcel's input 
 input becomes a CWL File at `lfn:<LFN>` (the backends stage those); any other input the text
 of its canonical descriptor.
 
-A Data transformation with `after` (Annotations["after"]) packs a file only once the
-transformations it waits on have processed it (`dxts.core.builtins.after`): each chunk is
+A transformation with `after` (Annotations["after"]), compute or data, packs a file only once
+the transformations it waits on have processed it (`dxts.core.builtins.after`): each chunk is
 screened before its inputs are grouped.
 """
 
@@ -51,7 +51,7 @@ class PackArgs(PluginArgs):
     after_delay_s: float = Field(
         60.0,
         gt=0,
-        description="a Data transformation with `after`: how long an input is withheld while "
+        description="a transformation with `after`: how long an input is withheld while "
         "a transformation it waits on has not processed its file",
     )
 
@@ -107,7 +107,7 @@ class Emitter:
         self.parameter = driving_input(transformation, args)
         self.catalogue = catalogue
         self.operation = operation_of(transformation, operation) if self.kind is Kind.DATA else None
-        self.after = after_of(transformation) if self.kind is Kind.DATA else ()
+        self.after = after_of(transformation)
         self.consumers = consumers
         self.after_delay_s = args.after_delay_s
 

@@ -103,6 +103,7 @@ RULES: Rules = {
         "ResolveProcess",
         "ListVersions",
         "ProcessLineage",
+        "GetDrainStatus",
     ),
     # What execution works from, across every VO; people see their own VO's (feeder bookmarks:
     # `dxts feeder show`), the query being scoped by the caller's VO like every other read.
@@ -121,6 +122,7 @@ RULES: Rules = {
         "ListParcels",
         "GetParcel",
         "Provenance",
+        "ListDescendants",
         "ResetInputs",
         "WriteOffInputs",
         "CancelParcels",

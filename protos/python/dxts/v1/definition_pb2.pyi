@@ -420,6 +420,128 @@ class GetWorkgraphRequest(_message.Message):
 Global___GetWorkgraphRequest: _TypeAlias = GetWorkgraphRequest  # noqa: Y015
 
 @_typing.final
+class GetDrainStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
+    workgraph_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        workgraph_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["workgraph_id", b"workgraph_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDrainStatusRequest: _TypeAlias = GetDrainStatusRequest  # noqa: Y015
+
+@_typing.final
+class GetDrainStatusResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DRAINED_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    workgraph_id: _builtins.str
+    status: _builtins.str
+    drained: _builtins.bool
+    """Whether the drain guard would move it to Finalizing now."""
+    @_builtins.property
+    def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What holds the workgraph itself (the guard judges only an Active workgraph)."""
+
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemberDrainStatus]: ...
+    def __init__(
+        self,
+        *,
+        workgraph_id: _builtins.str = ...,
+        status: _builtins.str = ...,
+        drained: _builtins.bool = ...,
+        reasons: _abc.Iterable[_builtins.str] | None = ...,
+        members: _abc.Iterable[Global___MemberDrainStatus] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["drained", b"drained", "members", b"members", "reasons", b"reasons", "status", b"status", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDrainStatusResponse: _TypeAlias = GetDrainStatusResponse  # noqa: Y015
+
+@_typing.final
+class MemberDrainStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    STEP_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DRAINED_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    transformation_id: _builtins.str
+    step: _builtins.str
+    """The step (or data-management declaration) name."""
+    status: _builtins.str
+    drained: _builtins.bool
+    @_builtins.property
+    def reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___DrainReason]:
+        """Empty when drained."""
+
+    def __init__(
+        self,
+        *,
+        transformation_id: _builtins.str = ...,
+        step: _builtins.str = ...,
+        status: _builtins.str = ...,
+        drained: _builtins.bool = ...,
+        reasons: _abc.Iterable[Global___DrainReason] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["drained", b"drained", "reasons", b"reasons", "status", b"status", "step", b"step", "transformation_id", b"transformation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemberDrainStatus: _TypeAlias = MemberDrainStatus  # noqa: Y015
+
+@_typing.final
+class DrainReason(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"status" (it is not Active), "feeder" (its feeder is enabled), "inputs" or "parcels"
+    (`count` of them in the live `state`).
+    """
+    message: _builtins.str
+    """In words, e.g. "2 Problematic inputs", "it is Paused"."""
+    state: _builtins.str
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        message: _builtins.str = ...,
+        state: _builtins.str = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "kind", b"kind", "message", b"message", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DrainReason: _TypeAlias = DrainReason  # noqa: Y015
+
+@_typing.final
 class GetWorkgraphResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -50,6 +50,11 @@ class DefinitionServiceStub:
                 request_serializer=dxts_dot_v1_dot_definition__pb2.ListWorkgraphsRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_definition__pb2.ListWorkgraphsResponse.FromString,
                 _registered_method=True)
+        self.GetDrainStatus = channel.unary_unary(
+                '/dxts.v1.DefinitionService/GetDrainStatus',
+                request_serializer=dxts_dot_v1_dot_definition__pb2.GetDrainStatusRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_definition__pb2.GetDrainStatusResponse.FromString,
+                _registered_method=True)
         self.UpdateAnnotations = channel.unary_unary(
                 '/dxts.v1.DefinitionService/UpdateAnnotations',
                 request_serializer=dxts_dot_v1_dot_definition__pb2.UpdateAnnotationsRequest.SerializeToString,
@@ -190,6 +195,13 @@ class DefinitionServiceServicer:
 
     def ListWorkgraphs(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDrainStatus(self, request, context):
+        """Why it is not finishing: the drain guard's reasons, member by member, on exact counts.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -366,6 +378,11 @@ def add_DefinitionServiceServicer_to_server(servicer, server):
                     servicer.ListWorkgraphs,
                     request_deserializer=dxts_dot_v1_dot_definition__pb2.ListWorkgraphsRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_definition__pb2.ListWorkgraphsResponse.SerializeToString,
+            ),
+            'GetDrainStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDrainStatus,
+                    request_deserializer=dxts_dot_v1_dot_definition__pb2.GetDrainStatusRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_definition__pb2.GetDrainStatusResponse.SerializeToString,
             ),
             'UpdateAnnotations': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateAnnotations,
@@ -569,6 +586,33 @@ class DefinitionService:
             '/dxts.v1.DefinitionService/ListWorkgraphs',
             dxts_dot_v1_dot_definition__pb2.ListWorkgraphsRequest.SerializeToString,
             dxts_dot_v1_dot_definition__pb2.ListWorkgraphsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDrainStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.DefinitionService/GetDrainStatus',
+            dxts_dot_v1_dot_definition__pb2.GetDrainStatusRequest.SerializeToString,
+            dxts_dot_v1_dot_definition__pb2.GetDrainStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

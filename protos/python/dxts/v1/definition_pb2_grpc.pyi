@@ -42,6 +42,8 @@ class DefinitionServiceStub:
     """Validates, compiles and stores a workgraph (or, with dry_run, only validates and plans)."""
     GetWorkgraph: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetWorkgraphRequest, _definition_pb2.GetWorkgraphResponse]
     ListWorkgraphs: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ListWorkgraphsRequest, _definition_pb2.ListWorkgraphsResponse]
+    GetDrainStatus: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetDrainStatusRequest, _definition_pb2.GetDrainStatusResponse]
+    """Why it is not finishing: the drain guard's reasons, member by member, on exact counts."""
     UpdateAnnotations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.UpdateAnnotationsRequest, _definition_pb2.UpdateAnnotationsResponse]
     """Merges labels into a workgraph's or transformation's annotations."""
     StartWorkgraph: _grpc.UnaryUnaryMultiCallable[_definition_pb2.StartWorkgraphRequest, _definition_pb2.StartWorkgraphResponse]
@@ -86,6 +88,8 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     """Validates, compiles and stores a workgraph (or, with dry_run, only validates and plans)."""
     GetWorkgraph: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetWorkgraphRequest, _definition_pb2.GetWorkgraphResponse]  # type: ignore[assignment]
     ListWorkgraphs: _aio.UnaryUnaryMultiCallable[_definition_pb2.ListWorkgraphsRequest, _definition_pb2.ListWorkgraphsResponse]  # type: ignore[assignment]
+    GetDrainStatus: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetDrainStatusRequest, _definition_pb2.GetDrainStatusResponse]  # type: ignore[assignment]
+    """Why it is not finishing: the drain guard's reasons, member by member, on exact counts."""
     UpdateAnnotations: _aio.UnaryUnaryMultiCallable[_definition_pb2.UpdateAnnotationsRequest, _definition_pb2.UpdateAnnotationsResponse]  # type: ignore[assignment]
     """Merges labels into a workgraph's or transformation's annotations."""
     StartWorkgraph: _aio.UnaryUnaryMultiCallable[_definition_pb2.StartWorkgraphRequest, _definition_pb2.StartWorkgraphResponse]  # type: ignore[assignment]
@@ -145,6 +149,14 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _definition_pb2.ListWorkgraphsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.ListWorkgraphsResponse, _abc.Awaitable[_definition_pb2.ListWorkgraphsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetDrainStatus(
+        self,
+        request: _definition_pb2.GetDrainStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_definition_pb2.GetDrainStatusResponse, _abc.Awaitable[_definition_pb2.GetDrainStatusResponse]]:
+        """Why it is not finishing: the drain guard's reasons, member by member, on exact counts."""
 
     @_abc_1.abstractmethod
     def UpdateAnnotations(

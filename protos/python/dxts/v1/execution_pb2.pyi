@@ -666,6 +666,105 @@ class ProvenanceRecord(_message.Message):
 Global___ProvenanceRecord: _TypeAlias = ProvenanceRecord  # noqa: Y015
 
 @_typing.final
+class ListDescendantsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LFN_FIELD_NUMBER: _builtins.int
+    MAX_DEPTH_FIELD_NUMBER: _builtins.int
+    PAGING_FIELD_NUMBER: _builtins.int
+    lfn: _builtins.str
+    max_depth: _builtins.int
+    """How many steps to follow downstream; 0 = all the way (up to the server's bound)."""
+    @_builtins.property
+    def paging(self) -> _common_pb2.Paging: ...
+    def __init__(
+        self,
+        *,
+        lfn: _builtins.str = ...,
+        max_depth: _builtins.int = ...,
+        paging: _common_pb2.Paging | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["paging", b"paging"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lfn", b"lfn", "max_depth", b"max_depth", "paging", b"paging"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDescendantsRequest: _TypeAlias = ListDescendantsRequest  # noqa: Y015
+
+@_typing.final
+class ListDescendantsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    truncated: _builtins.bool
+    """The walk met the server's bound on records before its end: what is listed is a prefix."""
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___DescendantRecord]:
+        """Level 1 first (the inputs that are `lfn`), then what was made from their products, and so
+        on; within a level by LFN, transformation, input and parcel.
+        """
+
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[Global___DescendantRecord] | None = ...,
+        next_page_token: _builtins.str = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "records", b"records", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDescendantsResponse: _TypeAlias = ListDescendantsResponse  # noqa: Y015
+
+@_typing.final
+class DescendantRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPTH_FIELD_NUMBER: _builtins.int
+    INPUT_FIELD_NUMBER: _builtins.int
+    PARCEL_FIELD_NUMBER: _builtins.int
+    PROCESS_ID_FIELD_NUMBER: _builtins.int
+    OUTPUTS_FIELD_NUMBER: _builtins.int
+    depth: _builtins.int
+    """1: an input that is the file asked about; 2: one made from it; and so on."""
+    process_id: _builtins.str
+    @_builtins.property
+    def input(self) -> Global___Input:
+        """The input that took the file in (its status says what became of it there)."""
+
+    @_builtins.property
+    def parcel(self) -> Global___Parcel:
+        """One parcel that carried it; unset while the input has not been packed."""
+
+    @_builtins.property
+    def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___ParcelOutput]:
+        """What that parcel produced."""
+
+    def __init__(
+        self,
+        *,
+        depth: _builtins.int = ...,
+        input: Global___Input | None = ...,
+        parcel: Global___Parcel | None = ...,
+        process_id: _builtins.str = ...,
+        outputs: _abc.Iterable[Global___ParcelOutput] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "parcel", b"parcel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "input", b"input", "outputs", b"outputs", "parcel", b"parcel", "process_id", b"process_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescendantRecord: _TypeAlias = DescendantRecord  # noqa: Y015
+
+@_typing.final
 class ResetInputsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

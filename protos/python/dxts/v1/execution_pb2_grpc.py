@@ -60,6 +60,11 @@ class ExecutionServiceStub:
                 request_serializer=dxts_dot_v1_dot_execution__pb2.ProvenanceRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_execution__pb2.ProvenanceResponse.FromString,
                 _registered_method=True)
+        self.ListDescendants = channel.unary_unary(
+                '/dxts.v1.ExecutionService/ListDescendants',
+                request_serializer=dxts_dot_v1_dot_execution__pb2.ListDescendantsRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_execution__pb2.ListDescendantsResponse.FromString,
+                _registered_method=True)
         self.ResetInputs = channel.unary_unary(
                 '/dxts.v1.ExecutionService/ResetInputs',
                 request_serializer=dxts_dot_v1_dot_execution__pb2.ResetInputsRequest.SerializeToString,
@@ -133,6 +138,13 @@ class ExecutionServiceServicer:
 
     def Provenance(self, request, context):
         """Which parcel produced a file, from which inputs, and so on upstream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDescendants(self, request, context):
+        """Forward lineage: what was made from a file, through every step (bounded, paged).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -221,6 +233,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.Provenance,
                     request_deserializer=dxts_dot_v1_dot_execution__pb2.ProvenanceRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_execution__pb2.ProvenanceResponse.SerializeToString,
+            ),
+            'ListDescendants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDescendants,
+                    request_deserializer=dxts_dot_v1_dot_execution__pb2.ListDescendantsRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_execution__pb2.ListDescendantsResponse.SerializeToString,
             ),
             'ResetInputs': grpc.unary_unary_rpc_method_handler(
                     servicer.ResetInputs,
@@ -398,6 +415,33 @@ class ExecutionService:
             '/dxts.v1.ExecutionService/Provenance',
             dxts_dot_v1_dot_execution__pb2.ProvenanceRequest.SerializeToString,
             dxts_dot_v1_dot_execution__pb2.ProvenanceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDescendants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.ExecutionService/ListDescendants',
+            dxts_dot_v1_dot_execution__pb2.ListDescendantsRequest.SerializeToString,
+            dxts_dot_v1_dot_execution__pb2.ListDescendantsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,8 @@ class ExecutionServiceStub:
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
     Provenance: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]
     """Which parcel produced a file, from which inputs, and so on upstream."""
+    ListDescendants: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]
+    """Forward lineage: what was made from a file, through every step (bounded, paged)."""
     ResetInputs: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ResetInputsRequest, _execution_pb2.ResetInputsResponse]
     """Operator operations."""
     WriteOffInputs: _grpc.UnaryUnaryMultiCallable[_execution_pb2.WriteOffInputsRequest, _execution_pb2.WriteOffInputsResponse]
@@ -71,6 +73,8 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
     Provenance: _aio.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]  # type: ignore[assignment]
     """Which parcel produced a file, from which inputs, and so on upstream."""
+    ListDescendants: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]  # type: ignore[assignment]
+    """Forward lineage: what was made from a file, through every step (bounded, paged)."""
     ResetInputs: _aio.UnaryUnaryMultiCallable[_execution_pb2.ResetInputsRequest, _execution_pb2.ResetInputsResponse]  # type: ignore[assignment]
     """Operator operations."""
     WriteOffInputs: _aio.UnaryUnaryMultiCallable[_execution_pb2.WriteOffInputsRequest, _execution_pb2.WriteOffInputsResponse]  # type: ignore[assignment]
@@ -127,6 +131,14 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.ProvenanceResponse, _abc.Awaitable[_execution_pb2.ProvenanceResponse]]:
         """Which parcel produced a file, from which inputs, and so on upstream."""
+
+    @_abc_1.abstractmethod
+    def ListDescendants(
+        self,
+        request: _execution_pb2.ListDescendantsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ListDescendantsResponse, _abc.Awaitable[_execution_pb2.ListDescendantsResponse]]:
+        """Forward lineage: what was made from a file, through every step (bounded, paged)."""
 
     @_abc_1.abstractmethod
     def ResetInputs(

@@ -93,7 +93,7 @@ class PartnerLookup(Protocol):
 
 
 class ConsumerLookup(Protocol):
-    """What became of files in the transformations a Data member waits on (its `after`):
+    """What became of files in the transformations a member waits on (its `after`):
     DX-ADR-004's lookup of an LFN in a consumer's Inputs, by their (TransformationID, LFN)
     index."""
 

@@ -23,6 +23,7 @@ from dxts.definition.edge.mapping import (
 )
 from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import labels, queries, workgraph_commands
+from dxts.definition.logic.drain_status import drain_status
 from dxts.definition.logic.submit import start_if_asked, submit_workgraph
 from dxts.v1 import definition_pb2
 
@@ -68,6 +69,33 @@ class WorkgraphRpcs(ServicerBase):
             members=[transformation_pb(m) for m in detail.members],
             actions=[action_pb(a) for a in detail.actions],
             stripped_spec_json=json_text(detail.stripped_spec),
+        )
+
+    async def GetDrainStatus(
+        self, request: definition_pb2.GetDrainStatusRequest, context: Context
+    ) -> definition_pb2.GetDrainStatusResponse:
+        workgraph_id = required_id(request.workgraph_id, "workgraph_id")
+        found = await drain_status(self._database, self._viewer(), workgraph_id)
+        return definition_pb2.GetDrainStatusResponse(
+            workgraph_id=id_to_str(found.workgraph_id),
+            status=found.status,
+            drained=found.drained,
+            reasons=found.reasons,
+            members=[
+                definition_pb2.MemberDrainStatus(
+                    transformation_id=id_to_str(m.transformation_id),
+                    step=m.step,
+                    status=m.status,
+                    drained=m.drained,
+                    reasons=[
+                        definition_pb2.DrainReason(
+                            kind=r.kind, message=r.message, state=r.state, count=r.count
+                        )
+                        for r in m.reasons
+                    ],
+                )
+                for m in found.members
+            ],
         )
 
     async def ListWorkgraphs(

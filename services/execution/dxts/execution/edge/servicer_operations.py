@@ -33,7 +33,13 @@ from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.convert import json_text
-from dxts.core.grpc.requests import Problems, required_id
+from dxts.core.grpc.paging import (
+    decode_page_token,
+    encode_page_token,
+    filters_fingerprint,
+    page_size,
+)
+from dxts.core.grpc.requests import PAGE_TOKEN, Problems, required_id
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.kernel.commands import Request
 from dxts.core.locks import LockManager
@@ -48,7 +54,14 @@ from dxts.execution.edge.mapping import (
     parcel_pb,
     selection_of,
 )
-from dxts.execution.logic import cleaning, commands, operations, recording, user_parcels
+from dxts.execution.logic import (
+    cleaning,
+    commands,
+    lineage,
+    operations,
+    recording,
+    user_parcels,
+)
 from dxts.execution.logic.operations import Caller
 from dxts.execution.logic.transformations import ActiveTransformations, Description
 from dxts.execution.settings import ExecutionSettings
@@ -246,6 +259,43 @@ class OperationsRpcs:
                 )
                 for r in shown
             ]
+        )
+
+    async def ListDescendants(
+        self, request: execution_pb2.ListDescendantsRequest, context: Context
+    ) -> execution_pb2.ListDescendantsResponse:
+        fingerprint = filters_fingerprint(request.lfn, request.max_depth)
+        position = decode_page_token(request.paging, filters=fingerprint, field=PAGE_TOKEN)
+        start = lineage.resume_key(position, field=PAGE_TOKEN)
+        size = page_size(request.paging)
+        walk = await lineage.descendants(self.database, request.lfn, max_depth=request.max_depth)
+        visible = await self._visible(
+            {bytes(r.input.TransformationID) for r in walk.records}, context
+        )
+        shown = [
+            r
+            for r in walk.records
+            if bytes(r.input.TransformationID) in visible and (start is None or r.key > start)
+        ]
+        if not shown and start is None:
+            raise NotFound("file", request.lfn)
+        page = shown[:size]
+        token = ""
+        if len(shown) > size:
+            token = encode_page_token(lineage.position(page[-1].key), filters=fingerprint)
+        return execution_pb2.ListDescendantsResponse(
+            records=[
+                execution_pb2.DescendantRecord(
+                    depth=r.depth,
+                    input=input_pb(r.input),
+                    parcel=parcel_pb(r.parcel) if r.parcel is not None else None,
+                    process_id=hash_text(r.parcel.ProcessID) if r.parcel is not None else "",
+                    outputs=[output_pb(o) for o in r.outputs],
+                )
+                for r in page
+            ],
+            next_page_token=token,
+            truncated=walk.truncated,
         )
 
     async def _visible(self, transformation_ids: set[bytes], context: Context) -> set[bytes]:

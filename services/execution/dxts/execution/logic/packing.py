@@ -40,6 +40,7 @@ from datetime import UTC
 from typing import Any
 from uuid import UUID
 
+from dxts.core.builtins.after import after_of
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError, FailedPrecondition, FieldViolation, InvalidArgument
@@ -62,6 +63,7 @@ from dxts.core.plugins.protocols.readers import (
 )
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
+from dxts.execution.logic.after_review import review
 from dxts.execution.logic.failed_inputs import merge_directives
 from dxts.execution.logic.feeding import plugin_stream
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
@@ -86,6 +88,7 @@ class PackResult:
     """What one invocation did."""
 
     ran: bool = True  # False: another holder had the lock, or the packer may not run
+    followed: int = 0  # set-aside inputs moved after their `after` consumer (`after_review`)
     offered: int = 0  # inputs streamed to the packer
     parcels: int = 0
     assigned: int = 0
@@ -215,6 +218,8 @@ async def run_packer(
             raise FailedPrecondition(
                 f"compute transformation {_tid(transformation)} has no ProcessID to run"
             )
+        waits_on = after_of(transformation.view())
+        result.followed = (await review(database, transformation.id, waits_on)).moved
         stream = plugin_stream(
             registry,
             Point.PACKER,
@@ -388,7 +393,7 @@ class PartnerFinder(PartnerLookup):
 
 
 class ConsumerReader(ConsumerLookup):
-    """`ConsumerLookup` over the consumers' Inputs (the `after` wait of a Data member)."""
+    """`ConsumerLookup` over the consumers' Inputs (the `after` wait of any member)."""
 
     def __init__(self, database: Database) -> None:
         self._database = database

@@ -5,7 +5,8 @@
   (FeederEnabled, the workgraph not halted) is fed under its feeder lock, `sweep_concurrency` at
   a time. Items: inputs inserted.
 * **packer** — likewise, every Active transformation of a workgraph that is not halted is packed
-  under its packer lock (Paused ones are not listed). Items: inputs assigned or set aside.
+  under its packer lock (Paused ones are not listed), after the review of what its `after` wait
+  set aside (`after_review`). Items: inputs assigned, set aside, or moved by the review.
 * **recorder** — every Completing parcel whose outcome has arrived is recorded
   (`completing.Recorder`); replicas record side by side, each batch locking its parcels with
   SKIP LOCKED, so each parcel is recorded by one transaction and the others pass it by. Items:
@@ -114,7 +115,10 @@ class FeedAndPack:
         return sum(result.inserted for result in await self.feed_round())
 
     async def inputs_packed(self) -> int:
-        return sum(result.assigned + result.problematic for result in await self.pack_round())
+        return sum(
+            result.assigned + result.problematic + result.followed
+            for result in await self.pack_round()
+        )
 
     def sweeps(self) -> list[Sweep]:
         return [

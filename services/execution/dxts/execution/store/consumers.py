@@ -1,14 +1,19 @@
-"""SQL of the `after` wait: what became of files in the transformations a Data member waits on.
+"""SQL of the `after` wait: what became of files in the transformations a member waits on.
 
 DX-ADR-004: "what became of a file in a consumer is a lookup of its LFN in the consumer's
 Inputs, whose (TransformationID, LFN) index exists for it". One statement per chunk of LFNs
 for every consumer at once: `TransformationID IN (...) AND LFN IN (...)` is a set of ranges of
 that index.
+
+The packer's review of what it set aside (`logic.after_review`) reads the same index, with each
+copy's UpdatedAt, for the Problematic inputs it finds through (TransformationID, Status).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -34,4 +39,44 @@ async def consumed(
         for r in rows:
             files = found[bytes(r.TransformationID)]
             files.setdefault(r.LFN, []).append(InputStatus(r.Status))
+    return found
+
+
+async def set_aside(
+    conn: AsyncConnection, transformation_id: bytes, *, after: bytes | None, limit: int
+) -> list[Any]:
+    """Up to `limit` Problematic inputs with an LFN that were never in a parcel (the packer set
+    them aside), in key order after `after`, through the (TransformationID, Status) index."""
+    conditions = [
+        inputs.c.TransformationID == transformation_id,
+        inputs.c.Status == InputStatus.PROBLEMATIC.value,
+        inputs.c.LFN.is_not(None),
+        inputs.c.LastParcelID.is_(None),
+    ]
+    if after is not None:
+        conditions.append(inputs.c.InputID > after)
+    rows = await conn.execute(
+        sa.select(inputs.c.InputID, inputs.c.LFN, inputs.c.UpdatedAt)
+        .where(*conditions)
+        .order_by(inputs.c.InputID)
+        .limit(limit)
+    )
+    return list(rows.all())
+
+
+async def consumer_copies(
+    conn: AsyncConnection, lfns: Sequence[str], consumers: Sequence[bytes]
+) -> dict[str, list[tuple[bytes, InputStatus, datetime]]]:
+    """LFN → every consumer's Inputs row for it: (consumer, status, UpdatedAt)."""
+    found: dict[str, list[tuple[bytes, InputStatus, datetime]]] = {}
+    for names in chunked(sorted(set(lfns))):
+        rows = await conn.execute(
+            sa.select(
+                inputs.c.TransformationID, inputs.c.LFN, inputs.c.Status, inputs.c.UpdatedAt
+            ).where(inputs.c.TransformationID.in_(list(consumers)), inputs.c.LFN.in_(names))
+        )
+        for r in rows:
+            found.setdefault(r.LFN, []).append(
+                (bytes(r.TransformationID), InputStatus(r.Status), r.UpdatedAt)
+            )
     return found

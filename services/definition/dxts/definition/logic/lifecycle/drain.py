@@ -13,6 +13,7 @@ have re-enabled a feeder or paused a member meanwhile) before the transition is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,22 +29,52 @@ from dxts.definition.logic.queries import WorkgraphDetail
 T, W = TransformationStatus, WorkgraphStatus
 
 
+@dataclass(frozen=True)
+class Holding:
+    """One reason a member is not drained: its `status`, its enabled `feeder`, or `count`
+    `inputs` or `parcels` in the live `state`."""
+
+    kind: str  # "status", "feeder", "inputs" or "parcels"
+    message: str
+    state: str = ""
+    count: int = 0
+
+
+def holding(
+    status: str,
+    feeder_enabled: bool,
+    inputs: Mapping[InputStatus, int] | None = None,
+    parcels: Mapping[ParcelStatus, int] | None = None,
+) -> list[Holding]:
+    """Every reason a member is not drained (none: it is), in the guard's order."""
+    reasons = []
+    if status != T.ACTIVE:
+        reasons.append(Holding("status", f"it is {status}", state=status))
+    if feeder_enabled:
+        reasons.append(Holding("feeder", "its feeder is enabled"))
+    for kind, counts, live in (
+        ("inputs", inputs, LIVE_INPUT_STATES),
+        ("parcels", parcels, LIVE_PARCEL_STATES),
+    ):
+        reasons.extend(
+            Holding(kind, f"{n} {s} {kind}", state=str(s), count=n)
+            for s, n in (counts or {}).items()
+            if n and s in live
+        )
+    return reasons
+
+
 def undrained(
     status: str,
     feeder_enabled: bool,
     inputs: Mapping[InputStatus, int] | None = None,
     parcels: Mapping[ParcelStatus, int] | None = None,
 ) -> str | None:
-    """Why a member is not drained, or None when it is (counts None: not read yet)."""
-    if status != T.ACTIVE:
-        return f"it is {status}"
-    if feeder_enabled:
-        return "its feeder is enabled"
-    live = [f"{n} {s} inputs" for s, n in (inputs or {}).items() if n and s in LIVE_INPUT_STATES]
-    live += [
-        f"{n} {s} parcels" for s, n in (parcels or {}).items() if n and s in LIVE_PARCEL_STATES
-    ]
-    return ", ".join(live) or None
+    """Why a member is not drained, or None when it is (counts None: not read yet): its status
+    or feeder when they hold it, else its live inputs and parcels."""
+    reasons = holding(status, feeder_enabled, inputs, parcels)
+    gates = [r for r in reasons if r.kind in ("status", "feeder")]
+    return (gates or [Holding("", ", ".join(r.message for r in reasons))])[0].message or None
 
 
 def _feeders_off(members: Iterable[tuple[str, bool]]) -> bool:
