@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.metadata
 import os
 import signal
@@ -231,8 +230,14 @@ async def test_sigterm_ends_a_process_busy_with_a_large_legal_submission_within_
             definition.process.send_signal(signal.SIGTERM)
             await asyncio.wait_for(definition.process.wait(), timeout=60)
             stopped = time.monotonic() - started
-            with contextlib.suppress(grpc.aio.AioRpcError, DxtsError):
+            try:
                 await call
+                answered = True
+            except (grpc.aio.AioRpcError, DxtsError):
+                answered = False
     print(f"SIGTERM while busy: exited {stopped:.2f} s after the signal (grace {grace} s)")
     assert definition.process.returncode == 0, definition.errors
-    assert stopped < grace + 3.0, definition.errors
+    # The parse was cut short at the grace, not waited for (which would have answered it); the
+    # bound only catches a hang, loosely, as a loaded machine stretches every step.
+    assert not answered, "the process finished the submission instead of stopping"
+    assert stopped < grace + 30.0, definition.errors
