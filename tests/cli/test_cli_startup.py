@@ -12,9 +12,10 @@ from dxts.cli.main import VERBS, app
 # Run in a fresh interpreter: the command line, then the top-level packages it imported.
 PROBE = """
 import json, sys
-from dxts.cli.main import app
+from dxts.cli.entry import main
+sys.argv = ["dxts", *sys.argv[1:]]
 try:
-    app(sys.argv[1:], prog_name="dxts")
+    main()
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
@@ -51,11 +52,41 @@ def loaded(modules: set[str], prefix: str) -> bool:
     return any(m == prefix or m.startswith(prefix + ".") for m in modules)
 
 
-def test_help_imports_no_verb_module_no_grpc_and_no_rich() -> None:
-    modules = imported("--help")
-    for heavy in ("grpc", "google.protobuf", "rich", "yaml", *SERVER_SIDE):
-        assert not loaded(modules, heavy), heavy
-    assert not any(loaded(modules, module) for module, _, _ in VERBS.values())
+def test_help_imports_no_verb_module_no_typer_no_grpc_and_no_rich() -> None:
+    for args in (["--help"], []):
+        modules = imported(*args)
+        for heavy in ("typer", "pydantic", "grpc", "google.protobuf", "rich", *SERVER_SIDE):
+            assert not loaded(modules, heavy), (args, heavy)
+        assert not any(loaded(modules, module) for module, _, _ in VERBS.values())
+
+
+def test_the_quick_help_is_the_one_typer_prints() -> None:
+    def printed(program: str, columns: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", program, "--help"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PATH": "", "COLUMNS": columns},
+        )
+        return done.stdout
+
+    for columns in ("80", "60", "200"):
+        quick = printed("from dxts.cli.entry import main; main()", columns)
+        typers = printed("from dxts.cli.main import app; app(prog_name='dxts')", columns)
+        assert quick == typers, columns
+
+
+def test_dxts_alone_prints_the_help_as_a_usage_error() -> None:
+    alone = subprocess.run(
+        [sys.executable, "-c", "from dxts.cli.entry import main; main()"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "", "COLUMNS": "80"},
+    )
+    assert alone.returncode == 2
+    assert alone.stdout.startswith("Usage: dxts [OPTIONS] COMMAND")
 
 
 def test_a_read_verb_imports_the_client_side_only() -> None:
