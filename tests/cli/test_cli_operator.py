@@ -66,6 +66,63 @@ async def test_an_id_of_the_other_kind_is_recognised(dxts: Dxts, workgraph: str)
     )
 
 
+async def visible_ids(dxts: Dxts) -> list[str]:
+    """Every workgraph and member id the operator can see."""
+    listed = await dxts("list", "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    found = []
+    for w in json.loads(listed.stdout):
+        found += [w["workgraph_id"], *(await member_ids(dxts, w["workgraph_id"])).values()]
+    return found
+
+
+def common_prefix(one: str, other: str) -> str:
+    return one[
+        : next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), len(one))
+    ]
+
+
+async def test_an_id_is_named_by_a_prefix_only_it_starts_with(dxts: Dxts, workgraph: str) -> None:
+    ids = await member_ids(dxts, workgraph)
+    tf = ids["Simulation"]
+    others = [i for i in await visible_ids(dxts) if i != tf]
+    unique = tf[: max(4, *(len(common_prefix(tf, o)) + 1 for o in others))]
+    assert len(unique) < len(tf) and not any(o.startswith(unique) for o in others)
+    listed = await dxts("inputs", unique)
+    assert (listed.exit_code, listed.stdout.splitlines()[-1]) == (0, "0 inputs"), listed.output
+    short_wg = workgraph[: max(4, *(len(common_prefix(workgraph, o)) + 1 for o in others))]
+    shown_short = await dxts("show", short_wg, "-o", "json")
+    assert shown_short.exit_code == 0, shown_short.output
+    assert json.loads(shown_short.stdout)["workgraph"]["workgraph_id"] == workgraph
+    named = await dxts("why", f"{short_wg}/Simulation")
+    assert named.exit_code == 0, named.output
+
+
+async def test_an_ambiguous_or_too_short_prefix_is_refused_naming_the_candidates(
+    dxts: Dxts, workgraph: str
+) -> None:
+    ids = await member_ids(dxts, workgraph)
+    shared = common_prefix(ids["Simulation"], ids["Merge"])
+    assert len(shared) >= 4  # ids of one submission share their time-ordered start
+    result = await dxts("pause", shared)
+    assert result.exit_code == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error  TF  {shared!r} is ambiguous: ")
+    assert "give more characters" in line
+    assert f"transformation {ids['Simulation']}" in line or "more" in line
+    short = await dxts("pause", shared[:3])
+    assert short.exit_code == 1
+    assert short.stderr == (
+        f"error  TF  {shared[:3]!r} is too short to name anything: give at least 4 characters "
+        "of an id\n"
+    )
+    nothing = await dxts("show", "ffff")
+    assert (nothing.exit_code, nothing.stderr) == (
+        1,
+        "error: workgraph or member id starting with ffff not found\n",
+    )
+
+
 async def test_show_prints_member_ids_and_how_to_name_them(dxts: Dxts, workgraph: str) -> None:
     result = await dxts("show", workgraph)
     assert result.exit_code == 0, result.output
