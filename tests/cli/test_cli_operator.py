@@ -196,6 +196,16 @@ async def test_parcels_and_a_parcel_that_does_not_exist(dxts: Dxts, workgraph: s
     assert NO_SUCH_ID in missing.stderr
 
 
+async def test_the_logs_of_a_parcel_never_dispatched_or_unknown_are_one_line(
+    dxts: Dxts,
+) -> None:
+    missing = await dxts("parcel", NO_SUCH_ID, "--logs")
+    assert (missing.exit_code, missing.stderr) == (1, f"error: parcel {NO_SUCH_ID} not found\n")
+    malformed = await dxts("parcel", "not-an-id", "--logs")
+    assert malformed.exit_code == 1
+    assert malformed.stderr == "error  parcel_id  'not-an-id' is not a UUID\n"
+
+
 async def test_an_empty_document_is_refused_in_one_line(dxts: Dxts, tmp_path: Path) -> None:
     empty = tmp_path / "empty.cwl"
     empty.write_text("")

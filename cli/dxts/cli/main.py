@@ -70,12 +70,16 @@ def main(
     accounting: Annotated[
         str | None, typer.Option(help=OPTIONS["accounting"][1], show_default=False)
     ] = None,
+    dispatcher: Annotated[
+        str | None, typer.Option(help=OPTIONS["dispatcher"][1], show_default=False)
+    ] = None,
     token: Annotated[str | None, typer.Option(help=OPTIONS["token"][1], show_default=False)] = None,
 ) -> None:
     """Submit, follow and steer workgraphs; run everything locally with `dxts up`.
 
     Service addresses and the token come from these options, else DXTS_DEFINITION_ADDRESS,
-    DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS and DXTS_TOKEN, else the connection file
+    DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS, DXTS_DISPATCHER_ADDRESS and DXTS_TOKEN, else
+    the connection file
     `dxts up` writes in its data directory.
     """
     ctx.obj = Options(
@@ -83,6 +87,7 @@ def main(
             "definition": definition,
             "execution": execution,
             "accounting": accounting,
+            "dispatcher": dispatcher,
             "token": token,
         },
         data_dir,

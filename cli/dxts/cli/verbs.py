@@ -64,6 +64,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "definition": ("<str>", "host:port of the definition service."),
     "execution": ("<str>", "host:port of the execution service."),
     "accounting": ("<str>", "host:port of the accounting service."),
+    "dispatcher": ("<str>", "host:port of the dispatcher (for a parcel's job logs)."),
     "token": ("<str>", "Bearer token (default: DXTS_TOKEN)."),
 }
 # Typer's own options, which it adds to the application.
