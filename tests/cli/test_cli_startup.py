@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+from typer.testing import CliRunner
+
 from dxts.cli.main import VERBS, app
 
 # Run in a fresh interpreter: the command line, then the top-level packages it imported.
@@ -92,8 +94,50 @@ def test_dxts_alone_prints_the_help_as_a_usage_error() -> None:
 def test_a_read_verb_imports_the_client_side_only() -> None:
     modules = imported("list")
     assert loaded(modules, "grpc") and loaded(modules, "dxts.cli.workgraphs")
-    for heavy in ("yaml", "rich.progress", "dxts.cli.up", *SERVER_SIDE):
+    for heavy in ("yaml", "pydantic", "rich.progress", "dxts.cli.up", *SERVER_SIDE):
         assert not loaded(modules, heavy), heavy
+
+
+def test_options_are_converted_and_refused_as_typer_does_without_pydantic() -> None:
+    """Plain parameters are converted without typer's pydantic adapters (`conversion`): the
+    same values, and the same usage error (exit 2) naming the option for a bad one."""
+    runner = CliRunner()
+    for args, said in (
+        (["list", "--limit", "x"], "'x' is not a valid integer"),
+        (["list", "--limit", "0"], "0 is below the minimum, 1"),
+        (["list", "-o", "yaml"], "'yaml' is not a valid choice: text, json"),
+        (["watch", "WG", "--interval", "0"], "0 is below the minimum, 0.1"),
+    ):
+        result = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 2, (args, result.output)
+        assert said in result.stderr, (args, result.stderr)
+
+
+def test_a_plain_conversion_gives_what_typers_would() -> None:
+    from enum import StrEnum
+    from pathlib import Path
+
+    from typer.models import OptionInfo
+
+    from dxts.cli.conversion import _conversion
+
+    class Colour(StrEnum):
+        RED = "red"
+
+    info = OptionInfo()
+    for annotation, text, expected in (
+        (str, "a b", "a b"),
+        (int, "42", 42),
+        (float, "0.5", 0.5),
+        (bool, "yes", True),
+        (Path, "x/y", Path("x/y")),
+        (Colour, "red", Colour.RED),
+    ):
+        conversion = _conversion(annotation, info)
+        assert conversion is not None and conversion.convert(text) == expected, annotation
+    ranged = OptionInfo(min=1, clamp=True)
+    assert _conversion(int, ranged) is None  # clamping is typer's
+    assert _conversion(list, info) is None
 
 
 def test_every_verb_of_the_table_is_built_with_its_help() -> None:

@@ -16,12 +16,18 @@ import typer
 from typer.core import TyperGroup
 
 from dxts.cli.connection import Options
+from dxts.cli.conversion import convert_params, convert_plainly
 from dxts.cli.verbs import OPTIONS, SUMMARY, VERBS
 
 
 class Verbs(TyperGroup):
     """A group whose commands come from VERBS: listed (and their help printed) from the table,
     built from their module only when one is run or asked for its own help."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)
+        convert_params(params)  # the global options
+        return params
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(VERBS)
@@ -35,10 +41,15 @@ class Verbs(TyperGroup):
         if isinstance(target, typer.Typer):
             group = typer.main.get_group(target)
             group.name = cmd_name
+            for sub in group.commands.values():
+                convert_plainly(sub)
+            convert_plainly(group)
             return group
         single = typer.Typer()
         single.command(cmd_name)(target)
-        return typer.main.get_command(single)
+        command = typer.main.get_command(single)
+        convert_plainly(command)
+        return command
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         # The plain layout: typer's rich one asks every command for its help (importing every
