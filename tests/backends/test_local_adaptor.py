@@ -18,6 +18,7 @@ from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
+from dxts.core.errors import NotFound
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
 from dxts.core.settings import ServerSettings
@@ -206,6 +207,20 @@ async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None
     assert not outcome.outputs
     assert outcome.usage.cpu_seconds > 0  # measured on a failure too
     assert outcome.usage.max_memory_bytes > 0
+    # Its logs: the runner's stderr (the tool's included), and the job directory as sandbox.
+    got = (
+        await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
+    ).logs
+    assert "broken" in got.stderr and not got.truncated
+    assert got.sandbox == str(harness.settings.work_dir / "jobs" / result.identifier)
+    tail = (
+        await harness.stub.GetLogs(
+            backend_pb2.GetLogsRequest(identifier=result.identifier, max_bytes=6)
+        )
+    ).logs
+    assert tail.truncated and got.stderr.endswith(tail.stderr) and len(tail.stderr) <= 6
+    with pytest.raises(NotFound):
+        await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier="never-given"))
 
 
 async def test_a_run_reports_its_cpu_wall_time_and_peak_memory(harness: Harness) -> None:

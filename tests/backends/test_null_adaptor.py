@@ -21,6 +21,7 @@ from dxts.backends.null.adaptor import (
     fate_of,
 )
 from dxts.backends.null.settings import NullRule, NullSettings, NullUsage
+from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import backend_pb2, common_pb2
 
@@ -55,6 +56,16 @@ async def test_submit_is_idempotent_and_counted() -> None:
         await AdaptorServicer(adaptor).Describe(backend_pb2.DescribeRequest(), None)
     ).counters
     assert (counters["submits"], counters["accepted"], counters["repeated_submits"]) == (2, 1, 1)
+
+
+async def test_logs_of_a_known_job_are_empty_and_an_unknown_one_is_not_found() -> None:
+    adaptor = NullAdaptor(NullSettings())
+    (accepted,) = await submit(adaptor, submission())
+    servicer = AdaptorServicer(adaptor)
+    got = await servicer.GetLogs(backend_pb2.GetLogsRequest(identifier=accepted.identifier), None)
+    assert got.logs == common_pb2.JobLogs()
+    with pytest.raises(NotFound):
+        await servicer.GetLogs(backend_pb2.GetLogsRequest(identifier="never-given"), None)
 
 
 async def test_the_outcome_mix_is_drawn_stably_per_parcel() -> None:

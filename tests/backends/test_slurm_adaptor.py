@@ -17,6 +17,7 @@ from slurm_cluster import slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
 from test_local_adaptor import Harness as LocalHarness
 
+from dxts.backends.slurm import batch
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.commands import array_ranges
 from dxts.backends.slurm.settings import SlurmSettings
@@ -133,6 +134,12 @@ async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness:
     assert outcome.HasField("exit_code") and outcome.exit_code == 1
     assert "broken" in outcome.message
     assert outcome.usage.max_memory_bytes > 0
+    # Its logs: the runner's log from the task's directory on the shared filesystem.
+    logs = (
+        await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
+    ).logs
+    assert "broken" in logs.stderr
+    assert logs.sandbox == str(batch.job_dir(harness.slurm_settings, result.identifier))
 
 
 async def test_a_job_over_its_memory_is_killed_and_says_so(harness: Harness) -> None:

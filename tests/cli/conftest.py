@@ -55,7 +55,7 @@ def dxts(stack: Stack, dev_keys: DevKeys) -> Dxts:
     """`await dxts("show", wg)`: the command's result, run as an operator of VO `demo`."""
     runner = CliRunner()
     options = ["--token", dev_keys.issue("demo", "olivia", ["operator"])]
-    for name in ("definition", "execution", "accounting"):
+    for name in ("definition", "execution", "accounting", "dispatcher"):
         if name in stack.servers:
             options += [f"--{name}", stack.address(name)]
 

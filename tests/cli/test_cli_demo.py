@@ -190,6 +190,14 @@ def test_the_demo_runs_to_completed(up: Up, tmp_path: Path) -> None:
         time.sleep(0.5)
     outputs = sorted(o["lfn"] for o in status["outputs"])
     assert [lfn.rsplit("/", 1)[1] for lfn in outputs] == ["seed-42.sim", "seed-43.sim"]
+    # Its job's logs, from the local backend that ran it (through the dispatcher).
+    logs = up.json("parcel", parcel, "--logs")
+    assert logs["backend"] == "local" and Path(logs["logs"]["sandbox"]).is_dir()
+    assert "seed-42.sim" in logs["logs"]["stdout"] and logs["logs"]["stderr"]
+    shown = up.dxts("parcel", parcel, "--logs", "--max-bytes", "10")
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(f"parcel {parcel}: backend local {logs['identifier']}\n")
+    assert "(the end of each stream only: --max-bytes for more)" in shown.stdout
     assert all((up.data_dir / "storage" / "LOCAL-DISK" / lfn[1:]).is_file() for lfn in outputs)
     up.stop()
 

@@ -30,9 +30,13 @@ from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.adaptor.model import OutcomeResult
 from dxts.core.db import Database, Isolation
+from dxts.core.errors import NotFound
+from dxts.core.grpc import GrpcServer, channel
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
+from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
+from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
 WRITE = (
     "import json, sys; open('result.txt', 'w').write(sys.argv[1]);"
@@ -115,7 +119,51 @@ async def test_compute_parcels_run_with_cwltool_and_their_outcomes_reach_executi
     states = await statuses(database, [*produced, user])
     assert [states[p] for p in [*produced, user]] == ["Completing", "Completing", "Failed"]
     await assert_counters_exact(database)
+    await _the_logs_come_from_the_backend_that_ran_them(component, keys, produced, user)
     await component.stop()
+
+
+async def _the_logs_come_from_the_backend_that_ran_them(
+    component: Any, keys: Keys, produced: list[bytes], user: bytes
+) -> None:
+    """GetParcelLogs: the dispatcher asks the adaptor that ran the parcel (GetLogs, with its
+    own token) for a person of the parcel's VO; another VO's person finds no such parcel."""
+    server = GrpcServer(
+        component.services,
+        settings=ServerSettings(listen="127.0.0.1:0"),
+        verifier=keys.keys.verifier(),
+    )
+    await server.start()
+    try:
+        async with channel(server.address, token=keys.keys.issue("lhcb", "pia", [])) as ch:
+            stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
+            got = await stub.GetParcelLogs(
+                dispatcher_pb2.GetParcelLogsRequest(parcel_id=id_to_str(user))
+            )
+            assert got.backend == "local"
+            sandbox = Path(got.logs.sandbox)
+            assert sandbox.name == got.identifier and (sandbox / "job.json").exists()
+            assert "SystemExit" in got.logs.stderr or "exited" in got.logs.stderr
+            ran = await stub.GetParcelLogs(
+                dispatcher_pb2.GetParcelLogsRequest(parcel_id=id_to_str(produced[0]), max_bytes=8)
+            )
+            assert ran.logs.truncated and len(ran.logs.stderr.encode()) <= 8
+            assert (
+                '"output-data"'
+                in (
+                    await stub.GetParcelLogs(
+                        dispatcher_pb2.GetParcelLogsRequest(parcel_id=id_to_str(produced[0]))
+                    )
+                ).logs.stdout
+            )
+        async with channel(server.address, token=keys.keys.issue("other", "oz", [])) as ch:
+            stub = dispatcher_pb2_grpc.DispatcherServiceStub(ch)
+            with pytest.raises(NotFound):
+                await stub.GetParcelLogs(
+                    dispatcher_pb2.GetParcelLogsRequest(parcel_id=id_to_str(user))
+                )
+    finally:
+        await server.stop(grace=0)
 
 
 async def _inputs(database: Database) -> dict[bytes, list[bytes]]:

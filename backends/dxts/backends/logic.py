@@ -6,15 +6,17 @@ adaptor never sees a generated message.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
+from dxts.core.adaptor.model import DEFAULT_LOG_BYTES, JobLogs
 from dxts.core.adaptor.protocol import BackendAdaptor
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str
 
 
 class Adaptor(BackendAdaptor, Protocol):
-    """A backend adaptor: the four calls of `BackendAdaptor`, whose rules it must keep —
+    """A backend adaptor: the calls of `BackendAdaptor`, whose rules it must keep —
 
     * `submit(payload, parcels)` is idempotent by ParcelID: one `SubmitResult` per parcel, in
       order; a key accepted once answers the same identifier again and starts nothing new
@@ -25,6 +27,8 @@ class Adaptor(BackendAdaptor, Protocol):
       CANCELLED), any number of times, and lists the identifiers it does not know;
     * `cancel(identifiers, parcel_ids)` asks work to stop (its end is still polled); a key
       cancelled by ParcelID answers its identifier if accepted, else "" (and is then refused);
+    * `logs(identifier, max_bytes)` gives the end of a job's stdout and stderr and where its
+      files are (NotFound for an identifier it does not know);
     * `describe()` gives its kind, PULL or PUSH reporting, capacity (0: none) and counters —
 
     plus its lifecycle: `start()` begins the background work (workers, timers, pushes: each a
@@ -44,3 +48,22 @@ def key_problem(parcel_id: str) -> str | None:
     except InvalidArgument as error:
         return str(error)
     return None
+
+
+def directory_logs(directory: Path, stdout: str, stderr: str, max_bytes: int) -> JobLogs:
+    """The end (at most `max_bytes`, DEFAULT_LOG_BYTES when 0) of the files `stdout` and
+    `stderr` in a job's `directory`; a file not written yet reads as empty."""
+    limit = max_bytes if max_bytes > 0 else DEFAULT_LOG_BYTES
+    out, out_cut = _tail(directory / stdout, limit)
+    err, err_cut = _tail(directory / stderr, limit)
+    return JobLogs(out, err, str(directory), out_cut or err_cut)
+
+
+def _tail(path: Path, limit: int) -> tuple[str, bool]:
+    try:
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - limit))
+            return file.read().decode(errors="replace"), size > limit
+    except FileNotFoundError:
+        return "", False

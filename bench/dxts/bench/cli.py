@@ -49,7 +49,7 @@ def dxts_command() -> list[str]:
     script = Path(sys.executable).parent / "dxts"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from dxts.cli.main import app; app()"]
+    return [sys.executable, "-c", "from dxts.cli.entry import main; main()"]
 
 
 def _process(command: list[str], environment: dict[str, str]) -> Operation:

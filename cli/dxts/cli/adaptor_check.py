@@ -20,6 +20,8 @@ from typing import Annotated, Any
 import grpc
 import typer
 
+from dxts.cli.client import EXIT_FAILED, fail_line
+from dxts.core.errors import DxtsError
 from dxts.core.grpc import channel
 from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
 from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
@@ -289,7 +291,11 @@ def check(
 ) -> None:
     """Exercise an adaptor's contract: one PASS / FAIL / SKIP line per property, exit 1 on any
     failure."""
-    verdicts = asyncio.run(_run(address, token, timeout))
+    try:
+        verdicts = asyncio.run(_run(address, token, timeout))
+    except DxtsError as error:  # no adaptor there at all (an address that does not resolve)
+        fail_line(f"error: {address}: {error}")
+        raise typer.Exit(EXIT_FAILED) from None
     for verdict in verdicts:
         typer.echo(verdict.line())
     failed = [v.name for v in verdicts if v.status == "FAIL"]

@@ -18,6 +18,7 @@ from dxts.cwl.problems import Kind as ProblemKind
 from dxts.v1 import (
     accounting_pb2_grpc,
     definition_pb2_grpc,
+    dispatcher_pb2_grpc,
     execution_pb2_grpc,
 )
 
@@ -30,7 +31,8 @@ DOCUMENT_PROBLEMS = frozenset(kind.value for kind in ProblemKind)
 
 
 class Clients:
-    """Stubs of the three services, each channel opened on first use."""
+    """Stubs of the services (and the dispatcher, for job logs), each channel opened on first
+    use."""
 
     def __init__(self, connection: Connection, looked_in: str = "") -> None:
         self.connection = connection
@@ -62,6 +64,10 @@ class Clients:
     @property
     def accounting(self) -> accounting_pb2_grpc.AccountingServiceAsyncStub:
         return accounting_pb2_grpc.AccountingServiceStub(self._channel("accounting"))
+
+    @property
+    def dispatcher(self) -> dispatcher_pb2_grpc.DispatcherServiceAsyncStub:
+        return dispatcher_pb2_grpc.DispatcherServiceStub(self._channel("dispatcher"))
 
     async def close(self) -> None:
         for opened in self._channels.values():

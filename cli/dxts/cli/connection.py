@@ -5,7 +5,7 @@ Each value is taken from the first place that has it:
 
 1. the command's global options (`dxts --definition HOST:PORT ... show WG`);
 2. the environment: DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS,
-   DXTS_TOKEN;
+   DXTS_DISPATCHER_ADDRESS, DXTS_TOKEN;
 3. the connection file `dxts up` writes into its data directory (`connection.json`).
 
 The data directory is `--data-dir`, else DXTS_DATA_DIR, else the one the running `dxts up`
@@ -32,6 +32,7 @@ ENVIRONMENT = {
     "definition": "DXTS_DEFINITION_ADDRESS",
     "execution": "DXTS_EXECUTION_ADDRESS",
     "accounting": "DXTS_ACCOUNTING_ADDRESS",
+    "dispatcher": "DXTS_DISPATCHER_ADDRESS",
     "token": "DXTS_TOKEN",
     "web": "DXTS_WEB_URL",
 }
@@ -83,6 +84,8 @@ class Connection:
     definition: str | None = None
     execution: str | None = None
     accounting: str | None = None
+    # Asked only for a parcel's job logs (`dxts parcel ID --logs`).
+    dispatcher: str | None = None
     token: str | None = None
     # The web view's URL (http://host:port), where `dxts up` serves it.
     web: str | None = None

@@ -34,7 +34,7 @@ from dxts.core.states import (
     TransformationStatus,
     WorkgraphStatus,
 )
-from dxts.v1 import common_pb2, definition_pb2, execution_pb2
+from dxts.v1 import common_pb2, definition_pb2, dispatcher_pb2, execution_pb2
 
 ENDED_MEMBERS = {
     TransformationStatus.COMPLETED.value,
@@ -229,10 +229,24 @@ def parcels(
 def parcel(
     ctx: typer.Context,
     parcel_id: Annotated[str, typer.Argument(metavar="ID", help="The parcel id.")],
+    logs: Annotated[
+        bool,
+        typer.Option(
+            "--logs",
+            help="The job's stdout and stderr and its sandbox, from the backend that ran it.",
+        ),
+    ] = False,
+    max_bytes: Annotated[
+        int, typer.Option(min=0, help="With --logs: the most of each stream (0: the backend's).")
+    ] = 0,
     output: OutputOption = Output.TEXT,
 ) -> None:
     """One parcel: its status, the backend and its identifier there, the outcome (result,
-    failure reason, the backend's raw status, usage), its inputs and outputs."""
+    failure reason, the backend's raw status, usage), its inputs and outputs; with --logs, the
+    job's stdout, stderr and sandbox instead."""
+    if logs:
+        _job_logs(ctx, parcel_id, max_bytes, output)
+        return
     got = run(
         ctx,
         lambda c: c.execution.GetParcel(execution_pb2.GetParcelRequest(parcel_id=parcel_id)),
@@ -261,6 +275,27 @@ def parcel(
         typer.echo(f"input     {item.input_id} {name(InputStatus, item.status)} {item.lfn}")
     for out in got.outputs:
         typer.echo(f"output    {out.output_name} {out.lfn}")
+
+
+def _job_logs(ctx: typer.Context, parcel_id: str, max_bytes: int, output: Output) -> None:
+    got = run(
+        ctx,
+        lambda c: c.dispatcher.GetParcelLogs(
+            dispatcher_pb2.GetParcelLogsRequest(parcel_id=parcel_id, max_bytes=max_bytes)
+        ),
+    )
+    if output is Output.JSON:
+        print_json(message_dict(got))
+        return
+    found = got.logs
+    typer.echo(f"parcel {got.parcel_id}: backend {got.backend} {got.identifier}")
+    typer.echo(f"sandbox   {found.sandbox or '-'}")
+    if found.truncated:
+        typer.echo("(the end of each stream only: --max-bytes for more)")
+    for stream, text in (("stdout", found.stdout), ("stderr", found.stderr)):
+        typer.echo(f"-- {stream} " + ("(empty)" if not text else ""))
+        if text:
+            typer.echo(text.rstrip("\n"))
 
 
 # -- inputs list --------------------------------------------------------------------------------

@@ -447,6 +447,7 @@ async def _run(
             definition=stack.address("definition"),
             execution=stack.address("execution"),
             accounting=stack.address("accounting"),
+            dispatcher=stack.address("dispatcher"),
             token=token,
             web=web.url,
         )

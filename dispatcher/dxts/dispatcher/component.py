@@ -219,7 +219,7 @@ async def build_dispatcher(
     locks = LockManager(database)
     dispatcher = Dispatcher(database, settings, backends, Materialiser(definition, config))
     forwarder = Forwarder(database, settings, backends, sink, locks)
-    servicer = DispatcherServicer(forwarder)
+    servicer = DispatcherServicer(forwarder, definition)
     component = DispatcherComponent(
         dispatcher,
         forwarder,

@@ -45,6 +45,7 @@ from dxts.core.adaptor.model import (
     CancelResult,
     ComputePayload,
     Description,
+    JobLogs,
     Outcome,
     OutcomeResult,
     Payload,
@@ -54,7 +55,7 @@ from dxts.core.adaptor.model import (
     Submission,
     SubmitResult,
 )
-from dxts.core.errors import Unavailable
+from dxts.core.errors import NotFound, Unavailable
 from dxts.core.ids import id_to_str, new_ids
 from dxts.core.states import Kind
 
@@ -286,6 +287,17 @@ class DiracXAdaptor:
         await self.state.finish(fresh)
         reply.outcomes.extend(fresh)
         return reply
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
+        """DiracX keeps a job's stdout and stderr in its output sandbox, which this adaptor
+        reads only for the status report: the logs name the DiracX job whose sandbox to read."""
+        jobs = await self.state.by_slot([identifier])
+        if identifier not in jobs:
+            raise NotFound("job", identifier)
+        job_id = jobs[identifier].job_id
+        if job_id is None:
+            return JobLogs(sandbox="not submitted to DiracX yet")
+        return JobLogs(sandbox=f"the output sandbox of DiracX job {job_id}")
 
     async def _statuses(self, job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         statuses: dict[int, dict[str, Any]] = {}

@@ -43,6 +43,12 @@ class AdaptorServicer(backend_pb2_grpc.BackendAdaptorServiceServicer):
             await self.adaptor.cancel(list(request.identifiers), list(request.parcel_ids))
         )
 
+    async def GetLogs(
+        self, request: backend_pb2.GetLogsRequest, context: Any
+    ) -> backend_pb2.GetLogsResponse:
+        logs = await self.adaptor.logs(request.identifier, max(0, request.max_bytes))
+        return backend_pb2.GetLogsResponse(logs=mapping.logs_to_proto(logs))
+
 
 def adaptor_service(adaptor: Adaptor) -> Service:
     """The adaptor as a service a `GrpcServer` serves."""

@@ -28,13 +28,14 @@ from pathlib import Path
 from dxts.backends.local import compute, data, store
 from dxts.backends.local.compute import JobFailed, Run
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.logic import key_problem
+from dxts.backends.logic import directory_logs, key_problem
 from dxts.core.adaptor.model import (
     CancelledKey,
     CancelResult,
     ComputePayload,
     DataPayload,
     Description,
+    JobLogs,
     Outcome,
     OutcomeResult,
     Payload,
@@ -45,6 +46,7 @@ from dxts.core.adaptor.model import (
     SubmitResult,
 )
 from dxts.core.catalogue import FileCatalogue
+from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_ids
 
 log = logging.getLogger(__name__)
@@ -199,6 +201,13 @@ class LocalAdaptor:
         for job in [*by_identifier.values(), *by_key.values()]:
             await self._cancel(job)
         return reply
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
+        """The runner's stdout and log (its stderr and the tool's) in the job's directory."""
+        if not await self.store.jobs_by(identifiers=[identifier]):
+            raise NotFound("job", identifier)
+        job_dir = self.settings.work_dir / "jobs" / identifier
+        return directory_logs(job_dir, compute.RUNNER_STDOUT, compute.RUNNER_LOG, max_bytes)
 
     async def _cancel(self, job: store.Job) -> None:
         if job.state in store.TERMINAL:

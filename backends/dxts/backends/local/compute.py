@@ -50,6 +50,9 @@ INPUT_IDS_INPUT = "dxts-input-ids"
 REFERENCE_PREFIX = "proc:sha256-"
 LOG_TAIL = 2000
 USAGE_FILE = "usage.json"
+# The runner's stdout (the output object) and stderr (its log and the tool's stderr).
+RUNNER_STDOUT = "runner.out"
+RUNNER_LOG = "runner.log"
 MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
 
 
@@ -353,7 +356,7 @@ async def run_compute(
     ]
     if run.cancelled:
         return Collected([])
-    with (job_dir / "runner.out").open("wb") as stdout, (job_dir / "runner.log").open("wb") as log:
+    with (job_dir / RUNNER_STDOUT).open("wb") as stdout, (job_dir / RUNNER_LOG).open("wb") as log:
         run.process = await asyncio.create_subprocess_exec(
             *command, cwd=job_dir, stdout=stdout, stderr=log, start_new_session=True
         )
@@ -366,10 +369,10 @@ async def run_compute(
     if run.cancelled:
         return Collected([])
     if code != 0:
-        tail = (job_dir / "runner.log").read_text(errors="replace")[-LOG_TAIL:]
+        tail = (job_dir / RUNNER_LOG).read_text(errors="replace")[-LOG_TAIL:]
         raise JobFailed(f"the CWL runner exited with {code}: {tail}")
     try:
-        output_object = json.loads((job_dir / "runner.out").read_text())
+        output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
     except ValueError as error:
         raise JobFailed(f"the CWL runner's output object is not JSON: {error}") from None
     return collect_outputs(output_object, submission, settings, out)

@@ -26,6 +26,7 @@ from dxts.core.adaptor.model import (
     CancelledKey,
     CancelResult,
     Description,
+    JobLogs,
     Outcome,
     OutcomeAck,
     OutcomeDisposition,
@@ -38,6 +39,7 @@ from dxts.core.adaptor.model import (
     Submission,
     SubmitResult,
 )
+from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 
@@ -261,6 +263,12 @@ class NullAdaptor:
                     job.cancelled = True
                 reply.keys.append(CancelledKey(parcel_id=key, identifier=job.identifier))
         return reply
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
+        """Nothing ran, so nothing was written: empty logs for a job it knows."""
+        if identifier not in self.by_identifier:
+            raise NotFound("job", identifier)
+        return JobLogs()
 
     def _ruled(self, parcel: Submission) -> NullRule | None:
         """The first matching rule with uses left (counted), if any."""

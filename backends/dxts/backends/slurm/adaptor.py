@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dxts.backends.local.compute import JobFailed
-from dxts.backends.logic import key_problem
+from dxts.backends.local.compute import RUNNER_LOG, RUNNER_STDOUT, JobFailed
+from dxts.backends.logic import directory_logs, key_problem
 from dxts.backends.slurm import batch, outcomes
 from dxts.backends.slurm.commands import WHOLE_ARRAY, Slurm, SlurmError
 from dxts.backends.slurm.resources import BadRequirements, Request, resource_request
@@ -42,6 +42,7 @@ from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
     Description,
+    JobLogs,
     Outcome,
     Payload,
     PollResult,
@@ -50,7 +51,7 @@ from dxts.core.adaptor.model import (
     SubmitResult,
 )
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.errors import Unavailable
+from dxts.core.errors import NotFound, Unavailable
 from dxts.core.ids import id_to_str, new_ids
 from dxts.core.states import Kind
 
@@ -294,6 +295,14 @@ class SlurmAdaptor:
                 fresh.append(outcomes.lost(self.settings.name, job))
         await self.store.finish(fresh)
         return PollResult([*ended, *fresh], unknown)
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
+        """The task's runner stdout and log, in its directory on the shared filesystem."""
+        if not await self.store.jobs_by(identifiers=[identifier]):
+            raise NotFound("job", identifier)
+        return directory_logs(
+            batch.job_dir(self.settings, identifier), RUNNER_STDOUT, RUNNER_LOG, max_bytes
+        )
 
     async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:
         async with self._lock:

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dxts.backends.local.compute import JobFailed, collect_outputs
+from dxts.backends.local.compute import RUNNER_LOG, RUNNER_STDOUT, JobFailed, collect_outputs
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.adaptor.model import Submission
 
@@ -57,14 +57,14 @@ def run_task(batch_dir: Path, index: int) -> int:
         "--outdir", str(out), "--tmpdir-prefix", f"{tmp}/", "--tmp-outdir-prefix", f"{tmp}/",
         str(batch_dir / batch["process"]), str(job_dir / "job.json"),
     ]  # fmt: skip
-    with (job_dir / "runner.out").open("wb") as stdout, (job_dir / "runner.log").open("wb") as log:
+    with (job_dir / RUNNER_STDOUT).open("wb") as stdout, (job_dir / RUNNER_LOG).open("wb") as log:
         code = subprocess.call(command, cwd=job_dir, stdout=stdout, stderr=log)
     if code != 0:
         return code
     storage = LocalSettings(**batch["storage"])
     submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:
-        output_object = json.loads((job_dir / "runner.out").read_text())
+        output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
         collected = collect_outputs(output_object, submission, storage, out)
     except (JobFailed, ValueError) as error:
         write_result(job_dir, {"error": str(error)})

@@ -17,6 +17,7 @@ from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
     Description,
+    JobLogs,
     Outcome,
     OutcomeAck,
     OutcomeDisposition,
@@ -294,3 +295,13 @@ def description_from_proto(message: backend_pb2.DescribeResponse) -> Description
         version=message.version,
         counters=dict(message.counters),
     )
+
+
+def logs_to_proto(logs: JobLogs) -> common_pb2.JobLogs:
+    return common_pb2.JobLogs(
+        stdout=logs.stdout, stderr=logs.stderr, sandbox=logs.sandbox, truncated=logs.truncated
+    )
+
+
+def logs_from_proto(message: common_pb2.JobLogs) -> JobLogs:
+    return JobLogs(message.stdout, message.stderr, message.sandbox, message.truncated)

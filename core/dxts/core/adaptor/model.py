@@ -174,3 +174,18 @@ class Description:
     capacity: int  # 0: not declared
     version: str
     counters: dict[str, int]
+
+
+# What GetLogs returns of each stream when the caller sets no limit.
+DEFAULT_LOG_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class JobLogs:
+    """The end of a job's stdout and stderr, and where its files are (a directory, a sandbox
+    reference): what a person needs to see why a parcel failed."""
+
+    stdout: str = ""
+    stderr: str = ""
+    sandbox: str = ""
+    truncated: bool = False

@@ -18,6 +18,9 @@ The rules every implementation keeps, whatever system it drives:
   stop; its end is still reported by `poll` (CANCELLED, or whatever it ended as). A ParcelID
   cancelled by key answers its identifier when the adaptor had accepted it, else "" — and the
   key is then refused for good, so that a late Submit cannot start it.
+* **GetLogs** (`logs(identifier, max_bytes)`) hands a person the end of a job's stdout and
+  stderr (at most `max_bytes` of each, `DEFAULT_LOG_BYTES` when 0) and where its files are;
+  NotFound for an identifier it does not know, FailedPrecondition when it keeps none.
 * **Describe** says what the adaptor is: its kind, whether it reports outcomes itself (PUSH,
   through `DispatcherService.ReportOutcomes`) or waits to be polled (PULL), its capacity (0:
   none declared), and counters for operators.
@@ -33,6 +36,7 @@ from typing import Protocol
 from dxts.core.adaptor.model import (
     CancelResult,
     Description,
+    JobLogs,
     Payload,
     PollResult,
     Submission,
@@ -52,3 +56,5 @@ class BackendAdaptor(Protocol):
     async def cancel(
         self, identifiers: Sequence[str], parcel_ids: Sequence[str]
     ) -> CancelResult: ...
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs: ...

@@ -147,8 +147,10 @@ RULES: Rules = {
     # The dispatcher: outcomes pushed by the adaptor that holds the parcels.
     **_rows(DISPATCHER, frozenset({B}), "ReportOutcomes"),
     **_rows(DISPATCHER, frozenset({O, A, S}), "DispatcherStatus"),
+    # A parcel's job logs: people of its VO (checked where the parcel is loaded).
+    **_rows(DISPATCHER, PEOPLE, "GetParcelLogs"),
     # Backend adaptors run whatever they are handed: the dispatcher only.
-    **_rows(BACKEND, frozenset({D}), "Describe", "Submit", "Poll", "Cancel"),
+    **_rows(BACKEND, frozenset({D}), "Describe", "Submit", "Poll", "Cancel", "GetLogs"),
 }
 
 

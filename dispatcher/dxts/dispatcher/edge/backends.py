@@ -12,6 +12,7 @@ from dxts.core.adaptor import mapping
 from dxts.core.adaptor.model import (
     CancelResult,
     Description,
+    JobLogs,
     Payload,
     PollResult,
     Submission,
@@ -54,3 +55,10 @@ class GrpcAdaptorCalls:
             backend_pb2.CancelRequest(identifiers=list(identifiers), parcel_ids=list(parcel_ids)),
         )
         return mapping.cancel_from_proto(reply)
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
+        reply = await self._call(
+            self._stub.GetLogs,
+            backend_pb2.GetLogsRequest(identifier=identifier, max_bytes=max_bytes),
+        )
+        return mapping.logs_from_proto(reply.logs)

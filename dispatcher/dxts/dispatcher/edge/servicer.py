@@ -1,4 +1,5 @@
-"""DispatcherService: the push path for adaptors, and the dispatcher's view of each backend."""
+"""DispatcherService: the push path for adaptors, the dispatcher's view of each backend, and a
+parcel's job logs asked of the backend that ran it."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ from dxts.core.adaptor import mapping
 from dxts.core.errors import InvalidArgument, PermissionDenied
 from dxts.core.grpc.auth import current_identity
 from dxts.core.grpc.convert import enum_to_proto, to_timestamp
+from dxts.core.ids import id_from_str
 from dxts.core.kernel.authorisation import backend_of
 from dxts.dispatcher.logic.backends import read_loads
 from dxts.dispatcher.logic.forwarding import Forwarder
+from dxts.dispatcher.logic.logs import parcel_logs
+from dxts.dispatcher.logic.payloads import DefinitionSource
 from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
 
 
 class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
-    def __init__(self, forwarder: Forwarder) -> None:
+    def __init__(self, forwarder: Forwarder, definition: DefinitionSource) -> None:
         self.forwarder = forwarder
+        self.definition = definition
 
     async def ReportOutcomes(
         self, request: dispatcher_pb2.ReportOutcomesRequest, context: Any
@@ -62,6 +67,26 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServiceServicer):
                 for name, backend in sorted(backends.items())
             ],
             as_of=to_timestamp(now),
+        )
+
+    async def GetParcelLogs(
+        self, request: dispatcher_pb2.GetParcelLogsRequest, context: Any
+    ) -> dispatcher_pb2.GetParcelLogsResponse:
+        if request.max_bytes < 0:
+            raise InvalidArgument("must not be negative", field="max_bytes")
+        found = await parcel_logs(
+            self.forwarder.database,
+            self.forwarder.backends,
+            self.definition,
+            current_identity(),
+            id_from_str(request.parcel_id, field="parcel_id"),
+            request.max_bytes,
+        )
+        return dispatcher_pb2.GetParcelLogsResponse(
+            parcel_id=request.parcel_id,
+            backend=found.backend,
+            identifier=found.identifier,
+            logs=mapping.logs_to_proto(found.logs),
         )
 
 

@@ -19,6 +19,7 @@ from typing import TypeVar
 from dxts.core.adaptor.model import (
     CancelResult,
     Description,
+    JobLogs,
     Payload,
     PollResult,
     ReportMode,
@@ -93,6 +94,9 @@ class Backend:
         self, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()
     ) -> CancelResult:
         return await self._call(self._calls.cancel(identifiers, parcel_ids))
+
+    async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
+        return await self._call(self._calls.logs(identifier, max_bytes))
 
     def backing_off(self) -> bool:
         return time.monotonic() < self.state.backoff_until

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,6 +17,7 @@ from dxts.core.schema.execution import (
     null_ids,
     parcels,
     slurm_ids,
+    user_parcels,
 )
 
 # Adaptor type → (identifier table, identifier column). One table per adaptor this project
@@ -79,3 +81,44 @@ async def parcels_of_identifiers(
         .where(column.in_(wanted), parcels.c.Backend == backend)
     )
     return {bytes(row[0]): bytes(row[1]) for row in rows}
+
+
+@dataclass(frozen=True)
+class ParcelPlace:
+    """Where a parcel ran: its backend and the identifier it gave it, with what says whose
+    parcel it is (its transformation, or a user parcel's VO)."""
+
+    status: str
+    backend: str | None
+    identifier: bytes | None
+    transformation_id: bytes | None
+    user_vo: str | None
+
+
+async def parcel_place(
+    conn: AsyncConnection, parcel_id: bytes, adaptors: Mapping[str, str]
+) -> ParcelPlace | None:
+    """The parcel's backend and identifier (the identifier only for a backend of `adaptors`,
+    backend name → adaptor type); None for a parcel that does not exist."""
+    row = (
+        await conn.execute(
+            sa.select(
+                parcels.c.Status, parcels.c.Backend, parcels.c.TransformationID, user_parcels.c.VO
+            )
+            .select_from(parcels.outerjoin(user_parcels))
+            .where(parcels.c.ParcelID == parcel_id)
+        )
+    ).first()
+    if row is None:
+        return None
+    identifier = None
+    if row.Backend in adaptors:
+        table, column = id_column(adaptors[row.Backend])
+        identifier = await conn.scalar(sa.select(column).where(table.c.ParcelID == parcel_id))
+    return ParcelPlace(
+        status=str(row.Status),
+        backend=row.Backend,
+        identifier=bytes(identifier) if identifier is not None else None,
+        transformation_id=bytes(row.TransformationID) if row.TransformationID else None,
+        user_vo=row.VO,
+    )

@@ -495,3 +495,46 @@ class CancelledKey(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelledKey: _TypeAlias = CancelledKey  # noqa: Y015
+
+@_typing.final
+class GetLogsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDENTIFIER_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    identifier: _builtins.str
+    max_bytes: _builtins.int
+    """The most of each stream to return, from its end; 0: the adaptor's default."""
+    def __init__(
+        self,
+        *,
+        identifier: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["identifier", b"identifier", "max_bytes", b"max_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLogsRequest: _TypeAlias = GetLogsRequest  # noqa: Y015
+
+@_typing.final
+class GetLogsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def logs(self) -> _common_pb2.JobLogs: ...
+    def __init__(
+        self,
+        *,
+        logs: _common_pb2.JobLogs | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["logs", b"logs"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["logs", b"logs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLogsResponse: _TypeAlias = GetLogsResponse  # noqa: Y015

@@ -55,6 +55,11 @@ class BackendAdaptorServiceStub:
                 request_serializer=dxts_dot_v1_dot_backend__pb2.CancelRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_backend__pb2.CancelResponse.FromString,
                 _registered_method=True)
+        self.GetLogs = channel.unary_unary(
+                '/dxts.v1.BackendAdaptorService/GetLogs',
+                request_serializer=dxts_dot_v1_dot_backend__pb2.GetLogsRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_backend__pb2.GetLogsResponse.FromString,
+                _registered_method=True)
 
 
 class BackendAdaptorServiceServicer:
@@ -88,6 +93,15 @@ class BackendAdaptorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLogs(self, request, context):
+        """The end of a job's stdout and stderr and where its sandbox is, for a person asking why a
+        parcel failed (asked through DispatcherService.GetParcelLogs). NOT_FOUND: an identifier
+        the adaptor does not know; FAILED_PRECONDITION: it keeps no logs it can hand out.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BackendAdaptorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +124,11 @@ def add_BackendAdaptorServiceServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=dxts_dot_v1_dot_backend__pb2.CancelRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_backend__pb2.CancelResponse.SerializeToString,
+            ),
+            'GetLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLogs,
+                    request_deserializer=dxts_dot_v1_dot_backend__pb2.GetLogsRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_backend__pb2.GetLogsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +239,33 @@ class BackendAdaptorService:
             '/dxts.v1.BackendAdaptorService/Cancel',
             dxts_dot_v1_dot_backend__pb2.CancelRequest.SerializeToString,
             dxts_dot_v1_dot_backend__pb2.CancelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.BackendAdaptorService/GetLogs',
+            dxts_dot_v1_dot_backend__pb2.GetLogsRequest.SerializeToString,
+            dxts_dot_v1_dot_backend__pb2.GetLogsResponse.FromString,
             options,
             channel_credentials,
             insecure,

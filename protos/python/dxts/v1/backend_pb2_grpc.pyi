@@ -50,6 +50,11 @@ class BackendAdaptorServiceStub:
     """Terminal outcomes of the given identifiers (those still running are left out)."""
     Cancel: _grpc.UnaryUnaryMultiCallable[_backend_pb2.CancelRequest, _backend_pb2.CancelResponse]
     """Best effort; the confirmation arrives as a CANCELLED outcome through Poll."""
+    GetLogs: _grpc.UnaryUnaryMultiCallable[_backend_pb2.GetLogsRequest, _backend_pb2.GetLogsResponse]
+    """The end of a job's stdout and stderr and where its sandbox is, for a person asking why a
+    parcel failed (asked through DispatcherService.GetParcelLogs). NOT_FOUND: an identifier
+    the adaptor does not know; FAILED_PRECONDITION: it keeps no logs it can hand out.
+    """
 
 @_typing.type_check_only
 class BackendAdaptorServiceAsyncStub(BackendAdaptorServiceStub):
@@ -62,6 +67,11 @@ class BackendAdaptorServiceAsyncStub(BackendAdaptorServiceStub):
     """Terminal outcomes of the given identifiers (those still running are left out)."""
     Cancel: _aio.UnaryUnaryMultiCallable[_backend_pb2.CancelRequest, _backend_pb2.CancelResponse]  # type: ignore[assignment]
     """Best effort; the confirmation arrives as a CANCELLED outcome through Poll."""
+    GetLogs: _aio.UnaryUnaryMultiCallable[_backend_pb2.GetLogsRequest, _backend_pb2.GetLogsResponse]  # type: ignore[assignment]
+    """The end of a job's stdout and stderr and where its sandbox is, for a person asking why a
+    parcel failed (asked through DispatcherService.GetParcelLogs). NOT_FOUND: an identifier
+    the adaptor does not know; FAILED_PRECONDITION: it keeps no logs it can hand out.
+    """
 
 class BackendAdaptorServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -95,5 +105,16 @@ class BackendAdaptorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_backend_pb2.CancelResponse, _abc.Awaitable[_backend_pb2.CancelResponse]]:
         """Best effort; the confirmation arrives as a CANCELLED outcome through Poll."""
+
+    @_abc_1.abstractmethod
+    def GetLogs(
+        self,
+        request: _backend_pb2.GetLogsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_backend_pb2.GetLogsResponse, _abc.Awaitable[_backend_pb2.GetLogsResponse]]:
+        """The end of a job's stdout and stderr and where its sandbox is, for a person asking why a
+        parcel failed (asked through DispatcherService.GetParcelLogs). NOT_FOUND: an identifier
+        the adaptor does not know; FAILED_PRECONDITION: it keeps no logs it can hand out.
+        """
 
 def add_BackendAdaptorServiceServicer_to_server(servicer: BackendAdaptorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -635,3 +635,36 @@ class Diagnostic(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Diagnostic: _TypeAlias = Diagnostic  # noqa: Y015
+
+@_typing.final
+class JobLogs(_message.Message):
+    """A job's output as its backend kept it (BackendAdaptorService.GetLogs)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STDOUT_FIELD_NUMBER: _builtins.int
+    STDERR_FIELD_NUMBER: _builtins.int
+    SANDBOX_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    stdout: _builtins.str
+    """The end of each stream, as text (undecodable bytes replaced)."""
+    stderr: _builtins.str
+    sandbox: _builtins.str
+    """Where the job's files are (a directory or a sandbox reference), for a closer look."""
+    truncated: _builtins.bool
+    """A stream was longer than asked for: only its end is here."""
+    def __init__(
+        self,
+        *,
+        stdout: _builtins.str = ...,
+        stderr: _builtins.str = ...,
+        sandbox: _builtins.str = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sandbox", b"sandbox", "stderr", b"stderr", "stdout", b"stdout", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobLogs: _TypeAlias = JobLogs  # noqa: Y015

@@ -170,3 +170,56 @@ class DispatcherStatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DispatcherStatusResponse: _TypeAlias = DispatcherStatusResponse  # noqa: Y015
+
+@_typing.final
+class GetParcelLogsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARCEL_ID_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    parcel_id: _builtins.str
+    max_bytes: _builtins.int
+    """The most of each stream to return, from its end; 0: the adaptor's default."""
+    def __init__(
+        self,
+        *,
+        parcel_id: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "parcel_id", b"parcel_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetParcelLogsRequest: _TypeAlias = GetParcelLogsRequest  # noqa: Y015
+
+@_typing.final
+class GetParcelLogsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARCEL_ID_FIELD_NUMBER: _builtins.int
+    BACKEND_FIELD_NUMBER: _builtins.int
+    IDENTIFIER_FIELD_NUMBER: _builtins.int
+    LOGS_FIELD_NUMBER: _builtins.int
+    parcel_id: _builtins.str
+    backend: _builtins.str
+    identifier: _builtins.str
+    """The backend's identifier of the job."""
+    @_builtins.property
+    def logs(self) -> _common_pb2.JobLogs: ...
+    def __init__(
+        self,
+        *,
+        parcel_id: _builtins.str = ...,
+        backend: _builtins.str = ...,
+        identifier: _builtins.str = ...,
+        logs: _common_pb2.JobLogs | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["logs", b"logs"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "identifier", b"identifier", "logs", b"logs", "parcel_id", b"parcel_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetParcelLogsResponse: _TypeAlias = GetParcelLogsResponse  # noqa: Y015

@@ -45,6 +45,11 @@ class DispatcherServiceStub:
                 request_serializer=dxts_dot_v1_dot_dispatcher__pb2.DispatcherStatusRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_dispatcher__pb2.DispatcherStatusResponse.FromString,
                 _registered_method=True)
+        self.GetParcelLogs = channel.unary_unary(
+                '/dxts.v1.DispatcherService/GetParcelLogs',
+                request_serializer=dxts_dot_v1_dot_dispatcher__pb2.GetParcelLogsRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_dispatcher__pb2.GetParcelLogsResponse.FromString,
+                _registered_method=True)
 
 
 class DispatcherServiceServicer:
@@ -64,6 +69,15 @@ class DispatcherServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetParcelLogs(self, request, context):
+        """A parcel's job logs, asked of the backend that ran it (BackendAdaptorService.GetLogs): for
+        people of the parcel's VO (`dxts parcel ID --logs`). FAILED_PRECONDITION: the parcel never
+        reached a backend, or its backend is not one this dispatcher drives.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DispatcherServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +90,11 @@ def add_DispatcherServiceServicer_to_server(servicer, server):
                     servicer.DispatcherStatus,
                     request_deserializer=dxts_dot_v1_dot_dispatcher__pb2.DispatcherStatusRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_dispatcher__pb2.DispatcherStatusResponse.SerializeToString,
+            ),
+            'GetParcelLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetParcelLogs,
+                    request_deserializer=dxts_dot_v1_dot_dispatcher__pb2.GetParcelLogsRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_dispatcher__pb2.GetParcelLogsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +151,33 @@ class DispatcherService:
             '/dxts.v1.DispatcherService/DispatcherStatus',
             dxts_dot_v1_dot_dispatcher__pb2.DispatcherStatusRequest.SerializeToString,
             dxts_dot_v1_dot_dispatcher__pb2.DispatcherStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetParcelLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.DispatcherService/GetParcelLogs',
+            dxts_dot_v1_dot_dispatcher__pb2.GetParcelLogsRequest.SerializeToString,
+            dxts_dot_v1_dot_dispatcher__pb2.GetParcelLogsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,11 @@ class DispatcherServiceStub:
     """Outcomes pushed by an adaptor; forwarded to execution like polled ones (idempotent)."""
     DispatcherStatus: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.DispatcherStatusRequest, _dispatcher_pb2.DispatcherStatusResponse]
     """Per backend: work in flight, the oldest Reserved parcel, refusals."""
+    GetParcelLogs: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.GetParcelLogsRequest, _dispatcher_pb2.GetParcelLogsResponse]
+    """A parcel's job logs, asked of the backend that ran it (BackendAdaptorService.GetLogs): for
+    people of the parcel's VO (`dxts parcel ID --logs`). FAILED_PRECONDITION: the parcel never
+    reached a backend, or its backend is not one this dispatcher drives.
+    """
 
 @_typing.type_check_only
 class DispatcherServiceAsyncStub(DispatcherServiceStub):
@@ -46,6 +51,11 @@ class DispatcherServiceAsyncStub(DispatcherServiceStub):
     """Outcomes pushed by an adaptor; forwarded to execution like polled ones (idempotent)."""
     DispatcherStatus: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.DispatcherStatusRequest, _dispatcher_pb2.DispatcherStatusResponse]  # type: ignore[assignment]
     """Per backend: work in flight, the oldest Reserved parcel, refusals."""
+    GetParcelLogs: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.GetParcelLogsRequest, _dispatcher_pb2.GetParcelLogsResponse]  # type: ignore[assignment]
+    """A parcel's job logs, asked of the backend that ran it (BackendAdaptorService.GetLogs): for
+    people of the parcel's VO (`dxts parcel ID --logs`). FAILED_PRECONDITION: the parcel never
+    reached a backend, or its backend is not one this dispatcher drives.
+    """
 
 class DispatcherServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -63,5 +73,16 @@ class DispatcherServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_dispatcher_pb2.DispatcherStatusResponse, _abc.Awaitable[_dispatcher_pb2.DispatcherStatusResponse]]:
         """Per backend: work in flight, the oldest Reserved parcel, refusals."""
+
+    @_abc_1.abstractmethod
+    def GetParcelLogs(
+        self,
+        request: _dispatcher_pb2.GetParcelLogsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dispatcher_pb2.GetParcelLogsResponse, _abc.Awaitable[_dispatcher_pb2.GetParcelLogsResponse]]:
+        """A parcel's job logs, asked of the backend that ran it (BackendAdaptorService.GetLogs): for
+        people of the parcel's VO (`dxts parcel ID --logs`). FAILED_PRECONDITION: the parcel never
+        reached a backend, or its backend is not one this dispatcher drives.
+        """
 
 def add_DispatcherServiceServicer_to_server(servicer: DispatcherServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
