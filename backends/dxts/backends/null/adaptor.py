@@ -58,6 +58,7 @@ class Job:
     pushed: bool = False
     cancellable: bool = True
     usage: NullUsage | None = None  # what it reports as measured when it finishes
+    requirements: str = ""  # what the dispatcher carried to it (ParcelSubmission.requirements)
 
 
 def fate_of(parcel_id: str, settings: NullSettings) -> str:
@@ -213,6 +214,7 @@ class NullAdaptor:
                     usage=rule.usage
                     if rule is not None and rule.usage is not None
                     else self.settings.usage,
+                    requirements=parcel.requirements_json,
                 )
                 self.jobs[key] = job
                 self.by_identifier[job.identifier] = job
