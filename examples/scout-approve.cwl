@@ -4,10 +4,11 @@ id: scout-approve
 label: Scout, sign off, finalize · the steering example
 doc: |
   The MC demo's simulation and reconstruction, run the careful way: a scout of 4,000 events
-  first (Scouting), whose success rate is checked and which a production manager signs off
-  (Approving), then the full 12,000 events (Active); each member checks, before it completes,
-  that every one of its inputs settled (Finalizing). docs/operating.md walks through it with
-  every steering verb.
+  first (Scouting, the first stage of the scouting hook's ladder; extending the scout takes the
+  next, 8,000), whose success rate is checked, whose measured usage sets the members'
+  requirements, and which a production manager signs off (Approving), then the full 12,000
+  events (Active); each member checks, before it completes, that every one of its inputs
+  settled (Finalizing). docs/operating.md walks through it with every steering verb.
 
 $namespaces:
   dirac: https://diracgrid.org/cwl#
@@ -19,22 +20,26 @@ hints:
     target: {output: reconstructed, files: 3}
     approving:
     - {action: CheckSuccessRate, args: {min_sample: 2, min_success_rate: 0.9}}
+    # CPU at the 95th percentile of the scouts' measurements, memory at the 75th, times 1.2.
+    - {action: EstimateResourceUsage, args: {cpu_percentile: 95, memory_percentile: 75}}
     - {action: ManualApproval, args: {role: mc_production_manager}}
     hooks:
+      # The scout's sample, in events, by round: 4,000 first, 8,000 once the scout is extended.
       # The scout ends (Scouting → Approving) once its sample has settled.
-      ScoutingToApproving: {hook: ScoutUntilSettled, args: {min_sample: 2, min_success_rate: 0.9}}
+      ScoutingToApproving:
+        hook: ScoutUntilSettled
+        args: {min_sample: 2, min_success_rate: 0.9, event_stages: [4000, 8000]}
       # The Seeds feeder stops once the events asked for are produced.
       Active: {hook: OutputTarget, args: {target_events: 12000}}
 
 inputs:
   events:
-    doc: Seeds; 4,000 events while scouting, 12,000 in all
+    doc: Seeds; the scout's sample is the scouting hook's, 12,000 events in all
     dirac:Feeder:
       name: Seeds
       args:
         target_events: 12000
         events_per_seed: 2000
-        scouting_events: 4000
         batch: 6
     type: {type: array, items: [File, string]}
 

@@ -67,10 +67,11 @@ async def test_seeds_scout_their_sample_and_continue_from_it(
     t = await s.transformation(database, feeder="Seeds", feeder_args=args)
     assert (await run_feeder(database, plugins, replace(t, scouting=True))).inserted == 2
     assert (await again(database, plugins, t, scouting=False)).inserted == 1  # seed 2: 9 events
-    with pytest.raises(InvalidArgument, match="scouting_events"):
-        plugins.validate_args(
-            "feeder", "Seeds", {"target_events": 9, "events_per_seed": 3}, phase=Phase.SCOUTING
-        )
+    # Without a sample of its own (the scouting hook's ladder sets it) a scout issues nothing.
+    bare = {"target_events": 9, "events_per_seed": 3}
+    plugins.validate_args("feeder", "Seeds", bare, phase=Phase.SCOUTING)
+    waiting = await s.transformation(database, feeder="Seeds", feeder_args=bare)
+    assert (await run_feeder(database, plugins, replace(waiting, scouting=True))).inserted == 0
 
 
 async def test_seeds_keep_the_events_in_flight_under_the_ceiling(

@@ -117,9 +117,17 @@ def parcel(status: ParcelStatus = P.DONE, **usage: float) -> ParcelRecord:
     return ParcelRecord(uuid.uuid4(), Kind.COMPUTE, status, "local", {"usage": usage})
 
 
-async def estimate(execution: MemoryExecution, members: list[Transformation], **args: Any) -> Any:
+async def estimate(
+    execution: MemoryExecution,
+    members: list[Transformation],
+    settings: a.EstimateSettings | None = None,
+    **args: Any,
+) -> Any:
     return await a.estimate_resource_usage(
-        transformations=members, args=a.EstimateArgs(**args), execution=execution
+        transformations=members,
+        args=a.EstimateArgs(**args),
+        settings=settings or a.EstimateSettings(),
+        execution=execution,
     )
 
 
@@ -148,6 +156,36 @@ async def test_estimate_fails_above_the_limits_or_without_measurements() -> None
     assert (await estimate(MemoryExecution(), [bare], max_cpu_hours=10)).result is R.FAILED
     unchanged = await estimate(MemoryExecution(), [bare])
     assert unchanged.result is R.PASSED and unchanged.updated_requirements == {}
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    measured = [4.0, 1.0, 3.0, 2.0]
+    assert [a.percentile(measured, p) for p in (25, 50, 75, 95, 100)] == [1.0, 2.0, 3.0, 4.0, 4.0]
+    assert a.percentile([7.0], 50) == 7.0
+
+
+async def test_estimate_takes_percentiles_capped_and_says_from_how_many_parcels() -> None:
+    sim = member("sim")
+    execution = MemoryExecution()
+    execution.parcel_rows[sim.id] += [
+        parcel(cpu_hours=float(n), memory_gb=float(n), wall_hours=2.0 * n) for n in range(1, 21)
+    ]
+    caps = a.EstimateSettings(max_wall_hours=30)
+    result = await estimate(execution, [sim], caps, cpu_percentile=50, margin=1.5)
+    assert result.result is R.PASSED
+    # cpu p50 of 1..20 = 10 (x1.5); memory p75 = 15 (x1.5); wall p95 = 38 x 1.5, capped at 30.
+    assert result.updated_requirements == {
+        sim.id: {"cpu_hours": 15.0, "memory_gb": 22.5, "wall_hours": 30.0}
+    }
+    derived = result.derivations[sim.id]
+    assert derived["cpu_hours"] == {
+        "percentile": 50,
+        "parcels": 20,
+        "measured": 10.0,
+        "margin": 1.5,
+    }
+    assert derived["wall_hours"]["capped_at"] == 30
+    assert "sim: cpu_hours 15 (p50 of 20 parcels x 1.5)" in result.message
 
 
 def test_manual_approval_fails_until_forced() -> None:

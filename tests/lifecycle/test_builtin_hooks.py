@@ -69,9 +69,19 @@ def workgraph(target: dict[str, Any] | None = None) -> Workgraph:
 
 
 def scout(
-    members: list[Transformation], overviews: dict[uuid.UUID, dict[InputStatus, int]], **args: Any
+    members: list[Transformation],
+    overviews: dict[uuid.UUID, dict[InputStatus, int]],
+    scout_round: int = 0,
+    **args: Any,
 ) -> Any:
+    scouting = Workgraph(
+        id=uuid.uuid4(),
+        type="Test",
+        status=WorkgraphStatus.SCOUTING,
+        annotations={"scout_round": scout_round} if scout_round else {},
+    )
     return scout_until_settled(
+        workgraph=scouting,
         transformations=members,
         input_overviews=overviews,
         args=ScoutArgs(**args),
@@ -89,11 +99,57 @@ def test_scout_waits_for_a_member_that_has_had_no_input_yet() -> None:
     sim, reco = member("sim"), member("reco", feeder="Edge", args={})
     overviews = {sim.id: {I.PROCESSED: 3}, reco.id: {}}
     assert scout([sim, reco], overviews) == {}
-    # Once the downstream member has its sample settled (or its feeder exhausted), it accepts.
+    # Once the downstream member has its sample settled, it accepts.
     overviews[reco.id] = {I.PROCESSED: 1}
     assert scout([sim, reco], overviews) == Accept()
+    # A member whose feeder is off with nothing yet is waited for, not settled on no sample.
     off = member("reco", feeder="Edge", args={}, enabled=False)
-    assert scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {}}) == Accept()
+    assert scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {}}) == {}
+    assert scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {I.PROCESSED: 2}}) == Accept()
+
+
+def test_scout_waits_for_a_seeds_member_whose_feeder_is_off_before_its_sample() -> None:
+    sim = member("sim", enabled=False)  # 30 events asked, 10 per seed: 3 seeds
+    assert scout([sim], {sim.id: {I.PROCESSED: 2}}) == {}
+    assert scout([sim], {sim.id: {I.PROCESSED: 3}}) == Accept()
+
+
+def test_scout_takes_its_sample_from_the_event_stages_one_per_round() -> None:
+    bare = {"target_events": 100, "events_per_seed": 10}
+    sim, reco = member("sim", args=bare), member("reco", feeder="Edge", args={})
+    stages = [40, 80]
+    # The first round's stage is set at once: the member has no sample of its own.
+    first = scout([sim, reco], {}, event_stages=stages)
+    assert first == {
+        sim.id: Operation(feeder_args={**bare, "scouting_events": 40}, feeder_enabled=True)
+    }
+    on_first = member("sim", args={**bare, "scouting_events": 40})
+    settled = {on_first.id: {I.PROCESSED: 4}, reco.id: {I.PROCESSED: 2}}
+    assert scout([on_first, reco], {on_first.id: {I.PROCESSED: 3}}, event_stages=stages) == {}
+    assert scout([on_first, reco], settled, event_stages=stages) == Accept()
+    # An ExtendScout without arguments advanced the round: the next stage, then its sample.
+    second = scout([on_first, reco], settled, scout_round=1, event_stages=stages)
+    assert second == {
+        on_first.id: Operation(feeder_args={**bare, "scouting_events": 80}, feeder_enabled=True)
+    }
+    on_second = member("sim", args={**bare, "scouting_events": 80})
+    half = {on_second.id: {I.PROCESSED: 4}, reco.id: {I.PROCESSED: 2}}
+    assert scout([on_second, reco], half, scout_round=1, event_stages=stages) == {}
+    done = {on_second.id: {I.PROCESSED: 8}, reco.id: {I.PROCESSED: 4}}
+    assert scout([on_second, reco], done, scout_round=1, event_stages=stages) == Accept()
+    # Past the last stage the last is kept; a larger sample an operator gave is kept too.
+    assert scout([on_second, reco], done, scout_round=5, event_stages=stages) == Accept()
+    larger = member("sim", args={**bare, "scouting_events": 100})
+    over = {larger.id: {I.PROCESSED: 10}, reco.id: {I.PROCESSED: 5}}
+    assert scout([larger, reco], over, scout_round=1, event_stages=stages) == Accept()
+
+
+def test_scout_event_stages_ascend_and_a_seeds_member_needs_a_sample() -> None:
+    with pytest.raises(ValueError, match="ascending"):
+        ScoutArgs(event_stages=[80, 40])
+    bare = member("sim", args={"target_events": 100, "events_per_seed": 10})
+    with pytest.raises(ValueError, match="sim: no scout sample"):
+        scout([bare], {})
 
 
 def test_scout_ignores_members_held_until_approval() -> None:
@@ -347,23 +403,6 @@ async def test_hooks_run_through_the_registry_with_injection(produced: MemoryExe
 def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
     """Found by the end-to-end scouting scenario: after ExtendScout raised scouting_events, the
     hook judged the old sample settled before the feeder had issued the new seeds."""
-    from dxts.core.builtins.lifecycle_hooks import ScoutArgs, scout_until_settled
-    from dxts.core.builtins.thresholds import SuccessRateSettings
-
     sim = member("sim", args={**SEEDS, "scouting_events": 60})  # 6 seeds of 10 events
-    settings = SuccessRateSettings()
-    args = ScoutArgs()
-    four_done = {sim.id: {I.PROCESSED: 4}}
-    assert (
-        scout_until_settled(
-            transformations=[sim], input_overviews=four_done, args=args, settings=settings
-        )
-        != Accept()
-    )
-    six_done = {sim.id: {I.PROCESSED: 6}}
-    assert (
-        scout_until_settled(
-            transformations=[sim], input_overviews=six_done, args=args, settings=settings
-        )
-        == Accept()
-    )
+    assert scout([sim], {sim.id: {I.PROCESSED: 4}}) != Accept()
+    assert scout([sim], {sim.id: {I.PROCESSED: 6}}) == Accept()

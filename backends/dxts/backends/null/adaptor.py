@@ -61,6 +61,7 @@ class Job:
     cancellable: bool = True
     usage: NullUsage | None = None  # what it reports as measured when it finishes
     rule: NullRule | None = None  # the rule that decided its fate, if one did
+    requirements: str = ""  # what the dispatcher carried to it (ParcelSubmission.requirements)
 
 
 def fate_of(parcel_id: str, settings: NullSettings) -> str:
@@ -225,6 +226,7 @@ class NullAdaptor:
                     if rule is not None and rule.usage is not None
                     else self.settings.usage,
                     rule=rule,
+                    requirements=parcel.requirements_json,
                 )
                 self.jobs[key] = job
                 self.by_identifier[job.identifier] = job

@@ -18,11 +18,13 @@ import contextlib
 import math
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import Annotated, Any, cast
 from uuid import UUID, uuid4
 
 from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dxts.core.builtins.lifecycle_hooks import member_name
 from dxts.core.builtins.thresholds import SuccessRateSettings, ThresholdArgs, fates, listed
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.ids import canonical_json, input_hash
@@ -61,6 +63,8 @@ EDGE_FEEDER = "Edge"
 # bytes.
 USAGE = "usage"
 CATALOGUE_BATCH = 1000  # LFNs per catalogue call
+# The measures an estimate derives, as the usage annotation and a requirements template name them.
+MEASURES = ("cpu_hours", "memory_gb", "wall_hours")
 
 
 async def _batches(
@@ -112,26 +116,97 @@ def check_success_rate(
     return ActionResult.passed(fate.describe())
 
 
+class EstimateSettings(BaseSettings):
+    """The installation's caps on an estimated template (`DXTS_ESTIMATE_*`): an estimate never
+    asks for more than the installation offers."""
+
+    model_config = SettingsConfigDict(env_prefix="DXTS_ESTIMATE_", extra="ignore")
+
+    max_cpu_hours: float | None = Field(None, gt=0, description="cap on cpu_hours")
+    max_memory_gb: float | None = Field(None, gt=0, description="cap on memory_gb")
+    max_wall_hours: float | None = Field(None, gt=0, description="cap on wall_hours")
+
+    def cap(self, key: str) -> float | None:
+        return cast(float | None, getattr(self, f"max_{key}"))
+
+
+Percentile = Annotated[float, Field(gt=0, le=100)]
+
+
 class EstimateArgs(PluginArgs):
     max_cpu_hours: float | None = Field(None, gt=0, description="per parcel")
     max_memory_gb: float | None = Field(
         None, gt=0, description="per parcel (its largest process), in GB of 10^9 bytes"
     )
-    margin: float = Field(1.2, ge=1, description="what the template asks over the peak measured")
+    margin: float = Field(1.2, ge=1, description="the safety factor over the percentile measured")
+    cpu_percentile: Percentile = Field(95, description="of the scouts' cpu_hours")
+    memory_percentile: Percentile = Field(75, description="of the scouts' memory_gb")
+    wall_percentile: Percentile = Field(95, description="of the scouts' wall_hours")
+
+    def percentile(self, key: str) -> float:
+        return {
+            "cpu_hours": self.cpu_percentile,
+            "memory_gb": self.memory_percentile,
+            "wall_hours": self.wall_percentile,
+        }[key]
 
 
-async def _peaks(execution: ExecutionView, transformation: Transformation) -> dict[str, float]:
-    """The highest usage any successful scout parcel of the member reported, per measure."""
-    peaks: dict[str, float] = {}
+def percentile(values: list[float], rank: float) -> float:
+    """The nearest-rank percentile: the smallest measurement at least `rank`% of them reach."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(rank / 100 * len(ordered)) - 1)]
+
+
+async def _measured(
+    execution: ExecutionView, transformation: Transformation
+) -> dict[str, list[float]]:
+    """Each measure every successful scout parcel of the member reported, by measure."""
+    measured: dict[str, list[float]] = {}
     async for parcel in execution.parcels(transformation.id, SUCCEEDED_PARCELS):
         usage = parcel.annotations.get(USAGE)
         if not isinstance(usage, dict):
             continue
-        for key in ("cpu_hours", "memory_gb"):
+        for key in MEASURES:
             value = usage.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                peaks[key] = max(peaks.get(key, 0.0), float(value))
-    return peaks
+                measured.setdefault(key, []).append(float(value))
+    return measured
+
+
+def _rounded_up(value: float) -> float:
+    return math.ceil(round(value * 10, 9)) / 10
+
+
+def _estimate(
+    measured: dict[str, list[float]], args: EstimateArgs, settings: EstimateSettings
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The template (each measure's percentile times the margin, rounded up to a tenth, within
+    the installation's cap) and how each value was derived."""
+    template: dict[str, float] = {}
+    derived: dict[str, Any] = {}
+    for key, values in measured.items():
+        rank = args.percentile(key)
+        value = _rounded_up(percentile(values, rank) * args.margin)
+        how: dict[str, Any] = {
+            "percentile": rank,
+            "parcels": len(values),
+            "measured": percentile(values, rank),
+            "margin": args.margin,
+        }
+        cap = settings.cap(key)
+        if cap is not None and value > cap:
+            value, how["capped_at"] = cap, cap
+        template[key], derived[key] = value, how
+    return template, derived
+
+
+def _provenance(name: str, derived: dict[str, Any], template: dict[str, float]) -> str:
+    parts = []
+    for key, how in derived.items():
+        source = f"p{how['percentile']:g} of {how['parcels']} parcels x {how['margin']:g}"
+        capped = " (capped)" if "capped_at" in how else ""
+        parts.append(f"{key} {template[key]:g} ({source}){capped}")
+    return f"{name}: {', '.join(parts)}"
 
 
 @action("Approving")
@@ -139,26 +214,29 @@ async def estimate_resource_usage(
     *,
     transformations: list[Transformation],
     args: EstimateArgs,
+    settings: EstimateSettings,
     execution: ExecutionView | None = None,
 ) -> ActionResult:
-    """Fail when a member's scout parcels needed more than allowed; otherwise write the measured
-    needs (with the margin, rounded up to a tenth) into the members' requirements templates."""
+    """Fail when a member's scout parcels needed more than allowed; otherwise write into each
+    compute member's requirements template a percentile of what its scouts measured, times the
+    margin, rounded up to a tenth and within the installation's caps, and record from how many
+    parcels."""
     limits = {"cpu_hours": args.max_cpu_hours, "memory_gb": args.max_memory_gb}
+    names = {t.id: member_name(t) for t in transformations}
     updated: dict[UUID, dict[str, Any]] = {}
+    derivations: dict[UUID, dict[str, Any]] = {}
     too_much = []
-    for member in transformations:
-        if member.kind != Kind.COMPUTE:
-            continue
-        peaks = await _peaks(needed(execution, "ExecutionView"), member)
-        name = str(member.annotations.get("id") or member.id)
-        for key, peak in peaks.items():
-            limit = limits[key]
-            if limit is not None and peak > limit:
-                too_much.append(f"{name} used {peak:g} {key} per parcel (at most {limit:g})")
-        if peaks:
-            updated[member.id] = {
-                key: math.ceil(peak * args.margin * 10) / 10 for key, peak in peaks.items()
-            }
+    compute = [t for t in transformations if t.kind == Kind.COMPUTE]
+    for member in compute:
+        measured = await _measured(needed(execution, "ExecutionView"), member)
+        for key, limit in limits.items():
+            peak = max(measured.get(key, ()), default=None)
+            if limit is not None and peak is not None and peak > limit:
+                too_much.append(
+                    f"{names[member.id]} used {peak:g} {key} per parcel (at most {limit:g})"
+                )
+        if measured:
+            updated[member.id], derivations[member.id] = _estimate(measured, args, settings)
     if too_much:
         return ActionResult.failed(listed(too_much))
     if not updated:
@@ -168,7 +246,9 @@ async def estimate_resource_usage(
             )
         return ActionResult.passed("no scout parcel reported its usage: templates unchanged")
     return ActionResult.passed(
-        f"measured the needs of {len(updated)} member(s)", updated_requirements=updated
+        "; ".join(_provenance(names[t], derivations[t], updated[t]) for t in updated),
+        updated_requirements=updated,
+        derivations=derivations,
     )
 
 

@@ -54,20 +54,15 @@ IN_FLIGHT = (InputStatus.UNASSIGNED, InputStatus.ASSIGNED, InputStatus.FAILED)
 
 
 class SeedsArgs(PluginArgs):
-    """Simulation: seeds until the events asked for are covered (all counts are events)."""
+    """Simulation: seeds until the events asked for are covered (all counts are events). The
+    scout's sample is `scouting_events`, given here or set by the scouting hook
+    (ScoutUntilSettled's `event_stages`); without one, a scout issues nothing and waits."""
 
     target_events: int = Field(ge=1)
     events_per_seed: int = Field(ge=1)
     scouting_events: int | None = Field(None, ge=1, description="the scout's sample")
     batch: int | None = Field(None, ge=1, description="events issued per invocation at most")
     max_in_flight: int | None = Field(None, ge=1, description="events in flight at most")
-
-    def check_phase(self, phase: Phase) -> None:
-        if phase is Phase.SCOUTING and self.scouting_events is None:
-            raise InvalidArgument(
-                "a scouting Seeds feeder needs scouting_events (the scout's sample)",
-                field="scouting_events",
-            )
 
 
 async def seeds_feeder(
@@ -79,11 +74,12 @@ async def seeds_feeder(
     counts: InputOverviewReader,
 ) -> AsyncIterator[FeederProposal]:
     """Yield `{"seed": n}` from the cursor on while the events requested (seeds issued times
-    events per seed) are below the target (`scouting_events` while scouting: the scout's
-    seeds count towards the target afterwards), at most `batch` events per invocation and
-    while the events in flight stay below `max_in_flight`. The bookmark is the next seed: an
-    exact cursor. It never reports exhaustion: the workgraph's Active hook disables it once
-    the events produced reach the target (DX-ADR-006), raising the target on undershoot."""
+    events per seed) are below the target (`scouting_events` while scouting, none before the
+    scouting hook sets it: the scout's seeds count towards the target afterwards), at most
+    `batch` events per invocation and while the events in flight stay below `max_in_flight`.
+    The bookmark is the next seed: an exact cursor. It never reports exhaustion: the
+    workgraph's Active hook disables it once the events produced reach the target
+    (DX-ADR-006), raising the target on undershoot."""
     per_seed = feeder_args.events_per_seed
     target = feeder_args.scouting_events if scouting else feeder_args.target_events
     next_seed = _cursor(feeder_state, "next_seed")

@@ -3,8 +3,12 @@
 * `ScoutUntilSettled` (ScoutingToApproving): accepts once every member running in the scout has
   settled its sample, or at once when the failure threshold is crossed (so that CheckSuccessRate
   fails and the trouble shows as ApprovingBlocked); with `stages`, it climbs a ladder of feeder
-  arguments first, one rung per settled sample. While a member's only live inputs wait to be
-  packed it asks for a flush, since a grouping packer holds back an undersized sample.
+  arguments first, one rung per settled sample; with `event_stages`, it sets the Seeds members'
+  sample itself, one stage per scout round (the workgraph's `scout_round`, which ExtendScout
+  without arguments advances). A member with no input yet, or a Seeds member that has not
+  issued its sample (its feeder off, say), keeps the workgraph scouting. While a member's only
+  live inputs wait to be packed it asks for a flush, since a grouping packer holds back an
+  undersized sample.
 * `OutputTarget` (the workgraph's Active hook): the document's file target (`target` of
   dirac:Workgraph, which the engine resolves to the producing step and output) disables every
   external feeder once the output holds that many files; an event target raises each Seeds
@@ -21,6 +25,7 @@ replica can run the next sweep.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -50,6 +55,9 @@ SEEDS_FEEDER = "Seeds"
 FLUSHED_AT = "flushed_at"
 # The document's target as the engine shows it in the workgraph's annotations.
 TARGET = "target"
+# The workgraph's scout round as ExtendScout records it in its annotations (0 when absent).
+SCOUT_ROUND = "scout_round"
+SCOUTING_EVENTS = "scouting_events"
 # What PeriodicFlush remembers (Operation.remember): that it paused the member on failures, then
 # the counts the window after the operator's resume starts from.
 PAUSED_ON_FAILURES = "paused_on_failures"
@@ -68,27 +76,42 @@ class ScoutArgs(ThresholdArgs):
         default_factory=list,
         description="the ladder: per rung, member name → feeder arguments merged over its own",
     )
+    event_stages: list[int] = Field(
+        default_factory=list,
+        description="the Seeds members' sample in events, one stage per scout round (ascending)",
+    )
     flush_when_idle: bool = Field(
         True, description="flush a member whose only live inputs wait to be packed"
     )
 
+    @model_validator(mode="after")
+    def _ascending(self) -> ScoutArgs:
+        events = self.event_stages
+        if any(n < 1 for n in events) or any(a >= b for a, b in itertools.pairwise(events)):
+            raise ValueError("event_stages must be positive and ascending")
+        return self
+
 
 def _settled(transformation: Transformation, overview: InputOverview) -> bool:
-    """No input of the member is still work, and it has had its sample (or its feeder is off)."""
+    """No input of the member is still work, and it has had its sample: a member with no input
+    yet is waited for whether its feeder is on or off (an empty sample settles nothing)."""
     if any(overview.get(status, 0) for status in (I.UNASSIGNED, I.ASSIGNED, I.FAILED)):
         return False
-    if not transformation.feeder_enabled:
-        return True
     return sum(overview.values()) > 0 and _sample_issued(transformation, overview)
 
 
 def _sample_issued(transformation: Transformation, overview: InputOverview) -> bool:
     """A Seeds member has issued the scout's sample: a scout extended by new arguments is not
-    settled on the inputs of the smaller sample before the feeder has issued the rest."""
-    args = transformation.feeder_args
-    per_seed, asked = args.get("events_per_seed"), args.get("scouting_events")
-    if transformation.feeder != "Seeds" or not per_seed or not asked:
+    settled on the inputs of the smaller sample before the feeder has issued the rest, and one
+    without a sample yet (the ladder sets it) has issued nothing."""
+    if transformation.feeder != SEEDS_FEEDER:
         return True
+    args = transformation.feeder_args
+    per_seed, asked = args.get("events_per_seed"), args.get(SCOUTING_EVENTS)
+    if not per_seed:
+        return True
+    if not asked:
+        return False
     return sum(overview.values()) * int(per_seed) >= int(asked)
 
 
@@ -113,19 +136,54 @@ def _rung(stages: list[dict[str, dict[str, Any]]], members: Mapping[str, Transfo
     return -1
 
 
+def scout_round(annotations: Mapping[str, Any]) -> int:
+    """A workgraph's scout round, from its annotations: 0 for the first scout, +1 per
+    ExtendScout without arguments."""
+    value = annotations.get(SCOUT_ROUND, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _event_stage(
+    running: list[Transformation], args: ScoutArgs, workgraph: Workgraph
+) -> dict[UUID, Operation]:
+    """The round's event stage for each running Seeds member whose sample is below it (the
+    stage is a floor: a larger sample an operator gave is kept); past the last stage, the last.
+    A Seeds member with no sample and no event stages to take one from is an error."""
+    seeds = [t for t in running if t.feeder == SEEDS_FEEDER]
+    if not args.event_stages:
+        bare = [member_name(t) for t in seeds if not t.feeder_args.get(SCOUTING_EVENTS)]
+        if bare:
+            raise ValueError(
+                f"{', '.join(bare)}: no scout sample (give the Seeds feeder scouting_events or "
+                "this hook event_stages)"
+            )
+        return {}
+    wanted = args.event_stages[min(scout_round(workgraph.annotations), len(args.event_stages) - 1)]
+    return {
+        t.id: Operation(feeder_args={**t.feeder_args, SCOUTING_EVENTS: wanted}, feeder_enabled=True)
+        for t in seeds
+        if int(t.feeder_args.get(SCOUTING_EVENTS) or 0) < wanted
+    }
+
+
 @hook("ScoutingToApproving")
 def scout_until_settled(
     *,
+    workgraph: Workgraph,
     transformations: list[Transformation],
     input_overviews: dict[UUID, InputOverview],
     args: ScoutArgs,
     settings: SuccessRateSettings,
 ) -> Accept | dict[UUID, Operation]:
-    """Accept a settled (or plainly failing) scout; otherwise climb the ladder or flush."""
+    """Accept a settled (or plainly failing) scout; otherwise set the round's sample, climb the
+    ladder or flush."""
     running = [t for t in transformations if t.status == TransformationStatus.ACTIVE]
     overviews = {t.id: input_overviews.get(t.id, {}) for t in running}
     if fates(overviews.values()).failing(args.threshold(settings)):
         return Accept()
+    sampled = _event_stage(running, args, workgraph)
+    if sampled:
+        return sampled
     if not all(_settled(t, overviews[t.id]) for t in running):
         if not args.flush_when_idle:
             return {}

@@ -328,11 +328,14 @@ class SplitInto:
 
 @dataclass(frozen=True, config=_CONFIG)
 class ActionResult:
-    """An action's result; `updated_requirements` (per transformation) apply only on Passed."""
+    """An action's result; `updated_requirements` (per transformation) apply only on Passed.
+    `derivations` says, per transformation, where its updated requirements came from (what was
+    measured, over how many parcels); the core records it beside the template it writes."""
 
     result: Result
     message: Message = ""
     updated_requirements: dict[UUID, Requirements] = field(default_factory=dict)
+    derivations: dict[UUID, JsonObject] = field(default_factory=dict)
 
     @_model_validator(mode="after")
     def _requirements_only_when_passing(self) -> ActionResult:
@@ -340,6 +343,12 @@ class ActionResult:
             raise FieldError(
                 "updated_requirements",
                 f"requirements are applied only when the action passes, not on {self.result}",
+            )
+        unexplained = set(self.derivations) - set(self.updated_requirements)
+        if unexplained:
+            raise FieldError(
+                "derivations",
+                f"derivations of {sorted(map(str, unexplained))} without updated requirements",
             )
         return self
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.builtins.lifecycle_hooks import SCOUT_ROUND, scout_round
 from dxts.core.db import Database, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.ids import id_from_str, id_to_str
@@ -109,7 +110,9 @@ async def extend_scout(
     request_id: str = "",
 ) -> Result:
     """Approving or ApprovingBlocked → Scouting ("scout further"): the running members' feeders
-    are enabled again, with new arguments where given (checked for the scout and after it)."""
+    are enabled again, with new arguments where given (checked for the scout and after it).
+    Without arguments the workgraph's scout round (`scout_round` in its annotations) advances:
+    the scouting hook's ladder (ScoutUntilSettled's `event_stages`) takes its next stage."""
     new_args = dict(feeder_args or {})
 
     async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
@@ -135,6 +138,11 @@ async def extend_scout(
         now = await db_now(conn)
         for tid, args in new_args.items():
             await transformations_db.set_feeder_args(conn, tid, args, now)
+        advanced = None
+        if not new_args:
+            advanced = scout_round(workgraph.annotations) + 1
+            annotations = {**workgraph.annotations, SCOUT_ROUND: advanced}
+            await workgraphs_db.set_workgraph_annotations(conn, workgraph_id, annotations, now)
         running = [m.transformation_id for m in workgraph.members if m.status == T.ACTIVE]
         await transformations_db.set_feeders_enabled(conn, running, True, now)
         await log_transformations(
@@ -148,7 +156,10 @@ async def extend_scout(
                 for tid in running
             ],
         )
-        return {"status": W.SCOUTING.value, "enabled": [id_to_str(t) for t in running]}
+        result: Result = {"status": W.SCOUTING.value, "enabled": [id_to_str(t) for t in running]}
+        if advanced is not None:
+            result[SCOUT_ROUND] = advanced
+        return result
 
     return await workgraph_command(
         database, caller, "ExtendScout", workgraph_id, apply, request_id=request_id, reason=reason

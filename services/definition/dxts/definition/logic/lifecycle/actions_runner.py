@@ -158,8 +158,10 @@ async def apply_requirements(
     updated: Mapping[uuid.UUID, dict[str, Any]],
     *,
     action: str,
+    derivations: Mapping[uuid.UUID, dict[str, Any]] | None = None,
 ) -> None:
-    """Merge each update over the member's template and point the member at the stored result."""
+    """Merge each update over the member's template and point the member at the stored result;
+    the member's log says which action wrote it and, when the action said, from what."""
     wanted = {key.bytes: value for key, value in updated.items()}
     templates = await transformations_db.templates(conn, [t for t in wanted if t in targets])
     for tid in wanted:
@@ -170,18 +172,22 @@ async def apply_requirements(
                 field=f"updated_requirements[{id_to_str(tid)}]",
             )
     entries = []
+    derived = {key.bytes: value for key, value in (derivations or {}).items()}
     for tid, update in wanted.items():
         merged = {**templates[tid], **update}
         merged = {key: value for key, value in merged.items() if value is not None}
         (template_id,) = await content_store.put_requirements(conn, [merged])
         await transformations_db.set_template(conn, tid, template_id)
+        data = {"requirements_id": hash_to_str(template_id), "requirements": merged}
+        if tid in derived:
+            data["derived"] = derived[tid]
         entries.append(
             LogEntry(
                 tid,
                 "Requirements",
                 AUTHOR,
                 message=f"requirements template updated by {action}",
-                data={"requirements_id": hash_to_str(template_id), "requirements": merged},
+                data=data,
             )
         )
     await log_transformations(conn, entries)
@@ -231,6 +237,7 @@ async def _settle(
                 _allowed_targets(owner, locked),
                 result.updated_requirements,
                 action=following.Action,
+                derivations=result.derivations,
             )
         if all(r.Result in GOOD for r in await _rows(engine, owner, conn)):
             await finish(conn, locked)
