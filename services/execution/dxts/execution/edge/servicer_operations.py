@@ -17,7 +17,7 @@ Commands on a transformation apply once per request id (`logic.commands`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -79,6 +79,11 @@ class OperationsRpcs:
     transformations: ActiveTransformations
     locks: LockManager
     settings: ExecutionSettings
+    # Told when parcels became Completing (outcomes recorded) and Unassigned (a user job), so
+    # that the sweep taking them next starts now instead of sleeping out its idle wait: the
+    # recorder's (build_execution), and in one process the dispatcher's claims (`dxts up`).
+    parcels_completing: Callable[[], None]
+    parcels_unassigned: Callable[[], None]
 
     # -- who asks ---------------------------------------------------------------------------------
 
@@ -115,6 +120,8 @@ class OperationsRpcs:
     ) -> execution_pb2.RecordOutcomesResponse:
         # The dispatcher's only: the authorisation table, checked before this handler runs.
         acks = await record_outcome_messages(self.database, request.outcomes)
+        if acks:
+            self.parcels_completing()
         return execution_pb2.RecordOutcomesResponse(acks=acks)
 
     # -- operator operations ----------------------------------------------------------------------
@@ -292,6 +299,7 @@ class OperationsRpcs:
             request_id=request.request_id,
             locks=self.locks,
         )
+        self.parcels_unassigned()
         return execution_pb2.CreateUserParcelResponse(parcel_id=id_to_str(parcel_id))
 
     async def GetUserParcel(

@@ -46,6 +46,8 @@ R = TypeVar("R")
 
 RECORD_LOCK = Lock("record-outcomes", "all")
 
+RECORDER_SWEEP = "recorder"  # woken when outcomes are recorded (ExecutionServicer)
+
 
 def failed_inputs_lock(transformation_id: bytes) -> Lock:
     return Lock("failed-inputs", transformation_id)
@@ -182,7 +184,7 @@ class Completion:
 
     def sweeps(self) -> list[Sweep]:
         return [
-            Sweep("recorder", self.parcels_recorded, Pacing(self.settings.record_interval_s)),
+            Sweep(RECORDER_SWEEP, self.parcels_recorded, Pacing(self.settings.record_interval_s)),
             Sweep(
                 "failed-inputs",
                 self.failed_inputs_handled,
