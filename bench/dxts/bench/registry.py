@@ -9,4 +9,5 @@ BENCHMARKS: dict[str, str] = {
     "slurm": "dxts.bench.slurm",
     "web": "dxts.bench.web",
     "cli": "dxts.bench.cli",
+    "job": "dxts.bench.job",
 }
