@@ -211,3 +211,9 @@ def test_declared_outputs_say_which_are_arrays(tmp_path: Path) -> None:
         "opt": False,
     }
     assert declared_outputs(tmp_path / "list.cwl") == {"out": True, "b": False}
+    (tmp_path / "packed.cwl").write_text(
+        "$graph:\n- {id: '#main', class: Workflow, outputs: [{id: '#main/o', type: File}]}\n"
+        "- {id: '#other', class: CommandLineTool, outputs: [{id: '#other/x', type: 'File[]'}]}\n"
+    )
+    assert declared_outputs(tmp_path / "packed.cwl") == {"o": False}
+    assert declared_outputs(tmp_path / "packed.cwl", "other") == {"x": True}

@@ -81,6 +81,7 @@ async def job_through_dxts(data_dir: Path, tool: Path) -> float:
     """Seconds from SubmitJob to Done for one user job."""
     from dxts.cli.client import Clients, request_id
     from dxts.cli.connection import Connection
+    from dxts.cli.cwl_runner import patiently
     from dxts.cli.documents import bundle
     from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
@@ -89,10 +90,10 @@ async def job_through_dxts(data_dir: Path, tool: Path) -> float:
     try:
         request.request_id = request_id()
         started = time.perf_counter()
-        submitted = await clients.definition.SubmitJob(request)
+        submitted = await patiently(lambda: clients.definition.SubmitJob(request))
         status = execution_pb2.GetUserParcelRequest(parcel_id=submitted.parcel_id)
         while True:
-            reply = await clients.execution.GetUserParcel(status)
+            reply = await patiently(lambda: clients.execution.GetUserParcel(status))
             if reply.parcel.status == common_pb2.PARCEL_STATUS_DONE:
                 return time.perf_counter() - started
             if reply.parcel.status in (

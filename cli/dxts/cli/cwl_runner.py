@@ -91,6 +91,8 @@ async def run(options: argparse.Namespace) -> int:
     from dxts.cli.files import Storage
     from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
+    # PROCESS may name one entry of a packed document: `packed.cwl#main`.
+    process, _, fragment = str(options.process).partition("#")
     settings = Options({}, options.data_dir)
     connection = settings.connection()
     storage = Storage.of(connection)
@@ -110,7 +112,7 @@ async def run(options: argparse.Namespace) -> int:
     try:
         submit = definition_pb2.SubmitJobRequest(
             request_id=request_id(),  # the same on a retry: the job is submitted once
-            bundle=bundle(options.process),
+            bundle=bundle(Path(process), fragment=fragment),
             inputs_json=json.dumps(inputs),
         )
         submitted = await patiently(lambda: clients.definition.SubmitJob(submit))
@@ -143,7 +145,9 @@ async def run(options: argparse.Namespace) -> int:
         async def fetch(lfn: str) -> Path:
             return await storage.get(catalogue, lfn, free_path(outdir, lfn.rsplit("/", 1)[-1]))
 
-        result = await output_object(declared_outputs(options.process), status.outputs, fetch)
+        result = await output_object(
+            declared_outputs(Path(process), fragment), status.outputs, fetch
+        )
     print(json.dumps(result, indent=4))
     return 0
 
@@ -213,9 +217,9 @@ async def stage_inputs(value: Any, base: Path, put: Callable[[Path], Any]) -> An
     return out
 
 
-def declared_outputs(process: Path) -> dict[str, bool]:
+def declared_outputs(process: Path, fragment: str = "") -> dict[str, bool]:
     """The process's output ids, each with whether it is an array (read from the document as
-    written; a packed `$graph` document's `#main`)."""
+    written; in a packed `$graph` document, the entry `fragment`, by default `#main`)."""
     import yaml
 
     try:
@@ -227,7 +231,8 @@ def declared_outputs(process: Path) -> dict[str, bool]:
             (
                 item
                 for item in document["$graph"]
-                if isinstance(item, dict) and str(item.get("id", "")).lstrip("#") == "main"
+                if isinstance(item, dict)
+                and str(item.get("id", "")).lstrip("#") == (fragment or "main")
             ),
             {},
         )
