@@ -199,8 +199,12 @@ async def test_a_tool_writes_an_output_and_a_status_report(harness: Harness) -> 
 
 
 async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None:
+    told = asyncio.Event()
+    assert harness.adaptor is not None
+    harness.adaptor.finished = told.set  # what wakes the dispatcher's poll in dxts up
     (result,) = await harness.submit(compute_payload(FAILING), submission())
-    outcome = await harness.outcome(result.identifier)
+    await asyncio.wait_for(told.wait(), timeout=600)
+    outcome = await harness.outcome(result.identifier, tries=1)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert "exited with" in outcome.message
     assert "broken" in outcome.message

@@ -147,3 +147,22 @@ def test_every_verb_of_the_table_is_built_with_its_help() -> None:
         built = command.get_command(context, verb)
         assert built is not None and built.name == verb
         assert built.help, verb
+
+
+def test_the_cwl_runner_parses_its_command_line_before_any_heavy_import() -> None:
+    probe = """
+import json, sys
+from dxts.cli.cwl_runner import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    modules = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    assert "usage: dxts-cwl-runner" in done.stdout
+    for heavy in ("grpc", "google.protobuf", "typer", "yaml", *SERVER_SIDE):
+        assert not loaded(modules, heavy), heavy

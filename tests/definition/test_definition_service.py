@@ -470,10 +470,27 @@ async def test_a_user_job_reaches_execution_as_its_submitter(
     assert list(tree.processes[-1].child_process_ids) == [tree.processes[0].process_id]
 
 
+async def test_a_plain_cwl_tool_is_a_job_with_every_default(
+    stubs: dict[str, Stub], execution: ExecutionDouble
+) -> None:
+    calls = len(execution.calls)
+    reply = await stubs["colleague"].SubmitJob(
+        pb.SubmitJobRequest(
+            bundle=bundle("echo.cwl", {"echo.cwl": ECHO}),
+            inputs_json=json.dumps({"message": "hello"}),
+            request_id="plain-1",
+        )
+    )
+    ((kind, parcel, _),) = execution.calls[calls:]
+    assert kind == "create_user_parcel"
+    assert parcel.process_id.hex() == reply.process_id
+    assert parcel.parameters == {"message": "hello"}
+    assert "output_sandbox" not in parcel.annotations
+
+
 @pytest.mark.parametrize(
     ("document", "path"),
     [
-        (ECHO, "hints"),  # no dirac:Job
         ((EXAMPLES / "simulation.cwl").read_text(), "hints.dirac:Workgraph"),
     ],
 )

@@ -10,4 +10,5 @@ BENCHMARKS: dict[str, str] = {
     "web": "dxts.bench.web",
     "cli": "dxts.bench.cli",
     "e2e": "dxts.bench.e2e",
+    "job": "dxts.bench.job",
 }

@@ -35,6 +35,9 @@ ENVIRONMENT = {
     "dispatcher": "DXTS_DISPATCHER_ADDRESS",
     "token": "DXTS_TOKEN",
     "web": "DXTS_WEB_URL",
+    "storage": "DXTS_STORAGE_ROOT",
+    "storage_elements": "DXTS_STORAGE_ELEMENTS",
+    "catalogue": "DXTS_CATALOGUE_URL",
 }
 
 
@@ -89,6 +92,11 @@ class Connection:
     token: str | None = None
     # The web view's URL (http://host:port), where `dxts up` serves it.
     web: str | None = None
+    # Where the storage elements' directories are, their names (comma-separated) and the file
+    # catalogue's URL: what `dxts file` and `dxts-cwl-runner` move files with (dxts.cli.files).
+    storage: str | None = None
+    storage_elements: str | None = None
+    catalogue: str | None = None
 
     @classmethod
     def resolve(cls, options: dict[str, str | None], directory: Path) -> Connection:

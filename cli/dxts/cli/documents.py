@@ -18,8 +18,11 @@ from dxts.core.errors import InvalidArgument
 from dxts.v1 import common_pb2
 
 
-def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundle:
-    """The bundle of `document`, its paths relative to `root` (default: its directory)."""
+def bundle(
+    document: Path, root: Path | None = None, fragment: str = ""
+) -> common_pb2.DocumentBundle:
+    """The bundle of `document`, its paths relative to `root` (default: its directory); with
+    `fragment`, the main process is that entry of the document's `$graph`."""
     base = (root or document.parent).resolve()
     try:
         main = document.resolve().relative_to(base).as_posix()
@@ -33,10 +36,11 @@ def bundle(document: Path, root: Path | None = None) -> common_pb2.DocumentBundl
     if not (base / main).is_file():
         raise InvalidArgument(f"no such file: {base / main}", field=main)
     limits = load_installation_config().definition.document_limits
-    files = Bundle.from_directory(base, main)
+    main_path = f"{main}#{fragment}" if fragment else main
+    files = Bundle.from_directory(base, main_path)
     _, problems = load_document(files, limits)
     raise_for_errors(problems)
     return common_pb2.DocumentBundle(
-        main_path=main,
+        main_path=main_path,
         files={path: text.encode() for path, text in files.files_read().items()},
     )

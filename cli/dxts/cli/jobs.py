@@ -46,7 +46,9 @@ def _input_object(path: Path | None) -> str:
 @job_app.command("submit")
 def job_submit(
     ctx: typer.Context,
-    document: Annotated[Path, typer.Argument(help="A CommandLineTool or Workflow (dirac:Job).")],
+    document: Annotated[
+        Path, typer.Argument(help="A CommandLineTool or Workflow (plain, or with dirac:Job).")
+    ],
     inputs: Annotated[
         Path | None, typer.Option("--inputs", "-i", help="The CWL input object (YAML or JSON).")
     ] = None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import getpass
 import logging
 import os
@@ -245,10 +246,12 @@ async def compose(
             backends.append(
                 BackendConfig(name=name, address=served, kind=Kind.COMPUTE, adaptor=adaptor_type)
             )
+        locals_: dict[str, LocalAdaptor] = {}
         for kind in (Kind.COMPUTE, Kind.DATA) if remote is None else (Kind.DATA,):
             settings = local_settings(data_dir, kind, workers)
+            locals_[settings.name] = LocalAdaptor(settings, catalogue)
             served = await _serve_adaptor(
-                stack, settings.name, LocalAdaptor(settings, catalogue), verifier, host
+                stack, settings.name, locals_[settings.name], verifier, host
             )
             backends.append(
                 BackendConfig(name=settings.name, address=served, kind=kind, adaptor="local")
@@ -339,6 +342,11 @@ async def compose(
         )
         stack.on_stop(dispatcher.stop)
         await stack.serve("dispatcher", dispatcher.services, verifier, database, host=host)
+        # In one process the components tell each other when work is ready, so a job does not
+        # wait out the sweeps' idle intervals (submit → claim, end → poll).
+        execution.servicer.parcels_unassigned = dispatcher.wake_claims
+        for name, adaptor in locals_.items():
+            adaptor.finished = functools.partial(dispatcher.wake_poll, name)
     except BaseException:
         await stack.stop()
         raise
@@ -418,6 +426,9 @@ async def _run(
     catalogue_settings = CatalogueSettings()
     if not os.environ.get("DXTS_CATALOGUE_URL"):
         catalogue_settings.url = f"sqlite+aiosqlite:///{directory / 'catalogue.sqlite'}"
+    local_catalogue = (
+        catalogue_settings.url if catalogue_settings.implementation == "local" else None
+    )
     async with contextlib.AsyncExitStack() as exit_stack:
         database = Database(url, DatabaseSettings(url=url))
         await database.start()
@@ -426,8 +437,7 @@ async def _run(
         exit_stack.push_async_callback(catalogue.close)
         diracx = None
         if diracx_url is not None:
-            local = catalogue_settings.url if catalogue_settings.implementation == "local" else None
-            diracx = diracx_settings(directory, diracx_url, local)
+            diracx = diracx_settings(directory, diracx_url, local_catalogue)
             _say(f"compute parcels become jobs of DiracX at {diracx.url} as {diracx.username}")
         stack = await compose(
             database,
@@ -450,6 +460,9 @@ async def _run(
             dispatcher=stack.address("dispatcher"),
             token=token,
             web=web.url,
+            storage=str(directory / "storage"),
+            storage_elements=",".join(STORAGE_ELEMENTS),
+            catalogue=local_catalogue,
         )
         connection_file = directory / CONNECTION_FILE
         connection.write(connection_file)

@@ -45,6 +45,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "feeder": ("dxts.cli.operate", "feeder_app", "A member's feeder: enable, disable, args."),
     "inputs": ("dxts.cli.operate", "inputs_app", "A member's inputs: list, reset, write off."),
     "job": ("dxts.cli.jobs", "job_app", "User jobs: one CWL process, one parcel."),
+    "file": ("dxts.cli.files", "file_app", "Files in and out of the storage elements."),
     "registry": ("dxts.cli.jobs", "registry_app", "The process registry."),
     "provenance": ("dxts.cli.jobs", "provenance", "Where an output file came from."),
     "descendants": ("dxts.cli.jobs", "descendants", "What was made from a file, downstream."),

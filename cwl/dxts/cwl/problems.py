@@ -10,7 +10,7 @@ or not CWL v1.2 according to cwl-utils), `document-limit` (a file or the bundle 
 installation's `document_limits`, named in the message), `invalid-bundle` (a file key that is
 not a path inside the bundle) and `unresolved-run` (a `run` naming nothing in the
 bundle or the store, or escaping the bundle); and `not-a-job`, a user job that is not a
-CommandLineTool or Workflow with a `dirac:Job` hint.
+CommandLineTool or Workflow (or is a workgraph).
 """
 
 from __future__ import annotations

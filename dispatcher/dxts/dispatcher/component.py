@@ -60,6 +60,8 @@ RECONNECT = (
     ("grpc.max_reconnect_backoff_ms", 5000),
 )
 
+CLAIM_SWEEP_PREFIX = "dispatch-claim-"
+POLL_SWEEP_PREFIX = "dispatch-poll-"
 # A round in progress at stop is short (one claim, submit and record; one poll page).
 STOP_GRACE_S = 5.0
 
@@ -90,6 +92,18 @@ class DispatcherComponent:
             age = (now - load.oldest_reserved_at).total_seconds() if load.oldest_reserved_at else 0
             OLDEST_RESERVED.labels(name).set(max(0.0, age))
 
+    def wake_claims(self) -> None:
+        """Claim now (new Unassigned parcels), not after the claim sweeps' idle wait."""
+        if self.runner is not None:
+            for name in self.runner.sweeps:
+                if name.startswith(CLAIM_SWEEP_PREFIX):
+                    self.runner.wake(name)
+
+    def wake_poll(self, backend: str) -> None:
+        """Poll `backend` now (an outcome is ready there), not after the poll interval."""
+        if self.runner is not None and f"{POLL_SWEEP_PREFIX}{backend}" in self.runner.sweeps:
+            self.runner.wake(f"{POLL_SWEEP_PREFIX}{backend}")
+
     async def status_round(self) -> int:
         """The status sweep's round: a refresh, not work done (0: it keeps its interval)."""
         await self.refresh()
@@ -111,7 +125,7 @@ class DispatcherComponent:
         polls = tuple(f"dispatch-poll-{name}" for name in self.backends)
         every = [
             Sweep(
-                f"dispatch-claim-{kind.value.lower()}-{n}",
+                f"{CLAIM_SWEEP_PREFIX}{kind.value.lower()}-{n}",
                 functools.partial(self.dispatcher.dispatch_once, kind),
                 Pacing(settings.idle_s),
                 then=polls,
@@ -122,7 +136,7 @@ class DispatcherComponent:
         for backend in self.backends.values():
             every += [
                 Sweep(
-                    f"dispatch-poll-{backend.name}",
+                    f"{POLL_SWEEP_PREFIX}{backend.name}",
                     functools.partial(self.forwarder.poll_once, backend),
                     Pacing(settings.poll_interval_s),
                 ),

@@ -21,7 +21,7 @@ import logging
 import os
 import signal
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,6 +58,10 @@ RESULTS = {
 }
 
 
+def _nothing() -> None:
+    """Nobody to tell (see LocalAdaptor.finished)."""
+
+
 class LocalAdaptor:
     """An `Adaptor` (`dxts.backends.logic`) running parcels on this machine."""
 
@@ -71,6 +75,9 @@ class LocalAdaptor:
         self._workers: list[asyncio.Task[None]] = []
         self._runs: dict[str, Run] = {}
         self._background: set[asyncio.Task[None]] = set()
+        # Told each time a job ends: in one process with the dispatcher (`dxts up`) it wakes the
+        # poll that collects the outcome instead of letting it sleep out its interval.
+        self.finished: Callable[[], None] = _nothing
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -292,6 +299,7 @@ class LocalAdaptor:
             raise
         finally:
             self._runs.pop(parcel_id, None)
+            self.finished()
 
     def _outcome(
         self,

@@ -39,7 +39,7 @@ from dxts.execution.edge.definition_client import GrpcTransformations
 from dxts.execution.edge.servicer import ExecutionServicer
 from dxts.execution.logic.feeding import EdgeReader
 from dxts.execution.logic.packing import ConsumerReader, CounterReader, PartnerFinder
-from dxts.execution.logic.sweeps import Completion, FeedAndPack
+from dxts.execution.logic.sweeps import RECORDER_SWEEP, Completion, FeedAndPack
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import execution_pb2, execution_pb2_grpc
@@ -181,7 +181,7 @@ async def build_execution(
         servicer,
     )
     if completion is not None:
-        servicer.outcomes_arrived = functools.partial(sweeps.wake, "recorder")
+        servicer.parcels_completing = functools.partial(sweeps.wake, RECORDER_SWEEP)
     if start_sweeps:
         sweeps.start()
     return Execution([service], rounds, completion, sweeps, servicer, settings, cleanups)

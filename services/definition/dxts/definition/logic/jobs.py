@@ -1,4 +1,8 @@
-"""User jobs: a CommandLineTool or Workflow with a `dirac:Job` hint becomes one user parcel.
+"""User jobs: a CommandLineTool or Workflow becomes one user parcel.
+
+The document needs nothing of dxts: a plain CWL process, as tested with cwltool, runs as it is
+(every job default applies); a `dirac:Job` hint, when present, sets the requirements template
+and the output sandbox.
 
 The document is loaded from its bundle like a workgraph (nothing is fetched from anywhere), its
 `dirac:` hints are checked against the schema, stored-process references are resolved, and
@@ -65,15 +69,6 @@ def check_job(document: LoadedDocument | None, problems: list[Problem]) -> list[
                 Kind.NOT_A_JOB,
                 workgraph.path,
                 "this document is a workgraph: submit it with SubmitWorkgraph",
-            )
-        )
-    elif document.hint(JOB) is None:
-        found.append(
-            error(
-                Kind.NOT_A_JOB,
-                "hints",
-                "a user job carries a dirac:Job hint (`dirac:Job: {}` takes every default), "
-                "with `$namespaces: {dirac: https://diracgrid.org/cwl#}`",
             )
         )
     for hint in document.hints:

@@ -43,6 +43,10 @@ FLUSH_WAIT_S = 60.0
 FLUSH_MARGIN_S = 0.5
 
 
+def _nothing() -> None:
+    """Nobody to tell (see OperationsRpcs.parcels_completing)."""
+
+
 class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServicer):
     def __init__(
         self,
@@ -60,6 +64,8 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         self.registry = registry
         self.locks = locks
         self.settings = settings
+        self.parcels_completing = _nothing
+        self.parcels_unassigned = _nothing
 
     # -- inputs -----------------------------------------------------------------------------------
 

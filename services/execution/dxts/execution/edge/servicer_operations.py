@@ -92,8 +92,11 @@ class OperationsRpcs:
     transformations: ActiveTransformations
     locks: LockManager
     settings: ExecutionSettings
-    # Called once outcomes are stored: the component points it at the recorder sweep's wake.
-    outcomes_arrived: Callable[[], None] | None = None
+    # Told when parcels became Completing (outcomes recorded) and Unassigned (a user job), so
+    # that the sweep taking them next starts now instead of sleeping out its idle wait: the
+    # recorder's (build_execution), and in one process the dispatcher's claims (`dxts up`).
+    parcels_completing: Callable[[], None]
+    parcels_unassigned: Callable[[], None]
 
     # -- who asks ---------------------------------------------------------------------------------
 
@@ -130,8 +133,8 @@ class OperationsRpcs:
     ) -> execution_pb2.RecordOutcomesResponse:
         # The dispatcher's only: the authorisation table, checked before this handler runs.
         acks = await record_outcome_messages(self.database, request.outcomes)
-        if self.outcomes_arrived is not None:
-            self.outcomes_arrived()
+        if acks:
+            self.parcels_completing()
         return execution_pb2.RecordOutcomesResponse(acks=acks)
 
     # -- operator operations ----------------------------------------------------------------------
@@ -346,6 +349,7 @@ class OperationsRpcs:
             request_id=request.request_id,
             locks=self.locks,
         )
+        self.parcels_unassigned()
         return execution_pb2.CreateUserParcelResponse(parcel_id=id_to_str(parcel_id))
 
     async def GetUserParcel(

@@ -46,6 +46,9 @@ from dxts.execution.settings import ExecutionSettings
 
 R = TypeVar("R")
 
+RECORDER_SWEEP = "recorder"  # woken when outcomes are recorded (ExecutionServicer)
+
+
 def failed_inputs_lock(transformation_id: bytes) -> Lock:
     return Lock("failed-inputs", transformation_id)
 
@@ -193,7 +196,7 @@ class Completion:
             # Recorded outputs are the next member's inputs (an Edge feeder's); inputs put back
             # to be retried are the packer's.
             Sweep(
-                "recorder",
+                RECORDER_SWEEP,
                 self.parcels_recorded,
                 Pacing(self.settings.record_interval_s),
                 then=("feeder",),

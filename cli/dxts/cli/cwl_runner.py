@@ -1,0 +1,316 @@
+"""`dxts-cwl-runner`: the standard cwl-runner interface over a dxts installation.
+
+    dxts-cwl-runner [--outdir DIR] [--quiet] PROCESS [JOB]
+
+runs PROCESS (a CommandLineTool or a Workflow, plain CWL) on JOB as a dxts user job, exactly as
+a CWL runner does: the local Files of the input object (relative locations are read beside JOB,
+as cwltool does) are put to a storage element first and passed as `lfn:` inputs, so the job
+runs the same whatever backend takes it; the runner waits for the job to end, fetches its
+output files into `--outdir` and prints the output object as JSON on stdout, each File with
+cwltool's fields (location, path, basename, nameroot, nameext, checksum, size). The exit status
+is the one CWL runners use: 0 done, 1 failed (or refused), 33 when the process needs a feature
+the runner under the backend does not support.
+
+The installation is the one the `dxts` commands use (`--data-dir`, DXTS_DATA_DIR, the running
+`dxts up`, the DXTS_* addresses). Start-up is kept light: argparse, not the `dxts` command's
+typer and rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
+
+EXIT_FAILED = 1
+EXIT_UNSUPPORTED = 33
+POLL_S = 0.05
+# How the local adaptor reports a runner's own exit status (dxts.backends.local.compute).
+RUNNER_EXIT = re.compile(r"exited with (\d+)")
+RETRIES = 10
+T = TypeVar("T")
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="dxts-cwl-runner", description="Run a CWL process as a dxts user job."
+    )
+    parser.add_argument("process", metavar="PROCESS", type=Path)
+    parser.add_argument("job", metavar="JOB", type=Path, nargs="?")
+    parser.add_argument("--outdir", type=Path, default=Path("."), help="where outputs go")
+    parser.add_argument("--quiet", action="store_true", help="only errors on stderr")
+    parser.add_argument("--data-dir", type=Path, help="the data directory of `dxts up`")
+    parser.add_argument("--se", help="the storage element inputs are put to (default: the first)")
+    parser.add_argument("--version", action="version", version="dxts-cwl-runner 1")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = arguments(argv)
+    from dxts.core.errors import DxtsError
+
+    try:
+        return asyncio.run(run(options))
+    except DxtsError as error:
+        from dxts.cli.client import fail_line, problem_line
+
+        violations = getattr(error, "violations", None)
+        if violations:
+            for violation in violations:
+                fail_line(problem_line(violation.field, violation.description))
+        else:
+            fail_line(f"error: {error}")
+        return EXIT_FAILED
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as error:
+        grpc = sys.modules.get("grpc")  # a failed call; grpc is imported only to make one
+        if grpc is None or not isinstance(error, grpc.aio.AioRpcError):
+            raise
+        print(f"error: {error.code().name.lower()}: {error.details()}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def say(options: argparse.Namespace, text: str) -> None:
+    if not options.quiet:
+        print(text, file=sys.stderr)
+
+
+async def run(options: argparse.Namespace) -> int:
+    from dxts.cli.client import Clients, request_id
+    from dxts.cli.connection import Options
+    from dxts.cli.documents import bundle
+    from dxts.cli.files import Storage
+    from dxts.v1 import common_pb2, definition_pb2, execution_pb2
+
+    # PROCESS may name one entry of a packed document: `packed.cwl#main`.
+    process, _, fragment = str(options.process).partition("#")
+    settings = Options({}, options.data_dir)
+    connection = settings.connection()
+    storage = Storage.of(connection)
+    storage_element = options.se or (storage.elements[0] if storage.elements else "")
+    job = read_job(options.job)
+    base = options.job.resolve().parent if options.job else Path.cwd()
+    async with storage.catalogue() as catalogue:
+        uploaded: dict[Path, str] = {}
+
+        async def put(path: Path) -> str:
+            if path not in uploaded:
+                uploaded[path] = await storage.put(catalogue, path, storage_element)
+            return uploaded[path]
+
+        inputs = await stage_inputs(job, base, put)
+    clients = Clients(connection, settings.where())
+    try:
+        submit = definition_pb2.SubmitJobRequest(
+            request_id=request_id(),  # the same on a retry: the job is submitted once
+            bundle=bundle(Path(process), fragment=fragment),
+            inputs_json=json.dumps(inputs),
+        )
+        submitted = await patiently(lambda: clients.definition.SubmitJob(submit))
+        say(options, f"dxts-cwl-runner: job {submitted.parcel_id}")
+        terminal = {
+            common_pb2.PARCEL_STATUS_DONE,
+            common_pb2.PARCEL_STATUS_PARTIALLY_DONE,
+            common_pb2.PARCEL_STATUS_FAILED,
+            common_pb2.PARCEL_STATUS_CANCELLED,
+        }
+        request = execution_pb2.GetUserParcelRequest(parcel_id=submitted.parcel_id)
+        while True:
+            status = await patiently(lambda: clients.execution.GetUserParcel(request))
+            if status.parcel.status in terminal:
+                break
+            await asyncio.sleep(POLL_S)
+    finally:
+        await clients.close()
+    if status.parcel.status != common_pb2.PARCEL_STATUS_DONE:
+        message = status.outcome.message or status.outcome.backend_status or "the job failed"
+        print(f"error: job {submitted.parcel_id}: {message}", file=sys.stderr)
+        code = RUNNER_EXIT.search(message)
+        if code and int(code.group(1)) == EXIT_UNSUPPORTED:
+            return EXIT_UNSUPPORTED
+        return EXIT_FAILED
+    outdir = options.outdir.resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
+    async with storage.catalogue() as catalogue:
+
+        async def fetch(lfn: str) -> Path:
+            return await storage.get(catalogue, lfn, free_path(outdir, lfn.rsplit("/", 1)[-1]))
+
+        result = await output_object(
+            declared_outputs(Path(process), fragment), status.outputs, fetch
+        )
+    print(json.dumps(result, indent=4))
+    return 0
+
+
+async def patiently(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, again while the service is unreachable or slower than the call's deadline (a
+    loaded machine), up to RETRIES times; the calls retried are idempotent."""
+    import grpc
+
+    transient = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    for attempt in range(RETRIES):
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as error:
+            if error.code() not in transient or attempt == RETRIES - 1:
+                raise
+            await asyncio.sleep(min(2**attempt * 0.1, 5.0))
+    raise AssertionError("unreachable")
+
+
+def read_job(path: Path | None) -> dict[str, Any]:
+    """The input object (YAML or JSON); {} without one."""
+    if path is None:
+        return {}
+    import yaml
+
+    value = yaml.safe_load(path.read_text())
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        from dxts.core.errors import InvalidArgument
+
+        raise InvalidArgument(f"{path} is not a CWL input object (a mapping)", field="JOB")
+    return value
+
+
+def local_path(location: str, base: Path) -> Path | None:
+    """The local file a location names (relative: under `base`), None for other schemes."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme and len(parsed.scheme) > 1:  # lfn:, http:, ... (not a Windows drive)
+        return None
+    return base / unquote(location)
+
+
+async def stage_inputs(value: Any, base: Path, put: Callable[[Path], Any]) -> Any:
+    """The input object as the job gets it: each local File put to storage and named by its
+    LFN (`lfn:`), each local Directory by its absolute `file://` URI (directories are not
+    stored; they are read where they are)."""
+    if isinstance(value, list):
+        return [await stage_inputs(item, base, put) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: await stage_inputs(item, base, put) for key, item in value.items()}
+    location = value.get("location") or value.get("path")
+    if value.get("class") not in ("File", "Directory") or not isinstance(location, str):
+        return out
+    path = local_path(location, base)
+    if path is None:
+        return out
+    out.pop("path", None)
+    if value["class"] == "File":
+        out["location"] = f"lfn:{await put(path)}"
+    else:
+        out["location"] = path.resolve().as_uri()
+    return out
+
+
+def declared_outputs(process: Path, fragment: str = "") -> dict[str, bool]:
+    """The process's output ids, each with whether it is an array (read from the document as
+    written; in a packed `$graph` document, the entry `fragment`, by default `#main`)."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(process.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    if isinstance(document, dict) and "$graph" in document:
+        document = next(
+            (
+                item
+                for item in document["$graph"]
+                if isinstance(item, dict)
+                and str(item.get("id", "")).lstrip("#") == (fragment or "main")
+            ),
+            {},
+        )
+    outputs = document.get("outputs") if isinstance(document, dict) else None
+    if isinstance(outputs, dict):
+        return {
+            name: is_array(spec.get("type") if isinstance(spec, dict) else spec)
+            for name, spec in outputs.items()
+        }
+    if isinstance(outputs, list):
+        return {
+            str(item["id"]).rsplit("#", 1)[-1].rsplit("/", 1)[-1]: is_array(item.get("type"))
+            for item in outputs
+            if isinstance(item, dict) and "id" in item
+        }
+    return {}
+
+
+def is_array(kind: Any) -> bool:
+    if isinstance(kind, str):
+        return kind.rstrip("?").endswith("[]")
+    if isinstance(kind, dict):
+        return kind.get("type") == "array"
+    if isinstance(kind, list):
+        return any(is_array(k) for k in kind if k != "null")
+    return False
+
+
+async def output_object(
+    declared: dict[str, bool], outputs: Any, fetch: Callable[[str], Any]
+) -> dict[str, Any]:
+    """The CWL output object rebuilt from what the job status reports: its output files, each
+    under the output id it belongs to, fetched with `fetch` (LFN → local path). Every output
+    the process declares is present (null when nothing was reported for it).
+
+    This is the one place the output object is rebuilt: the status reports files only today,
+    so outputs of other types come back null.
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
+    for output in outputs:
+        found.setdefault(output.output_name, []).append(file_object(await fetch(output.lfn)))
+    result: dict[str, Any] = {}
+    for name in {**dict.fromkeys(declared), **dict.fromkeys(found)}:
+        files = found.get(name, [])
+        if declared.get(name, len(files) > 1):
+            result[name] = files
+        else:
+            result[name] = files[0] if files else None
+    return result
+
+
+def file_object(path: Path) -> dict[str, Any]:
+    """A File as cwltool prints it."""
+    digest = hashlib.sha1()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    stem, dot, extension = path.name.rpartition(".")
+    return {
+        "class": "File",
+        "location": path.as_uri(),
+        "path": str(path),
+        "basename": path.name,
+        "nameroot": stem if dot and stem else path.name,
+        "nameext": f".{extension}" if dot and stem else "",
+        "checksum": f"sha1${digest.hexdigest()}",
+        "size": path.stat().st_size,
+    }
+
+
+def free_path(directory: Path, name: str) -> Path:
+    """`directory/name`, or `directory/<n>/name` when that is taken (two outputs of one name)."""
+    candidate, n = directory / name, 0
+    while candidate.exists():
+        n += 1
+        candidate = directory / str(n) / name
+    return candidate
+
+
+def entry() -> None:
+    sys.exit(main())
