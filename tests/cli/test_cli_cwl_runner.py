@@ -46,6 +46,19 @@ outputs: {}
 """
 
 
+KINDS = """\
+cwlVersion: v1.2
+class: CommandLineTool
+baseCommand: [sh, -c, "mkdir -p out/sub && echo hi > out/sub/a.txt && echo hi > word.txt"]
+inputs: {}
+outputs:
+  folder: {type: Directory, outputBinding: {glob: out}}
+  word:
+    type: string
+    outputBinding: {glob: word.txt, loadContents: true, outputEval: "$(self[0].contents)"}
+"""
+
+
 @pytest.fixture(scope="module")
 async def installation(
     database: Database, tmp_path_factory: pytest.TempPathFactory
@@ -114,6 +127,32 @@ async def test_a_plain_tool_runs_and_prints_its_output_object(
     # The input was put to the first storage element under its content hash and name.
     stored = list((installation / "storage" / STORAGE_ELEMENTS[0]).rglob("hello.txt"))
     assert [p.read_text() for p in stored] == ["hello, dxts\n"]
+
+
+async def test_outputs_of_every_kind_come_back_as_the_backend_reported_them(
+    installation: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "kinds.cwl").write_text(KINDS)
+    outdir = tmp_path / "out"
+    code, printed = await run_runner(
+        "--data-dir",
+        str(installation),
+        "--quiet",
+        "--outdir",
+        str(outdir),
+        str(tmp_path / "kinds.cwl"),
+    )
+    assert code == 0
+    result = json.loads(printed)
+    assert result["word"] == "hi\n"  # not a File: only the reported output object has it
+    folder = result["folder"]
+    assert (folder["class"], folder["path"]) == ("Directory", str(outdir / "out"))
+    (sub,) = folder["listing"]
+    (inner,) = sub["listing"]
+    assert (sub["class"], inner["basename"]) == ("Directory", "a.txt")
+    fetched = outdir / "out" / "sub" / "a.txt"
+    assert (inner["location"], inner["path"]) == (fetched.as_uri(), str(fetched))
+    assert fetched.read_text() == "hi\n"
 
 
 async def test_a_failing_tool_exits_1(installation: Path, tmp_path: Path) -> None:

@@ -5,9 +5,10 @@
 runs PROCESS (a CommandLineTool or a Workflow, plain CWL) on JOB as a dxts user job, exactly as
 a CWL runner does: the local Files of the input object (relative locations are read beside JOB,
 as cwltool does) are put to a storage element first and passed as `lfn:` inputs, so the job
-runs the same whatever backend takes it; the runner waits for the job to end, fetches its
-output files into `--outdir` and prints the output object as JSON on stdout, each File with
-cwltool's fields (location, path, basename, nameroot, nameext, checksum, size). The exit status
+runs the same whatever backend takes it; the runner waits for the job to end, fetches the
+Files and Directories of the output object the backend reported into `--outdir` and prints the
+object as JSON on stdout with cwltool's fields (location, path, basename, checksum, size,
+format, secondaryFiles, listing; values of every other type as reported). The exit status
 is the one CWL runners use: 0 done, 1 failed (or refused), 33 when the process needs a feature
 the runner under the backend does not support.
 
@@ -142,12 +143,16 @@ async def run(options: argparse.Namespace) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     async with storage.catalogue() as catalogue:
 
-        async def fetch(lfn: str) -> Path:
-            return await storage.get(catalogue, lfn, free_path(outdir, lfn.rsplit("/", 1)[-1]))
+        async def fetch(lfn: str, destination: Path) -> Path:
+            return await storage.get(catalogue, lfn, destination)
 
-        result = await output_object(
-            declared_outputs(Path(process), fragment), status.outputs, fetch
-        )
+        reported = status.outcome.output_object_json
+        if reported:
+            result = await localised(json.loads(reported), outdir, fetch)
+        else:
+            result = await output_object(
+                declared_outputs(Path(process), fragment), status.outputs, outdir, fetch
+            )
     print(json.dumps(result, indent=4))
     return 0
 
@@ -261,19 +266,51 @@ def is_array(kind: Any) -> bool:
     return False
 
 
-async def output_object(
-    declared: dict[str, bool], outputs: Any, fetch: Callable[[str], Any]
-) -> dict[str, Any]:
-    """The CWL output object rebuilt from what the job status reports: its output files, each
-    under the output id it belongs to, fetched with `fetch` (LFN → local path). Every output
-    the process declares is present (null when nothing was reported for it).
+Fetch = Callable[[str, Path], Awaitable[Path]]
 
-    This is the one place the output object is rebuilt: the status reports files only today,
-    so outputs of other types come back null.
+
+async def localised(value: Any, directory: Path, fetch: Fetch) -> Any:
+    """The output object the backend reported, with every File and Directory it stored
+    (`location: lfn:<LFN>`) fetched under `directory` and located there, as cwltool prints
+    them; every other field and value as reported (format, checksum, secondaryFiles, records,
+    numbers of any size)."""
+    if isinstance(value, list):
+        return [await localised(item, directory, fetch) for item in value]
+    if not isinstance(value, dict):
+        return value
+    location = value.get("location")
+    kind = value.get("class")
+    if kind in ("File", "Directory") and isinstance(location, str) and location.startswith("lfn:"):
+        lfn = location.removeprefix("lfn:")
+        place = free_path(directory, str(value.get("basename") or lfn.rsplit("/", 1)[-1]))
+        localised_value = dict(value)
+        if kind == "File":
+            await fetch(lfn, place)
+        else:
+            place.mkdir(parents=True)
+            localised_value["listing"] = [
+                await localised(entry, place, fetch) for entry in value.get("listing", [])
+            ]
+        if "secondaryFiles" in value:
+            secondary = await localised(value["secondaryFiles"], directory, fetch)
+            localised_value["secondaryFiles"] = secondary
+        localised_value.update(location=place.as_uri(), path=str(place))
+        return localised_value
+    return {name: await localised(item, directory, fetch) for name, item in value.items()}
+
+
+async def output_object(
+    declared: dict[str, bool], outputs: Any, directory: Path, fetch: Fetch
+) -> dict[str, Any]:
+    """The CWL output object rebuilt from the job's output files alone, for a backend that
+    reports no output object: each file under the output id it belongs to, fetched under
+    `directory`. Every output the process declares is present (null when nothing was reported
+    for it); outputs that are not Files cannot be known and come back null.
     """
     found: dict[str, list[dict[str, Any]]] = {}
     for output in outputs:
-        found.setdefault(output.output_name, []).append(file_object(await fetch(output.lfn)))
+        place = free_path(directory, output.lfn.rsplit("/", 1)[-1])
+        found.setdefault(output.output_name, []).append(file_object(await fetch(output.lfn, place)))
     result: dict[str, Any] = {}
     for name in {**dict.fromkeys(declared), **dict.fromkeys(found)}:
         files = found.get(name, [])
