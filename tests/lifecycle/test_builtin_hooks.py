@@ -41,6 +41,7 @@ def member(
     enabled: bool = True,
     status: TransformationStatus = TransformationStatus.ACTIVE,
     annotations: dict[str, Any] | None = None,
+    upstream: tuple[Transformation, ...] = (),
 ) -> Transformation:
     return Transformation(
         id=uuid.uuid4(),
@@ -53,6 +54,7 @@ def member(
         packer="PerInput",
         packer_args={},
         annotations={"id": name, **(annotations or {})},
+        upstream_ids=tuple(t.id for t in upstream),
     )
 
 
@@ -296,6 +298,36 @@ async def test_an_event_target_raises_seeds_in_steps_and_ends_them(
     done = {behind.id: {I.PROCESSED: 10}}
     assert await target(produced, [behind], done, **pace) == {
         behind.id: Operation(feeder_enabled=False)
+    }
+
+
+async def test_a_seeds_member_is_held_back_by_its_downstream_chain(
+    produced: MemoryExecution,
+) -> None:
+    sim = member("sim", args={"target_events": 30, "events_per_seed": 10})
+    reco = member("reco", feeder="Edge", args={}, upstream=(sim,))
+    merge = member("merge", feeder="Edge", args={}, upstream=(reco,))
+    aside = member("aside", feeder="Query", args={})  # not downstream of sim
+    pace = {"target_events": 100, "step_events": 30, "chain_backlog": 5}
+    caught_up = {sim.id: {I.PROCESSED: 3}, reco.id: {I.UNASSIGNED: 3}, aside.id: {I.ASSIGNED: 9}}
+    raised = {sim.id: Operation(feeder_args={"target_events": 60, "events_per_seed": 10})}
+    # Three inputs in flight in the chain (aside's nine are not its): raised.
+    assert await target(produced, [sim, reco, merge, aside], caught_up, **pace) == raised
+    # A member two edges downstream is Paused: held at the step it has.
+    paused = member(
+        "merge", feeder="Edge", args={}, upstream=(reco,), status=TransformationStatus.PAUSED
+    )
+    assert await target(produced, [sim, reco, paused, aside], caught_up, **pace) == {}
+    # A paused member that does not read from sim holds nothing back.
+    idle = member("aside", feeder="Query", args={}, status=TransformationStatus.PAUSED)
+    assert await target(produced, [sim, reco, merge, idle], caught_up, **pace) == raised
+    # The chain's backlog above the bound, though sim itself has nothing in flight: held.
+    piled = {**caught_up, merge.id: {I.FAILED: 1, I.ASSIGNED: 2}}
+    assert await target(produced, [sim, reco, merge, aside], piled, **pace) == {}
+    # Held back or not, a member whose events are produced is disabled.
+    done = {**piled, sim.id: {I.PROCESSED: 10}}
+    assert await target(produced, [sim, reco, paused], done, **pace) == {
+        sim.id: Operation(feeder_enabled=False)
     }
 
 

@@ -13,7 +13,9 @@
   dirac:Workgraph, which the engine resolves to the producing step and output) disables every
   external feeder once the output holds that many files; an event target raises each Seeds
   feeder in steps while the events in flight are below a floor and disables it once the events
-  produced reach the target, raising it again on undershoot.
+  produced reach the target, raising it again on undershoot. It holds a Seeds member back (no
+  raise) while a member downstream of it is Paused or its chain — it and every member
+  downstream — holds more than `chain_backlog` inputs in flight.
 * `PeriodicFlush` (a transformation's Active hook): flushes the packer every `flush_every_s`
   while inputs wait, and pauses the member when its failure rate crosses the threshold; once an
   operator resumes it, the rate is judged afresh from then on.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +37,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
+from dxts.core.builtins.feeders import IN_FLIGHT
 from dxts.core.builtins.thresholds import Fates, SuccessRateSettings, ThresholdArgs, fates
 from dxts.core.plugins import (
     Accept,
@@ -95,7 +99,7 @@ class ScoutArgs(ThresholdArgs):
 def _settled(transformation: Transformation, overview: InputOverview) -> bool:
     """No input of the member is still work, and it has had its sample: a member with no input
     yet is waited for whether its feeder is on or off (an empty sample settles nothing)."""
-    if any(overview.get(status, 0) for status in (I.UNASSIGNED, I.ASSIGNED, I.FAILED)):
+    if any(overview.get(status, 0) for status in IN_FLIGHT):
         return False
     return sum(overview.values()) > 0 and _sample_issued(transformation, overview)
 
@@ -218,6 +222,12 @@ class TargetArgs(PluginArgs):
     floor_events: int | None = Field(
         None, ge=0, description="raise when fewer events are in flight (default: half a step)"
     )
+    chain_backlog: int = Field(
+        10_000,
+        ge=0,
+        description="inputs in flight in a Seeds member and those downstream of it above which "
+        "it is not raised",
+    )
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> TargetArgs:
@@ -253,11 +263,51 @@ def _file_target(workgraph: Workgraph, args: TargetArgs) -> tuple[str, str, int]
     return target["step"], target["step_output"], target["files"]
 
 
+def downstream(
+    member: Transformation, transformations: list[Transformation]
+) -> list[Transformation]:
+    """The members that read from `member`, directly or through others (the workgraph's edges
+    as each member's `upstream_ids`: its Edge feeder's producer, the members it is `after`)."""
+    readers: dict[UUID, list[Transformation]] = defaultdict(list)
+    for t in transformations:
+        for upstream_id in t.upstream_ids:
+            readers[upstream_id].append(t)
+    found: dict[UUID, Transformation] = {}
+    frontier = [member.id]
+    while frontier:
+        for reader in readers.get(frontier.pop(), []):
+            if reader.id != member.id and reader.id not in found:
+                found[reader.id] = reader
+                frontier.append(reader.id)
+    return list(found.values())
+
+
+def held_back(
+    member: Transformation,
+    transformations: list[Transformation],
+    input_overviews: Mapping[UUID, InputOverview],
+    chain_backlog: int,
+) -> bool:
+    """Whether a Seeds member must not be raised: a member downstream of it is Paused (what it
+    would be asked for would only pile up there), or its chain (it and every member downstream)
+    holds more than `chain_backlog` inputs in flight."""
+    chain = downstream(member, transformations)
+    if any(t.status == TransformationStatus.PAUSED for t in chain):
+        return True
+    backlog = sum(
+        input_overviews.get(t.id, {}).get(status, 0)
+        for t in (member, *chain)
+        for status in IN_FLIGHT
+    )
+    return backlog > chain_backlog
+
+
 def _raise_seeds(
-    member: Transformation, overview: InputOverview, args: TargetArgs
+    member: Transformation, overview: InputOverview, args: TargetArgs, *, held: bool
 ) -> Operation | None:
     """Disable a Seeds feeder whose events are produced; raise one that has issued what it was
-    asked for while too little is in flight, keeping what is asked within the target."""
+    asked for while too little is in flight, keeping what is asked within the target, unless
+    it is `held` back (`held_back`)."""
     assert args.target_events is not None
     feeder = member.feeder_args
     per_seed, asked = feeder.get("events_per_seed"), feeder.get("target_events")
@@ -266,11 +316,11 @@ def _raise_seeds(
     produced = overview.get(I.PROCESSED, 0) * per_seed
     if produced >= args.target_events:
         return Operation(feeder_enabled=False)
-    in_flight = sum(overview.get(s, 0) for s in (I.UNASSIGNED, I.ASSIGNED, I.FAILED)) * per_seed
+    in_flight = sum(overview.get(s, 0) for s in IN_FLIGHT) * per_seed
     step = args.step_events or args.target_events
     floor = step // 2 if args.floor_events is None else args.floor_events
     issued = sum(overview.values())
-    if issued < math.ceil(asked / per_seed) or in_flight >= floor:
+    if held or issued < math.ceil(asked / per_seed) or in_flight >= floor:
         return None
     # The feeder's cursor is at the seeds issued; events asked for that ended Problematic never
     # come, so the next step counts from what was produced and what is in flight.
@@ -307,7 +357,8 @@ async def output_target(
     operations = {}
     for member in enabled:
         if member.feeder == SEEDS_FEEDER and member.status == TransformationStatus.ACTIVE:
-            operation = _raise_seeds(member, input_overviews.get(member.id, {}), args)
+            held = held_back(member, transformations, input_overviews, args.chain_backlog)
+            operation = _raise_seeds(member, input_overviews.get(member.id, {}), args, held=held)
             if operation is not None:
                 operations[member.id] = operation
     return operations

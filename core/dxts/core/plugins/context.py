@@ -57,6 +57,10 @@ class Transformation:
     packer_args: dict[str, Any]
     workgraph_id: UUID | None = None
     annotations: dict[str, Any] = field(default_factory=dict)
+    # The members it reads from (its Edge feeder's producer, the members it waits `after`),
+    # where the core knows them: the definition service's lifecycle views fill it, a
+    # feeder's or packer's view leaves it empty.
+    upstream_ids: tuple[UUID, ...] = ()
 
 
 @dataclass(frozen=True)

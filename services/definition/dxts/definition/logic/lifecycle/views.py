@@ -83,6 +83,7 @@ def transformation_view(member: TransformationView) -> Transformation:
         packer_args=member.packer_args if isinstance(member.packer_args, dict) else {},
         workgraph_id=None if member.workgraph_id is None else as_uuid(member.workgraph_id),
         annotations=dict(member.annotations or {}),
+        upstream_ids=tuple(as_uuid(u) for u in member.upstream_ids),
     )
 
 
