@@ -184,13 +184,18 @@ async def test_estimate_resource_usage_reads_recorded_usage_and_passes_under_the
     result = await actions.estimate_resource_usage(
         transformations=[member(world)],
         args=actions.EstimateArgs(max_cpu_hours=2, max_memory_gb=4),
+        settings=actions.EstimateSettings(),
         execution=view,
     )
 
     assert result.result is ActionResult.PASSED, result.message
-    # The margin (1.2), rounded up to a tenth.
+    # The margin (1.2), rounded up to a tenth (a minute of wall time each: 0.02 → 0.1).
     assert result.updated_requirements == {
-        uuid.UUID(bytes=world.transformation_id): {"cpu_hours": 1.8, "memory_gb": 2.4}
+        uuid.UUID(bytes=world.transformation_id): {
+            "cpu_hours": 1.8,
+            "memory_gb": 2.4,
+            "wall_hours": 0.1,
+        }
     }
 
 
@@ -202,6 +207,7 @@ async def test_estimate_resource_usage_fails_naming_the_member_over_the_limit(
     result = await actions.estimate_resource_usage(
         transformations=[member(world)],
         args=actions.EstimateArgs(max_cpu_hours=2, max_memory_gb=4),
+        settings=actions.EstimateSettings(),
         execution=view,
     )
 
