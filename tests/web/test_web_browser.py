@@ -28,6 +28,8 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 from web_support import EDGES, EXAMPLES, STEPS
 
 from dxts.core.grpc import DevKeys
@@ -134,9 +136,14 @@ def screenshot(driver: WebDriver, name: str) -> None:
         driver.save_screenshot(str(Path(folder) / f"web-{name}.png"))
 
 
-def text_of(driver: WebDriver, css: str) -> str:
+def text_of(driver: WebDriver, css: str, patience_s: float = 30.0) -> str:
+    """The element's text once the page shows it (after a form's redirect, the next page may
+    still be loading on a busy machine)."""
     try:
-        return str(driver.find_element(By.CSS_SELECTOR, css).text)
+        element = WebDriverWait(driver, patience_s).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+        )
+        return str(element.text)
     except StaleElementReferenceException:  # replaced by the live update meanwhile
         return ""
 
