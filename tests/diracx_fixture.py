@@ -27,6 +27,7 @@ import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,14 @@ class TestPilot:
         would."""
         for status in ("Checking", "Waiting", "Matched", "Running"):
             await self.pilot.set_status([job_id], status, f"test pilot: {status}", source="Pilot")
+
+    async def report_running_ahead(self, job_id: int, seconds: float) -> None:
+        """A Running update stamped `seconds` in the future, as a pilot whose clock runs ahead
+        (or whose update was stamped after a concurrent one) sends it: until then DiracX ignores
+        any older-stamped status, a Kill included."""
+        stamp = (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
+        update = {"Status": "Running", "MinorStatus": "Application", "Source": "JobWrapper"}
+        await self.pilot._call("PATCH", "/api/jobs/status", json={str(job_id): {stamp: update}})
 
     async def status(self, job_id: int) -> str:
         (row,) = await self.admin.search(

@@ -7,6 +7,7 @@ traded again before it expires."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -227,6 +228,27 @@ async def test_a_cancelled_parcel_is_killed_in_diracx_and_ends_cancelled(
         assert outcome.result == OutcomeResult.CANCELLED
         assert outcome.backend_status.startswith("Killed")
     assert await pilot.waiting() == []
+
+
+async def test_a_kill_that_crossed_the_pilots_own_update_is_sent_again_until_it_takes(
+    adaptor: DiracXAdaptor, pilot: TestPilot
+) -> None:
+    submitted = parcel()
+    (result,) = await submit(adaptor, SLEEPER, submitted)
+    job_id = await job_of(adaptor, submitted.parcel_id)
+    await pilot.match(job_id)
+    await pilot.report_running_ahead(job_id, seconds=2)
+    await adaptor.cancel([result.identifier], [])
+    assert await pilot.status(job_id) == "Running"  # DiracX logged the Kill, did not apply it
+    outcomes: list[Outcome] = []
+    for _ in range(60):
+        outcomes = (await adaptor.poll([result.identifier])).outcomes
+        if outcomes:
+            break
+        await asyncio.sleep(0.25)
+    (outcome,) = outcomes
+    assert outcome.result == OutcomeResult.CANCELLED, outcome.message
+    assert await pilot.status(job_id) == "Killed"
 
 
 async def test_a_key_cancelled_before_it_was_accepted_is_refused_afterwards(

@@ -70,6 +70,5 @@ async def test_the_diracx_adaptor_keeps_the_contract(server: DiracXServer, tmp_p
         await served.stop(grace=0)
         await adaptor.stop()
     assert [v.name for v in verdicts] == PROPERTIES
-    assert {v.name: v.status for v in verdicts} == dict.fromkeys(PROPERTIES, "PASS"), [
-        v.line() for v in verdicts
-    ]
+    failed = [v.line() for v in verdicts if v.status != "PASS"]
+    assert not failed, "\n".join(failed)

@@ -19,8 +19,11 @@ and the payload's own error; Killed → CANCELLED; Deleted, Stalled or a job Dir
 knows → FAILED as lost (a stalled job is killed first, so it cannot come back and run beside
 its retry). A terminal outcome is stored and answered again without asking DiracX.
 
-Cancel sets the jobs Killed (DiracX passes the kill to the job's pilot); the CANCELLED outcome
-follows through Poll once DiracX says Killed.
+Cancel sets the jobs Killed (DiracX passes the kill to the job's pilot) and remembers it; the
+CANCELLED outcome follows through Poll once DiracX says Killed. DiracX ignores a status older
+than the job's last one, so a Kill that crossed a pilot's Matched or Running may not take: Poll
+sends it again while the job is under way, and a cancelled job that ends Failed (its payload
+killed under it) is CANCELLED too.
 """
 
 from __future__ import annotations
@@ -277,11 +280,17 @@ class DiracXAdaptor:
             return reply
         try:
             statuses = await self._statuses(list(pending))
-            fresh = []
+            cancelled = await self.state.kills_requested(list(pending))
+            fresh, kill_again = [], []
             for job_id, job in pending.items():
-                outcome = await self._outcome(job, statuses.get(job_id))
+                status = statuses.get(job_id)
+                outcome = await self._outcome(job, status, cancelled=job_id in cancelled)
                 if outcome is not None:
                     fresh.append(outcome)
+                elif job_id in cancelled:
+                    kill_again.append(job_id)
+            if kill_again:
+                await self.client.set_status(kill_again, KILLED, "cancelled by dxts")
         except DiracXError as error:
             raise Unavailable(f"DiracX: {error}") from None
         await self.state.finish(fresh)
@@ -308,7 +317,9 @@ class DiracXAdaptor:
             statuses.update({int(row["JobID"]): row for row in rows})
         return statuses
 
-    async def _outcome(self, job: store.Job, status: dict[str, Any] | None) -> Outcome | None:
+    async def _outcome(
+        self, job: store.Job, status: dict[str, Any] | None, *, cancelled: bool
+    ) -> Outcome | None:
         """The terminal outcome DiracX's status means, or None while the job is under way."""
         assert job.job_id is not None
         if status is None:
@@ -322,6 +333,8 @@ class DiracXAdaptor:
             said = f"{said} ({application})"
         if name == DONE:
             return await self._done(job, said)
+        if name == FAILED_STATUS and cancelled:
+            return self._ended(job, CANCELLED, said, f"DiracX job {job.job_id} {said} (cancelled)")
         if name == FAILED_STATUS:
             error = await self._payload_error(job.job_id)
             message = f"DiracX job {job.job_id} {said}" + (f": {error}" if error else "")
@@ -417,6 +430,7 @@ class DiracXAdaptor:
             }
         )
         if to_kill:
+            await self.state.request_kills(to_kill)
             try:
                 await self.client.set_status(to_kill, KILLED, "cancelled by dxts")
             except DiracXError as error:

@@ -9,6 +9,10 @@ Tables (their own metadata, not part of the dxts schema):
   name before submitting again), and the terminal outcome once the job ended (a serialised
   `Outcome`, answered again on every later Poll without asking DiracX).
 * `DiracXCancelledKeys` — parcel ids cancelled before they were ever accepted: refused for good.
+* `DiracXKillRequests` — DiracX jobs dxts asked to cancel. DiracX applies a status update only
+  when its timestamp is newer than the job's last one, so a Kill racing a pilot's own update
+  (Matched, Running) can be logged yet leave the job running: Poll sends the Kill again until
+  DiracX says Killed, and a job that then ends Failed (its payload killed) is CANCELLED.
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ cancelled_keys = sa.Table(
     "DiracXCancelledKeys",
     diracx_metadata,
     sa.Column("ParcelID", sa.String(36), primary_key=True),
+)
+
+kill_requests = sa.Table(
+    "DiracXKillRequests",
+    diracx_metadata,
+    sa.Column("JobID", sa.Integer(), primary_key=True),
 )
 
 
@@ -162,6 +172,23 @@ class State:
 
         if parcel_ids:
             await self._run(work)
+
+    async def request_kills(self, job_ids: Sequence[int]) -> None:
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(
+                sqlite.insert(kill_requests).on_conflict_do_nothing(),
+                [{"JobID": j} for j in job_ids],
+            )
+
+        if job_ids:
+            await self._run(work)
+
+    async def kills_requested(self, job_ids: Sequence[int]) -> set[int]:
+        async def work(conn: AsyncConnection) -> set[int]:
+            query = sa.select(kill_requests.c.JobID).where(kill_requests.c.JobID.in_(list(job_ids)))
+            return {int(row[0]) for row in await conn.execute(query)}
+
+        return await self._run(work) if job_ids else set()
 
     async def counts(self) -> dict[str, int]:
         async def work(conn: AsyncConnection) -> dict[str, int]:
