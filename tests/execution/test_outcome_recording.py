@@ -39,6 +39,7 @@ from dxts.execution.logic import completing as completion
 from dxts.execution.logic import recording
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.store import outcomes as db
+from dxts.execution.store.common import case_size
 from dxts.v1 import common_pb2
 
 SUCCEEDED = common_pb2.OUTCOME_RESULT_SUCCEEDED
@@ -172,7 +173,7 @@ async def test_stored_outcomes_keep_every_character_whatever_the_batch_size(
     assert [r.Annotations.get("reason") for r in rows] == [
         texts[n % len(texts)] if n % 2 else None for n in range(len(batch))
     ]
-    sizes = [db._case_size(n) for n in (1, 15, 16, 17, 21, 250, 500, 2000)]
+    sizes = [case_size(n) for n in (1, 15, 16, 17, 21, 250, 500, 2000)]
     assert sizes == [1, 15, 16, 18, 22, 256, 512, 2048]
 
 

@@ -430,7 +430,7 @@ async def test_a_repacked_input_points_at_its_new_parcel_across_update_chunks(
         await conn.execute(
             sa.update(table).where(table.c.TransformationID == t.id).values(Status="Unassigned")
         )
-    monkeypatch.setattr(packing_db, "IN_CHUNK", 4)  # 3 + 3 + 2 inputs: two chunks of parcels
+    monkeypatch.setattr(packing_db, "ASSIGN_CHUNK", 4)  # 3 + 3 + 2 inputs: two chunks of parcels
     result = await run_packer(database, plugins, t)
     assert (result.assigned, result.parcels, result.error) == (8, 3, None)
     rows = await s.input_rows(database, t.id)

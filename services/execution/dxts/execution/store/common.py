@@ -28,6 +28,14 @@ IN_CHUNK = 2_000
 T = TypeVar("T")
 
 
+def case_size(count: int) -> int:
+    """The size a CASE over `count` keys is written with: `count` rounded up to the next of
+    eight steps per power of two (at most 1/8 padding, unused WHENs NULL, which match no row),
+    so that a handful of statement shapes, each built and compiled once, serve every batch."""
+    step = 1 << max(0, count.bit_length() - 4)
+    return -(-count // step) * step
+
+
 def chunked(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

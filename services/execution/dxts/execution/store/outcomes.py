@@ -36,7 +36,7 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution.store.common import chunked
+from dxts.execution.store.common import case_size, chunked
 
 # The Annotations key of a parcel's recorded outcome (`outcomes.OUTCOME`).
 OUTCOME = "outcome"
@@ -131,14 +131,6 @@ class ParcelMove:
     completed: bool = False
 
 
-def _case_size(count: int) -> int:
-    """The CASE size a move of `count` annotated parcels is written with: `count` rounded up to
-    the next of eight steps per power of two (at most 1/8 padding), so a handful of statement
-    shapes serve every batch."""
-    step = 1 << max(0, count.bit_length() - 4)
-    return -(-count // step) * step
-
-
 class _HexJson(sa.types.TypeDecorator[Any]):
     """A JSON parameter sent as the hex digits of its text, which the statement unhexes: the
     server driver (asyncmy) escapes a string parameter character by character, at several
@@ -209,7 +201,7 @@ async def move_parcels(conn: AsyncConnection, moves: Sequence[ParcelMove], now: 
                     .values(values)
                 )
                 continue
-            size = _case_size(len(annotated))
+            size = case_size(len(annotated))
             params: dict[str, Any] = {"ids": ids, "source": source, "target": target, "now": now}
             for n, move in enumerate(annotated):
                 params[f"id_{n}"], params[f"annotations_{n}"] = move.row.parcel_id, move.annotations

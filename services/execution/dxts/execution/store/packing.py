@@ -10,8 +10,8 @@ while the packer decides is in `dxts.execution.logic.packing`.
 
 A batch (`write_batch`) is one transaction: the merged requirement sets (content-addressed),
 the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas) and their
-ParcelInputs, then the inputs moved by conditional UPDATEs — Assigned (with LastParcelID, read
-from the ParcelInputs just written), Problematic, or only DelayedUntil set — each required
+ParcelInputs, then the inputs moved by conditional UPDATEs — Assigned (with LastParcelID, the
+parcel the batch put each in), Problematic, or only DelayedUntil set — each required
 to match exactly the rows the batch names while they are still Unassigned, then the journals
 (inputs, parcels, the data counter). A short row count raises `ClaimLost` and the whole batch
 rolls back: nothing is assigned twice and nothing half-written.
@@ -19,6 +19,7 @@ rolls back: nothing is assigned twice and nothing half-written.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,10 +47,13 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
-from dxts.execution.store.common import IN_CHUNK, chunked
+from dxts.execution.store.common import case_size, chunked
 
 AUTHOR = "execution"
 UNASSIGNED = InputStatus.UNASSIGNED.value
+# Inputs per Assigned UPDATE: its CASE is scanned for each row, so the cost grows with the
+# square of this.
+ASSIGN_CHUNK = 500
 
 
 class ClaimLost(Aborted):
@@ -307,42 +311,57 @@ def _short(what: str, moved: int, expected: int) -> ClaimLost:
 async def _assign(
     conn: AsyncConnection, tid: bytes, new: Sequence[NewParcel], now: datetime
 ) -> int:
-    """Unassigned → Assigned, each with LastParcelID read from the ParcelInputs just written.
+    """Unassigned → Assigned, each with LastParcelID, the parcel the batch put it in.
 
-    The statement is driven by the inputs' primary keys, and each LastParcelID is found through
-    the links' (TransformationID, InputID) index among the batch's parcels: a join driven from
-    ParcelInputs by `ParcelID IN (...)` was planned by MariaDB as a scan of every link the
-    transformation ever had whenever the list was short (under 1,000 parcels: parcels of
-    several inputs), one scan per batch. An input is in one parcel of a batch, so the subquery
-    finds exactly one link."""
+    The batch knows each input's parcel, so the statement is given it: a CASE on the InputID
+    (`_assigning`), driven by the inputs' primary keys. Reading it back from the ParcelInputs
+    just written (a correlated subquery over the batch's parcel ids) was planned by MariaDB as
+    a range over the links' primary key per parcel id for every input: seconds per batch,
+    holding the inputs' row locks the outcome recorder waits on."""
     INPUT.check(UNASSIGNED, InputStatus.ASSIGNED, Actor.PACKER)
     expected = moved = 0
-    for chunk in _by_inputs(new, IN_CHUNK):
-        input_ids = [input_id for p in chunk for input_id in p.decided.input_ids]
-        expected += len(input_ids)
-        links = parcel_inputs.c
-        last_parcel = (
-            sa.select(links.ParcelID)
-            .where(
-                links.TransformationID == inputs.c.TransformationID,
-                links.InputID == inputs.c.InputID,
-                links.ParcelID.in_([p.parcel_id for p in chunk]),
-            )
-            .scalar_subquery()
-        )
-        result = await conn.execute(
-            sa.update(inputs)
-            .where(
-                inputs.c.TransformationID == tid,
-                inputs.c.InputID.in_(input_ids),
-                inputs.c.Status == UNASSIGNED,
-            )
-            .values(Status=InputStatus.ASSIGNED.value, LastParcelID=last_parcel, UpdatedAt=now)
-        )
-        moved += result.rowcount
+    for chunk in _by_inputs(new, ASSIGN_CHUNK):
+        pairs = [(i, p.parcel_id) for p in chunk for i in p.decided.input_ids]
+        expected += len(pairs)
+        size = case_size(len(pairs))
+        params: dict[str, Any] = {"tid": tid, "ids": [i for i, _ in pairs], "now": now}
+        for n, (input_id, parcel_id) in enumerate(pairs):
+            params[f"input_{n}"], params[f"parcel_{n}"] = input_id, parcel_id
+        for n in range(len(pairs), size):
+            params[f"input_{n}"] = params[f"parcel_{n}"] = None
+        moved += (await conn.execute(_assigning(size), params)).rowcount
     if moved != expected:
         raise _short("assigned", moved, expected)
     return moved
+
+
+@functools.lru_cache(maxsize=64)
+def _assigning(size: int) -> sa.Update:
+    """The UPDATE of `_assign` for up to `size` inputs, built once per size (`case_size`) so
+    that SQLAlchemy's compiled cache serves it: `input_<n>` → `parcel_<n>`, unused slots
+    NULL."""
+    id_type = inputs.c.InputID.type
+    return (
+        sa.update(inputs)
+        .where(
+            inputs.c.TransformationID == sa.bindparam("tid", type_=id_type),
+            inputs.c.InputID.in_(sa.bindparam("ids", expanding=True)),
+            inputs.c.Status == UNASSIGNED,
+        )
+        .values(
+            Status=InputStatus.ASSIGNED.value,
+            UpdatedAt=sa.bindparam("now", type_=inputs.c.UpdatedAt.type),
+            LastParcelID=sa.case(
+                {
+                    sa.bindparam(f"input_{n}", type_=id_type): sa.bindparam(
+                        f"parcel_{n}", type_=id_type
+                    )
+                    for n in range(size)
+                },
+                value=inputs.c.InputID,
+            ),
+        )
+    )
 
 
 def _by_inputs(new: Sequence[NewParcel], size: int) -> Iterator[Sequence[NewParcel]]:
