@@ -105,3 +105,31 @@ def test_yaml_scalars_are_stored_as_json_types_and_big_integers_hash() -> None:
     assert [type(inputs[k]["default"]) for k in ("big", "ratio", "flag")] == [int, float, bool]
     assert type(document.raw["baseCommand"]) is str
     assert b'"default":1000000000000000000000000000000000000000000' in canonical_json(document.raw)
+
+
+def test_a_colon_in_a_file_name_is_part_of_the_name(tmp_path: Path) -> None:
+    """After the conformance test colon_in_paths: a bundle path is a file name, and a location
+    written with an escaped colon names a bundle file; an unescaped one is a URI scheme."""
+    (tmp_path / "A:Gln2Cys").write_text("from a named file\n")
+    tool = {
+        "cwlVersion": "v1.2",
+        "class": "CommandLineTool",
+        "inputs": {
+            "escaped": {"type": "File", "default": {"class": "File", "location": "A%3AGln2Cys"}},
+            "scheme": {"type": "File", "default": {"class": "File", "location": "A:Gln2Cys"}},
+        },
+        "outputs": {},
+        "baseCommand": "true",
+    }
+    (tmp_path / "colon:tool.cwl").write_text(json.dumps(tool))
+    sent = cli_bundle(tmp_path / "colon:tool.cwl")
+    assert sent.main_path == "colon:tool.cwl"
+    assert sorted(sent.files) == ["A:Gln2Cys", "colon:tool.cwl"]
+    document, problems = load_document(Bundle.from_directory(tmp_path, "colon:tool.cwl"))
+    assert not problems and document is not None
+    assert document.raw["inputs"]["escaped"]["default"] == {
+        "class": "File",
+        "basename": "A:Gln2Cys",
+        "contents": "from a named file\n",
+    }
+    assert document.raw["inputs"]["scheme"]["default"] == {"class": "File", "location": "A:Gln2Cys"}

@@ -34,7 +34,7 @@ class Bundle:
         self._refused_keys: list[tuple[str, str]] = []  # (key, why): keys naming no bundle path
         for key, text in (files or {}).items():
             try:
-                self._files[normalise_path("", key)] = text
+                self._files[normalise_path("", key, uri=False)] = text
             except BundleEscape as escape:
                 self._refused_keys.append((key, str(escape)))
         self._root = root.resolve() if root is not None else None
@@ -186,9 +186,13 @@ def refusal(refused: DocumentRefused, where: str) -> Problem:
     return error(kind, where, str(refused))
 
 
-def normalise_path(base_file: str, reference: str) -> str:
-    """The bundle path `reference` names, relative to the file `base_file` it appears in."""
-    if urlsplit(reference).scheme or reference.startswith("/"):
+def normalise_path(base_file: str, reference: str, *, uri: bool = True) -> str:
+    """The bundle path `reference` names, relative to the file `base_file` it appears in.
+
+    A reference a document writes is a URI reference, so `a:b` names the scheme `a`; a path of
+    the bundle itself (a file's key, the main document: `uri=False`) is a file name, in which a
+    colon is only a character."""
+    if (uri and urlsplit(reference).scheme) or reference.startswith("/"):
         raise BundleEscape(f"{reference!r} is not a path inside the bundle")
     joined = posixpath.normpath(posixpath.join(posixpath.dirname(base_file), reference))
     if joined == ".." or joined.startswith("../") or joined.startswith("/"):

@@ -276,10 +276,10 @@ def _bundle_path(base_file: str, reference: str) -> str | None:
     """The bundle path a relative reference in `base_file` names; None for a URL, an absolute
     path, an expression or a path out of the bundle (none of which the bundle can give)."""
     name = reference.partition("#")[0]
-    if not name or "$(" in name or "${" in name:
+    if not name or "$(" in name or "${" in name or urlsplit(name).scheme:
         return None
-    try:
-        return normalise_path(base_file, unquote(name))
+    try:  # a colon written escaped (`A%3AB`) is part of the name once unescaped
+        return normalise_path(base_file, unquote(name), uri=False)
     except BundleEscape:
         return None
 
@@ -614,7 +614,7 @@ class _Loader:
             return None
         path, _, fragment = self.bundle.main.partition("#")
         try:
-            path = normalise_path("", path)
+            path = normalise_path("", path, uri=False)
         except BundleEscape as exc:
             self.problems.append(error(Kind.UNRESOLVED_RUN, "", str(exc)))
             return None
