@@ -145,3 +145,23 @@ async def test_a_default_file_passed_through_comes_back(harness: Harness) -> Non
     (stored,) = outcome.outputs
     assert sixth["location"] == f"lfn:{stored.lfn}" == f"lfn:{prefix}/greeting.txt"
     assert harness.settings.se_path("LOCAL", stored.lfn).read_bytes() == greeting
+
+
+async def test_formats_are_checked_against_the_ontology_the_document_names(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """After the conformance test format_checking_subclass: the ontology `$schemas` names,
+    carried in the stored process, is beside the process the runner reads, so an input of a
+    subclass of the format asked for is accepted."""
+    (tmp_path / "ref.fasta").write_text(">x\nACGT\n")
+    subclass = "http://edamontology.org/format_1929"
+    inputs = {
+        "input": {
+            "class": "File",
+            "location": (tmp_path / "ref.fasta").as_uri(),
+            "format": subclass,
+        }
+    }
+    outcome, prefix = await run(harness, submitted("format-ontology.cwl"), inputs)
+    output = json.loads(outcome.output_object_json)["output"]
+    assert (output["location"], output["format"]) == (f"lfn:{prefix}/output.txt", subclass)

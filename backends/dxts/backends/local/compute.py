@@ -54,6 +54,8 @@ USAGE_FILE = "usage.json"
 RUNNER_STDOUT = "runner.out"
 RUNNER_LOG = "runner.log"
 MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
+# The field a stored process carries its `$schemas` ontologies in (dxts.cwl.loading).
+SCHEMAS_FIELD = "https://diracgrid.org/cwl#schemas"
 
 
 class JobFailed(Exception):
@@ -138,14 +140,37 @@ def _default_files(value: Any, directory: Path, relative: str) -> Any:
     return visit(value)
 
 
+def _schemas_beside(body: dict[str, Any], directory: Path, relative: str) -> dict[str, Any]:
+    """`body` with each ontology it carries written under `directory` (keeping its name, by
+    which the runner guesses its format) and its `$schemas` entry naming that file."""
+    texts = body.pop(SCHEMAS_FIELD, None)
+    names = body.get("$schemas")
+    if not isinstance(texts, dict):
+        return body
+    located = []
+    for n, name in enumerate([names] if isinstance(names, str) else names or []):
+        text = texts.get(name) if isinstance(name, str) else None
+        if not isinstance(text, str):
+            located.append(name)
+            continue
+        file_name = name.rstrip("/").rsplit("/", 1)[-1] or "schema"
+        path = directory / str(n) / file_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        located.append(quote(f"{relative}/{n}/{file_name}"))
+    return {**body, "$schemas": located}
+
+
 def materialise(payload: ComputePayload, directory: Path) -> Path:
-    """Write the process tree, each process's default Files beside it (`<hex>.files/`);
-    returns the root document's file."""
+    """Write the process tree, each process's default Files (`<hex>.files/`) and `$schemas`
+    ontologies (`<hex>.schemas/`) beside it; returns the root document's file."""
     directory.mkdir(parents=True, exist_ok=True)
     for process in payload.processes:
         body = json.loads(process.document_json)
         if isinstance(body, dict):
             body.setdefault("cwlVersion", "v1.2")
+            schemas = f"{process.process_id}.schemas"
+            body = _schemas_beside(body, directory / schemas, schemas)
         files = f"{process.process_id}.files"
         body = _default_files(body, directory / files, files)
         # UTF-8, not ASCII escapes: the runner's YAML loader reads an escaped non-BMP character
