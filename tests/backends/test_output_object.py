@@ -129,3 +129,39 @@ def test_the_diracx_payloads_result_carries_the_output_object() -> None:
     )
     document = worker.result_document(collected, None, "")
     assert worker.read_result(json.dumps(document)) == (collected, None, "")
+
+
+async def test_a_default_file_passed_through_comes_back(harness: Harness) -> None:
+    """After the conformance test record_with_default: the default File beside the document,
+    stored as a literal, is written back as a file for the runner, so the tool echoing its
+    record names a file that is still there once it has run."""
+    outcome, prefix = await run(harness, submitted("record-default.cwl"))
+    record = json.loads(outcome.output_object_json)["same_record"]
+    greeting = (CONFORMANCE / "greeting.txt").read_bytes()
+    assert record["first"] == "y"
+    sixth = record["sixth"]
+    assert (sixth["basename"], sixth["size"]) == ("greeting.txt", len(greeting))
+    assert sixth["checksum"] == f"sha1${hashlib.sha1(greeting).hexdigest()}"
+    (stored,) = outcome.outputs
+    assert sixth["location"] == f"lfn:{stored.lfn}" == f"lfn:{prefix}/greeting.txt"
+    assert harness.settings.se_path("LOCAL", stored.lfn).read_bytes() == greeting
+
+
+async def test_formats_are_checked_against_the_ontology_the_document_names(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """After the conformance test format_checking_subclass: the ontology `$schemas` names,
+    carried in the stored process, is beside the process the runner reads, so an input of a
+    subclass of the format asked for is accepted."""
+    (tmp_path / "ref.fasta").write_text(">x\nACGT\n")
+    subclass = "http://edamontology.org/format_1929"
+    inputs = {
+        "input": {
+            "class": "File",
+            "location": (tmp_path / "ref.fasta").as_uri(),
+            "format": subclass,
+        }
+    }
+    outcome, prefix = await run(harness, submitted("format-ontology.cwl"), inputs)
+    output = json.loads(outcome.output_object_json)["output"]
+    assert (output["location"], output["format"]) == (f"lfn:{prefix}/output.txt", subclass)

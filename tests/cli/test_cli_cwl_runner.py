@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dxts.cli.connection import CONNECTION_FILE, Connection
-from dxts.cli.cwl_runner import declared_outputs, stage_inputs
+from dxts.cli.cwl_runner import declared_outputs, secondary_patterns, stage_inputs
 from dxts.cli.cwl_runner import main as runner_main
 from dxts.cli.main import app
 from dxts.cli.up import STORAGE_ELEMENTS, compose
@@ -202,7 +202,8 @@ async def test_inputs_are_staged_as_lfns_and_directories_as_absolute_uris(tmp_pa
     (tmp_path / "dir").mkdir()
     put: list[Path] = []
 
-    async def fake_put(path: Path) -> str:
+    async def fake_put(path: Path, siblings: tuple[Path, ...] = ()) -> str:
+        assert not siblings
         put.append(path)
         return f"/up/{path.name}"
 
@@ -233,6 +234,53 @@ async def test_inputs_are_staged_as_lfns_and_directories_as_absolute_uris(tmp_pa
         "number": 3,
     }
     assert put == [tmp_path / "a.txt", tmp_path / "a.txt"]
+
+
+async def test_secondary_files_asked_for_by_pattern_are_put_beside_their_file(
+    tmp_path: Path,
+) -> None:
+    """After the conformance test secondary_files_in_unnamed_records: `A.s2` beside `A` goes
+    with it when the process asks for `.s2`, `A.bai` for `^.bai` (no extension to strip) and
+    `B.idx` beside `B.txt` for `^.idx`; a name no pattern gives, or one not there, does not."""
+    for name in ("A", "A.s2", "A.bai", "A.other", "B.txt", "B.idx"):
+        (tmp_path / name).write_text(name)
+    process = {
+        "inputs": {
+            "record": {
+                "type": {
+                    "type": "record",
+                    "fields": {"f1": {"type": "File", "secondaryFiles": ".s2"}},
+                }
+            },
+            "indexed": {
+                "type": "File",
+                "secondaryFiles": [{"pattern": "^.idx", "required": False}, "$(self.basename)"],
+            },
+        },
+    }
+    step = {"inputs": {"x": {"type": "File", "secondaryFiles": ["^.bai?", ".absent"]}}}
+    patterns = secondary_patterns([process, step])
+    assert patterns == (".s2", "^.idx", "^.bai", ".absent")
+    put: list[tuple[Path, tuple[Path, ...]]] = []
+
+    async def fake_put(path: Path, siblings: tuple[Path, ...] = ()) -> str:
+        put.append((path, siblings))
+        return f"/up/{path.name}"
+
+    staged = await stage_inputs(
+        {
+            "a": {"class": "File", "location": "A"},
+            "b": {"class": "File", "location": "B.txt"},
+        },
+        tmp_path,
+        fake_put,
+        patterns,
+    )
+    assert staged["a"] == {"class": "File", "location": "lfn:/up/A"}
+    assert put == [
+        (tmp_path / "A", (tmp_path / "A.bai", tmp_path / "A.s2")),
+        (tmp_path / "B.txt", (tmp_path / "B.idx",)),
+    ]
 
 
 def test_declared_outputs_say_which_are_arrays(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def say(options: argparse.Namespace, text: str) -> None:
 async def run(options: argparse.Namespace) -> int:
     from dxts.cli.client import Clients, request_id
     from dxts.cli.connection import Options
-    from dxts.cli.documents import bundle
+    from dxts.cli.documents import loaded_bundle
     from dxts.cli.files import Storage
     from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
@@ -100,20 +100,32 @@ async def run(options: argparse.Namespace) -> int:
     storage_element = options.se or (storage.elements[0] if storage.elements else "")
     job = read_job(options.job)
     base = options.job.resolve().parent if options.job else Path.cwd()
+    sent, document = loaded_bundle(Path(process), fragment=fragment)
+    patterns = secondary_patterns(
+        [document.raw, *(node.body for node in document.processes() if node.body)]
+    )
     async with storage.catalogue() as catalogue:
-        uploaded: dict[Path, str] = {}
+        uploaded: dict[tuple[Path, tuple[Path, ...]], str] = {}
 
-        async def put(path: Path) -> str:
-            if path not in uploaded:
-                uploaded[path] = await storage.put(catalogue, path, storage_element)
-            return uploaded[path]
+        async def put(path: Path, siblings: tuple[Path, ...] = ()) -> str:
+            if (path, siblings) not in uploaded:
+                lfn = None
+                if siblings:  # one directory, named by every file of it, holds them all
+                    folder = upload_directory((path, *siblings))
+                    for sibling in siblings:
+                        await storage.put(
+                            catalogue, sibling, storage_element, sibling_lfn(folder, sibling)
+                        )
+                    lfn = sibling_lfn(folder, path)
+                uploaded[path, siblings] = await storage.put(catalogue, path, storage_element, lfn)
+            return uploaded[path, siblings]
 
-        inputs = await stage_inputs(job, base, put)
+        inputs = await stage_inputs(job, base, put, patterns)
     clients = Clients(connection, settings.where())
     try:
         submit = definition_pb2.SubmitJobRequest(
             request_id=request_id(),  # the same on a retry: the job is submitted once
-            bundle=bundle(Path(process), fragment=fragment),
+            bundle=sent,
             inputs_json=json.dumps(inputs),
         )
         submitted = await patiently(lambda: clients.definition.SubmitJob(submit))
@@ -199,15 +211,69 @@ def local_path(location: str, base: Path) -> Path | None:
     return base / unquote(location)
 
 
-async def stage_inputs(value: Any, base: Path, put: Callable[[Path], Any]) -> Any:
+def secondary_patterns(documents: list[Any]) -> tuple[str, ...]:
+    """Every `secondaryFiles` pattern written in the documents (`.bai`, `^.bai`; an optional
+    one's `?` dropped), expressions left out: what a runner looks for beside a File."""
+    found: dict[str, None] = {}
+
+    def add(spec: Any) -> None:
+        if isinstance(spec, list):
+            for item in spec:
+                add(item)
+            return
+        pattern = spec.get("pattern") if isinstance(spec, dict) else spec
+        if isinstance(pattern, str) and "$(" not in pattern and "${" not in pattern:
+            found[pattern.removesuffix("?")] = None
+
+    def visit(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "secondaryFiles":
+                    add(item)
+                visit(item)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+
+    for document in documents:
+        visit(document)
+    return tuple(found)
+
+
+def secondary_name(name: str, pattern: str) -> str:
+    """The name a secondaryFiles pattern gives beside `name`, as CWL defines it: each leading
+    `^` strips one extension, the rest is appended."""
+    while pattern.startswith("^") and "." in name:
+        name, pattern = name.rsplit(".", 1)[0], pattern[1:]
+    return name + pattern.lstrip("^")
+
+
+def upload_directory(paths: tuple[Path, ...]) -> str:
+    """The upload directory of a File and the secondary files beside it, named by all of them
+    (their names and contents), so that no two different sets share one."""
+    from dxts.cli.files import UPLOAD_PREFIX, upload_lfn
+
+    digest = hashlib.sha256(json.dumps([upload_lfn(path) for path in paths]).encode())
+    return f"{UPLOAD_PREFIX}/{digest.hexdigest()[:32]}"
+
+
+def sibling_lfn(folder: str, path: Path) -> str:
+    return f"{folder}/{path.name}"
+
+
+async def stage_inputs(
+    value: Any, base: Path, put: Callable[..., Awaitable[str]], patterns: tuple[str, ...] = ()
+) -> Any:
     """The input object as the job gets it: each local File put to storage and named by its
     LFN (`lfn:`), each local Directory by its absolute `file://` URI (directories are not
-    stored; they are read where they are)."""
+    stored; they are read where they are). A File's secondary files the process asks for by
+    pattern (`patterns`) that are beside it are put beside it, in the same LFN directory,
+    where the runner looks for them."""
     if isinstance(value, list):
-        return [await stage_inputs(item, base, put) for item in value]
+        return [await stage_inputs(item, base, put, patterns) for item in value]
     if not isinstance(value, dict):
         return value
-    out = {key: await stage_inputs(item, base, put) for key, item in value.items()}
+    out = {key: await stage_inputs(item, base, put, patterns) for key, item in value.items()}
     location = value.get("location") or value.get("path")
     if value.get("class") not in ("File", "Directory") or not isinstance(location, str):
         return out
@@ -216,7 +282,9 @@ async def stage_inputs(value: Any, base: Path, put: Callable[[Path], Any]) -> An
         return out
     out.pop("path", None)
     if value["class"] == "File":
-        out["location"] = f"lfn:{await put(path)}"
+        beside = {path.parent / secondary_name(path.name, p) for p in patterns} - {path}
+        siblings = tuple(sorted(sibling for sibling in beside if sibling.is_file()))
+        out["location"] = f"lfn:{await (put(path, siblings) if siblings else put(path))}"
     else:
         out["location"] = path.resolve().as_uri()
     return out

@@ -12,10 +12,14 @@ before anything is sent.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dxts.core.config import load_installation_config
 from dxts.core.errors import InvalidArgument
 from dxts.v1 import common_pb2
+
+if TYPE_CHECKING:
+    from dxts.cwl.loading import LoadedDocument
 
 
 def bundle(
@@ -23,6 +27,14 @@ def bundle(
 ) -> common_pb2.DocumentBundle:
     """The bundle of `document`, its paths relative to `root` (default: its directory); with
     `fragment`, the main process is that entry of the document's `$graph`."""
+    return loaded_bundle(document, root, fragment)[0]
+
+
+def loaded_bundle(
+    document: Path, root: Path | None = None, fragment: str = ""
+) -> tuple[common_pb2.DocumentBundle, LoadedDocument]:
+    """The bundle of `document` (as `bundle`) and the document as loaded: every process it
+    runs, standing alone."""
     base = (root or document.parent).resolve()
     try:
         main = document.resolve().relative_to(base).as_posix()
@@ -38,9 +50,11 @@ def bundle(
     limits = load_installation_config().definition.document_limits
     main_path = f"{main}#{fragment}" if fragment else main
     files = Bundle.from_directory(base, main_path)
-    _, problems = load_document(files, limits)
+    loaded, problems = load_document(files, limits)
     raise_for_errors(problems)
-    return common_pb2.DocumentBundle(
+    assert loaded is not None  # a document that cannot be loaded is an error raised above
+    sent = common_pb2.DocumentBundle(
         main_path=main_path,
         files={path: text.encode() for path, text in files.files_read().items()},
     )
+    return sent, loaded

@@ -99,6 +99,12 @@ class DocumentLimits(BaseModel):
 
     max_document_bytes: int = Field(1 << 20, ge=1, description="one file of the bundle, UTF-8")
     max_bundle_bytes: int = Field(4 << 20, ge=1, description="every file the document reads")
+    max_data_bytes: int = Field(
+        3 << 20,
+        ge=1,
+        description="one data file of the bundle (an $include, a default File, a $schemas "
+        "ontology), which no YAML loader reads",
+    )
     max_bundle_files: int = Field(500, ge=1, description="files in the bundle")
     max_depth: int = Field(64, ge=2, le=200, description="nested mappings and sequences")
     max_nodes: int = Field(50_000, ge=1, description="nodes of one file, aliases expanded")

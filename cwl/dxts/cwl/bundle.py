@@ -34,7 +34,7 @@ class Bundle:
         self._refused_keys: list[tuple[str, str]] = []  # (key, why): keys naming no bundle path
         for key, text in (files or {}).items():
             try:
-                self._files[normalise_path("", key)] = text
+                self._files[normalise_path("", key, uri=False)] = text
             except BundleEscape as escape:
                 self._refused_keys.append((key, str(escape)))
         self._root = root.resolve() if root is not None else None
@@ -84,16 +84,17 @@ class Bundle:
         return text
 
     def read_data(self, path: str, limits: DocumentLimits | None = None) -> str | None:
-        """The text of a data file the document names (a default File, an `$include`), None if
-        the bundle has no such file: counted in the bundle's totals like a document, and within
-        the size of one, but not read as YAML. Raises DocumentRefused (not UTF-8, too big)."""
+        """The text of a data file the document names (a default File, an `$include`, a
+        `$schemas` ontology), None if the bundle has no such file: counted in the bundle's
+        totals like a document, within `max_data_bytes`, and not read as YAML. Raises
+        DocumentRefused (not UTF-8, too big)."""
         limits = limits or DocumentLimits()
         text = self._read.get(path)
         if text is None:
-            text = self._lookup(path, limits)
+            text = self._lookup(path, limits, "max_data_bytes")
             if text is None:
                 return None
-            check_size(path, _bytes(text), limits)
+            check_size(path, _bytes(text), limits, "max_data_bytes")
             self._read[path] = text
             self._bytes_read += _bytes(text)
             self._check_totals(limits)
@@ -144,14 +145,16 @@ class Bundle:
                 limit="max_bundle_bytes",
             )
 
-    def _lookup(self, path: str, limits: DocumentLimits) -> str | None:
+    def _lookup(
+        self, path: str, limits: DocumentLimits, limit: str = "max_document_bytes"
+    ) -> str | None:
         if path in self._files:
             return self._files[path]
         if not self.has(path):
             return None
         assert self._root is not None
         target = (self._root / path).resolve()
-        check_size(path, target.stat().st_size, limits)
+        check_size(path, target.stat().st_size, limits, limit)
         try:
             return target.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
@@ -186,9 +189,13 @@ def refusal(refused: DocumentRefused, where: str) -> Problem:
     return error(kind, where, str(refused))
 
 
-def normalise_path(base_file: str, reference: str) -> str:
-    """The bundle path `reference` names, relative to the file `base_file` it appears in."""
-    if urlsplit(reference).scheme or reference.startswith("/"):
+def normalise_path(base_file: str, reference: str, *, uri: bool = True) -> str:
+    """The bundle path `reference` names, relative to the file `base_file` it appears in.
+
+    A reference a document writes is a URI reference, so `a:b` names the scheme `a`; a path of
+    the bundle itself (a file's key, the main document: `uri=False`) is a file name, in which a
+    colon is only a character."""
+    if (uri and urlsplit(reference).scheme) or reference.startswith("/"):
         raise BundleEscape(f"{reference!r} is not a path inside the bundle")
     joined = posixpath.normpath(posixpath.join(posixpath.dirname(base_file), reference))
     if joined == ".." or joined.startswith("../") or joined.startswith("/"):

@@ -55,7 +55,7 @@ def _written(bundle: Bundle, main: str) -> dict[str, Any] | None:
     a document CWL's schema refused; None when it is not even a YAML mapping."""
     path, _, fragment = main.partition("#")
     try:
-        text = bundle.read(normalise_path("", path))
+        text = bundle.read(normalise_path("", path, uri=False))
         written = plain(yaml_no_ts().load(text)) if text is not None else None
     except (ValueError, YAMLError):  # outside the bundle, or refused: loading said why
         return None

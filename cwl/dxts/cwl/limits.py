@@ -60,10 +60,14 @@ def _over(path: str, limit: str, value: int, what: str) -> DocumentRefused:
     return DocumentRefused(path, f"{what} than the limit document_limits.{limit} = {value}", limit)
 
 
-def check_size(path: str, size: int, limits: DocumentLimits) -> None:
-    """Refuse a file of `size` bytes bigger than one file may be."""
-    if size > limits.max_document_bytes:
-        raise _over(path, "max_document_bytes", limits.max_document_bytes, f"{size} bytes, more")
+def check_size(
+    path: str, size: int, limits: DocumentLimits, limit: str = "max_document_bytes"
+) -> None:
+    """Refuse a file of `size` bytes bigger than one file may be (`limit`: a document's, or a
+    data file's, `max_data_bytes`)."""
+    value = getattr(limits, limit)
+    if size > value:
+        raise _over(path, limit, value, f"{size} bytes, more")
 
 
 def check_text(path: str, text: str, limits: DocumentLimits) -> int:

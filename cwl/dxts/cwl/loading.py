@@ -58,6 +58,9 @@ from dxts.cwl.problems import Kind, Problem, error, join
 CWL_VERSION = "v1.2"
 DIRAC_NAMESPACE = "https://diracgrid.org/cwl#"
 FEEDER_FIELD = DIRAC_NAMESPACE + "Feeder"
+# Where a stored process carries the ontologies its `$schemas` names: their texts by the names
+# as written (the runner's side writes them out again: dxts.backends.local.compute).
+SCHEMAS_FIELD = DIRAC_NAMESPACE + "schemas"
 BUNDLE_ROOT = "file:///dxts-bundle/"
 DEFAULT_GRAPH_ENTRY = "main"
 
@@ -276,10 +279,10 @@ def _bundle_path(base_file: str, reference: str) -> str | None:
     """The bundle path a relative reference in `base_file` names; None for a URL, an absolute
     path, an expression or a path out of the bundle (none of which the bundle can give)."""
     name = reference.partition("#")[0]
-    if not name or "$(" in name or "${" in name:
+    if not name or "$(" in name or "${" in name or urlsplit(name).scheme:
         return None
-    try:
-        return normalise_path(base_file, unquote(name))
+    try:  # a colon written escaped (`A%3AB`) is part of the name once unescaped
+        return normalise_path(base_file, unquote(name), uri=False)
     except BundleEscape:
         return None
 
@@ -381,6 +384,9 @@ def standalone(body: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:
         and _uses_prefix(body, set(namespaces))
     ):
         out["$namespaces"] = namespaces
+        for key in ("$schemas", SCHEMAS_FIELD):  # the ontologies the prefixes are read in
+            if key in parent and key not in out:
+                out[key] = parent[key]
     return out
 
 
@@ -469,6 +475,7 @@ class _Loader:
                     raw = None
                 else:
                     raw = upgraded(self._standing_alone(raw, path, frozenset({path})))
+                    raw = self._with_schemas(raw, path)
         except DocumentRefused as refused:
             self.problems.append(refusal(refused, where))
             raw = None
@@ -514,6 +521,19 @@ class _Loader:
                 out.setdefault("basename", posixpath.basename(target or ""))
                 out.update(literal)
         return out
+
+    def _with_schemas(self, raw: dict[str, Any], path: str) -> dict[str, Any]:
+        """`raw` carrying the text of each ontology its `$schemas` names that the bundle has
+        (in SCHEMAS_FIELD, by the name as written), so that formats are checked against them
+        wherever it runs; a name the bundle lacks is left to the runner, as written."""
+        names = raw.get("$schemas")
+        texts = {}
+        for name in [names] if isinstance(names, str) else names or []:
+            target = _bundle_path(path, name) if isinstance(name, str) else None
+            text = self._data(target) if target else None
+            if text is not None:
+                texts[name] = text
+        return {**raw, SCHEMAS_FIELD: texts} if texts else raw
 
     def _literal(self, cls: str, target: str) -> dict[str, Any] | None:
         """The contents of a File (`contents`) or Directory (`listing`) at the bundle path
@@ -614,7 +634,7 @@ class _Loader:
             return None
         path, _, fragment = self.bundle.main.partition("#")
         try:
-            path = normalise_path("", path)
+            path = normalise_path("", path, uri=False)
         except BundleEscape as exc:
             self.problems.append(error(Kind.UNRESOLVED_RUN, "", str(exc)))
             return None

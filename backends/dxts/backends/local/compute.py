@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage, Submission
@@ -54,6 +54,8 @@ USAGE_FILE = "usage.json"
 RUNNER_STDOUT = "runner.out"
 RUNNER_LOG = "runner.log"
 MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
+# The field a stored process carries its `$schemas` ontologies in (dxts.cwl.loading).
+SCHEMAS_FIELD = "https://diracgrid.org/cwl#schemas"
 
 
 class JobFailed(Exception):
@@ -97,13 +99,80 @@ def _rewrite(value: Any) -> Any:
     return value
 
 
+def _default_files(value: Any, directory: Path, relative: str) -> Any:
+    """`value` with every File literal inside a `default` written as a file under `directory`
+    and located there (`relative`: `directory` from the process file), its `contents` kept.
+
+    The definition service stores a default File that was beside the document as a literal,
+    so that the process stands alone; written back as a file it is what it was beside the
+    document: a runner stages a literal in a scratch directory it removes once the tool has
+    run, so a tool that passes its input through as an output (a record echoed back) would
+    name a file that is gone."""
+    written: list[Path] = []
+
+    def literal_to_file(item: Any) -> Any:
+        if isinstance(item, list):
+            return [literal_to_file(child) for child in item]
+        if not isinstance(item, dict):
+            return item
+        out = {key: literal_to_file(child) for key, child in item.items()}
+        contents = item.get("contents")
+        located = "location" in item or "path" in item
+        if item.get("class") == "File" and isinstance(contents, str) and not located:
+            name = str(item.get("basename") or "literal")
+            path = directory / str(len(written)) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(contents, encoding="utf-8")
+            written.append(path)
+            out["location"] = quote(f"{relative}/{len(written) - 1}/{name}")
+        return out
+
+    def visit(item: Any) -> Any:
+        if isinstance(item, list):
+            return [visit(child) for child in item]
+        if not isinstance(item, dict):
+            return item
+        return {
+            key: literal_to_file(child) if key == "default" else visit(child)
+            for key, child in item.items()
+        }
+
+    return visit(value)
+
+
+def _schemas_beside(body: dict[str, Any], directory: Path, relative: str) -> dict[str, Any]:
+    """`body` with each ontology it carries written under `directory` (keeping its name, by
+    which the runner guesses its format) and its `$schemas` entry naming that file."""
+    texts = body.pop(SCHEMAS_FIELD, None)
+    names = body.get("$schemas")
+    if not isinstance(texts, dict):
+        return body
+    located = []
+    for n, name in enumerate([names] if isinstance(names, str) else names or []):
+        text = texts.get(name) if isinstance(name, str) else None
+        if not isinstance(text, str):
+            located.append(name)
+            continue
+        file_name = name.rstrip("/").rsplit("/", 1)[-1] or "schema"
+        path = directory / str(n) / file_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        located.append(quote(f"{relative}/{n}/{file_name}"))
+    return {**body, "$schemas": located}
+
+
 def materialise(payload: ComputePayload, directory: Path) -> Path:
-    """Write the process tree; returns the root document's file."""
+    """Write the process tree, each process's default Files (`<hex>.files/`) and `$schemas`
+    ontologies (`<hex>.schemas/`) beside it; returns the root document's file."""
     directory.mkdir(parents=True, exist_ok=True)
     for process in payload.processes:
         body = json.loads(process.document_json)
         if isinstance(body, dict):
             body.setdefault("cwlVersion", "v1.2")
+            schemas = f"{process.process_id}.schemas"
+            body = _schemas_beside(body, directory / schemas, schemas)
+        files = f"{process.process_id}.files"
+        body = _default_files(body, directory / files, files)
         # UTF-8, not ASCII escapes: the runner's YAML loader reads an escaped non-BMP character
         # (a JSON surrogate pair) as two lone surrogates.
         text = json.dumps(_rewrite(body), indent=1, ensure_ascii=False)
@@ -252,7 +321,12 @@ def _store(placement: _Placement, settings: LocalSettings, output_se: str) -> li
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_dir():
             shutil.rmtree(target)  # a previous attempt's
-        shutil.move(source, target)
+        if source.is_relative_to(placement.outdir):
+            shutil.move(source, target)
+        elif source.is_dir():  # not the run's own (an input passed through): left in place
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
         moved.append(source)
         stored = (
             sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
