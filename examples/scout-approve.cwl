@@ -17,7 +17,8 @@ hints:
   dirac:Workgraph:
     schema_version: '1.0'
     type: MCSimulation
-    target: {output: reconstructed, files: 3}
+    # One reconstructed file per seed: the six seeds of 2,000 events that make the 12,000.
+    target: {output: reconstructed, files: 6}
     approving:
     - {action: CheckSuccessRate, args: {min_sample: 2, min_success_rate: 0.9}}
     # CPU at the 95th percentile of the scouts' measurements, memory at the 75th, times 1.2.

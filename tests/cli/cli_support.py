@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from collections.abc import Awaitable, Callable
@@ -13,6 +14,7 @@ from typer.testing import Result
 Dxts = Callable[..., Awaitable[Result]]
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
+WALKTHROUGH = Path(__file__).parents[2] / "docs" / "operating.md"
 
 HEADER = """\
 cwlVersion: v1.2
@@ -34,3 +36,11 @@ def write_document(directory: Path, steps: str, name: str = "workgraph.cwl") -> 
     path = directory / name
     path.write_text(HEADER + textwrap.dedent(steps))
     return path
+
+
+def walkthrough_lines() -> list[str]:
+    """Every `dxts ...` (or `VAR=$(dxts ...)`) line of the walkthrough's code blocks, in order,
+    without its trailing `# comment`."""
+    blocks = re.findall(r"```\n(.*?)```", WALKTHROUGH.read_text(), flags=re.DOTALL)
+    lines = [re.sub(r"\s+# .*$", "", line) for block in blocks for line in block.splitlines()]
+    return [line for line in lines if re.match(r"^(\w+=\$\()?dxts ", line)]

@@ -4,17 +4,14 @@ and together they use every steering verb."""
 
 from __future__ import annotations
 
-import re
 import shlex
-from pathlib import Path
 
 import typer
-from cli_support import EXAMPLES
+from cli_support import EXAMPLES, walkthrough_lines
 from typer.testing import CliRunner
 
 from dxts.cli.main import app
 
-WALKTHROUGH = Path(__file__).parents[2] / "docs" / "operating.md"
 STEERING = {
     "start",
     "pause",
@@ -37,12 +34,9 @@ STEERING = {
 
 def shown_commands() -> list[list[str]]:
     """Every `dxts ...` line of the walkthrough's code blocks, as arguments."""
-    blocks = re.findall(r"```\n(.*?)```", WALKTHROUGH.read_text(), flags=re.DOTALL)
-    lines = [line for block in blocks for line in block.splitlines()]
     return [
         shlex.split(line.split("$(", 1)[-1].rstrip(")&").strip())[1:]
-        for line in lines
-        if re.match(r"^(\w+=\$\()?dxts ", line)
+        for line in walkthrough_lines()
     ]
 
 

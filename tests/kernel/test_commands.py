@@ -158,6 +158,38 @@ async def test_a_retry_answers_the_recorded_result_without_applying(database: Da
     assert len(await command_rows(database, workgraph_id)) == 1
 
 
+async def test_another_command_with_the_same_request_id_is_no_retry(database: Database) -> None:
+    """Definition's FlushTransformation logs its request id on the transformation and forwards
+    the same id to execution's Flush, which logs on the same transformation: the second command
+    applies (it once answered the first one's result and flushed nothing)."""
+    workgraph_id = await new_workgraph(database)
+    asked = Request("DefinitionService.FlushTransformation", ALICE, "r-forwarded")
+    assert await run_command(database, asked, **bump(workgraph_id)) == {"applied": 1}
+    forwarded = Request("ExecutionService.Flush", ALICE, "r-forwarded")
+    assert await run_command(database, forwarded, **bump(workgraph_id)) == {"applied": 2}
+
+    async def pack() -> dict[str, Any]:
+        applied = await database.run(
+            lambda conn: increment(conn, workgraph_id), isolation=Isolation.READ_COMMITTED
+        )
+        return {"applied": applied}
+
+    locks = LockManager(database)
+    try:
+        packed = await run_serialised_command(
+            database,
+            locks,
+            Request("ExecutionService.Pack", ALICE, "r-forwarded"),
+            scope=LogScope(workgraph_id=workgraph_id),
+            apply=pack,
+        )
+    finally:
+        await locks.dispose()
+    assert packed == {"applied": 3} and await applications(database, workgraph_id) == 3
+    events = [event for event, _, _ in await command_rows(database, workgraph_id)]
+    assert events == ["FlushTransformation", "Flush", "Pack"]
+
+
 async def test_commands_without_a_request_id_apply_every_time(database: Database) -> None:
     workgraph_id = await new_workgraph(database)
     request = Request("DefinitionService.Bump", ALICE)

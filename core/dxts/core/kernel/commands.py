@@ -103,8 +103,14 @@ class LogScope:
         return self.workgraph_id or self.transformation_id or b""
 
 
-async def recorded_result(conn: AsyncConnection, scope: LogScope, request_id: str) -> Result | None:
-    """The result recorded for `request_id` by a command in `scope`'s recent log, if any."""
+async def recorded_result(
+    conn: AsyncConnection, scope: LogScope, request: Request
+) -> Result | None:
+    """The result recorded for the request's id by the same command in `scope`'s recent log, if
+    any. Another command may carry the same id on the same target — definition's
+    FlushTransformation logs its request id on the transformation, then forwards it to
+    execution's Flush — and is no retry of this one."""
+    request_id = request.request_id
     if not request_id:
         return None
     table, column = (
@@ -119,7 +125,11 @@ async def recorded_result(conn: AsyncConnection, scope: LogScope, request_id: st
         .limit(REQUEST_LOOKBACK)
     )
     for (data,) in rows:
-        if isinstance(data, dict) and "command" in data and data.get("request_id") == request_id:
+        if (
+            isinstance(data, dict)
+            and data.get("command") == request.rpc
+            and data.get("request_id") == request_id
+        ):
             result = data.get("result")
             return result if isinstance(result, dict) else {}
     return None
@@ -156,7 +166,7 @@ async def run_command(
         target = await lock(conn)
         authorise(request.caller, target)
         where = scope(target)
-        recorded = await recorded_result(conn, where, request.request_id)
+        recorded = await recorded_result(conn, where, request)
         if recorded is not None:
             return recorded
         result = await apply(conn, target)
@@ -190,7 +200,7 @@ async def run_serialised_command(
             await authorise()
         rc = Isolation.READ_COMMITTED
         recorded = await database.run(
-            functools.partial(recorded_result, scope=scope, request_id=request.request_id),
+            functools.partial(recorded_result, scope=scope, request=request),
             isolation=rc,
         )
         if recorded is not None:
