@@ -46,7 +46,7 @@ def plugins(
     registry = runner_support.builtins()
     # Listed afresh on every lookup, as a sweep's refresh would make it.
     snapshot = ActiveSnapshot(definitions, max_age_s=0)
-    install_providers(registry.providers, database, snapshot, catalogue)
+    install_providers(registry.providers, database, snapshot, catalogue, watermark_interval_s=0)
     registry.check()
     return registry
 

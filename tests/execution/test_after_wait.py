@@ -38,7 +38,7 @@ I = InputStatus  # noqa: E741
 def plugins(database: Database) -> Any:
     registry = s.builtins()
     snapshot = ActiveSnapshot(InMemoryTransformations(), max_age_s=0)
-    install_providers(registry.providers, database, snapshot, None)  # no catalogue
+    install_providers(registry.providers, database, snapshot, None, watermark_interval_s=0)
     return registry
 
 

@@ -55,7 +55,11 @@ async def edge(mariadb: Database, tmp_path: Any) -> AsyncIterator[tuple[Registry
     await catalogue.start()
     registry = s.builtins()
     install_providers(
-        registry.providers, mariadb, ActiveSnapshot(definitions, max_age_s=0), catalogue
+        registry.providers,
+        mariadb,
+        ActiveSnapshot(definitions, max_age_s=0),
+        catalogue,
+        watermark_interval_s=0,
     )
     producer = await s.transformation(mariadb, feeder="Seeds", outputs=["out"])
     definitions.put(producer)

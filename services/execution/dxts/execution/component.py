@@ -61,11 +61,16 @@ def install_providers(
     database: Database,
     snapshot: ActiveSnapshot,
     catalogue: FileCatalogue | None,
+    *,
+    watermark_interval_s: float,
 ) -> Providers:
     """Add what execution injects into plugins (those `providers` does not have yet): the file
     catalogue, and execution's implementations of the built-ins' read-only Protocols."""
     offered: list[tuple[Any, Any]] = [
-        (ParcelOutputReader, EdgeReader(database, snapshot)),
+        (
+            ParcelOutputReader,
+            EdgeReader(database, snapshot, watermark_interval_s=watermark_interval_s),
+        ),
         (InputOverviewReader, CounterReader(database)),
         (PartnerLookup, PartnerFinder(database, snapshot)),
         (ConsumerLookup, ConsumerReader(database)),
@@ -151,7 +156,13 @@ async def build_execution(
         cleanups.append(locks.dispose)
     snapshot = ActiveSnapshot(definition_client)
     registry = registry if registry is not None else Registry.discover()
-    install_providers(registry.providers, database, snapshot, catalogue)
+    install_providers(
+        registry.providers,
+        database,
+        snapshot,
+        catalogue,
+        watermark_interval_s=settings.watermark_interval_s,
+    )
     registry.check()
     rounds = FeedAndPack(
         database, registry=registry, locks=locks, snapshot=snapshot, settings=settings

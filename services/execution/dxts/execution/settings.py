@@ -42,6 +42,12 @@ class ExecutionSettings(BaseSettings):
     pack_interval_s: float = Field(
         10.0, gt=0, description="longest wait after an idle packer round (a busy one: none)"
     )
+    watermark_interval_s: float = Field(
+        0.5,
+        ge=0,
+        description="shortest time between two reads of an Edge feeder's watermark (each waits"
+        " for the recordings under the output and holds new ones back)",
+    )
     sweep_concurrency: int = Field(
         8, ge=1, description="transformations one sweep works on at the same time"
     )

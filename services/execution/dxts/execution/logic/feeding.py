@@ -207,16 +207,35 @@ class EdgeReader(ParcelOutputReader):
     """`ParcelOutputReader` over execution's tables and the exact counters; the producer of an
     output is looked up among the Active transformations (a producer that is not Active is
     not drained: Paused, New or held — and a workgraph leaves Active only once every member,
-    this consumer included, is drained)."""
+    this consumer included, is drained).
 
-    def __init__(self, database: Database, snapshot: ActiveSnapshot) -> None:
+    The watermark is read at most once every `watermark_interval_s` per output: its read takes
+    the output's lock exclusively, which waits for the recording transactions writing under it
+    and holds back the ones that start meanwhile, and a feeder that did work runs again at once,
+    so reading it every round would stall recording for as long as production lasts. An older
+    watermark is still safe (nothing below it can appear), only later; once the producer is
+    seen drained the next read is always fresh, so the feed that follows goes to the end."""
+
+    def __init__(
+        self, database: Database, snapshot: ActiveSnapshot, *, watermark_interval_s: float
+    ) -> None:
         self._database = database
         self._snapshot = snapshot
+        self._interval_s = watermark_interval_s
+        self._read: dict[UUID, tuple[float, UUID | None]] = {}  # output → (when, watermark)
+        self._drained: set[UUID] = set()
 
     async def settled_through(self, transformation_output_id: UUID) -> UUID | None:
+        now = time.monotonic()
+        previous = self._read.get(transformation_output_id)
+        fresh_needed = transformation_output_id in self._drained
+        if previous is not None and not fresh_needed and now - previous[0] < self._interval_s:
+            return previous[1]
         async with self._database.transaction(Isolation.READ_COMMITTED) as conn:
             through = await watermark.settled_through(conn, transformation_output_id.bytes)
-        return None if through is None else UUID(bytes=bytes(through))
+        read = None if through is None else UUID(bytes=bytes(through))
+        self._read[transformation_output_id] = (now, read)
+        return read
 
     async def outputs(
         self,
@@ -234,9 +253,16 @@ class EdgeReader(ParcelOutputReader):
 
     async def producer_drained(self, transformation_output_id: UUID) -> bool:
         producer = await self._snapshot.producer_of(transformation_output_id.bytes)
-        if producer is None or producer.feeder_enabled:
-            return False
-        return not await live_work(self._database, producer.id)
+        drained = (
+            producer is not None
+            and not producer.feeder_enabled
+            and not await live_work(self._database, producer.id)
+        )
+        if drained:
+            self._drained.add(transformation_output_id)
+        else:
+            self._drained.discard(transformation_output_id)
+        return drained
 
 
 async def live_work(database: Database, transformation_id: bytes) -> bool:
