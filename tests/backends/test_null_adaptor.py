@@ -118,6 +118,42 @@ async def test_outcomes_wait_for_the_delay_and_cancellation_ends_them() -> None:
     assert len((await AdaptorServicer(adaptor).Poll(poll, None)).outcomes) == 2
 
 
+async def in_flight(adaptor: NullAdaptor) -> int:
+    described = await AdaptorServicer(adaptor).Describe(backend_pb2.DescribeRequest(), None)
+    return int(described.counters["in_flight"])
+
+
+async def test_in_flight_counts_what_is_neither_finished_nor_cancelled() -> None:
+    running = NullAdaptor(NullSettings(delay_s=3600, capacity=2))
+    first, second, third = submission(), submission(), submission()
+    results = await submit(running, first, second, third)
+    assert [r.disposition for r in results] == [
+        backend_pb2.SUBMIT_DISPOSITION_ACCEPTED,
+        backend_pb2.SUBMIT_DISPOSITION_ACCEPTED,
+        backend_pb2.SUBMIT_DISPOSITION_REFUSED,  # at capacity
+    ]
+    assert await in_flight(running) == 2
+    await AdaptorServicer(running).Cancel(
+        backend_pb2.CancelRequest(identifiers=[results[0].identifier]), None
+    )
+    assert await in_flight(running) == 1
+    (again,) = await submit(running, third)  # room again
+    assert again.disposition == backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
+    assert await in_flight(running) == 2
+
+    finished = NullAdaptor(NullSettings(delay_s=0))
+    await submit(finished, submission(), submission())
+    assert await in_flight(finished) == 0
+
+    lost = NullAdaptor(NullSettings(lost=1.0))  # never finish: in flight until cancelled
+    gone, _ = await submit(lost, submission(), submission())
+    assert await in_flight(lost) == 2
+    await AdaptorServicer(lost).Cancel(
+        backend_pb2.CancelRequest(identifiers=[gone.identifier]), None
+    )
+    assert await in_flight(lost) == 1
+
+
 async def test_usage_is_reported_only_when_configured_and_by_rule_first() -> None:
     hungry = NullRule(
         fate="failure", output_prefix="/hungry/", usage=NullUsage(max_memory_bytes=8 * 10**9)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import json
 import time
 from collections import Counter
@@ -139,6 +140,12 @@ class NullAdaptor:
         self.started: Counter[str] = Counter()  # starts of work per key: must never exceed 1
         self.refusals = 0
         self.rule_hits: Counter[int] = Counter()  # parcels each rule (by index) decided
+        # What is in flight, kept as jobs come and go (a scan of every job would grow with
+        # the run): the finishing times still ahead, the ones among them cancelled, and the
+        # lost jobs (which never finish) not cancelled.
+        self._finishing: list[tuple[float, str]] = []
+        self._cancelled_early: set[str] = set()
+        self._lost: set[str] = set()
         self._reporter = reporter
         self._pusher: SweepRunner | None = None
 
@@ -164,7 +171,17 @@ class NullAdaptor:
 
     def _in_flight(self) -> int:
         now = time.monotonic()
-        return sum(1 for job in self.jobs.values() if not self._finished(job, now))
+        while self._finishing and self._finishing[0][0] <= now:
+            _, key = heapq.heappop(self._finishing)
+            self._cancelled_early.discard(key)
+        return len(self._finishing) - len(self._cancelled_early) + len(self._lost)
+
+    def _cancel(self, job: Job) -> None:
+        job.cancelled = True
+        if job.parcel_id in self._lost:
+            self._lost.discard(job.parcel_id)
+        else:
+            self._cancelled_early.add(job.parcel_id)
 
     def _finished(self, job: Job, now: float) -> bool:
         return job.cancelled or (job.fate != LOST and now >= job.finish_at)
@@ -190,8 +207,7 @@ class NullAdaptor:
     async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
         results = []
         now = time.monotonic()
-        # Counted only when it matters: a scan of every job, which a benchmark's would feel.
-        in_flight = self._in_flight() if self.settings.capacity else 0
+        in_flight = self._in_flight()
         for parcel in parcels:
             key = parcel.parcel_id
             problem = key_problem(key)
@@ -230,6 +246,10 @@ class NullAdaptor:
                 )
                 self.jobs[key] = job
                 self.by_identifier[job.identifier] = job
+                if job.fate == LOST:
+                    self._lost.add(key)
+                else:
+                    heapq.heappush(self._finishing, (job.finish_at, key))
                 self.started[key] += 1
                 in_flight += 1
                 results.append(SubmitResult.accepted(key, job.identifier))
@@ -254,7 +274,7 @@ class NullAdaptor:
             if job is None:
                 reply.unknown_identifiers.append(identifier)
             elif not self._finished(job, now) and job.cancellable:
-                job.cancelled = True
+                self._cancel(job)
         for key in parcel_ids:
             job = self.jobs.get(key)
             if job is None:
@@ -262,7 +282,7 @@ class NullAdaptor:
                 reply.keys.append(CancelledKey(parcel_id=key))
             else:
                 if not self._finished(job, now) and job.cancellable:
-                    job.cancelled = True
+                    self._cancel(job)
                 reply.keys.append(CancelledKey(parcel_id=key, identifier=job.identifier))
         return reply
 
