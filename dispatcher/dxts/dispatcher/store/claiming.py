@@ -46,8 +46,14 @@ class Parcel:
     vo: str | None = None  # user parcels
 
 
+# The claims read the (Kind, Status) index, whose entries are in ParcelID order within a
+# status: MariaDB, seeing ORDER BY ParcelID LIMIT n, may instead walk the primary key from the
+# start, locking and skipping every parcel already Done (seconds per claim at a million).
+BY_KIND_AND_STATUS = "FORCE INDEX (ix_Parcels_Kind_Status)"
+
 _CLAIM = (
     sa.select(parcels.c.ParcelID, parcels.c.TransformationID, parcels.c.Backend)
+    .with_hint(parcels, BY_KIND_AND_STATUS, "mysql")
     .where(
         parcels.c.Kind == sa.bindparam("kind"),
         parcels.c.Status == UNASSIGNED,
@@ -149,6 +155,7 @@ async def claim_stale(
     rows = (
         await conn.execute(
             sa.select(parcels.c.ParcelID, parcels.c.TransformationID, parcels.c.Backend)
+            .with_hint(parcels, BY_KIND_AND_STATUS, "mysql")
             .where(
                 parcels.c.Kind == kind.value,
                 parcels.c.Status == RESERVED,

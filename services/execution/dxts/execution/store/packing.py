@@ -79,6 +79,10 @@ async def claim_chunk(
         conditions.append(c.InputID > after)
     rows = await conn.execute(
         sa.select(c.InputID, c.LFN, c.LFNSize, c.Descriptor, c.ErrorCount, c.ParentInputID)
+        # The (TransformationID, Status) index is in InputID order within a status; MariaDB,
+        # seeing ORDER BY InputID LIMIT n, may instead walk the primary key through every
+        # input already Assigned or Processed.
+        .with_hint(inputs, "FORCE INDEX (ix_Inputs_TransformationID_Status)", "mysql")
         .where(*conditions)
         .order_by(c.InputID)
         .limit(limit)
