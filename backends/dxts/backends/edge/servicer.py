@@ -1,5 +1,6 @@
 """`BackendAdaptorService` over any `Adaptor`: requests to domain calls and results to replies,
-nothing else. Every adaptor is served through this one servicer."""
+and a Poll reply kept under gRPC's message limit. Every adaptor is served through this one
+servicer."""
 
 from __future__ import annotations
 
@@ -9,6 +10,26 @@ from dxts.backends.logic import Adaptor
 from dxts.core.adaptor import mapping
 from dxts.core.grpc import Service
 from dxts.v1 import backend_pb2, backend_pb2_grpc
+
+# The most a Poll reply carries, under gRPC's default 4 MiB a message: outcomes of parcels of
+# many inputs carry large status reports, and a reply over the limit is refused whole by the
+# dispatcher, which would ask for the same outcomes again and again.
+POLL_REPLY_BYTES = 3 * 1024 * 1024
+
+
+def bounded_poll(reply: backend_pb2.PollResponse, limit: int) -> backend_pb2.PollResponse:
+    """`reply` with as many of its outcomes as fit in `limit` bytes (at least one): an outcome
+    left out is reported by a later Poll, as every terminal outcome is reported again."""
+    if reply.ByteSize() <= limit:
+        return reply
+    kept = backend_pb2.PollResponse(unknown_identifiers=reply.unknown_identifiers)
+    size = kept.ByteSize()
+    for outcome in reply.outcomes:
+        size += outcome.ByteSize() + 6  # the field's tag and length prefix, at most
+        if size > limit and kept.outcomes:
+            break
+        kept.outcomes.append(outcome)
+    return kept
 
 
 class AdaptorServicer(backend_pb2_grpc.BackendAdaptorServiceServicer):
@@ -34,7 +55,8 @@ class AdaptorServicer(backend_pb2_grpc.BackendAdaptorServiceServicer):
     async def Poll(
         self, request: backend_pb2.PollRequest, context: Any
     ) -> backend_pb2.PollResponse:
-        return mapping.poll_to_proto(await self.adaptor.poll(list(request.identifiers)))
+        reply = mapping.poll_to_proto(await self.adaptor.poll(list(request.identifiers)))
+        return bounded_poll(reply, POLL_REPLY_BYTES)
 
     async def Cancel(
         self, request: backend_pb2.CancelRequest, context: Any

@@ -396,7 +396,11 @@ class PollResponse(_message.Message):
     OUTCOMES_FIELD_NUMBER: _builtins.int
     UNKNOWN_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Outcome]: ...
+    def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Outcome]:
+        """At most about 3 MiB of them: an outcome left out (its identifier neither here nor
+        unknown) is reported by a later Poll, as every terminal outcome is reported again.
+        """
+
     @_builtins.property
     def unknown_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Identifiers the adaptor does not know at all (the dispatcher decides what that means)."""
