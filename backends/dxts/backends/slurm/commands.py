@@ -159,11 +159,11 @@ class Slurm:
             f"--format={SACCT_FIELDS}",
         )
         found: dict[tuple[str, int], TaskRecord] = {}
-        steps: dict[tuple[str, int], str] = {}
+        steps: dict[tuple[str, int], tuple[str, str]] = {}  # the batch step's (rss, exit code)
         for line in out.splitlines():
             job, state, exit_code, cpu, elapsed, rss = (line.split("|") + [""] * 6)[:6]
             if (step := _STEP.match(job)) is not None:
-                steps[(step.group(1), int(step.group(2)))] = rss
+                steps[(step.group(1), int(step.group(2)))] = (rss, exit_code)
                 continue
             if (whole := _WHOLE.match(job)) is not None:
                 found[(whole.group(1), WHOLE_ARRAY)] = TaskRecord(state=state)
@@ -182,10 +182,16 @@ class Slurm:
                 cpu_seconds=_seconds(cpu),
                 wall_seconds=float(elapsed or 0),
             )
-        for key, rss in steps.items():
+        for key, (rss, exit_code) in steps.items():
             if key in found:
-                found[key].started = True
-                found[key].max_rss_bytes = _bytes(rss)
+                record = found[key]
+                record.started = True
+                record.max_rss_bytes = _bytes(rss)
+                code, _, signal = exit_code.partition(":")
+                if record.exit_code == 0 and record.signal == 0 and (code, signal) != ("0", "0"):
+                    # The allocation's line can still say 0:0 for a task that failed when
+                    # sacct is asked as it ends; the batch step's is the script's own status.
+                    record.exit_code, record.signal = int(code or 0), int(signal or 0)
         return found
 
     async def cancel(self, tasks: Sequence[str]) -> None:

@@ -1,0 +1,37 @@
+"""Reading Slurm's accounting (`sacct --parsable2`) into task records: a task's exit status is
+the batch step's when the allocation's line still says 0:0 for a failed task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dxts.backends.slurm.commands import Slurm
+from dxts.backends.slurm.settings import SlurmSettings
+
+
+class CannedSacct(Slurm):
+    def __init__(self, out: str) -> None:
+        super().__init__(SlurmSettings(work_dir=Path("/tmp/unused")))
+        self.out = out
+
+    async def run(self, tool: str, *args: str) -> str:
+        assert tool == "sacct"
+        return self.out
+
+
+async def test_a_failed_tasks_exit_status_is_the_batch_steps_when_its_line_says_0_0() -> None:
+    out = (
+        "41_0|FAILED|0:0|00:01.2|3|\n"
+        "41_0.batch|FAILED|1:0|00:01.2|3|20M\n"
+        "41_1|FAILED|2:0|00:01.0|2|\n"
+        "41_1.batch|FAILED|2:0|00:01.0|2|10M\n"
+        "41_2|COMPLETED|0:0|00:01.0|2|\n"
+        "41_2.batch|COMPLETED|0:0|00:01.0|2|10M\n"
+    )
+    records = await CannedSacct(out).records(["41"])
+    assert [(r.state, r.exit_code, r.started) for _, r in sorted(records.items())] == [
+        ("FAILED", 1, True),
+        ("FAILED", 2, True),
+        ("COMPLETED", 0, True),
+    ]
+    assert records[("41", 0)].max_rss_bytes == 20 * 1024 * 1024
