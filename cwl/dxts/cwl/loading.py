@@ -45,6 +45,7 @@ from schema_salad.exceptions import ValidationException
 from schema_salad.fetcher import Fetcher
 from schema_salad.utils import yaml_no_ts
 
+from dxts.core.adaptor.model import SCHEMAS_FIELD
 from dxts.core.config import DocumentLimits
 from dxts.core.errors import DxtsError
 from dxts.core.grpc.deadlines import checkpoint
@@ -58,9 +59,6 @@ from dxts.cwl.problems import Kind, Problem, error, join
 CWL_VERSION = "v1.2"
 DIRAC_NAMESPACE = "https://diracgrid.org/cwl#"
 FEEDER_FIELD = DIRAC_NAMESPACE + "Feeder"
-# Where a stored process carries the ontologies its `$schemas` names: their texts by the names
-# as written (the runner's side writes them out again: dxts.backends.local.compute).
-SCHEMAS_FIELD = DIRAC_NAMESPACE + "schemas"
 BUNDLE_ROOT = "file:///dxts-bundle/"
 DEFAULT_GRAPH_ENTRY = "main"
 

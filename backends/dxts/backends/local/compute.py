@@ -42,7 +42,13 @@ from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
 from dxts.backends.local.settings import LocalSettings
-from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage, Submission
+from dxts.core.adaptor.model import (
+    SCHEMAS_FIELD,
+    ComputePayload,
+    OutputFile,
+    ResourceUsage,
+    Submission,
+)
 from dxts.core.catalogue import FileCatalogue
 
 STATUS_REPORT_OUTPUT = "status-report"
@@ -54,8 +60,6 @@ USAGE_FILE = "usage.json"
 RUNNER_STDOUT = "runner.out"
 RUNNER_LOG = "runner.log"
 MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
-# The field a stored process carries its `$schemas` ontologies in (dxts.cwl.loading).
-SCHEMAS_FIELD = "https://diracgrid.org/cwl#schemas"
 
 
 class JobFailed(Exception):

@@ -45,6 +45,11 @@ class OutcomeDisposition(StrEnum):
     UNKNOWN_PARCEL = "unknown_parcel"
 
 
+# Where a stored process carries the ontologies its `$schemas` names, their texts by the names
+# as written: the loader puts them there, an adaptor writes them out again beside the process.
+SCHEMAS_FIELD = "https://diracgrid.org/cwl#schemas"
+
+
 @dataclass(frozen=True)
 class ProcessDocument:
     process_id: str
