@@ -207,16 +207,20 @@ def watched_to(code: int, status: str) -> Check:
 
 
 def scouted(seeds: int, scouting_events: int) -> Check:
-    """`watch` stops at the sign-off, the scout's `seeds` all simulated and reconstructed."""
+    """`watch` stops at the sign-off once the scout's `seeds` are simulated (what the checks
+    judge); their files are reconstructed meanwhile, some perhaps after the stop."""
 
     def check(walk: Walk, result: Result) -> None:
         watched_to(3, "ApprovingBlocked")(walk, result)
         assert "ManualApproval" in result.stdout
         shown = walk.show()
         assert shown["status"] == "ApprovingBlocked"
-        assert (
-            counts(shown, "Simulation") == counts(shown, "Reconstruction") == {"Processed": seeds}
+        assert counts(shown, "Simulation") == {"Processed": seeds}
+        shown = walk.until(
+            f"the scout's {seeds} files reconstructed",
+            lambda s: counts(s, "Reconstruction") == {"Processed": seeds},
         )
+        assert shown["status"] == "ApprovingBlocked"
         feeder = walk.member("Simulation", shown)["transformation"]["feeder_args"]
         assert feeder["scouting_events"] == scouting_events
 
