@@ -21,6 +21,7 @@ from dxts.core.catalogue import (
 )
 from dxts.core.plugins import (
     FileInput,
+    Input,
     InputRecord,
     NoMoreInputs,
     PluginArgs,
@@ -238,6 +239,56 @@ async def test_reconcile_reruns_the_feeder_without_bookmark_and_reports_misses()
         transformation=reco, registry=registry, execution=execution
     )
     assert whole.result is R.PASSED
+
+
+class BatchArgs(PluginArgs):
+    seeds: int
+    batch: int
+
+
+def batching_feeder(*, feeder_args: BatchArgs, feeder_state: dict[str, Any]) -> Any:
+    """Like Seeds with `batch`: a batch per invocation from its cursor, never exhausted."""
+    start = int(feeder_state.get("next_seed", 0))
+    end = min(start + feeder_args.batch, feeder_args.seeds)
+    for seed in range(start, end):
+        yield Input(descriptor={"seed": seed})
+    if end > start:
+        yield SetFeederState({"next_seed": end})
+
+
+def repassing_feeder(*, feeder_args: ListArgs, feeder_state: dict[str, Any]) -> Any:
+    """Like a Query: each invocation is a whole pass again over the same selection."""
+    for lfn in feeder_args.lfns:
+        yield FileInput(lfn=lfn, lfn_size=1)
+    yield SetFeederState({"passes": int(feeder_state.get("passes", 0)) + 1})
+
+
+async def test_reconcile_follows_a_batching_feeder_through_every_batch() -> None:
+    registry = Registry.of({"feeder": {"Batches": batching_feeder}})
+    sim = member(feeder="Batches", args={"seeds": 7, "batch": 3})
+    execution = MemoryExecution()
+    execution.input_rows[sim.id] += [record(descriptor={"seed": s}) for s in range(7) if s != 5]
+    missed = await a.reconcile_feeder_inputs(
+        transformation=sim, registry=registry, execution=execution
+    )
+    assert missed.result is R.FAILED
+    assert missed.message.startswith("1 of 7 inputs") and '{"seed":5}' in missed.message
+    execution.input_rows[sim.id].append(record(descriptor={"seed": 5}))
+    whole = await a.reconcile_feeder_inputs(
+        transformation=sim, registry=registry, execution=execution
+    )
+    assert whole.result is R.PASSED and "all 7 inputs" in whole.message
+
+
+async def test_reconcile_stops_when_a_feeder_only_repeats_itself() -> None:
+    registry = Registry.of({"feeder": {"Passes": repassing_feeder}})
+    reco = member(feeder="Passes", args={"lfns": ["/a", "/b"]})
+    execution = MemoryExecution()
+    execution.input_rows[reco.id] += [record("/a"), record("/b")]
+    result = await a.reconcile_feeder_inputs(
+        transformation=reco, registry=registry, execution=execution
+    )
+    assert result.result is R.PASSED and "all 2 inputs" in result.message
 
 
 async def test_reconcile_compares_an_edge_with_its_producer_by_lfn() -> None:

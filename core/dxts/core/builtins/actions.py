@@ -36,6 +36,7 @@ from dxts.core.plugins import (
     Phase,
     PluginArgs,
     Point,
+    SetFeederState,
     Transformation,
     action,
 )
@@ -286,6 +287,42 @@ def _describe(item: Input) -> str:
     return str(lfn) if lfn else canonical_json(item.descriptor).decode()
 
 
+async def _replay_feeder(registry: Registry, transformation: Transformation) -> dict[bytes, Input]:
+    """Every input the feeder yields from no bookmark on, by input hash, in order.
+
+    A feeder may stop after a batch (Seeds' `batch`) and go on from its bookmark when invoked
+    again, so it is invoked again from the bookmark it yielded until it says NoMoreInputs, its
+    bookmark stands still, or an invocation yields nothing it had not yielded before (a feeder
+    that starts a new pass over the same selection)."""
+    yielded: dict[bytes, Input] = {}
+    state: dict[str, Any] = {}
+    while True:
+        started, fresh, exhausted = state, False, False
+        stream = cast(
+            AsyncGenerator[Any, None],
+            registry.stream(
+                Point.FEEDER,
+                needed(transformation.feeder, "a feeder"),
+                transformation.feeder_args,
+                phase=Phase.ACTIVE,
+                transformation=transformation,
+                feeder_state=dict(state),
+            ),
+        )
+        async with contextlib.aclosing(stream) as items:
+            async for item in items:
+                if isinstance(item, NoMoreInputs):
+                    exhausted = True
+                    break
+                if isinstance(item, SetFeederState):
+                    state = dict(item.state)
+                elif isinstance(item, Input) and item.input_hash not in yielded:
+                    yielded[item.input_hash] = item
+                    fresh = True
+        if exhausted or not fresh or state == started:
+            return yielded
+
+
 @action("Finalizing")
 async def reconcile_feeder_inputs(
     *,
@@ -311,27 +348,9 @@ async def reconcile_feeder_inputs(
         checked = len(fed)
     else:
         held = {input_hash(i.lfn, i.descriptor) async for i in execution.inputs(transformation.id)}
-        stream = cast(
-            AsyncGenerator[Any, None],
-            needed(registry, "the plugin Registry").stream(
-                Point.FEEDER,
-                feeder,
-                transformation.feeder_args,
-                phase=Phase.ACTIVE,
-                transformation=transformation,
-                feeder_state={},
-            ),
-        )
-        checked = 0
-        async with contextlib.aclosing(stream) as items:
-            async for item in items:
-                if isinstance(item, NoMoreInputs):
-                    break
-                if isinstance(item, Input):
-                    checked += 1
-                    if item.input_hash not in held:
-                        held.add(item.input_hash)
-                        missing.append(_describe(item))
+        yielded = await _replay_feeder(needed(registry, "the plugin Registry"), transformation)
+        checked = len(yielded)
+        missing = [_describe(item) for key, item in yielded.items() if key not in held]
     if missing:
         return ActionResult.failed(
             f"{len(missing)} of {checked} inputs the feeder yields are missing: {listed(missing)}"
