@@ -20,7 +20,7 @@ from dxts.core.builtins.lifecycle_hooks import (
     scout_until_settled,
 )
 from dxts.core.builtins.thresholds import SuccessRateSettings
-from dxts.core.plugins import Accept, Operation, Transformation, Workgraph
+from dxts.core.plugins import Accept, InputRecord, Operation, Transformation, Workgraph
 from dxts.core.plugins.errors import PluginFailed
 from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.plugins.protocols.lifecycle import ExecutionView, OutputRecord
@@ -70,10 +70,11 @@ def workgraph(target: dict[str, Any] | None = None) -> Workgraph:
 # -- ScoutUntilSettled ---------------------------------------------------------------------------
 
 
-def scout(
+async def scout(
     members: list[Transformation],
     overviews: dict[uuid.UUID, dict[InputStatus, int]],
     scout_round: int = 0,
+    execution: MemoryExecution | None = None,
     **args: Any,
 ) -> Any:
     scouting = Workgraph(
@@ -82,127 +83,147 @@ def scout(
         status=WorkgraphStatus.SCOUTING,
         annotations={"scout_round": scout_round} if scout_round else {},
     )
-    return scout_until_settled(
+    return await scout_until_settled(
         workgraph=scouting,
         transformations=members,
         input_overviews=overviews,
         args=ScoutArgs(**args),
         settings=SETTINGS,
+        execution=execution or MemoryExecution(),
     )
 
 
-def test_scout_waits_while_work_is_in_flight() -> None:
+async def test_scout_waits_while_work_is_in_flight() -> None:
     sim, reco = member("sim"), member("reco", feeder="Edge", args={})
     overviews = {sim.id: {I.PROCESSED: 3, I.ASSIGNED: 2}, reco.id: {}}
-    assert scout([sim, reco], overviews) == {}
+    assert await scout([sim, reco], overviews) == {}
 
 
-def test_scout_waits_for_a_member_that_has_had_no_input_yet() -> None:
+async def test_scout_waits_for_a_member_that_has_had_no_input_yet() -> None:
     sim, reco = member("sim"), member("reco", feeder="Edge", args={})
     overviews = {sim.id: {I.PROCESSED: 3}, reco.id: {}}
-    assert scout([sim, reco], overviews) == {}
+    assert await scout([sim, reco], overviews) == {}
     # Once the downstream member has its sample settled, it accepts.
     overviews[reco.id] = {I.PROCESSED: 1}
-    assert scout([sim, reco], overviews) == Accept()
+    assert await scout([sim, reco], overviews) == Accept()
     # A member whose feeder is off with nothing yet is waited for, not settled on no sample.
     off = member("reco", feeder="Edge", args={}, enabled=False)
-    assert scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {}}) == {}
-    assert scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {I.PROCESSED: 2}}) == Accept()
+    assert await scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {}}) == {}
+    assert await scout([sim, off], {sim.id: {I.PROCESSED: 3}, off.id: {I.PROCESSED: 2}}) == Accept()
 
 
-def test_scout_waits_for_a_seeds_member_whose_feeder_is_off_before_its_sample() -> None:
+async def test_scout_waits_for_an_edge_member_to_be_fed_every_file_produced() -> None:
+    sims = uuid.uuid4()
+    sim = member("sim")
+    reco = member("reco", feeder="Edge", args={"transformation_output_id": str(sims)})
+    execution = MemoryExecution()
+    execution.output_rows[sim.id] += [
+        OutputRecord(sims, "out", True, uuid.uuid4(), f"/sim/{n}") for n in range(3)
+    ]
+    execution.input_rows[reco.id] += [
+        InputRecord(uuid.uuid4(), f"/sim/{n}", 1, None) for n in (0, 1)
+    ]
+    # Reco processed the two files fed so far; the third is made but not fed yet.
+    settled = {sim.id: {I.PROCESSED: 3}, reco.id: {I.PROCESSED: 2}}
+    assert await scout([sim, reco], settled, execution=execution) == {}
+    execution.input_rows[reco.id].append(InputRecord(uuid.uuid4(), "/sim/2", 1, None))
+    fed = {sim.id: {I.PROCESSED: 3}, reco.id: {I.PROCESSED: 3}}
+    assert await scout([sim, reco], fed, execution=execution) == Accept()
+
+
+async def test_scout_waits_for_a_seeds_member_whose_feeder_is_off_before_its_sample() -> None:
     sim = member("sim", enabled=False)  # 30 events asked, 10 per seed: 3 seeds
-    assert scout([sim], {sim.id: {I.PROCESSED: 2}}) == {}
-    assert scout([sim], {sim.id: {I.PROCESSED: 3}}) == Accept()
+    assert await scout([sim], {sim.id: {I.PROCESSED: 2}}) == {}
+    assert await scout([sim], {sim.id: {I.PROCESSED: 3}}) == Accept()
 
 
-def test_scout_takes_its_sample_from_the_event_stages_one_per_round() -> None:
+async def test_scout_takes_its_sample_from_the_event_stages_one_per_round() -> None:
     bare = {"target_events": 100, "events_per_seed": 10}
     sim, reco = member("sim", args=bare), member("reco", feeder="Edge", args={})
     stages = [40, 80]
     # The first round's stage is set at once: the member has no sample of its own.
-    first = scout([sim, reco], {}, event_stages=stages)
+    first = await scout([sim, reco], {}, event_stages=stages)
     assert first == {
         sim.id: Operation(feeder_args={**bare, "scouting_events": 40}, feeder_enabled=True)
     }
     on_first = member("sim", args={**bare, "scouting_events": 40})
     settled = {on_first.id: {I.PROCESSED: 4}, reco.id: {I.PROCESSED: 2}}
-    assert scout([on_first, reco], {on_first.id: {I.PROCESSED: 3}}, event_stages=stages) == {}
-    assert scout([on_first, reco], settled, event_stages=stages) == Accept()
+    assert await scout([on_first, reco], {on_first.id: {I.PROCESSED: 3}}, event_stages=stages) == {}
+    assert await scout([on_first, reco], settled, event_stages=stages) == Accept()
     # An ExtendScout without arguments advanced the round: the next stage, then its sample.
-    second = scout([on_first, reco], settled, scout_round=1, event_stages=stages)
+    second = await scout([on_first, reco], settled, scout_round=1, event_stages=stages)
     assert second == {
         on_first.id: Operation(feeder_args={**bare, "scouting_events": 80}, feeder_enabled=True)
     }
     on_second = member("sim", args={**bare, "scouting_events": 80})
     half = {on_second.id: {I.PROCESSED: 4}, reco.id: {I.PROCESSED: 2}}
-    assert scout([on_second, reco], half, scout_round=1, event_stages=stages) == {}
+    assert await scout([on_second, reco], half, scout_round=1, event_stages=stages) == {}
     done = {on_second.id: {I.PROCESSED: 8}, reco.id: {I.PROCESSED: 4}}
-    assert scout([on_second, reco], done, scout_round=1, event_stages=stages) == Accept()
+    assert await scout([on_second, reco], done, scout_round=1, event_stages=stages) == Accept()
     # Past the last stage the last is kept; a larger sample an operator gave is kept too.
-    assert scout([on_second, reco], done, scout_round=5, event_stages=stages) == Accept()
+    assert await scout([on_second, reco], done, scout_round=5, event_stages=stages) == Accept()
     larger = member("sim", args={**bare, "scouting_events": 100})
     over = {larger.id: {I.PROCESSED: 10}, reco.id: {I.PROCESSED: 5}}
-    assert scout([larger, reco], over, scout_round=1, event_stages=stages) == Accept()
+    assert await scout([larger, reco], over, scout_round=1, event_stages=stages) == Accept()
 
 
-def test_scout_event_stages_ascend_and_a_seeds_member_needs_a_sample() -> None:
+async def test_scout_event_stages_ascend_and_a_seeds_member_needs_a_sample() -> None:
     with pytest.raises(ValueError, match="ascending"):
         ScoutArgs(event_stages=[80, 40])
     bare = member("sim", args={"target_events": 100, "events_per_seed": 10})
     with pytest.raises(ValueError, match="sim: no scout sample"):
-        scout([bare], {})
+        await scout([bare], {})
 
 
-def test_scout_ignores_members_held_until_approval() -> None:
+async def test_scout_ignores_members_held_until_approval() -> None:
     sim = member("sim")
     held = member("merge", status=TransformationStatus.NEW)
-    assert scout([sim, held], {sim.id: {I.PROCESSED: 3}, held.id: {}}) == Accept()
+    assert await scout([sim, held], {sim.id: {I.PROCESSED: 3}, held.id: {}}) == Accept()
 
 
-def test_scout_accepts_at_once_past_the_failure_threshold() -> None:
+async def test_scout_accepts_at_once_past_the_failure_threshold() -> None:
     sim = member("sim")
     failing = {sim.id: {I.PROCESSED: 7, I.PROBLEMATIC: 3, I.ASSIGNED: 50}}
-    assert scout([sim], failing) == Accept()
+    assert await scout([sim], failing) == Accept()
     # Below the minimum sample it is not judged yet, and a retried failure counts neither way.
     small = {sim.id: {I.PROCESSED: 2, I.PROBLEMATIC: 3, I.ASSIGNED: 50, I.FAILED: 9}}
-    assert scout([sim], small) == {}
+    assert await scout([sim], small) == {}
     # The workgraph's own threshold overrides the installation's.
-    assert scout([sim], failing, min_success_rate=0.6) == {}
+    assert await scout([sim], failing, min_success_rate=0.6) == {}
 
 
-def test_scout_flushes_a_member_whose_sample_only_waits_to_be_packed() -> None:
+async def test_scout_flushes_a_member_whose_sample_only_waits_to_be_packed() -> None:
     sim, reco = member("sim"), member("reco", feeder="Edge", args={})
     overviews = {sim.id: {I.PROCESSED: 3}, reco.id: {I.UNASSIGNED: 2, I.PROCESSED: 1}}
-    assert scout([sim, reco], overviews) == {reco.id: Operation(flush=True)}
-    assert scout([sim, reco], overviews, flush_when_idle=False) == {}
+    assert await scout([sim, reco], overviews) == {reco.id: Operation(flush=True)}
+    assert await scout([sim, reco], overviews, flush_when_idle=False) == {}
     overviews[reco.id][I.ASSIGNED] = 1  # something runs: the packer is not holding back
-    assert scout([sim, reco], overviews) == {}
+    assert await scout([sim, reco], overviews) == {}
 
 
-def test_scout_climbs_its_ladder_one_settled_rung_at_a_time() -> None:
+async def test_scout_climbs_its_ladder_one_settled_rung_at_a_time() -> None:
     stages = [{"sim": {"scouting_events": 100}}, {"sim": {"scouting_events": 1000}}]
     sim = member("sim")
     settled = {sim.id: {I.PROCESSED: 3}}
-    first = scout([sim], settled, stages=stages)
+    first = await scout([sim], settled, stages=stages)
     assert first == {
         sim.id: Operation(feeder_args={**SEEDS, "scouting_events": 100}, feeder_enabled=True)
     }
     on_first = member("sim", args={**SEEDS, "scouting_events": 100}, enabled=False)
-    second = scout([on_first], {on_first.id: {I.PROCESSED: 10}}, stages=stages)
+    second = await scout([on_first], {on_first.id: {I.PROCESSED: 10}}, stages=stages)
     assert second == {
         on_first.id: Operation(feeder_args={**SEEDS, "scouting_events": 1000}, feeder_enabled=True)
     }
     on_last = member("sim", args={**SEEDS, "scouting_events": 1000})
-    assert scout([on_last], {on_last.id: {I.PROCESSED: 100}}, stages=stages) == Accept()
+    assert await scout([on_last], {on_last.id: {I.PROCESSED: 100}}, stages=stages) == Accept()
     # A rung not yet settled waits.
-    assert scout([on_last], {on_last.id: {I.ASSIGNED: 1}}, stages=stages) == {}
+    assert await scout([on_last], {on_last.id: {I.ASSIGNED: 1}}, stages=stages) == {}
 
 
-def test_scout_refuses_a_ladder_naming_no_member() -> None:
+async def test_scout_refuses_a_ladder_naming_no_member() -> None:
     sim = member("sim")
     with pytest.raises(ValueError, match="no member called ghost"):
-        scout([sim], {sim.id: {I.PROCESSED: 3}}, stages=[{"ghost": {"x": 1}}])
+        await scout([sim], {sim.id: {I.PROCESSED: 3}}, stages=[{"ghost": {"x": 1}}])
 
 
 # -- OutputTarget ---------------------------------------------------------------------------------
@@ -432,9 +453,9 @@ async def test_hooks_run_through_the_registry_with_injection(produced: MemoryExe
     assert operations == {sim.id: Operation(feeder_enabled=False)}
 
 
-def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
+async def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() -> None:
     """Found by the end-to-end scouting scenario: after ExtendScout raised scouting_events, the
     hook judged the old sample settled before the feeder had issued the new seeds."""
     sim = member("sim", args={**SEEDS, "scouting_events": 60})  # 6 seeds of 10 events
-    assert scout([sim], {sim.id: {I.PROCESSED: 4}}) != Accept()
-    assert scout([sim], {sim.id: {I.PROCESSED: 6}}) == Accept()
+    assert await scout([sim], {sim.id: {I.PROCESSED: 4}}) != Accept()
+    assert await scout([sim], {sim.id: {I.PROCESSED: 6}}) == Accept()

@@ -170,17 +170,38 @@ def _event_stage(
     }
 
 
+async def _fed_all_produced(
+    execution: ExecutionView | None, transformation: Transformation
+) -> bool:
+    """An Edge member holds every file its producer has made so far under the output it reads.
+
+    Without this, a consumer whose inputs are all processed looks settled in the moment between
+    its producer recording a file and its feeder feeding it, and the scout would be judged on a
+    sample that has not gone through the whole chain."""
+    output = transformation.feeder_args.get("transformation_output_id")
+    if transformation.feeder != EDGE_FEEDER or output is None:
+        return True
+    execution = needed(execution, "ExecutionView")
+    fed = {item.lfn async for item in execution.inputs(transformation.id) if item.lfn}
+    async for produced in execution.outputs_of(UUID(str(output))):
+        if produced.lfn not in fed:
+            return False
+    return True
+
+
 @hook("ScoutingToApproving")
-def scout_until_settled(
+async def scout_until_settled(
     *,
     workgraph: Workgraph,
     transformations: list[Transformation],
     input_overviews: dict[UUID, InputOverview],
     args: ScoutArgs,
     settings: SuccessRateSettings,
+    execution: ExecutionView | None = None,
 ) -> Accept | dict[UUID, Operation]:
     """Accept a settled (or plainly failing) scout; otherwise set the round's sample, climb the
-    ladder or flush."""
+    ladder or flush. A member is settled when none of its inputs is still work, it has had its
+    sample and, fed by an Edge, it holds every file its producer has made."""
     running = [t for t in transformations if t.status == TransformationStatus.ACTIVE]
     overviews = {t.id: input_overviews.get(t.id, {}) for t in running}
     if fates(overviews.values()).failing(args.threshold(settings)):
@@ -192,6 +213,9 @@ def scout_until_settled(
         if not args.flush_when_idle:
             return {}
         return {t.id: Operation(flush=True) for t in running if _idle(overviews[t.id])}
+    for member in running:
+        if not await _fed_all_produced(execution, member):
+            return {}
     by_name = {member_name(t): t for t in transformations}
     following = _rung(args.stages, by_name) + 1
     if following >= len(args.stages):
