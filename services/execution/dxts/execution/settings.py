@@ -43,7 +43,7 @@ class ExecutionSettings(BaseSettings):
         10.0, gt=0, description="longest wait after an idle packer round (a busy one: none)"
     )
     watermark_interval_s: float = Field(
-        0.0,
+        0.5,
         ge=0,
         description="shortest time between two reads of an Edge feeder's watermark (each waits"
         " for the recordings under the output and holds new ones back)",
