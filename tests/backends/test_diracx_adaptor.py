@@ -211,6 +211,7 @@ async def test_a_failing_payload_ends_failed_with_diracx_status_and_the_reason(
     assert outcome.backend_status.startswith("Failed: Application Finished With Errors")
     assert f"DiracX job {run.job_id} Failed" in outcome.message
     assert "the CWL runner exited with" in outcome.message and "broken tool" in outcome.message
+    assert outcome.exit_code == 3  # the tool's, not the runner's nor the job's
 
 
 async def test_a_cancelled_parcel_is_killed_in_diracx_and_ends_cancelled(

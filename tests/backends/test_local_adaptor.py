@@ -16,6 +16,7 @@ import pytest
 
 from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.compute import payload_exit_code
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.errors import NotFound
@@ -208,6 +209,7 @@ async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert "exited with" in outcome.message
     assert "broken" in outcome.message
+    assert outcome.HasField("exit_code") and outcome.exit_code == 3  # the tool's, not cwltool's
     assert not outcome.outputs
     assert outcome.usage.cpu_seconds > 0  # measured on a failure too
     assert outcome.usage.max_memory_bytes > 0
@@ -225,6 +227,18 @@ async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None
     assert tail.truncated and got.stderr.endswith(tail.stderr) and len(tail.stderr) <= 6
     with pytest.raises(NotFound):
         await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier="never-given"))
+
+
+def test_the_payload_exit_code_is_the_last_failed_tool_s_in_the_runner_log() -> None:
+    log = (
+        "INFO [job step1] completed success\n"
+        "WARNING [job step2_2] exited with status: 137\n"
+        "WARNING [job merge] exited with status: 2\n"
+        "WARNING [job merge] completed permanentFail\n"
+    )
+    assert payload_exit_code(log) == 2
+    assert payload_exit_code("WARNING [job tool] was terminated by signal: SIGKILL\n") is None
+    assert payload_exit_code("ERROR Tool definition failed validation\n") is None
 
 
 async def test_a_run_reports_its_cpu_wall_time_and_peak_memory(harness: Harness) -> None:
@@ -273,6 +287,7 @@ async def test_lfn_inputs_are_staged_from_a_local_replica(harness: Harness) -> N
     outcome = await harness.outcome(result.identifier)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert "cannot stage lfn:/lhcb/nowhere.dst" in outcome.message
+    assert not outcome.HasField("exit_code")  # nothing ran
 
 
 async def test_cancel_kills_the_running_process(harness: Harness) -> None:

@@ -131,8 +131,8 @@ async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness:
     (result,) = await harness.submit(compute_payload(FAILING), submission())
     outcome = await harness.outcome(result.identifier)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
-    assert outcome.backend_status == "FAILED 1:0"  # cwltool's exit status for a failed tool
-    assert outcome.HasField("exit_code") and outcome.exit_code == 1
+    assert outcome.backend_status == "FAILED 3:0"  # the tool's exit status, not cwltool's 1
+    assert outcome.HasField("exit_code") and outcome.exit_code == 3
     assert "broken" in outcome.message
     assert outcome.usage.max_memory_bytes > 0
     # Its logs: the runner's log from the task's directory on the shared filesystem.

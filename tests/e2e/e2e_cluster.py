@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,17 +92,19 @@ async def running_cluster(
     *,
     null: NullSettings | None = None,
     null_data: NullSettings | None = None,
+    more_null: Sequence[NullSettings] = (),
     archive_delay_s: float = 3600.0,
     status_interval_s: float = 2 * PACE_S,
     execution_replicas: int = 1,
     dispatcher_replicas: int = 1,
 ) -> AsyncIterator[World]:
     """Every component as its own process over `database` (at `url`, schema created), with
-    `null` and `null_data` as the adaptors' settings and the replicas asked for (each service
-    serving its metrics); stopped after."""
+    `null` and `null_data` (and `more_null` after them) as the adaptors' settings and the
+    replicas asked for (each service serving its metrics); stopped after."""
     adaptors: Mapping[str, NullSettings] = {
         "null": null or NullSettings(name="null", outputs=["out"]),
         "null-data": null_data or NullSettings(name="null-data", kind=Kind.DATA),
+        **{settings.name: settings for settings in more_null},
     }
     backends = [
         Backend(name, kind=settings.kind.value.lower(), env=null_env(settings), adaptor="null")

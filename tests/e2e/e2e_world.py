@@ -2,11 +2,12 @@
 adaptors as backends, operators driving it through the definition and execution services.
 
 `running(database, directory, ...)` composes what `dxts up` composes (reusing its `Stack`),
-with two null adaptors (compute and data) instead of the local ones, the sweeps paced in tenths
-of a second, and one plugin registry holding the installed plugins (the scenarios' own among
-them: tests/e2e_plugins) plus `e2e_plugins.JoinByName`. The definition service validates
-submissions against the same registry. `e2e_cluster.running_cluster` gives the same `World`
-over every component as its own process, as the chart deploys them.
+with two null adaptors (compute and data; `more_null` adds others) instead of the local ones,
+the sweeps paced in tenths of a second, and one plugin registry holding the installed plugins
+(the scenarios' own among them: tests/e2e_plugins) plus `e2e_plugins.JoinByName`. The
+definition service validates submissions against the same registry.
+`e2e_cluster.running_cluster` gives the same `World` over every component as its own process,
+as the chart deploys them.
 
 Reads go straight to the database (a test may look anywhere); every change goes through the
 services. `check_invariants` is what every scenario ends with.
@@ -492,9 +493,11 @@ class InProcessWorld(World):
     null: NullAdaptor
     null_data: NullAdaptor
     registry: Registry
+    more_null: list[NullAdaptor] = field(default_factory=list)
 
     def _adaptor(self, backend: str) -> NullAdaptor:
-        return next(a for a in (self.null, self.null_data) if a.settings.name == backend)
+        adaptors = (self.null, self.null_data, *self.more_null)
+        return next(a for a in adaptors if a.settings.name == backend)
 
     async def backend_counters(self, backend: str = "null") -> dict[str, int]:
         return dict((await self._adaptor(backend).describe()).counters)
@@ -531,12 +534,15 @@ async def running(
     *,
     null: NullSettings | None = None,
     null_data: NullSettings | None = None,
+    more_null: Sequence[NullSettings] = (),
     archive_delay_s: float = 3600.0,
     status_interval_s: float = 2 * PACE_S,
     lost_grace_s: float = 300.0,
 ) -> AsyncIterator[InProcessWorld]:
     """Every component over `database` (schema created), served on port 0; stopped after.
-    `directory` (existing) holds the development key pair and the catalogue."""
+    `directory` (existing) holds the development key pair and the catalogue. `more_null` are
+    further null adaptors, configured after `null` and `null_data`: a kind's parcels still go to
+    the first of that kind unless one is directed elsewhere."""
     keys = DevKeys.load_or_create(directory)
     verifier = keys.verifier()
     catalogue = await open_catalogue(
@@ -552,6 +558,7 @@ async def running(
         data = await _serve_null(
             stack, null_data or NullSettings(name="null-data", kind=Kind.DATA), keys
         )
+        more = [await _serve_null(stack, settings, keys) for settings in more_null]
         backends = [
             BackendConfig(
                 name=adaptor.settings.name,
@@ -559,7 +566,7 @@ async def running(
                 kind=adaptor.settings.kind,
                 adaptor="null",
             )
-            for adaptor in (compute, data)
+            for adaptor in (compute, data, *more)
         ]
         locks = LockManager(database)
         stack.on_stop(locks.dispose)
@@ -657,6 +664,7 @@ async def running(
         null=compute,
         null_data=data,
         registry=registry,
+        more_null=more,
     )
     try:
         yield world

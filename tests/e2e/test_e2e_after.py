@@ -11,19 +11,18 @@ removal's quarantine is lifted and the file is removed.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from e2e_world import (
     RC,
     I,
+    Launch,
     Submitted,
     W,
     World,
     check_invariants,
     listed,
-    running,
     selection,
     step,
     workgraph,
@@ -83,9 +82,9 @@ async def _packed_lfns(world: World, wg: Submitted, name: str) -> set[str]:
 
 
 async def test_a_step_after_its_staging_never_packs_an_unstaged_file(
-    database: Database, tmp_path: Path
+    launch: Launch, database: Database, shape: str
 ) -> None:
-    prefix = f"staging-{database.dialect_name}"
+    prefix = f"staging-{database.dialect_name}-{shape}"
     slow, lost = f"/e2e/{prefix}/0.raw", f"/e2e/{prefix}/1.raw"
     data = NullSettings(
         name="null-data",
@@ -95,7 +94,7 @@ async def test_a_step_after_its_staging_never_packs_an_unstaged_file(
             NullRule(fate="failure", lfn=lost),
         ],
     )
-    async with running(database, tmp_path, null_data=data) as world:
+    async with launch(null_data=data) as world:
         wg = await world.submit(staged(prefix))
         await world.start(wg)
 
@@ -151,12 +150,12 @@ def removal(prefix: str) -> dict[str, Any]:
 
 
 async def test_a_removal_follows_its_consumers_write_off(
-    database: Database, tmp_path: Path
+    launch: Launch, database: Database, shape: str
 ) -> None:
-    prefix = f"follow-{database.dialect_name}"
+    prefix = f"follow-{database.dialect_name}-{shape}"
     lost = f"/e2e/{prefix}/1.raw"
     null = NullSettings(name="null", outputs=["out"], rules=[NullRule(fate="failure", lfn=lost)])
-    async with running(database, tmp_path, null=null) as world:
+    async with launch(null=null) as world:
         wg = await world.submit(removal(prefix))
         await world.start(wg)
         await world.until(
@@ -180,14 +179,14 @@ async def test_a_removal_follows_its_consumers_write_off(
 
 
 async def test_a_removal_quarantine_is_lifted_when_its_consumer_is_reset_and_processed(
-    database: Database, tmp_path: Path
+    launch: Launch, database: Database, shape: str
 ) -> None:
-    prefix = f"lift-{database.dialect_name}"
+    prefix = f"lift-{database.dialect_name}-{shape}"
     flaky = f"/e2e/{prefix}/2.raw"
     null = NullSettings(
         name="null", outputs=["out"], rules=[NullRule(fate="failure", lfn=flaky, times=1)]
     )
-    async with running(database, tmp_path, null=null) as world:
+    async with launch(null=null) as world:
         wg = await world.submit(removal(prefix))
         await world.start(wg)
         await world.until(

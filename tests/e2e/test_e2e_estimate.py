@@ -3,9 +3,11 @@
 Each of the four scout parcels of Sim reports its own usage (null adaptor rules by seed):
 1, 2, 3, 4 CPU hours, GB and twice that in wall hours. EstimateResourceUsage writes into Sim's
 requirements template CPU at the 50th percentile, memory at the 75th and wall time at the 95th
-(nearest rank), times a margin of 1.5, and logs from how many parcels it derived them. The
-null adaptor then records what the dispatcher carried to it (each job's requirements): the
-scouts with no requirements, Sim's next four parcels with the estimate."""
+(nearest rank), times a margin of 1.5, and logs from how many parcels it derived them. Merge,
+fed Sim's files through an Edge, measures nothing of its own and inherits Sim's estimate scaled
+by `downstream_scale`. The null adaptor then records what the dispatcher carried to it (each
+job's requirements): the scouts of both members with no requirements, the next four parcels of
+each with its estimate."""
 
 from __future__ import annotations
 
@@ -31,8 +33,8 @@ def measured(seed: int) -> NullRule:
 def estimated() -> dict[str, object]:
     return workgraph(
         {"seeds": seeds(8, scouting_events=4)},
-        {"Sim": step("seeds")},
-        {"sims": "Sim/out"},
+        {"Sim": step("seeds"), "Merge": step("Sim/out")},
+        {"sims": "Sim/out", "merged": "Merge/out"},
         approving=[
             {
                 "action": "EstimateResourceUsage",
@@ -41,6 +43,7 @@ def estimated() -> dict[str, object]:
                     "memory_percentile": 75,
                     "wall_percentile": 95,
                     "margin": 1.5,
+                    "downstream_scale": {"cpu_hours": 0.5, "memory_gb": 1.0, "wall_hours": 0.25},
                 },
             },
             # Signed off once the template is written: the full production starts after it.
@@ -79,13 +82,26 @@ async def test_scouts_usage_sets_the_templates_and_the_next_parcels_carry_them(
         assert sim_log.Data["derived"]["memory_gb"]["measured"] == 3.0
         assert sim_log.Data["derived"]["wall_hours"]["measured"] == 8.0
 
+        merge_estimate = {"cpu_hours": 1.5, "memory_gb": 4.5, "wall_hours": 3.0}
+        (merge_log,) = [r for r in member_logs["Merge"] if r.EventType == "Requirements"]
+        assert merge_log.Data["requirements"] == merge_estimate
+        assert merge_log.Data["derived"]["cpu_hours"] == {
+            "inherited_from": "Sim",
+            "estimate": 3.0,
+            "scale": 0.5,
+        }
+
         carried = Counter(
             _as_floats(job.requirements) for job in world._adaptor("null").jobs.values()
         )
-        assert carried == {
-            _as_floats(""): 4,  # the scouts
-            _as_floats(json.dumps(sim_estimate)): 4,
-        }
+        scouts, sims, merges = (
+            _as_floats(json.dumps(e)) for e in ({}, sim_estimate, merge_estimate)
+        )
+        assert set(carried) == {scouts, sims, merges} and carried.total() == 16
+        assert carried[sims] == 4
+        # Sim's scouts' files reach Merge while the scout settles; one fed once it has settled
+        # is packed after the estimate: Merge's scouts are at least one, at most four.
+        assert 4 <= carried[merges] <= 7
 
 
 def _as_floats(text: str) -> str:

@@ -8,11 +8,10 @@ then the Reco input that took that and the Reco parcel's product — bounded by 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_world import I, Submitted, W, World, check_invariants, listed, running, selection, step
+from e2e_world import I, Launch, Submitted, W, World, check_invariants, listed, selection, step
 from e2e_world import workgraph as document
 
 from dxts.backends.null.settings import NullRule, NullSettings
@@ -53,12 +52,12 @@ async def _descendants(world: World, lfn: str, **fields: Any) -> Any:
 
 
 async def test_why_it_is_not_finishing_then_what_was_made_from_a_file(
-    database: Database, tmp_path: Path
+    launch: Launch, database: Database, shape: str
 ) -> None:
-    prefix = f"lineage-{database.dialect_name}"
+    prefix = f"lineage-{database.dialect_name}-{shape}"
     lost = f"/e2e/{prefix}/3.raw"
     null = NullSettings(name="null", outputs=["out"], rules=[NullRule(fate="failure", lfn=lost)])
-    async with running(database, tmp_path, null=null) as world:
+    async with launch(null=null) as world:
         wg = await world.submit(chain(prefix))
         await world.start(wg)
         await world.call(

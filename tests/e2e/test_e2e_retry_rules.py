@@ -3,7 +3,9 @@ and message as the backend reported them. An input that runs out of memory is pa
 asking for twice the memory, twice, and succeeds once it asks for enough; an input whose file
 does not exist is written off at once, after one parcel. The same rules in log-only mode change
 nothing but the log: the fates, error counts, parcels and requirements are those of plain
-RetryUntilMaxErrors, and the log says what each rule would have done."""
+RetryUntilMaxErrors, and the log says what each rule would have done. With a second compute
+backend, an input that fails on the first for the site's own reason is retried on the other,
+and succeeds there."""
 
 from __future__ import annotations
 
@@ -139,6 +141,52 @@ async def test_out_of_memory_is_retried_with_more_and_a_missing_file_written_off
         ]
         parcels = await world.parcels(wg, "Sim")
         assert Counter(p.Status for p in parcels) == {"Done": 3, "Failed": 3}
+
+
+async def test_a_failure_of_the_site_is_retried_on_the_other_backend(launch: Launch) -> None:
+    broken_site = NullSettings(
+        name="null",
+        outputs=["out"],
+        rules=[
+            NullRule(
+                fate="failure",
+                lfn=OOM,
+                backend_status="FAILED",
+                message="cannot write to /scratch: no space left on device",
+                exit_code=1,
+            )
+        ],
+    )
+    elsewhere = [
+        {
+            "name": "full-scratch",
+            "match": {"backend": "null", "message": "no space left"},
+            "action": "elsewhere",
+            "backend": "null-b",
+        }
+    ]
+    other = NullSettings(name="null-b", outputs=["out"])
+    async with launch(null=broken_site, more_null=[other]) as world:
+        wg = await world.submit(
+            document("d", {"hook": "RetryByRules", "args": {"rules": elsewhere}})
+        )
+        await world.start(wg)
+        await world.reach(wg, "Completed")
+        await check_invariants(world, wg)
+        assert await fates(world, wg) == {
+            "/0.raw": ("Processed", 0),
+            OOM: ("Processed", 1),  # failed on null, then done on null-b
+            MISSING: ("Processed", 0),
+            "/3.raw": ("Processed", 0),
+        }
+        assert await decided(world, wg) == [("RetryWith", "rule full-scratch: retried on null-b")]
+        parcels = await world.parcels(wg, "Sim")
+        assert Counter((p.Backend, p.Status) for p in parcels) == {
+            ("null", "Done"): 3,
+            ("null", "Failed"): 1,
+            ("null-b", "Done"): 1,
+        }
+        assert (await world.backend_counters("null-b"))["accepted"] == 1
 
 
 async def test_log_only_changes_nothing_but_the_log(launch: Launch) -> None:

@@ -189,6 +189,55 @@ async def test_estimate_takes_percentiles_capped_and_says_from_how_many_parcels(
     assert "sim: cpu_hours 15 (p50 of 20 parcels x 1.5)" in result.message
 
 
+async def test_downstream_members_inherit_the_nearest_estimate_scaled() -> None:
+    # sim → stage (data) → reco → merge through Edges; fit is fed by nothing, tune measured.
+    sim = member("sim")
+    stage = replace(member("stage", kind=Kind.DATA), producer_id=sim.id)
+    reco = replace(member("reco"), producer_id=stage.id)
+    merge = replace(member("merge"), producer_id=reco.id)
+    fit, tune = member("fit"), replace(member("tune"), producer_id=sim.id)
+    execution = MemoryExecution()
+    execution.parcel_rows[sim.id].append(parcel(cpu_hours=10.0, memory_gb=2.0, wall_hours=20.0))
+    execution.parcel_rows[tune.id].append(parcel(cpu_hours=1.0))
+    caps = a.EstimateSettings(max_memory_gb=2.5, max_wall_hours=5)
+    scale = {"cpu_hours": 0.25, "memory_gb": 1.5, "wall_hours": 0.5}
+    members = [merge, reco, stage, sim, fit, tune]
+    result = await estimate(execution, members, caps, margin=1, downstream_scale=scale)
+    assert result.result is R.PASSED
+    # From sim's template as written (its wall time capped at 5), within the caps again.
+    inherited = {"cpu_hours": 2.5, "memory_gb": 2.5, "wall_hours": 2.5}
+    assert result.updated_requirements == {
+        sim.id: {"cpu_hours": 10.0, "memory_gb": 2.0, "wall_hours": 5.0},
+        tune.id: {"cpu_hours": 1.0},
+        reco.id: inherited,
+        merge.id: inherited,  # from sim, scaled once: the nearest estimate, not reco's
+    }
+    assert result.derivations[merge.id]["cpu_hours"] == {
+        "inherited_from": "sim",
+        "estimate": 10.0,
+        "scale": 0.25,
+    }
+    assert result.derivations[reco.id]["memory_gb"]["capped_at"] == 2.5
+    assert "reco: cpu_hours 2.5 (sim's 10 x 0.25)" in result.message
+
+
+async def test_downstream_inheritance_takes_only_the_measures_scaled() -> None:
+    sim = member("sim")
+    merge = replace(member("merge"), producer_id=sim.id)
+    execution = MemoryExecution()
+    execution.parcel_rows[sim.id].append(parcel(cpu_hours=4.0, memory_gb=2.0))
+    alone = await estimate(execution, [sim, merge], margin=1)
+    assert set(alone.updated_requirements) == {sim.id}  # no downstream_scale: nothing inherited
+    memory_only = await estimate(
+        execution, [sim, merge], margin=1, downstream_scale={"memory_gb": 2, "wall_hours": 3}
+    )
+    assert memory_only.updated_requirements[merge.id] == {"memory_gb": 4.0}
+    with pytest.raises(ValueError):
+        a.EstimateArgs(downstream_scale={"disk_gb": 1.0})
+    with pytest.raises(ValueError):
+        a.EstimateArgs(downstream_scale={"cpu_hours": 0})
+
+
 def test_manual_approval_fails_until_forced() -> None:
     result = a.manual_approval(args=a.SignOffArgs(role="mc_production_manager"))
     assert result.result is R.FAILED and "mc_production_manager" in result.message

@@ -15,9 +15,10 @@ parcel could go to another backend while DiracX holds its job.
 Poll: DiracX statuses become outcomes (`OUTCOMES`): Done → SUCCEEDED with the manifest, status
 report and measured usage read from the job's output sandbox (DiracX 0.7.0 has no call that
 reads job parameters back); Failed → FAILED with DiracX's status, minor and application status
-and the payload's own error; Killed → CANCELLED; Deleted, Stalled or a job DiracX no longer
-knows → FAILED as lost (a stalled job is killed first, so it cannot come back and run beside
-its retry). A terminal outcome is stored and answered again without asking DiracX.
+and the payload's own error and exit code (from the output sandbox too); Killed → CANCELLED;
+Deleted, Stalled or a job DiracX no longer knows → FAILED as lost (a stalled job is killed
+first, so it cannot come back and run beside its retry). A terminal outcome is stored and
+answered again without asking DiracX.
 
 Cancel sets the jobs Killed (DiracX passes the kill to the job's pilot) and remembers it; the
 CANCELLED outcome follows through Poll once DiracX says Killed. DiracX ignores a status older
@@ -336,9 +337,9 @@ class DiracXAdaptor:
         if name == FAILED_STATUS and cancelled:
             return self._ended(job, CANCELLED, said, f"DiracX job {job.job_id} {said} (cancelled)")
         if name == FAILED_STATUS:
-            error = await self._payload_error(job.job_id)
+            error, exit_code = await self._payload_failure(job.job_id)
             message = f"DiracX job {job.job_id} {said}" + (f": {error}" if error else "")
-            return self._ended(job, FAILED, said, message)
+            return self._ended(job, FAILED, said, message, exit_code=exit_code)
         if name == KILLED:
             return self._ended(job, CANCELLED, said, f"DiracX job {job.job_id} {said}")
         if name in LOST:
@@ -353,13 +354,15 @@ class DiracXAdaptor:
             files.update(sandbox.unpack(await self.client.download_sandbox(pfn)))
         return files
 
-    async def _payload_error(self, job_id: int) -> str:
-        """The payload's own account of a failure, when its output sandbox holds one."""
+    async def _payload_failure(self, job_id: int) -> tuple[str, int | None]:
+        """The payload's own account of a failure and the failed tool's exit status, when its
+        output sandbox holds them."""
         try:
             files = await self._result(job_id)
-            return worker.read_result(files[worker.RESULT_FILE].decode())[2]
+            result = worker.read_result(files[worker.RESULT_FILE].decode())
         except (DiracXError, KeyError, ValueError, UnicodeDecodeError):
-            return ""
+            return "", None
+        return result.error, result.exit_code
 
     async def _done(self, job: store.Job, said: str) -> Outcome:
         assert job.job_id is not None
@@ -370,12 +373,14 @@ class DiracXAdaptor:
                 job, FAILED, said, f"DiracX job {job.job_id} is Done without {worker.RESULT_FILE}"
             )
         try:
-            collected, usage, error = worker.read_result(text.decode())
+            result = worker.read_result(text.decode())
         except (ValueError, UnicodeDecodeError) as problem:
             return self._ended(job, FAILED, said, f"DiracX job {job.job_id}: {problem}")
-        if error:
-            return self._ended(job, FAILED, said, error, usage=usage)
-        return self._ended(job, SUCCEEDED, said, "", collected=collected, usage=usage)
+        if result.error:
+            return self._ended(
+                job, FAILED, said, result.error, usage=result.usage, exit_code=result.exit_code
+            )
+        return self._ended(job, SUCCEEDED, said, "", collected=result.collected, usage=result.usage)
 
     def _ended(
         self,
@@ -386,6 +391,7 @@ class DiracXAdaptor:
         *,
         collected: Collected | None = None,
         usage: ResourceUsage | None = None,
+        exit_code: int | None = None,
     ) -> Outcome:
         return Outcome(
             parcel_id=job.parcel_id,
@@ -399,6 +405,7 @@ class DiracXAdaptor:
             message=message,
             finished_at=datetime.now(UTC),
             usage=usage,
+            exit_code=exit_code,
         )
 
     async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:

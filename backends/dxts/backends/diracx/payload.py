@@ -14,9 +14,10 @@ They are the adaptor's `payload_environment`, given to the job as its JDL
 
 It writes `dxts-result.json` (the output sandbox the adaptor reads back) whatever happened:
 `{"outputs": [OutputFile…], "status_report_json": str, "output_object_json": str,
-"usage": {...} | null, "error": str}`,
-and `dxts-runner.log` (the runner's log), and exits 0 when the parcel succeeded, 1 otherwise,
-so DiracX's own status (Done or Failed) agrees with the result.
+"usage": {...} | null, "error": str, "exit_code": int | null}` (`exit_code`: the exit status of
+the tool that failed, when one did), and `dxts-runner.log` (the runner's log), and exits 0 when
+the parcel succeeded, 1 otherwise, so DiracX's own status (Done or Failed) agrees with the
+result.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dxts.backends.local import compute
 from dxts.backends.local.compute import JobFailed, Run
@@ -45,8 +46,21 @@ OUTPUT_SANDBOX = (RESULT_FILE, RUNNER_LOG)
 STORAGE_ELEMENTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ELEMENTS"
 
 
+class Result(NamedTuple):
+    """A `dxts-result.json` as read back: what the run gave, what it used, why it failed
+    (empty when it did not) and the failed tool's exit status (None: none known)."""
+
+    collected: compute.Collected
+    usage: ResourceUsage | None
+    error: str
+    exit_code: int | None = None
+
+
 def result_document(
-    collected: compute.Collected, usage: ResourceUsage | None, error: str
+    collected: compute.Collected,
+    usage: ResourceUsage | None,
+    error: str,
+    exit_code: int | None = None,
 ) -> dict[str, Any]:
     return {
         "outputs": [dataclasses.asdict(o) for o in collected.outputs],
@@ -54,12 +68,12 @@ def result_document(
         "output_object_json": collected.output_object_json,
         "usage": dataclasses.asdict(usage) if usage is not None else None,
         "error": error,
+        "exit_code": exit_code,
     }
 
 
-def read_result(text: str) -> tuple[compute.Collected, ResourceUsage | None, str]:
-    """(what the run gave, usage, error) from a `dxts-result.json`; ValueError if it is not
-    one."""
+def read_result(text: str) -> Result:
+    """The `Result` a `dxts-result.json` holds; ValueError if it is not one."""
     document = json.loads(text)
     if not isinstance(document, dict):
         raise ValueError("the result is not a JSON object")
@@ -73,7 +87,13 @@ def read_result(text: str) -> tuple[compute.Collected, ResourceUsage | None, str
         str(document.get("status_report_json") or ""),
         str(document.get("output_object_json") or ""),
     )
-    return collected, usage, str(document.get("error") or "")
+    exit_code = document.get("exit_code")
+    return Result(
+        collected,
+        usage,
+        str(document.get("error") or ""),
+        exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+    )
 
 
 def _local_settings(run_dir: Path) -> LocalSettings:
@@ -111,7 +131,7 @@ async def run(directory: Path) -> dict[str, Any]:
         )
         return result_document(collected, progress.usage, "")
     except JobFailed as error:
-        return result_document(compute.Collected([]), progress.usage, str(error))
+        return result_document(compute.Collected([]), progress.usage, str(error), error.exit_code)
     finally:
         if catalogue is not None:
             await catalogue.close()

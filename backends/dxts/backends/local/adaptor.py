@@ -279,7 +279,13 @@ class LocalAdaptor:
                     await self.store.finish(
                         parcel_id,
                         store.FAILED,
-                        self._outcome(job, store.FAILED, str(error), usage=run.usage),
+                        self._outcome(
+                            job,
+                            store.FAILED,
+                            str(error),
+                            usage=run.usage,
+                            exit_code=error.exit_code,
+                        ),
                     )
                     return
             ended = store.CANCELLED if run.cancelled else store.SUCCEEDED
@@ -309,8 +315,10 @@ class LocalAdaptor:
         *,
         collected: compute.Collected | None = None,
         usage: ResourceUsage | None = None,
+        exit_code: int | None = None,
     ) -> Outcome:
-        """The job's outcome; `usage` is what its run used, when it was measured."""
+        """The job's outcome; `usage` is what its run used, when it was measured, and
+        `exit_code` the payload's exit status, when it failed with one."""
         return Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
@@ -323,6 +331,7 @@ class LocalAdaptor:
             message=message,
             finished_at=datetime.now(UTC),
             usage=usage,
+            exit_code=exit_code,
         )
 
 

@@ -21,8 +21,9 @@ element under `<output prefix>/<its path under out/>`, each stored file reported
 manifest with its LFN, size and adler32 checksum, and the output object itself comes back with
 their locations `lfn:<LFN>` (everything else as the runner gave it); the output with id
 `status-report` is the status report (DISPATCH.md): its JSON content is returned as the
-outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome; a
-parcel cancelled while running has its process group killed and ends CANCELLED.
+outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome,
+with the exit status of the tool that failed as its `exit_code` when the runner's log names
+one; a parcel cancelled while running has its process group killed and ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -60,10 +62,25 @@ USAGE_FILE = "usage.json"
 RUNNER_STDOUT = "runner.out"
 RUNNER_LOG = "runner.log"
 MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
+# How cwltool logs a tool that ended with an exit status it counts as a failure (a tool killed
+# by a signal is logged otherwise, and has no exit status).
+TOOL_EXITED = re.compile(r"\[job [^\]\n]*\] exited with status: (\d+)")
 
 
 class JobFailed(Exception):
-    """The parcel cannot run or its result cannot be used: a FAILED outcome with this message."""
+    """The parcel cannot run or its result cannot be used: a FAILED outcome with this message,
+    and `exit_code` the payload's exit status when it ended with one."""
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def payload_exit_code(runner_log: str) -> int | None:
+    """The exit status of the last tool the runner's log says failed; None when none did (the
+    runner failed on its own, or a tool was killed by a signal)."""
+    statuses = TOOL_EXITED.findall(runner_log)
+    return int(statuses[-1]) if statuses else None
 
 
 @dataclass
@@ -447,8 +464,11 @@ async def run_compute(
     if run.cancelled:
         return Collected([])
     if code != 0:
-        tail = (job_dir / RUNNER_LOG).read_text(errors="replace")[-LOG_TAIL:]
-        raise JobFailed(f"the CWL runner exited with {code}: {tail}")
+        runner_log = (job_dir / RUNNER_LOG).read_text(errors="replace")
+        raise JobFailed(
+            f"the CWL runner exited with {code}: {runner_log[-LOG_TAIL:]}",
+            payload_exit_code(runner_log),
+        )
     try:
         output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
     except ValueError as error:

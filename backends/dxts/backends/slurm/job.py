@@ -7,8 +7,9 @@ input object (`job.json`, its `lfn:` inputs already staged) is in its own direct
 runs cwltool there (`runner.out`: the output object, `runner.log`: its log), then moves the
 outputs to the output storage element and writes `result.json` — the manifest and the status
 report, exactly as the local adaptor collects them (`dxts.backends.local.compute`) — or the
-reason the result cannot be used. It exits as the runner did, so that Slurm's state and exit
-code are the tool's.
+reason the result cannot be used. It exits with the exit status of the tool that failed where
+the runner's log names one (cwltool itself exits 1 whatever the tool's status), else as the
+runner did, so that Slurm's state and exit code are the tool's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dxts.backends.local.compute import RUNNER_LOG, RUNNER_STDOUT, JobFailed, collect_outputs
+from dxts.backends.local.compute import (
+    RUNNER_LOG,
+    RUNNER_STDOUT,
+    JobFailed,
+    collect_outputs,
+    payload_exit_code,
+)
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.adaptor.model import Submission
 
@@ -60,7 +67,7 @@ def run_task(batch_dir: Path, index: int) -> int:
     with (job_dir / RUNNER_STDOUT).open("wb") as stdout, (job_dir / RUNNER_LOG).open("wb") as log:
         code = subprocess.call(command, cwd=job_dir, stdout=stdout, stderr=log)
     if code != 0:
-        return code
+        return payload_exit_code((job_dir / RUNNER_LOG).read_text(errors="replace")) or code
     storage = LocalSettings(**batch["storage"])
     submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:

@@ -18,7 +18,7 @@ import contextlib
 import math
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 from uuid import UUID, uuid4
 
 from pydantic import Field
@@ -132,6 +132,7 @@ class EstimateSettings(BaseSettings):
 
 
 Percentile = Annotated[float, Field(gt=0, le=100)]
+Measure = Literal["cpu_hours", "memory_gb", "wall_hours"]
 
 
 class EstimateArgs(PluginArgs):
@@ -143,6 +144,12 @@ class EstimateArgs(PluginArgs):
     cpu_percentile: Percentile = Field(95, description="of the scouts' cpu_hours")
     memory_percentile: Percentile = Field(75, description="of the scouts' memory_gb")
     wall_percentile: Percentile = Field(95, description="of the scouts' wall_hours")
+    downstream_scale: dict[Measure, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="per measure, the factor by which a compute member without measurements of "
+        "its own inherits the estimate of the nearest estimated member upstream through Edge "
+        "feeders (a measure not named is not inherited)",
+    )
 
     def percentile(self, key: str) -> float:
         return {
@@ -178,6 +185,15 @@ def _rounded_up(value: float) -> float:
     return math.ceil(round(value * 10, 9)) / 10
 
 
+def _capped(key: str, value: float, how: dict[str, Any], settings: EstimateSettings) -> float:
+    """`value` within the installation's cap on `key`; `how` records the cap when it applied."""
+    cap = settings.cap(key)
+    if cap is not None and value > cap:
+        how["capped_at"] = cap
+        return cap
+    return value
+
+
 def _estimate(
     measured: dict[str, list[float]], args: EstimateArgs, settings: EstimateSettings
 ) -> tuple[dict[str, float], dict[str, Any]]:
@@ -187,24 +203,55 @@ def _estimate(
     derived: dict[str, Any] = {}
     for key, values in measured.items():
         rank = args.percentile(key)
-        value = _rounded_up(percentile(values, rank) * args.margin)
         how: dict[str, Any] = {
             "percentile": rank,
             "parcels": len(values),
             "measured": percentile(values, rank),
             "margin": args.margin,
         }
-        cap = settings.cap(key)
-        if cap is not None and value > cap:
-            value, how["capped_at"] = cap, cap
-        template[key], derived[key] = value, how
+        value = _rounded_up(percentile(values, rank) * args.margin)
+        template[key], derived[key] = _capped(key, value, how, settings), how
+    return template, derived
+
+
+def _estimated_upstream(
+    member: Transformation, members: dict[UUID, Transformation], estimated: set[UUID]
+) -> UUID | None:
+    """The nearest member up `member`'s chain of Edge producers that has an estimate of its own
+    (an Edge has one producer, so the chain is a line; it may pass through data members)."""
+    seen = {member.id}
+    producer = member.producer_id
+    while producer is not None and producer not in seen and producer in members:
+        if producer in estimated:
+            return producer
+        seen.add(producer)
+        producer = members[producer].producer_id
+    return None
+
+
+def _inherited(
+    estimate: dict[str, float], source: str, args: EstimateArgs, settings: EstimateSettings
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The template a downstream member inherits: each measure `downstream_scale` names that
+    `source`'s estimate has, times its factor, rounded up to a tenth, within the cap."""
+    template: dict[str, float] = {}
+    derived: dict[str, Any] = {}
+    for key, scale in args.downstream_scale.items():
+        if key not in estimate:
+            continue
+        how: dict[str, Any] = {"inherited_from": source, "estimate": estimate[key], "scale": scale}
+        value = _rounded_up(estimate[key] * scale)
+        template[key], derived[key] = _capped(key, value, how, settings), how
     return template, derived
 
 
 def _provenance(name: str, derived: dict[str, Any], template: dict[str, float]) -> str:
     parts = []
     for key, how in derived.items():
-        source = f"p{how['percentile']:g} of {how['parcels']} parcels x {how['margin']:g}"
+        if "inherited_from" in how:
+            source = f"{how['inherited_from']}'s {how['estimate']:g} x {how['scale']:g}"
+        else:
+            source = f"p{how['percentile']:g} of {how['parcels']} parcels x {how['margin']:g}"
         capped = " (capped)" if "capped_at" in how else ""
         parts.append(f"{key} {template[key]:g} ({source}){capped}")
     return f"{name}: {', '.join(parts)}"
@@ -221,7 +268,8 @@ async def estimate_resource_usage(
     """Fail when a member's scout parcels needed more than allowed; otherwise write into each
     compute member's requirements template a percentile of what its scouts measured, times the
     margin, rounded up to a tenth and within the installation's caps, and record from how many
-    parcels."""
+    parcels. A compute member with no measurements of its own, fed through Edges by an
+    estimated member, inherits that estimate scaled by `downstream_scale` (when given)."""
     limits = {"cpu_hours": args.max_cpu_hours, "memory_gb": args.max_memory_gb}
     names = {t.id: member_name(t) for t in transformations}
     updated: dict[UUID, dict[str, Any]] = {}
@@ -240,6 +288,15 @@ async def estimate_resource_usage(
             updated[member.id], derivations[member.id] = _estimate(measured, args, settings)
     if too_much:
         return ActionResult.failed(listed(too_much))
+    if args.downstream_scale:
+        members, estimated = {t.id: t for t in transformations}, set(updated)
+        for member in (t for t in compute if t.id not in estimated):
+            source = _estimated_upstream(member, members, estimated)
+            if source is None:
+                continue
+            template, derived = _inherited(updated[source], names[source], args, settings)
+            if template:
+                updated[member.id], derivations[member.id] = template, derived
     if not updated:
         if any(limit is not None for limit in limits.values()):
             return ActionResult.failed(

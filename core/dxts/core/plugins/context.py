@@ -61,6 +61,9 @@ class Transformation:
     # where the core knows them: the definition service's lifecycle views fill it, a
     # feeder's or packer's view leaves it empty.
     upstream_ids: tuple[UUID, ...] = ()
+    # Of those, the member whose output its Edge feeder reads (None: not fed by an Edge, or
+    # not known in this view).
+    producer_id: UUID | None = None
 
 
 @dataclass(frozen=True)

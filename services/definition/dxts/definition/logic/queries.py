@@ -110,6 +110,7 @@ class TransformationView:
     requirements_template_id: bytes | None
     outputs: tuple[OutputView, ...]
     upstream_ids: tuple[bytes, ...]
+    producer_id: bytes | None  # its Edge feeder's producer (one of upstream_ids)
     scouting: bool
     halted: bool
     updated_at: datetime
@@ -249,7 +250,8 @@ async def _transformation_views(
     for r in rows:
         tid = bytes(r.TransformationID)
         edge = edges[tid]
-        upstream = ([producers[edge]] if edge in producers else []) + _after(r)
+        producer = producers.get(edge) if edge else None
+        upstream = ([producer] if producer else []) + _after(r)
         annotations = r.Annotations if isinstance(r.Annotations, dict) else {}
         workgraph_annotations = (
             r.WorkgraphAnnotations if isinstance(r.WorkgraphAnnotations, dict) else {}
@@ -277,6 +279,7 @@ async def _transformation_views(
                 requirements_template_id=template_id,
                 outputs=tuple(outputs[tid]),
                 upstream_ids=tuple(dict.fromkeys(upstream)),
+                producer_id=producer,
                 scouting=r.WorkgraphStatus in SCOUT_UNTIL_APPROVED,
                 halted=bool(workgraph_annotations.get(HALTED)),
                 updated_at=r.UpdatedAt,

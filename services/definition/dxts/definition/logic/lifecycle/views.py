@@ -84,6 +84,7 @@ def transformation_view(member: TransformationView) -> Transformation:
         workgraph_id=None if member.workgraph_id is None else as_uuid(member.workgraph_id),
         annotations=dict(member.annotations or {}),
         upstream_ids=tuple(as_uuid(u) for u in member.upstream_ids),
+        producer_id=None if member.producer_id is None else as_uuid(member.producer_id),
     )
 
 
