@@ -3,6 +3,7 @@ configured outcome mix drawn stably per parcel, delays, cancellation, and its se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -152,6 +153,32 @@ async def test_in_flight_counts_what_is_neither_finished_nor_cancelled() -> None
         backend_pb2.CancelRequest(identifiers=[gone.identifier]), None
     )
     assert await in_flight(lost) == 1
+
+
+async def test_jobs_finished_longer_ago_than_retain_s_are_forgotten_but_still_counted() -> None:
+    retain_s = 0.2
+    adaptor = NullAdaptor(NullSettings(delay_s=0, retain_s=retain_s, lost=0.0))
+    old, recent = submission(), submission()
+    (old_result,) = await submit(adaptor, old)
+    await submit(adaptor, old)  # a repeat, counted once forgotten too
+    await asyncio.sleep(retain_s + 0.05)
+    await submit(adaptor, recent)
+    assert await in_flight(adaptor) == 0  # Describe forgets what finished retain_s ago
+    assert set(adaptor.jobs) == {recent.parcel_id}
+    assert set(adaptor.submits) == set(adaptor.started) == {recent.parcel_id}
+    described = await AdaptorServicer(adaptor).Describe(backend_pb2.DescribeRequest(), None)
+    counters = described.counters
+    assert (counters["submits"], counters["accepted"], counters["started"]) == (3, 2, 2)
+    assert counters["repeated_submits"] == 1
+    poll = backend_pb2.PollRequest(identifiers=[old_result.identifier])
+    assert list((await AdaptorServicer(adaptor).Poll(poll, None)).unknown_identifiers) == [
+        old_result.identifier
+    ]
+    # Unset, nothing is forgotten.
+    keeper = NullAdaptor(NullSettings(delay_s=0))
+    await submit(keeper, old)
+    await asyncio.sleep(retain_s + 0.05)
+    assert await in_flight(keeper) == 0 and set(keeper.jobs) == {old.parcel_id}
 
 
 async def test_usage_is_reported_only_when_configured_and_by_rule_first() -> None:

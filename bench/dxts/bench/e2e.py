@@ -57,7 +57,13 @@ DOCUMENT = Path(__file__).with_name("e2e_workgraph.cwl")
 MERGE_GROUP = 100
 POLL_S = 0.1
 SAMPLE_S = 0.5  # how often the outcome backlog (parcels Assigned) is sampled
-NULL_ENV = {"DXTS_NULL_OUTPUTS": '["out"]', "DXTS_NULL_DELAY_S": "0"}
+# The stand-in backend forgets a job two minutes after it finished, as a batch system forgets
+# old jobs: its memory is then the recent work's, not the whole run's.
+NULL_ENV = {
+    "DXTS_NULL_OUTPUTS": '["out"]',
+    "DXTS_NULL_DELAY_S": "0",
+    "DXTS_NULL_RETAIN_S": "120",
+}
 MB = 1024 * 1024
 log = logging.getLogger("dxts.bench.e2e")
 

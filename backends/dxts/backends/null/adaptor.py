@@ -1,12 +1,13 @@
 """The null adaptor: accepts at once, runs nothing, finishes as configured (`settings`).
 
-It exists for benchmarks and failure injection, and it keeps its state in memory: a restart
-forgets what it accepted (re-submitted parcels are then accepted anew, with a new identifier).
-Within one run it honours the contract exactly, which is what the dispatcher's tests lean on:
-Submit is idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that
-named it and every start of work, so a test can prove that no parcel ran twice. The same
-tallies are in Describe's counters. In push mode a sweep (`push_once`, on the kernel's
-`SweepRunner`) reports finished jobs through an `OutcomeReporter` every `push_interval_s`.
+It exists for benchmarks and failure injection, and it keeps its state in memory: a restart forgets
+what it accepted (re-submitted parcels are then accepted anew, with a new identifier). Within one
+run it honours the contract exactly, which is what the dispatcher's tests lean on: Submit is
+idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that named it and
+every start of work, so a test can prove that no parcel ran twice. The same tallies are in
+Describe's counters (which keep counting the jobs `retain_s` made it forget). In push mode a sweep
+(`push_once`, on the kernel's `SweepRunner`) reports finished jobs through an `OutcomeReporter`
+every `push_interval_s`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import heapq
 import json
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -146,6 +147,10 @@ class NullAdaptor:
         self._finishing: list[tuple[float, str]] = []
         self._cancelled_early: set[str] = set()
         self._lost: set[str] = set()
+        # The finished jobs in the order they finished, for `retain_s`; and the tallies of the
+        # jobs forgotten, which Describe keeps counting.
+        self._finished_order: deque[tuple[float, str]] = deque()
+        self._forgotten: Counter[str] = Counter()
         self._reporter = reporter
         self._pusher: SweepRunner | None = None
 
@@ -172,14 +177,38 @@ class NullAdaptor:
     def _in_flight(self) -> int:
         now = time.monotonic()
         while self._finishing and self._finishing[0][0] <= now:
-            _, key = heapq.heappop(self._finishing)
-            self._cancelled_early.discard(key)
+            finished = heapq.heappop(self._finishing)
+            self._cancelled_early.discard(finished[1])
+            self._finished_order.append(finished)
+        self._forget_old(now)
         return len(self._finishing) - len(self._cancelled_early) + len(self._lost)
+
+    def _forget_old(self, now: float) -> None:
+        """Forget the jobs finished `retain_s` ago or more (in push mode, once acknowledged:
+        the first one not yet acknowledged holds the rest until it is)."""
+        retain_s = self.settings.retain_s
+        if retain_s is None:
+            return
+        while self._finished_order and self._finished_order[0][0] + retain_s <= now:
+            key = self._finished_order[0][1]
+            job = self.jobs.get(key)
+            if job is not None and self._pusher is not None and not job.pushed:
+                return
+            self._finished_order.popleft()
+            if job is None:
+                continue
+            del self.jobs[key]
+            del self.by_identifier[job.identifier]
+            submits, starts = self.submits.pop(key, 0), self.started.pop(key, 0)
+            self._forgotten.update(
+                accepted=1, submits=submits, started=starts, repeated_submits=max(submits - 1, 0)
+            )
 
     def _cancel(self, job: Job) -> None:
         job.cancelled = True
         if job.parcel_id in self._lost:
             self._lost.discard(job.parcel_id)
+            self._finished_order.append((time.monotonic(), job.parcel_id))
         else:
             self._cancelled_early.add(job.parcel_id)
 
@@ -195,10 +224,11 @@ class NullAdaptor:
             capacity=self.settings.capacity,
             version="null-1",
             counters={
-                "submits": sum(self.submits.values()),
-                "accepted": len(self.jobs),
-                "started": sum(self.started.values()),
-                "repeated_submits": sum(n - 1 for n in self.submits.values() if n > 1),
+                "submits": sum(self.submits.values()) + self._forgotten["submits"],
+                "accepted": len(self.jobs) + self._forgotten["accepted"],
+                "started": sum(self.started.values()) + self._forgotten["started"],
+                "repeated_submits": sum(n - 1 for n in self.submits.values() if n > 1)
+                + self._forgotten["repeated_submits"],
                 "refused": self.refusals,
                 "in_flight": in_flight,
             },

@@ -29,6 +29,11 @@ than the given requirements (`{"memory_mb": 4000}`: a parcel whose requirements 
 `usage` is the resource usage every finished (succeeded or failed) parcel reports as measured
 (`Outcome.usage`; default: none reported, as before); a rule's `usage` replaces it for the
 parcels the rule decides. Only the measures given are reported.
+
+`retain_s` bounds its memory in a long run: a job finished that long ago (and, in push mode,
+acknowledged) is forgotten, as a batch system forgets old jobs; a Poll of it then answers
+"unknown" and a Submit of its parcel starts it anew. Unset (the default), it remembers every job
+for its lifetime, so a test can check every Submit of a run.
 """
 
 from __future__ import annotations
@@ -124,6 +129,12 @@ class NullSettings(BaseSettings):
         None, validation_alias=AliasChoices("DXTS_DISPATCHER_ADDRESS", "dispatcher_address")
     )
     push_interval_s: float = Field(1.0, gt=0)
+    retain_s: float | None = Field(
+        None,
+        gt=0,
+        description="how long a finished job is remembered (reported, in push mode) before it is"
+        " forgotten, as a batch system drops old jobs; None: for the adaptor's lifetime",
+    )
     service_token: str | None = Field(
         None,
         validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token"),
