@@ -155,28 +155,32 @@ async def test_in_flight_counts_what_is_neither_finished_nor_cancelled() -> None
     assert await in_flight(lost) == 1
 
 
-async def test_jobs_finished_longer_ago_than_retain_s_are_forgotten_but_still_counted() -> None:
+async def test_jobs_reported_longer_ago_than_retain_s_are_forgotten_but_still_counted() -> None:
     retain_s = 0.2
-    adaptor = NullAdaptor(NullSettings(delay_s=0, retain_s=retain_s, lost=0.0))
-    old, recent = submission(), submission()
+    adaptor = NullAdaptor(NullSettings(delay_s=0, retain_s=retain_s))
+    old, unheard, recent = submission(), submission(), submission()
     (old_result,) = await submit(adaptor, old)
     await submit(adaptor, old)  # a repeat, counted once forgotten too
+    await submit(adaptor, unheard)  # finished too, but nobody polled its outcome
+    poll = backend_pb2.PollRequest(identifiers=[old_result.identifier])
+    assert len((await AdaptorServicer(adaptor).Poll(poll, None)).outcomes) == 1
     await asyncio.sleep(retain_s + 0.05)
     await submit(adaptor, recent)
-    assert await in_flight(adaptor) == 0  # Describe forgets what finished retain_s ago
-    assert set(adaptor.jobs) == {recent.parcel_id}
-    assert set(adaptor.submits) == set(adaptor.started) == {recent.parcel_id}
+    assert await in_flight(adaptor) == 0  # Describe forgets what was reported retain_s ago
+    assert set(adaptor.jobs) == {unheard.parcel_id, recent.parcel_id}
+    assert set(adaptor.submits) == set(adaptor.started) == set(adaptor.jobs)
     described = await AdaptorServicer(adaptor).Describe(backend_pb2.DescribeRequest(), None)
     counters = described.counters
-    assert (counters["submits"], counters["accepted"], counters["started"]) == (3, 2, 2)
+    assert (counters["submits"], counters["accepted"], counters["started"]) == (4, 3, 3)
     assert counters["repeated_submits"] == 1
-    poll = backend_pb2.PollRequest(identifiers=[old_result.identifier])
     assert list((await AdaptorServicer(adaptor).Poll(poll, None)).unknown_identifiers) == [
         old_result.identifier
     ]
     # Unset, nothing is forgotten.
     keeper = NullAdaptor(NullSettings(delay_s=0))
-    await submit(keeper, old)
+    (kept,) = await submit(keeper, old)
+    polled = backend_pb2.PollRequest(identifiers=[kept.identifier])
+    assert len((await AdaptorServicer(keeper).Poll(polled, None)).outcomes) == 1
     await asyncio.sleep(retain_s + 0.05)
     assert await in_flight(keeper) == 0 and set(keeper.jobs) == {old.parcel_id}
 

@@ -57,8 +57,8 @@ DOCUMENT = Path(__file__).with_name("e2e_workgraph.cwl")
 MERGE_GROUP = 100
 POLL_S = 0.1
 SAMPLE_S = 0.5  # how often the outcome backlog (parcels Assigned) is sampled
-# The stand-in backend forgets a job two minutes after it finished, as a batch system forgets
-# old jobs: its memory is then the recent work's, not the whole run's.
+# The stand-in backend forgets a job two minutes after its outcome reached the dispatcher, as a
+# batch system forgets old jobs: its memory is then the recent work's, not the whole run's.
 NULL_ENV = {
     "DXTS_NULL_OUTPUTS": '["out"]',
     "DXTS_NULL_DELAY_S": "0",

@@ -60,6 +60,7 @@ class Job:
     output_prefix: str
     cancelled: bool = False
     pushed: bool = False
+    reported_at: float | None = None  # when its outcome first reached the dispatcher
     cancellable: bool = True
     usage: NullUsage | None = None  # what it reports as measured when it finishes
     rule: NullRule | None = None  # the rule that decided its fate, if one did
@@ -147,9 +148,10 @@ class NullAdaptor:
         self._finishing: list[tuple[float, str]] = []
         self._cancelled_early: set[str] = set()
         self._lost: set[str] = set()
-        # The finished jobs in the order they finished, for `retain_s`; and the tallies of the
-        # jobs forgotten, which Describe keeps counting.
-        self._finished_order: deque[tuple[float, str]] = deque()
+        # The jobs whose outcome was reported (polled, or pushed and acknowledged), in that
+        # order with when, for `retain_s`; and the tallies of the jobs forgotten, which Describe
+        # keeps counting.
+        self._reported: deque[tuple[float, str]] = deque()
         self._forgotten: Counter[str] = Counter()
         self._reporter = reporter
         self._pusher: SweepRunner | None = None
@@ -177,24 +179,26 @@ class NullAdaptor:
     def _in_flight(self) -> int:
         now = time.monotonic()
         while self._finishing and self._finishing[0][0] <= now:
-            finished = heapq.heappop(self._finishing)
-            self._cancelled_early.discard(finished[1])
-            self._finished_order.append(finished)
+            _, key = heapq.heappop(self._finishing)
+            self._cancelled_early.discard(key)
         self._forget_old(now)
         return len(self._finishing) - len(self._cancelled_early) + len(self._lost)
 
+    def _reported_now(self, job: Job, now: float) -> None:
+        """The job's outcome reached the dispatcher (first time only): `retain_s` runs from
+        here, so a job is never forgotten before anyone heard how it ended."""
+        if job.reported_at is None:
+            job.reported_at = now
+            self._reported.append((now, job.parcel_id))
+
     def _forget_old(self, now: float) -> None:
-        """Forget the jobs finished `retain_s` ago or more (in push mode, once acknowledged:
-        the first one not yet acknowledged holds the rest until it is)."""
+        """Forget the jobs whose outcome was reported `retain_s` ago or more."""
         retain_s = self.settings.retain_s
         if retain_s is None:
             return
-        while self._finished_order and self._finished_order[0][0] + retain_s <= now:
-            key = self._finished_order[0][1]
+        while self._reported and self._reported[0][0] + retain_s <= now:
+            _, key = self._reported.popleft()
             job = self.jobs.get(key)
-            if job is not None and self._pusher is not None and not job.pushed:
-                return
-            self._finished_order.popleft()
             if job is None:
                 continue
             del self.jobs[key]
@@ -208,7 +212,6 @@ class NullAdaptor:
         job.cancelled = True
         if job.parcel_id in self._lost:
             self._lost.discard(job.parcel_id)
-            self._finished_order.append((time.monotonic(), job.parcel_id))
         else:
             self._cancelled_early.add(job.parcel_id)
 
@@ -294,6 +297,7 @@ class NullAdaptor:
                 reply.unknown_identifiers.append(identifier)
             elif self._finished(job, now):
                 reply.outcomes.append(self.outcome(job))
+                self._reported_now(job, now)
         return reply
 
     async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:
@@ -424,5 +428,6 @@ class NullAdaptor:
         for job, ack in zip(due, acks, strict=True):
             if ack.disposition is not OutcomeDisposition.UNKNOWN_PARCEL:
                 job.pushed = True
+                self._reported_now(job, now)
                 done += 1
         return done

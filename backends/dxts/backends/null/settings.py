@@ -30,10 +30,11 @@ than the given requirements (`{"memory_mb": 4000}`: a parcel whose requirements 
 (`Outcome.usage`; default: none reported, as before); a rule's `usage` replaces it for the
 parcels the rule decides. Only the measures given are reported.
 
-`retain_s` bounds its memory in a long run: a job finished that long ago (and, in push mode,
-acknowledged) is forgotten, as a batch system forgets old jobs; a Poll of it then answers
-"unknown" and a Submit of its parcel starts it anew. Unset (the default), it remembers every job
-for its lifetime, so a test can check every Submit of a run.
+`retain_s` bounds its memory in a long run: a job whose outcome reached the dispatcher that long
+ago (polled, or pushed and acknowledged) is forgotten, as a batch system forgets old jobs; a Poll
+of it then answers "unknown" and a Submit of its parcel starts it anew. Counting from the report,
+not from the finish, means a backlog of unpolled outcomes is never forgotten unheard. Unset (the
+default), it remembers every job for its lifetime, so a test can check every Submit of a run.
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ class NullSettings(BaseSettings):
     retain_s: float | None = Field(
         None,
         gt=0,
-        description="how long a finished job is remembered (reported, in push mode) before it is"
-        " forgotten, as a batch system drops old jobs; None: for the adaptor's lifetime",
+        description="how long a job is remembered after its outcome was reported (polled, or"
+        " pushed and acknowledged); None: for the adaptor's lifetime",
     )
     service_token: str | None = Field(
         None,
