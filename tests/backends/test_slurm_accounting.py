@@ -1,11 +1,15 @@
 """Reading Slurm's accounting (`sacct --parsable2`) into task records: a task's exit status is
-the batch step's when the allocation's line still says 0:0 for a failed task."""
+the batch step's when the allocation's line still says 0:0 for a failed task; a task that ran
+is reported once its batch step (its usage) is recorded, or after a grace period."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dxts.backends.slurm.commands import Slurm
+import pytest
+
+from dxts.backends.slurm import adaptor as slurm_adaptor
+from dxts.backends.slurm.commands import Slurm, TaskRecord
 from dxts.backends.slurm.settings import SlurmSettings
 
 
@@ -35,3 +39,23 @@ async def test_a_failed_tasks_exit_status_is_the_batch_steps_when_its_line_says_
         ("COMPLETED", 0, True),
     ]
     assert records[("41", 0)].max_rss_bytes == 20 * 1024 * 1024
+
+
+def test_a_task_that_ran_waits_for_its_batch_step_for_a_grace_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(slurm_adaptor.time, "monotonic", lambda: clock[0])
+    adaptor = slurm_adaptor.SlurmAdaptor(SlurmSettings(work_dir=tmp_path))
+    ended = TaskRecord(state="COMPLETED")  # sacct said it ended; its batch step is not there yet
+    assert adaptor._step_still_to_come("a", ended)
+    clock[0] += slurm_adaptor.ACCOUNTING_GRACE_S - 1
+    assert adaptor._step_still_to_come("a", ended)
+    ended.started = True  # the step arrived: report now
+    assert not adaptor._step_still_to_come("a", ended)
+    # Never recorded: reported without it once the grace is over.
+    assert adaptor._step_still_to_come("b", TaskRecord(state="FAILED"))
+    clock[0] += slurm_adaptor.ACCOUNTING_GRACE_S
+    assert not adaptor._step_still_to_come("b", TaskRecord(state="FAILED"))
+    # A task cancelled before it ran has no step to wait for.
+    assert not adaptor._step_still_to_come("c", TaskRecord(state="CANCELLED by 0"))

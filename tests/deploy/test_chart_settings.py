@@ -73,6 +73,7 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_SLURM_STORAGE_ROOT": ("derived from DXTS_SLURM_WORK_DIR", "DXTS_SLURM_WORK_DIR"),
     "DXTS_SLURM_OUTPUT_SE": ("the first storage element", None),
     "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
+    "DXTS_NULL_RETAIN_S": ("unset, the null adaptor remembers every job it accepted", None),
     "DXTS_TLS_SERVER_NAME": ("the certificate names every component's Service", None),
 }
 # The null adaptor calls the dispatcher only when it pushes its reports.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -32,7 +33,7 @@ from typing import Any
 from dxts.backends.local.compute import RUNNER_LOG, RUNNER_STDOUT, JobFailed
 from dxts.backends.logic import directory_logs, key_problem
 from dxts.backends.slurm import batch, outcomes
-from dxts.backends.slurm.commands import WHOLE_ARRAY, Slurm, SlurmError
+from dxts.backends.slurm.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
 from dxts.backends.slurm.resources import BadRequirements, Request, resource_request
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store import NewBatch, NewJob, State
@@ -59,6 +60,10 @@ log = logging.getLogger(__name__)
 
 DATA_REFUSAL = "the Slurm adaptor runs compute parcels; data parcels go to a data adaptor"
 VERSION = "slurm-1"
+# The end states of a task that ran (so has a batch step), and how long a Poll waits for sacct to
+# record that step after it reported the end.
+RAN_STATES = frozenset({"COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT"})
+ACCOUNTING_GRACE_S = 10.0
 
 
 class SlurmAdaptor:
@@ -79,6 +84,7 @@ class SlurmAdaptor:
         self.store = State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started = 0  # array tasks handed to Slurm, since this start
+        self._ended_without_step: dict[str, float] = {}  # identifier → when first seen so
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -287,6 +293,8 @@ class SlurmAdaptor:
             array = job.slurm_job_id or ""
             record = records.get((array, job.task_index)) or records.get((array, WHOLE_ARRAY))
             if record is not None and record.terminal:
+                if self._step_still_to_come(job.identifier, record):
+                    continue
                 fresh.append(outcomes.from_record(self.settings, job, record))
             elif (
                 record is None
@@ -295,6 +303,19 @@ class SlurmAdaptor:
                 fresh.append(outcomes.lost(self.settings.name, job))
         await self.store.finish(fresh)
         return PollResult([*ended, *fresh], unknown)
+
+    def _step_still_to_come(self, identifier: str, record: TaskRecord) -> bool:
+        """Whether to wait for the task's batch step before reporting it: sacct can say a task
+        ended before it records the step that holds its usage and the script's own exit code,
+        so a task whose state says it ran waits up to `ACCOUNTING_GRACE_S` for that line."""
+        if record.started or record.state.split(" ")[0] not in RAN_STATES:
+            self._ended_without_step.pop(identifier, None)
+            return False
+        first_seen = self._ended_without_step.setdefault(identifier, time.monotonic())
+        if time.monotonic() - first_seen < ACCOUNTING_GRACE_S:
+            return True
+        del self._ended_without_step[identifier]
+        return False
 
     async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
         """The task's runner stdout and log, in its directory on the shared filesystem."""
