@@ -49,7 +49,9 @@ async def test_outcomes_are_recorded_by_execution(
     tid = await transformation(database)
     ids = await parcels(database, 12, transformation_id=tid, inputs_per_parcel=1)
     used = NullUsage(cpu_seconds=1800, wall_seconds=3600, max_memory_bytes=2 * 10**9)
-    adaptor, address = await null_adaptors(failure=0.3, usage=used)
+    # Four chosen parcels fail (a failure share drawn from random ids may pick none).
+    failing = [{"fate": "failure", "output_prefix": id_to_str(p)} for p in ids[::3]]
+    adaptor, address = await null_adaptors(rules=failing, usage=used)
     sink = Execution(database)
     component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 12

@@ -49,7 +49,7 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.grpc import channel
 from dxts.core.ids import id_from_str
 from dxts.core.schema import definition, execution, metadata
-from dxts.core.states import ParcelStatus, WorkgraphStatus
+from dxts.core.states import Kind, ParcelStatus, WorkgraphStatus
 from dxts.v1 import common_pb2, definition_pb2, definition_pb2_grpc
 
 RC = Isolation.READ_COMMITTED
@@ -285,7 +285,10 @@ async def _until_completed(
         "first_input_s": sa.select(execution.inputs.c.InputID).limit(1),
         "first_parcel_s": sa.select(parcels.c.ParcelID).limit(1),
         "first_done_s": sa.select(parcels.c.ParcelID)
-        .where(parcels.c.Status == ParcelStatus.DONE.value)
+        .where(
+            parcels.c.Kind.in_([kind.value for kind in Kind]),
+            parcels.c.Status == ParcelStatus.DONE.value,
+        )
         .limit(1),
     }
 
@@ -298,7 +301,11 @@ async def _until_completed(
 
     async def assigned(conn: Any) -> int:
         found = await conn.scalar(
-            sa.select(sa.func.count()).where(parcels.c.Status == ParcelStatus.ASSIGNED.value)
+            sa.select(sa.func.count()).where(
+                # Every kind named: a range of the (Kind, Status) index, not a scan of it.
+                parcels.c.Kind.in_([kind.value for kind in Kind]),
+                parcels.c.Status == ParcelStatus.ASSIGNED.value,
+            )
         )
         return int(found or 0)
 

@@ -399,13 +399,19 @@ THREAD_ID = "dxts_thread_id"  # key of a pooled MariaDB/MySQL connection's serve
 def _set_mysql_session(dbapi_connection: Any, record: Any) -> None:
     """Every session in UTC with strict SQL modes, whatever the server's defaults; its server
     thread id noted on the pool's record for `Database.transaction` (a cancelled query is
-    killed by it)."""
+    killed by it).
+
+    IN lists are planned from index dives whatever their length: past the server's default of
+    200 values MariaDB estimates them from index statistics instead, which lag a fast-growing
+    table, and was seen reading a transformation's every ParcelInputs row for a batch of 500
+    parcels (a ref on TransformationID alone rather than 500 ranges of the primary key)."""
     record.info[THREAD_ID] = int(dbapi_connection.driver_connection.thread_id())
     cursor = dbapi_connection.cursor()
     cursor.execute(
         "SET time_zone = '+00:00', "
         "sql_mode = 'STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
-        "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+        "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', "
+        "eq_range_index_dive_limit = 0"
     )
     cursor.close()
 

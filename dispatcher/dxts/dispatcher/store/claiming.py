@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import db_now, utcnow
 from dxts.core.schema.definition import requirements, resolved_hints
 from dxts.core.schema.execution import (
+    PARCELS_BY_KIND_AND_STATUS,
     compute_parcels,
     data_parcels,
     parcel_inputs,
@@ -46,14 +47,9 @@ class Parcel:
     vo: str | None = None  # user parcels
 
 
-# The claims read the (Kind, Status) index, whose entries are in ParcelID order within a
-# status: MariaDB, seeing ORDER BY ParcelID LIMIT n, may instead walk the primary key from the
-# start, locking and skipping every parcel already Done (seconds per claim at a million).
-BY_KIND_AND_STATUS = "FORCE INDEX (ix_Parcels_Kind_Status)"
-
 _CLAIM = (
     sa.select(parcels.c.ParcelID, parcels.c.TransformationID, parcels.c.Backend)
-    .with_hint(parcels, BY_KIND_AND_STATUS, "mysql")
+    .with_hint(parcels, PARCELS_BY_KIND_AND_STATUS, "mysql")
     .where(
         parcels.c.Kind == sa.bindparam("kind"),
         parcels.c.Status == UNASSIGNED,
@@ -83,6 +79,9 @@ _LINKS = (
     sa.select(parcel_inputs.c.ParcelID, parcel_inputs.c.InputID)
     # Two IN lists rather than a row-value IN: ranges on the primary key's prefix on every
     # server (ParcelIDs are unique, so no pair outside the batch can match).
+    # Forced: MariaDB was seen reading a transformation's every row (a ref on the
+    # (TransformationID, InputID) index) for a batch of parcels.
+    .with_hint(parcel_inputs, "FORCE INDEX (PRIMARY)", "mysql")
     .where(
         parcel_inputs.c.TransformationID.in_(id_list("transformations")),
         parcel_inputs.c.ParcelID.in_(id_list()),
@@ -155,7 +154,7 @@ async def claim_stale(
     rows = (
         await conn.execute(
             sa.select(parcels.c.ParcelID, parcels.c.TransformationID, parcels.c.Backend)
-            .with_hint(parcels, BY_KIND_AND_STATUS, "mysql")
+            .with_hint(parcels, PARCELS_BY_KIND_AND_STATUS, "mysql")
             .where(
                 parcels.c.Kind == kind.value,
                 parcels.c.Status == RESERVED,

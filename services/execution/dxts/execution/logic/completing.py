@@ -31,7 +31,6 @@ from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_to_str, mint_after, new_ids
-from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.outcome_model import (
     OUTCOME,
@@ -48,13 +47,11 @@ from dxts.execution.logic.transformations import ActiveTransformations
 from dxts.execution.metrics import PARCELS_RECORDED
 from dxts.execution.store import outcomes as store
 from dxts.execution.store import watermark
-from dxts.execution.store.common import move_inputs
-from dxts.execution.store.outcomes import ParcelMove
+from dxts.execution.store.outcomes import CarriedInput, ParcelMove
 
 log = logging.getLogger(__name__)
 
 RC = Isolation.READ_COMMITTED
-CORE = Actor.CORE
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 RECORD_BATCH = 500  # parcels per recording transaction
 SPLIT_RACE_ATTEMPTS = 3  # a batch's runs when a concurrent batch took a split child's identity
@@ -322,28 +319,18 @@ async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetim
         )
     ]
     await store.insert_parcel_outputs(conn, outputs)
-    # A parcel whose inputs all meet one fate moves them by its id; the others input by input.
-    whole: dict[tuple[bytes, InputStatus], list[bytes]] = defaultdict(list)
-    loose: dict[tuple[bytes, InputStatus], list[bytes]] = defaultdict(list)
+    # Every carried input to its fate, one conditional move per transformation and fate.
+    held: dict[tuple[bytes, InputStatus], list[CarriedInput]] = defaultdict(list)
     for plan in plans:
         tid = plan.parcel.transformation_id
         if tid is None:
             continue
-        if len(plan.fates) == 1 and not plan.splits:
-            (fate,) = plan.fates
-            whole[(tid, fate)].append(plan.parcel.parcel_id)
-            continue
         for fate, items in plan.fates.items():
-            loose[(tid, fate)].extend(item.input_id for item in items)
-        loose[(tid, I.SPLIT)].extend(item.input_id for item, _ in plan.splits)
-    for (tid, fate), parcel_ids in whole.items():
+            held[(tid, fate)].extend(items)
+        held[(tid, I.SPLIT)].extend(item for item, _ in plan.splits)
+    for (tid, fate), carried in held.items():
         values = store.BUMP_ERRORS if fate == I.FAILED else None
-        await store.move_held_inputs(conn, tid, parcel_ids, target=fate, now=now, values=values)
-    for (tid, fate), ids in loose.items():
-        values = store.BUMP_ERRORS if fate == I.FAILED else None
-        await move_inputs(
-            conn, tid, ids, source=I.ASSIGNED, target=fate, actor=CORE, now=now, values=values
-        )
+        await store.move_held_inputs(conn, tid, carried, target=fate, now=now, values=values)
     recovery = await insert_splits(conn, [p for p in plans if p.splits], now)
     await store.move_parcels(
         conn,

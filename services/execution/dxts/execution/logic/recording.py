@@ -203,9 +203,11 @@ async def move_carried_inputs(
     values: Mapping[str, Any] | None = None,
 ) -> None:
     """Move every input still Assigned to one of `rows` to `target`."""
-    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
-    for row in rows:
-        if row.transformation_id is not None:
-            by_transformation[row.transformation_id].append(row.parcel_id)
-    for tid, parcel_ids in by_transformation.items():
-        await store.move_held_inputs(conn, tid, parcel_ids, target=target, now=now, values=values)
+    by_transformation: dict[bytes, list[store.CarriedInput]] = defaultdict(list)
+    transformations = {row.parcel_id: row.transformation_id for row in rows}
+    for parcel_id, carried in (await store.carried_inputs(conn, rows)).items():
+        tid = transformations[parcel_id]
+        assert tid is not None  # carried_inputs reads a transformation's parcels only
+        by_transformation[tid].extend(carried)
+    for tid, held in by_transformation.items():
+        await store.move_held_inputs(conn, tid, held, target=target, now=now, values=values)

@@ -27,6 +27,7 @@ from dxts.core.counters import (
     journal_parcels,
 )
 from dxts.core.schema.execution import (
+    PARCELS_BY_KIND_AND_STATUS,
     compute_parcels,
     data_parcel_deltas,
     inputs,
@@ -111,6 +112,7 @@ async def recordable(
         condition.append(parcels.c.ParcelID > after)
     rows = await conn.execute(
         sa.select(parcels.c.ParcelID, parcels.c.TransformationID)
+        .with_hint(parcels, PARCELS_BY_KIND_AND_STATUS, "mysql")
         .where(*condition)
         .order_by(parcels.c.ParcelID)
         .limit(limit)
@@ -279,8 +281,13 @@ class CarriedInput(NamedTuple):
 async def carried_inputs(
     conn: AsyncConnection, parcel_rows: Iterable[ParcelRow]
 ) -> dict[bytes, list[CarriedInput]]:
-    """ParcelID → the inputs still Assigned to it, through ParcelInputs' primary key (per
-    transformation); the inputs it carried that have moved on since are left in the database."""
+    """ParcelID → the inputs still Assigned to it, in (ParcelID, InputID) order; the inputs it
+    carried that have moved on since are left in the database.
+
+    Two reads, each of one table by its primary key, rather than one join: MariaDB planned the
+    join from statistics that lag a fast-growing table, reading the transformation's every
+    ParcelInputs row (a ref on TransformationID alone, even with the key forced) for a batch of
+    parcels, a cost per batch that grew with the run."""
     by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
     for parcel in parcel_rows:
         if parcel.transformation_id is not None:
@@ -289,55 +296,64 @@ async def carried_inputs(
     pi, i = parcel_inputs.c, inputs.c
     for tid, ids in by_transformation.items():
         for chunk in chunked(sorted(ids)):
-            rows = await conn.execute(
-                sa.select(pi.ParcelID, i.InputID, i.ErrorCount)
-                .select_from(
-                    parcel_inputs.join(
-                        inputs,
-                        sa.and_(i.TransformationID == pi.TransformationID, i.InputID == pi.InputID),
+            links = (
+                await conn.execute(
+                    sa.select(pi.ParcelID, pi.InputID)
+                    .with_hint(parcel_inputs, "FORCE INDEX (PRIMARY)", "mysql")
+                    .where(pi.TransformationID == tid, pi.ParcelID.in_(chunk))
+                    .order_by(pi.ParcelID, pi.InputID)
+                )
+            ).all()
+            held: dict[bytes, tuple[bytes, int]] = {}
+            for part in chunked([bytes(input_id) for _, input_id in links]):
+                rows = await conn.execute(
+                    sa.select(i.InputID, i.LastParcelID, i.ErrorCount).where(
+                        i.TransformationID == tid,
+                        i.InputID.in_(part),
+                        i.Status == InputStatus.ASSIGNED,
                     )
                 )
-                .where(
-                    pi.TransformationID == tid,
-                    pi.ParcelID.in_(chunk),
-                    i.Status == InputStatus.ASSIGNED,
-                    i.LastParcelID == pi.ParcelID,
+                held.update(
+                    (bytes(input_id), (bytes(holder), errors))
+                    for input_id, holder, errors in rows
+                    if holder is not None
                 )
-                .order_by(pi.ParcelID, pi.InputID)
-            )
-            for parcel_id, input_id, error_count in rows:
-                found[parcel_id].append(CarriedInput(parcel_id, input_id, error_count))
+            for parcel_id, input_id in links:
+                holder = held.get(bytes(input_id))
+                if holder is not None and holder[0] == bytes(parcel_id):
+                    found[bytes(parcel_id)].append(
+                        CarriedInput(bytes(parcel_id), bytes(input_id), holder[1])
+                    )
     return found
 
 
 async def move_held_inputs(
     conn: AsyncConnection,
     transformation_id: bytes,
-    parcel_ids: Sequence[bytes],
+    carried: Sequence[CarriedInput],
     *,
     target: str,
     now: datetime,
     values: Mapping[str, Any] | None = None,
 ) -> int:
-    """Move every input still Assigned to one of these parcels of one transformation to
-    `target` (setting `values` too), journal the move, and return how many moved.
+    """Move these inputs of one transformation to `target` (setting `values` too) where each is
+    still Assigned to a parcel among those that carried them, journal the move, and return how
+    many moved.
 
-    Joined to their ParcelInputs rows, so the statement names the parcels, not the inputs (a
-    tenth of the ids for parcels of ten); conditional like `common.move_inputs`, whose row
-    count is what is journalled."""
+    By the inputs' primary key, not joined to ParcelInputs: MariaDB planned that join from
+    statistics lagging the table and read the transformation's every row per batch. Conditional
+    like `common.move_inputs`, whose row count is what is journalled."""
     INPUT.check(InputStatus.ASSIGNED, target, Actor.CORE)
-    pi, i = parcel_inputs.c, inputs.c
+    i = inputs.c
     moved = 0
-    for chunk in chunked(parcel_ids):
+    for chunk in chunked(carried):
         result = await conn.execute(
             sa.update(inputs)
             .where(
-                pi.TransformationID == transformation_id,
-                pi.ParcelID.in_(chunk),
-                i.TransformationID == pi.TransformationID,
-                i.InputID == pi.InputID,
+                i.TransformationID == transformation_id,
+                i.InputID.in_([item.input_id for item in chunk]),
                 i.Status == InputStatus.ASSIGNED,
-                i.LastParcelID == pi.ParcelID,
+                i.LastParcelID.in_(sorted({item.parcel_id for item in chunk})),
             )
             .values(Status=target, UpdatedAt=now, **(values or {}))
         )

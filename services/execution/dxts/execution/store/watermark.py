@@ -63,8 +63,12 @@ async def settled_through(conn: AsyncConnection, output_id: bytes) -> bytes | No
     ever be added (None: no row yet). Waits for the recording transactions writing under it;
     run it in a transaction of its own, which holds the output no longer than this read."""
     await conn.execute(sa.select(_declared).where(_declared == output_id).with_for_update())
+    # The last entry of the output's key range, one row read: a locking MAX() reads (and
+    # share-locks) every row of the output, a cost per read that grows with the run.
     return await conn.scalar(
-        sa.select(sa.func.max(_produced.OutputID))
+        sa.select(_produced.OutputID)
         .where(_produced.TransformationOutputID == output_id)
+        .order_by(_produced.OutputID.desc())
+        .limit(1)
         .with_for_update(read=True)
     )
