@@ -100,24 +100,32 @@ async def recordable(
     conn: AsyncConnection, *, after: bytes | None, limit: int
 ) -> list[tuple[bytes, bytes | None]]:
     """(ParcelID, TransformationID) of Completing parcels whose outcome has arrived, in key
-    order after `after`: through the (Kind, Status) index, one range per kind (nothing on
-    Parcels is indexed by Status alone); the outcome is looked for in the database, so the
-    page does not carry every outcome back."""
-    condition = [
-        parcels.c.Kind.in_([k.value for k in Kind]),
-        parcels.c.Status == ParcelStatus.COMPLETING,
-        sa.func.json_extract(parcels.c.Annotations, f"$.{OUTCOME}").is_not(None),
-    ]
-    if after is not None:
-        condition.append(parcels.c.ParcelID > after)
-    rows = await conn.execute(
-        sa.select(parcels.c.ParcelID, parcels.c.TransformationID)
-        .with_hint(parcels, PARCELS_BY_KIND_AND_STATUS, "mysql")
-        .where(*condition)
-        .order_by(parcels.c.ParcelID)
-        .limit(limit)
-    )
-    return [(bytes(p), bytes(t) if t else None) for p, t in rows]
+    order after `after`; the outcome is looked for in the database, so the page does not carry
+    every outcome back.
+
+    One read per kind, each a range of the (Kind, Status) index, whose entries are in ParcelID
+    order within a kind and status, so the read stops after `limit` rows: over both kinds at
+    once the index is not in key order and MariaDB sorted every Completing parcel (seconds a
+    page under a backlog of 500,000), and left free it walked the primary key through every
+    parcel already Done."""
+    found: list[tuple[bytes, bytes | None]] = []
+    for kind in Kind:
+        condition = [
+            parcels.c.Kind == kind.value,
+            parcels.c.Status == ParcelStatus.COMPLETING,
+            sa.func.json_extract(parcels.c.Annotations, f"$.{OUTCOME}").is_not(None),
+        ]
+        if after is not None:
+            condition.append(parcels.c.ParcelID > after)
+        rows = await conn.execute(
+            sa.select(parcels.c.ParcelID, parcels.c.TransformationID)
+            .with_hint(parcels, PARCELS_BY_KIND_AND_STATUS, "mysql")
+            .where(*condition)
+            .order_by(parcels.c.ParcelID)
+            .limit(limit)
+        )
+        found.extend((bytes(p), bytes(t) if t else None) for p, t in rows)
+    return sorted(found)[:limit]
 
 
 ID, JSON = parcels.c.ParcelID.type, parcels.c.Annotations.type
