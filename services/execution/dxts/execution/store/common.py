@@ -21,9 +21,11 @@ from dxts.core.counters import journal_input_transition
 from dxts.core.schema.execution import inputs
 from dxts.core.state_machines import INPUT, Actor
 
-# Ids per IN list: well under SQLite's bound-parameter ceiling (32766), and small enough for
-# MariaDB's optimiser to keep to the primary key.
-IN_CHUNK = 2_000
+# Ids per IN list: well under SQLite's bound-parameter ceiling (32766), and under MariaDB's
+# in_predicate_conversion_threshold (1,000), past which a SELECT's IN list becomes a derived
+# table that MariaDB was seen joining to the transformation's every Inputs row (seconds a
+# read at a million) instead of probing the primary key.
+IN_CHUNK = 900
 
 T = TypeVar("T")
 
