@@ -75,6 +75,14 @@ parcels = sa.Table(
 # page through a status name every kind and force the index.
 PARCELS_BY_KIND_AND_STATUS = "FORCE INDEX (ix_Parcels_Kind_Status)"
 
+# A batch naming its rows by key reads that key. InnoDB estimates the number of distinct values
+# of a key's leading column from a few sampled pages, and for TransformationID (a handful of
+# values, each over a long run of rows) the estimate is wrong by orders of magnitude: MariaDB was
+# seen taking "TransformationID = :t" on some index for one row and reading the transformation's
+# every input (seconds a batch at a million) instead of probing the 900 keys named.
+BY_PRIMARY_KEY = "FORCE INDEX (PRIMARY)"
+INPUTS_BY_HASH = "FORCE INDEX (uq_Inputs_TransformationID_InputHash)"
+
 user_parcels = sa.Table(
     "UserParcels",
     metadata,

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import db_now, utcnow
 from dxts.core.schema.definition import requirements, resolved_hints
 from dxts.core.schema.execution import (
+    BY_PRIMARY_KEY,
     PARCELS_BY_KIND_AND_STATUS,
     compute_parcels,
     data_parcels,
@@ -81,7 +82,7 @@ _LINKS = (
     # server (ParcelIDs are unique, so no pair outside the batch can match).
     # Forced: MariaDB was seen reading a transformation's every row (a ref on the
     # (TransformationID, InputID) index) for a batch of parcels.
-    .with_hint(parcel_inputs, "FORCE INDEX (PRIMARY)", "mysql")
+    .with_hint(parcel_inputs, BY_PRIMARY_KEY, "mysql")
     .where(
         parcel_inputs.c.TransformationID.in_(id_list("transformations")),
         parcel_inputs.c.ParcelID.in_(id_list()),

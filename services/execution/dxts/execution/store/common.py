@@ -18,7 +18,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.counters import journal_input_transition
-from dxts.core.schema.execution import inputs
+from dxts.core.schema.execution import BY_PRIMARY_KEY, inputs
 from dxts.core.state_machines import INPUT, Actor
 
 # Ids per IN list: well under SQLite's bound-parameter ceiling (32766), and under MariaDB's
@@ -82,6 +82,7 @@ async def move_inputs(
     for chunk in chunked(input_ids):
         result = await conn.execute(
             sa.update(inputs)
+            .with_hint(BY_PRIMARY_KEY, dialect_name="mysql")
             .where(
                 inputs.c.TransformationID == transformation_id,
                 inputs.c.InputID.in_(chunk),

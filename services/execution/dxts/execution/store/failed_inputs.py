@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.schema.definition import requirements
-from dxts.core.schema.execution import compute_parcels, inputs, parcels
+from dxts.core.schema.execution import BY_PRIMARY_KEY, compute_parcels, inputs, parcels
 from dxts.core.states import InputStatus
 from dxts.execution.store.common import chunked
 
@@ -64,6 +64,7 @@ async def lock_failed(
     for chunk in chunked(sorted(set(input_ids))):
         rows = await conn.execute(
             sa.select(inputs.c.InputID, inputs.c.ErrorCount)
+            .with_hint(inputs, BY_PRIMARY_KEY, "mysql")
             .where(
                 inputs.c.TransformationID == transformation_id,
                 inputs.c.InputID.in_(chunk),
@@ -98,6 +99,7 @@ async def retry_directives(
         rows = await conn.execute(
             sa.select(i.InputID, p.Annotations)
             .select_from(inputs.join(parcels, p.ParcelID == i.LastParcelID))
+            .with_hint(inputs, BY_PRIMARY_KEY, "mysql")
             .where(i.TransformationID == transformation_id, i.InputID.in_(chunk))
         )
         for row in rows:

@@ -27,6 +27,8 @@ from dxts.core.counters import (
     journal_parcels,
 )
 from dxts.core.schema.execution import (
+    BY_PRIMARY_KEY,
+    INPUTS_BY_HASH,
     PARCELS_BY_KIND_AND_STATUS,
     compute_parcels,
     data_parcel_deltas,
@@ -307,7 +309,7 @@ async def carried_inputs(
             links = (
                 await conn.execute(
                     sa.select(pi.ParcelID, pi.InputID)
-                    .with_hint(parcel_inputs, "FORCE INDEX (PRIMARY)", "mysql")
+                    .with_hint(parcel_inputs, BY_PRIMARY_KEY, "mysql")
                     .where(pi.TransformationID == tid, pi.ParcelID.in_(chunk))
                     .order_by(pi.ParcelID, pi.InputID)
                 )
@@ -315,7 +317,9 @@ async def carried_inputs(
             held: dict[bytes, tuple[bytes, int]] = {}
             for part in chunked([bytes(input_id) for _, input_id in links]):
                 rows = await conn.execute(
-                    sa.select(i.InputID, i.LastParcelID, i.ErrorCount).where(
+                    sa.select(i.InputID, i.LastParcelID, i.ErrorCount)
+                    .with_hint(inputs, BY_PRIMARY_KEY, "mysql")
+                    .where(
                         i.TransformationID == tid,
                         i.InputID.in_(part),
                         i.Status == InputStatus.ASSIGNED,
@@ -357,6 +361,7 @@ async def move_held_inputs(
     for chunk in chunked(carried):
         result = await conn.execute(
             sa.update(inputs)
+            .with_hint(BY_PRIMARY_KEY, dialect_name="mysql")
             .where(
                 i.TransformationID == transformation_id,
                 i.InputID.in_([item.input_id for item in chunk]),
@@ -377,9 +382,9 @@ async def existing_hashes(
     found: set[bytes] = set()
     for chunk in chunked(sorted(set(hashes))):
         rows = await conn.execute(
-            sa.select(inputs.c.InputHash).where(
-                inputs.c.TransformationID == transformation_id, inputs.c.InputHash.in_(chunk)
-            )
+            sa.select(inputs.c.InputHash)
+            .with_hint(inputs, INPUTS_BY_HASH, "mysql")
+            .where(inputs.c.TransformationID == transformation_id, inputs.c.InputHash.in_(chunk))
         )
         found.update(bytes(h) for h in rows.scalars())
     return found

@@ -38,6 +38,7 @@ from dxts.core.ids import canonical_json, new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import ComputeParcel, DataParcel, InputRecord, StorageDelta
 from dxts.core.schema.execution import (
+    BY_PRIMARY_KEY,
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
@@ -106,9 +107,9 @@ async def input_states(
 ) -> dict[bytes, tuple[str, datetime | None]]:
     """Status and DelayedUntil of the given inputs (for explaining a refused proposal)."""
     rows = await conn.execute(
-        sa.select(inputs.c.InputID, inputs.c.Status, inputs.c.DelayedUntil).where(
-            inputs.c.TransformationID == transformation_id, inputs.c.InputID.in_(input_ids)
-        )
+        sa.select(inputs.c.InputID, inputs.c.Status, inputs.c.DelayedUntil)
+        .with_hint(inputs, BY_PRIMARY_KEY, "mysql")
+        .where(inputs.c.TransformationID == transformation_id, inputs.c.InputID.in_(input_ids))
     )
     return {bytes(r.InputID): (r.Status, r.DelayedUntil) for r in rows}
 
@@ -347,6 +348,7 @@ def _assigning(size: int) -> sa.Update:
     id_type = inputs.c.InputID.type
     return (
         sa.update(inputs)
+        .with_hint(BY_PRIMARY_KEY, dialect_name="mysql")
         .where(
             inputs.c.TransformationID == sa.bindparam("tid", type_=id_type),
             inputs.c.InputID.in_(sa.bindparam("ids", expanding=True)),
@@ -391,6 +393,7 @@ async def _problematic(
     for chunk in chunked([input_id for input_id, _ in bad]):
         result = await conn.execute(
             sa.update(inputs)
+            .with_hint(BY_PRIMARY_KEY, dialect_name="mysql")
             .where(
                 inputs.c.TransformationID == tid,
                 inputs.c.InputID.in_(chunk),
@@ -427,6 +430,7 @@ async def _delay(
         for chunk in chunked(ids):
             result = await conn.execute(
                 sa.update(inputs)
+                .with_hint(BY_PRIMARY_KEY, dialect_name="mysql")
                 .where(
                     inputs.c.TransformationID == tid,
                     inputs.c.InputID.in_(chunk),
