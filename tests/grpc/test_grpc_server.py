@@ -127,6 +127,20 @@ async def test_sigterm_stops_gracefully(dev_keys: DevKeys) -> None:
     assert serving.exception() is None
 
 
+async def test_a_sigterm_while_starting_stops_gracefully_once_started(dev_keys: DevKeys) -> None:
+    # A process catches the signals before it starts serving (serve_component): the server may
+    # answer calls before start() returns, and a SIGTERM then must not kill it outright.
+    server = new_server(dev_keys)
+    server.catch_signals()
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.sleep(0.05)  # the signal is delivered (and remembered) before the start
+    await server.start()
+    await asyncio.wait_for(server.serve_until_signalled(), timeout=30)
+    with pytest.raises(grpc.aio.AioRpcError):
+        async with grpc.aio.insecure_channel(server.address) as ch:
+            await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
+
+
 async def test_reflection_lists_every_service(dev_keys: DevKeys) -> None:
     async with new_server(dev_keys) as server, grpc.aio.insecure_channel(server.address) as ch:
         stub = reflection_pb2_grpc.ServerReflectionStub(ch)

@@ -38,6 +38,7 @@ async def serve_component(
         stack.callback(metrics.close)
         log.info("metrics on %s:%d", settings.listen_host, metrics.port)
     server = GrpcServer(services, settings=settings, verifier=verifier, database=database, tls=tls)
+    server.catch_signals()
     await server.start()
     stack.push_async_callback(server.stop)
     return server

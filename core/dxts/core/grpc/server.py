@@ -94,6 +94,8 @@ class GrpcServer:
         self.database = database
         self.health_interval_s = health_interval_s
         self.health = health.aio.HealthServicer()
+        self._signalled = asyncio.Event()
+        self._caught: tuple[signal.Signals, ...] = ()
         self._server = grpc.aio.server(
             interceptors=[StatusInterceptor(), AuthInterceptor(verifier, extra_rules)],
             options=list(options),
@@ -166,19 +168,30 @@ class GrpcServer:
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()
 
-    async def serve_until_signalled(
+    def catch_signals(
         self, signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT)
     ) -> None:
-        """Wait for one of `signals`, then stop gracefully (the process's main loop)."""
+        """From now on, remember one of `signals` for `serve_until_signalled` instead of dying
+        of it. Called before `start` by a process, so that a signal that arrives while the
+        server is starting (it may already answer calls) still stops it gracefully."""
+        if self._caught:
+            return
         loop = asyncio.get_running_loop()
-        received = asyncio.Event()
         for number in signals:
-            loop.add_signal_handler(number, received.set)
+            loop.add_signal_handler(number, self._signalled.set)
+        self._caught = tuple(signals)
+
+    async def serve_until_signalled(self) -> None:
+        """Wait for SIGTERM or SIGINT (caught since `catch_signals`, or from now), then stop
+        gracefully (the process's main loop)."""
+        self.catch_signals()
+        loop = asyncio.get_running_loop()
         try:
-            await received.wait()
+            await self._signalled.wait()
         finally:
-            for number in signals:
+            for number in self._caught:
                 loop.remove_signal_handler(number)
+            self._caught = ()
         log.info("signal received: stopping")
         await self.stop()
 
