@@ -24,6 +24,29 @@ from dxts.core.schema import metadata
 
 MYSQL_URL_VARIABLE = "DXTS_TEST_MYSQL_URL"
 
+# Modules that share one outside server run in one worker when the suite runs in parallel
+# (`pytest -n 2 --dist loadgroup`, as scripts/test runs it): the single-node Slurm cluster is
+# sized for one test's jobs at a time, and a DiracX server takes most of a core to start. Every
+# other module is a group of its own, so that its module-scoped fixtures (its database, its
+# cluster) are made once.
+SHARED_SERVERS = {
+    "tests/backends/test_adaptor_check.py": "slurm",
+    "tests/backends/test_slurm_accounting.py": "slurm",
+    "tests/backends/test_slurm_adaptor.py": "slurm",
+    "tests/bench/test_slurm_bench.py": "slurm",
+    "tests/cli/test_cli_slurm.py": "slurm",
+    "tests/backends/test_diracx_adaptor.py": "diracx",
+    "tests/backends/test_diracx_adaptor_check.py": "diracx",
+    "tests/cli/test_cli_diracx.py": "diracx",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each test the worker group it runs in under pytest-xdist's `loadgroup`."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(SHARED_SERVERS.get(module, module)))
+
 
 def mysql_server_url() -> str | None:
     """The MariaDB/MySQL server URL to test against, or None (skip) outside CI."""

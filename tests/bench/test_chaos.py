@@ -20,6 +20,7 @@ from dxts.bench.chaos import EXPECTED_FAILURES, FAULTS, run_suite
 SEEDS = 200
 
 
+@pytest.mark.alone
 @pytest.mark.mariadb_only
 async def test_every_fault_is_survived(tmp_path: Path) -> None:
     url = os.environ.get("DXTS_TEST_MYSQL_URL")

@@ -47,8 +47,12 @@ HISTORY_LIST_LENGTH = Gauge(
 
 
 async def collect(database: Database, counters: tuple[Counter, ...]) -> None:
-    """Refresh the journal and InnoDB gauges from the database."""
+    """Refresh the journal and InnoDB gauges from the database. Each counter's folded rows and
+    corrections are exported from the first collection on, at zero until they happen: a series
+    that appears only with its first increment hides that increment from `rate()` and alerts."""
     for counter in counters:
+        ROWS_FOLDED.labels(counter=counter.name)
+        CORRECTIONS.labels(counter=counter.name)
         health = await journal_health(database, counter)
         JOURNAL_ROWS.labels(counter=counter.name).set(health.depth)
         JOURNAL_OLDEST_AGE.labels(counter=counter.name).set(health.oldest_age_s)
