@@ -5,6 +5,7 @@ does not hold) and parcels a backend lost — on SQLite and MariaDB."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from prometheus_client import REGISTRY
 
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.core.adaptor.model import (
+    Outcome,
+    OutcomeAck,
     OutcomeResult,
     OutputFile,
     Payload,
@@ -44,6 +47,7 @@ from dxts.core.schema import execution
 from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
 from dxts.dispatcher.logic.backends import read_loads
+from dxts.dispatcher.logic.forwarding import POLL_LANES
 from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
@@ -110,6 +114,52 @@ async def test_polled_outcomes_reach_execution_once_recorded(
     assert {states[p] for p in lost} == {"Assigned"}
     assert await component.forwarder.poll_once(component.backends["null"]) == 0
     assert len(sink.outcomes) == 40 - len(lost)
+    await assert_counters_exact(database)
+    await component.stop()
+
+
+class OverlapWatchingSink(FakeExecution):
+    """Records like FakeExecution, each recording held until another one has started (or a
+    short while has passed): how many were in flight at once."""
+
+    def __init__(self, database: Database) -> None:
+        super().__init__(database)
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._another = asyncio.Event()
+
+    async def record(self, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.in_flight > 1:
+            self._another.set()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._another.wait(), 0.5)
+            return await super().record(outcomes)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_poll_records_one_page_while_it_polls_the_next(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    """Pages overlap two at a time (POLL_LANES), never more, and every outcome is forwarded
+    exactly once."""
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 30, transformation_id=tid)
+    _adaptor, address = await null_adaptors()
+    sink = OverlapWatchingSink(database)
+    component = await dispatcher(
+        database, [{**COMPUTE, "address": address}], keys, sink=sink, poll_batch=5
+    )
+    assert await drain(component) == 30
+    assert await component.forwarder.poll_once(component.backends["null"]) == 30
+    assert sink.most_in_flight == POLL_LANES == 2
+    assert sorted(sink.by_parcel()) == sorted(ids)
+    assert all(len(outcomes) == 1 for outcomes in sink.by_parcel().values())
+    assert set((await statuses(database, ids)).values()) == {"Completing"}
     await assert_counters_exact(database)
     await component.stop()
 

@@ -2,7 +2,8 @@
 
 * Poll (`poll_once`, per backend, one replica at a time through a named lock): the backend's
   Assigned parcels, page by page on the (Backend, Status) index, are polled for terminal
-  outcomes, which are checked (`outcomes`) and forwarded to execution in batches. Nothing is
+  outcomes, which are checked (`outcomes`) and forwarded to execution in batches, two pages in
+  flight at a time (execution records one while the next is read and polled). Nothing is
   written here: execution takes a parcel past Assigned when it records the outcome, which is
   what ends its polling; until then a re-poll forwards the same outcome again, which execution
   acknowledges and ignores.
@@ -30,6 +31,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -62,6 +64,8 @@ log = logging.getLogger(__name__)
 RC = Isolation.READ_COMMITTED
 # The `disposition` label of OUTCOMES: the contract's enum names, as before the domain types.
 _DISPOSITION_LABELS = {d: f"OUTCOME_DISPOSITION_{d.name}" for d in OutcomeDisposition}
+# Pages of a poll in flight at a time: one recorded by execution while the next is polled.
+POLL_LANES = 2
 
 
 class Forwarder:
@@ -199,33 +203,54 @@ class Forwarder:
     # -- the sweeps ---------------------------------------------------------------------------
 
     async def poll_once(self, backend: Backend) -> int:
-        """Poll every Assigned parcel of a pull backend; returns the outcomes forwarded."""
+        """Poll every Assigned parcel of a pull backend; returns the outcomes forwarded.
+
+        Pages are polled and forwarded `POLL_LANES` at a time: while execution records one
+        page's outcomes, the next page is read and polled. A failure of one lane (other than
+        the backend or execution being away, which `_poll_and_forward` absorbs) cancels the
+        others and is raised: what they had not forwarded is polled again next round."""
         if backend.state.report_mode is ReportMode.PUSH:
             return 0
         async with self.locks.try_hold(Lock("dispatch-poll", backend.name)) as held:
             if not held:
                 return 0
             forwarded = 0
+            gate = asyncio.Semaphore(POLL_LANES)
+
+            async def lane(expected: dict[str, bytes]) -> None:
+                nonlocal forwarded
+                try:
+                    done = await self._poll_and_forward(backend, expected)
+                    forwarded += done  # after the await: every lane adds to the same total
+                finally:
+                    gate.release()
+
             after: bytes | None = None
-            while True:
-                page = await self.database.run(
-                    functools.partial(
-                        assigned_page,
-                        backend=backend.name,
-                        adaptor=backend.adaptor,
-                        after=after,
-                        limit=self.settings.poll_batch,
-                    ),
-                    isolation=RC,
-                )
-                if not page:
-                    break
-                after = page[-1][0]
-                forwarded += await self._poll_and_forward(
-                    backend, {id_to_str(identifier): pid for pid, identifier in page}
-                )
-                if len(page) < self.settings.poll_batch:
-                    break
+            try:
+                async with asyncio.TaskGroup() as group:
+                    while True:
+                        await gate.acquire()
+                        page = await self.database.run(
+                            functools.partial(
+                                assigned_page,
+                                backend=backend.name,
+                                adaptor=backend.adaptor,
+                                after=after,
+                                limit=self.settings.poll_batch,
+                            ),
+                            isolation=RC,
+                        )
+                        if not page:
+                            gate.release()
+                            break
+                        after = page[-1][0]
+                        group.create_task(
+                            lane({id_to_str(identifier): pid for pid, identifier in page})
+                        )
+                        if len(page) < self.settings.poll_batch:
+                            break
+            except* Exception as failed:  # the first failure, as the sequential loop raised it
+                raise failed.exceptions[0] from None
             backend.state.last_poll_at = datetime.now(UTC)
             return forwarded
 
