@@ -4,32 +4,42 @@ they skip, and that a failing round does not stop them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
 import runner_support as s
+import sqlalchemy as sa
 from definition_double import InMemoryTransformations
 
 from dxts.core.catalogue import CatalogueSettings, LocalFileCatalogue
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
+from dxts.core.ids import content_hash
+from dxts.core.schema import execution
 from dxts.core.states import TransformationStatus
 from dxts.execution.component import Execution, build_execution
+from dxts.execution.logic.feeding import feed
 from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.settings import ExecutionSettings
 
 
 class Flaky(InMemoryTransformations):
-    """The definition service, unreachable for the next `failures` calls."""
+    """The definition service, unreachable for the next `failures` calls; `meanwhile` runs once
+    while the next call reads (after it has read)."""
 
     failures = 0
+    meanwhile: Callable[[], Awaitable[None]] | None = None
 
     async def active(self) -> list[ActiveTransformation]:
         if self.failures:
             self.failures -= 1
             raise OSError("definition service unreachable")
-        return await super().active()
+        read = await super().active()
+        if self.meanwhile is not None:
+            happening, self.meanwhile = self.meanwhile, None
+            await happening()
+        return read
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +116,38 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
     finally:
         await component.sweeps.stop(grace_s=5)
     assert not [task for task in asyncio.all_tasks() if task.get_name().startswith("sweep-")]
+
+
+async def test_inputs_fed_while_a_pack_round_reads_wait_for_the_next_round(
+    database: Database, definitions: Flaky, component: Execution
+) -> None:
+    """A pack round reads the transformations; meanwhile the requirements are estimated, the
+    workgraph signed off and the feeder feeds (from a read that shows all that). The round,
+    holding the older read, leaves those inputs; the next packs them with the estimate."""
+    await s.empty(database)
+    definitions.records.clear()
+    t = await s.transformation(database, feeder_args=listed("/late", 3))
+    definitions.put(replace(t, requirements_template=None, scouting=True))
+    rounds = component.rounds
+
+    async def signed_off_and_fed() -> None:
+        record = definitions.update(t.id, requirements_template=s.TEMPLATE, scouting=False)
+        fed = await feed(database, rounds.registry, rounds.locks, record, batch=100)
+        assert fed.inserted == 3
+
+    definitions.meanwhile = signed_off_and_fed
+    assert [r.offered for r in await rounds.pack_round()] == [0]
+    assert s.by_status(await s.input_rows(database, t.id)) == {"Unassigned": 3}
+    packed = await rounds.pack_round()
+    assert [(r.parcels, r.assigned) for r in packed] == [(3, 3)]
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        carried = await conn.scalars(
+            sa.select(execution.compute_parcels.c.RequirementsID)
+            .join(
+                execution.parcels,
+                execution.parcels.c.ParcelID == execution.compute_parcels.c.ParcelID,
+            )
+            .where(execution.parcels.c.TransformationID == t.id)
+        )
+        assert [bytes(r) for r in carried] == [content_hash(s.TEMPLATE)] * 3
+    await s.assert_counters_exact(database, t.id)

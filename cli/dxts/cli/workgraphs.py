@@ -290,13 +290,16 @@ async def gather(
             detail = await clients.definition.GetTransformation(
                 definition_pb2.GetTransformationRequest(transformation_id=member.transformation_id)
             )
+            # The status read with the actions, so that "blocked" always comes with what blocks
+            # it: a reset between the two reads would otherwise leave a blocked status with no
+            # failed action.
+            view.status = name(TransformationStatus, detail.transformation.status)
             view.blocked_by = _failed(detail.actions) if view.blocked else []
             view.actions = list(detail.actions)
         members.append(view)
-    workgraph = got.workgraph
-    if summary.status:
-        workgraph.status = summary.status
-    return WorkgraphView(workgraph, members, list(got.actions))
+    # The workgraph's status as read with its actions (accounting's copy may be newer than
+    # them, and a blocked status must come with the action that blocks it).
+    return WorkgraphView(got.workgraph, members, list(got.actions))
 
 
 def _action_text(action: definition_pb2.Action) -> str:

@@ -28,6 +28,13 @@ naming the input and why, the invocation ends with its current batch unwritten, 
 is logged (TransformationLog `PackerFailed` + metric), like a packer that raises; the next sweep
 runs it again. Only the offered-but-undecided inputs are kept (`_Offer.pending`), so the
 runner's memory follows what the packer itself holds back, not the size of the pool.
+
+A sweep's invocation is offered only the inputs minted before its round read the
+transformations (`minted_before`, an id taken just before that read): an input fed after it may
+have been fed because of something that read did not yet show (a sign-off moving the workgraph
+out of its scout, with the requirements estimated before it), and the round that packs it must
+carry at least what the round that fed it saw. Such an input waits for the next round, which the
+feeder sets off and which reads the transformations again.
 """
 
 from __future__ import annotations
@@ -108,6 +115,7 @@ async def pack(
     flush: bool = False,
     claim_chunk: int = CLAIM_CHUNK,
     batch: int = PACK_BATCH,
+    minted_before: bytes | None = None,
 ) -> PackResult:
     """Run the transformation's packer once if it may run and nobody else is running it."""
     if not transformation.packs:
@@ -116,7 +124,13 @@ async def pack(
         if not held:
             return PackResult(ran=False)
         return await run_packer(
-            database, registry, transformation, flush=flush, claim_chunk=claim_chunk, batch=batch
+            database,
+            registry,
+            transformation,
+            flush=flush,
+            claim_chunk=claim_chunk,
+            batch=batch,
+            minted_before=minted_before,
         )
 
 
@@ -135,10 +149,17 @@ async def input_overview(database: Database, transformation_id: bytes) -> InputO
 class _Offer:
     """The claimed inputs, streamed to the packer chunk by chunk, and those still undecided."""
 
-    def __init__(self, database: Database, transformation_id: bytes, chunk: int) -> None:
+    def __init__(
+        self,
+        database: Database,
+        transformation_id: bytes,
+        chunk: int,
+        minted_before: bytes | None = None,
+    ) -> None:
         self.database = database
         self.transformation_id = transformation_id
         self.chunk = chunk
+        self.minted_before = minted_before
         self.pending: dict[UUID, bytes] = {}  # offered, undecided: the id as stored
         self.retried: set[bytes] = set()  # offered inputs that failed before (ErrorCount > 0)
         self.decided: set[UUID] = set()  # this batch's (earlier ones: see `explain`)
@@ -149,7 +170,11 @@ class _Offer:
         while True:
             async with self.database.transaction(Isolation.READ_COMMITTED) as conn:
                 chunk = await db.claim_chunk(
-                    conn, self.transformation_id, after=after, limit=self.chunk
+                    conn,
+                    self.transformation_id,
+                    after=after,
+                    before=self.minted_before,
+                    limit=self.chunk,
                 )
             # Committed: the row locks are gone (see the module docstring).
             self.offered += len(chunk)
@@ -187,6 +212,8 @@ class _Offer:
             return f"input {input_id} was already decided (it is {status}): proposed twice?"
         if delayed is not None:
             return f"input {input_id} is withheld until {delayed}: it was not offered"
+        if self.minted_before is not None and input_id.bytes >= self.minted_before:
+            return f"input {input_id} was fed after this round began: the next round offers it"
         return f"input {input_id} was not offered to this invocation"
 
     def batch_written(self) -> None:
@@ -201,8 +228,10 @@ async def run_packer(
     flush: bool = False,
     claim_chunk: int = CLAIM_CHUNK,
     batch: int = PACK_BATCH,
+    minted_before: bytes | None = None,
 ) -> PackResult:
-    """One invocation (the caller holds the packer lock)."""
+    """One invocation (the caller holds the packer lock), offered the claimable inputs minted
+    before `minted_before` (all of them without it)."""
     started = time.perf_counter()
     result = PackResult()
     target = db.Target(
@@ -211,7 +240,7 @@ async def run_packer(
         transformation.process_id,
         transformation.requirements_template,
     )
-    offer = _Offer(database, transformation.id, claim_chunk)
+    offer = _Offer(database, transformation.id, claim_chunk, minted_before)
     pending = db.Batch()
     try:
         if transformation.kind is Kind.COMPUTE and transformation.process_id is None:

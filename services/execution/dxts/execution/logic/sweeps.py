@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
+from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import Pacing, Sweep
 from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import Registry
@@ -100,6 +101,9 @@ class FeedAndPack:
 
     async def pack_round(self) -> list[PackResult]:
         """Run every packer that may run, once."""
+        # Taken before the read: an input minted after it waits for the next round (see
+        # `dxts.execution.logic.packing`).
+        minted_before = new_id()
         records = [r for r in await self.snapshot.refresh() if r.packs]
         return await each(
             records,
@@ -110,6 +114,7 @@ class FeedAndPack:
                 r,
                 claim_chunk=self.settings.claim_chunk,
                 batch=self.settings.pack_batch,
+                minted_before=minted_before,
             ),
             concurrency=self.settings.sweep_concurrency,
         )

@@ -67,9 +67,11 @@ async def claim_chunk(
     *,
     after: bytes | None,
     limit: int,
+    before: bytes | None = None,
 ) -> list[InputRecord]:
-    """Up to `limit` claimable inputs after InputID `after`, skipping rows others hold; a
-    withheld input is claimable once the database clock has passed its DelayedUntil."""
+    """Up to `limit` claimable inputs after InputID `after` (and before `before`), skipping rows
+    others hold; a withheld input is claimable once the database clock has passed its
+    DelayedUntil."""
     c = inputs.c
     conditions = [
         c.TransformationID == transformation_id,
@@ -78,6 +80,8 @@ async def claim_chunk(
     ]
     if after is not None:
         conditions.append(c.InputID > after)
+    if before is not None:
+        conditions.append(c.InputID < before)
     rows = await conn.execute(
         sa.select(c.InputID, c.LFN, c.LFNSize, c.Descriptor, c.ErrorCount, c.ParentInputID)
         # The (TransformationID, Status) index is in InputID order within a status; MariaDB,
