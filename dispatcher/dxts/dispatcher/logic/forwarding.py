@@ -31,7 +31,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import logging
@@ -50,6 +49,7 @@ from dxts.core.adaptor.model import (
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.kernel.lanes import in_flight
 from dxts.core.locks import Lock, LockManager
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
 from dxts.dispatcher.logic.dispatch import chunks
@@ -214,45 +214,30 @@ class Forwarder:
         async with self.locks.try_hold(Lock("dispatch-poll", backend.name)) as held:
             if not held:
                 return 0
-            forwarded = 0
-            gate = asyncio.Semaphore(POLL_LANES)
-
-            async def lane(expected: dict[str, bytes]) -> None:
-                nonlocal forwarded
-                try:
-                    done = await self._poll_and_forward(backend, expected)
-                    forwarded += done  # after the await: every lane adds to the same total
-                finally:
-                    gate.release()
-
             after: bytes | None = None
-            try:
-                async with asyncio.TaskGroup() as group:
-                    while True:
-                        await gate.acquire()
-                        page = await self.database.run(
-                            functools.partial(
-                                assigned_page,
-                                backend=backend.name,
-                                adaptor=backend.adaptor,
-                                after=after,
-                                limit=self.settings.poll_batch,
-                            ),
-                            isolation=RC,
-                        )
-                        if not page:
-                            gate.release()
-                            break
-                        after = page[-1][0]
-                        group.create_task(
-                            lane({id_to_str(identifier): pid for pid, identifier in page})
-                        )
-                        if len(page) < self.settings.poll_batch:
-                            break
-            except* Exception as failed:  # the first failure, as the sequential loop raised it
-                raise failed.exceptions[0] from None
+            async with in_flight(POLL_LANES) as running:
+                while True:
+                    page = await self.database.run(
+                        functools.partial(
+                            assigned_page,
+                            backend=backend.name,
+                            adaptor=backend.adaptor,
+                            after=after,
+                            limit=self.settings.poll_batch,
+                        ),
+                        isolation=RC,
+                    )
+                    if not page:
+                        break
+                    after = page[-1][0]
+                    expected = {id_to_str(identifier): pid for pid, identifier in page}
+                    await running.start(
+                        functools.partial(self._poll_and_forward, backend, expected)
+                    )
+                    if len(page) < self.settings.poll_batch:
+                        break
             backend.state.last_poll_at = datetime.now(UTC)
-            return forwarded
+            return running.total
 
     async def cancel_once(self, backend: Backend) -> int:
         """Pass the backend's cancel requests on, and forward what they ended as; returns the

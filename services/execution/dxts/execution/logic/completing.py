@@ -16,7 +16,6 @@ with the reason: its outputs cannot be recorded.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections import Counter, defaultdict
@@ -31,6 +30,7 @@ from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, db_now, mysql_error_code
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_to_str, mint_after, new_ids
+from dxts.core.kernel.lanes import in_flight
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.outcome_model import (
     OUTCOME,
@@ -84,37 +84,24 @@ class Recorder:
         writes while this process reads and plans the next, and the next page is read while
         they run. A batch that fails transiently (see `record`) cancels the others (each rolls
         back whole: recording is re-entrant) and its error is raised."""
-        gate = asyncio.Semaphore(1 if self.database.is_sqlite else max(1, lanes))
-        recorded, after = 0, None
-
-        async def lane(parcel_ids: Sequence[bytes]) -> None:
-            nonlocal recorded
-            try:
-                done = await self.record(parcel_ids)
-                recorded += done  # after the await: both lanes add to the same total
-            finally:
-                gate.release()
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                while True:
-                    page = await self.database.run(
-                        functools.partial(store.recordable, after=after, limit=PAGE), isolation=RC
-                    )
-                    if not page:
-                        break
-                    after = page[-1][0]
-                    # Asked before the transactions, which should not wait on another service.
-                    known = await self._declared({tid for _, tid in page})
-                    ready = [p for p, tid in page if tid is None or tid in known]
-                    for start in range(0, len(ready), batch):
-                        await gate.acquire()
-                        group.create_task(lane(ready[start : start + batch]))
-                    if len(page) < PAGE:
-                        break
-        except* Exception as failed:  # the first failure, as the sequential loop raised it
-            raise failed.exceptions[0] from None
-        return recorded
+        after = None
+        async with in_flight(1 if self.database.is_sqlite else lanes) as running:
+            while True:
+                page = await self.database.run(
+                    functools.partial(store.recordable, after=after, limit=PAGE), isolation=RC
+                )
+                if not page:
+                    break
+                after = page[-1][0]
+                # Asked before the transactions, which should not wait on another service.
+                known = await self._declared({tid for _, tid in page})
+                ready = [p for p, tid in page if tid is None or tid in known]
+                for start in range(0, len(ready), batch):
+                    chunk = ready[start : start + batch]
+                    await running.start(functools.partial(self.record, chunk))
+                if len(page) < PAGE:
+                    break
+        return running.total
 
     async def record(self, parcel_ids: Sequence[bytes]) -> int:
         """Record these parcels if they are Completing with an outcome, in one transaction.
