@@ -313,7 +313,7 @@ async def test_pushed_outcomes_are_forwarded_and_status_is_served(
         assert component.backends["null"].state.report_mode is ReportMode.PUSH
         assert await drain(component) == 6
         assert await component.forwarder.poll_once(component.backends["null"]) == 0
-        for _ in range(200):
+        for _ in range(1200):  # a bound (a minute), not a timing: pushes come every 0.05 s
             if len(sink.by_parcel()) == 6 and all(j.pushed for j in adaptor.jobs.values()):
                 break
             await asyncio.sleep(0.05)

@@ -25,19 +25,24 @@ from dxts.execution.settings import ExecutionSettings
 
 
 class Flaky(InMemoryTransformations):
-    """The definition service, unreachable for the next `failures` calls; `meanwhile` runs once
-    while the next call reads (after it has read)."""
+    """The definition service, unreachable for the next `failures` calls. `before_read` and
+    `after_read` run once, as the next call starts and once it has read: what other sweeps do
+    while a round asks."""
 
     failures = 0
-    meanwhile: Callable[[], Awaitable[None]] | None = None
+    before_read: Callable[[], Awaitable[None]] | None = None
+    after_read: Callable[[], Awaitable[None]] | None = None
 
     async def active(self) -> list[ActiveTransformation]:
         if self.failures:
             self.failures -= 1
             raise OSError("definition service unreachable")
+        if self.before_read is not None:
+            happening, self.before_read = self.before_read, None
+            await happening()
         read = await super().active()
-        if self.meanwhile is not None:
-            happening, self.meanwhile = self.meanwhile, None
+        if self.after_read is not None:
+            happening, self.after_read = self.after_read, None
             await happening()
         return read
 
@@ -135,7 +140,7 @@ async def test_inputs_fed_while_a_pack_round_reads_wait_for_the_next_round(
         fed = await feed(database, rounds.registry, rounds.locks, record, batch=100)
         assert fed.inserted == 3
 
-    definitions.meanwhile = signed_off_and_fed
+    definitions.after_read = signed_off_and_fed
     assert [r.offered for r in await rounds.pack_round()] == [0]
     assert s.by_status(await s.input_rows(database, t.id)) == {"Unassigned": 3}
     packed = await rounds.pack_round()
@@ -150,4 +155,36 @@ async def test_inputs_fed_while_a_pack_round_reads_wait_for_the_next_round(
             .where(execution.parcels.c.TransformationID == t.id)
         )
         assert [bytes(r) for r in carried] == [content_hash(s.TEMPLATE)] * 3
+    await s.assert_counters_exact(database, t.id)
+
+
+async def test_a_feeder_ended_while_a_pack_round_reads_does_not_split_a_group(
+    database: Database, definitions: Flaky, component: Execution
+) -> None:
+    """Four inputs wait for parcels of three. As a pack round reads, the feeder feeds the last
+    two and is turned off; the round, offered the four from before its read, must not take the
+    feeder's end as the end of its inputs (a parcel of one, then one of two): it packs three
+    and keeps one, and the next round packs that one with the last two."""
+    await s.empty(database)
+    definitions.records.clear()
+    seeds = {"target_events": 4, "events_per_seed": 1}
+    t = await s.transformation(
+        database, feeder="Seeds", feeder_args=seeds, packer="BySize", packer_args={"group_size": 3}
+    )
+    definitions.put(t)
+    rounds = component.rounds
+    assert [r.inserted for r in await rounds.feed_round()] == [4]
+
+    async def last_two_fed_and_feeder_off() -> None:
+        record = definitions.update(t.id, feeder_args={**seeds, "target_events": 6})
+        fed = await feed(database, rounds.registry, rounds.locks, record, batch=100)
+        assert fed.inserted == 2
+        await s.disable_feeder(database, t.id)
+
+    definitions.before_read = last_two_fed_and_feeder_off
+    first = await rounds.pack_round()
+    assert [(r.offered, r.parcels, r.assigned) for r in first] == [(4, 1, 3)]
+    second = await rounds.pack_round()
+    assert [(r.offered, r.parcels, r.assigned) for r in second] == [(3, 1, 3)]
+    assert s.by_status(await s.input_rows(database, t.id)) == {"Assigned": 6}
     await s.assert_counters_exact(database, t.id)

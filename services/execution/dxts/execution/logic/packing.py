@@ -34,7 +34,10 @@ transformations (`minted_before`, an id taken just before that read): an input f
 have been fed because of something that read did not yet show (a sign-off moving the workgraph
 out of its scout, with the requirements estimated before it), and the round that packs it must
 carry at least what the round that fed it saw. Such an input waits for the next round, which the
-feeder sets off and which reads the transformations again.
+feeder sets off and which reads the transformations again. The read may in turn be newer than
+the bound (the feeder, having fed those inputs, reported that nothing more comes): while inputs
+past the bound wait, the packer is told that its feeder is active, so that it does not release
+a partial group that the waiting inputs would have filled.
 """
 
 from __future__ import annotations
@@ -258,7 +261,7 @@ async def run_packer(
             transformation=transformation.view(),
             inputs=offer.records(),
             flush=flush,
-            feeder_active=transformation.feeder_active,
+            feeder_active=await _feeder_active(database, transformation, minted_before),
             input_overview=await input_overview(database, transformation.id),
         )
         try:
@@ -281,6 +284,17 @@ async def run_packer(
     _count(transformation, result)
     metrics.RUN_SECONDS.labels(point="Packer").observe(time.perf_counter() - started)
     return result
+
+
+async def _feeder_active(
+    database: Database, transformation: ActiveTransformation, minted_before: bytes | None
+) -> bool:
+    """What the packer is told: more input may come, from the feeder or, past the round's
+    bound, already fed and waiting for the next round."""
+    if transformation.feeder_active or minted_before is None:
+        return transformation.feeder_active
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        return await db.any_unassigned_from(conn, transformation.id, minted_before)
 
 
 async def _decide(offer: _Offer, pending: db.Batch, kind: Kind, proposal: Any, where: str) -> None:

@@ -61,6 +61,24 @@ class ClaimLost(Aborted):
     """Inputs a batch decided on were no longer Unassigned when it wrote: rolled back."""
 
 
+async def any_unassigned_from(
+    conn: AsyncConnection, transformation_id: bytes, first: bytes
+) -> bool:
+    """Whether an Unassigned input of the transformation has an InputID of `first` or after."""
+    c = inputs.c
+    found = await conn.scalar(
+        sa.select(c.InputID)
+        .with_hint(inputs, "FORCE INDEX (ix_Inputs_TransformationID_Status)", "mysql")
+        .where(
+            c.TransformationID == transformation_id,
+            c.Status == UNASSIGNED,
+            c.InputID >= first,
+        )
+        .limit(1)
+    )
+    return found is not None
+
+
 async def claim_chunk(
     conn: AsyncConnection,
     transformation_id: bytes,
