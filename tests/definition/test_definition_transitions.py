@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from definition_world import (
     HELD,
     MEMBERS,
@@ -27,9 +28,11 @@ from definition_world import (
     statuses,
 )
 
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.ids import id_to_str
+from dxts.core.schema import definition as schema
+from dxts.definition.logic import queries
 from dxts.v1 import common_pb2, definition_pb2
 
 pb = definition_pb2
@@ -720,6 +723,35 @@ async def test_reset_clears_a_result_and_records_who(
     )
     assert reply.action.result == common_pb2.ACTION_RESULT_UNSPECIFIED
     assert (await action_results(database, fixture))["replicate/Finalizing/1"] == (None, "ursula")
+
+
+async def test_reset_answers_what_it_did_though_the_action_ran_again_meanwhile(
+    database: Database, stubs: dict[str, Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lifecycle may run a reset action again, and fail it again, before the reply reads it
+    back: the reply still says what the reset did (no result: it runs again)."""
+    fixture = await build_workgraph(
+        database,
+        status="Finalizing",
+        members=MEMBERS_UNDER["Finalizing"],
+        results={"replicate/Finalizing/1": "Pending"},
+    )
+    action_id = fixture.actions["replicate/Finalizing/1"]
+    read_back = queries.get_action
+
+    async def after_a_rerun(db: Database, viewer: Any, wanted: int) -> Any:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            await conn.execute(
+                sa.update(schema.actions)
+                .where(schema.actions.c.ActionID == wanted)
+                .values(Result="Failed")
+            )
+        return await read_back(db, viewer, wanted)
+
+    monkeypatch.setattr(queries, "get_action", after_a_rerun)
+    reply = await stubs["owner"].ResetAction(pb.ResetActionRequest(action_id=action_id))
+    assert reply.action.result == common_pb2.ACTION_RESULT_UNSPECIFIED
+    assert (await action_results(database, fixture))["replicate/Finalizing/1"][0] == "Failed"
 
 
 # -- rights ---------------------------------------------------------------------------------------

@@ -4,6 +4,10 @@ transformation, forcing and resetting actions, and the reads (the execution swee
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.grpc.convert import from_json_text as _from_json_text
@@ -84,7 +88,7 @@ class TransformationRpcs(ServicerBase):
         self, request: definition_pb2.ForceActionRequest, context: Context
     ) -> definition_pb2.ForceActionResponse:
         result = enum_from_proto(ActionResult, request.result, field="result")
-        await actions.force_action(
+        done = await actions.force_action(
             self._database,
             self._caller(),
             request.action_id,
@@ -93,12 +97,12 @@ class TransformationRpcs(ServicerBase):
             request_id=request.request_id,
         )
         action = await queries.get_action(self._database, self._viewer(), request.action_id)
-        return definition_pb2.ForceActionResponse(action=action_pb(action))
+        return definition_pb2.ForceActionResponse(action=action_pb(_as_left(action, done)))
 
     async def ResetAction(
         self, request: definition_pb2.ResetActionRequest, context: Context
     ) -> definition_pb2.ResetActionResponse:
-        await actions.reset_action(
+        done = await actions.reset_action(
             self._database,
             self._caller(),
             request.action_id,
@@ -106,7 +110,7 @@ class TransformationRpcs(ServicerBase):
             request_id=request.request_id,
         )
         action = await queries.get_action(self._database, self._viewer(), request.action_id)
-        return definition_pb2.ResetActionResponse(action=action_pb(action))
+        return definition_pb2.ResetActionResponse(action=action_pb(_as_left(action, done)))
 
     async def SetFeeder(
         self, request: definition_pb2.SetFeederRequest, context: Context
@@ -209,3 +213,11 @@ class TransformationRpcs(ServicerBase):
             transformations=[transformation_pb(t) for t in page.items],
             next_page_token=next_page_token(page.last, fingerprint),
         )
+
+
+def _as_left(action: queries.ActionView, done: Mapping[str, Any]) -> queries.ActionView:
+    """The action with the result the command gave it: read back after the command, a reset
+    action may already have run again (and failed again) in the lifecycle's sweep."""
+    if "result" not in done:  # a request recorded before results were
+        return action
+    return dataclasses.replace(action, result=done["result"])

@@ -247,7 +247,7 @@ async def reset_action(
             now=await db_now(conn),
         )
         await _leave_blocked(conn, action, owner, caller, f"action {action.Action} reset", data)
-        return _details(action)
+        return {**_details(action), "result": None}
 
     return await run_command(
         database,
