@@ -36,9 +36,14 @@ def test_new_ids_are_uuid7_and_time_ordered() -> None:
     assert new_id() > ids[-1]
 
 
-def test_new_ids_carry_the_clock_and_the_rfc_9562_bits() -> None:
+def test_new_ids_carry_the_clock_and_the_rfc_9562_bits(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
+    import dxts.core.ids as ids_module
+
+    # As a fresh process mints: nothing minted before, no floor from a clock ahead.
+    monkeypatch.setattr(ids_module, "_last_millisecond", 0)
+    monkeypatch.setattr(ids_module, "_last_counter", 0)
     before = time.time_ns() // 1_000_000
     ids = new_ids(5000)  # far more than one millisecond's worth of a 12-bit counter
     after = time.time_ns() // 1_000_000
@@ -64,7 +69,14 @@ def test_new_ids_keep_increasing_when_the_clock_steps_back_or_the_counter_fills(
     assert int.from_bytes(overflowed[0][:6]) == int.from_bytes(stepped_back[-1][:6]) + 1
 
 
-def test_ids_minted_after_a_floor_from_a_clock_ahead_sort_after_it() -> None:
+def test_ids_minted_after_a_floor_from_a_clock_ahead_sort_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dxts.core.ids as ids_module
+
+    # The floor 5 s ahead stays this test's: the worker's later tests mint by the clock again.
+    for name in ("_last_millisecond", "_last_counter"):
+        monkeypatch.setattr(ids_module, name, getattr(ids_module, name))
     ahead = (int.from_bytes(new_id()) + (5_000 << 80)).to_bytes(16)  # 5 s ahead
     mint_after(ahead)
     after = new_ids(3)
