@@ -10,7 +10,12 @@ import pytest
 
 from dxts.bench.__main__ import main
 
-FEEDER_AND_PACKER = {"feeder_ingest_inputs_per_s", "packer_inputs_per_s", "packer_peak_rss_mb"}
+FEEDER_AND_PACKER = {
+    "feeder_ingest_inputs_per_s",
+    "bulk_insert_rows_per_s",
+    "packer_inputs_per_s",
+    "packer_peak_rss_mb",
+}
 
 
 def test_execution_tiny_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

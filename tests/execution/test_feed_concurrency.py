@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import runner_support as s
 
+from dxts.core.bulk import insert_rows
 from dxts.core.counters import journal_input_transition
 from dxts.core.db import Database, db_now
 from dxts.core.ids import input_hash, new_ids
 from dxts.core.plugins import FileInput, PluginArgs
 from dxts.core.schema import execution
 from dxts.execution.logic.feeding import run_feeder
-from dxts.execution.store.common import insert_ignoring_duplicates
 
 pytestmark = pytest.mark.mariadb_only
 
@@ -75,7 +75,9 @@ async def test_an_insert_waiting_on_a_concurrent_duplicate_counts_only_its_own_r
 
     async def first() -> int:
         async with mariadb.transaction(s.RC) as conn:
-            inserted = await insert_ignoring_duplicates(conn, execution.inputs, rows(0, 100))
+            inserted = await insert_rows(
+                conn, execution.inputs, rows(0, 100), ignore_duplicates=True
+            )
             await journal_input_transition(conn, t.id, None, "Unassigned", inserted)
             first_inserted.set()
             await release_first.wait()
@@ -84,7 +86,9 @@ async def test_an_insert_waiting_on_a_concurrent_duplicate_counts_only_its_own_r
     async def second() -> int:
         await first_inserted.wait()
         async with mariadb.transaction(s.RC) as conn:
-            inserted = await insert_ignoring_duplicates(conn, execution.inputs, rows(50, 150))
+            inserted = await insert_rows(
+                conn, execution.inputs, rows(50, 150), ignore_duplicates=True
+            )
             await journal_input_transition(conn, t.id, None, "Unassigned", inserted)
             return inserted
 

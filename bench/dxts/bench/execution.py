@@ -8,6 +8,10 @@ Figures:
   transformation row guarded, one transaction per batch. Baseline: the same rows (hashes and
   ids computed beforehand, untimed) inserted with the bulk recipe alone, `INSERT IGNORE`
   executemany in batches of `feed_batch`, one transaction each.
+* `bulk_insert_rows_per_s`: `feed_inputs` Inputs rows (ids, hashes, LFNs, sizes, statuses,
+  timestamps) inserted in batches of `feed_batch` by `dxts.core.bulk.insert_rows`, one
+  transaction each. Baseline: the same rows through SQLAlchemy's own executemany
+  (`conn.execute(sa.insert(table), rows)`), which processes every row's parameters in Python.
 * `packer_inputs_per_s`, one line per packer (`PerInput`; `BySize` with `group_size` 10): one
   packer invocation (`run_packer`) over a pool of `pack_inputs` Unassigned inputs, claimed in
   chunks with SKIP LOCKED and written in batches (parcels, compute facets, ParcelInputs, the
@@ -43,6 +47,7 @@ from dxts.bench.execution_outcomes import run_outcomes
 from dxts.bench.harness import Bench, Figure, Operation
 from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations, utc_now
 from dxts.core import content_store
+from dxts.core.bulk import insert_rows
 from dxts.core.counters import journal_inputs
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import new_ids
@@ -54,7 +59,6 @@ from dxts.core.states import InputStatus, Kind
 from dxts.execution.logic.feeding import run_feeder
 from dxts.execution.logic.packing import run_packer
 from dxts.execution.logic.transformations import ActiveTransformation
-from dxts.execution.store.common import insert_ignoring_duplicates
 
 RC = Isolation.READ_COMMITTED
 SEED_BATCH = 5_000
@@ -93,6 +97,19 @@ async def run(bench: Bench, params: ExecutionParams) -> None:
             "inputs": params.feed_inputs,
             "batch": params.feed_batch,
             "driver": database.engine.dialect.driver,
+        },
+    )
+    await bench.compare(
+        "bulk_insert_rows_per_s",
+        unit="rows/s",
+        baseline=_insert_inputs(database, params, through_driver=False),
+        subject=_insert_inputs(database, params, through_driver=True),
+        rounds=params.feed_rounds,
+        params={
+            "rows": params.feed_inputs,
+            "batch": params.feed_batch,
+            "table": execution.inputs.name,
+            "baseline": "SQLAlchemy's executemany of sa.insert(table)",
         },
     )
     for packer, args, per_parcel in (
@@ -231,10 +248,35 @@ def _raw_ingest(database: Database, params: ExecutionParams) -> Operation:
         for start in range(0, len(rows), params.feed_batch):
             async with database.transaction(RC) as conn:
                 batch = rows[start : start + params.feed_batch]
-                inserted += await insert_ignoring_duplicates(conn, execution.inputs, batch)
+                inserted += await insert_rows(conn, execution.inputs, batch, ignore_duplicates=True)
         return inserted
 
     return Operation(ingest, setup)
+
+
+def _insert_inputs(
+    database: Database, params: ExecutionParams, *, through_driver: bool
+) -> Operation:
+    rows: list[dict[str, Any]] = []
+
+    async def setup() -> None:
+        t = await _transformation(database, "PerInput")
+        rows[:] = _input_rows(t.id, params.feed_inputs, f"/bench/bulk/{t.id.hex()}")
+
+    async def insert() -> int:
+        inserted = 0
+        for start in range(0, len(rows), params.feed_batch):
+            async with database.transaction(RC) as conn:
+                batch = rows[start : start + params.feed_batch]
+                if through_driver:
+                    inserted += await insert_rows(conn, execution.inputs, batch)
+                else:
+                    inserted += (await conn.execute(sa.insert(execution.inputs), batch)).rowcount
+        if inserted != len(rows):
+            raise RuntimeError(f"{inserted} of {len(rows)} rows inserted")
+        return inserted
+
+    return Operation(insert, setup)
 
 
 # ------------------------------------------------------------------------------------ pack

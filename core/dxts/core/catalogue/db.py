@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.bulk import insert_rows
 from dxts.core.catalogue.interface import CatalogueFile, Condition, Range
 from dxts.core.catalogue.schema import (
     catalogue_files,
@@ -95,13 +96,11 @@ async def insert_files(
         }
         for file_id, file in new
     ]
-    # executemany of one plain INSERT (compiled once, sent as multi-row INSERTs by the driver),
-    # with the clock read once: `.values(list)` compiles a new statement for every batch.
-    for chunk in chunks(rows):
-        await conn.execute(sa.insert(files_t), list(chunk))
+    # One executemany of a plain INSERT with the clock read once: `.values(list)` compiles a
+    # new statement for every batch.
+    await insert_rows(conn, files_t, rows)
     values = [row for file_id, file in new for row in _value_rows(file_id, file.metadata)]
-    for chunk in chunks(values):
-        await conn.execute(sa.insert(values_t), list(chunk))
+    await insert_rows(conn, values_t, values)
 
 
 def _value_rows(file_id: bytes, metadata: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -136,8 +135,7 @@ async def find_replicas(conn: AsyncConnection, file_ids: Sequence[bytes]) -> dic
 
 async def insert_replicas(conn: AsyncConnection, pairs: Sequence[tuple[bytes, str]]) -> None:
     rows = [{"FileID": file_id, "StorageElement": se} for file_id, se in pairs]
-    for chunk in chunks(rows):
-        await conn.execute(sa.insert(replicas_t), list(chunk))
+    await insert_rows(conn, replicas_t, rows)
 
 
 async def delete_replicas(conn: AsyncConnection, pairs: Sequence[tuple[bytes, str]]) -> int:

@@ -1,5 +1,5 @@
-"""Row helpers every area of execution shares: duplicate-ignoring bulk inserts, conditional bulk
-input moves with their journal, id lists cut to a size every database accepts.
+"""Row helpers every area of execution shares: conditional bulk input moves with their journal,
+id lists cut to a size every database accepts.
 
 A move is one conditional `UPDATE ... WHERE Status = :from` per chunk of ids: its row count is
 what the transaction found under its own row locks, and exactly that is journalled, in the
@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.counters import journal_input_transition
@@ -41,27 +40,6 @@ def case_size(count: int) -> int:
 def chunked(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-async def insert_ignoring_duplicates(
-    conn: AsyncConnection, table: sa.Table, rows: Sequence[Mapping[str, Any]]
-) -> int:
-    """Insert `rows` (plain values only: an SQL expression in a row stops the driver's
-    multi-row rewrite), skipping any that repeat a unique key; returns the rows inserted.
-
-    One executemany per call, which asyncmy sends as multi-row `INSERT IGNORE ... VALUES`
-    statements (SQLite: `INSERT ... ON CONFLICT DO NOTHING`); the summed row count excludes
-    the skipped rows. IGNORE also downgrades other errors to warnings, so callers insert only
-    rows already validated (sizes, lengths, JSON) against the columns.
-    """
-    if not rows:
-        return 0
-    if conn.dialect.name == "sqlite":
-        statement: sa.Executable = sqlite.insert(table).on_conflict_do_nothing()
-    else:
-        statement = sa.insert(table).prefix_with("IGNORE")
-    result = await conn.execute(statement, list(rows))
-    return int(result.rowcount)
 
 
 async def move_inputs(

@@ -26,6 +26,7 @@ from uuid import UUID
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.bulk import insert_rows
 from dxts.core.counters import journal_input_transition
 from dxts.core.ids import new_ids
 from dxts.core.logs import LogEntry, log_transformations
@@ -34,7 +35,6 @@ from dxts.core.schema.definition import transformations
 from dxts.core.schema.execution import inputs, parcel_outputs
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, TransformationStatus
-from dxts.execution.store.common import insert_ignoring_duplicates
 
 AUTHOR = "execution"
 KEEP = object()  # commit_batch: leave the bookmark as it is
@@ -112,7 +112,8 @@ async def commit_batch(
         }
         for input_id, proposal in zip(new_ids(len(proposals)), proposals, strict=True)
     ]
-    inserted = await insert_ignoring_duplicates(conn, inputs, rows)
+    # Validated against the columns already (IGNORE would downgrade their errors to warnings).
+    inserted = await insert_rows(conn, inputs, rows, ignore_duplicates=True)
     await journal_input_transition(conn, transformation_id, None, InputStatus.UNASSIGNED, inserted)
     if exhausted:
         await log_feeder(

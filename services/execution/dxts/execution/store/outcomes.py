@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.bulk import insert_rows
 from dxts.core.counters import (
     StorageDelta,
     journal_data_parcels,
@@ -394,8 +395,7 @@ async def insert_inputs(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]
     """New input rows (split children), journalled as creations in their status."""
     if not rows:
         return
-    for chunk in chunked(rows):
-        await conn.execute(sa.insert(inputs), list(chunk))
+    await insert_rows(conn, inputs, rows)
     counts: dict[tuple[bytes, str | None, str | None], int] = defaultdict(int)
     for row in rows:
         counts[(row["TransformationID"], None, row["Status"])] += 1
@@ -433,9 +433,8 @@ async def insert_born_done_parcels(
     creations in Done."""
     if not rows:
         return
-    await conn.execute(sa.insert(parcels), list(rows))
-    if facets:
-        await conn.execute(sa.insert(compute_parcels), list(facets))
+    await insert_rows(conn, parcels, rows)
+    await insert_rows(conn, compute_parcels, facets)
     await journal_parcel_moves(
         conn,
         [
@@ -450,10 +449,8 @@ async def insert_born_done_parcels(
 
 
 async def insert_parcel_inputs(conn: AsyncConnection, links: Sequence[Mapping[str, Any]]) -> None:
-    for chunk in chunked(links):
-        await conn.execute(sa.insert(parcel_inputs), list(chunk))
+    await insert_rows(conn, parcel_inputs, links)
 
 
 async def insert_parcel_outputs(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
-    for chunk in chunked(rows):
-        await conn.execute(sa.insert(parcel_outputs), list(chunk))
+    await insert_rows(conn, parcel_outputs, rows)

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core import content_store
+from dxts.core.bulk import insert_rows
 from dxts.core.counters import StorageDelta as Quantities
 from dxts.core.counters import journal_data_parcels, journal_inputs, journal_parcels
 from dxts.core.db import utcnow
@@ -226,8 +227,9 @@ async def _insert_parcels(
 ) -> None:
     PARCEL.check(None, ParcelStatus.UNASSIGNED, Actor.CORE)
     tid = target.transformation_id
-    await conn.execute(
-        sa.insert(parcels),
+    await insert_rows(
+        conn,
+        parcels,
         [
             {
                 "ParcelID": p.parcel_id,
@@ -245,8 +247,9 @@ async def _insert_parcels(
         await _compute_facets(conn, target, new)
     else:
         await _data_facets(conn, tid, new)
-    await conn.execute(
-        sa.insert(parcel_inputs),
+    await insert_rows(
+        conn,
+        parcel_inputs,
         [
             {"TransformationID": tid, "ParcelID": p.parcel_id, "InputID": input_id}
             for p in new
@@ -283,8 +286,9 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
         await content_store.put_requirements(conn, [value for _, value in stored]) if stored else []
     )
     stored_as = {key: h for (key, _), h in zip(stored, hashes, strict=True)}
-    await conn.execute(
-        sa.insert(compute_parcels),
+    await insert_rows(
+        conn,
+        compute_parcels,
         [
             {
                 "ParcelID": p.parcel_id,
@@ -298,8 +302,9 @@ async def _compute_facets(conn: AsyncConnection, target: Target, new: Sequence[N
 
 
 async def _data_facets(conn: AsyncConnection, tid: bytes, new: Sequence[NewParcel]) -> None:
-    await conn.execute(
-        sa.insert(data_parcels),
+    await insert_rows(
+        conn,
+        data_parcels,
         [{"ParcelID": p.parcel_id, "Request": p.decided.request} for p in new],
     )
     rows, moves = [], []
@@ -324,7 +329,7 @@ async def _data_facets(conn: AsyncConnection, tid: bytes, new: Sequence[NewParce
             )
             moves.append(((tid, None, ParcelStatus.UNASSIGNED.value, delta.se), quantities))
     if rows:
-        await conn.execute(sa.insert(data_parcel_deltas), rows)
+        await insert_rows(conn, data_parcel_deltas, rows)
         await journal_data_parcels(conn, moves)
 
 
