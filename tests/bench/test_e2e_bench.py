@@ -53,3 +53,55 @@ def test_e2e_runs_a_production_to_completed_and_prints_its_figures(
     for name in ("e2e_peak_rss_mb", "e2e_cpu_s"):
         assert {f["params"]["component"] for f in by_name[name]} == COMPONENTS  # type: ignore[index]
     assert len(by_name["e2e_database_mb"]) == 1
+
+
+def test_with_replicas_it_runs_again_scaled_out_and_prints_the_speedup(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["e2e", "--scale", "tiny", "--seeds", "120", "--replicas", "2", "--db-url", db_url])
+        == 0
+    )
+    figures = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    by_name: dict[str, list[dict[str, object]]] = {}
+    for figure in figures:
+        by_name.setdefault(figure["figure"], []).append(figure)
+    single, scaled = by_name["e2e_completed_s"]
+    assert (single["params"]["replicas"], scaled["params"]["replicas"]) == (1, 2)  # type: ignore[index]
+    # Both runs took every seed through both members, nothing done twice with two replicas.
+    counts = [
+        (f["params"]["replicas"], f["params"]["member"], f["params"]["count"])  # type: ignore[index]
+        for f in by_name["e2e_member_parcels_per_s"]
+    ]
+    assert sorted(counts) == [
+        (1, "Merge", 2),
+        (1, "Simulation", 120),
+        (2, "Merge", 2),
+        (2, "Simulation", 120),
+    ]
+    # Each replica is its own process, measured as such.
+    components = {
+        f["params"]["component"] for f in by_name["e2e_cpu_s"] if f["params"]["replicas"] == 2
+    }  # type: ignore[index]
+    assert components == COMPONENTS | {"execution-2", "dispatcher-2"}
+    (completed,) = by_name["e2e_replicas_completed_s"]
+    assert completed["value"] == scaled["value"] and completed["baseline"] == single["value"]
+    assert completed["params"]["speedup"] == round(single["value"] / scaled["value"], 3)  # type: ignore[index, operator]
+    (rate,) = by_name["e2e_replicas_sim_parcels_per_s"]
+    sims = {f["params"]["replicas"]: f["value"] for f in by_name["e2e_sim_parcels_per_s"]}  # type: ignore[index]
+    assert (rate["value"], rate["baseline"]) == (sims[2], sims[1])
+
+
+@pytest.mark.parametrize("replicas", ["0", "-1"])
+def test_replicas_must_be_at_least_one(replicas: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["e2e", "--scale", "tiny", "--db-url", "sqlite+aiosqlite://", "--replicas", replicas]
+    assert main(argv) == 1
+    assert f"--replicas must be at least 1, got {replicas}" in capsys.readouterr().err
+
+
+def test_replicas_is_refused_by_a_benchmark_without_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["raw", "--scale", "tiny", "--db-url", "sqlite+aiosqlite://", "--replicas", "2"]
+    assert main(argv) == 1
+    assert "takes no --replicas" in capsys.readouterr().err

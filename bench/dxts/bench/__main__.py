@@ -1,5 +1,5 @@
-"""`python -m dxts.bench NAME [--scale small|full] [--db-url URL] [--rows N | --seeds N]`: JSON
-lines."""
+"""`python -m dxts.bench NAME [--scale small|full] [--db-url URL] [--rows N | --seeds N]
+[--replicas N]`: JSON lines."""
 
 from __future__ import annotations
 
@@ -45,10 +45,19 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the seeds of the e2e benchmark's workgraph (its --rows)",
     )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        help="e2e: run again with N replicas of execution and of the dispatcher, and print the "
+        "speed-up over one of each",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     try:
-        asyncio.run(run_benchmark(args.name, args.scale, args.db_url, sys.stdout, args.rows))
+        asyncio.run(
+            run_benchmark(args.name, args.scale, args.db_url, sys.stdout, args.rows, args.replicas)
+        )
     except DxtsError as error:
         print(f"dxts.bench: {error}", file=sys.stderr)
         return 1

@@ -22,6 +22,15 @@ its own token) runs over the harness's fresh database with every setting at its 
   `e2e_database_cpu_s` (mariadbd's CPU over the run; the server is shared, so an upper bound).
 
 `--scale tiny|small|full` is 200, 10,000 or 1,000,000 seeds; `--seeds N` any other count.
+
+`--replicas N` (N > 1) then runs the same production again, in a fresh database of its own, with
+N replicas of execution and N of the dispatcher (each replica its own process, as a Deployment
+scaled to N runs them), prints that run's figures too (`params.replicas`), and the speed-up:
+
+* `e2e_replicas_completed_s`: submit → Completed with N replicas; baseline: the same with one
+  of each, this invocation (the ratio below 1 is the speed-up's inverse; `params.speedup`);
+* `e2e_replicas_sim_parcels_per_s`: the Simulation's rate with N replicas; baseline: with one
+  (the ratio is the speed-up).
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from dxts.bench import dispatch
 from dxts.bench.cluster import Backend, LocalCluster
 from dxts.bench.harness import Bench, scratch_database
 from dxts.core.db import Database, Isolation, db_now
+from dxts.core.errors import InvalidArgument
 from dxts.core.grpc import channel
 from dxts.core.ids import id_from_str
 from dxts.core.schema import definition, execution, metadata
@@ -72,6 +82,7 @@ log = logging.getLogger("dxts.bench.e2e")
 class E2EParams:
     seeds: int
     pipeline: dispatch.DispatchParams
+    replicas: int = 1  # > 1: a second run with that many of execution and of the dispatcher
 
     @property
     def parcels(self) -> int:
@@ -94,6 +105,13 @@ def with_rows(params: E2EParams, rows: int) -> E2EParams:
     return replace(params, seeds=rows)
 
 
+def with_replicas(params: E2EParams, replicas: int) -> E2EParams:
+    """`--replicas N`: a second run with N replicas of execution and of the dispatcher."""
+    if replicas < 1:
+        raise InvalidArgument(f"--replicas must be at least 1, got {replicas}", field="replicas")
+    return replace(params, replicas=replicas)
+
+
 def document(seeds: int) -> dict[str, Any]:
     """The benchmark's workgraph with `seeds` seeds."""
     body = yaml.safe_load(DOCUMENT.read_text())
@@ -104,31 +122,69 @@ def document(seeds: int) -> dict[str, Any]:
 
 async def run(bench: Bench, params: E2EParams) -> None:
     pipeline = await _pipeline_rate(bench, params.pipeline)
-    database = bench.database
-    url = database.url.render_as_string(hide_password=False)
+    single = await _production(bench, bench.database, params, pipeline, replicas=1)
+    if params.replicas == 1:
+        return
+    async with scratch_database(_server_of(bench.database)) as scratch:
+        scaled = await _production(bench, scratch, params, pipeline, replicas=params.replicas)
+    run_params = {"seeds": params.seeds, "parcels": params.parcels, "replicas": params.replicas}
+    bench.report(
+        "e2e_replicas_completed_s",
+        scaled.completed_s,
+        unit="s",
+        baseline=single.completed_s,
+        params={
+            **run_params,
+            "speedup": round(single.completed_s / scaled.completed_s, 3),
+            "baseline": "e2e_completed_s with one replica of each, same run",
+        },
+    )
+    bench.report(
+        "e2e_replicas_sim_parcels_per_s",
+        scaled.sim_parcels_per_s,
+        unit="parcels/s",
+        baseline=single.sim_parcels_per_s,
+        params={**run_params, "baseline": "e2e_sim_parcels_per_s with one replica of each"},
+    )
+
+
+@dataclass(frozen=True)
+class _Production:
+    completed_s: float
+    sim_parcels_per_s: float
+
+
+async def _production(
+    bench: Bench, database: Database, params: E2EParams, pipeline: float, *, replicas: int
+) -> _Production:
+    """Run the workgraph to Completed over `database` with `replicas` of execution and of the
+    dispatcher, and report its figures."""
     with tempfile.TemporaryDirectory(prefix="dxts-bench-e2e-") as folder:
         cluster = LocalCluster(
             Path(folder),
-            db_url=url,
+            db_url=database.url.render_as_string(hide_password=False),
             backends=[Backend("null", env=NULL_ENV)],
             migrate=False,  # the harness created the schema
+            execution_replicas=replicas,
+            dispatcher_replicas=replicas,
         )
         await asyncio.to_thread(cluster.__enter__)
         try:
-            await _measure(bench, cluster, params, pipeline)
+            return await _measure(bench, database, cluster, params, pipeline, replicas)
         finally:
             await asyncio.to_thread(cluster.stop)
 
 
+def _server_of(database: Database) -> str:
+    """Where a scratch database beside `database` is made: its server, or a new SQLite file."""
+    if database.is_sqlite:
+        return "sqlite+aiosqlite://"
+    return database.url.set(database="").render_as_string(hide_password=False)
+
+
 async def _pipeline_rate(bench: Bench, params: dispatch.DispatchParams) -> float:
     """The dispatch benchmark's pipeline figure, in a scratch database of its own."""
-    own = bench.database.url
-    server = (
-        "sqlite+aiosqlite://"
-        if bench.database.is_sqlite
-        else own.set(database="").render_as_string(hide_password=False)
-    )
-    async with scratch_database(server) as scratch:
+    async with scratch_database(_server_of(bench.database)) as scratch:
         baseline_bench = Bench(bench.name, bench.scale, scratch, bench.out)
         await dispatch.run(baseline_bench, params, figures=("pipeline_parcels_per_s",))
     (figure,) = baseline_bench.figures
@@ -150,9 +206,13 @@ class _Run:
 
 
 async def _measure(
-    bench: Bench, cluster: LocalCluster, params: E2EParams, pipeline_rate: float
-) -> None:
-    database = bench.database
+    bench: Bench,
+    database: Database,
+    cluster: LocalCluster,
+    params: E2EParams,
+    pipeline_rate: float,
+    replicas: int,
+) -> _Production:
     pids = {
         name: component.process.pid
         for name, component in cluster.components.items()
@@ -192,7 +252,12 @@ async def _measure(
     cpu = {name: _cpu_s(pid) - cpu_before[name] for name, pid in pids.items()}
     peak_rss = {name: _proc_status_kb(pid, "VmHWM") / 1024 for name, pid in pids.items()}
     db_cpu = _cpu_s(mariadbd) - db_cpu_before if mariadbd else None
-    run_params = {"seeds": params.seeds, "parcels": params.parcels, "settings": "defaults"}
+    run_params = {
+        "seeds": params.seeds,
+        "parcels": params.parcels,
+        "settings": "defaults",
+        "replicas": replicas,
+    }
     bench.report(
         "e2e_completed_s",
         wall_s,
@@ -265,6 +330,7 @@ async def _measure(
             baseline=wall_s,
             params={**run_params, "note": "mariadbd is shared: other clients' CPU included"},
         )
+    return _Production(wall_s, sim.throughput)
 
 
 async def _until_completed(

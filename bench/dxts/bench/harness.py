@@ -247,11 +247,17 @@ async def _server_statement(server: sa.URL, statement: str) -> None:
 
 
 async def run_benchmark(
-    name: str, scale: str, db_url: str | None, out: TextIO, rows: int | None = None
+    name: str,
+    scale: str,
+    db_url: str | None,
+    out: TextIO,
+    rows: int | None = None,
+    replicas: int | None = None,
 ) -> list[Figure]:
     """Run one registered benchmark at `scale` and print its figures to `out`.
 
-    `rows` overrides the scale's row count, for a benchmark defining `with_rows(params, rows)`.
+    `rows` overrides the scale's row count, for a benchmark defining `with_rows(params, rows)`;
+    `replicas` likewise through `with_replicas(params, replicas)`.
     """
     if name not in BENCHMARKS:
         raise InvalidArgument(
@@ -265,6 +271,10 @@ async def run_benchmark(
         if not hasattr(module, "with_rows"):
             raise InvalidArgument(f"benchmark {name} takes no --rows", field="rows")
         params = module.with_rows(params, rows)
+    if replicas is not None:
+        if not hasattr(module, "with_replicas"):
+            raise InvalidArgument(f"benchmark {name} takes no --replicas", field="replicas")
+        params = module.with_replicas(params, replicas)
     async with scratch_database(db_url) as database:
         log.info(
             "%s at scale %s on %s %s, database %s",
