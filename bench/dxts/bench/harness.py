@@ -104,8 +104,8 @@ class Bench:
                     rates[index].append(rate)
         if latency:
             rates = [[1000 / rate for rate in per_round] for per_round in rates]
-        baseline_rate = _significant(statistics.median(rates[0]))
-        value = baseline_rate if subject is None else _significant(statistics.median(rates[1]))
+        baseline_rate = significant(statistics.median(rates[0]))
+        value = baseline_rate if subject is None else significant(statistics.median(rates[1]))
         measured = Figure(
             benchmark=self.name,
             figure=figure,
@@ -139,9 +139,9 @@ class Bench:
         measured = Figure(
             benchmark=self.name,
             figure=figure,
-            value=_significant(value),
+            value=significant(value),
             unit=unit,
-            baseline=_significant(baseline),
+            baseline=significant(baseline),
             params={
                 "scale": self.scale,
                 "database": self.database.dialect_name,
@@ -167,7 +167,7 @@ async def _timed_rate(operation: Operation) -> float:
     return units / elapsed
 
 
-def _significant(rate: float, digits: int = 4) -> float:
+def significant(rate: float, digits: int = 4) -> float:
     """Four significant digits: more would be noise on any machine."""
     return float(f"{rate:.{digits}g}")
 

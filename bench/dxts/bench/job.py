@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dxts.backends.local.settings import LocalSettings
 from dxts.bench.cli import running_up
-from dxts.bench.harness import Bench, Figure, _significant
+from dxts.bench.harness import Bench, Figure, significant
 from dxts.core.errors import FailedPrecondition
 
 POLL_S = 0.02
@@ -114,9 +114,9 @@ def figure(
     measured = Figure(
         benchmark=bench.name,
         figure=name,
-        value=_significant(value),
+        value=significant(value),
         unit="s",
-        baseline=_significant(baseline),
+        baseline=significant(baseline),
         params={"scale": bench.scale, **params},
     )
     bench.figures.append(measured)
