@@ -104,6 +104,7 @@ class StatusInterceptor(_WrappingInterceptor):
     async def around(self, context: Context, method: str) -> AsyncIterator[None]:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
+        counted = False
         try:
             with deadlines.deadline(context.time_remaining()):
                 try:
@@ -122,10 +123,18 @@ class StatusInterceptor(_WrappingInterceptor):
         except Exception as error:
             status = rich_status(error, method=method)
             code = _CODES_BY_NUMBER[status.code]
+            # Counted before the status leaves, so that a caller who has seen it sees it counted.
+            _count(method, code, started)
+            counted = True
             await context.abort_with_status(to_grpc_status(status))
         finally:
-            RPCS_HANDLED.labels(method=method, code=code.name).inc()
-            RPC_SECONDS.labels(method=method).observe(time.perf_counter() - started)
+            if not counted:
+                _count(method, code, started)
+
+
+def _count(method: str, code: grpc.StatusCode, started: float) -> None:
+    RPCS_HANDLED.labels(method=method, code=code.name).inc()
+    RPC_SECONDS.labels(method=method).observe(time.perf_counter() - started)
 
 
 class AuthInterceptor(_WrappingInterceptor):
