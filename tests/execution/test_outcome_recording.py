@@ -576,3 +576,41 @@ async def test_a_transient_error_fails_no_parcel(
     with pytest.raises(Unavailable):
         await Recorder(database, catalogue, definitions(world)).record_completing()
     assert await snapshot(database) == completing
+
+
+def test_batches_are_bounded_by_parcels_and_by_the_inputs_they_carry() -> None:
+    sizes = [(bytes([n]), size) for n, size in enumerate([3, 3, 3, 9, 1, 1, 1, 1, 0])]
+
+    chunks = list(completion.batches(sizes, parcels=3, inputs=6))
+
+    assert [[p[0] for p in chunk] for chunk in chunks] == [[0, 1], [2], [3], [4, 5, 6], [7, 8]]
+    # Every parcel in exactly one batch, in order.
+    assert [p for chunk in chunks for p in chunk] == [p for p, _ in sizes]
+
+
+async def test_parcels_carrying_many_inputs_are_recorded_in_batches_bounded_by_them(
+    database: Database, world: World, catalogue: FileCatalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = await feed(database, world, 10)
+    groups = [inputs[0:4], inputs[4:8], inputs[8:9], inputs[9:10]]
+    parcel_ids = await pack(database, world, groups)
+    for p, group in zip(parcel_ids, groups, strict=True):
+        fates = report(**dict.fromkeys(ids(*group), "SUCCESS"))
+        await record_outcomes(database, [outcome(p, report=fates)])
+    carries = {p: len(group) for p, group in zip(parcel_ids, groups, strict=True)}
+    recorder = Recorder(database, catalogue, definitions(world))
+    carried_by_batch: list[int] = []
+    real = recorder.record
+
+    async def counting(batch: Any) -> int:
+        carried_by_batch.append(sum(carries[p] for p in batch))
+        return await real(batch)
+
+    monkeypatch.setattr(recorder, "record", counting)
+
+    assert await recorder.record_completing(batch=500, batch_inputs=5) == 4
+
+    # Ten inputs in all, no batch carrying more than five (none of the parcels does alone).
+    assert sum(carried_by_batch) == 10 and max(carried_by_batch) <= 5
+    assert await statuses(database, world.transformation_id) == {"Processed": 10}
+    await assert_counters_exact(database)

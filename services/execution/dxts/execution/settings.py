@@ -72,6 +72,12 @@ class ExecutionSettings(BaseSettings):
         2.0, gt=0, description="longest wait after an idle round of recording Completing parcels"
     )
     record_batch: int = Field(500, ge=1, description="parcels recorded per transaction")
+    record_batch_inputs: int = Field(
+        20_000,
+        ge=1,
+        description="inputs the parcels recorded in one transaction carry, at most (a parcel "
+        "carrying more is recorded alone): bounds the recorder's memory",
+    )
     failed_inputs_interval_s: float = Field(
         10.0, gt=0, description="longest wait after an idle HandleFailedInput round"
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -53,10 +53,32 @@ log = logging.getLogger(__name__)
 
 RC = Isolation.READ_COMMITTED
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
-RECORD_BATCH = 500  # parcels per recording transaction
+# Parcels per recording transaction, and the inputs they carry at most (a parcel carrying more
+# is recorded alone): the batch holds every carried input in memory, so parcels of thousands of
+# inputs each must not make it grow with the document (`record_batch`, `record_batch_inputs`).
+RECORD_BATCH = 500
+RECORD_BATCH_INPUTS = 20_000
 SPLIT_RACE_ATTEMPTS = 3  # a batch's runs when a concurrent batch took a split child's identity
 MYSQL_DUPLICATE_KEY = 1062
 PAGE = 1_000  # Completing parcels read per page while looking for recordable ones
+
+
+def batches(
+    sizes: Sequence[tuple[bytes, int]], *, parcels: int, inputs: int
+) -> Iterator[list[bytes]]:
+    """The parcels of `sizes` ((ParcelID, inputs it carries)), in order, cut into batches of
+    at most `parcels` parcels carrying at most `inputs` inputs in all; a parcel carrying more
+    than `inputs` is a batch of its own."""
+    batch: list[bytes] = []
+    carried = 0
+    for parcel_id, size in sizes:
+        if batch and (len(batch) == parcels or carried + size > inputs):
+            yield batch
+            batch, carried = [], 0
+        batch.append(parcel_id)
+        carried += size
+    if batch:
+        yield batch
 
 
 class Recorder:
@@ -75,7 +97,11 @@ class Recorder:
         self._outputs: dict[bytes, dict[str, bytes]] = {}
 
     async def record_completing(
-        self, *, batch: int = RECORD_BATCH, lanes: int = RECORD_LANES
+        self,
+        *,
+        batch: int = RECORD_BATCH,
+        batch_inputs: int = RECORD_BATCH_INPUTS,
+        lanes: int = RECORD_LANES,
     ) -> int:
         """Record every Completing parcel whose outcome has arrived; returns how many.
 
@@ -95,9 +121,12 @@ class Recorder:
                 after = page[-1][0]
                 # Asked before the transactions, which should not wait on another service.
                 known = await self._declared({tid for _, tid in page})
-                ready = [p for p, tid in page if tid is None or tid in known]
-                for start in range(0, len(ready), batch):
-                    chunk = ready[start : start + batch]
+                ready = [(p, tid) for p, tid in page if tid is None or tid in known]
+                carried = await self.database.run(
+                    functools.partial(store.carried_counts, page=ready), isolation=RC
+                )
+                sizes = [(p, carried.get(p, 0)) for p, _ in ready]
+                for chunk in batches(sizes, parcels=batch, inputs=batch_inputs):
                     await running.start(functools.partial(self.record, chunk))
                 if len(page) < PAGE:
                     break

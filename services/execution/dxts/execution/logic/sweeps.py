@@ -166,7 +166,9 @@ class Completion:
 
     async def record_turn(self) -> int:
         """Record what is Completing and no other replica is recording; returns how many."""
-        return await self.recorder.record_completing(batch=self.settings.record_batch)
+        return await self.recorder.record_completing(
+            batch=self.settings.record_batch, batch_inputs=self.settings.record_batch_inputs
+        )
 
     async def failed_inputs_turn(self) -> dict[bytes, Handled]:
         """One pass over every Active transformation's Failed inputs."""

@@ -131,6 +131,30 @@ async def recordable(
     return sorted(found)[:limit]
 
 
+async def carried_counts(
+    conn: AsyncConnection, page: Sequence[tuple[bytes, bytes | None]]
+) -> dict[bytes, int]:
+    """How many inputs each parcel of `page` ((ParcelID, TransformationID), as `recordable`
+    returns it) carries, counted on the links' primary key; parcels that carry none are
+    absent."""
+    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
+    for parcel_id, transformation_id in page:
+        if transformation_id is not None:
+            by_transformation[transformation_id].append(parcel_id)
+    pi = parcel_inputs.c
+    counts: dict[bytes, int] = {}
+    for tid, ids in by_transformation.items():
+        for chunk in chunked(sorted(ids)):
+            rows = await conn.execute(
+                sa.select(pi.ParcelID, sa.func.count())
+                .with_hint(parcel_inputs, BY_PRIMARY_KEY, "mysql")
+                .where(pi.TransformationID == tid, pi.ParcelID.in_(chunk))
+                .group_by(pi.ParcelID)
+            )
+            counts.update((bytes(parcel_id), count) for parcel_id, count in rows)
+    return counts
+
+
 ID, JSON = parcels.c.ParcelID.type, parcels.c.Annotations.type
 
 
