@@ -237,26 +237,19 @@ def _feed(database: Database, registry: Registry, params: ExecutionParams) -> Op
 
 
 def _raw_ingest(database: Database, params: ExecutionParams) -> Operation:
-    rows: list[dict[str, Any]] = []
-
-    async def setup() -> None:
-        t = await _transformation(database, "PerInput")
-        rows[:] = _input_rows(t.id, params.feed_inputs, f"/bench/raw/{t.id.hex()}")
-
-    async def ingest() -> int:
-        inserted = 0
-        for start in range(0, len(rows), params.feed_batch):
-            async with database.transaction(RC) as conn:
-                batch = rows[start : start + params.feed_batch]
-                inserted += await insert_rows(conn, execution.inputs, batch, ignore_duplicates=True)
-        return inserted
-
-    return Operation(ingest, setup)
+    """The feeder's baseline: its rows through the bulk recipe alone, `INSERT IGNORE`."""
+    return _insert_inputs(database, params, through_driver=True, ignore_duplicates=True)
 
 
 def _insert_inputs(
-    database: Database, params: ExecutionParams, *, through_driver: bool
+    database: Database,
+    params: ExecutionParams,
+    *,
+    through_driver: bool,
+    ignore_duplicates: bool = False,
 ) -> Operation:
+    """`feed_inputs` Inputs rows in batches of `feed_batch`, one transaction each: through
+    `insert_rows` or through SQLAlchemy's own executemany."""
     rows: list[dict[str, Any]] = []
 
     async def setup() -> None:
@@ -269,7 +262,9 @@ def _insert_inputs(
             async with database.transaction(RC) as conn:
                 batch = rows[start : start + params.feed_batch]
                 if through_driver:
-                    inserted += await insert_rows(conn, execution.inputs, batch)
+                    inserted += await insert_rows(
+                        conn, execution.inputs, batch, ignore_duplicates=ignore_duplicates
+                    )
                 else:
                     inserted += (await conn.execute(sa.insert(execution.inputs), batch)).rowcount
         if inserted != len(rows):
