@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
+from dxts.bench import cluster as cluster_module
 from dxts.bench.cluster import Backend, ComponentFailed, LocalCluster
+from dxts.core.grpc.ports import free_port
 
 
 def test_every_component_runs_as_its_own_process_with_only_its_settings(
@@ -46,3 +49,19 @@ def test_a_component_that_cannot_start_is_reported_with_its_log(
     with pytest.raises(ComponentFailed, match="accounting exited") as error:
         cluster.__enter__()
     assert "fold_batch" in str(error.value)
+
+
+def test_a_port_taken_before_its_component_binds_it_is_chosen_again(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # The first port chosen (definition's) is one another process holds by then.
+        choices = iter([port])
+        monkeypatch.setattr(cluster_module, "free_port", lambda: next(choices, None) or free_port())
+
+        with LocalCluster(tmp_path, db_url=db_url, backends=[Backend("null")]) as cluster:
+            assert cluster.addresses["definition"] != f"127.0.0.1:{port}"
+            assert all(c.running for c in cluster.components.values())

@@ -52,6 +52,10 @@ PEERS: Mapping[str, tuple[str, ...]] = {
 # The components whose sweeps call their peers from the first round (started after them).
 CALLERS_AT_START = ("dxts-execution", "dxts-dispatcher")
 READY_TIMEOUT_S = 90.0
+# A port chosen free can be taken by another process before the component binds it (another
+# cluster choosing from the same range): the start then tries again with new ports.
+PORT_TAKEN = ("Address already in use", "Failed to bind to address")
+START_ATTEMPTS = 3
 STOP_TIMEOUT_S = 20.0
 TOKEN_LIFETIME = timedelta(days=1)
 
@@ -125,6 +129,10 @@ class Component:
 
 class ComponentFailed(RuntimeError):
     """A component exited or never became healthy; the message ends with its log's tail."""
+
+
+class PortTaken(ComponentFailed):
+    """A component exited because a port chosen for it was taken before it could bind it."""
 
 
 class LocalCluster:
@@ -335,13 +343,23 @@ class LocalCluster:
         self._plan()
         if self.migrates:
             self.migrate()
+        for _ in range(START_ATTEMPTS - 1):
+            try:
+                self._start_components()
+                return self
+            except PortTaken:
+                self.stop()
+                self._plan()  # new ports: nobody outside has been told the old ones
+        self._start_components()
+        return self
+
+    def _start_components(self) -> None:
         callers = [n for n, c in self.components.items() if c.command in CALLERS_AT_START]
         for wave in ([n for n in self.components if n not in callers], callers):
             for name in wave:
                 self._spawn(name)
             for name in wave:
                 self.wait_ready(name)
-        return self
 
     def _spawn(self, name: str) -> None:
         component = self.components[name]
@@ -367,7 +385,9 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not component.running:
-                raise ComponentFailed(f"{name} exited\n{self.log_tail(name)}")
+                tail = self.log_tail(name)
+                failure = PortTaken if any(m in tail for m in PORT_TAKEN) else ComponentFailed
+                raise failure(f"{name} exited\n{tail}")
             if _serving(component.address):
                 return
             time.sleep(0.1)
