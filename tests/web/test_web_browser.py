@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -136,6 +136,15 @@ def screenshot(driver: WebDriver, name: str) -> None:
         driver.save_screenshot(str(Path(folder) / f"web-{name}.png"))
 
 
+def redirected_to(driver: WebDriver, url: str, patience_s: float = 30.0) -> bool:
+    """Whether the browser reaches `url`: a form's POST and its redirect finish after the click
+    that sent them returns."""
+    try:
+        return bool(WebDriverWait(driver, patience_s).until(expected_conditions.url_to_be(url)))
+    except TimeoutException:
+        return False
+
+
 def text_of(driver: WebDriver, css: str, patience_s: float = 30.0) -> str:
     """The element's text once the page shows it (after a form's redirect, the next page may
     still be loading on a busy machine)."""
@@ -221,7 +230,7 @@ def test_a_paused_member_shows_paused_after_the_pause_button(
     chrome.find_element(By.ID, "steer-pause").click()
     chrome.find_element(By.ID, "reason").send_keys("looking at it")
     chrome.find_element(By.ID, "confirm").click()
-    assert chrome.current_url == page
+    assert redirected_to(chrome, page), (chrome.current_url, text_of(chrome, "body")[:500])
     assert text_of(chrome, "#member-status") == "Paused"
     chrome.get(f"{up.web}/workgraphs/{other}/steer/cancel")
     chrome.find_element(By.ID, "confirm").click()
