@@ -137,13 +137,9 @@ async def carried_counts(
     """How many inputs each parcel of `page` ((ParcelID, TransformationID), as `recordable`
     returns it) carries, counted on the links' primary key; parcels that carry none are
     absent."""
-    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
-    for parcel_id, transformation_id in page:
-        if transformation_id is not None:
-            by_transformation[transformation_id].append(parcel_id)
     pi = parcel_inputs.c
     counts: dict[bytes, int] = {}
-    for tid, ids in by_transformation.items():
+    for tid, ids in _by_transformation(page).items():
         for chunk in chunked(sorted(ids)):
             rows = await conn.execute(
                 sa.select(pi.ParcelID, sa.func.count())
@@ -153,6 +149,18 @@ async def carried_counts(
             )
             counts.update((bytes(parcel_id), count) for parcel_id, count in rows)
     return counts
+
+
+def _by_transformation(
+    parcels_of: Iterable[tuple[bytes, bytes | None]],
+) -> dict[bytes, list[bytes]]:
+    """TransformationID → its ParcelIDs among (ParcelID, TransformationID) pairs; user parcels
+    (no transformation) carry no inputs and are left out."""
+    grouped: dict[bytes, list[bytes]] = defaultdict(list)
+    for parcel_id, transformation_id in parcels_of:
+        if transformation_id is not None:
+            grouped[transformation_id].append(parcel_id)
+    return grouped
 
 
 ID, JSON = parcels.c.ParcelID.type, parcels.c.Annotations.type
@@ -323,13 +331,10 @@ async def carried_inputs(
     join from statistics that lag a fast-growing table, reading the transformation's every
     ParcelInputs row (a ref on TransformationID alone, even with the key forced) for a batch of
     parcels, a cost per batch that grew with the run."""
-    by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
-    for parcel in parcel_rows:
-        if parcel.transformation_id is not None:
-            by_transformation[parcel.transformation_id].append(parcel.parcel_id)
     found: dict[bytes, list[CarriedInput]] = defaultdict(list)
     pi, i = parcel_inputs.c, inputs.c
-    for tid, ids in by_transformation.items():
+    pairs = ((r.parcel_id, r.transformation_id) for r in parcel_rows)
+    for tid, ids in _by_transformation(pairs).items():
         for chunk in chunked(sorted(ids)):
             links = (
                 await conn.execute(
