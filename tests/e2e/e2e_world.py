@@ -538,6 +538,7 @@ async def running(
     archive_delay_s: float = 3600.0,
     status_interval_s: float = 2 * PACE_S,
     lost_grace_s: float = 300.0,
+    lease_s: float = 300.0,
 ) -> AsyncIterator[InProcessWorld]:
     """Every component over `database` (schema created), served on port 0; stopped after.
     `directory` (existing) holds the development key pair and the catalogue. `more_null` are
@@ -642,6 +643,7 @@ async def running(
                 recovery_interval_s=5.0,
                 status_interval_s=status_interval_s,
                 lost_grace_s=lost_grace_s,
+                lease_s=lease_s,
             ),
         )
         stack.on_stop(dispatcher.stop)
