@@ -87,7 +87,7 @@ async def test_a_racing_retried_pause_is_applied_once(mariadb: Database, replica
         replica,
         lambda db: transformation_commands.pause(db, OPERATOR, simulate, request_id=key),
     )
-    assert answers[0] == answers[1] == {"status": "Paused"}
+    assert answers[0] == answers[1] == {"status": "Paused", "feeder_enabled": True}
     _, member_log = await read_logs(mariadb, fixture)
     assert events(member_log) == [
         ("StateChange", "Active", "Paused"),

@@ -754,6 +754,34 @@ async def test_reset_answers_what_it_did_though_the_action_ran_again_meanwhile(
     assert (await action_results(database, fixture))["replicate/Finalizing/1"][0] == "Failed"
 
 
+async def test_resume_answers_what_it_left_though_the_feeder_turned_off_meanwhile(
+    database: Database, stubs: dict[str, Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed member's feeder may reach its target and turn itself off before the reply reads
+    the member back: the reply still says what the resume left (Active, the feeder on)."""
+    fixture = await build_workgraph(
+        database, status="Active", members={**MEMBERS_UNDER["Active"], "simulate": "Paused"}
+    )
+    read_back = queries.get_transformation
+
+    async def after_the_feeder_stopped(db: Database, viewer: Any, wanted: bytes) -> Any:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            await conn.execute(
+                sa.update(schema.transformations)
+                .where(schema.transformations.c.TransformationID == wanted)
+                .values(FeederEnabled=False)
+            )
+        return await read_back(db, viewer, wanted)
+
+    monkeypatch.setattr(queries, "get_transformation", after_the_feeder_stopped)
+    reply = await stubs["owner"].ResumeTransformation(
+        pb.ResumeTransformationRequest(transformation_id=fixture.tid("simulate"))
+    )
+    assert reply.transformation.feeder_enabled
+    assert reply.transformation.status == common_pb2.TRANSFORMATION_STATUS_ACTIVE
+    assert not (await member_rows(database, fixture))["simulate"].FeederEnabled
+
+
 # -- rights ---------------------------------------------------------------------------------------
 
 

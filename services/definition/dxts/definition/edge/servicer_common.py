@@ -8,6 +8,8 @@ the caller's own token.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -76,6 +78,18 @@ class ServicerBase:
         detail = await queries.get_workgraph(self._database, self._viewer(), workgraph_id)
         return workgraph_pb(detail.workgraph)
 
-    async def _transformation(self, transformation_id: bytes) -> definition_pb2.Transformation:
+    async def _transformation(
+        self, transformation_id: bytes, left: Mapping[str, Any] | None = None
+    ) -> definition_pb2.Transformation:
+        """The transformation read back; after a command, with the status and feeder state the
+        command `left` it in: read after the commit, a resumed member's feeder may already have
+        turned itself off at its target, which the reply must not put down to the command."""
         detail = await queries.get_transformation(self._database, self._viewer(), transformation_id)
-        return transformation_pb(detail.transformation)
+        view = detail.transformation
+        if left:
+            view = dataclasses.replace(
+                view,
+                status=left.get("status", view.status),
+                feeder_enabled=left.get("feeder_enabled", view.feeder_enabled),
+            )
+        return transformation_pb(view)

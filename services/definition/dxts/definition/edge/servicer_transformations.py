@@ -35,7 +35,7 @@ class TransformationRpcs(ServicerBase):
         self, request: definition_pb2.PauseTransformationRequest, context: Context
     ) -> definition_pb2.PauseTransformationResponse:
         tid = required_id(request.transformation_id, "transformation_id")
-        await transformation_commands.pause(
+        left = await transformation_commands.pause(
             self._database,
             self._caller(),
             tid,
@@ -43,14 +43,14 @@ class TransformationRpcs(ServicerBase):
             request_id=request.request_id,
         )
         return definition_pb2.PauseTransformationResponse(
-            transformation=await self._transformation(tid)
+            transformation=await self._transformation(tid, left)
         )
 
     async def ResumeTransformation(
         self, request: definition_pb2.ResumeTransformationRequest, context: Context
     ) -> definition_pb2.ResumeTransformationResponse:
         tid = required_id(request.transformation_id, "transformation_id")
-        await transformation_commands.resume(
+        left = await transformation_commands.resume(
             self._database,
             self._caller(),
             tid,
@@ -58,7 +58,7 @@ class TransformationRpcs(ServicerBase):
             request_id=request.request_id,
         )
         return definition_pb2.ResumeTransformationResponse(
-            transformation=await self._transformation(tid)
+            transformation=await self._transformation(tid, left)
         )
 
     async def TransitionTransformation(
@@ -72,7 +72,7 @@ class TransformationRpcs(ServicerBase):
             problems.violations.extend(error.violations)
         problems.raise_if_any()
         assert tid is not None
-        await transformation_commands.transition_transformation(
+        left = await transformation_commands.transition_transformation(
             self._database,
             self._caller(),
             tid,
@@ -81,7 +81,7 @@ class TransformationRpcs(ServicerBase):
             request_id=request.request_id,
         )
         return definition_pb2.TransitionTransformationResponse(
-            transformation=await self._transformation(tid)
+            transformation=await self._transformation(tid, left)
         )
 
     async def ForceAction(
@@ -121,7 +121,7 @@ class TransformationRpcs(ServicerBase):
             if request.feeder_args_json
             else UNSET
         )
-        await transformation_commands.set_feeder(
+        left = await transformation_commands.set_feeder(
             self._database,
             self._caller(),
             tid,
@@ -131,7 +131,9 @@ class TransformationRpcs(ServicerBase):
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.SetFeederResponse(transformation=await self._transformation(tid))
+        return definition_pb2.SetFeederResponse(
+            transformation=await self._transformation(tid, left)
+        )
 
     async def FlushTransformation(
         self, request: definition_pb2.FlushTransformationRequest, context: Context

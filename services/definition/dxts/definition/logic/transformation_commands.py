@@ -95,7 +95,7 @@ async def transition_transformation(
             standalone=locked.standalone,
         )
 
-        return {"status": target}
+        return {"status": target, "feeder_enabled": locked.feeder_enabled}
 
     return await transformation_command(
         database, caller, rpc, transformation_id, apply, request_id=request_id, reason=reason
@@ -197,7 +197,11 @@ async def set_feeder(
                 )
             )
         await log_transformations(conn, entries)
-        return {"changed": [entry.event_type for entry in entries]}
+        return {
+            "changed": [entry.event_type for entry in entries],
+            "status": locked.status,
+            "feeder_enabled": locked.feeder_enabled if enabled is None else enabled,
+        }
 
     return await transformation_command(
         database,
