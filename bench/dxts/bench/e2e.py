@@ -325,7 +325,11 @@ async def _measure(
         await _database_bytes(database) / MB,
         unit="MB",
         baseline=size_before / MB,
-        params={**run_params, "baseline": "the empty schema"},
+        params={
+            **run_params,
+            **await _server_memory(database),
+            "baseline": "the empty schema",
+        },
     )
     if db_cpu is not None:
         bench.report(
@@ -452,6 +456,18 @@ async def _database_bytes(database: Database) -> int:
             )
         )
     return int(found or 0)
+
+
+async def _server_memory(database: Database) -> dict[str, int]:
+    """The InnoDB memory the server was given (MB): once the schema outgrows its buffer pool,
+    the server's CPU per row climbs, so a figure is read with the pool it ran on."""
+    if database.is_sqlite:
+        return {}
+    async with database.engine.connect() as conn:
+        row = (
+            await conn.execute(sa.text("SELECT @@innodb_buffer_pool_size, @@innodb_log_file_size"))
+        ).one()
+    return {"innodb_buffer_pool_mb": int(row[0]) // MB, "innodb_log_file_mb": int(row[1]) // MB}
 
 
 def _mariadbd_pid(database: Database) -> int | None:
