@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,13 @@ def test_e2e_runs_a_production_to_completed_and_prints_its_figures(
     (size,) = by_name["e2e_database_mb"]
     pool = size["params"].get("innodb_buffer_pool_mb")  # type: ignore[attr-defined]
     assert (pool is None) == db_url.startswith("sqlite") and (pool is None or pool > 0)
+    # What a parcel cost, the run's and the pipeline's, with the cores each kept busy: the
+    # components' CPU (and the server's) over the parcels, so no less than their own figures.
+    (spent,) = by_name["e2e_cpu_ms_per_parcel"]
+    cost: dict[str, Any] = spent["params"]
+    assert cost["cores_used"] > 0 and cost["pipeline_cores_used"] > 0
+    components_s = sum(float(f["value"]) for f in by_name["e2e_cpu_s"])
+    assert float(spent["value"]) >= 0.99 * components_s * 1000 / cost["parcels"]
 
 
 def test_with_replicas_it_runs_again_scaled_out_and_prints_the_speedup(

@@ -25,6 +25,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from dxts.bench.harness import Bench, Operation
+from dxts.bench.processes import RoundCpu, cpu_of, local_mariadbd_pid
 from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations
 from dxts.core import content_store
 from dxts.core.adaptor.mapping import ack_from_proto, outcome_to_proto
@@ -98,13 +100,22 @@ class _Definition:
 FIGURES = ("dispatch_parcels_per_s", "pipeline_parcels_per_s")
 
 
-async def run(bench: Bench, params: DispatchParams, figures: Sequence[str] = FIGURES) -> None:
-    """Measure `figures` (both by default; the `e2e` benchmark takes the pipeline alone)."""
+async def run(
+    bench: Bench,
+    params: DispatchParams,
+    figures: Sequence[str] = FIGURES,
+    *,
+    pipeline_cpu: list[RoundCpu] | None = None,
+) -> None:
+    """Measure `figures` (both by default; the `e2e` benchmark takes the pipeline alone).
+
+    `pipeline_cpu`, when given, receives what each of the pipeline's rounds cost (the warm-up
+    round first): the CPU of this process, the null adaptor's and a local mariadbd's."""
     database = bench.database
     transformation_id, process_id = await _seed_transformation(database)
     url = database.url.render_as_string(hide_password=False)
     with tempfile.TemporaryDirectory(prefix="dxts-bench-dispatch-") as folder:
-        async with _null_adaptor(Path(folder)) as (address, token):
+        async with _null_adaptor(Path(folder)) as (address, token, adaptor_pid):
             for replicas in params.replicas if "dispatch_parcels_per_s" in figures else ():
                 async with _replicas(url, replicas, address, token, params) as components:
                     await bench.compare(
@@ -125,7 +136,15 @@ async def run(bench: Bench, params: DispatchParams, figures: Sequence[str] = FIG
                     "pipeline_parcels_per_s",
                     unit="parcels/s",
                     baseline=_claim(database, replicas, transformation_id, process_id, params),
-                    subject=_pipeline(database, components, transformation_id, process_id, params),
+                    subject=_pipeline(
+                        database,
+                        components,
+                        transformation_id,
+                        process_id,
+                        params,
+                        costs=pipeline_cpu,
+                        pids=_working(database, adaptor_pid),
+                    ),
                     rounds=params.rounds,
                     params={
                         **_described(params, replicas),
@@ -277,15 +296,26 @@ def _dispatch(
     return Operation(dispatch_all, setup)
 
 
+def _working(database: Database, adaptor_pid: int) -> list[int]:
+    """The processes the pipeline's work runs in: this one (the dispatchers and the recording),
+    the null adaptor, and the database server when it is this machine's."""
+    server = local_mariadbd_pid(database)
+    return [os.getpid(), adaptor_pid, *([server] if server is not None else [])]
+
+
 def _pipeline(
     database: Database,
     components: list[DispatcherComponent],
     transformation_id: bytes,
     process_id: bytes,
     params: DispatchParams,
+    *,
+    costs: list[RoundCpu] | None = None,
+    pids: Sequence[int] = (),
 ) -> Operation:
     """Unassigned → Completing: dispatched, finished at once by the null adaptor, polled and
-    recorded by execution, with the sweeps running side by side as in a deployment."""
+    recorded by execution, with the sweeps running side by side as in a deployment. Each
+    round's cost (the CPU of `pids`) is appended to `costs` when given."""
 
     async def setup() -> None:
         await _reseed(database, transformation_id, process_id, params.parcels)
@@ -303,6 +333,7 @@ def _pipeline(
                 await asyncio.sleep(0.01)
 
     async def pipeline() -> int:
+        cpu_before, started = cpu_of(pids), time.monotonic()
         claiming: asyncio.Future[Any] = asyncio.gather(
             *(claim_loop(c) for c in components for _ in range(params.claimers))
         )
@@ -312,6 +343,9 @@ def _pipeline(
         completing = await _count(database, ParcelStatus.COMPLETING.value)
         if completing != params.parcels:
             raise FailedPrecondition(f"{completing} of {params.parcels} parcels reached Completing")
+        if costs is not None:
+            spent = cpu_of(pids) - cpu_before
+            costs.append(RoundCpu(spent, time.monotonic() - started, params.parcels))
         return params.parcels
 
     return Operation(pipeline, setup)
@@ -435,8 +469,8 @@ async def _replicas(
 
 
 @contextlib.asynccontextmanager
-async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
-    """`dxts.backends.null` in a process of its own; yields (address, token)."""
+async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str, int]]:
+    """`dxts.backends.null` in a process of its own; yields (address, token, process id)."""
     address = f"127.0.0.1:{free_port()}"
     token = DevKeys.load_or_create(folder).issue("dxts", "dxts-dispatcher", [CallerKind.DISPATCHER])
     environment = {
@@ -467,7 +501,7 @@ async def _null_adaptor(folder: Path) -> AsyncIterator[tuple[str, str]]:
                 if process.returncode is not None or (asyncio.get_running_loop().time() > deadline):
                     raise Unavailable(f"the null adaptor did not start: {folder / 'null.log'}")
                 await asyncio.sleep(0.1)
-        yield address, token
+        yield address, token, process.pid
     finally:
         process.terminate()
         await process.wait()

@@ -19,7 +19,12 @@ its own token) runs over the harness's fresh database with every setting at its 
   (baseline: its size when it became ready) and its CPU seconds from submit to Completed
   (baseline: that wall time, so the ratio is the share of one core it used);
 * `e2e_database_mb` (baseline: the empty schema) and, on a MariaDB server on this machine,
-  `e2e_database_cpu_s` (mariadbd's CPU over the run; the server is shared, so an upper bound).
+  `e2e_database_cpu_s` (mariadbd's CPU over the run; the server is shared, so an upper bound);
+* `e2e_cpu_ms_per_parcel`: the CPU the whole run cost per parcel, every component's and a local
+  mariadbd's, against the same for the pipeline's rounds (`params.cores_used` and
+  `params.pipeline_cores_used`: the cores each kept busy). Where both keep the machine's cores
+  busy, the rates' ratio is about the inverse of this one: the production does its feeding,
+  packing and outcome recording on the cores the pipeline spends on dispatching alone.
 
 `--scale tiny|small|full` is 200, 10,000 or 1,000,000 seeds; `--seeds N` any other count.
 
@@ -36,10 +41,9 @@ scaled to N runs them), prints that run's figures too (`params.replicas`), and t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import subprocess
+import statistics
 import tempfile
 import time
 import uuid
@@ -54,6 +58,7 @@ import yaml
 from dxts.bench import dispatch
 from dxts.bench.cluster import Backend, LocalCluster
 from dxts.bench.harness import Bench, scratch_database, significant
+from dxts.bench.processes import RoundCpu, cpu_s, local_mariadbd_pid, status_kb
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc import channel
@@ -160,7 +165,7 @@ class _Production:
 
 
 async def _production(
-    bench: Bench, database: Database, params: E2EParams, pipeline: float, *, replicas: int
+    bench: Bench, database: Database, params: E2EParams, pipeline: _Pipeline, *, replicas: int
 ) -> _Production:
     """Run the workgraph to Completed over `database` with `replicas` of execution and of the
     dispatcher, and report its figures."""
@@ -187,14 +192,32 @@ def _server_of(database: Database) -> str:
     return database.url.set(database="").render_as_string(hide_password=False)
 
 
-async def _pipeline_rate(bench: Bench, params: dispatch.DispatchParams) -> float:
+@dataclass(frozen=True)
+class _Pipeline:
+    """The baseline: the dispatch pipeline's rate and what a round of it cost (the median of
+    its timed rounds)."""
+
+    parcels_per_s: float
+    cpu_ms_per_parcel: float
+    cores_used: float
+
+
+async def _pipeline_rate(bench: Bench, params: dispatch.DispatchParams) -> _Pipeline:
     """The dispatch benchmark's pipeline figure, in a scratch database of its own."""
+    costs: list[RoundCpu] = []
     async with scratch_database(_server_of(bench.database)) as scratch:
         baseline_bench = Bench(bench.name, bench.scale, scratch, bench.out)
-        await dispatch.run(baseline_bench, params, figures=("pipeline_parcels_per_s",))
+        await dispatch.run(
+            baseline_bench, params, figures=("pipeline_parcels_per_s",), pipeline_cpu=costs
+        )
     (figure,) = baseline_bench.figures
     bench.figures.append(figure)
-    return figure.value
+    timed = costs[1:] or costs  # the first round warms caches and pools, as in `compare`
+    return _Pipeline(
+        figure.value,
+        statistics.median(cost.cpu_ms_per_unit for cost in timed),
+        statistics.median(cost.cores_used for cost in timed),
+    )
 
 
 @dataclass
@@ -215,7 +238,7 @@ async def _measure(
     database: Database,
     cluster: LocalCluster,
     params: E2EParams,
-    pipeline_rate: float,
+    pipeline: _Pipeline,
     replicas: int,
 ) -> _Production:
     pids = {
@@ -223,11 +246,11 @@ async def _measure(
         for name, component in cluster.components.items()
         if component.process is not None
     }
-    ready_rss = {name: _proc_status_kb(pid, "VmRSS") / 1024 for name, pid in pids.items()}
+    ready_rss = {name: status_kb(pid, "VmRSS") / 1024 for name, pid in pids.items()}
     size_before = await _database_bytes(database)
-    mariadbd = _mariadbd_pid(database)
-    cpu_before = {name: _cpu_s(pid) for name, pid in pids.items()}
-    db_cpu_before = _cpu_s(mariadbd) if mariadbd else 0.0
+    mariadbd = local_mariadbd_pid(database)
+    cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
+    db_cpu_before = cpu_s(mariadbd) if mariadbd else 0.0
     token = cluster.user_token("lhcb", "bench", ["operator", "user"])
     seen = _Run()
     async with channel(cluster.addresses["definition"], token=token) as opened:
@@ -254,9 +277,9 @@ async def _measure(
         members = {m.step: id_from_str(m.transformation_id) for m in got.members}
         await _until_completed(database, id_from_str(reply.workgraph_id), params, seen)
     wall_s = seen.completed_s
-    cpu = {name: _cpu_s(pid) - cpu_before[name] for name, pid in pids.items()}
-    peak_rss = {name: _proc_status_kb(pid, "VmHWM") / 1024 for name, pid in pids.items()}
-    db_cpu = _cpu_s(mariadbd) - db_cpu_before if mariadbd else None
+    cpu = {name: cpu_s(pid) - cpu_before[name] for name, pid in pids.items()}
+    peak_rss = {name: status_kb(pid, "VmHWM") / 1024 for name, pid in pids.items()}
+    db_cpu = cpu_s(mariadbd) - db_cpu_before if mariadbd else None
     run_params = {
         "seeds": params.seeds,
         "parcels": params.parcels,
@@ -267,7 +290,7 @@ async def _measure(
         "e2e_completed_s",
         wall_s,
         unit="s",
-        baseline=params.parcels / pipeline_rate,
+        baseline=params.parcels / pipeline.parcels_per_s,
         params={
             **run_params,
             **seen.milestones,
@@ -280,7 +303,7 @@ async def _measure(
         "e2e_sim_parcels_per_s",
         sim.throughput,
         unit="parcels/s",
-        baseline=pipeline_rate,
+        baseline=pipeline.parcels_per_s,
         params={
             **run_params,
             "span": "first to last Simulation parcel Done",
@@ -297,7 +320,7 @@ async def _measure(
                 figure,
                 count / span.since_submit_s,
                 unit=figure.removeprefix("e2e_member_").replace("_per_", "/"),
-                baseline=pipeline_rate,
+                baseline=pipeline.parcels_per_s,
                 params={
                     **run_params,
                     "member": member,
@@ -339,6 +362,20 @@ async def _measure(
             baseline=wall_s,
             params={**run_params, "note": "mariadbd is shared: other clients' CPU included"},
         )
+    spent = RoundCpu(sum(cpu.values()) + (db_cpu or 0.0), wall_s, params.parcels)
+    bench.report(
+        "e2e_cpu_ms_per_parcel",
+        spent.cpu_ms_per_unit,
+        unit="ms",
+        baseline=pipeline.cpu_ms_per_parcel,
+        params={
+            **run_params,
+            "cores_used": round(spent.cores_used, 3),
+            "pipeline_cores_used": round(pipeline.cores_used, 3),
+            "what": "every component's CPU, and a local mariadbd's, per parcel of the run",
+            "baseline": "the same per parcel of the pipeline's rounds, same run",
+        },
+    )
     return _Production(wall_s, sim.throughput)
 
 
@@ -468,28 +505,3 @@ async def _server_memory(database: Database) -> dict[str, int]:
             await conn.execute(sa.text("SELECT @@innodb_buffer_pool_size, @@innodb_log_file_size"))
         ).one()
     return {"innodb_buffer_pool_mb": int(row[0]) // MB, "innodb_log_file_mb": int(row[1]) // MB}
-
-
-def _mariadbd_pid(database: Database) -> int | None:
-    """mariadbd's process id when the server is this machine's (None: elsewhere or SQLite)."""
-    if database.is_sqlite or database.url.host not in ("127.0.0.1", "localhost"):
-        return None
-    found = subprocess.run(["pidof", "mariadbd"], capture_output=True, text=True, check=False)
-    pids = found.stdout.split()
-    return int(pids[0]) if len(pids) == 1 else None
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (0 when it is gone)."""
-    with contextlib.suppress(OSError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return 0.0
-
-
-def _proc_status_kb(pid: int, key: str) -> float:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{key}:"):
-                return float(line.split()[1])
-    return 0.0
