@@ -782,6 +782,34 @@ async def test_resume_answers_what_it_left_though_the_feeder_turned_off_meanwhil
     assert not (await member_rows(database, fixture))["simulate"].FeederEnabled
 
 
+@pytest.mark.parametrize("command", list(EXPECTED))
+async def test_a_workgraph_command_answers_the_status_it_left_though_it_moved_on_meanwhile(
+    database: Database, stubs: dict[str, Stub], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """The lifecycle may move a workgraph on between a command's commit and the reply's read
+    (a drained one with nothing in flight to Finalizing): the reply says what the command left."""
+    source, (target, _) = next(iter(EXPECTED[command].items()))
+    fixture = await build_workgraph(database, status=source, members=MEMBERS_UNDER[source])
+    read_back = queries.get_workgraph
+    moved_on = "Completed" if target != "Completed" else "Archiving"
+
+    async def after_the_lifecycle_moved_it(db: Database, viewer: Any, wanted: bytes) -> Any:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            await conn.execute(
+                sa.update(schema.workgraphs)
+                .where(schema.workgraphs.c.WorkgraphID == wanted)
+                .values(Status=moved_on)
+            )
+        return await read_back(db, viewer, wanted)
+
+    monkeypatch.setattr(queries, "get_workgraph", after_the_lifecycle_moved_it)
+    reply = await run_command(stubs["operator"], command, fixture)
+    assert reply.workgraph.status == common_pb2.WorkgraphStatus.Value(
+        "WORKGRAPH_STATUS_" + {"ApprovingBlocked": "APPROVING_BLOCKED"}.get(target, target.upper())
+    )
+    assert (await statuses(database, fixture))[0] == moved_on
+
+
 # -- rights ---------------------------------------------------------------------------------------
 
 

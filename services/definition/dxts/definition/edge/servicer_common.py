@@ -74,9 +74,18 @@ class ServicerBase:
             token = None
         return self._execution(token)
 
-    async def _workgraph(self, workgraph_id: bytes) -> definition_pb2.Workgraph:
+    async def _workgraph(
+        self, workgraph_id: bytes, left: Mapping[str, Any] | None = None
+    ) -> definition_pb2.Workgraph:
+        """The workgraph read back; after a command, with the status the command `left` it
+        in: read after the commit, the lifecycle may already have moved it on (a drained
+        workgraph with nothing in flight to Finalizing), which the reply must not put down to
+        the command."""
         detail = await queries.get_workgraph(self._database, self._viewer(), workgraph_id)
-        return workgraph_pb(detail.workgraph)
+        view = detail.workgraph
+        if left and "status" in left:
+            view = dataclasses.replace(view, status=left["status"])
+        return workgraph_pb(view)
 
     async def _transformation(
         self, transformation_id: bytes, left: Mapping[str, Any] | None = None

@@ -151,14 +151,16 @@ class WorkgraphRpcs(ServicerBase):
         self, request: definition_pb2.StartWorkgraphRequest, context: Context
     ) -> definition_pb2.StartWorkgraphResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
-        await workgraph_commands.start(
+        left = await workgraph_commands.start(
             self._database,
             self._caller(),
             workgraph_id,
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.StartWorkgraphResponse(workgraph=await self._workgraph(workgraph_id))
+        return definition_pb2.StartWorkgraphResponse(
+            workgraph=await self._workgraph(workgraph_id, left)
+        )
 
     async def ExtendScout(
         self, request: definition_pb2.ExtendScoutRequest, context: Context
@@ -178,7 +180,7 @@ class WorkgraphRpcs(ServicerBase):
                 feeder_args[tid] = args
         problems.raise_if_any()
         assert workgraph_id is not None
-        await workgraph_commands.extend_scout(
+        left = await workgraph_commands.extend_scout(
             self._database,
             self._caller(),
             workgraph_id,
@@ -187,26 +189,30 @@ class WorkgraphRpcs(ServicerBase):
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.ExtendScoutResponse(workgraph=await self._workgraph(workgraph_id))
+        return definition_pb2.ExtendScoutResponse(
+            workgraph=await self._workgraph(workgraph_id, left)
+        )
 
     async def DrainWorkgraph(
         self, request: definition_pb2.DrainWorkgraphRequest, context: Context
     ) -> definition_pb2.DrainWorkgraphResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
-        await workgraph_commands.drain(
+        left = await workgraph_commands.drain(
             self._database,
             self._caller(),
             workgraph_id,
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.DrainWorkgraphResponse(workgraph=await self._workgraph(workgraph_id))
+        return definition_pb2.DrainWorkgraphResponse(
+            workgraph=await self._workgraph(workgraph_id, left)
+        )
 
     async def HaltWorkgraph(
         self, request: definition_pb2.HaltWorkgraphRequest, context: Context
     ) -> definition_pb2.HaltWorkgraphResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
-        await workgraph_commands.halt(
+        left = await workgraph_commands.halt(
             self._database,
             self._caller(),
             workgraph_id,
@@ -214,26 +220,30 @@ class WorkgraphRpcs(ServicerBase):
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.HaltWorkgraphResponse(workgraph=await self._workgraph(workgraph_id))
+        return definition_pb2.HaltWorkgraphResponse(
+            workgraph=await self._workgraph(workgraph_id, left)
+        )
 
     async def CancelWorkgraph(
         self, request: definition_pb2.CancelWorkgraphRequest, context: Context
     ) -> definition_pb2.CancelWorkgraphResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
-        await workgraph_commands.cancel(
+        left = await workgraph_commands.cancel(
             self._database,
             self._caller(),
             workgraph_id,
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.CancelWorkgraphResponse(workgraph=await self._workgraph(workgraph_id))
+        return definition_pb2.CancelWorkgraphResponse(
+            workgraph=await self._workgraph(workgraph_id, left)
+        )
 
     async def ReturnToActive(
         self, request: definition_pb2.ReturnToActiveRequest, context: Context
     ) -> definition_pb2.ReturnToActiveResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
-        await workgraph_commands.return_to_active(
+        left = await workgraph_commands.return_to_active(
             self._database,
             self._caller(),
             workgraph_id,
@@ -241,4 +251,6 @@ class WorkgraphRpcs(ServicerBase):
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.ReturnToActiveResponse(workgraph=await self._workgraph(workgraph_id))
+        return definition_pb2.ReturnToActiveResponse(
+            workgraph=await self._workgraph(workgraph_id, left)
+        )

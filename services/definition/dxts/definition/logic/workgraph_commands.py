@@ -211,7 +211,7 @@ async def drain(
         outer = outermost(workgraph, await transformations_db.output_producers(conn, edges))
         data = command_data(request_id, reason)
         disabled = await _disable_feeders(conn, workgraph, outer, caller.author, "drain", data)
-        return {"disabled": disabled}
+        return {"status": workgraph.status, "disabled": disabled}
 
     return await workgraph_command(
         database,
@@ -251,7 +251,11 @@ async def halt(
             conn, workgraph_id, annotations, await db_now(conn)
         )
         disabled = await _disable_feeders(conn, workgraph, members, caller.author, "halt", data)
-        return {"members": [id_to_str(t) for t in members], "disabled": disabled}
+        return {
+            "status": workgraph.status,
+            "members": [id_to_str(t) for t in members],
+            "disabled": disabled,
+        }
 
     def admit(workgraph: LockedWorkgraph) -> None:
         _require(workgraph, (W.ACTIVE,), "halt")
