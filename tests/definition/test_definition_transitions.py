@@ -725,6 +725,25 @@ async def test_reset_clears_a_result_and_records_who(
     assert (await action_results(database, fixture))["replicate/Finalizing/1"] == (None, "ursula")
 
 
+def changed_before_the_read(
+    monkeypatch: pytest.MonkeyPatch,
+    database: Database,
+    reader: str,
+    key: sa.Column[Any],
+    **values: Any,
+) -> None:
+    """Make `queries.<reader>` first commit `values` to the row it reads (its `key` the id read):
+    what another component may commit between a command's commit and the reply's read-back."""
+    read_back = getattr(queries, reader)
+
+    async def after_the_change(db: Database, viewer: Any, wanted: Any) -> Any:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            await conn.execute(sa.update(key.table).where(key == wanted).values(**values))
+        return await read_back(db, viewer, wanted)
+
+    monkeypatch.setattr(queries, reader, after_the_change)
+
+
 async def test_reset_answers_what_it_did_though_the_action_ran_again_meanwhile(
     database: Database, stubs: dict[str, Stub], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -737,18 +756,9 @@ async def test_reset_answers_what_it_did_though_the_action_ran_again_meanwhile(
         results={"replicate/Finalizing/1": "Pending"},
     )
     action_id = fixture.actions["replicate/Finalizing/1"]
-    read_back = queries.get_action
-
-    async def after_a_rerun(db: Database, viewer: Any, wanted: int) -> Any:
-        async with database.transaction(Isolation.READ_COMMITTED) as conn:
-            await conn.execute(
-                sa.update(schema.actions)
-                .where(schema.actions.c.ActionID == wanted)
-                .values(Result="Failed")
-            )
-        return await read_back(db, viewer, wanted)
-
-    monkeypatch.setattr(queries, "get_action", after_a_rerun)
+    changed_before_the_read(
+        monkeypatch, database, "get_action", schema.actions.c.ActionID, Result="Failed"
+    )
     reply = await stubs["owner"].ResetAction(pb.ResetActionRequest(action_id=action_id))
     assert reply.action.result == common_pb2.ACTION_RESULT_UNSPECIFIED
     assert (await action_results(database, fixture))["replicate/Finalizing/1"][0] == "Failed"
@@ -762,18 +772,13 @@ async def test_resume_answers_what_it_left_though_the_feeder_turned_off_meanwhil
     fixture = await build_workgraph(
         database, status="Active", members={**MEMBERS_UNDER["Active"], "simulate": "Paused"}
     )
-    read_back = queries.get_transformation
-
-    async def after_the_feeder_stopped(db: Database, viewer: Any, wanted: bytes) -> Any:
-        async with database.transaction(Isolation.READ_COMMITTED) as conn:
-            await conn.execute(
-                sa.update(schema.transformations)
-                .where(schema.transformations.c.TransformationID == wanted)
-                .values(FeederEnabled=False)
-            )
-        return await read_back(db, viewer, wanted)
-
-    monkeypatch.setattr(queries, "get_transformation", after_the_feeder_stopped)
+    changed_before_the_read(
+        monkeypatch,
+        database,
+        "get_transformation",
+        schema.transformations.c.TransformationID,
+        FeederEnabled=False,
+    )
     reply = await stubs["owner"].ResumeTransformation(
         pb.ResumeTransformationRequest(transformation_id=fixture.tid("simulate"))
     )
@@ -790,19 +795,10 @@ async def test_a_workgraph_command_answers_the_status_it_left_though_it_moved_on
     (a drained one with nothing in flight to Finalizing): the reply says what the command left."""
     source, (target, _) = next(iter(EXPECTED[command].items()))
     fixture = await build_workgraph(database, status=source, members=MEMBERS_UNDER[source])
-    read_back = queries.get_workgraph
     moved_on = "Completed" if target != "Completed" else "Archiving"
-
-    async def after_the_lifecycle_moved_it(db: Database, viewer: Any, wanted: bytes) -> Any:
-        async with database.transaction(Isolation.READ_COMMITTED) as conn:
-            await conn.execute(
-                sa.update(schema.workgraphs)
-                .where(schema.workgraphs.c.WorkgraphID == wanted)
-                .values(Status=moved_on)
-            )
-        return await read_back(db, viewer, wanted)
-
-    monkeypatch.setattr(queries, "get_workgraph", after_the_lifecycle_moved_it)
+    changed_before_the_read(
+        monkeypatch, database, "get_workgraph", schema.workgraphs.c.WorkgraphID, Status=moved_on
+    )
     reply = await run_command(stubs["operator"], command, fixture)
     assert reply.workgraph.status == common_pb2.WorkgraphStatus.Value(
         "WORKGRAPH_STATUS_" + {"ApprovingBlocked": "APPROVING_BLOCKED"}.get(target, target.upper())
