@@ -34,7 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from dxts.bench.harness import Bench, Operation
-from dxts.bench.processes import RoundCpu, cpu_of, local_mariadbd_pid
+from dxts.bench.processes import CpuSpent, cpu_of, local_mariadbd_pid
 from dxts.bench.seeding import TRIVIAL_TOOL, insert_transformations
 from dxts.core import content_store
 from dxts.core.adaptor.mapping import ack_from_proto, outcome_to_proto
@@ -105,7 +105,7 @@ async def run(
     params: DispatchParams,
     figures: Sequence[str] = FIGURES,
     *,
-    pipeline_cpu: list[RoundCpu] | None = None,
+    pipeline_cpu: list[CpuSpent] | None = None,
 ) -> None:
     """Measure `figures` (both by default; the `e2e` benchmark takes the pipeline alone).
 
@@ -310,7 +310,7 @@ def _pipeline(
     process_id: bytes,
     params: DispatchParams,
     *,
-    costs: list[RoundCpu] | None = None,
+    costs: list[CpuSpent] | None = None,
     pids: Sequence[int] = (),
 ) -> Operation:
     """Unassigned → Completing: dispatched, finished at once by the null adaptor, polled and
@@ -345,7 +345,7 @@ def _pipeline(
             raise FailedPrecondition(f"{completing} of {params.parcels} parcels reached Completing")
         if costs is not None:
             spent = cpu_of(pids) - cpu_before
-            costs.append(RoundCpu(spent, time.monotonic() - started, params.parcels))
+            costs.append(CpuSpent(spent, time.monotonic() - started, params.parcels))
         return params.parcels
 
     return Operation(pipeline, setup)

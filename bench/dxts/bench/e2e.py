@@ -58,7 +58,7 @@ import yaml
 from dxts.bench import dispatch
 from dxts.bench.cluster import Backend, LocalCluster
 from dxts.bench.harness import Bench, scratch_database, significant
-from dxts.bench.processes import RoundCpu, cpu_s, local_mariadbd_pid, status_kb
+from dxts.bench.processes import CpuSpent, cpu_s, local_mariadbd_pid, status_kb
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc import channel
@@ -204,7 +204,7 @@ class _Pipeline:
 
 async def _pipeline_rate(bench: Bench, params: dispatch.DispatchParams) -> _Pipeline:
     """The dispatch benchmark's pipeline figure, in a scratch database of its own."""
-    costs: list[RoundCpu] = []
+    costs: list[CpuSpent] = []
     async with scratch_database(_server_of(bench.database)) as scratch:
         baseline_bench = Bench(bench.name, bench.scale, scratch, bench.out)
         await dispatch.run(
@@ -362,7 +362,7 @@ async def _measure(
             baseline=wall_s,
             params={**run_params, "note": "mariadbd is shared: other clients' CPU included"},
         )
-    spent = RoundCpu(sum(cpu.values()) + (db_cpu or 0.0), wall_s, params.parcels)
+    spent = CpuSpent(sum(cpu.values()) + (db_cpu or 0.0), wall_s, params.parcels)
     bench.report(
         "e2e_cpu_ms_per_parcel",
         spent.cpu_ms_per_unit,

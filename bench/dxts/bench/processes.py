@@ -2,7 +2,7 @@
 the benchmarks that run components as processes of their own.
 
 On a machine whose cores are all busy, a rate is set by the CPU each unit of work costs, so
-the benchmarks that compare two rates also say what each unit cost (`RoundCpu`)."""
+the benchmarks that compare two rates also say what each unit cost (`CpuSpent`)."""
 
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ def local_mariadbd_pid(database: Database) -> int | None:
 
 
 @dataclass(frozen=True)
-class RoundCpu:
-    """What one timed round cost: the CPU seconds of every process doing its work, its wall
-    time, and the units of work it did."""
+class CpuSpent:
+    """What a span of measured work cost (a benchmark round, a whole run): the CPU seconds of
+    every process doing it, its wall time, and the units of work done."""
 
     cpu_s: float
     wall_s: float
