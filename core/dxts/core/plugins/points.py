@@ -1,4 +1,4 @@
-"""The extension points of DX-ADR-006: which kind serves each, what the core passes, the phase.
+"""The extension points (docs/extensions.md): which kind serves each, what the core passes.
 
 A plugin's entry-point group says its kind; a hook or action also says which extension point(s)
 it serves with the `hook`/`action` decorators, because one group holds several points whose
