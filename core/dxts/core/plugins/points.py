@@ -40,7 +40,7 @@ class Phase(StrEnum):
 
 
 class Point(StrEnum):
-    """One extension point: the values are the names the design and the CWL hints use."""
+    """One extension point: the values are the names docs/extensions.md and the CWL hints use."""
 
     FEEDER = "Feeder"
     PACKER = "Packer"
