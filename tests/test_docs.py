@@ -204,17 +204,23 @@ def test_source_cites_only_documents_the_repository_has() -> None:
 DOC_PAGES = [path for path in FILES if path.endswith(".md") and path.startswith(DOCS)]
 
 
+def page_citations(path: str, text: str, files: set[str], names: set[str]) -> list[str]:
+    """Every citation of a missing document anywhere in a doc page's text."""
+    found = [
+        f"{path}: cites {name}, not in the repository"
+        for name in DOCUMENT.findall(text)
+        if not resolves(name, path, files, names)
+    ]
+    return found + [
+        f"{path}: cites {match!r}" for match in ADR.findall(text) + DESIGN_NOTE.findall(text)
+    ]
+
+
 def test_docs_cite_only_documents_the_repository_has() -> None:
     assert "docs/architecture.md" in DOC_PAGES
     found = []
     for path in DOC_PAGES:
-        text = (REPO / path).read_text()
-        for name in DOCUMENT.findall(text):
-            if not resolves(name, path, FILE_SET, NAMES):
-                found.append(f"{path}: cites {name}, not in the repository")
-        found += [
-            f"{path}: cites {match!r}" for match in ADR.findall(text) + DESIGN_NOTE.findall(text)
-        ]
+        found += page_citations(path, (REPO / path).read_text(), FILE_SET, NAMES)
     assert not found, "\n".join(found)
 
 
@@ -257,3 +263,10 @@ def test_a_broken_doc_link_is_caught() -> None:
     assert broken_links("docs/x.md", page, FILE_SET) == [
         "docs/x.md:1: links nowhere.md, not in the repository"
     ]
+
+
+def test_a_doc_page_citing_a_missing_document_is_caught() -> None:
+    page = (
+        "As [the map](architecture.md) and " + "STATE-" + "MACHINES.md say (" + "DX-A" + "DR-5).\n"
+    )
+    assert len(page_citations("docs/x.md", page, FILE_SET, NAMES)) == 2
