@@ -59,7 +59,7 @@ DISPATCHER = {
     "LocalIDs",
     "NullIDs",
     "SlurmIDs",
-    # ResolvedHintsID only: the sidecar the dispatcher resolves (DX-ADR-004, ComputeParcels).
+    # ResolvedHintsID only: the sidecar the dispatcher resolves (a ComputeParcels column).
     "ComputeParcels",
 }
 

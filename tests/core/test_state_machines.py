@@ -1,6 +1,6 @@
-"""The four state machines against STATE-MACHINES.md, exhaustively.
+"""The four state machines against their edges typed independently, exhaustively.
 
-The expected edges are typed here a second time, straight from the design's tables, so a slip in
+The expected edges are typed here a second time, as docs/architecture.md draws them, so a slip in
 either copy fails the comparison; then every (from, to, actor) triple is checked: each listed
 edge is allowed, every other one refused with an error naming the entity and both states.
 """

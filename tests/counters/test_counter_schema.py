@@ -77,7 +77,7 @@ def test_counter_locks_shape() -> None:
 
 
 def test_counted_statuses_are_the_union_of_both_machines_inputs_first() -> None:
-    """Written out on purpose (DX-ADR-004); this is what keeps the copy exact."""
+    """Written out on purpose (the schema's ENUM); this is what keeps the copy exact."""
     inputs, parcels = values(InputStatus), values(ParcelStatus)
     assert COUNTED_STATUSES[: len(inputs)] == inputs
     assert COUNTED_STATUSES[len(inputs) :] == tuple(s for s in parcels if s not in inputs)

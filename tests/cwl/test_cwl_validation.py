@@ -1,4 +1,4 @@
-"""Every validation rule of CWL.md on a fixture document, each asserting kind and path."""
+"""Every validation rule of docs/cwl.md on a fixture document, each asserting kind and path."""
 
 from __future__ import annotations
 

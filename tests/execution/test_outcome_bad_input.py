@@ -1,7 +1,7 @@
-"""What a backend or a process gets wrong, handled as DISPATCH.md says — logged, recorded on the
-parcel, nothing corrupted: status reports naming strangers or failing the schema, a declared
-report missing, undeclared outputs, unknown parcels, the wrong backend, the catalogue refusing
-a file — on SQLite and MariaDB."""
+"""What a backend or a process gets wrong, handled as docs/dispatching.md says — logged, recorded on
+the parcel, nothing corrupted: status reports naming strangers or failing the schema, a declared
+report missing, undeclared outputs, unknown parcels, the wrong backend, the catalogue refusing a
+file — on SQLite and MariaDB."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Outcome recording (DISPATCH.md): RecordOutcomes, the Completing sweep, the status report,
+"""Outcome recording (docs/dispatching.md): RecordOutcomes, the Completing sweep, the status report,
 splits and recovery parcels, user parcels, cancellations; idempotent and re-entrant — on SQLite
 and MariaDB."""
 

@@ -81,7 +81,7 @@ def test_each_service_lives_in_its_own_file() -> None:
 def test_mutating_requests_carry_a_request_id() -> None:
     """Every RPC whose name says it changes something takes an idempotency key."""
     readers = ("Get", "List", "Resolve", "Describe", "Poll", "Provenance", "Process", "Dispatcher")
-    # Submit and Cancel on an adaptor are keyed by parcel id / identifier (DISPATCH.md).
+    # Submit and Cancel on an adaptor are keyed by parcel id / identifier (docs/adaptors.md).
     keyed_otherwise = {("BackendAdaptorService", "Submit"), ("BackendAdaptorService", "Cancel")}
     missing = []
     for file in SERVICE_FILES:

@@ -1,11 +1,11 @@
-"""THE GUARD: the migrated MariaDB schema is the DDL of DX-ADR-004, table by table.
+"""THE GUARD: the migrated MariaDB schema is the specified DDL, table by table.
 
-The spec's `CREATE TABLE ... ( ... );` blocks are parsed from ../shared/spec/DX-ADR-004-schema.txt
-(beside the repository) and compared with what MariaDB's information_schema reports after
-`upgrade`: columns in order with their types, nullability, defaults, AUTO_INCREMENT and
-collation; the primary key in order; unique keys; indexes (by columns, names ignored); foreign
-keys with their delete rule; CHECK constraints; the InnoDB engine. Every later change to the
-schema, in code or in the spec, has to keep this passing.
+The spec's `CREATE TABLE ... ( ... );` blocks are parsed from the schema specification kept beside
+the repository (`SPEC_PATH`; the tests skip where it is absent) and compared with what MariaDB's
+information_schema reports after `upgrade`: columns in order with their types, nullability,
+defaults, AUTO_INCREMENT and collation; the primary key in order; unique keys; indexes (by columns,
+names ignored); foreign keys with their delete rule; CHECK constraints; the InnoDB engine. Every
+later change to the schema, in code or in the spec, has to keep this passing.
 
 Deliberate deviations from the spec's text, and why:
 
@@ -18,7 +18,7 @@ Deliberate deviations from the spec's text, and why:
   starts with, the json_valid CHECK MariaDB attaches to every JSON column (stored as LONGTEXT),
   MariaDB's display widths (int(11)) and BOOLEAN stored as tinyint(1).
 
-Tables beyond the spec's (the journalled counters of DX-ADR-009, Alembic's version table) are
+Tables beyond the spec's (the journalled counters of docs/counters.md, Alembic's version table) are
 neither required nor refused here; their own tests cover them.
 """
 

@@ -1,4 +1,4 @@
-"""Backend adaptors (DISPATCH.md): small gRPC servers implementing `BackendAdaptorService`
+"""Backend adaptors (docs/adaptors.md): small gRPC servers implementing `BackendAdaptorService`
 beside the system they drive, knowing nothing of transformations or the database.
 
 * `logic` — the `Adaptor` protocol every adaptor implements, on the contract's domain types
@@ -10,7 +10,7 @@ beside the system they drive, knowing nothing of transformations or the database
   its own state in `local.store`;
 * `null` — accepts and completes without running anything (`dxts-backend-null`).
 
-The status report (DISPATCH.md) is the process output whose CWL id is `status-report`: an
+The status report (docs/cwl.md) is the process output whose CWL id is `status-report`: an
 adaptor returns its JSON content as the outcome's `status_report_json`, not as a manifest file.
 A process that wants the ids of the inputs it reports on declares an input `dxts-input-ids`
 (a string array), which the local adaptor fills from the parcel's submission.

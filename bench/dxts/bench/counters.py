@@ -1,4 +1,4 @@
-"""`counters`: the journalled counters (COUNTERS.md) against the plain SQL they replace.
+"""`counters`: the journalled counters (docs/counters.md) against the plain SQL they replace.
 
 Four figures, each measured against a plain-SQL baseline in the same run:
 

@@ -9,7 +9,7 @@ tables:
   parameter list costs, for comparison);
 * `claim_skip_locked`: several connections claiming batches of Unassigned Parcels at READ
   COMMITTED with `SELECT ... ORDER BY ParcelID LIMIT n FOR UPDATE SKIP LOCKED` + `UPDATE`, as
-  the dispatcher does (DISPATCH.md); every parcel must be claimed exactly once;
+  the dispatcher does (docs/dispatching.md); every parcel must be claimed exactly once;
 * `single_row_commit`: one Inputs row per transaction, one connection: the commit latency
   floor (a per-row loop on purpose, which dxts code never does).
 

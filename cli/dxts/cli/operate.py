@@ -1,4 +1,4 @@
-"""Operator verbs: steering workgraphs and transformations (STATE-MACHINES.md), the feeders,
+"""Operator verbs: steering workgraphs and transformations (docs/operating.md), the feeders,
 and the inputs an operator resets or writes off. Each prints the entity as it is afterwards,
 on one line (or, with --output json, the service's answer)."""
 

@@ -1,4 +1,4 @@
-"""`dxts up`: every component in one process, the embedded default (ARCHITECTURE.md).
+"""`dxts up`: every component in one process, the embedded default (docs/architecture.md).
 
 `compose()` assembles the components over one started database, each service on a gRPC server
 of its own: the definition, execution and accounting services the commands talk to, the

@@ -54,7 +54,8 @@ BLOCKED_STATES = {
     "ArchivingBlocked",
     "CancellingBlocked",
 }
-# Inputs that have ended (STATE-MACHINES.md): a member's progress is these over all its inputs.
+# Inputs that have ended (the input machine's terminal states): a member's progress is these
+# over all its inputs.
 SETTLED_INPUTS = (InputStatus.PROCESSED, InputStatus.SPLIT, InputStatus.NOT_PROCESSED)
 
 LabelOption = Annotated[

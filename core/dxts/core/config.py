@@ -70,7 +70,7 @@ class VODefaults(BaseModel):
 
 
 def _builtin() -> Defaults:
-    """The lists DX-ADR-006 gives, built from dxts's own plugins: database cleanup last."""
+    """The defaults an installation starts from, from dxts's own plugins: database cleanup last."""
     return Defaults(
         hooks={"HandleFailedInput": {"hook": "RetryUntilMaxErrors"}},
         packer={"name": "PerInput"},

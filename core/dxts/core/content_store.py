@@ -1,7 +1,7 @@
 """The content store: Processes, Requirements and ResolvedHints, put-if-absent by hash.
 
 Content-addressed rows are the one kind of definition-side row other components write
-(ARCHITECTURE.md): the dispatcher stores resolved-hints sidecars and execution stores merged
+(docs/architecture.md): the dispatcher stores resolved-hints sidecars and execution stores merged
 requirement sets, each inside its own transaction, so the function lives in core rather than in
 the definition service. Each function computes the hash itself, so a row is always keyed by the
 hash of exactly what it holds, and inserting a hash that exists is a no-op (`ON DUPLICATE KEY

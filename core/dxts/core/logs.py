@@ -1,7 +1,7 @@
 """Appending TransformationLog / WorkgraphLog rows, inside the caller's own transaction.
 
 Every state transition of a workgraph or transformation writes its log row in the transaction
-that changes the status (STATE-MACHINES.md), and other events (comments, hook firings, action
+that changes the status (docs/architecture.md), and other events (comments, hook firings, action
 results) reuse the tables with their own EventType. Components never build log rows
 themselves: they call `log_transformations` or `log_workgraphs`, which validate every entry
 first (nothing is written if one is wrong) and write all of them in one INSERT ... VALUES, so a

@@ -1,4 +1,4 @@
-"""The four state machines as data (STATE-MACHINES.md): workgraph, transformation, input, parcel.
+"""The four state machines as data (docs/architecture.md): workgraph, transformation, input, parcel.
 
 Each machine lists its states in the schema's ENUM order, the states an entity may be created
 in, every allowed edge with who may take it, and its terminal set. `StateMachine.check` is the
@@ -6,7 +6,7 @@ one place a transition is validated; it raises `InvalidTransition` naming the en
 state and the attempted one. The core applies transitions (a conditional UPDATE whose row count
 is the truth); plugins and operators only ask for them.
 
-Deliberate additions to STATE-MACHINES.md: HandleFailedInput may write a Failed input off
+Deliberate additions to the machines as designed: HandleFailedInput may write a Failed input off
 (WriteOff: Failed → NotProcessed), which a retry rule that knows the failure is permanent ("no
 such file") does rather than leave it Problematic for an operator to write off. And a
 workgraph may be cancelled from Finalizing, whose members can be Finalizing, FinalizingBlocked

@@ -19,7 +19,7 @@ WORKGRAPH = "dirac:Workgraph"
 TRANSFORMATION = "dirac:Transformation"
 WORKGRAPH_HINT_PATH = join("hints", WORKGRAPH)
 INITIAL_STATES = ("Active", "Stopped", "Paused")
-# The output a process marks as its status report (DISPATCH.md): consumed by dxts itself, when
+# The output a process marks as its status report (docs/cwl.md): consumed by dxts itself, when
 # a parcel's outcome is recorded, so it is never an orphan.
 STATUS_REPORT_OUTPUT = "status-report"
 

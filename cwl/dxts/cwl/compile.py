@@ -5,7 +5,7 @@ answering a repeated submission): the same document, configuration and resolved 
 the same plan. The plan is what a dry run returns, what `dxts
 validate --plan` prints, and what `submit` inserts in one transaction.
 
-Choices the design leaves open, taken here:
+Choices of this compiler's own (docs/cwl.md, "What a workgraph compiles into"):
 
 * Processes are hashed over the body *as written* (plain data, JCS, SHA-256) with each nested
   `run` replaced by `proc:sha256-<hex>` of the child, and, for an inline or packed-graph body, the

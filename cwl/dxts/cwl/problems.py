@@ -1,11 +1,11 @@
 """Problems found in a submitted document: every one of them, each with a kind and a path.
 
 Validation never stops at the first problem: a production manager fixing a document wants the
-whole list at once. Each problem names its kind (the vocabulary of CWL.md, plus the loading
+whole list at once. Each problem names its kind (the vocabulary of docs/cwl.md, plus the loading
 kinds below), a dotted path into the document (`steps.merge.in.input-data`) and a message long
 enough to act on. Errors refuse the document; warnings are returned with it.
 
-Kinds beyond CWL.md's list, for documents that cannot be read at all: `invalid-cwl` (not YAML/JSON
+Kinds beyond that list, for documents that cannot be read at all: `invalid-cwl` (not YAML/JSON
 or not CWL v1.2 according to cwl-utils), `document-limit` (a file or the bundle crosses one of the
 installation's `document_limits`, named in the message), `invalid-bundle` (a file key that is
 not a path inside the bundle) and `unresolved-run` (a `run` naming nothing in the

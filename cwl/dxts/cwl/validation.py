@@ -1,4 +1,4 @@
-"""Validation of a workgraph document: every problem CWL.md lists, each with a path.
+"""Validation of a workgraph document: every problem docs/cwl.md lists, each with a path.
 
 `validate` never stops at the first problem. It reports the document class (first, before any
 loading problem: a CommandLineTool carrying `steps` is not a workgraph, which says more than CWL's

@@ -1,5 +1,5 @@
-"""The dispatcher (DISPATCH.md): claims Unassigned parcels, submits them to backend adaptors,
-and brings the adaptors' outcomes back to execution.
+"""The dispatcher (docs/dispatching.md): claims Unassigned parcels, submits them to backend
+adaptors, and brings the adaptors' outcomes back to execution.
 
 * `logic` — on domain types (`dxts.core.adaptor.model` for what crosses the adaptor contract):
   `dispatch` (claim, sidecar, submit, record; recovery of stale Reserved parcels by idempotent

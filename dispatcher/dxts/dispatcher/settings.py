@@ -29,7 +29,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from dxts.core.config import load_installation_config
 from dxts.core.states import Kind
 
-# Reserved by DX-ADR-003 for the born-Done recovery parcels: never a configured backend.
+# The Backend of the born-Done recovery parcels, which are never submitted: never a configured
+# backend.
 RESERVED_BACKEND_NAMES = frozenset({"recovery"})
 
 
@@ -62,7 +63,7 @@ class BackendConfig(BaseModel):
     @classmethod
     def _not_reserved(cls, value: str) -> str:
         if value in RESERVED_BACKEND_NAMES:
-            raise ValueError(f"{value!r} is reserved (DX-ADR-003), not a backend")
+            raise ValueError(f"{value!r} is reserved for recovery parcels, not a backend")
         return value
 
     @model_validator(mode="after")

@@ -20,7 +20,7 @@ it is (arrays, records, secondaryFiles, a Directory's listing), is moved to the 
 element under `<output prefix>/<its path under out/>`, each stored file reported in the
 manifest with its LFN, size and adler32 checksum, and the output object itself comes back with
 their locations `lfn:<LFN>` (everything else as the runner gave it); the output with id
-`status-report` is the status report (DISPATCH.md): its JSON content is returned as the
+`status-report` is the status report (docs/cwl.md): its JSON content is returned as the
 outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome,
 with the exit status of the tool that failed as its `exit_code` when the runner's log names
 one; a parcel cancelled while running has its process group killed and ends CANCELLED.

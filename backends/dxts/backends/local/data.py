@@ -1,6 +1,7 @@
 """Carrying out a data parcel's request between local storage-element directories.
 
-The request is a DIRAC RMS body (DX-ADR-004: the packer writes it, the backend hands it over):
+The request is a DIRAC RMS body (the packer writes it on the data parcel, the backend hands it
+over):
 `{"Operations": [{"Type": ..., "TargetSE": ..., "SourceSE": ..., "Files": [{"LFN": ...}]}]}`,
 operations in order. The local backend understands the three a data transformation uses:
 

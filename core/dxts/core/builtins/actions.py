@@ -1,4 +1,4 @@
-"""The built-in actions (DX-ADR-006, "Actions"): checks record Passed, housekeeping Done.
+"""The built-in actions (docs/extensions.md): checks record Passed, housekeeping Done.
 
 Approving (the workgraph's list): `CheckSuccessRate`, `EstimateResourceUsage`, `ManualApproval`.
 Finalizing: `NoInputProcessedTwice`, `ReconcileFeederInputs`, `CheckOutputFiles`,

@@ -5,8 +5,8 @@ declaration).
 A removal of an intermediate, or of a workgraph input, must not take a file its reader still
 needs; a stripping step must not read a file its staging has not put on the buffer yet. The
 wait is the same for compute and data members. What became of the file there is a lookup of its
-LFN in the reader's Inputs (DX-ADR-004), made through the injected `ConsumerLookup` once per
-chunk. Per input:
+LFN in the reader's Inputs (their (TransformationID, LFN) index), made through the injected
+`ConsumerLookup` once per chunk. Per input:
 
 * every consumer has it Processed (or Split: its children carry it on) → it may be packed;
 * a consumer gave up on it (NotProcessed, or holds it Problematic) → BadInput: set aside

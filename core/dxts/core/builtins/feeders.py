@@ -1,4 +1,4 @@
-"""The built-in feeders: Seeds, Query, Edge and List (EXTENSIONS.md, "Built-ins dxts ships").
+"""The built-in feeders: Seeds, Query, Edge and List (docs/extensions.md, "The built-ins").
 
 Each yields inputs and then its bookmark (`SetFeederState`), which the core commits with the
 inputs yielded before it, so a feeder interrupted anywhere resumes from its last committed
@@ -79,7 +79,8 @@ async def seeds_feeder(
     `batch` events per invocation and while the events in flight stay below `max_in_flight`.
     The bookmark is the next seed: an exact cursor. It never reports exhaustion: the
     workgraph's Active hook disables it once the events produced reach the target
-    (DX-ADR-006), raising the target on undershoot."""
+    (docs/extensions.md, "Pacing Seeds to an event target"), raising the target on
+    undershoot."""
     per_seed = feeder_args.events_per_seed
     target = feeder_args.scouting_events if scouting else feeder_args.target_events
     next_seed = _cursor(feeder_state, "next_seed")

@@ -1,4 +1,4 @@
-"""Join: a step with two inputs sourced from other steps (DX-ADR-004, "Joining two edges").
+"""Join: a step with two inputs sourced from other steps (docs/extensions.md, "The built-ins").
 
 The pool holds the driving edge's files (fed by Edge); each driving input's partner under the
 joined output is looked up through the schema by the injected `PartnerLookup`. A ready partner

@@ -2,7 +2,7 @@
 
 Each streams the claimed inputs once and keeps only its open groups: a group leaves as a parcel
 the moment it is full, and an undersized group is held back while the feeder is active and
-packed once the feeder is off or on a flush (DX-ADR-006: draining is the packer's decision).
+packed once the feeder is off or on a flush (draining is the packer's decision, not the core's).
 What a group becomes depends on the transformation's Kind: a compute parcel whose parameters
 fill the process's driving input, or a data parcel (`data`).
 

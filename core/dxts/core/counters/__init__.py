@@ -1,4 +1,4 @@
-"""Journalled counters (COUNTERS.md): the construct, and the two counters dxts declares.
+"""Journalled counters (docs/counters.md): the construct, and the two counters dxts declares.
 
 `dxts.core.schema` is imported first on purpose: it registers the counter tables by importing
 `instances`, so whichever of the two packages is imported first, the schema package finishes

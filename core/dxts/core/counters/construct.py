@@ -1,4 +1,4 @@
-"""The journalled counter (COUNTERS.md): exact counts with insert-only writers.
+"""The journalled counter (docs/counters.md): exact counts with insert-only writers.
 
 A counter is declared once, by its key columns, its measures (signed, additive) and the counted
 tables a rebuild recounts. The declaration derives, in the shared metadata:

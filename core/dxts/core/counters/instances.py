@@ -1,4 +1,4 @@
-"""The two counters of DX-ADR-004, and the helpers writers call to journal their transitions.
+"""The two counters (docs/counters.md), and the helpers writers call to journal transitions.
 
 * `TRANSFORMATION`: (TransformationID, Entity, Status) → Count, over Inputs and the
   transformation parcels (a user parcel has no TransformationID and is not counted).
@@ -35,7 +35,7 @@ class Entity(StrEnum):
     PARCEL = "Parcel"
 
 
-# The union of the input and parcel machines, written out (DX-ADR-004): input states first,
+# The union of the input and parcel machines, written out as the schema's ENUM: input states first,
 # then the parcel-only ones. A state appended to either machine is appended here too, at the
 # end, so that the ENUM only ever grows at its end; a test checks the union stays exact.
 COUNTED_STATUSES = (

@@ -7,7 +7,7 @@
     await server.start()            # bound: server.port, server.address
     await server.serve_until_signalled()   # SIGTERM/SIGINT → graceful stop
 
-What every server has (ARCHITECTURE.md, "Interfaces every user expects"): the interceptors of
+What every server has (docs/architecture.md, conventions): the interceptors of
 `interceptors` (status mapping, metrics, deadlines, authentication); standard health checking
 with the overall ("") and per-service statuses, NOT_SERVING while the database does not answer
 and from the moment a stop begins, so that load balancers stop routing before in-flight calls

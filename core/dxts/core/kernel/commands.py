@@ -1,4 +1,4 @@
-"""The one protocol every mutating RPC follows: authorise → lock → request-id check → apply → log.
+"""The one protocol every mutating RPC follows: lock → authorise → request-id check → apply → log.
 
 A command names the RPC it serves, who asks, and an optional request id. Run by `run_command`,
 all five steps happen in one transaction:

@@ -1,4 +1,4 @@
-"""The plugin API of DX-ADR-006: what an extension imports, and what the runners call.
+"""The plugin API (docs/extensions.md): what an extension imports, and what the runners call.
 
 A plugin is a plain or async function, or a (async) generator, registered under an entry point
 of one of the groups `dxts.feeders`, `dxts.packers`, `dxts.hooks`, `dxts.actions`. It declares:

@@ -1,7 +1,7 @@
 """Plugin arguments: one pydantic model per plugin, validated for a phase, errors as field paths.
 
 Arguments are validated at submission (the document is refused) and again before each call
-(the column may have been changed by a hook since). The phase rule of DX-ADR-006 — arguments
+(the column may have been changed by a hook since). The phase rule — arguments
 valid outside a scout but contradictory inside one are refused at submission — is a plugin's
 own: derive from `PluginArgs` and override `check_phase`, or read `info.context["phase"]` in a
 validator of any pydantic model. Both see the `Phase` being validated for.

@@ -1,4 +1,4 @@
-"""The extension points of DX-ADR-006: which kind serves each, what the core passes, the phase.
+"""The extension points (docs/extensions.md): which kind serves each, what the core passes.
 
 A plugin's entry-point group says its kind; a hook or action also says which extension point(s)
 it serves with the `hook`/`action` decorators, because one group holds several points whose
@@ -40,7 +40,7 @@ class Phase(StrEnum):
 
 
 class Point(StrEnum):
-    """One extension point: the values are the names the design and the CWL hints use."""
+    """One extension point: the values are the names docs/extensions.md and the CWL hints use."""
 
     FEEDER = "Feeder"
     PACKER = "Packer"

@@ -1,4 +1,4 @@
-"""What plugins propose (DX-ADR-006): validated, immutable values the core turns into rows.
+"""What plugins propose (docs/extensions.md): validated, immutable values the core turns into rows.
 
 Every proposal validates itself when it is built, so a plugin that builds a bad one fails at the
 line that built it; the core converts that failure (and any yield of the wrong type) into an

@@ -1,6 +1,6 @@
 """The whole dxts schema as SQLAlchemy Core tables: one metadata, one module per side.
 
-The spec (DX-ADR-004) is implemented exactly, with two deliberate widenings recorded in the
+The specified schema is implemented exactly, with two deliberate widenings recorded in the
 tests that compare it with the live database: every timestamp is DATETIME(6) (UTC), and the
 counter tables are derived from their declarations (see `dxts.core.counters`).
 """

@@ -1,8 +1,8 @@
-"""Accounting side (DX-ADR-004): append-only rows serving monitoring; owned by accounting.
+"""Accounting side: append-only rows serving monitoring; owned by accounting.
 
 Other components append log rows only through `dxts.core.logs` inside their own transaction.
 The journalled counter tables are generated from their declarations in `dxts.core.counters`
-(DX-ADR-009's shapes) and registered into the same metadata there.
+(docs/counters.md gives their shapes) and registered into the same metadata there.
 """
 
 import sqlalchemy as sa

@@ -1,7 +1,7 @@
-"""Definition side (DX-ADR-004): few rows, written by operators and tooling; owned by definition.
+"""Definition side: few rows, written by operators and tooling; owned by definition.
 
 Transformations.FeederState, and clearing FeederEnabled on NoMoreInputs, are written by
-execution (ARCHITECTURE.md, table ownership); everything else here only by definition.
+execution (docs/architecture.md, table ownership); everything else here only by definition.
 """
 
 import sqlalchemy as sa

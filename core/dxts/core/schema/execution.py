@@ -1,4 +1,4 @@
-"""Execution side (DX-ADR-004): the bulk rows, written constantly by the system.
+"""Execution side: the bulk rows, written constantly by the system.
 
 Owned by execution, except the Parcels transitions Unassigned → Reserved → Assigned (and back
 on a refused submission) and the backend identifier tables, which belong to the dispatcher.
@@ -182,7 +182,7 @@ glidein_ids = sa.Table(
     **MYSQL_TABLE_OPTIONS,
 )
 
-# The adaptors this project ships (DISPATCH.md), shaped like DiracXIDs: each adaptor mints a
+# The adaptors this project ships (docs/dispatching.md), shaped like DiracXIDs: each adaptor mints a
 # UUID per accepted parcel. Owned by the dispatcher like the two above.
 
 local_ids = sa.Table(

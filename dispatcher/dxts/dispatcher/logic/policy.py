@@ -1,4 +1,4 @@
-"""Choosing a parcel's backend at claim (DISPATCH.md).
+"""Choosing a parcel's backend at claim (docs/dispatching.md).
 
 A backend the packer set on the parcel is kept. Otherwise the kind's policy decides: its
 default, except for a stable fraction of parcels routed to a second backend. The fraction is

@@ -18,7 +18,7 @@ from dxts.dispatcher.store.identifiers import id_column
 from dxts.dispatcher.store.transitions import ASSIGNED, COMPLETING, RESERVED
 
 # The Annotations key execution sets when it moves a Reserved or Assigned parcel to Completing
-# for a cancellation (DISPATCH.md): the dispatcher then asks the backend to cancel.
+# for a cancellation (docs/dispatching.md): the dispatcher then asks the backend to cancel.
 CANCEL_REQUESTED = "cancel_requested"
 
 

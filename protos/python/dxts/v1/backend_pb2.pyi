@@ -4,7 +4,7 @@
 isort:skip_file
 BackendAdaptorService: implemented by every backend adaptor (a small gRPC server beside the
 batch system it drives), called by the dispatcher. An adaptor knows nothing of
-transformations or the database (DISPATCH.md): it is given, per parcel, what to run and the
+transformations or the database (docs/adaptors.md): it is given, per parcel, what to run and the
 ids of the inputs the process reports on, and it answers with identifiers and outcomes.
 
 Idempotency is the contract's backbone: Submit is idempotent per parcel id (a second Submit of
@@ -272,7 +272,7 @@ class ParcelSubmission(_message.Message):
     @_builtins.property
     def input_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The inputs this parcel carries (transformation parcels; none for a user parcel): the keys
-        the process's status report uses (DISPATCH.md).
+        the process's status report uses (docs/cwl.md).
         """
 
     def __init__(

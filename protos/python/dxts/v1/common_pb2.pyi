@@ -385,7 +385,7 @@ class Outcome(_message.Message):
     identifier: _builtins.str
     result: Global___OutcomeResult.ValueType
     status_report_json: _builtins.str
-    """The status report output, as JSON text keyed by input id (see DISPATCH.md); empty when the
+    """The status report output, as JSON text keyed by input id (see docs/cwl.md); empty when the
     process produced none.
     """
     backend_status: _builtins.str

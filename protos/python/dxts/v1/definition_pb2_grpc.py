@@ -214,7 +214,7 @@ class DefinitionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StartWorkgraph(self, request, context):
-        """Operator transitions (STATE-MACHINES.md).
+        """Operator transitions (docs/architecture.md, "State machines").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -47,7 +47,7 @@ class DefinitionServiceStub:
     UpdateAnnotations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.UpdateAnnotationsRequest, _definition_pb2.UpdateAnnotationsResponse]
     """Merges labels into a workgraph's or transformation's annotations."""
     StartWorkgraph: _grpc.UnaryUnaryMultiCallable[_definition_pb2.StartWorkgraphRequest, _definition_pb2.StartWorkgraphResponse]
-    """Operator transitions (STATE-MACHINES.md)."""
+    """Operator transitions (docs/architecture.md, "State machines")."""
     ExtendScout: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ExtendScoutRequest, _definition_pb2.ExtendScoutResponse]
     DrainWorkgraph: _grpc.UnaryUnaryMultiCallable[_definition_pb2.DrainWorkgraphRequest, _definition_pb2.DrainWorkgraphResponse]
     HaltWorkgraph: _grpc.UnaryUnaryMultiCallable[_definition_pb2.HaltWorkgraphRequest, _definition_pb2.HaltWorkgraphResponse]
@@ -93,7 +93,7 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     UpdateAnnotations: _aio.UnaryUnaryMultiCallable[_definition_pb2.UpdateAnnotationsRequest, _definition_pb2.UpdateAnnotationsResponse]  # type: ignore[assignment]
     """Merges labels into a workgraph's or transformation's annotations."""
     StartWorkgraph: _aio.UnaryUnaryMultiCallable[_definition_pb2.StartWorkgraphRequest, _definition_pb2.StartWorkgraphResponse]  # type: ignore[assignment]
-    """Operator transitions (STATE-MACHINES.md)."""
+    """Operator transitions (docs/architecture.md, "State machines")."""
     ExtendScout: _aio.UnaryUnaryMultiCallable[_definition_pb2.ExtendScoutRequest, _definition_pb2.ExtendScoutResponse]  # type: ignore[assignment]
     DrainWorkgraph: _aio.UnaryUnaryMultiCallable[_definition_pb2.DrainWorkgraphRequest, _definition_pb2.DrainWorkgraphResponse]  # type: ignore[assignment]
     HaltWorkgraph: _aio.UnaryUnaryMultiCallable[_definition_pb2.HaltWorkgraphRequest, _definition_pb2.HaltWorkgraphResponse]  # type: ignore[assignment]
@@ -172,7 +172,7 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _definition_pb2.StartWorkgraphRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.StartWorkgraphResponse, _abc.Awaitable[_definition_pb2.StartWorkgraphResponse]]:
-        """Operator transitions (STATE-MACHINES.md)."""
+        """Operator transitions (docs/architecture.md, "State machines")."""
 
     @_abc_1.abstractmethod
     def ExtendScout(

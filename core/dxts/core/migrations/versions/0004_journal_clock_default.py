@@ -1,6 +1,6 @@
 """journal clock default: the counter journals' InsertedAt is the column's default
 
-`InsertedAt` is set by the database (COUNTERS.md). As a default rather than an expression in
+`InsertedAt` is set by the database (docs/counters.md). As a default rather than an expression in
 every inserted row, `journal()` sends plain values only, which the driver sends as one
 multi-row INSERT and SQLAlchemy compiles once. The default is the database clock in UTC with
 microseconds, as `dxts.core.db.utcnow` writes it on each dialect (spelled out here so that

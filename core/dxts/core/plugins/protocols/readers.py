@@ -65,7 +65,7 @@ class InputOverviewReader(Protocol):
 
 
 class PartnerState(StrEnum):
-    """Where a driving input's partner stands (DX-ADR-004, "Joining two edges")."""
+    """Where a driving input's partner stands, for the built-in Join packer."""
 
     READY = "ready"  # produced: join it
     WAITING = "waiting"  # not yet (or quarantined): delay the driving input
@@ -94,8 +94,8 @@ class PartnerLookup(Protocol):
 
 class ConsumerLookup(Protocol):
     """What became of files in the transformations a member waits on (its `after`):
-    DX-ADR-004's lookup of an LFN in a consumer's Inputs, by their (TransformationID, LFN)
-    index."""
+    a lookup of an LFN in a consumer's Inputs, by their (TransformationID, LFN) index, which
+    exists for it."""
 
     async def consumed(
         self, lfns: Sequence[str], *, consumers: Sequence[UUID]

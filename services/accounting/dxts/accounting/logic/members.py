@@ -2,7 +2,7 @@
 the definition service, never read in SQL.
 
 Workgraphs, Ownership and Transformations belong to the definition side, and reads across
-sides go through the owner's gRPC contract (ARCHITECTURE.md), so the workgraph summary takes
+sides go through the owner's gRPC contract (docs/architecture.md), so the workgraph summary takes
 its member list from a `MemberLister`. The one used in production
 (`edge.definition_client.DefinitionMemberLister`) calls `DefinitionService.GetWorkgraph`
 (which answers the workgraph's status and every member's step, kind and status in one call)

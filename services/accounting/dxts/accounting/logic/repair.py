@@ -2,7 +2,7 @@
 drift (a negative count).
 
 A rebuild recounts a scope from the counted tables and journals the differences
-(`Counter.rebuild`, COUNTERS.md); here it is scoped, permission-checked, counted in the metrics
+(`Counter.rebuild`, docs/counters.md); here it is scoped, permission-checked, counted in the metrics
 and written to each corrected transformation's log, so that whoever reads the log sees when
 and why its counts moved without a transition.
 

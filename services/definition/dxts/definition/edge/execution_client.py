@@ -40,7 +40,7 @@ from dxts.definition.logic.execution import UserParcel
 from dxts.definition.logic.lifecycle.views import declared_outputs, output_producer
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 
-# What a halt cancels and writes off (STATE-MACHINES.md, "Closing").
+# What a halt cancels and writes off: the parcels in flight and the inputs still waiting.
 IN_FLIGHT_PARCELS = (ParcelStatus.UNASSIGNED, ParcelStatus.RESERVED, ParcelStatus.ASSIGNED)
 WAITING_INPUTS = (InputStatus.UNASSIGNED, InputStatus.FAILED, InputStatus.PROBLEMATIC)
 

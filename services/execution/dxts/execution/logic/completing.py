@@ -1,4 +1,4 @@
-"""Outcome recording, step two (DISPATCH.md): the Completing sweep.
+"""Outcome recording, step two (docs/dispatching.md): the Completing sweep.
 
 Outputs registered with the file catalogue and written as ParcelOutputs, the status report
 applied to each input (splits included), the parcel Done, PartiallyDone or Failed. Re-entrant:
@@ -9,7 +9,7 @@ while this process prepares the other). Replicas record side by side too: a batc
 parcels with SKIP LOCKED, so each parcel is recorded by the one transaction that locked it and
 the others pass it by; once that one commits the parcel is no longer Completing.
 
-Decisions DISPATCH.md leaves to this project, besides its step 4: a file the catalogue refuses
+A decision the backend contract leaves to this project: a file the catalogue refuses
 (its LFN registered with other content), or that cannot be registered at all, fails the parcel
 with the reason: its outputs cannot be recorded.
 """

@@ -1,4 +1,4 @@
-"""Outcome recording, step one (DISPATCH.md): what the dispatcher forwards (RecordOutcomes).
+"""Outcome recording, step one (docs/dispatching.md): what the dispatcher forwards (RecordOutcomes).
 
 A finished parcel goes Assigned → Completing with the outcome stored on it
 (`Annotations.outcome`) and, when the backend measured it, its resource usage
@@ -13,7 +13,7 @@ nothing. Step two, the Completing sweep, is `completing`.
 Transactions of a batch of parcels, two of them side by side on a server (`RECORD_LANES`: the
 server writes one while this process prepares the other).
 
-Decisions DISPATCH.md leaves to this project:
+Decisions the backend contract leaves to this project:
 
 * A backend that cancels an Assigned parcel nobody asked it to cancel has failed it: Failed,
   inputs Failed (there is no Assigned → Cancelled edge, and the inputs deserve a retry).

@@ -1,4 +1,4 @@
-"""The status report (DISPATCH.md): what a compute parcel's process says became of each input.
+"""The status report (docs/cwl.md): what a compute parcel's process says became of each input.
 
 A process declares its status report by having an output with the id `status-report` (the local
 adaptor's convention, `dxts.backends.local.compute.STATUS_REPORT_OUTPUT`): for a transformation

@@ -1,7 +1,7 @@
 """The transformations execution works on, as the definition side describes them.
 
 Transformations belong to the definition side and reads across sides go through the owner's
-contract (ARCHITECTURE.md), so the sweeps take their work list from an `ActiveTransformations`:
+contract (docs/architecture.md), so the sweeps take their work list from an `ActiveTransformations`:
 
 * `active()` — every Active transformation with what the runners need (feeder, packer, their
   arguments, the bookmark, FeederEnabled, the scouting and halted flags, ProcessID, the

@@ -3,7 +3,7 @@ id lists cut to a size every database accepts.
 
 A move is one conditional `UPDATE ... WHERE Status = :from` per chunk of ids: its row count is
 what the transaction found under its own row locks, and exactly that is journalled, in the
-caller's transaction (COUNTERS.md). The state machine is consulted first, so a move the
+caller's transaction (docs/counters.md). The state machine is consulted first, so a move the
 machine does not have is refused before any SQL runs.
 """
 

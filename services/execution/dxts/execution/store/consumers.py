@@ -1,7 +1,7 @@
 """SQL of the `after` wait: what became of files in the transformations a member waits on.
 
-DX-ADR-004: "what became of a file in a consumer is a lookup of its LFN in the consumer's
-Inputs, whose (TransformationID, LFN) index exists for it". One statement per chunk of LFNs
+What became of a file in a consumer is a lookup of its LFN in the consumer's Inputs, whose
+(TransformationID, LFN) index exists for it. One statement per chunk of LFNs
 for every consumer at once: `TransformationID IN (...) AND LFN IN (...)` is a set of ranges of
 that index.
 

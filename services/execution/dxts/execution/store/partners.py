@@ -25,7 +25,7 @@ async def find_partners(
     partner_output: bytes,
     partner_transformation: bytes | None,
 ) -> dict[str, Partner]:
-    """DX-ADR-004's path, four indexed reads for a whole chunk of driving LFNs: the producing
+    """The schema's path for a join, four indexed reads for a chunk of driving LFNs: the producing
     parcel ((TransformationOutputID, LFN)), its inputs (ParcelInputs by its transformation and
     parcel), the partner producer's inputs for those source files ((TransformationID, LFN)) and
     what their last parcels produced under the joined output ((ParcelID))."""

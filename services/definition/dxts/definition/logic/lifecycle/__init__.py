@@ -1,5 +1,5 @@
 """The lifecycle engine: the definition service's sweep over workgraphs and standalone
-transformations (STATE-MACHINES.md, DX-ADR-006 "Hooks" and "Actions").
+transformations (docs/architecture.md, "Lifecycle"; hooks and actions: docs/extensions.md).
 
 * `sweep` — one task per workgraph under its named lock (skipped when another replica holds
   it), by state: ScoutingToApproving, the approving list, the Active hooks and the drain guard,

@@ -1,4 +1,4 @@
-"""The action runner: one owner's action list, run in order (DX-ADR-006, "Actions").
+"""The action runner: one owner's action list, run in order (docs/extensions.md).
 
 It takes the lowest position with no result (NULL, or Pending from an earlier sweep), runs the
 action with no transaction open, then in one READ COMMITTED transaction — owner locked (the

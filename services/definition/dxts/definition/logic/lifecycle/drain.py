@@ -1,4 +1,4 @@
-"""The drain guard: the last step of the Active sweep (STATE-MACHINES.md, "Drained member").
+"""The drain guard: the last step of the Active sweep (docs/architecture.md, "Lifecycle").
 
 A member is drained when it is Active (Paused does not drain), its feeder is disabled, and none
 of its inputs or parcels is in a non-terminal state — Problematic included, since a quarantine

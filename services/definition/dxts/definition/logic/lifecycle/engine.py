@@ -2,7 +2,7 @@
 failure is reported.
 
 A plugin that raises (or proposes something invalid, or is not installed) is a task failure,
-never an entity state (DX-ADR-006): it is logged, counted (`dxts_lifecycle_plugin_failures_
+never an entity state: it is logged, counted (`dxts_lifecycle_plugin_failures_
 total`), written once to the owner's log (`PluginFailed`, again only when the message changes,
 so a plugin failing on every sweep does not flood the log), and the step is retried by the next
 sweep. A peer that is unavailable is reported the same way, without the log row.

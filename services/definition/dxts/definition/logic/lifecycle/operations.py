@@ -1,4 +1,4 @@
-"""A hook's Operations applied: the core writes what a plugin proposed (DX-ADR-006, "Hooks").
+"""A hook's Operations applied: the core writes what a plugin proposed (docs/extensions.md).
 
 One READ COMMITTED transaction per batch (a workgraph hook's dict, or one member's operation):
 the workgraph row locked first (or the standalone transformation's), the owner still in a state

@@ -25,7 +25,7 @@ By state:
 * Completed — Archiving once the workgraph has been Completed for `archive_delay_s`.
 
 A standalone transformation gets its Active hook while Active and its lists in Finalizing,
-Archiving and Cancelling; every other edge it takes by operator (STATE-MACHINES.md).
+Archiving and Cancelling; every other edge it takes by operator (docs/architecture.md).
 """
 
 from __future__ import annotations
