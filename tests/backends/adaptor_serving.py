@@ -9,11 +9,14 @@ from dxts.core.grpc import GrpcServer, TokenVerifier
 from dxts.core.settings import ServerSettings
 
 
-async def serve_adaptor(adaptor: Adaptor, verifier: TokenVerifier) -> GrpcServer:
-    """Serve an adaptor (already started) on 127.0.0.1; the caller stops the server."""
+async def serve_adaptor(
+    adaptor: Adaptor, verifier: TokenVerifier, listen: str = "127.0.0.1:0"
+) -> GrpcServer:
+    """Serve an adaptor (already started) at `listen` (a free port on 127.0.0.1 by default);
+    the caller stops the server."""
     server = GrpcServer(
         [adaptor_service(adaptor)],
-        settings=ServerSettings(listen="127.0.0.1:0"),
+        settings=ServerSettings(listen=listen),
         verifier=verifier,
     )
     await server.start()
