@@ -1,10 +1,16 @@
-"""`dxts adaptor check ADDRESS` against an adaptor that breaks idempotency: it must fail, naming
-the property. (The shipped adaptors are checked by the one conformance suite,
+"""`dxts adaptor check ADDRESS` as a person runs it: against an adaptor process it restarts with
+a command and that pushes to the stand-in dispatcher it serves, which passes every property, and
+against an adaptor that breaks idempotency, which it must fail naming the property. (The
+shipped adaptors are checked by the one conformance suite,
 tests/backends/test_adaptor_conformance.py, which runs the same checks.)"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,8 +22,11 @@ from dxts.backends.null.settings import NullSettings
 from dxts.cli.adaptor_conformance import PROPERTIES
 from dxts.cli.main import app
 from dxts.core.adaptor.model import Payload, Submission, SubmitResult
-from dxts.core.grpc import DevKeys
+from dxts.core.errors import Unavailable
+from dxts.core.grpc import DevKeys, channel
+from dxts.core.grpc.ports import free_port
 from dxts.core.ids import id_to_str, new_id
+from dxts.v1 import backend_pb2, backend_pb2_grpc
 
 
 class ForgetfulAdaptor(NullAdaptor):
@@ -58,3 +67,74 @@ async def test_an_adaptor_breaking_idempotency_fails_naming_the_property(
         line.startswith("SKIP restart-in-flight: no way to restart") for line in lines
     ), result.output
     assert lines[-1].startswith(f"1 of {len(PROPERTIES)} properties failed: idempotent-submit")
+
+
+def restart_script(directory: Path, environment: dict[str, str]) -> Path:
+    """A shell script (re)starting `dxts-backend-null` with `environment`: it stops the process
+    it started before (its pid in `directory/pid`), if any, and starts another."""
+    exports = "".join(f"export {name}='{value}'\n" for name, value in environment.items())
+    script = directory / "restart.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"cd '{directory}'\n"
+        "if [ -f pid ]; then\n"
+        "  kill $(cat pid)\n"
+        "  while kill -0 $(cat pid) 2>/dev/null; do sleep 0.1; done\n"
+        "fi\n"
+        f"{exports}"
+        f"'{Path(sys.executable).parent / 'dxts-backend-null'}' >> adaptor.log 2>&1 &\n"
+        "echo $! > pid\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+async def answering(address: str, token: str, patience_s: float = 90.0) -> None:
+    """Once the adaptor process answers Describe (a loaded machine starts it slowly)."""
+    async with channel(address, token=token, default_timeout=5) as opened:
+        stub = backend_pb2_grpc.BackendAdaptorServiceStub(opened)
+        for _ in range(int(patience_s / 0.2)):
+            with contextlib.suppress(Unavailable):
+                await stub.Describe(backend_pb2.DescribeRequest())
+                return
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"the adaptor at {address} never answered")
+
+
+async def test_an_adaptor_process_passes_every_property_restarted_and_pushing(
+    tmp_path: Path,
+) -> None:
+    address, dispatcher = (f"127.0.0.1:{free_port()}" for _ in range(2))
+    token = DevKeys.load_or_create(tmp_path).issue("dxts", "dxts-dispatcher", ["dispatcher"])
+    script = restart_script(
+        tmp_path,
+        {
+            "DXTS_DATA_DIR": str(tmp_path),
+            "DXTS_LISTEN": address,
+            "DXTS_DISPATCHER_ADDRESS": dispatcher,
+            "DXTS_NULL_REPORT_MODE": "push",
+            "DXTS_NULL_PUSH_INTERVAL_S": "0.2",
+            "DXTS_NULL_DELAY_S": "0.5",
+            "DXTS_NULL_CAPACITY": "2",
+        },
+    )
+    started = await asyncio.create_subprocess_exec(str(script))
+    assert await started.wait() == 0
+    try:
+        await answering(address, token)
+        result = await asyncio.to_thread(
+            CliRunner().invoke,
+            app,
+            [
+                "adaptor", "check", address, "--token", token,
+                "--restart-command", str(script), "--dispatcher-listen", dispatcher,
+            ],
+        )  # fmt: skip
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int((tmp_path / "pid").read_text()), signal.SIGTERM)
+    assert result.exit_code == 0, result.output + (tmp_path / "adaptor.log").read_text()[-3000:]
+    lines = result.output.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [f"PASS {name}" for name in PROPERTIES]
+    assert "PASS push-mode: push mode" in result.output
+    assert "PASS restart-in-flight: declares it forgets on restart" in result.output
