@@ -1,8 +1,8 @@
-"""`dxts adaptor check ADDRESS` as a person runs it: against an adaptor process it restarts with
-a command and that pushes to the stand-in dispatcher it serves, which passes every property, and
-against an adaptor that breaks idempotency, which it must fail naming the property. (The
-shipped adaptors are checked by the one conformance suite,
-tests/backends/test_adaptor_conformance.py, which runs the same checks.)"""
+"""The conformance checks catch what they check: `dxts adaptor check ADDRESS` as a person runs it
+passes an adaptor process it restarts with a command and that pushes to the stand-in dispatcher
+it serves, and fails an adaptor that breaks idempotency, naming the property; each of the other
+properties fails an adaptor that breaks it. (The shipped adaptors are checked by the one
+conformance suite, tests/backends/test_adaptor_conformance.py, which runs the same checks.)"""
 
 from __future__ import annotations
 
@@ -11,17 +11,30 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from adaptor_serving import serve_adaptor
+import pytest
+from adaptor_serving import Served, serve_adaptor
 from typer.testing import CliRunner
 
+from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
+from dxts.backends.logic import Adaptor
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.cli.adaptor_conformance import PROPERTIES
+from dxts.cli.adaptor_conformance import PROPERTIES, Conformance, Target
+from dxts.cli.dispatcher_standin import serving_standin
 from dxts.cli.main import app
-from dxts.core.adaptor.model import Payload, Submission, SubmitResult
+from dxts.core.adaptor.model import (
+    Description,
+    Outcome,
+    OutcomeAck,
+    OutcomeDisposition,
+    Payload,
+    Submission,
+    SubmitResult,
+)
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, channel
 from dxts.core.grpc.ports import free_port
@@ -38,6 +51,67 @@ class ForgetfulAdaptor(NullAdaptor):
             if job is not None:  # forget it: the key is new again
                 self.by_identifier[job.identifier].parcel_id = id_to_str(new_id())
         return await super().submit(payload, parcels)
+
+
+class Unbounded(NullAdaptor):
+    """Declares a capacity of 2 and accepts without limit."""
+
+    async def describe(self) -> Description:
+        return replace(await super().describe(), capacity=2)
+
+
+class Undeclared(NullAdaptor):
+    """Declares no limitation, yet writes no logs and forgets what it accepted on restart."""
+
+    async def describe(self) -> Description:
+        return replace(await super().describe(), limitations=frozenset())
+
+
+class DeafReporter(GrpcOutcomeReporter):
+    """Tells its adaptor every push was recorded: an outcome the dispatcher did not know yet is
+    never pushed again."""
+
+    async def report(self, backend: str, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
+        acks = await super().report(backend, outcomes)
+        return [replace(ack, disposition=OutcomeDisposition.RECORDED) for ack in acks]
+
+
+def pushing_once(dispatcher: str) -> NullAdaptor:
+    settings = NullSettings(report_mode="push", dispatcher_address=dispatcher, push_interval_s=0.2)
+    return NullAdaptor(settings, reporter=DeafReporter(dispatcher, token=None))
+
+
+# Property → (an adaptor breaking it, given the stand-in dispatcher's address; what the check
+# says).
+BROKEN: dict[str, tuple[Callable[[str], Adaptor], str]] = {
+    "capacity": (lambda _: Unbounded(NullSettings(delay_s=0.5)), "3 accepted at capacity 2"),
+    "get-logs": (lambda _: Undeclared(NullSettings(delay_s=0.5)), "the logs of a finished job"),
+    "restart-in-flight": (
+        lambda _: Undeclared(NullSettings(delay_s=5)),
+        "after the restart its key got another identifier",
+    ),
+    "push-mode": (pushing_once, "was not pushed again"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+async def test_an_adaptor_breaking_a_property_fails_it(name: str, tmp_path: Path) -> None:
+    broken, reason = BROKEN[name]
+    keys = DevKeys.load_or_create(tmp_path / "keys")
+    token = keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
+    async with serving_standin("127.0.0.1:0") as dispatcher:
+        served = Served(lambda: broken(dispatcher.address), keys.verifier())
+        await served.start()
+        try:
+            async with channel(served.address, token=token, default_timeout=30) as opened:
+                stub = backend_pb2_grpc.BackendAdaptorServiceStub(opened)
+                verdict = await Conformance(Target(stub, served.restart, dispatcher), 30).verdict(
+                    name
+                )
+        finally:
+            await served.stop()
+    assert verdict.status == "FAIL", verdict.line()
+    assert reason in verdict.reason, verdict.line()
 
 
 async def test_an_adaptor_breaking_idempotency_fails_naming_the_property(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from adaptor_serving import serve_adaptor
+from adaptor_serving import Build, Served
 from diracx_fixture import pilot_running_every_job, running_diracx
 from slurm_cluster import slurm_conf
 
@@ -25,14 +25,13 @@ from dxts.backends.diracx.adaptor import DiracXAdaptor
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.logic import Adaptor
 from dxts.backends.null.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_conformance import PROPERTIES, Conformance, Target
 from dxts.cli.dispatcher_standin import serving_standin
-from dxts.core.grpc import DevKeys, GrpcServer, TokenVerifier, channel
+from dxts.core.grpc import DevKeys, channel
 from dxts.v1 import backend_pb2_grpc
 
 pytestmark = pytest.mark.adaptor_conformance
@@ -47,7 +46,6 @@ class Place:
     dispatcher: str  # where the dispatcher stand-in listens, for an adaptor in push mode
 
 
-Build = Callable[[], Adaptor]
 
 
 @contextlib.asynccontextmanager
@@ -100,36 +98,6 @@ ADAPTORS: dict[str, Callable[[Place], contextlib.AbstractAsyncContextManager[Bui
     "slurm": slurm,
     "diracx": diracx,
 }
-
-
-class Served:
-    """An adaptor served over gRPC; `restart()` stops it and serves a new one, built the same
-    way over the same state, on the same port."""
-
-    def __init__(self, build: Build, verifier: TokenVerifier) -> None:
-        self.build = build
-        self.verifier = verifier
-        self.adaptor: Adaptor | None = None
-        self.server: GrpcServer | None = None
-        self.address = "127.0.0.1:0"
-
-    async def start(self) -> None:
-        self.adaptor = self.build()
-        await self.adaptor.start()
-        self.server = await serve_adaptor(self.adaptor, self.verifier, listen=self.address)
-        self.address = self.server.address
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            await self.server.stop(grace=0)
-            self.server = None
-        if self.adaptor is not None:
-            await self.adaptor.stop()
-            self.adaptor = None
-
-    async def restart(self) -> None:
-        await self.stop()
-        await self.start()
 
 
 @pytest.fixture(scope="module", params=list(ADAPTORS))

@@ -65,17 +65,20 @@ class DispatcherStandIn(dispatcher_pb2_grpc.DispatcherServiceServicer):
         """Every push of the identifier's outcome so far: (backend, outcome)."""
         return list(self.pushes.get(identifier, []))
 
-    async def recorded(self, identifier: str, timeout_s: float) -> tuple[str, common_pb2.Outcome]:
-        """The push of the identifier's outcome that was answered RECORDED (waited for)."""
+    async def pushed(
+        self, identifier: str, times: int, timeout_s: float
+    ) -> list[tuple[str, common_pb2.Outcome]] | None:
+        """The identifier's pushes once there were `times` of them (waited for), or None when
+        there were fewer within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         async with self._pushed:
-            while len(self.pushes.get(identifier, [])) < 2:
+            while len(self.pushes.get(identifier, [])) < times:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"no outcome of {identifier} pushed twice in {timeout_s:g}s")
+                    return None
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._pushed.wait(), left)
-            return self.pushes[identifier][1]
+            return list(self.pushes[identifier])
 
 
 @contextlib.asynccontextmanager
