@@ -43,7 +43,7 @@ CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
 NO_LOGS = backend_pb2.LIMITATION_NO_LOGS
 FORGETS_ON_RESTART = backend_pb2.LIMITATION_FORGETS_ON_RESTART
 
-# Every property, in the order they run.
+# Every property, in the order they run (each a method of `Conformance`).
 PROPERTIES = (
     "describe",
     "idempotent-submit",
@@ -124,7 +124,8 @@ def _result(outcome: common_pb2.Outcome) -> str:
 
 
 class Conformance:
-    """The properties, each an async method, against one adaptor; `verdict(name)` runs one."""
+    """The properties against one adaptor, each the async method named after it (`get-logs`:
+    `get_logs`) answering why it holds; `verdict(name)` runs one."""
 
     def __init__(self, target: Target, timeout_s: float) -> None:
         self.target = target
@@ -132,29 +133,14 @@ class Conformance:
         self.timeout_s = timeout_s
         self.payload = tool_payload(SLEEP)
         self.description: backend_pb2.DescribeResponse | None = None
-        self.checks: dict[str, Callable[[], Awaitable[str]]] = {
-            "describe": self.describe,
-            "idempotent-submit": self.idempotent_submit,
-            "results-in-order": self.results_in_order,
-            "refuses-malformed-keys": self.refuses_malformed_keys,
-            "refuses-cancelled-keys": self.refuses_cancelled_keys,
-            "poll-terminal-outcome": self.poll,
-            "lost-identifiers": self.lost_identifiers,
-            "cancel-in-flight": self.cancel_in_flight,
-            "empty-requests": self.empty_requests,
-            "get-logs": self.get_logs,
-            "push-mode": self.push_mode,
-            "capacity": self.capacity,
-            "restart-in-flight": self.restart_in_flight,
-        }
-        assert tuple(self.checks) == PROPERTIES
 
     async def verdict(self, name: str) -> Verdict:
         """Run one property (an RPC error fails it, naming the error)."""
         try:
             if self.description is None:
                 self.description = await self.stub.Describe(backend_pb2.DescribeRequest())
-            return Verdict(name, "PASS", await self.checks[name]())
+            check: Callable[[], Awaitable[str]] = getattr(self, name.replace("-", "_"))
+            return Verdict(name, "PASS", await check())
         except Failed as failure:
             return Verdict(name, "FAIL", str(failure))
         except Skipped as skip:
@@ -281,7 +267,7 @@ class Conformance:
         _expect(result.disposition == REFUSED, "a key cancelled before acceptance was accepted")
         return "a key cancelled before it was accepted is refused from then on"
 
-    async def poll(self) -> str:
+    async def poll_terminal_outcome(self) -> str:
         self.runs_the_check_parcels()
         parcel = _parcel()
         identifier = await self.accepted(parcel)
