@@ -30,22 +30,28 @@ MYSQL_URL_VARIABLE = "DXTS_TEST_MYSQL_URL"
 # other module is a group of its own, so that its module-scoped fixtures (its database, its
 # cluster) are made once.
 SHARED_SERVERS = {
-    "tests/backends/test_adaptor_check.py": "slurm",
     "tests/backends/test_slurm_accounting.py": "slurm",
     "tests/backends/test_slurm_adaptor.py": "slurm",
     "tests/bench/test_slurm_bench.py": "slurm",
     "tests/cli/test_cli_slurm.py": "slurm",
     "tests/backends/test_diracx_adaptor.py": "diracx",
-    "tests/backends/test_diracx_adaptor_check.py": "diracx",
     "tests/cli/test_cli_diracx.py": "diracx",
 }
+# The conformance suite checks every adaptor in one module: each adaptor's tests go to the group
+# of the server it needs (the others to the module's own group).
+CONFORMANCE_MODULE = "tests/backends/test_adaptor_conformance.py"
+ADAPTOR_SERVERS = {"slurm": "slurm", "diracx": "diracx"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give each test the worker group it runs in under pytest-xdist's `loadgroup`."""
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(SHARED_SERVERS.get(module, module)))
+        group = SHARED_SERVERS.get(module, module)
+        if module == CONFORMANCE_MODULE:
+            adaptor = item.callspec.params["adaptor"]  # type: ignore[attr-defined]
+            group = ADAPTOR_SERVERS.get(adaptor, group)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def mysql_server_url() -> str | None:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -295,3 +295,30 @@ class TestPilot:
 
     async def run_waiting(self) -> list[PilotRun]:
         return [await self.run(job_id) for job_id in await self.waiting()]
+
+
+@contextlib.asynccontextmanager
+async def pilot_running_every_job(server: DiracXServer, work: Path) -> AsyncIterator[TestPilot]:
+    """A pilot that picks up every job DiracX receives, until the block ends — each in its own
+    task, so a long job being cancelled does not hold the others back, and a Kill reaches the
+    running payload through the pilot's heartbeat as it would on a worker node."""
+    pilot = TestPilot(server, work, {})
+    runs: dict[int, asyncio.Task[object]] = {}
+
+    async def pick_up() -> None:
+        while True:
+            for job_id in await pilot.waiting():
+                if job_id not in runs:
+                    runs[job_id] = asyncio.create_task(pilot.run(job_id))
+            await asyncio.sleep(0.3)
+
+    picker = asyncio.create_task(pick_up())
+    try:
+        yield pilot
+    finally:
+        picker.cancel()
+        for task in [picker, *runs.values()]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await pilot.close()

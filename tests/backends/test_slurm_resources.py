@@ -9,7 +9,7 @@ import pytest
 
 from dxts.backends.slurm.resources import BadRequirements, Request, resource_request
 from dxts.backends.slurm.settings import SlurmSettings
-from dxts.cli.adaptor_check import tool_payload
+from dxts.cli.adaptor_conformance import tool_payload
 from dxts.v1 import backend_pb2
 
 SETTINGS = SlurmSettings(work_dir=Path("/tmp/unused"), partition="batch", default_memory_mb=700)

@@ -13,6 +13,7 @@ from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
     Description,
+    Limitation,
     Outcome,
     OutcomeAck,
     OutcomeDisposition,
@@ -63,6 +64,10 @@ def test_every_type_survives_the_round_trip() -> None:
     assert mapping.cancel_from_proto(mapping.cancel_to_proto(cancelled)) == cancelled
     described = Description("null", Kind.DATA, ReportMode.PUSH, 3, "null-1", {"submits": 2})
     assert mapping.description_from_proto(mapping.description_to_proto(described)) == described
+    limited = Description(
+        "null", Kind.COMPUTE, ReportMode.PULL, 0, "null-1", {}, frozenset(Limitation)
+    )
+    assert mapping.description_from_proto(mapping.description_to_proto(limited)) == limited
 
 
 def test_unreported_measures_and_unknown_numbers() -> None:
@@ -74,5 +79,8 @@ def test_unreported_measures_and_unknown_numbers() -> None:
     assert mapping.outcome_from_proto(strange).result is OutcomeResult.UNSPECIFIED
     answer = backend_pb2.SubmitResult(parcel_id="p", disposition=7)  # type: ignore[arg-type]
     assert mapping.submit_result_from_proto(answer).disposition is SubmitDisposition.UNSPECIFIED
-    described = mapping.description_from_proto(backend_pb2.DescribeResponse(kind=0))
+    described = mapping.description_from_proto(
+        backend_pb2.DescribeResponse(kind=0, limitations=[0, 99])  # type: ignore[list-item]
+    )
     assert (described.kind, described.report_mode) == (None, ReportMode.UNSPECIFIED)
+    assert described.limitations == frozenset()  # a limitation it does not know is not one

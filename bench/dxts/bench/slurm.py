@@ -22,7 +22,7 @@ from pathlib import Path
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.bench.harness import Bench, Operation
-from dxts.cli.adaptor_check import tool_payload
+from dxts.cli.adaptor_conformance import tool_payload
 from dxts.core.adaptor.mapping import payload_from_proto
 from dxts.core.adaptor.model import Submission, SubmitDisposition
 from dxts.core.errors import FailedPrecondition

@@ -1,13 +1,14 @@
 """The null adaptor: accepts at once, runs nothing, finishes as configured (`settings`).
 
 It exists for benchmarks and failure injection, and it keeps its state in memory: a restart forgets
-what it accepted (re-submitted parcels are then accepted anew, with a new identifier). Within one
-run it honours the contract exactly, which is what the dispatcher's tests lean on: Submit is
-idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that named it and
-every start of work, so a test can prove that no parcel ran twice. The same tallies are in
-Describe's counters (which keep counting the jobs `retain_s` made it forget). In push mode a sweep
-(`push_once`, on the kernel's `SweepRunner`) reports finished jobs through an `OutcomeReporter`
-every `push_interval_s`.
+what it accepted (re-submitted parcels are then accepted anew, with a new identifier), and it
+writes no logs; Describe declares both (`Limitation`), which the conformance checks hold it to.
+Within one run it honours the contract exactly, which is what the dispatcher's tests lean on:
+Submit is idempotent per ParcelID, and `submits` / `started` count, per key, every Submit that
+named it and every start of work, so a test can prove that no parcel ran twice. The same tallies
+are in Describe's counters (which keep counting the jobs `retain_s` made it forget). In push mode
+a sweep (`push_once`, on the kernel's `SweepRunner`) reports finished jobs through an
+`OutcomeReporter` every `push_interval_s`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dxts.core.adaptor.model import (
     CancelResult,
     Description,
     JobLogs,
+    Limitation,
     Outcome,
     OutcomeAck,
     OutcomeDisposition,
@@ -235,6 +237,7 @@ class NullAdaptor:
                 "refused": self.refusals,
                 "in_flight": in_flight,
             },
+            limitations=frozenset({Limitation.NO_LOGS, Limitation.FORGETS_ON_RESTART}),
         )
 
     async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:

@@ -18,6 +18,7 @@ from dxts.core.adaptor.model import (
     DataPayload,
     Description,
     JobLogs,
+    Limitation,
     Outcome,
     OutcomeAck,
     OutcomeDisposition,
@@ -49,6 +50,7 @@ REPORT_MODES = _numbered(ReportMode, backend_pb2.ReportMode, "REPORT_MODE_")
 SUBMIT_DISPOSITIONS = _numbered(
     SubmitDisposition, backend_pb2.SubmitDisposition, "SUBMIT_DISPOSITION_"
 )
+LIMITATIONS = _numbered(Limitation, backend_pb2.Limitation, "LIMITATION_")
 OUTCOME_RESULTS = _numbered(OutcomeResult, common_pb2.OutcomeResult, "OUTCOME_RESULT_")
 OUTCOME_DISPOSITIONS = _numbered(
     OutcomeDisposition, common_pb2.OutcomeDisposition, "OUTCOME_DISPOSITION_"
@@ -279,6 +281,7 @@ def description_to_proto(description: Description) -> backend_pb2.DescribeRespon
         capacity=description.capacity,
         version=description.version,
         counters=description.counters,
+        limitations=sorted(LIMITATIONS[0][limit] for limit in description.limitations),  # type: ignore[misc]
     )
 
 
@@ -294,6 +297,9 @@ def description_from_proto(message: backend_pb2.DescribeResponse) -> Description
         capacity=message.capacity,
         version=message.version,
         counters=dict(message.counters),
+        limitations=frozenset(
+            LIMITATIONS[1][number] for number in message.limitations if number in LIMITATIONS[1]
+        ),
     )
 
 

@@ -20,6 +20,14 @@ class ReportMode(StrEnum):
     PUSH = "push"  # the adaptor reports outcomes on its own (DispatcherService.ReportOutcomes)
 
 
+class Limitation(StrEnum):
+    """What an adaptor declares (Describe) it does not do, so that its callers and the
+    conformance checks expect the declared behaviour instead."""
+
+    NO_LOGS = "no_logs"  # it runs nothing that writes logs: GetLogs answers them empty
+    FORGETS_ON_RESTART = "forgets_on_restart"  # it keeps what it accepted in memory only
+
+
 class SubmitDisposition(StrEnum):
     UNSPECIFIED = "unspecified"
     ACCEPTED = "accepted"
@@ -179,6 +187,7 @@ class Description:
     capacity: int  # 0: not declared
     version: str
     counters: dict[str, int]
+    limitations: frozenset[Limitation] = frozenset()
 
 
 # What GetLogs returns of each stream when the caller sets no limit.

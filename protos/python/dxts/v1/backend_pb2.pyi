@@ -52,6 +52,35 @@ REPORT_MODE_PUSH: ReportMode.ValueType  # 2
 """The adaptor calls DispatcherService.ReportOutcomes itself."""
 Global___ReportMode: _TypeAlias = ReportMode  # noqa: Y015
 
+class _Limitation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LimitationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Limitation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LIMITATION_UNSPECIFIED: _Limitation.ValueType  # 0
+    LIMITATION_NO_LOGS: _Limitation.ValueType  # 1
+    """It runs nothing that writes logs: GetLogs answers empty stdout and stderr for a job it
+    knows (and NOT_FOUND for one it does not).
+    """
+    LIMITATION_FORGETS_ON_RESTART: _Limitation.ValueType  # 2
+    """It keeps what it accepted in memory only: after a restart the identifiers it issued before
+    are unknown, and a key submitted again is accepted anew, with a new identifier.
+    """
+
+class Limitation(_Limitation, metaclass=_LimitationEnumTypeWrapper): ...
+
+LIMITATION_UNSPECIFIED: Limitation.ValueType  # 0
+LIMITATION_NO_LOGS: Limitation.ValueType  # 1
+"""It runs nothing that writes logs: GetLogs answers empty stdout and stderr for a job it
+knows (and NOT_FOUND for one it does not).
+"""
+LIMITATION_FORGETS_ON_RESTART: Limitation.ValueType  # 2
+"""It keeps what it accepted in memory only: after a restart the identifiers it issued before
+are unknown, and a key submitted again is accepted anew, with a new identifier.
+"""
+Global___Limitation: _TypeAlias = Limitation  # noqa: Y015
+
 class _SubmitDisposition:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -116,6 +145,7 @@ class DescribeResponse(_message.Message):
     CAPACITY_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
+    LIMITATIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     kind: _common_pb2.Kind.ValueType
     report_mode: Global___ReportMode.ValueType
@@ -129,6 +159,12 @@ class DescribeResponse(_message.Message):
         "repeated_submits" — Submits of a key already accepted — and "in_flight").
         """
 
+    @_builtins.property
+    def limitations(self) -> _containers.RepeatedScalarFieldContainer[Global___Limitation.ValueType]:
+        """What it declares it does not do: callers, and the conformance checks (`dxts adaptor
+        check`), expect the declared behaviour instead.
+        """
+
     def __init__(
         self,
         *,
@@ -138,10 +174,11 @@ class DescribeResponse(_message.Message):
         capacity: _builtins.int = ...,
         version: _builtins.str = ...,
         counters: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        limitations: _abc.Iterable[Global___Limitation.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "counters", b"counters", "kind", b"kind", "name", b"name", "report_mode", b"report_mode", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "counters", b"counters", "kind", b"kind", "limitations", b"limitations", "name", b"name", "report_mode", b"report_mode", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,129 @@
+"""The one adaptor conformance suite (`pytest -m adaptor_conformance`): every property of
+`dxts.cli.adaptor_conformance` — the checks `dxts adaptor check ADDRESS` runs — against every
+adaptor in `ADAPTORS`, each served over gRPC as the dispatcher reaches it, with a dispatcher
+stand-in to push outcomes to and a restart on the same port for the restart check.
+
+Adding an adaptor to the suite is one entry in `ADAPTORS`: an async context manager that is
+given a `Place` (a work directory kept across restarts, the stand-in's address) and yields a
+function building the adaptor, called again at each restart. Every property must PASS: what an
+adaptor cannot do it declares in Describe, and the check holds it to the declared behaviour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from adaptor_serving import Build, Served
+from diracx_fixture import pilot_running_every_job, running_diracx
+from slurm_cluster import slurm_conf
+
+from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
+from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.settings import LocalSettings
+from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.settings import NullSettings
+from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.settings import SlurmSettings
+from dxts.cli.adaptor_conformance import PROPERTIES, Conformance, Target
+from dxts.cli.dispatcher_standin import serving_standin
+from dxts.core.grpc import DevKeys, channel
+from dxts.v1 import backend_pb2_grpc
+
+pytestmark = pytest.mark.adaptor_conformance
+
+CAPACITY = 2  # every adaptor is given one, so that the capacity check sees refusals
+TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class Place:
+    work: Path  # the adaptor's own directory, kept across its restarts
+    dispatcher: str  # where the dispatcher stand-in listens, for an adaptor in push mode
+
+
+
+
+@contextlib.asynccontextmanager
+async def null(place: Place) -> AsyncIterator[Build]:
+    yield lambda: NullAdaptor(NullSettings(delay_s=0.5, capacity=CAPACITY))
+
+
+@contextlib.asynccontextmanager
+async def null_push(place: Place) -> AsyncIterator[Build]:
+    settings = NullSettings(
+        delay_s=0.5,
+        capacity=CAPACITY,
+        report_mode="push",
+        dispatcher_address=place.dispatcher,
+        push_interval_s=0.2,
+    )
+    yield lambda: NullAdaptor(
+        settings, reporter=GrpcOutcomeReporter(place.dispatcher, token=None)
+    )
+
+
+@contextlib.asynccontextmanager
+async def local(place: Place) -> AsyncIterator[Build]:
+    settings = LocalSettings(work_dir=place.work, kill_grace_s=1, capacity=CAPACITY)
+    yield lambda: LocalAdaptor(settings)
+
+
+@contextlib.asynccontextmanager
+async def slurm(place: Place) -> AsyncIterator[Build]:
+    slurm_conf()
+    settings = SlurmSettings(work_dir=place.work, capacity=CAPACITY)
+    yield lambda: SlurmAdaptor(settings)
+
+
+@contextlib.asynccontextmanager
+async def diracx(place: Place) -> AsyncIterator[Build]:
+    """A real DiracX server (`scripts/diracx`), with a test pilot running every job it gets."""
+    with running_diracx(place.work / "server") as server:
+        async with pilot_running_every_job(server, place.work / "pilot"):
+            settings = server.adaptor_settings(place.work / "adaptor", capacity=CAPACITY)
+            yield lambda: DiracXAdaptor(settings)
+
+
+# Every adaptor the suite checks (tests/conftest.py runs slurm and diracx in their servers'
+# xdist groups).
+ADAPTORS: dict[str, Callable[[Place], contextlib.AbstractAsyncContextManager[Build]]] = {
+    "null": null,
+    "null-push": null_push,
+    "local": local,
+    "slurm": slurm,
+    "diracx": diracx,
+}
+
+
+@pytest.fixture(scope="module", params=list(ADAPTORS))
+async def adaptor(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Conformance]:
+    """The checks, against the adaptor `ADAPTORS[param]` served over gRPC."""
+    root = tmp_path_factory.mktemp(request.param)
+    keys = DevKeys.load_or_create(root / "keys")
+    token = keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
+    async with contextlib.AsyncExitStack() as stack:
+        dispatcher = await stack.enter_async_context(serving_standin("127.0.0.1:0"))
+        build = await stack.enter_async_context(
+            ADAPTORS[request.param](Place(root / "adaptor", dispatcher.address))
+        )
+        served = Served(build, keys.verifier())
+        await served.start()
+        stack.push_async_callback(served.stop)
+        opened = await stack.enter_async_context(
+            channel(served.address, token=token, default_timeout=60)
+        )
+        stub = backend_pb2_grpc.BackendAdaptorServiceStub(opened)
+        yield Conformance(Target(stub, served.restart, dispatcher), TIMEOUT_S)
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
+async def test_the_adaptor_keeps_the_contract(adaptor: Conformance, name: str) -> None:
+    verdict = await adaptor.verdict(name)
+    assert verdict.status == "PASS", verdict.line()
