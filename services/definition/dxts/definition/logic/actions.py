@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.kernel.commands import LogScope, Result, run_command
 from dxts.core.state_machines import BLOCKED_COUNTERPART, Actor
 from dxts.core.states import ActionResult

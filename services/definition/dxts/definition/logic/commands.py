@@ -18,7 +18,7 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.kernel.commands import LogScope, Request, Result, run_command
 from dxts.definition.logic.authorise import Caller, authorise
 from dxts.definition.logic.locked import (

@@ -25,9 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core import content_store as store
 from dxts.core.config import DefinitionConfig, resolve_hints
 from dxts.core.db import Database, Isolation
+from dxts.core.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.errors import InvalidArgument
-from dxts.core.grpc.auth import Identity
-from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
+from dxts.core.identity import Identity
 from dxts.core.ids import content_hash
 from dxts.cwl.analysis import WORKGRAPH
 from dxts.cwl.compile import hash_processes, replace_runs

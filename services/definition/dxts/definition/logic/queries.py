@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import NotFound
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.states import WorkgraphStatus

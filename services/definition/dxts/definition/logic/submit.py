@@ -51,9 +51,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core import content_store as store
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
+from dxts.core.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.errors import FailedPrecondition, InvalidArgument
-from dxts.core.grpc.auth import Identity
-from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
+from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.commands import Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager

@@ -14,9 +14,9 @@ its VO, or a component.
 from __future__ import annotations
 
 from dxts.core.db import Database
+from dxts.core.deadlines import time_remaining
 from dxts.core.errors import NotFound
 from dxts.core.grpc.convert import enum_from_proto, json_text
-from dxts.core.grpc.deadlines import time_remaining
 from dxts.core.grpc.paging import filters_fingerprint, page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.locks import LockManager

@@ -29,7 +29,6 @@ from dxts.core.errors import (
     PermissionDenied,
     Unauthenticated,
 )
-from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.convert import json_text
@@ -40,6 +39,7 @@ from dxts.core.grpc.paging import (
     page_size,
 )
 from dxts.core.grpc.requests import PAGE_TOKEN, Problems, required_id
+from dxts.core.identity import current_identity
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.kernel.commands import Request
 from dxts.core.locks import LockManager

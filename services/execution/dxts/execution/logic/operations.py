@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound, PermissionDenied
-from dxts.core.grpc import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus

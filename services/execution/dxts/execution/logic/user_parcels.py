@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager

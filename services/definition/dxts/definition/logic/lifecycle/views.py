@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dxts.core.db import Database, Isolation
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.plugins import Transformation, Workgraph
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
 from dxts.definition.logic import queries
