@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, db_now
+from dxts.core.db import Database, Transaction, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.identity import Identity
 from dxts.core.kernel.commands import LogScope, Result, run_command
@@ -48,7 +46,7 @@ class _ActionOwner:
 
 
 async def _lock_action_owner(
-    conn: AsyncConnection, caller: Caller, action_id: int
+    conn: Transaction, caller: Caller, action_id: int
 ) -> tuple[Any, _ActionOwner]:
     """The action and its owner, both locked (owner first); NotFound across VOs."""
     row = await actions_db.action_row(conn, action_id)
@@ -126,7 +124,7 @@ def _scope(target: tuple[Any, _ActionOwner]) -> LogScope:
 
 
 async def _leave_blocked(
-    conn: AsyncConnection,
+    conn: Transaction,
     action: Any,
     owner: _ActionOwner,
     caller: Caller,
@@ -194,7 +192,7 @@ async def force_action(
         _authorise_action(caller, action, owner, sign_off=True)
         _require_list_running(action, owner)
 
-    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+    async def apply(conn: Transaction, target: tuple[Any, _ActionOwner]) -> Result:
         action, owner = target
         data = command_data(request_id, "", result=result.value)
         await actions_db.set_action_result(
@@ -235,7 +233,7 @@ async def reset_action(
         _authorise_action(caller, action, owner)
         _require_list_running(action, owner)
 
-    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+    async def apply(conn: Transaction, target: tuple[Any, _ActionOwner]) -> Result:
         action, owner = target
         data = command_data(request_id, reason)
         await actions_db.set_action_result(

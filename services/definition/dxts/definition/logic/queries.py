@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound
 from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
@@ -196,7 +194,7 @@ def action_view(row: Any) -> ActionView:
     )
 
 
-async def _workgraph_views(conn: AsyncConnection, rows: list[Any]) -> list[WorkgraphView]:
+async def _workgraph_views(conn: Transaction, rows: list[Any]) -> list[WorkgraphView]:
     members = await workgraphs_db.member_ids(conn, [bytes(r.OwnershipID) for r in rows])
     return [
         WorkgraphView(
@@ -229,7 +227,7 @@ def _after(row: Any) -> list[bytes]:
 
 
 async def _transformation_views(
-    conn: AsyncConnection, rows: list[Any], *, for_execution: bool = False
+    conn: Transaction, rows: list[Any], *, for_execution: bool = False
 ) -> list[TransformationView]:
     ids = [bytes(r.TransformationID) for r in rows]
     outputs: dict[bytes, list[OutputView]] = {t: [] for t in ids}
@@ -293,7 +291,7 @@ async def _transformation_views(
 async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes) -> WorkgraphDetail:
     """A workgraph with its members (dataflow edges as upstream ids) and its own actions."""
 
-    async def work(conn: AsyncConnection) -> WorkgraphDetail:
+    async def work(conn: Transaction) -> WorkgraphDetail:
         rows = await workgraphs_db.workgraph_rows(conn, ids=[workgraph_id])
         if not rows or not viewer.sees(rows[0].VO):
             raise NotFound("workgraph", id_to_str(workgraph_id))
@@ -320,7 +318,7 @@ async def list_workgraphs(
     limit: int,
     after: bytes | None = None,
 ) -> Page[WorkgraphView]:
-    async def work(conn: AsyncConnection) -> Page[WorkgraphView]:
+    async def work(conn: Transaction) -> Page[WorkgraphView]:
         rows = await workgraphs_db.workgraph_rows(
             conn,
             vo=viewer.vo_filter(filters.vo),
@@ -340,7 +338,7 @@ async def list_workgraphs(
 async def get_transformation(
     database: Database, viewer: Viewer, transformation_id: bytes
 ) -> TransformationDetail:
-    async def work(conn: AsyncConnection) -> TransformationDetail:
+    async def work(conn: Transaction) -> TransformationDetail:
         rows = await transformations_db.transformation_rows(conn, ids=[transformation_id])
         if not rows or not viewer.sees(rows[0].VO):
             raise NotFound("transformation", id_to_str(transformation_id))
@@ -363,7 +361,7 @@ async def list_transformations(
     """Transformations matching `filters`; with `active_only`, the Active ones with what the
     execution sweeps need (bookmark and requirements template included)."""
 
-    async def work(conn: AsyncConnection) -> Page[TransformationView]:
+    async def work(conn: Transaction) -> Page[TransformationView]:
         rows = await transformations_db.transformation_rows(
             conn,
             workgraph_id=filters.workgraph_id,
@@ -383,7 +381,7 @@ async def list_transformations(
 
 
 async def get_action(database: Database, viewer: Viewer, action_id: int) -> ActionView:
-    async def work(conn: AsyncConnection) -> ActionView:
+    async def work(conn: Transaction) -> ActionView:
         row = await actions_db.action_row(conn, action_id)
         if row is None:
             raise NotFound("action", action_id)

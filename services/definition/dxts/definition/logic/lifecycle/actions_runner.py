@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core import content_store
-from dxts.core.db import Isolation, db_now
+from dxts.core.db import Isolation, Transaction, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
@@ -73,7 +71,7 @@ class ListOwner:
 
 Invoke = Callable[[Any], Awaitable[ActionResult | None]]
 """Runs one action (an Actions row); None when it failed (already reported)."""
-Finish = Callable[[AsyncConnection, "Locked"], Awaitable[None]]
+Finish = Callable[[Transaction, "Locked"], Awaitable[None]]
 """Moves the owner out of the state once every action passed, in the caller's transaction."""
 
 
@@ -86,7 +84,7 @@ class Locked:
     standalone: bool
 
 
-async def _lock(conn: AsyncConnection, owner: ListOwner) -> Locked:
+async def _lock(conn: Transaction, owner: ListOwner) -> Locked:
     if owner.transformation_id is None:
         assert owner.workgraph_id is not None
         workgraph = await lock_workgraph(conn, owner.workgraph_id)
@@ -95,8 +93,8 @@ async def _lock(conn: AsyncConnection, owner: ListOwner) -> Locked:
     return Locked(locked.status, locked.workgraph, locked.standalone)
 
 
-async def _rows(engine: Engine, owner: ListOwner, conn: AsyncConnection | None = None) -> list[Any]:
-    async def read(c: AsyncConnection) -> list[Any]:
+async def _rows(engine: Engine, owner: ListOwner, conn: Transaction | None = None) -> list[Any]:
+    async def read(c: Transaction) -> list[Any]:
         if owner.transformation_id is None:
             return await actions_db.list_actions(c, owner.state, workgraph_id=owner.workgraph_id)
         return await actions_db.list_actions(
@@ -109,7 +107,7 @@ async def _rows(engine: Engine, owner: ListOwner, conn: AsyncConnection | None =
         return await read(fresh)
 
 
-async def _block(conn: AsyncConnection, owner: ListOwner, locked: Locked, why: str) -> None:
+async def _block(conn: Transaction, owner: ListOwner, locked: Locked, why: str) -> None:
     blocked = BLOCKED_COUNTERPART[owner.state]
     if owner.transformation_id is None:
         assert locked.workgraph is not None
@@ -128,7 +126,7 @@ async def _block(conn: AsyncConnection, owner: ListOwner, locked: Locked, why: s
         )
 
 
-async def _log(conn: AsyncConnection, owner: ListOwner, row: Any, result: ActionResult) -> None:
+async def _log(conn: Transaction, owner: ListOwner, row: Any, result: ActionResult) -> None:
     data = {
         "action_id": int(row.ActionID),
         "action": row.Action,
@@ -153,7 +151,7 @@ def _allowed_targets(owner: ListOwner, locked: Locked) -> set[bytes]:
 
 
 async def apply_requirements(
-    conn: AsyncConnection,
+    conn: Transaction,
     targets: set[bytes],
     updated: Mapping[uuid.UUID, dict[str, Any]],
     *,
@@ -205,7 +203,7 @@ async def _settle(
     """One transaction: record `result` for `following` and take what follows from it, or (no
     result) block on a Failed row or finish. None: read the list again and go on."""
 
-    async def work(conn: AsyncConnection) -> Progress | None:
+    async def work(conn: Transaction) -> Progress | None:
         locked = await _lock(conn, owner)
         if locked.status != owner.state:
             return Progress.STOPPED
