@@ -319,16 +319,9 @@ ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
         "store/actions.py:action_row",
         "store/actions.py:actions_of",
         "store/actions.py:list_actions",
-        "store/processes.py:get_processes",
-        "store/processes.py:process_rows",
-        "store/registry.py:registry_versions",
-        "store/registry.py:registry_names",
         "store/transformations.py:lock_transformation",
-        "store/transformations.py:transformation_owner",
         "store/transformations.py:transformation_rows",
         "store/transformations.py:outputs_of",
-        "store/transformations.py:requirements_of",
-        "store/transformations.py:templates",
         "store/workgraphs.py:submissions_with_request",
         "store/workgraphs.py:lock_workgraph",
         "store/workgraphs.py:members_of",
@@ -457,4 +450,36 @@ def test_the_layer_checker_finds_layers_at_any_depth(tmp_path: Path) -> None:
         "local/logic/m.py (logic) names aiosqlite",
         "local/store.py (store) imports dxts.svc.local.edge",
         "local/store.py (store) imports dxts.svc.local.edge.servicer",
+    ]
+
+
+def banned_imports(path: Path, banned: tuple[str, ...]) -> list[str]:
+    return sorted(
+        module
+        for module in imported_modules(path)
+        if any(module == b or module.startswith(f"{b}.") for b in banned)
+    )
+
+
+def test_the_cwl_front_end_needs_no_transport_nor_database() -> None:
+    """Loading, validating and compiling a document runs without a server and a database: it
+    reads deadlines from `dxts.core.deadlines`, never from the gRPC scaffolding."""
+    cwl = REPO / PACKAGE_DIRS["dxts.cwl"]
+    violations = [
+        f"{path.relative_to(cwl)} imports {module}"
+        for path in sorted(cwl.rglob("*.py"))
+        for module in banned_imports(path, (*TRANSPORT, *DATABASE))
+    ]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_cwl_checker_sees_a_violation(tmp_path: Path) -> None:
+    offender = tmp_path / "m.py"
+    offender.write_text(
+        "from dxts.core.grpc.deadlines import checkpoint\n"
+        "from dxts.core.deadlines import deadline\n"
+    )
+    assert banned_imports(offender, (*TRANSPORT, *DATABASE)) == [
+        "dxts.core.grpc.deadlines",
+        "dxts.core.grpc.deadlines.checkpoint",
     ]

@@ -116,8 +116,8 @@ async def lock_transformation(conn: Transaction, transformation_id: bytes) -> Lo
     if owner is None:
         raise NotFound("transformation", id_to_str(transformation_id))
     workgraph = None
-    if owner.WorkgraphID is not None:
-        workgraph = await lock_workgraph(conn, bytes(owner.WorkgraphID))
+    if owner.workgraph_id is not None:
+        workgraph = await lock_workgraph(conn, owner.workgraph_id)
     row = await transformations_db.lock_transformation(conn, transformation_id)
     assert row is not None  # transformations are never deleted
     return LockedTransformation(

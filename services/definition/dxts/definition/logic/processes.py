@@ -55,8 +55,8 @@ async def _views(conn: Transaction, ids: set[bytes]) -> dict[bytes, ProcessView]
     for parent, child in sorted(await processes_db.process_children(conn, ids)):
         children[parent].append(child)
     return {
-        bytes(r.ProcessID): ProcessView(
-            bytes(r.ProcessID), r.Process, tuple(children[bytes(r.ProcessID)]), r.CreatedAt
+        r.process_id: ProcessView(
+            r.process_id, r.document, tuple(children[r.process_id]), r.created_at
         )
         for r in await processes_db.process_rows(conn, ids)
     }
@@ -165,7 +165,7 @@ async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> Line
             found.references,
             found.composed_by,
             tuple(
-                VersionView(r.VO, r.Name, r.Version, bytes(r.ProcessID), r.Author, r.CreatedAt)
+                VersionView(r.vo, r.name, r.version, r.process_id, r.author, r.created_at)
                 for r in names
             ),
             tuple(bytes(r.TransformationID) for r in rows if viewer.sees(r.VO)),

@@ -82,7 +82,7 @@ async def resolve(conn: Transaction, *, vo: str, name: str, version: str) -> byt
 async def list_versions(conn: Transaction, *, vo: str, name: str) -> list[RegistryEntry]:
     """Every published version of `name`, oldest first (versions are not otherwise ordered)."""
     return [
-        RegistryEntry(row.Version, bytes(row.ProcessID), row.Author, row.CreatedAt)
+        RegistryEntry(row.version, row.process_id, row.author, row.created_at)
         for row in await registry_db.registry_versions(conn, vo, name)
     ]
 

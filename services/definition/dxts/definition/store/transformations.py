@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,14 +35,28 @@ async def lock_transformation(conn: AsyncConnection, transformation_id: bytes) -
     return result.one_or_none()
 
 
-async def transformation_owner(conn: AsyncConnection, transformation_id: bytes) -> Any | None:
-    """(VO, Sub, WorkgraphID) of a transformation, without locking."""
+class TransformationOwner(NamedTuple):
+    """Who owns a transformation, and its workgraph (None for a standalone one)."""
+
+    vo: str
+    sub: str
+    workgraph_id: bytes | None
+
+
+async def transformation_owner(
+    conn: AsyncConnection, transformation_id: bytes
+) -> TransformationOwner | None:
+    """The owner of a transformation, without locking."""
     result = await conn.execute(
         sa.select(ownership.c.VO, ownership.c.Sub, ownership.c.WorkgraphID)
         .join(transformations, ownership.c.OwnershipID == transformations.c.OwnershipID)
         .where(transformations.c.TransformationID == transformation_id)
     )
-    return result.one_or_none()
+    row = result.one_or_none()
+    if row is None:
+        return None
+    workgraph_id = bytes(row.WorkgraphID) if row.WorkgraphID is not None else None
+    return TransformationOwner(row.VO, row.Sub, workgraph_id)
 
 
 async def transformation_status(conn: AsyncConnection, transformation_id: bytes) -> str | None:
@@ -190,7 +204,10 @@ async def outputs_of(conn: AsyncConnection, transformation_ids: Iterable[bytes])
     return list(result.all())
 
 
-async def requirements_of(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def requirements_of(
+    conn: AsyncConnection, ids: Iterable[bytes]
+) -> dict[bytes, dict[str, Any]]:
+    """Requirement sets by hash."""
     wanted = list(set(ids))
     if not wanted:
         return {}
@@ -202,7 +219,7 @@ async def requirements_of(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[b
     return {bytes(key): body for key, body in result}
 
 
-async def templates(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def templates(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, dict[str, Any]]:
     """TransformationID → its requirements template ({} when it has none), for compute
     transformations only."""
     wanted = list(set(ids))
