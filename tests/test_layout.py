@@ -315,10 +315,6 @@ def test_the_definition_service_is_layered() -> None:
 ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
     "dxts.accounting": {"store/logs.py:log_rows"},
     "dxts.definition": {
-        "store/actions.py:lock_action",
-        "store/actions.py:action_row",
-        "store/actions.py:actions_of",
-        "store/actions.py:list_actions",
         "store/transformations.py:lock_transformation",
         "store/transformations.py:transformation_rows",
         "store/transformations.py:outputs_of",

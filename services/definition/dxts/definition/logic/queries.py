@@ -27,6 +27,7 @@ from dxts.definition.logic.locked import HALTED
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
+from dxts.definition.store.actions import ActionRecord
 
 T = TypeVar("T")
 
@@ -178,19 +179,19 @@ def _page(items: list[T], limit: int, key: Any) -> Page[T]:
     return Page(items, None)
 
 
-def action_view(row: Any) -> ActionView:
+def action_view(row: ActionRecord) -> ActionView:
     return ActionView(
-        action_id=int(row.ActionID),
-        workgraph_id=None if row.WorkgraphID is None else bytes(row.WorkgraphID),
-        transformation_id=None if row.TransformationID is None else bytes(row.TransformationID),
-        state=row.State,
-        position=int(row.Position),
-        action=row.Action,
-        args=row.Args,
-        result=row.Result,
-        message=row.Message,
-        author=row.Author,
-        updated_at=row.UpdatedAt,
+        action_id=row.action_id,
+        workgraph_id=row.workgraph_id,
+        transformation_id=row.transformation_id,
+        state=row.state,
+        position=row.position,
+        action=row.action,
+        args=row.args,
+        result=row.result,
+        message=row.message,
+        author=row.author,
+        updated_at=row.updated_at,
     )
 
 
@@ -385,12 +386,11 @@ async def get_action(database: Database, viewer: Viewer, action_id: int) -> Acti
         row = await actions_db.action_row(conn, action_id)
         if row is None:
             raise NotFound("action", action_id)
-        if row.WorkgraphID is not None:
-            owners = await workgraphs_db.workgraph_rows(conn, ids=[bytes(row.WorkgraphID)])
+        if row.workgraph_id is not None:
+            owners = await workgraphs_db.workgraph_rows(conn, ids=[row.workgraph_id])
         else:
-            owners = await transformations_db.transformation_rows(
-                conn, ids=[bytes(row.TransformationID)]
-            )
+            assert row.transformation_id is not None  # an action's owner is one or the other
+            owners = await transformations_db.transformation_rows(conn, ids=[row.transformation_id])
         if not owners or not viewer.sees(owners[0].VO):
             raise NotFound("action", action_id)
         return action_view(row)

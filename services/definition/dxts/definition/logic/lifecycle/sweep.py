@@ -232,8 +232,8 @@ class LifecycleSweep:
             ok, result = await self.engine.call(
                 owner.owner,
                 Point.APPROVING,
-                row.Action,
-                row.Args,
+                row.action,
+                row.args,
                 phase=Phase.ACTIVE,
                 workgraph=view,
                 transformations=members,
@@ -415,8 +415,8 @@ class LifecycleSweep:
             ok, result = await self.engine.call(
                 owner.owner,
                 ACTION_POINTS[running],
-                row.Action,
-                row.Args,
+                row.action,
+                row.args,
                 phase=Phase.ACTIVE,
                 transformation=view,
                 input_overview=overview,
