@@ -313,7 +313,6 @@ def test_the_definition_service_is_layered() -> None:
 # Store functions that still hand up the database's rows, by component: none may be added, and
 # each comes off this list when its store returns typed records (a stale entry fails the test).
 ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
-    "dxts.accounting": {"store/logs.py:log_rows"},
     "dxts.definition": {
         "store/transformations.py:lock_transformation",
         "store/transformations.py:transformation_rows",
@@ -323,7 +322,6 @@ ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
         "store/workgraphs.py:members_of",
         "store/workgraphs.py:workgraph_rows",
     },
-    "dxts.dispatcher": {"store/claiming.py:requirement_sets", "store/claiming.py:sidecars"},
 }
 UNTYPED_ROWS = re.compile(r"(?P<module>\S+) \(store\) returns rows from (?P<function>\w+)")
 
