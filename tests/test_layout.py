@@ -320,7 +320,6 @@ ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
         "store/workgraphs.py:submissions_with_request",
         "store/workgraphs.py:lock_workgraph",
         "store/workgraphs.py:members_of",
-        "store/workgraphs.py:workgraph_rows",
     },
 }
 UNTYPED_ROWS = re.compile(r"(?P<module>\S+) \(store\) returns rows from (?P<function>\w+)")

@@ -28,6 +28,7 @@ from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.actions import ActionRecord
+from dxts.definition.store.workgraphs import WorkgraphRecord
 
 T = TypeVar("T")
 
@@ -195,19 +196,19 @@ def action_view(row: ActionRecord) -> ActionView:
     )
 
 
-async def _workgraph_views(conn: Transaction, rows: list[Any]) -> list[WorkgraphView]:
-    members = await workgraphs_db.member_ids(conn, [bytes(r.OwnershipID) for r in rows])
+async def _workgraph_views(conn: Transaction, rows: list[WorkgraphRecord]) -> list[WorkgraphView]:
+    members = await workgraphs_db.member_ids(conn, [r.ownership_id for r in rows])
     return [
         WorkgraphView(
-            workgraph_id=bytes(r.WorkgraphID),
-            type=r.Type,
-            status=r.Status,
-            vo=r.VO,
-            sub=r.Sub,
-            annotations=r.Annotations,
-            hooks=r.Hooks,
-            transformation_ids=tuple(members.get(bytes(r.OwnershipID), [])),
-            updated_at=r.UpdatedAt,
+            workgraph_id=r.workgraph_id,
+            type=r.type,
+            status=r.status,
+            vo=r.vo,
+            sub=r.sub,
+            annotations=r.annotations,
+            hooks=r.hooks,
+            transformation_ids=tuple(members.get(r.ownership_id, [])),
+            updated_at=r.updated_at,
         )
         for r in rows
     ]
@@ -294,7 +295,7 @@ async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes)
 
     async def work(conn: Transaction) -> WorkgraphDetail:
         rows = await workgraphs_db.workgraph_rows(conn, ids=[workgraph_id])
-        if not rows or not viewer.sees(rows[0].VO):
+        if not rows or not viewer.sees(rows[0].vo):
             raise NotFound("workgraph", id_to_str(workgraph_id))
         (workgraph,) = await _workgraph_views(conn, rows)
         members = await _transformation_views(
@@ -305,7 +306,7 @@ async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes)
             workgraph,
             tuple(members),
             tuple(action_view(a) for a in actions),
-            rows[0].StrippedSpec,
+            rows[0].stripped_spec,
         )
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -330,7 +331,7 @@ async def list_workgraphs(
             after=after,
             limit=limit + 1,
         )
-        page = _page(rows, limit, lambda r: bytes(r.WorkgraphID))
+        page = _page(rows, limit, lambda r: r.workgraph_id)
         return Page(await _workgraph_views(conn, page.items), page.last)
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -386,12 +387,17 @@ async def get_action(database: Database, viewer: Viewer, action_id: int) -> Acti
         row = await actions_db.action_row(conn, action_id)
         if row is None:
             raise NotFound("action", action_id)
+        vo: str | None = None
         if row.workgraph_id is not None:
             owners = await workgraphs_db.workgraph_rows(conn, ids=[row.workgraph_id])
+            vo = owners[0].vo if owners else None
         else:
             assert row.transformation_id is not None  # an action's owner is one or the other
-            owners = await transformations_db.transformation_rows(conn, ids=[row.transformation_id])
-        if not owners or not viewer.sees(owners[0].VO):
+            members = await transformations_db.transformation_rows(
+                conn, ids=[row.transformation_id]
+            )
+            vo = members[0].VO if members else None
+        if vo is None or not viewer.sees(vo):
             raise NotFound("action", action_id)
         return action_view(row)
 

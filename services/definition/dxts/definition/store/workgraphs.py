@@ -8,6 +8,7 @@ opened; writes are one statement per batch.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -162,6 +163,22 @@ async def set_workgraph_annotations(
     )
 
 
+@dataclass(frozen=True)
+class WorkgraphRecord:
+    """A Workgraphs row with its owner (its Ownership row)."""
+
+    workgraph_id: bytes
+    type: str
+    status: str
+    stripped_spec: Any  # the JSON document, as stored
+    annotations: Any  # JSON, as stored
+    hooks: Any  # JSON, as stored
+    updated_at: datetime
+    ownership_id: bytes
+    vo: str
+    sub: str
+
+
 async def workgraph_rows(
     conn: AsyncConnection,
     *,
@@ -173,7 +190,7 @@ async def workgraph_rows(
     labels: dict[str, str] | None = None,
     after: bytes | None = None,
     limit: int | None = None,
-) -> list[Any]:
+) -> list[WorkgraphRecord]:
     """Workgraphs with their owner, in id (creation) order; every filter given must match."""
     query = sa.select(workgraphs, *_OWNER).join(
         ownership, ownership.c.WorkgraphID == workgraphs.c.WorkgraphID
@@ -196,7 +213,21 @@ async def workgraph_rows(
     query = query.order_by(workgraphs.c.WorkgraphID)
     if limit is not None:
         query = query.limit(limit)
-    return list((await conn.execute(query)).all())
+    return [
+        WorkgraphRecord(
+            workgraph_id=bytes(r.WorkgraphID),
+            type=r.Type,
+            status=r.Status,
+            stripped_spec=r.StrippedSpec,
+            annotations=r.Annotations,
+            hooks=r.Hooks,
+            updated_at=r.UpdatedAt,
+            ownership_id=bytes(r.OwnershipID),
+            vo=r.VO,
+            sub=r.Sub,
+        )
+        for r in await conn.execute(query)
+    ]
 
 
 async def member_ids(
