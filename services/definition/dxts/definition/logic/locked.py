@@ -80,15 +80,15 @@ async def lock_workgraph(conn: Transaction, workgraph_id: bytes) -> LockedWorkgr
             bool(m.FeederEnabled),
             m.Annotations if isinstance(m.Annotations, dict) else {},
         )
-        for m in await workgraphs_db.members_of(conn, bytes(row.OwnershipID))
+        for m in await workgraphs_db.members_of(conn, row.ownership_id)
     )
     return LockedWorkgraph(
         workgraph_id,
-        row.Status,
-        row.VO,
-        row.Sub,
-        bytes(row.OwnershipID),
-        row.Annotations if isinstance(row.Annotations, dict) else {},
+        row.status,
+        row.vo,
+        row.sub,
+        row.ownership_id,
+        row.annotations if isinstance(row.annotations, dict) else {},
         members,
     )
 

@@ -105,7 +105,38 @@ async def submissions_with_request(
 _OWNER = (ownership.c.OwnershipID, ownership.c.VO, ownership.c.Sub)
 
 
-async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> Any | None:
+@dataclass(frozen=True)
+class WorkgraphRecord:
+    """A Workgraphs row with its owner (its Ownership row)."""
+
+    workgraph_id: bytes
+    type: str
+    status: str
+    stripped_spec: Any  # the JSON document, as stored
+    annotations: Any  # JSON, as stored
+    hooks: Any  # JSON, as stored
+    updated_at: datetime
+    ownership_id: bytes
+    vo: str
+    sub: str
+
+
+def _workgraph_record(row: Any) -> WorkgraphRecord:
+    return WorkgraphRecord(
+        workgraph_id=bytes(row.WorkgraphID),
+        type=row.Type,
+        status=row.Status,
+        stripped_spec=row.StrippedSpec,
+        annotations=row.Annotations,
+        hooks=row.Hooks,
+        updated_at=row.UpdatedAt,
+        ownership_id=bytes(row.OwnershipID),
+        vo=row.VO,
+        sub=row.Sub,
+    )
+
+
+async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> WorkgraphRecord | None:
     """The workgraph with its owner, its row locked until the transaction ends: every status
     change of it or of a member takes this lock first, so they are serialised per workgraph."""
     result = await conn.execute(
@@ -114,7 +145,8 @@ async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> Any | No
         .where(workgraphs.c.WorkgraphID == workgraph_id)
         .with_for_update()
     )
-    return result.one_or_none()
+    row = result.one_or_none()
+    return _workgraph_record(row) if row is not None else None
 
 
 async def workgraph_status(conn: AsyncConnection, workgraph_id: bytes) -> str | None:
@@ -163,22 +195,6 @@ async def set_workgraph_annotations(
     )
 
 
-@dataclass(frozen=True)
-class WorkgraphRecord:
-    """A Workgraphs row with its owner (its Ownership row)."""
-
-    workgraph_id: bytes
-    type: str
-    status: str
-    stripped_spec: Any  # the JSON document, as stored
-    annotations: Any  # JSON, as stored
-    hooks: Any  # JSON, as stored
-    updated_at: datetime
-    ownership_id: bytes
-    vo: str
-    sub: str
-
-
 async def workgraph_rows(
     conn: AsyncConnection,
     *,
@@ -213,21 +229,7 @@ async def workgraph_rows(
     query = query.order_by(workgraphs.c.WorkgraphID)
     if limit is not None:
         query = query.limit(limit)
-    return [
-        WorkgraphRecord(
-            workgraph_id=bytes(r.WorkgraphID),
-            type=r.Type,
-            status=r.Status,
-            stripped_spec=r.StrippedSpec,
-            annotations=r.Annotations,
-            hooks=r.Hooks,
-            updated_at=r.UpdatedAt,
-            ownership_id=bytes(r.OwnershipID),
-            vo=r.VO,
-            sub=r.Sub,
-        )
-        for r in await conn.execute(query)
-    ]
+    return [_workgraph_record(r) for r in await conn.execute(query)]
 
 
 async def member_ids(
