@@ -317,7 +317,6 @@ ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
         "store/transformations.py:lock_transformation",
         "store/transformations.py:transformation_rows",
         "store/transformations.py:outputs_of",
-        "store/workgraphs.py:submissions_with_request",
         "store/workgraphs.py:members_of",
     },
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -57,6 +57,14 @@ async def insert_workgraph(
     return now
 
 
+class EarlierSubmission(NamedTuple):
+    """A workgraph created with a request id: its ids and its creation log row's data."""
+
+    workgraph_id: bytes
+    ownership_id: bytes
+    data: Any  # the log row's JSON data, as stored
+
+
 async def submissions_with_request(
     conn: AsyncConnection,
     vo: str,
@@ -65,7 +73,7 @@ async def submissions_with_request(
     *,
     since_id: bytes,
     lookback: int,
-) -> list[Any]:
+) -> list[EarlierSubmission]:
     """(WorkgraphID, OwnershipID, Data) of the creation log rows carrying `request_id` among the
     `lookback` newest workgraphs of (vo, sub) whose OwnershipID is at least `since_id`.
 
@@ -99,7 +107,7 @@ async def submissions_with_request(
         )
         .order_by(log.LogID)
     )
-    return [(bytes(wid), owners[bytes(wid)], data) for wid, data in result]
+    return [EarlierSubmission(bytes(wid), owners[bytes(wid)], data) for wid, data in result]
 
 
 _OWNER = (ownership.c.OwnershipID, ownership.c.VO, ownership.c.Sub)
