@@ -316,7 +316,6 @@ ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
     "dxts.definition": {
         "store/transformations.py:lock_transformation",
         "store/transformations.py:transformation_rows",
-        "store/transformations.py:outputs_of",
         "store/workgraphs.py:members_of",
     },
 }

@@ -234,8 +234,8 @@ async def _transformation_views(
     ids = [bytes(r.TransformationID) for r in rows]
     outputs: dict[bytes, list[OutputView]] = {t: [] for t in ids}
     for o in await transformations_db.outputs_of(conn, ids):
-        outputs[bytes(o.TransformationID)].append(
-            OutputView(bytes(o.TransformationOutputID), o.Name, bool(o.Intermediate))
+        outputs[o.transformation_id].append(
+            OutputView(o.transformation_output_id, o.name, o.intermediate)
         )
     edges = {bytes(r.TransformationID): _edge_output(r) for r in rows}
     producers = await transformations_db.output_producers(conn, [e for e in edges.values() if e])

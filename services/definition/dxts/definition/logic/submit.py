@@ -189,7 +189,7 @@ async def recorded_submission(
         raise _refused(request_id, f"whose record is unreadable (workgraph {original})") from error
     names = {tid: name for name, tid in members.items()}
     outputs = {
-        f"{names[bytes(row.TransformationID)]}/{row.Name}": bytes(row.TransformationOutputID)
+        f"{names[row.transformation_id]}/{row.name}": row.transformation_output_id
         for row in await transformations_db.outputs_of(conn, members.values())
     }
     return PlanIds(bytes(workgraph_id), bytes(ownership_id), members, outputs)

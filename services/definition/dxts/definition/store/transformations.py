@@ -192,7 +192,19 @@ async def transformation_rows(
     return list((await conn.execute(query)).all())
 
 
-async def outputs_of(conn: AsyncConnection, transformation_ids: Iterable[bytes]) -> list[Any]:
+class DeclaredOutput(NamedTuple):
+    """A TransformationOutputs row: an output a transformation declares."""
+
+    transformation_output_id: bytes
+    transformation_id: bytes
+    name: str
+    intermediate: bool
+
+
+async def outputs_of(
+    conn: AsyncConnection, transformation_ids: Iterable[bytes]
+) -> list[DeclaredOutput]:
+    """The declared outputs of these transformations, by transformation and name."""
     wanted = list(set(transformation_ids))
     if not wanted:
         return []
@@ -201,7 +213,15 @@ async def outputs_of(conn: AsyncConnection, transformation_ids: Iterable[bytes])
         .where(transformation_outputs.c.TransformationID.in_(wanted))
         .order_by(transformation_outputs.c.TransformationID, transformation_outputs.c.Name)
     )
-    return list(result.all())
+    return [
+        DeclaredOutput(
+            bytes(row.TransformationOutputID),
+            bytes(row.TransformationID),
+            row.Name,
+            bool(row.Intermediate),
+        )
+        for row in result
+    ]
 
 
 async def requirements_of(

@@ -37,10 +37,7 @@ async def declared_outputs(
     """A transformation's declared outputs: TransformationOutputID → (name, Intermediate)."""
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         rows = await transformations_db.outputs_of(conn, [transformation_id.bytes])
-    return {
-        uuid.UUID(bytes=bytes(r.TransformationOutputID)): (r.Name, bool(r.Intermediate))
-        for r in rows
-    }
+    return {uuid.UUID(bytes=r.transformation_output_id): (r.name, r.intermediate) for r in rows}
 
 
 async def output_producer(database: Database, output_id: uuid.UUID) -> uuid.UUID | None:
