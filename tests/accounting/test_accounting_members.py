@@ -15,7 +15,8 @@ from dxts.accounting.edge.definition_client import DefinitionMemberLister
 from dxts.accounting.logic.members import Member
 from dxts.core.db import Database
 from dxts.core.errors import NotFound, Unauthenticated, Unavailable
-from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
+from dxts.core.grpc import DevKeys, GrpcServer, Service, channel
+from dxts.core.identity import current_identity
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus

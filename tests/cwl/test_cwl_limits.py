@@ -14,8 +14,8 @@ from cwl_support import catalogue, example
 from hostile import BY_LIMIT, HEADER, billion_laughs, many_nodes
 
 from dxts.core.config import DefinitionConfig, DocumentLimits
+from dxts.core.deadlines import checkpoint, deadline, in_abandonable_thread
 from dxts.core.errors import DeadlineExceeded
-from dxts.core.grpc.deadlines import checkpoint, deadline, in_abandonable_thread
 from dxts.cwl.check import check_document
 from dxts.cwl.limits import check_text
 from dxts.cwl.loading import Bundle

@@ -17,7 +17,7 @@ from definition_world import HELD, ExecutionDouble, Fixture, build_workgraph
 from definition_world import log_rows as read_logs
 
 from dxts.core.db import Database
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.states import ActionResult
 from dxts.definition.logic import actions, transformation_commands, workgraph_commands
 from dxts.definition.logic.authorise import Caller

@@ -19,7 +19,8 @@ from google.protobuf import message_factory
 from dxts.core.counters import journal_inputs
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import NotFound
-from dxts.core.grpc import DevKeys, Identity, channel
+from dxts.core.grpc import DevKeys, channel
+from dxts.core.identity import Identity
 from dxts.core.ids import id_to_str
 from dxts.core.kernel.authorisation import (
     RULES,

@@ -27,9 +27,10 @@ from dxts.core.errors import (
     NotFound,
     PermissionDenied,
 )
-from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
+from dxts.core.grpc import DevKeys, GrpcServer, Service, channel
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.grpc.ports import free_port
+from dxts.core.identity import current_identity
 from dxts.core.ids import hash_to_str, id_to_str, input_hash, new_id
 from dxts.core.locks import LockManager
 from dxts.core.schema import execution, metadata

@@ -139,13 +139,13 @@ async def test_provenance_follows_files_upstream(
 
     records = await operations.provenance(database, merged)
 
-    assert [(bytes(r.parcel.ParcelID), r.output.lfn, r.depth) for r in records] == [
+    assert [(r.parcel.parcel_id, r.output.lfn, r.depth) for r in records] == [
         (p2, merged, 1),
         (p1, reco, 2),
     ]
-    assert [i.LFN for i in records[1].inputs] == [f"/lhcb/raw/{raw.hex()}.dst"]
+    assert [i.lfn for i in records[1].inputs] == [f"/lhcb/raw/{raw.hex()}.dst"]
     assert records[0].output.name == "out"
-    assert records[0].parcel.ProcessID is not None
+    assert records[0].parcel.process_id is not None
     assert len(await operations.provenance(database, merged, max_depth=1)) == 1
     with pytest.raises(NotFound):
         await operations.provenance(database, "/o/nowhere")
@@ -163,10 +163,10 @@ async def test_parcel_provenance_names_its_recovery_children(
 
     found = await operations.parcel_provenance(database, p)
 
-    assert sorted(bytes(i.InputID) for i in found.inputs) == sorted(inputs)
+    assert sorted(i.input_id for i in found.inputs) == sorted(inputs)
     assert [o.lfn for o in found.outputs] == [f"/o/{p.hex()}"]
     (child,) = found.recovery_children
-    assert (child.Descriptor, bytes(child.ParentInputID), child.Status) == (
+    assert (child.descriptor, child.parent_input_id, child.status) == (
         {"half": 1},
         inputs[1],
         "Processed",

@@ -29,8 +29,9 @@ from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, NotFound, PermissionDenied
-from dxts.core.grpc import DevKeys, GrpcServer, Service, channel, current_identity
+from dxts.core.grpc import DevKeys, GrpcServer, Service, channel
 from dxts.core.grpc.convert import enum_to_proto
+from dxts.core.identity import current_identity
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.locks import LockManager
 from dxts.core.schema import accounting

@@ -89,7 +89,12 @@ async def test_a_recorded_user_parcel_reads_back_with_its_outcome(
 
     view = await get_user_parcel(database, parcel_id)
 
-    assert (view.parcel.Status, view.parcel.VO, view.parcel.Sub) == ("Done", "lhcb", "bob")
+    record = view.record
+    assert (record.parcel.status, record.submitter.vo, record.submitter.sub) == (
+        "Done",
+        "lhcb",
+        "bob",
+    )
     assert [f.lfn for f in view.outputs] == [lfn]
     assert view.outcome is not None
     assert view.outcome.result == OutcomeResult.SUCCEEDED

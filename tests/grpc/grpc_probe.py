@@ -12,7 +12,9 @@ import grpc
 from google.protobuf.wrappers_pb2 import StringValue
 
 from dxts.core import errors
-from dxts.core.grpc import Service, channel, current_identity, time_remaining
+from dxts.core.deadlines import time_remaining
+from dxts.core.grpc import Service, channel
+from dxts.core.identity import current_identity
 from dxts.core.kernel.authorisation import CallerKind, Rules
 
 PROBE = "dxts.test.Probe"

@@ -21,18 +21,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_probe import Probe, unary
 
 from dxts.core import errors
-from dxts.core.grpc import (
-    DevKeys,
-    GrpcServer,
-    Identity,
-    Service,
-    TokenVerifier,
-    acting_as,
-    channel,
-    current_identity,
-    issue_token,
-)
+from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier, channel, issue_token
 from dxts.core.grpc.auth import DEFAULT_ISSUER, DEV_KEY_FILE
+from dxts.core.identity import Identity, acting_as, current_identity
 from dxts.core.settings import AuthSettings, ServerSettings
 from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 

@@ -14,8 +14,8 @@ import pytest
 from google.protobuf.wrappers_pb2 import StringValue
 from grpc_probe import Probe, unary
 
-from dxts.core.grpc import DEFAULT_TIMEOUT_S, GrpcServer, channel, deadline, time_remaining
-from dxts.core.grpc.deadlines import call_timeout
+from dxts.core.deadlines import DEFAULT_TIMEOUT_S, call_timeout, deadline, time_remaining
+from dxts.core.grpc import GrpcServer, channel
 
 MARGIN = 0.5
 

@@ -6,7 +6,7 @@ import pytest
 from google.protobuf import descriptor_pool
 
 from dxts.core.errors import PermissionDenied
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.kernel.authorisation import (
     RULES,
     CallerKind,

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import InvalidArgument, NotFound, PermissionDenied
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import new_id
 from dxts.core.kernel.commands import (
     LogScope,

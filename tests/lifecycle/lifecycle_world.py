@@ -23,7 +23,7 @@ from lifecycle_doubles import MemoryCounts, MemoryExecution
 from dxts.core import content_store
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, LocalFileCatalogue
 from dxts.core.db import Database, Isolation, db_now
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.plugins import (
     Accept,

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
@@ -42,7 +42,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# An open transaction, as logic holds it: a handle it passes on to its stores and to core's
+# journals, locks and logs, and never reads itself (its SQL is theirs).
+Transaction: TypeAlias = AsyncConnection
+
 MYSQL_DEADLOCK = 1213
+MYSQL_DUPLICATE_KEY = 1062
 # Client-side codes meaning the server is gone or unreachable (CR_CONN_HOST_ERROR,
 # CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONNECTION_ERROR, ER_CON_COUNT_ERROR...).
 MYSQL_UNREACHABLE = {1040, 1042, 1043, 1047, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
@@ -137,6 +142,21 @@ def mysql_error_code(error: BaseException) -> int | None:
 
 def is_deadlock(error: BaseException) -> bool:
     return isinstance(error, exc.DBAPIError) and mysql_error_code(error) == MYSQL_DEADLOCK
+
+
+def is_duplicate_key(error: BaseException) -> bool:
+    """A unique key refused the row: another transaction inserted the same key first."""
+    return isinstance(error, exc.IntegrityError) and mysql_error_code(error) == MYSQL_DUPLICATE_KEY
+
+
+def is_transient(error: BaseException) -> bool:
+    """An error that says "try later" rather than "this cannot be done": the database or a
+    service away, a deadlock that persisted, a lock wait that timed out."""
+    if isinstance(error, Unavailable | Aborted | OSError | TimeoutError):
+        return True
+    return isinstance(error, exc.OperationalError | exc.InterfaceError) or (
+        isinstance(error, exc.DBAPIError) and error.connection_invalidated
+    )
 
 
 def is_unreachable(error: BaseException) -> bool:

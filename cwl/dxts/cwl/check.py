@@ -14,7 +14,7 @@ from ruamel.yaml.error import YAMLError
 from schema_salad.utils import yaml_no_ts
 
 from dxts.core.config import DefinitionConfig
-from dxts.core.grpc.deadlines import checkpoint
+from dxts.core.deadlines import checkpoint
 from dxts.cwl.compile import Plan, compile_plan
 from dxts.cwl.loading import (
     DEFAULT_GRAPH_ENTRY,

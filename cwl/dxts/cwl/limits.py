@@ -21,7 +21,7 @@ import io
 import yaml
 
 from dxts.core.config import DocumentLimits
-from dxts.core.grpc.deadlines import checkpoint
+from dxts.core.deadlines import checkpoint
 
 # The C parser when PyYAML has libyaml (its wheels do), else the same parser in Python.
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -47,8 +47,8 @@ from schema_salad.utils import yaml_no_ts
 
 from dxts.core.adaptor.model import SCHEMAS_FIELD
 from dxts.core.config import DocumentLimits
+from dxts.core.deadlines import checkpoint
 from dxts.core.errors import DxtsError
-from dxts.core.grpc.deadlines import checkpoint
 from dxts.cwl.bundle import Bundle as Bundle
 from dxts.cwl.bundle import BundleEscape as BundleEscape
 from dxts.cwl.bundle import normalise_path as normalise_path

@@ -2,8 +2,8 @@
 
 Clients send `authorization: Bearer <jwt>`. The token's claims are `sub` (the OIDC subject),
 `vo`, `roles` (a list of strings), `iss`, `aud` and `exp`; the server interceptor verifies
-them with a `TokenVerifier` and puts the caller's `Identity` in a context variable that
-`current_identity()` reads.
+them with a `TokenVerifier` and serves the request `acting_as` the caller's `Identity`
+(`dxts.core.identity`), which `current_identity()` reads.
 
 Keys: production verifies with the issuer's public key (EdDSA, RS256, ES256) or a shared secret
 (HS256), from `AuthSettings`. With neither configured, the embedded default uses a
@@ -19,8 +19,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 from dxts.core.errors import InvalidArgument, Unauthenticated
+from dxts.core.identity import Identity
 from dxts.core.settings import AuthSettings
 
 log = logging.getLogger(__name__)
@@ -44,39 +44,6 @@ HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 # Tolerated clock skew between the token issuer and this server.
 LEEWAY_S = 30.0
 _CACHE_SIZE = 1024
-
-
-@dataclass(frozen=True)
-class Identity:
-    """The authenticated caller."""
-
-    vo: str
-    sub: str
-    roles: frozenset[str] = frozenset()
-
-    def has_role(self, role: str) -> bool:
-        return role in self.roles
-
-
-_current_identity: ContextVar[Identity | None] = ContextVar("dxts_identity", default=None)
-
-
-def current_identity() -> Identity:
-    """The caller of the request being served; Unauthenticated outside an authenticated one."""
-    identity = _current_identity.get()
-    if identity is None:
-        raise Unauthenticated("no authenticated caller in this context")
-    return identity
-
-
-@contextlib.contextmanager
-def acting_as(identity: Identity) -> Iterator[Identity]:
-    """Run a block as `identity` (what the interceptor does per request; sweeps and tests)."""
-    token = _current_identity.set(identity)
-    try:
-        yield identity
-    finally:
-        _current_identity.reset(token)
 
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc.aio import ClientCallDetails
 
-from dxts.core.grpc.deadlines import DEFAULT_TIMEOUT_S, call_timeout
+from dxts.core.deadlines import DEFAULT_TIMEOUT_S, call_timeout
 from dxts.core.grpc.errors import domain_error
 
 if TYPE_CHECKING:

@@ -24,10 +24,11 @@ from typing import Any
 import grpc
 from grpc.aio import ServicerContext
 
-from dxts.core.grpc import deadlines
-from dxts.core.grpc.auth import TokenVerifier, acting_as, bearer_token
+from dxts.core import deadlines
+from dxts.core.grpc.auth import TokenVerifier, bearer_token
 from dxts.core.grpc.errors import rich_status, to_grpc_status
 from dxts.core.grpc.metrics import RPC_SECONDS, RPCS_HANDLED
+from dxts.core.identity import acting_as
 from dxts.core.kernel.authorisation import Rules, authorise_call
 
 # Services reachable without a token: probes and tooling must work before anyone logs in.

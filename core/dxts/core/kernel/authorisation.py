@@ -29,7 +29,7 @@ from dxts.core.errors import PermissionDenied
 if TYPE_CHECKING:  # the grpc package's interceptor imports this module
     from google.protobuf.descriptor import MethodDescriptor
 
-    from dxts.core.grpc.auth import Identity
+    from dxts.core.identity import Identity
 
 
 class CallerKind(StrEnum):

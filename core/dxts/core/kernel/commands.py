@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Aborted, InvalidArgument
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.schema.accounting import transformation_log, workgraph_log

@@ -7,8 +7,8 @@ from typing import Any
 
 from dxts.core.adaptor import mapping
 from dxts.core.errors import InvalidArgument, PermissionDenied
-from dxts.core.grpc.auth import current_identity
 from dxts.core.grpc.convert import enum_to_proto, to_timestamp
+from dxts.core.identity import current_identity
 from dxts.core.ids import id_from_str
 from dxts.core.kernel.authorisation import backend_of
 from dxts.dispatcher.logic.backends import read_loads

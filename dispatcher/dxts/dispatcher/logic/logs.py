@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from dxts.core.adaptor.model import JobLogs
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition, NotFound, Unavailable
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_to_str
 from dxts.core.kernel.authorisation import CallerKind
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable

@@ -225,7 +225,10 @@ async def load_payloads(conn: AsyncConnection, held: Sequence[Parcel]) -> None:
             by_id[bytes(user.ParcelID)].vo = user.VO
 
 
-async def requirement_sets(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def requirement_sets(
+    conn: AsyncConnection, ids: Iterable[bytes]
+) -> dict[bytes, dict[str, Any]]:
+    """Requirement sets (JSON objects) by hash."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}
@@ -237,7 +240,8 @@ async def requirement_sets(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[
     return {bytes(row[0]): row[1] for row in rows}
 
 
-async def sidecars(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def sidecars(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, dict[str, Any]]:
+    """Resolved-hints sidecars (JSON objects) by hash."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}

@@ -18,7 +18,6 @@ from dxts.accounting.logic.visibility import check_readable, readable_scope
 from dxts.core.counters import Counter, Entity
 from dxts.core.db import Database
 from dxts.core.errors import InvalidArgument
-from dxts.core.grpc import Identity, current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_timestamp, json_text
 from dxts.core.grpc.paging import (
@@ -28,6 +27,7 @@ from dxts.core.grpc.paging import (
     page_size,
 )
 from dxts.core.grpc.requests import Problems, required_id
+from dxts.core.identity import Identity, current_identity
 from dxts.core.ids import id_to_str
 from dxts.v1 import accounting_pb2, accounting_pb2_grpc
 

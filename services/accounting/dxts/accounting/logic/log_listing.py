@@ -69,19 +69,18 @@ async def list_log(
         after=after,
         limit=limit + 1,
     )
-    owner_column = logs.LOG_OWNER_COLUMNS[owner.value]
     records = [
         LogRecord(
-            row.LogID,
+            row.log_id,
             owner,
-            row._mapping[owner_column],
-            row.EventType,
-            row.OldStatus,
-            row.NewStatus,
-            row.Author,
-            row.Message,
-            row.Data,
-            row.CreatedAt,
+            row.owner_id,
+            row.event_type,
+            row.old_status,
+            row.new_status,
+            row.author,
+            row.message,
+            row.data,
+            row.created_at,
         )
         for row in rows[:limit]
     ]

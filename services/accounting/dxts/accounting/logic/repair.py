@@ -27,7 +27,7 @@ from dxts.accounting.store.logs import append_transformation_logs
 from dxts.core.counters import DATA_PARCELS, TRANSFORMATION, Counter, Drift
 from dxts.core.counters.construct import Key
 from dxts.core.db import Database, Isolation
-from dxts.core.grpc import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry
 

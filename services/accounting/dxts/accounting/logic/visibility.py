@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from dxts.accounting.logic.members import MemberLister
 from dxts.core.errors import PermissionDenied
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.kernel.authorisation import CallerKind
 
 

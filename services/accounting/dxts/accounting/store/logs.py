@@ -23,6 +23,22 @@ LOG_OWNER_COLUMNS = {"transformation": "TransformationID", "workgraph": "Workgra
 
 
 @dataclass(frozen=True)
+class LogRow:
+    """One TransformationLog or WorkgraphLog row; `owner_id` is its transformation's or
+    workgraph's id, whichever log it is in."""
+
+    log_id: int
+    owner_id: bytes
+    event_type: str
+    old_status: str | None
+    new_status: str | None
+    author: str
+    message: str | None
+    data: Any  # the JSON data, as stored
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class LogPosition:
     """Where a log page ends: the last row's (CreatedAt, LogID), the keyset order."""
 
@@ -39,7 +55,7 @@ async def log_rows(
     newest_first: bool,
     after: LogPosition | None,
     limit: int,
-) -> list[sa.Row[Any]]:
+) -> list[LogRow]:
     """Up to `limit` log rows of one workgraph or transformation (`owner`), in (CreatedAt,
     LogID) order, descending when `newest_first`, starting after `after`.
 
@@ -65,7 +81,22 @@ async def log_rows(
         statement = statement.where(beyond)
     order = (created.desc(), log_id.desc()) if newest_first else (created.asc(), log_id.asc())
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
-        return list(await conn.execute(statement.order_by(*order).limit(limit)))
+        rows = await conn.execute(statement.order_by(*order).limit(limit))
+        owner_column = LOG_OWNER_COLUMNS[owner]
+        return [
+            LogRow(
+                row.LogID,
+                row._mapping[owner_column],
+                row.EventType,
+                row.OldStatus,
+                row.NewStatus,
+                row.Author,
+                row.Message,
+                row.Data,
+                row.CreatedAt,
+            )
+            for row in rows
+        ]
 
 
 async def append_transformation_logs(

@@ -17,9 +17,9 @@ import grpc
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
 from dxts.core.errors import Unauthenticated
-from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.requests import Problems
+from dxts.core.identity import current_identity
 from dxts.core.locks import LockManager
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.edge.mapping import transformation_pb, workgraph_pb

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dxts.core.grpc import current_identity
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.paging import decode_page_token, encode_page_token, filters_fingerprint
 from dxts.core.grpc.paging import page_size as _page_size
+from dxts.core.identity import current_identity
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.definition.edge.mapping import bundle_from_pb, diagnostic_pb, process_pb, version_pb
 from dxts.definition.edge.servicer_common import Context, ServicerBase, required_hash

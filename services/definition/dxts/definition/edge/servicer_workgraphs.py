@@ -5,12 +5,12 @@ workgraph.
 from __future__ import annotations
 
 from dxts.core.errors import InvalidArgument
-from dxts.core.grpc import current_identity
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.convert import json_text
 from dxts.core.grpc.paging import filters_fingerprint
 from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
+from dxts.core.identity import current_identity
 from dxts.core.ids import id_to_str
 from dxts.core.states import WorkgraphStatus
 from dxts.definition.edge.mapping import (

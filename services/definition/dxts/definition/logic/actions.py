@@ -10,11 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, db_now
+from dxts.core.db import Database, Transaction, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.kernel.commands import LogScope, Result, run_command
 from dxts.core.state_machines import BLOCKED_COUNTERPART, Actor
 from dxts.core.states import ActionResult
@@ -29,6 +27,7 @@ from dxts.definition.logic.locked import (
 )
 from dxts.definition.logic.moves import move_transformations, move_workgraph
 from dxts.definition.store import actions as actions_db
+from dxts.definition.store.actions import ActionRecord
 
 FORCEABLE = {
     APPROVING: {ActionResult.PASSED, ActionResult.FAILED},
@@ -48,17 +47,18 @@ class _ActionOwner:
 
 
 async def _lock_action_owner(
-    conn: AsyncConnection, caller: Caller, action_id: int
-) -> tuple[Any, _ActionOwner]:
+    conn: Transaction, caller: Caller, action_id: int
+) -> tuple[ActionRecord, _ActionOwner]:
     """The action and its owner, both locked (owner first); NotFound across VOs."""
     row = await actions_db.action_row(conn, action_id)
     if row is None:
         raise NotFound("action", action_id)
-    if row.WorkgraphID is not None:
-        workgraph = await lock_workgraph(conn, bytes(row.WorkgraphID))
+    if row.workgraph_id is not None:
+        workgraph = await lock_workgraph(conn, row.workgraph_id)
         owner = _ActionOwner(workgraph.status, workgraph.vo, workgraph.sub, workgraph, None)
     else:
-        locked = await lock_transformation(conn, bytes(row.TransformationID))
+        assert row.transformation_id is not None  # an action's owner is one or the other
+        locked = await lock_transformation(conn, row.transformation_id)
         owner = _ActionOwner(locked.status, locked.vo, locked.sub, locked.workgraph, locked)
     if caller.identity.vo != owner.vo:
         raise NotFound("action", action_id)
@@ -68,7 +68,7 @@ async def _lock_action_owner(
 
 
 def _authorise_action(
-    caller: Caller, action: Any, owner: _ActionOwner, *, sign_off: bool = False
+    caller: Caller, action: ActionRecord, owner: _ActionOwner, *, sign_off: bool = False
 ) -> None:
     """Who may force or reset an action: whoever may steer its owner; forcing (`sign_off`) an
     action that needs a role also needs that role (or the operator role). Holding the role a
@@ -76,73 +76,71 @@ def _authorise_action(
     role = required_role(action, caller) if sign_off else None
     if role is not None and role != caller.operator_role and caller.identity.has_role(role):
         return
-    owner_id = (
-        owner.transformation.transformation_id
-        if owner.transformation is not None
-        else bytes(action.WorkgraphID)
-    )
+    if owner.transformation is not None:
+        owner_id = owner.transformation.transformation_id
+    else:
+        assert action.workgraph_id is not None  # no transformation owns it: a workgraph does
+        owner_id = action.workgraph_id
     kind = "workgraph" if owner.transformation is None else "transformation"
     authorise(caller, owner.vo, owner.sub, kind, owner_id)
     if role is not None and not (caller.identity.has_role(role) or caller.is_operator):
         raise PermissionDenied(
-            f"forcing {action.Action} (action {action.ActionID}) needs the {role!r} role"
+            f"forcing {action.action} (action {action.action_id}) needs the {role!r} role"
         )
 
 
-def _require_list_running(action: Any, owner: _ActionOwner) -> None:
-    if owner.status not in (action.State, BLOCKED_COUNTERPART.get(action.State)):
+def _require_list_running(action: ActionRecord, owner: _ActionOwner) -> None:
+    if owner.status not in (action.state, BLOCKED_COUNTERPART.get(action.state)):
         raise FailedPrecondition(
-            f"action {action.ActionID} belongs to the {action.State} list, and its owner is "
+            f"action {action.action_id} belongs to the {action.state} list, and its owner is "
             f"{owner.status}: it can be forced or reset only while that list runs",
             current_state=owner.status,
         )
 
 
-def required_role(action: Any, caller: Caller) -> str | None:
+def required_role(action: ActionRecord, caller: Caller) -> str | None:
     """The role forcing this action needs: the one a sign-off names in its args (`role`), or
     the operator role for every approving action (the gate the operators own)."""
-    args = action.Args if isinstance(action.Args, dict) else {}
+    args = action.args if isinstance(action.args, dict) else {}
     if isinstance(args.get("role"), str) and args["role"]:
         return str(args["role"])
-    return caller.operator_role if action.State == APPROVING else None
+    return caller.operator_role if action.state == APPROVING else None
 
 
-def _details(action: Any) -> dict[str, Any]:
+def _details(action: ActionRecord) -> dict[str, Any]:
     """What the command's log row records of the action."""
     return {
-        "action_id": action.ActionID,
-        "action": action.Action,
-        "state": action.State,
-        "position": action.Position,
+        "action_id": action.action_id,
+        "action": action.action,
+        "state": action.state,
+        "position": action.position,
     }
 
 
-def _scope(target: tuple[Any, _ActionOwner]) -> LogScope:
+def _scope(target: tuple[ActionRecord, _ActionOwner]) -> LogScope:
     """The log of the action's owner: its workgraph's, or its transformation's."""
     action, _ = target
-    if action.WorkgraphID is not None:
-        return LogScope(workgraph_id=bytes(action.WorkgraphID))
-    return LogScope(transformation_id=bytes(action.TransformationID))
+    if action.workgraph_id is not None:
+        return LogScope(workgraph_id=action.workgraph_id)
+    return LogScope(transformation_id=action.transformation_id)
 
 
 async def _leave_blocked(
-    conn: AsyncConnection,
-    action: Any,
+    conn: Transaction,
+    action: ActionRecord,
     owner: _ActionOwner,
     caller: Caller,
     message: str,
     data: dict[str, Any],
 ) -> None:
     """Back to the unblocked state once no action of the list says Failed."""
-    if owner.status != BLOCKED_COUNTERPART.get(action.State):
+    if owner.status != BLOCKED_COUNTERPART.get(action.state):
         return
     failed = await actions_db.failed_actions(
         conn,
-        state=action.State,
-        workgraph_id=None if action.WorkgraphID is None else bytes(action.WorkgraphID),
-        transformation_id=None
-        if action.TransformationID is None
-        else bytes(action.TransformationID),
+        state=action.state,
+        workgraph_id=None if action.workgraph_id is None else action.workgraph_id,
+        transformation_id=None if action.transformation_id is None else action.transformation_id,
     )
     if failed:
         return
@@ -151,7 +149,7 @@ async def _leave_blocked(
         await move_workgraph(
             conn,
             owner.workgraph,
-            action.State,
+            action.state,
             actor=Actor.OPERATOR,
             author=caller.author,
             message=message,
@@ -161,7 +159,7 @@ async def _leave_blocked(
         await move_transformations(
             conn,
             [(owner.transformation.transformation_id, owner.status)],
-            action.State,
+            action.state,
             actor=Actor.OPERATOR,
             author=caller.author,
             message=message,
@@ -182,19 +180,19 @@ async def force_action(
     """Record `result` for an action of the list its owner is running (the author is the
     caller); a blocked owner with no Failed action left goes back to the unblocked state."""
 
-    def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
+    def admit(identity: Identity, target: tuple[ActionRecord, _ActionOwner]) -> None:
         action, owner = target
-        allowed = FORCEABLE.get(action.State, set())
+        allowed = FORCEABLE.get(action.state, set())
         if result not in allowed:
             raise InvalidArgument(
-                f"a {action.State} action is forced to one of "
+                f"a {action.state} action is forced to one of "
                 f"{', '.join(sorted(a.value for a in allowed))}, not {result}",
                 field="result",
             )
         _authorise_action(caller, action, owner, sign_off=True)
         _require_list_running(action, owner)
 
-    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+    async def apply(conn: Transaction, target: tuple[ActionRecord, _ActionOwner]) -> Result:
         action, owner = target
         data = command_data(request_id, "", result=result.value)
         await actions_db.set_action_result(
@@ -206,7 +204,7 @@ async def force_action(
             now=await db_now(conn),
         )
         await _leave_blocked(
-            conn, action, owner, caller, f"action {action.Action} forced {result.value}", data
+            conn, action, owner, caller, f"action {action.action} forced {result.value}", data
         )
         return {**_details(action), "result": result.value}
 
@@ -230,12 +228,12 @@ async def reset_action(
 ) -> Result:
     """Clear an action's result so that the runner runs it again (the author is recorded)."""
 
-    def admit(identity: Identity, target: tuple[Any, _ActionOwner]) -> None:
+    def admit(identity: Identity, target: tuple[ActionRecord, _ActionOwner]) -> None:
         action, owner = target
         _authorise_action(caller, action, owner)
         _require_list_running(action, owner)
 
-    async def apply(conn: AsyncConnection, target: tuple[Any, _ActionOwner]) -> Result:
+    async def apply(conn: Transaction, target: tuple[ActionRecord, _ActionOwner]) -> Result:
         action, owner = target
         data = command_data(request_id, reason)
         await actions_db.set_action_result(
@@ -246,7 +244,7 @@ async def reset_action(
             author=caller.author,
             now=await db_now(conn),
         )
-        await _leave_blocked(conn, action, owner, caller, f"action {action.Action} reset", data)
+        await _leave_blocked(conn, action, owner, caller, f"action {action.action} reset", data)
         return {**_details(action), "result": None}
 
     return await run_command(

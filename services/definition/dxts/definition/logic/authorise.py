@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dxts.core.errors import NotFound, PermissionDenied
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_to_str
 
 AUTHOR_LENGTH = 64

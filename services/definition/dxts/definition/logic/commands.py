@@ -15,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database
-from dxts.core.grpc.auth import Identity
+from dxts.core.db import Database, Transaction
+from dxts.core.identity import Identity
 from dxts.core.kernel.commands import LogScope, Request, Result, run_command
 from dxts.definition.logic.authorise import Caller, authorise
 from dxts.definition.logic.locked import (
@@ -28,8 +26,8 @@ from dxts.definition.logic.locked import (
     lock_workgraph,
 )
 
-Apply = Callable[[AsyncConnection, LockedWorkgraph], Awaitable[Result]]
-ApplyToTransformation = Callable[[AsyncConnection, LockedTransformation], Awaitable[Result]]
+Apply = Callable[[Transaction, LockedWorkgraph], Awaitable[Result]]
+ApplyToTransformation = Callable[[Transaction, LockedTransformation], Awaitable[Result]]
 Target = TypeVar("Target", LockedWorkgraph, LockedTransformation)
 
 
@@ -42,8 +40,8 @@ async def _steer(
     request: Request,
     caller: Caller,
     scope: LogScope,
-    lock: Callable[[AsyncConnection], Awaitable[Target]],
-    apply: Callable[[AsyncConnection, Target], Awaitable[Result]],
+    lock: Callable[[Transaction], Awaitable[Target]],
+    apply: Callable[[Transaction, Target], Awaitable[Result]],
     admit: Callable[[Target], None] | None,
 ) -> Result:
     kind = "workgraph" if scope.workgraph_id is not None else "transformation"

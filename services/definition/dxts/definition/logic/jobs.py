@@ -20,14 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core import content_store as store
 from dxts.core.config import DefinitionConfig, resolve_hints
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
+from dxts.core.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.errors import InvalidArgument
-from dxts.core.grpc.auth import Identity
-from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
+from dxts.core.identity import Identity
 from dxts.core.ids import content_hash
 from dxts.cwl.analysis import WORKGRAPH
 from dxts.cwl.compile import hash_processes, replace_runs
@@ -78,7 +76,7 @@ def check_job(document: LoadedDocument | None, problems: list[Problem]) -> list[
 
 
 async def _store(
-    conn: AsyncConnection, document: LoadedDocument, vo: str, config: DefinitionConfig
+    conn: Transaction, document: LoadedDocument, vo: str, config: DefinitionConfig
 ) -> tuple[bytes, bytes | None, dict[str, Any]]:
     """Store the process tree and the requirements; (ProcessID, RequirementsID, job hint)."""
     resolved, problems = await resolve_references(conn, document, vo)
@@ -128,7 +126,7 @@ async def submit_job(
     raise_for_errors(problems)
     assert document is not None
 
-    async def work(conn: AsyncConnection) -> tuple[bytes, bytes | None, dict[str, Any]]:
+    async def work(conn: Transaction) -> tuple[bytes, bytes | None, dict[str, Any]]:
         return await _store(conn, document, identity.vo, config)
 
     process_id, requirements_id, hint = await database.run(work, isolation=Isolation.READ_COMMITTED)

@@ -12,9 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, db_now
+from dxts.core.db import Database, Transaction, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument
 from dxts.core.kernel.commands import Result
 from dxts.definition.logic.authorise import Caller
@@ -83,14 +81,14 @@ async def update_labels(
     it), as one kernel command; returns the annotations as stored (a retry: as the first
     application stored them)."""
 
-    async def to_workgraph(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def to_workgraph(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         annotations = apply_patch(workgraph.annotations, patch)
         await workgraphs_db.set_workgraph_annotations(
             conn, workgraph.workgraph_id, annotations, await db_now(conn)
         )
         return {"patch": patch, "annotations": annotations}
 
-    async def to_transformation(conn: AsyncConnection, locked: LockedTransformation) -> Result:
+    async def to_transformation(conn: Transaction, locked: LockedTransformation) -> Result:
         annotations = apply_patch(locked.annotations, patch)
         await transformations_db.set_transformation_annotations(
             conn, locked.transformation_id, annotations, await db_now(conn)

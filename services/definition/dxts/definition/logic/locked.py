@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from dxts.core.db import Transaction
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.cwl.compile import EDGE_ARGUMENT, EDGE_FEEDER
@@ -66,7 +65,7 @@ class LockedWorkgraph:
         return next(m for m in self.members if m.transformation_id == transformation_id)
 
 
-async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> LockedWorkgraph:
+async def lock_workgraph(conn: Transaction, workgraph_id: bytes) -> LockedWorkgraph:
     """The workgraph and its members, the workgraph row locked; NotFound if there is none."""
     row = await workgraphs_db.lock_workgraph(conn, workgraph_id)
     if row is None:
@@ -81,15 +80,15 @@ async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> LockedWo
             bool(m.FeederEnabled),
             m.Annotations if isinstance(m.Annotations, dict) else {},
         )
-        for m in await workgraphs_db.members_of(conn, bytes(row.OwnershipID))
+        for m in await workgraphs_db.members_of(conn, row.ownership_id)
     )
     return LockedWorkgraph(
         workgraph_id,
-        row.Status,
-        row.VO,
-        row.Sub,
-        bytes(row.OwnershipID),
-        row.Annotations if isinstance(row.Annotations, dict) else {},
+        row.status,
+        row.vo,
+        row.sub,
+        row.ownership_id,
+        row.annotations if isinstance(row.annotations, dict) else {},
         members,
     )
 
@@ -111,16 +110,14 @@ class LockedTransformation:
         return self.workgraph is None
 
 
-async def lock_transformation(
-    conn: AsyncConnection, transformation_id: bytes
-) -> LockedTransformation:
+async def lock_transformation(conn: Transaction, transformation_id: bytes) -> LockedTransformation:
     """A transformation, its workgraph locked first when it is a member; NotFound if none."""
     owner = await transformations_db.transformation_owner(conn, transformation_id)
     if owner is None:
         raise NotFound("transformation", id_to_str(transformation_id))
     workgraph = None
-    if owner.WorkgraphID is not None:
-        workgraph = await lock_workgraph(conn, bytes(owner.WorkgraphID))
+    if owner.workgraph_id is not None:
+        workgraph = await lock_workgraph(conn, owner.workgraph_id)
     row = await transformations_db.lock_transformation(conn, transformation_id)
     assert row is not None  # transformations are never deleted
     return LockedTransformation(

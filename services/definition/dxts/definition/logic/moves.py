@@ -13,9 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import db_now
+from dxts.core.db import Transaction, db_now
 from dxts.core.errors import Aborted, FailedPrecondition
 from dxts.core.ids import id_to_str
 from dxts.core.logs import STATE_CHANGE, LogEntry, log_transformations, log_workgraphs
@@ -33,7 +31,7 @@ from dxts.definition.store import workgraphs as workgraphs_db
 
 
 async def move_workgraph(
-    conn: AsyncConnection,
+    conn: Transaction,
     workgraph: LockedWorkgraph,
     target: str,
     *,
@@ -97,7 +95,7 @@ async def move_workgraph(
 
 
 async def move_transformations(
-    conn: AsyncConnection,
+    conn: Transaction,
     transformations: Iterable[tuple[bytes, str]],
     target: str,
     *,
@@ -119,7 +117,7 @@ async def move_transformations(
 
 
 async def _apply_moves(
-    conn: AsyncConnection,
+    conn: Transaction,
     grouped: Mapping[tuple[str, str], list[bytes]],
     *,
     author: str,

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound, PermissionDenied
 from dxts.core.ids import hash_to_str
 from dxts.definition.logic import registry
@@ -52,20 +50,20 @@ class LineageView:
     transformation_ids: tuple[bytes, ...]
 
 
-async def _views(conn: AsyncConnection, ids: set[bytes]) -> dict[bytes, ProcessView]:
+async def _views(conn: Transaction, ids: set[bytes]) -> dict[bytes, ProcessView]:
     children: dict[bytes, list[bytes]] = {i: [] for i in ids}
     for parent, child in sorted(await processes_db.process_children(conn, ids)):
         children[parent].append(child)
     return {
-        bytes(r.ProcessID): ProcessView(
-            bytes(r.ProcessID), r.Process, tuple(children[bytes(r.ProcessID)]), r.CreatedAt
+        r.process_id: ProcessView(
+            r.process_id, r.document, tuple(children[r.process_id]), r.created_at
         )
         for r in await processes_db.process_rows(conn, ids)
     }
 
 
 async def get_process(database: Database, process_id: bytes) -> ProcessView:
-    async def work(conn: AsyncConnection) -> ProcessView:
+    async def work(conn: Transaction) -> ProcessView:
         found = await _views(conn, {process_id})
         if process_id not in found:
             raise NotFound("process", hash_to_str(process_id))
@@ -77,7 +75,7 @@ async def get_process(database: Database, process_id: bytes) -> ProcessView:
 async def process_tree(database: Database, root: bytes) -> list[ProcessView]:
     """The root and everything it references, each once, children before their parents."""
 
-    async def work(conn: AsyncConnection) -> list[ProcessView]:
+    async def work(conn: Transaction) -> list[ProcessView]:
         tree = await registry.process_tree(conn, root)
         views = await _views(conn, set(tree))
         ordered: list[ProcessView] = []
@@ -115,7 +113,7 @@ async def publish(
         raise PermissionDenied(f"a process is published in the caller's own VO, not in {vo!r}")
     author = viewer.identity.sub[:64]
 
-    async def work(conn: AsyncConnection) -> VersionView:
+    async def work(conn: Transaction) -> VersionView:
         await registry.publish(
             conn, vo=vo, name=name, version=version, process_id=process_id, author=author
         )
@@ -134,7 +132,7 @@ async def resolve(
     if not viewer.sees(vo):
         raise NotFound("process", f"{name}@{version} in {vo}")
 
-    async def work(conn: AsyncConnection) -> VersionView:
+    async def work(conn: Transaction) -> VersionView:
         await registry.resolve(conn, vo=vo, name=name, version=version)
         entry = next(
             e for e in await registry.list_versions(conn, vo=vo, name=name) if e.version == version
@@ -150,14 +148,14 @@ async def versions(database: Database, viewer: Viewer, *, vo: str, name: str) ->
     if not viewer.sees(vo):
         return []
 
-    async def work(conn: AsyncConnection) -> list[VersionView]:
+    async def work(conn: Transaction) -> list[VersionView]:
         return [_version(vo, name, e) for e in await registry.list_versions(conn, vo=vo, name=name)]
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
 async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> LineageView:
-    async def work(conn: AsyncConnection) -> LineageView:
+    async def work(conn: Transaction) -> LineageView:
         found = await registry.lineage(conn, process_id)
         running = {t for t, _ in found.transformations}
         rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
@@ -167,7 +165,7 @@ async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> Line
             found.references,
             found.composed_by,
             tuple(
-                VersionView(r.VO, r.Name, r.Version, bytes(r.ProcessID), r.Author, r.CreatedAt)
+                VersionView(r.vo, r.name, r.version, r.process_id, r.author, r.created_at)
                 for r in names
             ),
             tuple(bytes(r.TransformationID) for r in rows if viewer.sees(r.VO)),

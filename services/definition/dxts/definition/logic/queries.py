@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.states import WorkgraphStatus
@@ -29,6 +27,8 @@ from dxts.definition.logic.locked import HALTED
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
+from dxts.definition.store.actions import ActionRecord
+from dxts.definition.store.workgraphs import WorkgraphRecord
 
 T = TypeVar("T")
 
@@ -180,35 +180,35 @@ def _page(items: list[T], limit: int, key: Any) -> Page[T]:
     return Page(items, None)
 
 
-def action_view(row: Any) -> ActionView:
+def action_view(row: ActionRecord) -> ActionView:
     return ActionView(
-        action_id=int(row.ActionID),
-        workgraph_id=None if row.WorkgraphID is None else bytes(row.WorkgraphID),
-        transformation_id=None if row.TransformationID is None else bytes(row.TransformationID),
-        state=row.State,
-        position=int(row.Position),
-        action=row.Action,
-        args=row.Args,
-        result=row.Result,
-        message=row.Message,
-        author=row.Author,
-        updated_at=row.UpdatedAt,
+        action_id=row.action_id,
+        workgraph_id=row.workgraph_id,
+        transformation_id=row.transformation_id,
+        state=row.state,
+        position=row.position,
+        action=row.action,
+        args=row.args,
+        result=row.result,
+        message=row.message,
+        author=row.author,
+        updated_at=row.updated_at,
     )
 
 
-async def _workgraph_views(conn: AsyncConnection, rows: list[Any]) -> list[WorkgraphView]:
-    members = await workgraphs_db.member_ids(conn, [bytes(r.OwnershipID) for r in rows])
+async def _workgraph_views(conn: Transaction, rows: list[WorkgraphRecord]) -> list[WorkgraphView]:
+    members = await workgraphs_db.member_ids(conn, [r.ownership_id for r in rows])
     return [
         WorkgraphView(
-            workgraph_id=bytes(r.WorkgraphID),
-            type=r.Type,
-            status=r.Status,
-            vo=r.VO,
-            sub=r.Sub,
-            annotations=r.Annotations,
-            hooks=r.Hooks,
-            transformation_ids=tuple(members.get(bytes(r.OwnershipID), [])),
-            updated_at=r.UpdatedAt,
+            workgraph_id=r.workgraph_id,
+            type=r.type,
+            status=r.status,
+            vo=r.vo,
+            sub=r.sub,
+            annotations=r.annotations,
+            hooks=r.hooks,
+            transformation_ids=tuple(members.get(r.ownership_id, [])),
+            updated_at=r.updated_at,
         )
         for r in rows
     ]
@@ -229,13 +229,13 @@ def _after(row: Any) -> list[bytes]:
 
 
 async def _transformation_views(
-    conn: AsyncConnection, rows: list[Any], *, for_execution: bool = False
+    conn: Transaction, rows: list[Any], *, for_execution: bool = False
 ) -> list[TransformationView]:
     ids = [bytes(r.TransformationID) for r in rows]
     outputs: dict[bytes, list[OutputView]] = {t: [] for t in ids}
     for o in await transformations_db.outputs_of(conn, ids):
-        outputs[bytes(o.TransformationID)].append(
-            OutputView(bytes(o.TransformationOutputID), o.Name, bool(o.Intermediate))
+        outputs[o.transformation_id].append(
+            OutputView(o.transformation_output_id, o.name, o.intermediate)
         )
     edges = {bytes(r.TransformationID): _edge_output(r) for r in rows}
     producers = await transformations_db.output_producers(conn, [e for e in edges.values() if e])
@@ -293,9 +293,9 @@ async def _transformation_views(
 async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes) -> WorkgraphDetail:
     """A workgraph with its members (dataflow edges as upstream ids) and its own actions."""
 
-    async def work(conn: AsyncConnection) -> WorkgraphDetail:
+    async def work(conn: Transaction) -> WorkgraphDetail:
         rows = await workgraphs_db.workgraph_rows(conn, ids=[workgraph_id])
-        if not rows or not viewer.sees(rows[0].VO):
+        if not rows or not viewer.sees(rows[0].vo):
             raise NotFound("workgraph", id_to_str(workgraph_id))
         (workgraph,) = await _workgraph_views(conn, rows)
         members = await _transformation_views(
@@ -306,7 +306,7 @@ async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes)
             workgraph,
             tuple(members),
             tuple(action_view(a) for a in actions),
-            rows[0].StrippedSpec,
+            rows[0].stripped_spec,
         )
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -320,7 +320,7 @@ async def list_workgraphs(
     limit: int,
     after: bytes | None = None,
 ) -> Page[WorkgraphView]:
-    async def work(conn: AsyncConnection) -> Page[WorkgraphView]:
+    async def work(conn: Transaction) -> Page[WorkgraphView]:
         rows = await workgraphs_db.workgraph_rows(
             conn,
             vo=viewer.vo_filter(filters.vo),
@@ -331,7 +331,7 @@ async def list_workgraphs(
             after=after,
             limit=limit + 1,
         )
-        page = _page(rows, limit, lambda r: bytes(r.WorkgraphID))
+        page = _page(rows, limit, lambda r: r.workgraph_id)
         return Page(await _workgraph_views(conn, page.items), page.last)
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -340,7 +340,7 @@ async def list_workgraphs(
 async def get_transformation(
     database: Database, viewer: Viewer, transformation_id: bytes
 ) -> TransformationDetail:
-    async def work(conn: AsyncConnection) -> TransformationDetail:
+    async def work(conn: Transaction) -> TransformationDetail:
         rows = await transformations_db.transformation_rows(conn, ids=[transformation_id])
         if not rows or not viewer.sees(rows[0].VO):
             raise NotFound("transformation", id_to_str(transformation_id))
@@ -363,7 +363,7 @@ async def list_transformations(
     """Transformations matching `filters`; with `active_only`, the Active ones with what the
     execution sweeps need (bookmark and requirements template included)."""
 
-    async def work(conn: AsyncConnection) -> Page[TransformationView]:
+    async def work(conn: Transaction) -> Page[TransformationView]:
         rows = await transformations_db.transformation_rows(
             conn,
             workgraph_id=filters.workgraph_id,
@@ -383,17 +383,21 @@ async def list_transformations(
 
 
 async def get_action(database: Database, viewer: Viewer, action_id: int) -> ActionView:
-    async def work(conn: AsyncConnection) -> ActionView:
+    async def work(conn: Transaction) -> ActionView:
         row = await actions_db.action_row(conn, action_id)
         if row is None:
             raise NotFound("action", action_id)
-        if row.WorkgraphID is not None:
-            owners = await workgraphs_db.workgraph_rows(conn, ids=[bytes(row.WorkgraphID)])
+        vo: str | None = None
+        if row.workgraph_id is not None:
+            owners = await workgraphs_db.workgraph_rows(conn, ids=[row.workgraph_id])
+            vo = owners[0].vo if owners else None
         else:
-            owners = await transformations_db.transformation_rows(
-                conn, ids=[bytes(row.TransformationID)]
+            assert row.transformation_id is not None  # an action's owner is one or the other
+            members = await transformations_db.transformation_rows(
+                conn, ids=[row.transformation_id]
             )
-        if not owners or not viewer.sees(owners[0].VO):
+            vo = members[0].VO if members else None
+        if vo is None or not viewer.sees(vo):
             raise NotFound("action", action_id)
         return action_view(row)
 

@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from dxts.core.db import Transaction
 from dxts.core.errors import AlreadyExists, FieldViolation, InvalidArgument, NotFound
 from dxts.core.ids import hash_to_str
 from dxts.definition.store import processes as processes_db
@@ -54,7 +53,7 @@ def _check_name(name: str, version: str) -> None:
 
 
 async def publish(
-    conn: AsyncConnection, *, vo: str, name: str, version: str, process_id: bytes, author: str
+    conn: Transaction, *, vo: str, name: str, version: str, process_id: bytes, author: str
 ) -> None:
     """Name a stored process `name@version` in `vo`."""
     _check_name(name, version)
@@ -73,22 +72,22 @@ async def publish(
     )
 
 
-async def resolve(conn: AsyncConnection, *, vo: str, name: str, version: str) -> bytes:
+async def resolve(conn: Transaction, *, vo: str, name: str, version: str) -> bytes:
     found = await registry_db.registry_lookup(conn, vo, [(name, version)])
     if (name, version) not in found:
         raise NotFound("process", f"{name}@{version} in {vo}")
     return found[(name, version)]
 
 
-async def list_versions(conn: AsyncConnection, *, vo: str, name: str) -> list[RegistryEntry]:
+async def list_versions(conn: Transaction, *, vo: str, name: str) -> list[RegistryEntry]:
     """Every published version of `name`, oldest first (versions are not otherwise ordered)."""
     return [
-        RegistryEntry(row.Version, bytes(row.ProcessID), row.Author, row.CreatedAt)
+        RegistryEntry(row.version, row.process_id, row.author, row.created_at)
         for row in await registry_db.registry_versions(conn, vo, name)
     ]
 
 
-async def process_tree(conn: AsyncConnection, root: bytes) -> dict[bytes, dict]:
+async def process_tree(conn: Transaction, root: bytes) -> dict[bytes, dict]:
     """A stored process and everything it references, keyed by hash (payload materialisation)."""
     tree: dict[bytes, dict] = {}
     frontier = {root}
@@ -103,7 +102,7 @@ async def process_tree(conn: AsyncConnection, root: bytes) -> dict[bytes, dict]:
     return tree
 
 
-async def lineage(conn: AsyncConnection, process_id: bytes) -> Lineage:
+async def lineage(conn: Transaction, process_id: bytes) -> Lineage:
     """What X runs, what composes X (walking ProcessReferences upwards, one query per level),
     and which transformations run X or anything containing it."""
     if not await processes_db.existing_processes(conn, [process_id]):

@@ -46,14 +46,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core import content_store as store
 from dxts.core.config import DefinitionConfig
-from dxts.core.db import Database
+from dxts.core.db import Database, Transaction
+from dxts.core.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.errors import FailedPrecondition, InvalidArgument
-from dxts.core.grpc.auth import Identity
-from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
+from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.commands import Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
@@ -102,7 +100,7 @@ class Submitted:
 
 
 async def resolve_references(
-    conn: AsyncConnection, document: LoadedDocument, vo: str
+    conn: Transaction, document: LoadedDocument, vo: str
 ) -> tuple[dict[str, bytes], list[Problem]]:
     """Registry names → hashes (once, now), and a problem for every reference naming nothing."""
     references = stored_references(document)
@@ -165,7 +163,7 @@ def _refused(request_id: str, why: str) -> FailedPrecondition:
 
 
 async def recorded_submission(
-    conn: AsyncConnection, vo: str, sub: str, request_id: str, digest: str
+    conn: Transaction, vo: str, sub: str, request_id: str, digest: str
 ) -> PlanIds | None:
     """The ids of the caller's workgraph created for `request_id` (within the window), if any.
 
@@ -191,7 +189,7 @@ async def recorded_submission(
         raise _refused(request_id, f"whose record is unreadable (workgraph {original})") from error
     names = {tid: name for name, tid in members.items()}
     outputs = {
-        f"{names[bytes(row.TransformationID)]}/{row.Name}": bytes(row.TransformationOutputID)
+        f"{names[row.transformation_id]}/{row.name}": row.transformation_output_id
         for row in await transformations_db.outputs_of(conn, members.values())
     }
     return PlanIds(bytes(workgraph_id), bytes(ownership_id), members, outputs)
@@ -235,7 +233,7 @@ async def submit_workgraph(
     warnings = tuple(p for p in checked.problems if p.severity is Severity.WARNING)
     digest = submission_digest(bundle, labels) if key else ""
 
-    async def work(conn: AsyncConnection) -> tuple[Plan, bool]:
+    async def work(conn: Transaction) -> tuple[Plan, bool]:
         ids = await recorded_submission(conn, vo, sub, key, digest) if key else None
         resolved, problems = await resolve_references(conn, document, vo)
         raise_for_errors(problems)
@@ -279,7 +277,7 @@ async def start_if_asked(database: Database, caller: Caller, submitted: Submitte
 
 
 async def insert_plan(
-    conn: AsyncConnection, plan: Plan, *, request_id: str = "", digest: str = ""
+    conn: Transaction, plan: Plan, *, request_id: str = "", digest: str = ""
 ) -> None:
     """Every row of a plan, in the caller's transaction: one INSERT per table.
 

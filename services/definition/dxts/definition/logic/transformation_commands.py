@@ -8,9 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, db_now
+from dxts.core.db import Database, Transaction, db_now
 from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str
 from dxts.core.kernel.commands import Result
@@ -37,7 +35,7 @@ UNBLOCKED = {blocked: state for state, blocked in BLOCKED_COUNTERPART.items()}
 
 
 async def _unblock_guard(
-    conn: AsyncConnection,
+    conn: Transaction,
     state: str,
     *,
     workgraph_id: bytes | None = None,
@@ -67,7 +65,7 @@ async def transition_transformation(
     """One operator edge: pause, resume, leave a blocked state; for a standalone
     transformation also its workgraph's edges (start, cancel, back to Active)."""
 
-    async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
+    async def apply(conn: Transaction, locked: LockedTransformation) -> Result:
         TRANSFORMATION.check(
             locked.status,
             target,
@@ -154,7 +152,7 @@ async def set_feeder(
     """Enable or disable a feeder, or give it new arguments (checked by the plugin's model for
     every phase it will still run in), while the transformation runs (New, Active, Paused)."""
 
-    async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
+    async def apply(conn: Transaction, locked: LockedTransformation) -> Result:
         if locked.status not in FEEDER_STATES:
             raise FailedPrecondition(
                 f"transformation {id_to_str(transformation_id)} is {locked.status}: its feeder "
@@ -240,7 +238,7 @@ async def flush(
                 current_state=locked.workgraph.status,
             )
 
-    async def apply(conn: AsyncConnection, locked: LockedTransformation) -> Result:
+    async def apply(conn: Transaction, locked: LockedTransformation) -> Result:
         return {}
 
     result = await transformation_command(

@@ -12,10 +12,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core.builtins.lifecycle_hooks import SCOUT_ROUND, scout_round
-from dxts.core.db import Database, db_now
+from dxts.core.db import Database, Transaction, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.commands import Result
@@ -68,7 +66,7 @@ async def start(
     """New → Scouting when a member runs in the scout and there is an approving list, else
     New → Active; each member by its compiled initial state."""
 
-    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.NEW,), "start")
         scouts = await actions_db.approving_count(conn, workgraph_id) > 0 and any(
             m.initial_state == "Active" for m in workgraph.members
@@ -115,7 +113,7 @@ async def extend_scout(
     the scouting hook's ladder (ScoutUntilSettled's `event_stages`) takes its next stage."""
     new_args = dict(feeder_args or {})
 
-    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.APPROVING, W.APPROVING_BLOCKED), "extending the scout")
         members = {m.transformation_id: m for m in workgraph.members}
         for tid, args in new_args.items():
@@ -178,7 +176,7 @@ def outermost(workgraph: LockedWorkgraph, producers: Mapping[bytes, bytes]) -> l
 
 
 async def _disable_feeders(
-    conn: AsyncConnection,
+    conn: Transaction,
     workgraph: LockedWorkgraph,
     ids: list[bytes],
     author: str,
@@ -205,7 +203,7 @@ async def drain(
     """Disable the outermost feeders of an Active workgraph; in-flight work finishes, packers
     pack the remainder, and the drain guard moves it to Finalizing."""
 
-    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.ACTIVE,), "drain")
         edges = [o for o in (m.edge_output() for m in workgraph.members) if o is not None]
         outer = outermost(workgraph, await transformations_db.output_producers(conn, edges))
@@ -243,7 +241,7 @@ async def halt(
     the members the first one recorded)."""
     request_id = request_id or str(uuid.uuid4())
 
-    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         members = [m.transformation_id for m in workgraph.members]
         data = command_data(request_id, reason)
         annotations = {**workgraph.annotations, HALTED: True}
@@ -291,7 +289,7 @@ async def cancel(
 ) -> Result:
     """The workgraph and every member → Cancelling (their cleaning actions then run)."""
 
-    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         await move_workgraph(
             conn,
             workgraph,
@@ -327,7 +325,7 @@ async def return_to_active(
     mark is lifted. With `clear_bookmarks` every feeder is enabled again from the beginning
     (FeederState cleared; inputs it yields again are duplicates and ignored)."""
 
-    async def apply(conn: AsyncConnection, workgraph: LockedWorkgraph) -> Result:
+    async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.FINALIZING,), "returning to Active")
         data = command_data(request_id, reason, clear_bookmarks=clear_bookmarks or None)
         await move_workgraph(

@@ -8,6 +8,7 @@ an operator forces or resets one (`set_action_result`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -54,16 +55,53 @@ async def approving_count(conn: AsyncConnection, workgraph_id: bytes) -> int:
     )
 
 
-async def lock_action(conn: AsyncConnection, action_id: int) -> Any | None:
+@dataclass(frozen=True)
+class ActionRecord:
+    """One Actions row: an action of a workgraph's or a transformation's list for a state."""
+
+    action_id: int
+    workgraph_id: bytes | None
+    transformation_id: bytes | None
+    state: str
+    position: int
+    action: str
+    args: Any  # the JSON arguments, as stored
+    result: str | None
+    message: str | None
+    author: str | None
+    updated_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Any) -> ActionRecord:
+        return cls(
+            action_id=int(row.ActionID),
+            workgraph_id=bytes(row.WorkgraphID) if row.WorkgraphID is not None else None,
+            transformation_id=(
+                bytes(row.TransformationID) if row.TransformationID is not None else None
+            ),
+            state=row.State,
+            position=int(row.Position),
+            action=row.Action,
+            args=row.Args,
+            result=row.Result,
+            message=row.Message,
+            author=row.Author,
+            updated_at=row.UpdatedAt,
+        )
+
+
+async def lock_action(conn: AsyncConnection, action_id: int) -> ActionRecord | None:
     result = await conn.execute(
         sa.select(actions).where(actions.c.ActionID == action_id).with_for_update()
     )
-    return result.one_or_none()
+    row = result.one_or_none()
+    return ActionRecord.of(row) if row is not None else None
 
 
-async def action_row(conn: AsyncConnection, action_id: int) -> Any | None:
+async def action_row(conn: AsyncConnection, action_id: int) -> ActionRecord | None:
     result = await conn.execute(sa.select(actions).where(actions.c.ActionID == action_id))
-    return result.one_or_none()
+    row = result.one_or_none()
+    return ActionRecord.of(row) if row is not None else None
 
 
 async def set_action_result(
@@ -110,7 +148,7 @@ async def actions_of(
     *,
     workgraph_id: bytes | None = None,
     transformation_ids: Iterable[bytes] = (),
-) -> list[Any]:
+) -> list[ActionRecord]:
     """Every action of the owners, by owner, list and position."""
     owners = []
     if workgraph_id is not None:
@@ -125,7 +163,7 @@ async def actions_of(
         .where(sa.or_(*owners))
         .order_by(actions.c.TransformationID, actions.c.State, actions.c.Position)
     )
-    return list(result.all())
+    return [ActionRecord.of(row) for row in result]
 
 
 async def list_actions(
@@ -134,7 +172,7 @@ async def list_actions(
     *,
     workgraph_id: bytes | None = None,
     transformation_ids: Iterable[bytes] = (),
-) -> list[Any]:
+) -> list[ActionRecord]:
     """The owners' actions of one list, by owner and position."""
     owners = []
     if workgraph_id is not None:
@@ -149,7 +187,7 @@ async def list_actions(
         .where(sa.or_(*owners), actions.c.State == state)
         .order_by(actions.c.TransformationID, actions.c.Position)
     )
-    return list(result.all())
+    return [ActionRecord.of(row) for row in result]
 
 
 async def record_result(

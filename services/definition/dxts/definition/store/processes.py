@@ -5,7 +5,8 @@ are written through `dxts.core.content_store`, read here.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -23,7 +24,8 @@ async def existing_processes(conn: AsyncConnection, ids: Iterable[bytes]) -> set
     return {bytes(row[0]) for row in result}
 
 
-async def get_processes(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def get_processes(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, dict[str, Any]]:
+    """Process documents by hash."""
     wanted = list(set(ids))
     if not wanted:
         return {}
@@ -78,10 +80,18 @@ async def transformations_running(
     return [(bytes(t), bytes(p)) for t, p in result]
 
 
-async def process_rows(conn: AsyncConnection, ids: Iterable[bytes]) -> list[Any]:
+class StoredProcess(NamedTuple):
+    """A Processes row: the document under its hash, and when it was first stored."""
+
+    process_id: bytes
+    document: dict[str, Any]
+    created_at: datetime
+
+
+async def process_rows(conn: AsyncConnection, ids: Iterable[bytes]) -> list[StoredProcess]:
     """Processes (body and CreatedAt) by hash."""
     wanted = list(set(ids))
     if not wanted:
         return []
     result = await conn.execute(sa.select(processes).where(processes.c.ProcessID.in_(wanted)))
-    return list(result.all())
+    return [StoredProcess(bytes(r.ProcessID), r.Process, r.CreatedAt) for r in result]

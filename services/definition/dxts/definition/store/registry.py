@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -37,25 +38,40 @@ async def insert_registry_entry(
     )
 
 
-async def registry_versions(conn: AsyncConnection, vo: str, name: str) -> list[Any]:
+class RegisteredVersion(NamedTuple):
+    """A ProcessRegistry row: `vo`'s name@version pointing at a process."""
+
+    vo: str
+    name: str
+    version: str
+    process_id: bytes
+    author: str
+    created_at: datetime
+
+
+def _registered(row: Any) -> RegisteredVersion:
+    return RegisteredVersion(
+        row.VO, row.Name, row.Version, bytes(row.ProcessID), row.Author, row.CreatedAt
+    )
+
+
+async def registry_versions(conn: AsyncConnection, vo: str, name: str) -> list[RegisteredVersion]:
+    """Every version of `vo`'s `name`, oldest first."""
     result = await conn.execute(
-        sa.select(
-            process_registry.c.Version,
-            process_registry.c.ProcessID,
-            process_registry.c.Author,
-            process_registry.c.CreatedAt,
-        )
+        sa.select(process_registry)
         .filter_by(VO=vo, Name=name)
         .order_by(process_registry.c.CreatedAt, process_registry.c.Version)
     )
-    return list(result.all())
+    return [_registered(row) for row in result]
 
 
-async def registry_names(conn: AsyncConnection, vo: str, process_id: bytes) -> list[Any]:
+async def registry_names(
+    conn: AsyncConnection, vo: str, process_id: bytes
+) -> list[RegisteredVersion]:
     """Every name@version of `vo` pointing at `process_id`."""
     result = await conn.execute(
         sa.select(process_registry)
         .filter_by(VO=vo, ProcessID=process_id)
         .order_by(process_registry.c.Name, process_registry.c.CreatedAt)
     )
-    return list(result.all())
+    return [_registered(row) for row in result]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,14 +35,28 @@ async def lock_transformation(conn: AsyncConnection, transformation_id: bytes) -
     return result.one_or_none()
 
 
-async def transformation_owner(conn: AsyncConnection, transformation_id: bytes) -> Any | None:
-    """(VO, Sub, WorkgraphID) of a transformation, without locking."""
+class TransformationOwner(NamedTuple):
+    """Who owns a transformation, and its workgraph (None for a standalone one)."""
+
+    vo: str
+    sub: str
+    workgraph_id: bytes | None
+
+
+async def transformation_owner(
+    conn: AsyncConnection, transformation_id: bytes
+) -> TransformationOwner | None:
+    """The owner of a transformation, without locking."""
     result = await conn.execute(
         sa.select(ownership.c.VO, ownership.c.Sub, ownership.c.WorkgraphID)
         .join(transformations, ownership.c.OwnershipID == transformations.c.OwnershipID)
         .where(transformations.c.TransformationID == transformation_id)
     )
-    return result.one_or_none()
+    row = result.one_or_none()
+    if row is None:
+        return None
+    workgraph_id = bytes(row.WorkgraphID) if row.WorkgraphID is not None else None
+    return TransformationOwner(row.VO, row.Sub, workgraph_id)
 
 
 async def transformation_status(conn: AsyncConnection, transformation_id: bytes) -> str | None:
@@ -178,7 +192,19 @@ async def transformation_rows(
     return list((await conn.execute(query)).all())
 
 
-async def outputs_of(conn: AsyncConnection, transformation_ids: Iterable[bytes]) -> list[Any]:
+class DeclaredOutput(NamedTuple):
+    """A TransformationOutputs row: an output a transformation declares."""
+
+    transformation_output_id: bytes
+    transformation_id: bytes
+    name: str
+    intermediate: bool
+
+
+async def outputs_of(
+    conn: AsyncConnection, transformation_ids: Iterable[bytes]
+) -> list[DeclaredOutput]:
+    """The declared outputs of these transformations, by transformation and name."""
     wanted = list(set(transformation_ids))
     if not wanted:
         return []
@@ -187,10 +213,21 @@ async def outputs_of(conn: AsyncConnection, transformation_ids: Iterable[bytes])
         .where(transformation_outputs.c.TransformationID.in_(wanted))
         .order_by(transformation_outputs.c.TransformationID, transformation_outputs.c.Name)
     )
-    return list(result.all())
+    return [
+        DeclaredOutput(
+            bytes(row.TransformationOutputID),
+            bytes(row.TransformationID),
+            row.Name,
+            bool(row.Intermediate),
+        )
+        for row in result
+    ]
 
 
-async def requirements_of(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def requirements_of(
+    conn: AsyncConnection, ids: Iterable[bytes]
+) -> dict[bytes, dict[str, Any]]:
+    """Requirement sets by hash."""
     wanted = list(set(ids))
     if not wanted:
         return {}
@@ -202,7 +239,7 @@ async def requirements_of(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[b
     return {bytes(key): body for key, body in result}
 
 
-async def templates(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, Any]:
+async def templates(conn: AsyncConnection, ids: Iterable[bytes]) -> dict[bytes, dict[str, Any]]:
     """TransformationID → its requirements template ({} when it has none), for compute
     transformations only."""
     wanted = list(set(ids))

@@ -8,8 +8,9 @@ opened; writes are one statement per batch.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -56,6 +57,14 @@ async def insert_workgraph(
     return now
 
 
+class EarlierSubmission(NamedTuple):
+    """A workgraph created with a request id: its ids and its creation log row's data."""
+
+    workgraph_id: bytes
+    ownership_id: bytes
+    data: Any  # the log row's JSON data, as stored
+
+
 async def submissions_with_request(
     conn: AsyncConnection,
     vo: str,
@@ -64,7 +73,7 @@ async def submissions_with_request(
     *,
     since_id: bytes,
     lookback: int,
-) -> list[Any]:
+) -> list[EarlierSubmission]:
     """(WorkgraphID, OwnershipID, Data) of the creation log rows carrying `request_id` among the
     `lookback` newest workgraphs of (vo, sub) whose OwnershipID is at least `since_id`.
 
@@ -98,13 +107,44 @@ async def submissions_with_request(
         )
         .order_by(log.LogID)
     )
-    return [(bytes(wid), owners[bytes(wid)], data) for wid, data in result]
+    return [EarlierSubmission(bytes(wid), owners[bytes(wid)], data) for wid, data in result]
 
 
 _OWNER = (ownership.c.OwnershipID, ownership.c.VO, ownership.c.Sub)
 
 
-async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> Any | None:
+@dataclass(frozen=True)
+class WorkgraphRecord:
+    """A Workgraphs row with its owner (its Ownership row)."""
+
+    workgraph_id: bytes
+    type: str
+    status: str
+    stripped_spec: Any  # the JSON document, as stored
+    annotations: Any  # JSON, as stored
+    hooks: Any  # JSON, as stored
+    updated_at: datetime
+    ownership_id: bytes
+    vo: str
+    sub: str
+
+
+def _workgraph_record(row: Any) -> WorkgraphRecord:
+    return WorkgraphRecord(
+        workgraph_id=bytes(row.WorkgraphID),
+        type=row.Type,
+        status=row.Status,
+        stripped_spec=row.StrippedSpec,
+        annotations=row.Annotations,
+        hooks=row.Hooks,
+        updated_at=row.UpdatedAt,
+        ownership_id=bytes(row.OwnershipID),
+        vo=row.VO,
+        sub=row.Sub,
+    )
+
+
+async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> WorkgraphRecord | None:
     """The workgraph with its owner, its row locked until the transaction ends: every status
     change of it or of a member takes this lock first, so they are serialised per workgraph."""
     result = await conn.execute(
@@ -113,7 +153,8 @@ async def lock_workgraph(conn: AsyncConnection, workgraph_id: bytes) -> Any | No
         .where(workgraphs.c.WorkgraphID == workgraph_id)
         .with_for_update()
     )
-    return result.one_or_none()
+    row = result.one_or_none()
+    return _workgraph_record(row) if row is not None else None
 
 
 async def workgraph_status(conn: AsyncConnection, workgraph_id: bytes) -> str | None:
@@ -173,7 +214,7 @@ async def workgraph_rows(
     labels: dict[str, str] | None = None,
     after: bytes | None = None,
     limit: int | None = None,
-) -> list[Any]:
+) -> list[WorkgraphRecord]:
     """Workgraphs with their owner, in id (creation) order; every filter given must match."""
     query = sa.select(workgraphs, *_OWNER).join(
         ownership, ownership.c.WorkgraphID == workgraphs.c.WorkgraphID
@@ -196,7 +237,7 @@ async def workgraph_rows(
     query = query.order_by(workgraphs.c.WorkgraphID)
     if limit is not None:
         query = query.limit(limit)
-    return list((await conn.execute(query)).all())
+    return [_workgraph_record(r) for r in await conn.execute(query)]
 
 
 async def member_ids(

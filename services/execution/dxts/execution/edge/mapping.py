@@ -25,6 +25,7 @@ from dxts.execution.logic.outcome_model import (
     ResourceUsage,
 )
 from dxts.execution.logic.queries import OutputRow
+from dxts.execution.records import ComputeFacet, InputRecord, ParcelRecord
 from dxts.v1 import common_pb2, execution_pb2
 
 E = TypeVar("E", bound=StrEnum)
@@ -45,34 +46,46 @@ def hash_text(value: Any) -> str:
     return hash_to_str(bytes(value)) if value else ""
 
 
-def input_pb(row: Any) -> execution_pb2.Input:
-    """An Inputs row as the contract's Input."""
+def input_pb(record: InputRecord) -> execution_pb2.Input:
+    """An input as the contract's Input."""
     return execution_pb2.Input(
-        transformation_id=id_text(row.TransformationID),
-        input_id=id_text(row.InputID),
-        parent_input_id=id_text(row.ParentInputID),
-        lfn=row.LFN or "",
-        lfn_size=row.LFNSize,
-        descriptor_json=json_text(row.Descriptor),
-        status=_number(InputStatus(row.Status)),
-        error_count=row.ErrorCount,
-        delayed_until=to_timestamp(row.DelayedUntil),
-        last_parcel_id=id_text(row.LastParcelID),
-        updated_at=to_timestamp(row.UpdatedAt),
+        transformation_id=id_text(record.transformation_id),
+        input_id=id_text(record.input_id),
+        parent_input_id=id_text(record.parent_input_id),
+        lfn=record.lfn or "",
+        lfn_size=record.lfn_size,
+        descriptor_json=json_text(record.descriptor),
+        status=_number(InputStatus(record.status)),
+        error_count=record.error_count,
+        delayed_until=to_timestamp(record.delayed_until),
+        last_parcel_id=id_text(record.last_parcel_id),
+        updated_at=to_timestamp(record.updated_at),
     )
 
 
-def parcel_pb(row: Any) -> execution_pb2.Parcel:
-    """A Parcels row as the contract's Parcel."""
+def parcel_pb(record: ParcelRecord) -> execution_pb2.Parcel:
+    """A parcel as the contract's Parcel."""
     return execution_pb2.Parcel(
-        parcel_id=id_text(row.ParcelID),
-        transformation_id=id_text(row.TransformationID),
-        kind=_number(Kind(row.Kind)),
-        status=_number(ParcelStatus(row.Status)),
-        backend=row.Backend or "",
-        annotations_json=json_text(row.Annotations),
-        updated_at=to_timestamp(row.UpdatedAt),
-        completed_at=to_timestamp(row.CompletedAt),
+        parcel_id=id_text(record.parcel_id),
+        transformation_id=id_text(record.transformation_id),
+        kind=_number(Kind(record.kind)),
+        status=_number(ParcelStatus(record.status)),
+        backend=record.backend or "",
+        annotations_json=json_text(record.annotations),
+        updated_at=to_timestamp(record.updated_at),
+        completed_at=to_timestamp(record.completed_at),
+    )
+
+
+def compute_facet_pb(facet: ComputeFacet | None) -> execution_pb2.ComputeFacet:
+    """A compute facet as the contract's; None (no facet) as an empty one."""
+    if facet is None:
+        return execution_pb2.ComputeFacet(parameters_json=json_text(None))
+    return execution_pb2.ComputeFacet(
+        process_id=hash_text(facet.process_id),
+        requirements_id=hash_text(facet.requirements_id),
+        resolved_hints_id=hash_text(facet.resolved_hints_id),
+        parameters_json=json_text(facet.parameters),
     )
 
 

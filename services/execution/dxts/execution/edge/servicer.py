@@ -14,16 +14,16 @@ its VO, or a component.
 from __future__ import annotations
 
 from dxts.core.db import Database
+from dxts.core.deadlines import time_remaining
 from dxts.core.errors import NotFound
 from dxts.core.grpc.convert import enum_from_proto, json_text
-from dxts.core.grpc.deadlines import time_remaining
 from dxts.core.grpc.paging import filters_fingerprint, page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.edge.mapping import (
-    hash_text,
+    compute_facet_pb,
     input_pb,
     outcome_pb,
     output_pb,
@@ -158,48 +158,40 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
     ) -> execution_pb2.GetParcelResponse:
         parcel_id = required_id(request.parcel_id, "parcel_id")
         detail = await queries.get_parcel(self.database, parcel_id)
-        row = detail.parcel
-        if row.TransformationID is not None:
-            await self._describe(bytes(row.TransformationID), context)
-        elif detail.submitter is None or not self._caller().sees(detail.submitter.VO):
+        parcel = detail.parcel
+        if parcel.transformation_id is not None:
+            await self._describe(parcel.transformation_id, context)
+        elif detail.submitter is None or not self._caller().sees(detail.submitter.vo):
             raise NotFound("parcel", request.parcel_id)
         reply = execution_pb2.GetParcelResponse(
-            parcel=parcel_pb(row),
+            parcel=parcel_pb(parcel),
             inputs=[input_pb(i) for i in detail.inputs],
             outputs=[output_pb(o) for o in detail.outputs],
             identifier=detail.identifier,
         )
         if detail.compute is not None:
-            facet = detail.compute
-            reply.compute.CopyFrom(
-                execution_pb2.ComputeFacet(
-                    process_id=hash_text(facet.ProcessID),
-                    requirements_id=hash_text(facet.RequirementsID),
-                    resolved_hints_id=hash_text(facet.ResolvedHintsID),
-                    parameters_json=json_text(facet.Parameters),
-                )
-            )
-        elif detail.request is not None:
+            reply.compute.CopyFrom(compute_facet_pb(detail.compute))
+        elif detail.data.request is not None:
             reply.data.CopyFrom(
                 execution_pb2.DataFacet(
-                    request_json=json_text(detail.request),
+                    request_json=json_text(detail.data.request),
                     deltas=[
                         execution_pb2.StorageDelta(
-                            storage_element=d.StorageElement,
-                            files_added=d.FilesAdded,
-                            bytes_added=d.BytesAdded,
-                            files_freed=d.FilesFreed,
-                            bytes_freed=d.BytesFreed,
+                            storage_element=d.storage_element,
+                            files_added=d.files_added,
+                            bytes_added=d.bytes_added,
+                            files_freed=d.files_freed,
+                            bytes_freed=d.bytes_freed,
                         )
-                        for d in detail.deltas
+                        for d in detail.data.deltas
                     ],
                 )
             )
-        outcome = stored_outcome(row.Annotations)
+        outcome = stored_outcome(parcel.annotations)
         if outcome is not None:
             reply.outcome.CopyFrom(outcome_pb(outcome))
         if detail.submitter is not None:
-            reply.vo, reply.owner_sub = detail.submitter.VO, detail.submitter.Sub
+            reply.vo, reply.owner_sub = detail.submitter.vo, detail.submitter.sub
         return reply
 
     # -- flush ------------------------------------------------------------------------------------

@@ -29,10 +29,8 @@ from dxts.core.errors import (
     PermissionDenied,
     Unauthenticated,
 )
-from dxts.core.grpc import current_identity
 from dxts.core.grpc.auth import bearer_token
 from dxts.core.grpc.convert import from_json_text as _from_json_text
-from dxts.core.grpc.convert import json_text
 from dxts.core.grpc.paging import (
     decode_page_token,
     encode_page_token,
@@ -40,12 +38,14 @@ from dxts.core.grpc.paging import (
     page_size,
 )
 from dxts.core.grpc.requests import PAGE_TOKEN, Problems, required_id
-from dxts.core.ids import hash_to_str, id_to_str
+from dxts.core.identity import current_identity
+from dxts.core.ids import id_to_str
 from dxts.core.kernel.commands import Request
 from dxts.core.locks import LockManager
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.edge.mapping import (
     ack_pb,
+    compute_facet_pb,
     hash_text,
     input_pb,
     outcome_from_proto,
@@ -242,13 +242,13 @@ class OperationsRpcs:
             self.database, request.lfn, max_depth=request.max_depth
         )
         visible = await self._visible(
-            {bytes(r.parcel.TransformationID) for r in records if r.parcel.TransformationID},
+            {r.parcel.transformation_id for r in records if r.parcel.transformation_id},
             context,
         )
         shown = [
             r
             for r in records
-            if r.parcel.TransformationID and bytes(r.parcel.TransformationID) in visible
+            if r.parcel.transformation_id and r.parcel.transformation_id in visible
         ]
         if not shown:
             raise NotFound("file", request.lfn)
@@ -257,7 +257,7 @@ class OperationsRpcs:
                 execution_pb2.ProvenanceRecord(
                     output=output_pb(r.output),
                     parcel=parcel_pb(r.parcel),
-                    process_id=hash_text(r.parcel.ProcessID),
+                    process_id=hash_text(r.parcel.process_id),
                     inputs=[input_pb(i) for i in r.inputs],
                 )
                 for r in shown
@@ -272,13 +272,11 @@ class OperationsRpcs:
         start = lineage.resume_key(position, field=PAGE_TOKEN)
         size = page_size(request.paging)
         walk = await lineage.descendants(self.database, request.lfn, max_depth=request.max_depth)
-        visible = await self._visible(
-            {bytes(r.input.TransformationID) for r in walk.records}, context
-        )
+        visible = await self._visible({r.input.transformation_id for r in walk.records}, context)
         shown = [
             r
             for r in walk.records
-            if bytes(r.input.TransformationID) in visible and (start is None or r.key > start)
+            if r.input.transformation_id in visible and (start is None or r.key > start)
         ]
         if not shown and start is None:
             raise NotFound("file", request.lfn)
@@ -292,7 +290,7 @@ class OperationsRpcs:
                     depth=r.depth,
                     input=input_pb(r.input),
                     parcel=parcel_pb(r.parcel) if r.parcel is not None else None,
-                    process_id=hash_text(r.parcel.ProcessID) if r.parcel is not None else "",
+                    process_id=hash_text(r.parcel.process_id) if r.parcel is not None else "",
                     outputs=[output_pb(o) for o in r.outputs],
                 )
                 for r in page
@@ -357,21 +355,12 @@ class OperationsRpcs:
     ) -> execution_pb2.GetUserParcelResponse:
         parcel_id = required_id(request.parcel_id, "parcel_id")
         view = await user_parcels.get_user_parcel(self.database, parcel_id)
-        row = view.parcel
-        if not self._caller().sees(row.VO):
+        record = view.record
+        if not self._caller().sees(record.submitter.vo):
             raise NotFound("user parcel", request.parcel_id)
         reply = execution_pb2.GetUserParcelResponse(
-            parcel=parcel_pb(row),
-            compute=execution_pb2.ComputeFacet(
-                process_id=hash_to_str(bytes(row.ProcessID)) if row.ProcessID else "",
-                requirements_id=hash_to_str(bytes(row.RequirementsID))
-                if row.RequirementsID
-                else "",
-                resolved_hints_id=hash_to_str(bytes(row.ResolvedHintsID))
-                if row.ResolvedHintsID
-                else "",
-                parameters_json=json_text(row.Parameters),
-            ),
+            parcel=parcel_pb(record.parcel),
+            compute=compute_facet_pb(record.compute),
             outputs=[
                 execution_pb2.ParcelOutput(
                     output_name=f.output_name,
@@ -381,8 +370,8 @@ class OperationsRpcs:
                 )
                 for f in view.outputs
             ],
-            vo=row.VO,
-            owner_sub=row.Sub,
+            vo=record.submitter.vo,
+            owner_sub=record.submitter.sub,
         )
         if view.outcome is not None:
             reply.outcome.CopyFrom(outcome_pb(view.outcome))

@@ -27,10 +27,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core.builtins.after import DONE
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus
@@ -81,20 +79,20 @@ async def review(
     after: bytes | None = None
     while True:
 
-        async def page(conn: AsyncConnection, after: bytes | None = after) -> tuple[int, Any]:
+        async def page(conn: Transaction, after: bytes | None = after) -> tuple[int, Any]:
             rows = await set_aside(conn, transformation_id, after=after, limit=PAGE)
             if not rows:
                 return 0, None
             copies = await consumer_copies(
-                conn, [r.LFN for r in rows], [c.bytes for c in consumers]
+                conn, [r.lfn for r in rows], [c.bytes for c in consumers]
             )
             targets: dict[InputStatus, list[bytes]] = {}
             for row in rows:
-                target = decide(copies.get(row.LFN, []), row.UpdatedAt)
+                target = decide(copies.get(row.lfn, []), row.updated_at)
                 if target is not None:
-                    targets.setdefault(target, []).append(bytes(row.InputID))
+                    targets.setdefault(target, []).append(row.input_id)
             await _move(conn, transformation_id, targets, result)
-            return len(rows), bytes(rows[-1].InputID)
+            return len(rows), rows[-1].input_id
 
         seen, after = await database.run(page, isolation=Isolation.READ_COMMITTED)
         if seen < PAGE:
@@ -102,7 +100,7 @@ async def review(
 
 
 async def _move(
-    conn: AsyncConnection,
+    conn: Transaction,
     transformation_id: bytes,
     targets: dict[InputStatus, list[bytes]],
     result: Reviewed,

@@ -23,12 +23,9 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exc
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
-from dxts.core.db import Database, Isolation, db_now, mysql_error_code
-from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from dxts.core.db import Database, Isolation, Transaction, db_now, is_duplicate_key, is_transient
+from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import id_to_str, mint_after, new_ids
 from dxts.core.kernel.lanes import in_flight
 from dxts.core.states import InputStatus, ParcelStatus
@@ -47,6 +44,7 @@ from dxts.execution.logic.transformations import ActiveTransformations
 from dxts.execution.metrics import PARCELS_RECORDED
 from dxts.execution.store import outcomes as store
 from dxts.execution.store import watermark
+from dxts.execution.store.common import writers_side_by_side
 from dxts.execution.store.outcomes import CarriedInput, ParcelMove
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,6 @@ I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 RECORD_BATCH = 500
 RECORD_BATCH_INPUTS = 20_000
 SPLIT_RACE_ATTEMPTS = 3  # a batch's runs when a concurrent batch took a split child's identity
-MYSQL_DUPLICATE_KEY = 1062
 PAGE = 1_000  # Completing parcels read per page while looking for recordable ones
 
 
@@ -111,7 +108,7 @@ class Recorder:
         they run. A batch that fails transiently (see `record`) cancels the others (each rolls
         back whole: recording is re-entrant) and its error is raised."""
         after = None
-        async with in_flight(1 if self.database.is_sqlite else lanes) as running:
+        async with in_flight(writers_side_by_side(self.database, lanes)) as running:
             while True:
                 page = await self.database.run(
                     functools.partial(store.recordable, after=after, limit=PAGE), isolation=RC
@@ -144,7 +141,7 @@ class Recorder:
         try:
             return await self._record_batch(parcel_ids)
         except Exception as error:
-            if _transient(error):
+            if is_transient(error):
                 raise
             if len(parcel_ids) == 1:
                 return await self._fail_unrecordable(parcel_ids[0], error)
@@ -165,7 +162,7 @@ class Recorder:
         reason = f"recording failed: {type(error).__name__}: {error}"[:REASON_LENGTH]
         log.error("parcel %s: %s", id_to_str(parcel_id), reason, exc_info=error)
 
-        async def work(conn: AsyncConnection) -> list[str]:
+        async def work(conn: Transaction) -> list[str]:
             now = await db_now(conn)
             rows = [
                 row
@@ -182,7 +179,7 @@ class Recorder:
         try:
             ended = await self.database.run(work, isolation=RC)
         except Exception as failed:
-            if _transient(failed):
+            if is_transient(failed):
                 raise
             log.exception(
                 "parcel %s could not be failed either: left Completing", id_to_str(parcel_id)
@@ -204,15 +201,15 @@ class Recorder:
                     functools.partial(self._record, parcel_ids=parcel_ids), isolation=RC
                 )
                 break
-            except exc.IntegrityError as error:
-                if mysql_error_code(error) != MYSQL_DUPLICATE_KEY or attempt == SPLIT_RACE_ATTEMPTS:
+            except Exception as error:
+                if not is_duplicate_key(error) or attempt == SPLIT_RACE_ATTEMPTS:
                     raise
                 log.info("a split child was inserted by a batch recorded alongside: again")
         for status, count in Counter(ended).items():
             PARCELS_RECORDED.labels(status).inc(count)
         return len(ended)
 
-    async def _record(self, conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> list[str]:
+    async def _record(self, conn: Transaction, parcel_ids: Sequence[bytes]) -> list[str]:
         now = await db_now(conn)
         # Skipped, not waited for: a parcel locked is being recorded by another lane or replica
         # (or its outcome arriving again), and is no longer Completing once that commits.
@@ -278,16 +275,6 @@ class Recorder:
                 _refused(plan, f"the file catalogue refused its outputs: {error}")
 
 
-def _transient(error: BaseException) -> bool:
-    """An error that says "try later" rather than "this parcel cannot be recorded": the
-    database or a service away, a deadlock that persisted, a lock wait that timed out."""
-    if isinstance(error, Unavailable | Aborted | OSError | TimeoutError):
-        return True
-    return isinstance(error, exc.OperationalError | exc.InterfaceError) or (
-        isinstance(error, exc.DBAPIError) and error.connection_invalidated
-    )
-
-
 def _refused(plan: Recording, reason: str) -> None:
     log.warning("parcel %s: %s", id_to_str(plan.parcel.parcel_id), reason)
     plan.fail(reason)
@@ -308,7 +295,7 @@ def _catalogue_files(plan: Recording) -> list[CatalogueFile]:
     ]
 
 
-async def _apply(conn: AsyncConnection, plans: Sequence[Recording], now: datetime) -> None:
+async def _apply(conn: Transaction, plans: Sequence[Recording], now: datetime) -> None:
     """Write every plan: outputs, input moves, split children and recovery parcels, the parcels'
     terminal moves, with their journals."""
     written = [

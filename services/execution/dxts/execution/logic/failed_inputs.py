@@ -30,9 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import DxtsError
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations
@@ -55,6 +53,7 @@ from dxts.execution.logic.outcome_model import OUTCOME, REASON
 from dxts.execution.logic.splits import child_row
 from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.metrics import FAILED_INPUTS_DECIDED, PLUGIN_FAILURES
+from dxts.execution.records import FailedInput
 from dxts.execution.store import failed_inputs as db
 from dxts.execution.store import outcomes as rows
 from dxts.execution.store.common import move_inputs
@@ -84,37 +83,37 @@ def binding(transformation: ActiveTransformation) -> tuple[str, Any]:
     return bound.get("hook") or DEFAULT_HOOK, bound.get("args")
 
 
-def _record(row: Any) -> InputRecord:
+def _record(row: FailedInput) -> InputRecord:
     return InputRecord(
-        id=UUID(bytes=bytes(row.InputID)),
-        lfn=row.LFN,
-        lfn_size=row.LFNSize,
-        descriptor=row.Descriptor,
+        id=UUID(bytes=row.input_id),
+        lfn=row.lfn,
+        lfn_size=row.lfn_size,
+        descriptor=row.descriptor,
         status=I.FAILED,
-        error_count=row.ErrorCount,
-        parent_id=UUID(bytes=bytes(row.ParentInputID)) if row.ParentInputID else None,
+        error_count=row.error_count,
+        parent_id=UUID(bytes=row.parent_input_id) if row.parent_input_id else None,
     )
 
 
-def _parcel(row: Any) -> Parcel | None:
-    if row.LastParcelID is None or row.ParcelStatus is None:
+def _parcel(row: FailedInput) -> Parcel | None:
+    if row.last_parcel_id is None or row.parcel_status is None or row.parcel_kind is None:
         return None
-    annotations = row.Annotations if isinstance(row.Annotations, dict) else {}
+    annotations = row.annotations if isinstance(row.annotations, dict) else {}
     reason = annotations.get(REASON)
     outcome = annotations.get(OUTCOME)
     outcome = outcome if isinstance(outcome, dict) else {}
     exit_code = outcome.get("exit_code")
     return Parcel(
-        id=UUID(bytes=bytes(row.LastParcelID)),
-        kind=Kind(row.Kind),
-        status=ParcelStatus(row.ParcelStatus),
-        backend=row.Backend,
+        id=UUID(bytes=row.last_parcel_id),
+        kind=Kind(row.parcel_kind),
+        status=ParcelStatus(row.parcel_status),
+        backend=row.backend,
         reason=reason if isinstance(reason, str) else None,
         annotations=annotations,
         raw_status=outcome.get("backend_status") or None,
         exit_code=exit_code if isinstance(exit_code, int) else None,
         message=outcome.get("message") or None,
-        requirements=row.Requirements if isinstance(row.Requirements, dict) else {},
+        requirements=row.requirements if isinstance(row.requirements, dict) else {},
     )
 
 
@@ -144,8 +143,8 @@ async def handle_failed_inputs(
         )
         if not page:
             break
-        after = bytes(page[-1].InputID)
-        decisions: list[tuple[Any, Decision]] = []
+        after = page[-1].input_id
+        decisions: list[tuple[FailedInput, Decision]] = []
         for row in page:
             try:
                 decision = await registry.call(
@@ -158,7 +157,7 @@ async def handle_failed_inputs(
                     parcel=_parcel(row),
                 )
             except DxtsError as error:
-                failures.append(f"{id_to_str(bytes(row.InputID))}: {error}")
+                failures.append(f"{id_to_str(row.input_id)}: {error}")
                 continue
             decisions.append((row, decision))
         applied = await database.run(
@@ -184,14 +183,12 @@ async def handle_failed_inputs(
 
 
 async def _apply(
-    conn: AsyncConnection,
+    conn: Transaction,
     transformation_id: bytes,
-    decisions: list[tuple[Any, Decision]],
+    decisions: list[tuple[FailedInput, Decision]],
 ) -> Counter[str]:
     """Apply the decisions on the inputs still Failed (locked first); counts by decision."""
-    still = await db.lock_failed(
-        conn, transformation_id, [bytes(row.InputID) for row, _ in decisions]
-    )
+    still = await db.lock_failed(conn, transformation_id, [row.input_id for row, _ in decisions])
     now = await db_now(conn)
     by_target: dict[str, list[bytes]] = defaultdict(list)
     reasons: list[LogEntry] = []
@@ -206,7 +203,7 @@ async def _apply(
     directives: dict[bytes, dict[str, Any]] = {}  # failed ParcelID → its annotations, directed
     noted: dict[tuple[str, str], list[bytes]] = defaultdict(list)
     for row, decision in decisions:
-        input_id = bytes(row.InputID)
+        input_id = row.input_id
         if input_id not in still:
             continue
         applied[type(decision).__name__] += 1
@@ -216,11 +213,11 @@ async def _apply(
             by_target[I.UNASSIGNED].append(input_id)
         elif isinstance(decision, RetryWith):
             by_target[I.UNASSIGNED].append(input_id)
-            if row.LastParcelID is not None:
-                parcel_id = bytes(row.LastParcelID)
+            if row.last_parcel_id is not None:
+                parcel_id = row.last_parcel_id
                 annotations = directives.get(parcel_id)
                 if annotations is None:
-                    annotations = dict(row.Annotations) if isinstance(row.Annotations, dict) else {}
+                    annotations = dict(row.annotations) if isinstance(row.annotations, dict) else {}
                 annotations[db.RETRY_WITH] = merge_directives(
                     annotations.get(db.RETRY_WITH), directive(decision)
                 )
@@ -317,7 +314,7 @@ def merge_directives(first: Any, second: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _log_failures(
-    conn: AsyncConnection, transformation_id: bytes, name: str, failures: list[str]
+    conn: Transaction, transformation_id: bytes, name: str, failures: list[str]
 ) -> None:
     await log_transformations(
         conn,

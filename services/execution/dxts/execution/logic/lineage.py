@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import InvalidArgument
+from dxts.execution.records import InputRecord, ParcelRecord
 from dxts.execution.store import lineage as db
 from dxts.execution.store.operations import OutputRow, outputs_of, parcel_rows
 
@@ -32,15 +31,15 @@ class DescendantRecord:
     parcel that carried it (None: not packed yet) and what that parcel produced."""
 
     depth: int
-    input: Any  # Inputs row
-    parcel: Any | None  # Parcels row with ProcessID
+    input: InputRecord
+    parcel: ParcelRecord | None  # with its ProcessID
     outputs: list[OutputRow]
 
     @property
     def key(self) -> Key:
-        parcel = bytes(self.parcel.ParcelID) if self.parcel is not None else b""
+        parcel = self.parcel.parcel_id if self.parcel is not None else b""
         row = self.input
-        return (self.depth, row.LFN, bytes(row.TransformationID), bytes(row.InputID), parcel)
+        return (self.depth, row.lfn or "", row.transformation_id, row.input_id, parcel)
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ async def descendants(database: Database, lfn: str, *, max_depth: int = 0) -> Wa
     if max_depth < 0:
         raise InvalidArgument("must not be negative", field="max_depth")
 
-    async def work(conn: AsyncConnection) -> Walk:
+    async def work(conn: Transaction) -> Walk:
         records: list[DescendantRecord] = []
         seen: set[str] = {lfn}
         wanted, depth = [lfn], 1
@@ -75,11 +74,9 @@ async def descendants(database: Database, lfn: str, *, max_depth: int = 0) -> Wa
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
-async def _level(conn: AsyncConnection, lfns: list[str], depth: int) -> list[DescendantRecord]:
+async def _level(conn: Transaction, lfns: list[str], depth: int) -> list[DescendantRecord]:
     readers = await db.readers_of(conn, lfns)
-    carried = await db.parcels_carrying(
-        conn, [(bytes(r.TransformationID), bytes(r.InputID)) for r in readers]
-    )
+    carried = await db.parcels_carrying(conn, [(r.transformation_id, r.input_id) for r in readers])
     parcel_ids = sorted({p for ids in carried.values() for p in ids})
     rows = await parcel_rows(conn, parcel_ids)
     made: dict[bytes, list[OutputRow]] = {}
@@ -87,7 +84,7 @@ async def _level(conn: AsyncConnection, lfns: list[str], depth: int) -> list[Des
         made.setdefault(output.parcel_id, []).append(output)
     records = []
     for reader in readers:
-        ids = carried.get((bytes(reader.TransformationID), bytes(reader.InputID)), [])
+        ids = carried.get((reader.transformation_id, reader.input_id), [])
         if not ids:
             records.append(DescendantRecord(depth, reader, None, []))
         for parcel_id in ids:

@@ -23,16 +23,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound, PermissionDenied
-from dxts.core.grpc import Identity
+from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.outcome_model import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
 from dxts.execution.logic.recording import move_carried_inputs
+from dxts.execution.records import InputRecord, ParcelRecord
 from dxts.execution.store import operations as db
 from dxts.execution.store import outcomes as moves
 from dxts.execution.store.common import move_inputs
@@ -129,7 +128,7 @@ async def _move_selected(
         for start in range(0, len(wanted), batch):
             chunk = wanted[start : start + batch]
 
-            async def by_ids(conn: AsyncConnection, chunk: Sequence[bytes] = chunk) -> int:
+            async def by_ids(conn: Transaction, chunk: Sequence[bytes] = chunk) -> int:
                 now = await db_now(conn)
                 return sum(
                     [
@@ -143,7 +142,7 @@ async def _move_selected(
     for source in sources:
         while True:
 
-            async def by_status(conn: AsyncConnection, source: str = source) -> int:
+            async def by_status(conn: Transaction, source: str = source) -> int:
                 ids = await db.input_ids_in(conn, transformation_id, source, limit=batch)
                 if not ids:
                     return 0
@@ -158,7 +157,7 @@ async def _move_selected(
 
 
 async def _move(
-    conn: AsyncConnection,
+    conn: Transaction,
     transformation_id: bytes,
     input_ids: Sequence[bytes],
     source: str,
@@ -257,7 +256,7 @@ async def cancel_parcels(
         raise InvalidArgument("give ids or statuses, not both", field="selection")
     cancelled = requested = 0
 
-    async def cancel(conn: AsyncConnection, ids: Sequence[bytes]) -> tuple[int, int]:
+    async def cancel(conn: Transaction, ids: Sequence[bytes]) -> tuple[int, int]:
         now = await db_now(conn)
         rows = await moves.lock_parcels(conn, ids)
         plan: list[ParcelMove] = []
@@ -289,7 +288,7 @@ async def cancel_parcels(
     assert transformation_id is not None
     while True:
 
-        async def page(conn: AsyncConnection) -> tuple[int, int, int]:
+        async def page(conn: Transaction) -> tuple[int, int, int]:
             ids = await db.parcel_ids_in(conn, transformation_id, wanted_statuses, limit=batch)
             return (*await cancel(conn, ids), len(ids)) if ids else (0, 0, 0)
 
@@ -307,17 +306,17 @@ class ProducerRecord:
     """One file and the parcel that produced it: its process and the inputs it consumed."""
 
     output: OutputRow
-    parcel: Any  # Parcels row, with ProcessID
-    inputs: list[Any]  # Inputs rows
+    parcel: ParcelRecord  # with its ProcessID
+    inputs: list[InputRecord]
     depth: int
 
 
 @dataclass(frozen=True)
 class ParcelProvenance:
-    parcel: Any  # Parcels row, with ProcessID
-    inputs: list[Any]
+    parcel: ParcelRecord  # with its ProcessID
+    inputs: list[InputRecord]
     outputs: list[OutputRow]
-    recovery_children: list[Any] = field(default_factory=list)  # Inputs rows
+    recovery_children: list[InputRecord] = field(default_factory=list)
 
 
 async def provenance(database: Database, lfn: str, *, max_depth: int = 0) -> list[ProducerRecord]:
@@ -328,7 +327,7 @@ async def provenance(database: Database, lfn: str, *, max_depth: int = 0) -> lis
     if max_depth < 0:
         raise InvalidArgument("must not be negative", field="max_depth")
 
-    async def work(conn: AsyncConnection) -> list[ProducerRecord]:
+    async def work(conn: Transaction) -> list[ProducerRecord]:
         records: list[ProducerRecord] = []
         seen: set[bytes] = set()
         wanted, depth = [lfn], 1
@@ -345,7 +344,7 @@ async def provenance(database: Database, lfn: str, *, max_depth: int = 0) -> lis
                         output, rows[output.parcel_id], consumed.get(output.parcel_id, []), depth
                     )
                 )
-            wanted = sorted({i.LFN for items in consumed.values() for i in items if i.LFN})
+            wanted = sorted({i.lfn for items in consumed.values() for i in items if i.lfn})
             if max_depth and depth >= max_depth:
                 break
             depth += 1
@@ -357,12 +356,14 @@ async def provenance(database: Database, lfn: str, *, max_depth: int = 0) -> lis
     return records
 
 
-async def _consumed(conn: AsyncConnection, parcels: Sequence[Any]) -> dict[bytes, list[Any]]:
+async def _consumed(
+    conn: Transaction, parcels: Sequence[ParcelRecord]
+) -> dict[bytes, list[InputRecord]]:
     by_transformation: dict[bytes, list[bytes]] = defaultdict(list)
     for row in parcels:
-        if row.TransformationID is not None:
-            by_transformation[bytes(row.TransformationID)].append(bytes(row.ParcelID))
-    found: dict[bytes, list[Any]] = {}
+        if row.transformation_id is not None:
+            by_transformation[row.transformation_id].append(row.parcel_id)
+    found: dict[bytes, list[InputRecord]] = {}
     for tid, ids in by_transformation.items():
         found.update(await db.inputs_of_parcels(conn, tid, ids))
     return found
@@ -372,17 +373,17 @@ async def parcel_provenance(database: Database, parcel_id: bytes) -> ParcelProve
     """A parcel with the inputs it carried, the files it produced, and the split children its
     recovery parcel claimed (those of its inputs it reported SPLIT with a succeeded part)."""
 
-    async def work(conn: AsyncConnection) -> ParcelProvenance:
+    async def work(conn: Transaction) -> ParcelProvenance:
         row = (await db.parcel_rows(conn, [parcel_id])).get(parcel_id)
         if row is None:
             raise NotFound("parcel", id_to_str(parcel_id))
         consumed = await _consumed(conn, [row])
         outputs = await db.outputs_of(conn, [parcel_id])
-        children: list[Any] = []
-        recovery = (row.Annotations or {}).get(RECOVERY_PARCEL)
-        if recovery and row.TransformationID is not None:
+        children: list[InputRecord] = []
+        recovery = (row.annotations or {}).get(RECOVERY_PARCEL)
+        if recovery and row.transformation_id is not None:
             recovery_id = id_from_str(recovery, field="Annotations.recovery_parcel_id")
-            claimed = await db.inputs_of_parcels(conn, bytes(row.TransformationID), [recovery_id])
+            claimed = await db.inputs_of_parcels(conn, row.transformation_id, [recovery_id])
             children = claimed.get(recovery_id, [])
         return ParcelProvenance(row, consumed.get(parcel_id, []), outputs, children)
 

@@ -9,27 +9,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str
+from dxts.execution.records import (
+    ComputeFacet,
+    DataFacet,
+    InputRecord,
+    ParcelRecord,
+    Submitter,
+)
 from dxts.execution.store import queries as db
 from dxts.execution.store.operations import OutputRow, inputs_of_parcels, outputs_of
 
+R = TypeVar("R", InputRecord, ParcelRecord)
+
 
 @dataclass(frozen=True)
-class Page:
-    items: list[Any]
+class Page(Generic[R]):
+    items: list[R]
     last: bytes | None  # the key to continue after; None on the last page
 
 
-def _page(rows: list[Any], limit: int, key: str) -> Page:
+def _key(record: InputRecord | ParcelRecord) -> bytes:
+    return record.input_id if isinstance(record, InputRecord) else record.parcel_id
+
+
+def _page(rows: list[R], limit: int) -> Page[R]:
     if len(rows) > limit:
         rows = rows[:limit]
-        return Page(rows, bytes(getattr(rows[-1], key)))
+        return Page(rows, _key(rows[-1]))
     return Page(rows, None)
 
 
@@ -42,7 +53,7 @@ async def list_inputs(
     parent_id: bytes | None = None,
     after: bytes | None = None,
     limit: int,
-) -> Page:
+) -> Page[InputRecord]:
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         rows = await db.list_inputs(
             conn,
@@ -53,25 +64,25 @@ async def list_inputs(
             after=after,
             limit=limit + 1,
         )
-    return _page(rows, limit, "InputID")
+    return _page(rows, limit)
 
 
 @dataclass(frozen=True)
 class InputDetail:
-    input: Any
-    parcels: list[Any]
-    parent: Any | None
-    children: list[Any]
+    input: InputRecord
+    parcels: list[ParcelRecord]
+    parent: InputRecord | None
+    children: list[InputRecord]
 
 
 async def get_input(database: Database, transformation_id: bytes, input_id: bytes) -> InputDetail:
-    async def work(conn: AsyncConnection) -> InputDetail:
+    async def work(conn: Transaction) -> InputDetail:
         row = await db.input_row(conn, transformation_id, input_id)
         if row is None:
             raise NotFound("input", id_to_str(input_id))
         parent = (
-            await db.input_row(conn, transformation_id, bytes(row.ParentInputID))
-            if row.ParentInputID
+            await db.input_row(conn, transformation_id, row.parent_input_id)
+            if row.parent_input_id
             else None
         )
         return InputDetail(
@@ -96,7 +107,7 @@ class ParcelFilters:
 
 async def list_parcels(
     database: Database, filters: ParcelFilters, *, after: bytes | None = None, limit: int
-) -> Page:
+) -> Page[ParcelRecord]:
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         rows = await db.list_parcels(
             conn,
@@ -109,36 +120,33 @@ async def list_parcels(
             after=after,
             limit=limit + 1,
         )
-    return _page(rows, limit, "ParcelID")
+    return _page(rows, limit)
 
 
 @dataclass(frozen=True)
 class ParcelDetail:
-    parcel: Any
-    compute: Any | None  # ComputeParcels row
-    request: Any  # DataParcels.Request (None for a compute parcel)
-    deltas: list[Any]
-    inputs: list[Any]
+    parcel: ParcelRecord
+    compute: ComputeFacet | None
+    data: DataFacet  # its request is None for a compute parcel
+    inputs: list[InputRecord]
     outputs: list[OutputRow]
     identifier: str
-    submitter: Any | None  # UserParcels row
+    submitter: Submitter | None  # for a user parcel
 
 
 async def get_parcel(database: Database, parcel_id: bytes) -> ParcelDetail:
-    async def work(conn: AsyncConnection) -> ParcelDetail:
+    async def work(conn: Transaction) -> ParcelDetail:
         row = await db.parcel_row(conn, parcel_id)
         if row is None:
             raise NotFound("parcel", id_to_str(parcel_id))
-        carried: list[Any] = []
-        if row.TransformationID is not None:
-            found = await inputs_of_parcels(conn, bytes(row.TransformationID), [parcel_id])
+        carried: list[InputRecord] = []
+        if row.transformation_id is not None:
+            found = await inputs_of_parcels(conn, row.transformation_id, [parcel_id])
             carried = found.get(parcel_id, [])
-        request, deltas = await db.data_facet(conn, parcel_id)
         return ParcelDetail(
             parcel=row,
             compute=await db.compute_facet(conn, parcel_id),
-            request=request,
-            deltas=deltas,
+            data=await db.data_facet(conn, parcel_id),
             inputs=carried,
             outputs=await outputs_of(conn, [parcel_id]),
             identifier=await db.backend_identifier(conn, parcel_id),

@@ -32,10 +32,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core.builtins.actions import USAGE
-from dxts.core.db import Database, Isolation, db_now
+from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str
 from dxts.core.states import InputStatus, ParcelStatus
@@ -52,6 +50,7 @@ from dxts.execution.logic.outcome_model import (
 )
 from dxts.execution.metrics import OUTCOMES
 from dxts.execution.store import outcomes as store
+from dxts.execution.store.common import writers_side_by_side
 from dxts.execution.store.outcomes import ParcelMove, ParcelRow
 
 log = logging.getLogger(__name__)
@@ -98,7 +97,7 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> li
             continue
         by_parcel[parcel_id].append(index)
 
-    async def work(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> dict[int, OutcomeAck]:
+    async def work(conn: Transaction, parcel_ids: Sequence[bytes]) -> dict[int, OutcomeAck]:
         now = await db_now(conn)
         rows = await store.lock_parcels(conn, parcel_ids)
         answers: dict[int, OutcomeAck] = {}
@@ -132,7 +131,7 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> li
         return answers
 
     ids = sorted(by_parcel)
-    lanes = 1 if database.is_sqlite else max(1, min(RECORD_LANES, len(ids) // LANE_PARCELS))
+    lanes = writers_side_by_side(database, max(1, min(RECORD_LANES, len(ids) // LANE_PARCELS)))
     size = -(-len(ids) // lanes)
     parts = [ids[start : start + size] for start in range(0, len(ids), size)]
     transactions = [
@@ -195,7 +194,7 @@ def _move_for(row: ParcelRow, outcome: Outcome) -> ParcelMove | None:
 
 
 async def move_carried_inputs(
-    conn: AsyncConnection,
+    conn: Transaction,
     rows: Sequence[ParcelRow],
     target: InputStatus,
     now: datetime,

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from dxts.core.db import Transaction
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.plugins import FileInput, Input
 from dxts.core.states import InputStatus, ParcelStatus
@@ -27,7 +26,7 @@ I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 
 
 async def insert_splits(
-    conn: AsyncConnection, plans: Sequence[Recording], now: datetime
+    conn: Transaction, plans: Sequence[Recording], now: datetime
 ) -> dict[bytes, bytes]:
     """Insert the split children of `plans`: SUCCESS portions Processed and claimed by one new
     born-Done recovery parcel per parcel, FAILURE portions Unassigned. Returns ParcelID → its

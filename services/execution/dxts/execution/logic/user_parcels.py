@@ -19,17 +19,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import exc
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Database, Isolation, db_now
-from dxts.core.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
-from dxts.core.grpc.auth import Identity
+from dxts.core.db import Database, Isolation, Transaction, db_now
+from dxts.core.errors import FieldViolation, InvalidArgument, NotFound
+from dxts.core.identity import Identity
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager
 from dxts.core.states import Kind, ParcelStatus
 from dxts.execution.logic.outcome_model import Outcome, OutputFile, stored_outcome
+from dxts.execution.records import UserParcelRecord
 from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
@@ -51,13 +49,13 @@ class UserJob:
 
 @dataclass(frozen=True)
 class UserParcelView:
-    parcel: Any  # Parcels row, with VO, Sub and the compute facet's columns
+    record: UserParcelRecord  # the parcel, its submitter, its compute facet
     outcome: Outcome | None
 
     @property
     def outputs(self) -> list[OutputFile]:
         """The files it produced, once Done (its outputs are registered, not ParcelOutputs)."""
-        if self.outcome is None or self.parcel.Status != ParcelStatus.DONE:
+        if self.outcome is None or self.record.parcel.status != ParcelStatus.DONE:
             return []
         return list(self.outcome.outputs)
 
@@ -99,14 +97,15 @@ async def create_user_parcel(
     submitter repeats a request id: the kernel's creating command serialises the tries)."""
     _checked(job, request_id)
 
-    async def work(conn: AsyncConnection) -> bytes:
+    async def work(conn: Transaction) -> bytes:
         if request_id:
             recent = await db.recent_parcel_annotations(
                 conn, job.vo, job.sub, _earliest_id(REQUEST_WINDOW_S)
             )
-            for parcel_id, annotations in recent:
+            for parcel in recent:
+                annotations = parcel.annotations
                 if isinstance(annotations, dict) and annotations.get(REQUEST_ID) == request_id:
-                    return parcel_id
+                    return parcel.parcel_id
         parcel_id = new_id()
         annotations = dict(job.annotations or {})
         if request_id:
@@ -132,16 +131,11 @@ async def create_user_parcel(
         return parcel_id
 
     request = Request(CREATE_RPC, Identity(vo=job.vo, sub=job.sub), request_id)
-    try:
-        return await run_creating_command(database, locks, request, work, isolation=RC)
-    except exc.IntegrityError as error:
-        raise FailedPrecondition(
-            "the job's process or requirements are not stored (definition stores them first)"
-        ) from error
+    return await run_creating_command(database, locks, request, work, isolation=RC)
 
 
 async def get_user_parcel(database: Database, parcel_id: bytes) -> UserParcelView:
     row = await database.run(lambda conn: db.user_parcel(conn, parcel_id), isolation=RC)
     if row is None:
         raise NotFound("user parcel", id_to_str(parcel_id))
-    return UserParcelView(row, stored_outcome(row.Annotations))
+    return UserParcelView(row, stored_outcome(row.parcel.annotations))

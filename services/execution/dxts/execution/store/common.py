@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.counters import journal_input_transition
+from dxts.core.db import Database
 from dxts.core.schema.execution import BY_PRIMARY_KEY, inputs
 from dxts.core.state_machines import INPUT, Actor
 
@@ -27,6 +28,12 @@ from dxts.core.state_machines import INPUT, Actor
 IN_CHUNK = 900
 
 T = TypeVar("T")
+
+
+def writers_side_by_side(database: Database, wanted: int) -> int:
+    """How many writing transactions are worth running at once: `wanted` on a server, one on
+    SQLite, whose writers queue on its one write lock anyway."""
+    return 1 if database.is_sqlite else wanted
 
 
 def case_size(count: int) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,9 +42,17 @@ async def consumed(
     return found
 
 
+class SetAside(NamedTuple):
+    """An input the packer set aside: its id, its file and when it was set aside."""
+
+    input_id: bytes
+    lfn: str
+    updated_at: datetime
+
+
 async def set_aside(
     conn: AsyncConnection, transformation_id: bytes, *, after: bytes | None, limit: int
-) -> list[Any]:
+) -> list[SetAside]:
     """Up to `limit` Problematic inputs with an LFN that were never in a parcel (the packer set
     them aside), in key order after `after`, through the (TransformationID, Status) index."""
     conditions = [
@@ -61,7 +69,7 @@ async def set_aside(
         .order_by(inputs.c.InputID)
         .limit(limit)
     )
-    return list(rows.all())
+    return [SetAside(bytes(r.InputID), r.LFN, r.UpdatedAt) for r in rows]
 
 
 async def consumer_copies(

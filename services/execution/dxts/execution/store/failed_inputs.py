@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.schema.definition import requirements
 from dxts.core.schema.execution import BY_PRIMARY_KEY, compute_parcels, inputs, parcels
 from dxts.core.states import InputStatus
+from dxts.execution.records import FailedInput
 from dxts.execution.store.common import chunked
 
 # The key, in a failed parcel's annotations, of what a RetryWith decision asked of the next
@@ -21,7 +22,7 @@ RETRY_WITH = "retry_with"
 
 async def failed_page(
     conn: AsyncConnection, transformation_id: bytes, *, after: bytes | None, limit: int
-) -> list[Any]:
+) -> list[FailedInput]:
     """Failed inputs in key order after `after` ((TransformationID, Status) index), each with
     its last parcel's Kind, Status, Backend, Annotations and requirements (None when it has
     none)."""
@@ -53,7 +54,23 @@ async def failed_page(
         .order_by(i.InputID)
         .limit(limit)
     )
-    return list(rows)
+    return [
+        FailedInput(
+            input_id=bytes(row.InputID),
+            parent_input_id=bytes(row.ParentInputID) if row.ParentInputID else None,
+            lfn=row.LFN,
+            lfn_size=row.LFNSize,
+            descriptor=row.Descriptor,
+            error_count=row.ErrorCount,
+            last_parcel_id=bytes(row.LastParcelID) if row.LastParcelID is not None else None,
+            parcel_kind=row.Kind,
+            parcel_status=row.ParcelStatus,
+            backend=row.Backend,
+            annotations=row.Annotations,
+            requirements=row.Requirements,
+        )
+        for row in rows
+    ]
 
 
 async def lock_failed(

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.schema.definition import transformations
 from dxts.core.schema.execution import inputs, parcel_inputs
+from dxts.execution.records import InputRecord
 from dxts.execution.store.common import chunked
 
 
-async def readers_of(conn: AsyncConnection, lfns: Sequence[str]) -> list[Any]:
+async def readers_of(conn: AsyncConnection, lfns: Sequence[str]) -> list[InputRecord]:
     """Every Inputs row of these LFNs, in any transformation, by (LFN, TransformationID,
     InputID)."""
     i, t = inputs.c, transformations.c
-    found: list[Any] = []
+    found: list[InputRecord] = []
     for chunk in chunked(sorted(set(lfns))):
         rows = await conn.execute(
             sa.select(inputs)
@@ -35,7 +35,7 @@ async def readers_of(conn: AsyncConnection, lfns: Sequence[str]) -> list[Any]:
             )
             .order_by(i.LFN, i.TransformationID, i.InputID)
         )
-        found.extend(rows)
+        found.extend(InputRecord.of(row) for row in rows)
     return found
 
 

@@ -23,6 +23,7 @@ from dxts.core.schema.execution import (
     parcels,
     user_parcels,
 )
+from dxts.execution.records import InputRecord, ParcelRecord
 from dxts.execution.store.common import chunked
 
 
@@ -147,9 +148,11 @@ async def outputs_of(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> list
     return found
 
 
-async def parcel_rows(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> dict[bytes, Any]:
+async def parcel_rows(
+    conn: AsyncConnection, parcel_ids: Sequence[bytes]
+) -> dict[bytes, ParcelRecord]:
     """Parcels with their compute facet's ProcessID (None for data parcels)."""
-    found: dict[bytes, Any] = {}
+    found: dict[bytes, ParcelRecord] = {}
     for chunk in chunked(sorted(set(parcel_ids))):
         rows = await conn.execute(
             sa.select(parcels, compute_parcels.c.ProcessID)
@@ -158,16 +161,18 @@ async def parcel_rows(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> dic
             )
             .where(parcels.c.ParcelID.in_(chunk))
         )
-        found.update((bytes(row.ParcelID), row) for row in rows)
+        found.update(
+            (bytes(row.ParcelID), ParcelRecord.of(row, process_id=row.ProcessID)) for row in rows
+        )
     return found
 
 
 async def inputs_of_parcels(
     conn: AsyncConnection, transformation_id: bytes, parcel_ids: Sequence[bytes]
-) -> dict[bytes, list[Any]]:
+) -> dict[bytes, list[InputRecord]]:
     """ParcelID → the Inputs rows it carried (ParcelInputs' primary key)."""
     pi, i = parcel_inputs.c, inputs.c
-    found: dict[bytes, list[Any]] = {}
+    found: dict[bytes, list[InputRecord]] = {}
     for chunk in chunked(sorted(set(parcel_ids))):
         rows = await conn.execute(
             sa.select(pi.ParcelID, inputs)
@@ -181,5 +186,5 @@ async def inputs_of_parcels(
             .order_by(pi.ParcelID, pi.InputID)
         )
         for row in rows:
-            found.setdefault(bytes(row[0]), []).append(row)
+            found.setdefault(bytes(row[0]), []).append(InputRecord.of(row))
     return found

@@ -10,7 +10,6 @@ input filters ride the (TransformationID, Status), (TransformationID, LFN) and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -30,6 +29,14 @@ from dxts.core.schema.execution import (
     slurm_ids,
     user_parcels,
 )
+from dxts.execution.records import (
+    ComputeFacet,
+    DataFacet,
+    InputRecord,
+    ParcelRecord,
+    StorageDelta,
+    Submitter,
+)
 
 CHILDREN_SHOWN = 1000
 
@@ -43,7 +50,7 @@ async def list_inputs(
     parent_id: bytes | None,
     after: bytes | None,
     limit: int,
-) -> list[Any]:
+) -> list[InputRecord]:
     c = inputs.c
     conditions = [c.TransformationID == transformation_id]
     if statuses:
@@ -56,22 +63,25 @@ async def list_inputs(
     if after is not None:
         conditions.append(c.InputID > after)
     rows = await conn.execute(sa.select(inputs).where(*conditions).order_by(c.InputID).limit(limit))
-    return list(rows)
+    return [InputRecord.of(row) for row in rows]
 
 
-async def input_row(conn: AsyncConnection, transformation_id: bytes, input_id: bytes) -> Any:
-    return (
+async def input_row(
+    conn: AsyncConnection, transformation_id: bytes, input_id: bytes
+) -> InputRecord | None:
+    row = (
         await conn.execute(
             sa.select(inputs).where(
                 inputs.c.TransformationID == transformation_id, inputs.c.InputID == input_id
             )
         )
     ).one_or_none()
+    return InputRecord.of(row) if row is not None else None
 
 
 async def parcels_of_input(
     conn: AsyncConnection, transformation_id: bytes, input_id: bytes
-) -> list[Any]:
+) -> list[ParcelRecord]:
     """Every parcel that carried the input, oldest first (ParcelInputs keeps them all)."""
     rows = await conn.execute(
         sa.select(parcels)
@@ -82,19 +92,19 @@ async def parcels_of_input(
         )
         .order_by(parcels.c.ParcelID)
     )
-    return list(rows)
+    return [ParcelRecord.of(row) for row in rows]
 
 
 async def children_of(
     conn: AsyncConnection, transformation_id: bytes, parent_id: bytes
-) -> list[Any]:
+) -> list[InputRecord]:
     rows = await conn.execute(
         sa.select(inputs)
         .where(inputs.c.TransformationID == transformation_id, inputs.c.ParentInputID == parent_id)
         .order_by(inputs.c.InputID)
         .limit(CHILDREN_SHOWN)
     )
-    return list(rows)
+    return [InputRecord.of(row) for row in rows]
 
 
 async def list_parcels(
@@ -108,7 +118,7 @@ async def list_parcels(
     user_vo: str | None,
     after: bytes | None,
     limit: int,
-) -> list[Any]:
+) -> list[ParcelRecord]:
     """Parcels matching every filter given; `user_vo` narrows to that VO's user parcels."""
     c = parcels.c
     source: sa.FromClause = parcels
@@ -133,24 +143,26 @@ async def list_parcels(
     rows = await conn.execute(
         sa.select(parcels).select_from(source).where(*conditions).order_by(c.ParcelID).limit(limit)
     )
-    return list(rows)
+    return [ParcelRecord.of(row) for row in rows]
 
 
-async def parcel_row(conn: AsyncConnection, parcel_id: bytes) -> Any:
-    return (
+async def parcel_row(conn: AsyncConnection, parcel_id: bytes) -> ParcelRecord | None:
+    row = (
         await conn.execute(sa.select(parcels).where(parcels.c.ParcelID == parcel_id))
     ).one_or_none()
+    return ParcelRecord.of(row) if row is not None else None
 
 
-async def compute_facet(conn: AsyncConnection, parcel_id: bytes) -> Any:
-    return (
+async def compute_facet(conn: AsyncConnection, parcel_id: bytes) -> ComputeFacet | None:
+    row = (
         await conn.execute(
             sa.select(compute_parcels).where(compute_parcels.c.ParcelID == parcel_id)
         )
     ).one_or_none()
+    return ComputeFacet.of(row) if row is not None else None
 
 
-async def data_facet(conn: AsyncConnection, parcel_id: bytes) -> tuple[Any, list[Any]]:
+async def data_facet(conn: AsyncConnection, parcel_id: bytes) -> DataFacet:
     """The request (None for a compute parcel) and its per-storage-element deltas."""
     request = await conn.scalar(
         sa.select(data_parcels.c.Request).where(data_parcels.c.ParcelID == parcel_id)
@@ -160,14 +172,15 @@ async def data_facet(conn: AsyncConnection, parcel_id: bytes) -> tuple[Any, list
         .where(data_parcel_deltas.c.ParcelID == parcel_id)
         .order_by(data_parcel_deltas.c.StorageElement)
     )
-    return request, list(deltas)
+    return DataFacet(request, [StorageDelta.of(row) for row in deltas])
 
 
-async def submitter(conn: AsyncConnection, parcel_id: bytes) -> Any:
-    """The UserParcels row (VO, Sub) of a user parcel; None for a transformation parcel."""
-    return (
+async def submitter(conn: AsyncConnection, parcel_id: bytes) -> Submitter | None:
+    """Who submitted a user parcel; None for a transformation parcel."""
+    row = (
         await conn.execute(sa.select(user_parcels).where(user_parcels.c.ParcelID == parcel_id))
     ).one_or_none()
+    return Submitter(row.VO, row.Sub) if row is not None else None
 
 
 async def backend_identifier(conn: AsyncConnection, parcel_id: bytes) -> str:

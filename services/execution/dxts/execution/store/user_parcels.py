@@ -8,7 +8,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.errors import FailedPrecondition
 from dxts.core.schema.execution import compute_parcels, parcels, user_parcels
+from dxts.execution.records import (
+    Annotated,
+    ComputeFacet,
+    ParcelRecord,
+    Submitter,
+    UserParcelRecord,
+)
 
 
 async def insert_user_parcel(
@@ -18,15 +26,21 @@ async def insert_user_parcel(
     facet: Mapping[str, Any],
 ) -> None:
     """Parcels, UserParcels and ComputeParcels rows of one user job (user parcels are not
-    counted: they have no transformation)."""
-    await conn.execute(sa.insert(parcels).values(**parcel))
-    await conn.execute(sa.insert(user_parcels).values(**owner))
-    await conn.execute(sa.insert(compute_parcels).values(**facet))
+    counted: they have no transformation). FailedPrecondition when the job's process or
+    requirements are not stored: the facet's foreign keys refuse it."""
+    try:
+        await conn.execute(sa.insert(parcels).values(**parcel))
+        await conn.execute(sa.insert(user_parcels).values(**owner))
+        await conn.execute(sa.insert(compute_parcels).values(**facet))
+    except sa.exc.IntegrityError as error:
+        raise FailedPrecondition(
+            "the job's process or requirements are not stored (definition stores them first)"
+        ) from error
 
 
 async def recent_parcel_annotations(
     conn: AsyncConnection, vo: str, sub: str, since: bytes
-) -> list[tuple[bytes, Any]]:
+) -> list[Annotated]:
     """(ParcelID, Annotations) of the submitter's parcels with an id from `since` on: a range
     of the (VO, Sub) index, whose entries end with the ParcelID."""
     rows = await conn.execute(
@@ -38,12 +52,12 @@ async def recent_parcel_annotations(
             user_parcels.c.ParcelID >= since,
         )
     )
-    return [(bytes(row.ParcelID), row.Annotations) for row in rows]
+    return [Annotated(bytes(row.ParcelID), row.Annotations) for row in rows]
 
 
-async def user_parcel(conn: AsyncConnection, parcel_id: bytes) -> Any:
+async def user_parcel(conn: AsyncConnection, parcel_id: bytes) -> UserParcelRecord | None:
     """The parcel with its submitter and its compute facet; None if it is no user parcel."""
-    return (
+    row = (
         await conn.execute(
             sa.select(
                 parcels,
@@ -62,3 +76,10 @@ async def user_parcel(conn: AsyncConnection, parcel_id: bytes) -> Any:
             .where(parcels.c.ParcelID == parcel_id)
         )
     ).one_or_none()
+    if row is None:
+        return None
+    return UserParcelRecord(
+        parcel=ParcelRecord.of(row),
+        submitter=Submitter(row.VO, row.Sub),
+        compute=ComputeFacet.of(row) if row.ProcessID is not None else None,
+    )

@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core import content_store
-from dxts.core.db import Isolation, db_now
+from dxts.core.db import Isolation, Transaction, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
@@ -42,6 +40,7 @@ from dxts.definition.logic.locked import LockedWorkgraph, lock_transformation, l
 from dxts.definition.logic.moves import move_transformations, move_workgraph
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store.actions import ActionRecord
 
 ACTION_RUN = "ActionRun"
 MAX_STEPS = 100  # actions recorded in one run (a list is a handful; this only bounds a loop)
@@ -71,9 +70,9 @@ class ListOwner:
         return Owner(workgraph_id=self.workgraph_id)
 
 
-Invoke = Callable[[Any], Awaitable[ActionResult | None]]
+Invoke = Callable[[ActionRecord], Awaitable[ActionResult | None]]
 """Runs one action (an Actions row); None when it failed (already reported)."""
-Finish = Callable[[AsyncConnection, "Locked"], Awaitable[None]]
+Finish = Callable[[Transaction, "Locked"], Awaitable[None]]
 """Moves the owner out of the state once every action passed, in the caller's transaction."""
 
 
@@ -86,7 +85,7 @@ class Locked:
     standalone: bool
 
 
-async def _lock(conn: AsyncConnection, owner: ListOwner) -> Locked:
+async def _lock(conn: Transaction, owner: ListOwner) -> Locked:
     if owner.transformation_id is None:
         assert owner.workgraph_id is not None
         workgraph = await lock_workgraph(conn, owner.workgraph_id)
@@ -95,8 +94,10 @@ async def _lock(conn: AsyncConnection, owner: ListOwner) -> Locked:
     return Locked(locked.status, locked.workgraph, locked.standalone)
 
 
-async def _rows(engine: Engine, owner: ListOwner, conn: AsyncConnection | None = None) -> list[Any]:
-    async def read(c: AsyncConnection) -> list[Any]:
+async def _rows(
+    engine: Engine, owner: ListOwner, conn: Transaction | None = None
+) -> list[ActionRecord]:
+    async def read(c: Transaction) -> list[ActionRecord]:
         if owner.transformation_id is None:
             return await actions_db.list_actions(c, owner.state, workgraph_id=owner.workgraph_id)
         return await actions_db.list_actions(
@@ -109,7 +110,7 @@ async def _rows(engine: Engine, owner: ListOwner, conn: AsyncConnection | None =
         return await read(fresh)
 
 
-async def _block(conn: AsyncConnection, owner: ListOwner, locked: Locked, why: str) -> None:
+async def _block(conn: Transaction, owner: ListOwner, locked: Locked, why: str) -> None:
     blocked = BLOCKED_COUNTERPART[owner.state]
     if owner.transformation_id is None:
         assert locked.workgraph is not None
@@ -128,12 +129,14 @@ async def _block(conn: AsyncConnection, owner: ListOwner, locked: Locked, why: s
         )
 
 
-async def _log(conn: AsyncConnection, owner: ListOwner, row: Any, result: ActionResult) -> None:
+async def _log(
+    conn: Transaction, owner: ListOwner, row: ActionRecord, result: ActionResult
+) -> None:
     data = {
-        "action_id": int(row.ActionID),
-        "action": row.Action,
-        "state": row.State,
-        "position": int(row.Position),
+        "action_id": row.action_id,
+        "action": row.action,
+        "state": row.state,
+        "position": row.position,
         "result": result.result.value,
     }
     message = result.message or None
@@ -153,7 +156,7 @@ def _allowed_targets(owner: ListOwner, locked: Locked) -> set[bytes]:
 
 
 async def apply_requirements(
-    conn: AsyncConnection,
+    conn: Transaction,
     targets: set[bytes],
     updated: Mapping[uuid.UUID, dict[str, Any]],
     *,
@@ -205,20 +208,20 @@ async def _settle(
     """One transaction: record `result` for `following` and take what follows from it, or (no
     result) block on a Failed row or finish. None: read the list again and go on."""
 
-    async def work(conn: AsyncConnection) -> Progress | None:
+    async def work(conn: Transaction) -> Progress | None:
         locked = await _lock(conn, owner)
         if locked.status != owner.state:
             return Progress.STOPPED
         if result is None:
             if failed is not None:  # a Failed result left in a running list
-                await _block(conn, owner, locked, f"action {failed.Action} is Failed")
+                await _block(conn, owner, locked, f"action {failed.action} is Failed")
                 return Progress.BLOCKED
             await finish(conn, locked)
             return Progress.FINISHED
         recorded = await actions_db.record_result(
             conn,
-            int(following.ActionID),
-            seen=following.Result,
+            following.action_id,
+            seen=following.result,
             result=result.result,
             message=result.message or None,
             now=await db_now(conn),
@@ -227,7 +230,7 @@ async def _settle(
             return None  # forced or reset meanwhile
         await _log(conn, owner, following, result)
         if result.result is Result.FAILED:
-            await _block(conn, owner, locked, f"action {following.Action} failed")
+            await _block(conn, owner, locked, f"action {following.action} failed")
             return Progress.BLOCKED
         if result.result is Result.PENDING:
             return Progress.PENDING
@@ -236,10 +239,10 @@ async def _settle(
                 conn,
                 _allowed_targets(owner, locked),
                 result.updated_requirements,
-                action=following.Action,
+                action=following.action,
                 derivations=result.derivations,
             )
-        if all(r.Result in GOOD for r in await _rows(engine, owner, conn)):
+        if all(r.result in GOOD for r in await _rows(engine, owner, conn)):
             await finish(conn, locked)
             return Progress.FINISHED
         return None
@@ -247,7 +250,7 @@ async def _settle(
     try:
         return await engine.database.run(work, isolation=Isolation.READ_COMMITTED)
     except InvalidArgument as error:  # the action proposed requirements it may not
-        await engine.report(owner.owner, f"{owner.state} {following.Action}", error)
+        await engine.report(owner.owner, f"{owner.state} {following.action}", error)
         return Progress.STOPPED
 
 
@@ -256,8 +259,8 @@ async def run_list(engine: Engine, owner: ListOwner, invoke: Invoke, finish: Fin
     blocks, or cannot go on."""
     for _ in range(MAX_STEPS):
         rows = await _rows(engine, owner)
-        failed = next((r for r in rows if r.Result == Result.FAILED), None)
-        following = next((r for r in rows if r.Result in (None, Result.PENDING)), None)
+        failed = next((r for r in rows if r.result == Result.FAILED), None)
+        following = next((r for r in rows if r.result in (None, Result.PENDING)), None)
         result = None
         if failed is None and following is not None:
             result = await invoke(following)

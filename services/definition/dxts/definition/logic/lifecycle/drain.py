@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Isolation
+from dxts.core.db import Isolation, Transaction
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES, Actor
 from dxts.core.states import InputStatus, ParcelStatus, TransformationStatus, WorkgraphStatus
 from dxts.definition.logic.lifecycle.engine import Engine
@@ -95,7 +93,7 @@ async def drain_guard(engine: Engine, detail: WorkgraphDetail) -> bool:
         return False
     expected = {m.transformation_id for m in members}
 
-    async def work(conn: AsyncConnection) -> bool:
+    async def work(conn: Transaction) -> bool:
         workgraph = await lock_workgraph(conn, detail.workgraph.workgraph_id)
         if workgraph.status != W.ACTIVE or {m.transformation_id for m in workgraph.members} != (
             expected

@@ -28,10 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from dxts.core.builtins.lifecycle_hooks import FLUSHED_AT
-from dxts.core.db import Isolation, db_now
+from dxts.core.db import Isolation, Transaction, db_now
 from dxts.core.errors import DxtsError
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations
@@ -61,7 +59,7 @@ class _Target:
 
 
 async def _targets(
-    conn: AsyncConnection,
+    conn: Transaction,
     workgraph_id: bytes | None,
     ids: Collection[bytes],
     states: Collection[str],
@@ -107,7 +105,7 @@ async def apply_operations(
     author = hook_author(hook)
     flushes: list[bytes] = []
 
-    async def work(conn: AsyncConnection) -> None:
+    async def work(conn: Transaction) -> None:
         flushes.clear()
         found = await _targets(conn, workgraph_id, list(operations), states)
         if found is None:

@@ -36,9 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from dxts.core.db import Isolation, db_now
+from dxts.core.db import Isolation, Transaction, db_now
 from dxts.core.errors import DxtsError
 from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import Accept, ActionResult
@@ -197,7 +195,7 @@ class LifecycleSweep:
         return False
 
     async def _accept(self, workgraph_id: bytes, hook: str) -> bool:
-        async def work(conn: AsyncConnection) -> bool:
+        async def work(conn: Transaction) -> bool:
             locked = await lock_workgraph(conn, workgraph_id)
             if locked.status != W.SCOUTING:
                 return False
@@ -234,8 +232,8 @@ class LifecycleSweep:
             ok, result = await self.engine.call(
                 owner.owner,
                 Point.APPROVING,
-                row.Action,
-                row.Args,
+                row.action,
+                row.args,
                 phase=Phase.ACTIVE,
                 workgraph=view,
                 transformations=members,
@@ -243,7 +241,7 @@ class LifecycleSweep:
             )
             return result if ok else None
 
-        async def approve(conn: AsyncConnection, locked: Locked) -> None:
+        async def approve(conn: Transaction, locked: Locked) -> None:
             assert locked.workgraph is not None
             await move_workgraph(
                 conn,
@@ -342,7 +340,7 @@ class LifecycleSweep:
     async def _completed(self, detail: WorkgraphDetail) -> bool:
         workgraph = detail.workgraph
 
-        async def work(conn: AsyncConnection) -> bool:
+        async def work(conn: Transaction) -> bool:
             locked = await lock_workgraph(conn, workgraph.workgraph_id)
             now = await db_now(conn)
             since = workgraph.updated_at
@@ -385,7 +383,7 @@ class LifecycleSweep:
         if any(m.status != done for m in detail.members):
             return False
 
-        async def work(conn: AsyncConnection) -> bool:
+        async def work(conn: Transaction) -> bool:
             locked = await lock_workgraph(conn, wid)
             if locked.status != state:
                 return False
@@ -417,15 +415,15 @@ class LifecycleSweep:
             ok, result = await self.engine.call(
                 owner.owner,
                 ACTION_POINTS[running],
-                row.Action,
-                row.Args,
+                row.action,
+                row.args,
                 phase=Phase.ACTIVE,
                 transformation=view,
                 input_overview=overview,
             )
             return result if ok else None
 
-        async def finish(conn: AsyncConnection, locked: Locked) -> None:
+        async def finish(conn: Transaction, locked: Locked) -> None:
             await move_transformations(
                 conn,
                 [(tid, running)],

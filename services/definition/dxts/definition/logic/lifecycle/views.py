@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dxts.core.db import Database, Isolation
-from dxts.core.grpc.auth import Identity
+from dxts.core.identity import Identity
 from dxts.core.plugins import Transformation, Workgraph
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
 from dxts.definition.logic import queries
@@ -37,10 +37,7 @@ async def declared_outputs(
     """A transformation's declared outputs: TransformationOutputID → (name, Intermediate)."""
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         rows = await transformations_db.outputs_of(conn, [transformation_id.bytes])
-    return {
-        uuid.UUID(bytes=bytes(r.TransformationOutputID)): (r.Name, bool(r.Intermediate))
-        for r in rows
-    }
+    return {uuid.UUID(bytes=r.transformation_output_id): (r.name, r.intermediate) for r in rows}
 
 
 async def output_producer(database: Database, output_id: uuid.UUID) -> uuid.UUID | None:

@@ -1,9 +1,10 @@
 """Deadlines: every call has one, and a call made while serving a request inherits its rest.
 
-While a request is being served, the server interceptor records the caller's deadline in a
-context variable; `channel()` clients read it, so a nested call never outlives the request that
-made it, and a call made outside any request gets `DEFAULT_TIMEOUT_S`. Code outside a request
-(a sweep) bounds a group of calls with `deadline(seconds)`.
+While a request is being served, the server (`dxts.core.grpc.interceptors`) records the
+caller's deadline in a context variable; outgoing calls (`dxts.core.grpc.channel`) and logic
+read it, so a nested call never outlives the request that made it, and a call made outside any
+request gets `DEFAULT_TIMEOUT_S`. Code outside a request (a sweep) bounds a group of calls with
+`deadline(seconds)`.
 
 CPU-bound work of a request (parsing and compiling a document) runs in `in_abandonable_thread`
 and calls `checkpoint(doing)` between its steps: once the deadline has passed, or the request was
@@ -31,7 +32,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 30.0
 
 # Absolute, on the time.monotonic() clock; None = no deadline.
-_current_deadline: ContextVar[float | None] = ContextVar("dxts_grpc_deadline", default=None)
+_current_deadline: ContextVar[float | None] = ContextVar("dxts_deadline", default=None)
 # Set when the coroutine awaiting an abandonable thread is cancelled.
 _abandoned: ContextVar[threading.Event | None] = ContextVar("dxts_abandoned", default=None)
 
