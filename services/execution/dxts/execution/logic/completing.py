@@ -32,7 +32,7 @@ from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument, NotFo
 from dxts.core.ids import id_to_str, mint_after, new_ids
 from dxts.core.kernel.lanes import in_flight
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.logic.outcome_model import (
+from dxts.execution.logic.parcel_annotations import (
     OUTCOME,
     REASON,
     REASON_LENGTH,

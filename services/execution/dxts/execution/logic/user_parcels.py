@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.adaptor.model import Outcome, OutputFile
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import FailedPrecondition, FieldViolation, InvalidArgument, NotFound
 from dxts.core.grpc.auth import Identity
@@ -29,7 +30,7 @@ from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager
 from dxts.core.states import Kind, ParcelStatus
-from dxts.execution.logic.outcome_model import Outcome, OutputFile, stored_outcome
+from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
