@@ -56,9 +56,7 @@ DISPATCHER = {
     "Parcels",
     "DiracXIDs",
     "GlideInIDs",
-    "LocalIDs",
-    "NullIDs",
-    "SlurmIDs",
+    "BackendIDs",
     # ResolvedHintsID only: the sidecar the dispatcher resolves (DX-ADR-004, ComputeParcels).
     "ComputeParcels",
 }
@@ -105,7 +103,7 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "recording transaction; a gRPC round trip per batch would split it",
         **{
             name: "a parcel's description shows the identifier its backend gave it"
-            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs")
+            for name in ("BackendIDs", "DiracXIDs", "GlideInIDs")
         },
         "Requirements": "HandleFailedInput is shown the requirements a failed parcel was sent "
         "with (a retry rule raises them)",

@@ -17,17 +17,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.ids import id_to_str
 from dxts.core.schema.execution import (
+    backend_ids,
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
     diracx_ids,
     glidein_ids,
     inputs,
-    local_ids,
-    null_ids,
     parcel_inputs,
     parcels,
-    slurm_ids,
     user_parcels,
 )
 
@@ -171,12 +169,11 @@ async def submitter(conn: AsyncConnection, parcel_id: bytes) -> Any:
 
 
 async def backend_identifier(conn: AsyncConnection, parcel_id: bytes) -> str:
-    """The backend's identifier for the parcel, from whichever backend table holds one."""
+    """The backend's identifier for the parcel: its adaptor's (BackendIDs), else one a backend
+    recorded in the spec's own tables (DiracXIDs, GlideInIDs)."""
     for table, render in (
+        (backend_ids, lambda r: id_to_str(bytes(r.Identifier))),
         (diracx_ids, lambda r: id_to_str(bytes(r.SlotID))),
-        (local_ids, lambda r: id_to_str(bytes(r.LocalID))),
-        (null_ids, lambda r: id_to_str(bytes(r.NullID))),
-        (slurm_ids, lambda r: id_to_str(bytes(r.SlurmID))),
         (glidein_ids, lambda r: f"{r.Server}/{r.GlideInID}"),
     ):
         row = (await conn.execute(sa.select(table).where(table.c.ParcelID == parcel_id))).first()
