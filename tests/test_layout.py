@@ -200,3 +200,57 @@ def test_the_layer_checker_sees_a_violation(tmp_path: Path) -> None:
         "edge/m.py (edge) imports dxts.svc.store.rows",
         "edge/m.py (edge) imports sqlalchemy",
     ]
+
+
+# -- the adaptors -------------------------------------------------------------------------------
+
+# dxts.backends is the adaptor kit (`edge/`: the contract, covered by the layer rules above) and
+# one package per adaptor, each laid out by module: its `store` (a module or a folder) holds the
+# adaptor's own SQL, the process entry (`__main__`, `component`) serves it over the edge, and
+# every other module is logic, on the contract's domain types.
+ADAPTOR_ENTRIES = {"__main__", "component"}
+ADAPTOR_FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "logic": ("grpc", "dxts.v1", "sqlalchemy", "dxts.backends.edge"),
+    "store": ("grpc", "dxts.v1", "dxts.backends.edge"),
+    "entry": ("sqlalchemy",),
+}
+
+
+def adaptor_layer(relative: Path) -> str | None:
+    """The layer of a module of dxts.backends by its path under the package (None: edge/)."""
+    if relative.parts[0] == "edge":
+        return None
+    if relative.stem in ADAPTOR_ENTRIES:
+        return "entry"
+    return "store" if "store" in (relative.stem, *relative.parts[:-1]) else "logic"
+
+
+def adaptor_violations(root: Path) -> list[str]:
+    violations = []
+    for path in sorted(root.rglob("*.py")):
+        layer = adaptor_layer(path.relative_to(root))
+        if layer is None:
+            continue
+        banned = ADAPTOR_FORBIDDEN[layer]
+        for module in sorted(imported_modules(path)):
+            if any(module == b or module.startswith(f"{b}.") for b in banned):
+                violations.append(f"{path.relative_to(root)} ({layer}) imports {module}")
+    return violations
+
+
+def test_the_adaptors_are_layered() -> None:
+    violations = adaptor_violations(REPO / PACKAGE_DIRS["dxts.backends"])
+    assert not violations, "\n".join(violations)
+
+
+def test_the_adaptor_checker_sees_a_violation(tmp_path: Path) -> None:
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "adaptor.py").write_text("import sqlalchemy\nfrom dxts.v1 import x\n")
+    (tmp_path / "toy" / "store.py").write_text("import sqlalchemy\nimport grpc\n")
+    (tmp_path / "toy" / "__main__.py").write_text("from dxts.backends.edge import servicer\n")
+    assert adaptor_violations(tmp_path) == [
+        "toy/adaptor.py (logic) imports dxts.v1",
+        "toy/adaptor.py (logic) imports dxts.v1.x",
+        "toy/adaptor.py (logic) imports sqlalchemy",
+        "toy/store.py (store) imports grpc",
+    ]

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dxts.backends.runner.settings import replica_path
 from dxts.core.states import Kind
 
 # The Helm chart mounts the local backend's storage volume here: work area and storage elements.
@@ -79,7 +80,4 @@ class LocalSettings(BaseSettings):
     def se_path(self, storage_element: str, lfn: str) -> Path:
         """Where a replica of `lfn` at a local storage element lives."""
         assert self.storage_root is not None
-        relative = lfn.lstrip("/")
-        if not relative or ".." in Path(relative).parts:
-            raise ValueError(f"{lfn!r} is not a usable LFN")
-        return self.storage_root / storage_element / relative
+        return replica_path(self.storage_root, storage_element, lfn)
