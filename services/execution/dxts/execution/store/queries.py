@@ -21,8 +21,6 @@ from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
-    diracx_ids,
-    glidein_ids,
     inputs,
     parcel_inputs,
     parcels,
@@ -169,14 +167,8 @@ async def submitter(conn: AsyncConnection, parcel_id: bytes) -> Any:
 
 
 async def backend_identifier(conn: AsyncConnection, parcel_id: bytes) -> str:
-    """The backend's identifier for the parcel: its adaptor's (BackendIDs), else one a backend
-    recorded in the spec's own tables (DiracXIDs, GlideInIDs)."""
-    for table, render in (
-        (backend_ids, lambda r: id_to_str(bytes(r.Identifier))),
-        (diracx_ids, lambda r: id_to_str(bytes(r.SlotID))),
-        (glidein_ids, lambda r: f"{r.Server}/{r.GlideInID}"),
-    ):
-        row = (await conn.execute(sa.select(table).where(table.c.ParcelID == parcel_id))).first()
-        if row is not None:
-            return str(render(row))
-    return ""
+    """The identifier the parcel's adaptor gave it (BackendIDs), "" before it was accepted."""
+    identifier = await conn.scalar(
+        sa.select(backend_ids.c.Identifier).where(backend_ids.c.ParcelID == parcel_id)
+    )
+    return id_to_str(bytes(identifier)) if identifier is not None else ""
