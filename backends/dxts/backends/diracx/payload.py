@@ -3,7 +3,7 @@
 The job's working directory holds its unpacked input sandbox: `dxts-payload.binpb` (the
 serialised `Payload`: the process tree and the resolved-hints sidecar, shared by the parcels of
 one Submit) and `dxts-parcel.binpb` (the parcel's `ParcelSubmission`: its parameters, input ids,
-output prefix). The parcel runs with cwltool through the local adaptor's runner
+output prefix). The parcel runs with cwltool through the adaptor kit's runner
 (`dxts.backends.runner.cwl.run_compute`, the same code as `dxts-backend-local`), in
 `dxts-run/`, with the worker's storage elements and file catalogue taken from its environment
 (`DXTS_LOCAL_STORAGE_ROOT`, `DXTS_LOCAL_OUTPUT_SE`, `DXTS_CATALOGUE_*`, and
@@ -30,9 +30,9 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dxts.backends.local.settings import LocalSettings
 from dxts.backends.runner import cwl
 from dxts.backends.runner.cwl import JobFailed, Run
+from dxts.backends.runner.settings import RunnerEnvironment
 from dxts.core.adaptor.codec import decode_payload, decode_submission
 from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage
 from dxts.core.catalogue import FileCatalogue, load_catalogue
@@ -96,12 +96,12 @@ def read_result(text: str) -> Result:
     )
 
 
-def _local_settings(run_dir: Path) -> LocalSettings:
-    """The local runner's settings on this worker: its storage from the environment."""
+def _runner_settings(run_dir: Path) -> RunnerEnvironment:
+    """The runner's settings on this worker: its storage from the environment."""
     names = [n for n in os.environ.get(STORAGE_ELEMENTS_VARIABLE, "").split(":") if n]
     if names:
-        return LocalSettings(work_dir=run_dir, storage_elements=names)
-    return LocalSettings(work_dir=run_dir)
+        return RunnerEnvironment(work_dir=run_dir, storage_elements=names)
+    return RunnerEnvironment(work_dir=run_dir)
 
 
 def _catalogue() -> FileCatalogue | None:
@@ -120,7 +120,7 @@ async def run(directory: Path) -> dict[str, Any]:
         )
     run_dir = directory / RUN_DIR
     run_dir.mkdir(exist_ok=True)
-    settings = _local_settings(run_dir)
+    settings = _runner_settings(run_dir)
     catalogue = _catalogue()
     progress = Run()
     if catalogue is not None:
