@@ -207,8 +207,10 @@ def test_the_layer_checker_sees_a_violation(tmp_path: Path) -> None:
 # dxts.backends is the adaptor kit (`edge/`: the contract, covered by the layer rules above) and
 # one package per adaptor, each laid out by module: its `store` (a module or a folder) holds the
 # adaptor's own SQL, the process entry (`__main__`, `component`) serves it over the edge, and
-# every other module is logic, on the contract's domain types.
+# every other module is logic, on the contract's domain types. An adaptor imports the kit (the
+# package's top-level modules, `edge/`, `runner/`), never another adaptor.
 ADAPTOR_ENTRIES = {"__main__", "component"}
+KIT_FOLDERS = {"edge", "runner"}
 ADAPTOR_FORBIDDEN: dict[str, tuple[str, ...]] = {
     "logic": ("grpc", "dxts.v1", "sqlalchemy", "dxts.backends.edge"),
     "store": ("grpc", "dxts.v1", "dxts.backends.edge"),
@@ -226,12 +228,20 @@ def adaptor_layer(relative: Path) -> str | None:
 
 
 def adaptor_violations(root: Path) -> list[str]:
+    adaptors = {
+        folder.name
+        for folder in root.iterdir()
+        if (folder / "__init__.py").is_file() and folder.name not in KIT_FOLDERS
+    }
     violations = []
     for path in sorted(root.rglob("*.py")):
-        layer = adaptor_layer(path.relative_to(root))
+        relative = path.relative_to(root)
+        layer = adaptor_layer(relative)
         if layer is None:
             continue
-        banned = ADAPTOR_FORBIDDEN[layer]
+        own = relative.parts[0] if len(relative.parts) > 1 else None
+        others = tuple(f"dxts.backends.{a}" for a in sorted(adaptors - {own}))
+        banned = ADAPTOR_FORBIDDEN[layer] + others
         for module in sorted(imported_modules(path)):
             if any(module == b or module.startswith(f"{b}.") for b in banned):
                 violations.append(f"{path.relative_to(root)} ({layer}) imports {module}")
@@ -248,7 +258,13 @@ def test_the_adaptor_checker_sees_a_violation(tmp_path: Path) -> None:
     (tmp_path / "toy" / "adaptor.py").write_text("import sqlalchemy\nfrom dxts.v1 import x\n")
     (tmp_path / "toy" / "store.py").write_text("import sqlalchemy\nimport grpc\n")
     (tmp_path / "toy" / "__main__.py").write_text("from dxts.backends.edge import servicer\n")
+    (tmp_path / "toy" / "__init__.py").write_text("")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "__init__.py").write_text("")
+    (tmp_path / "other" / "job.py").write_text("from dxts.backends.toy.adaptor import Toy\n")
     assert adaptor_violations(tmp_path) == [
+        "other/job.py (logic) imports dxts.backends.toy.adaptor",
+        "other/job.py (logic) imports dxts.backends.toy.adaptor.Toy",
         "toy/adaptor.py (logic) imports dxts.v1",
         "toy/adaptor.py (logic) imports dxts.v1.x",
         "toy/adaptor.py (logic) imports sqlalchemy",
