@@ -473,3 +473,73 @@ def test_the_cwl_checker_sees_a_violation(tmp_path: Path) -> None:
         "dxts.core.grpc.deadlines",
         "dxts.core.grpc.deadlines.checkpoint",
     ]
+
+
+# -- the adaptors -------------------------------------------------------------------------------
+
+# dxts.backends is the adaptor kit (`edge/`: the contract, covered by the layer rules above) and
+# one package per adaptor, each laid out by module: its `store` (a module or a folder) holds the
+# adaptor's own SQL, the process entry (`__main__`, `component`) serves it over the edge, and
+# every other module is logic, on the contract's domain types. An adaptor imports the kit (the
+# package's top-level modules, `edge/`, `runner/`), never another adaptor.
+ADAPTOR_ENTRIES = {"__main__", "component"}
+KIT_FOLDERS = {"edge", "runner"}
+ADAPTOR_FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "logic": ("grpc", "dxts.v1", "sqlalchemy", "dxts.backends.edge"),
+    "store": ("grpc", "dxts.v1", "dxts.backends.edge"),
+    "entry": ("sqlalchemy",),
+}
+
+
+def adaptor_layer(relative: Path) -> str | None:
+    """The layer of a module of dxts.backends by its path under the package (None: edge/)."""
+    if relative.parts[0] == "edge":
+        return None
+    if relative.stem in ADAPTOR_ENTRIES:
+        return "entry"
+    return "store" if "store" in (relative.stem, *relative.parts[:-1]) else "logic"
+
+
+def adaptor_violations(root: Path) -> list[str]:
+    adaptors = {
+        folder.name
+        for folder in root.iterdir()
+        if (folder / "__init__.py").is_file() and folder.name not in KIT_FOLDERS
+    }
+    violations = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        layer = adaptor_layer(relative)
+        if layer is None:
+            continue
+        own = relative.parts[0] if len(relative.parts) > 1 else None
+        others = tuple(f"dxts.backends.{a}" for a in sorted(adaptors - {own}))
+        banned = ADAPTOR_FORBIDDEN[layer] + others
+        for module in sorted(imported_modules(path)):
+            if any(module == b or module.startswith(f"{b}.") for b in banned):
+                violations.append(f"{path.relative_to(root)} ({layer}) imports {module}")
+    return violations
+
+
+def test_the_adaptors_are_layered() -> None:
+    violations = adaptor_violations(REPO / PACKAGE_DIRS["dxts.backends"])
+    assert not violations, "\n".join(violations)
+
+
+def test_the_adaptor_checker_sees_a_violation(tmp_path: Path) -> None:
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "adaptor.py").write_text("import sqlalchemy\nfrom dxts.v1 import x\n")
+    (tmp_path / "toy" / "store.py").write_text("import sqlalchemy\nimport grpc\n")
+    (tmp_path / "toy" / "__main__.py").write_text("from dxts.backends.edge import servicer\n")
+    (tmp_path / "toy" / "__init__.py").write_text("")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "__init__.py").write_text("")
+    (tmp_path / "other" / "job.py").write_text("from dxts.backends.toy.adaptor import Toy\n")
+    assert adaptor_violations(tmp_path) == [
+        "other/job.py (logic) imports dxts.backends.toy.adaptor",
+        "other/job.py (logic) imports dxts.backends.toy.adaptor.Toy",
+        "toy/adaptor.py (logic) imports dxts.v1",
+        "toy/adaptor.py (logic) imports dxts.v1.x",
+        "toy/adaptor.py (logic) imports sqlalchemy",
+        "toy/store.py (store) imports grpc",
+    ]

@@ -56,9 +56,7 @@ DISPATCHER = {
     "Parcels",
     "DiracXIDs",
     "GlideInIDs",
-    "LocalIDs",
-    "NullIDs",
-    "SlurmIDs",
+    "BackendIDs",
     # ResolvedHintsID only: the sidecar the dispatcher resolves (a ComputeParcels column).
     "ComputeParcels",
 }
@@ -103,10 +101,7 @@ DECLARED_READS: dict[str, dict[str, str]] = {
     "dxts.execution": {
         "TransformationOutputs": "outcomes are recorded against the declared outputs in the "
         "recording transaction; a gRPC round trip per batch would split it",
-        **{
-            name: "a parcel's description shows the identifier its backend gave it"
-            for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs")
-        },
+        "BackendIDs": "a parcel's description shows the identifier its backend gave it",
         "Requirements": "HandleFailedInput is shown the requirements a failed parcel was sent "
         "with (a retry rule raises them)",
     },

@@ -16,8 +16,8 @@ import pytest
 
 from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.adaptor import LocalAdaptor
-from dxts.backends.local.compute import payload_exit_code
 from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner.cwl import payload_exit_code
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.errors import NotFound
 from dxts.core.grpc import DevKeys, GrpcServer, channel

@@ -16,7 +16,7 @@ import yaml
 from test_local_adaptor import Harness, compute_payload, harness, submission
 
 from dxts.backends.diracx import payload as worker
-from dxts.backends.local.compute import Collected
+from dxts.backends.runner.cwl import Collected
 from dxts.core.adaptor.model import OutputFile
 from dxts.cwl.loading import Bundle, load_document
 from dxts.v1 import common_pb2

@@ -26,7 +26,8 @@ def test_the_demo_runs_on_slurm_to_completed(up: Up, tmp_path: Path) -> None:
 
     with sqlite3.connect(up.data_dir / "dxts.sqlite") as db:
         ran = {
-            str(uuid.UUID(bytes=row[0])) for row in db.execute('SELECT ParcelID FROM "SlurmIDs"')
+            str(uuid.UUID(bytes=row[0]))
+            for row in db.execute("SELECT ParcelID FROM \"BackendIDs\" WHERE Adaptor = 'slurm'")
         }
         compute = db.execute("SELECT COUNT(*) FROM \"Parcels\" WHERE Kind = 'Compute'").fetchone()
     assert len(ran) == compute[0] >= 3  # every compute parcel went to Slurm

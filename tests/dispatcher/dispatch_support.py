@@ -238,9 +238,15 @@ async def parcel_rows(database: Database, ids: Sequence[bytes]) -> dict[bytes, A
     return await database.run(work, isolation=RC)
 
 
-async def identifiers(database: Database, table: sa.Table) -> dict[bytes, bytes]:
+async def identifiers(database: Database, adaptor: str) -> dict[bytes, bytes]:
+    """ParcelID → identifier of the parcels adaptors of type `adaptor` accepted."""
+    table = execution.backend_ids
+
     async def work(conn: Any) -> dict[bytes, bytes]:
-        return {bytes(r[0]): bytes(r[1]) for r in await conn.execute(sa.select(*table.c))}
+        rows = await conn.execute(
+            sa.select(table.c.ParcelID, table.c.Identifier).where(table.c.Adaptor == adaptor)
+        )
+        return {bytes(r[0]): bytes(r[1]) for r in rows}
 
     return await database.run(work, isolation=RC)
 

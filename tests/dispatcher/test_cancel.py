@@ -96,7 +96,7 @@ async def test_a_parcel_cancelled_while_being_submitted_is_cancelled_at_the_back
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3
     states = await statuses(database, ids)
     assert [states[p] for p in ids] == ["Completing", "Assigned", "Assigned"]
-    assert set(await identifiers(database, execution.null_ids)) == set(ids)
+    assert set(await identifiers(database, "null")) == set(ids)
     assert adaptor.jobs[id_to_str(ids[0])].cancelled
     assert not adaptor.jobs[id_to_str(ids[1])].cancelled
 
@@ -181,7 +181,7 @@ async def test_a_cancelled_parcel_whose_dispatcher_died_is_settled_by_its_key(
     with pytest.raises(Killed):
         await crashing.dispatcher.dispatch_once(Kind.COMPUTE)
     assert await request_cancel(database, ids) == ids
-    assert await identifiers(database, execution.null_ids) == {}
+    assert await identifiers(database, "null") == {}
 
     sink = FakeExecution(database)
     young = await dispatcher(
@@ -194,7 +194,7 @@ async def test_a_cancelled_parcel_whose_dispatcher_died_is_settled_by_its_key(
     assert await survivor.forwarder.cancel_once(survivor.backends["null"]) == 2
     assert set((await statuses(database, ids)).values()) == {"Cancelled"}
     assert {o.result for o in sink.outcomes} == {OutcomeResult.CANCELLED}
-    recorded = await identifiers(database, execution.null_ids)
+    recorded = await identifiers(database, "null")
     if dies == "after_claim":
         assert recorded == {}  # nothing ran, nothing will: the keys are refused from now on
         assert adaptor.cancelled_keys == {id_to_str(p) for p in ids}

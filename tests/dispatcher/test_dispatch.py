@@ -97,7 +97,7 @@ async def test_parcels_are_claimed_submitted_and_recorded(
 
     assert await drain(component) == 35
     assert set((await statuses(database, produced + users)).values()) == {"Assigned"}
-    recorded = await identifiers(database, execution.null_ids)
+    recorded = await identifiers(database, "null")
     assert set(recorded) == set(produced + users)
     assert {id_to_str(i) for i in recorded.values()} == {
         j.identifier for j in adaptor.jobs.values()
@@ -287,7 +287,7 @@ async def test_an_unreachable_adaptor_leaves_parcels_reserved_until_recovery(
     assert not component.backends["null"].state.reachable
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 4
     assert set((await statuses(database, ids)).values()) == {"Reserved"}
-    assert await identifiers(database, execution.null_ids) == {}
+    assert await identifiers(database, "null") == {}
 
     adaptor = NullAdaptor(NullSettings())
     up = await serve(adaptor, keys, listen=f"127.0.0.1:{port}")
@@ -325,14 +325,14 @@ async def test_a_crash_between_submit_and_record_is_closed_by_recovery(
     with pytest.raises(Killed):
         await crashing.dispatcher.dispatch_once(Kind.COMPUTE)
     assert set((await statuses(database, ids)).values()) == {"Reserved"}
-    assert await identifiers(database, execution.null_ids) == {}
+    assert await identifiers(database, "null") == {}
     first = {key: job.identifier for key, job in adaptor.jobs.items()}
     assert set(first) == {id_to_str(p) for p in ids}
 
     survivor = await dispatcher(database, [{**COMPUTE, "address": address}], keys, lease_s=0.001)
     assert await survivor.dispatcher.recover_once(Kind.COMPUTE) == 6
     assert set((await statuses(database, ids)).values()) == {"Assigned"}
-    recorded = await identifiers(database, execution.null_ids)
+    recorded = await identifiers(database, "null")
     assert {id_to_str(p): id_to_str(i) for p, i in recorded.items()} == first
     assert adaptor.submits == Counter({id_to_str(p): 2 for p in ids})
     assert adaptor.started == Counter({id_to_str(p): 1 for p in ids})

@@ -79,7 +79,7 @@ async def test_four_replicas_submit_every_parcel_exactly_once(
 
     assert adaptor.submits == Counter({id_to_str(p): 1 for p in ids})
     assert adaptor.started == adaptor.submits
-    recorded = await identifiers(mariadb, execution.null_ids)
+    recorded = await identifiers(mariadb, "null")
     assert set(recorded) == set(ids)
     assert len(set(recorded.values())) == PARCELS
 

@@ -94,7 +94,7 @@ async def test_compute_parcels_run_with_cwltool_and_their_outcomes_reach_executi
         database, [{"name": "local", "address": address, "kind": "compute"}], keys, sink=sink
     )
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3
-    assert set(await identifiers(database, execution.local_ids)) == {*produced, user}
+    assert set(await identifiers(database, "local")) == {*produced, user}
 
     for _ in range(600):
         await component.forwarder.poll_once(component.backends["local"])

@@ -43,7 +43,6 @@ from dxts.core.db import Database
 from dxts.core.errors import PermissionDenied
 from dxts.core.grpc import GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
-from dxts.core.schema import execution
 from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
 from dxts.dispatcher.logic.backends import read_loads
@@ -91,7 +90,7 @@ async def test_polled_outcomes_reach_execution_once_recorded(
     assert await component.forwarder.poll_once(component.backends["null"]) == 40 - len(lost)
     seen = sink.by_parcel()
     assert set(seen) == set(ids) - lost
-    recorded = await identifiers(database, execution.null_ids)
+    recorded = await identifiers(database, "null")
     for parcel_id, (outcome,) in seen.items():
         job = adaptor.jobs[id_to_str(parcel_id)]
         assert outcome.backend == "null"
@@ -224,7 +223,7 @@ async def test_unusable_outcomes_are_counted_and_corrupt_nothing(
     assert component.backends["null"].state.bad_outcomes == 4
     forwarded = {o.identifier: o for o in sink.outcomes}
     assert len(forwarded) == 4  # all but the parcel-mismatch one; the stranger dropped
-    recorded = await identifiers(database, execution.null_ids)
+    recorded = await identifiers(database, "null")
     assert set(forwarded) <= {id_to_str(i) for i in recorded.values()}
     unusable = [o for o in forwarded.values() if o.result is OutcomeResult.FAILED]
     assert len(unusable) == 2
@@ -376,7 +375,7 @@ async def test_a_forged_report_is_refused_and_changes_nothing(
     await server.start()
     try:
         assert await drain(component) == 3
-        held = await identifiers(database, execution.null_ids)
+        held = await identifiers(database, "null")
 
         def report(backend: str) -> dispatcher_pb2.ReportOutcomesRequest:
             return dispatcher_pb2.ReportOutcomesRequest(

@@ -24,7 +24,6 @@ from dxts.backends.null.adaptor import NullAdaptor
 from dxts.core.adaptor.model import Payload, Submission, SubmitResult
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str
-from dxts.core.schema import execution
 from dxts.core.states import Kind
 from dxts.dispatcher.store import recording
 
@@ -89,7 +88,7 @@ async def test_a_usual_batch_is_recorded_without_the_locking_path(
 
     assert locking == []
     assert set((await statuses(database, ids)).values()) == {"Assigned"}
-    assert set(await identifiers(database, execution.null_ids)) == set(ids)
+    assert set(await identifiers(database, "null")) == set(ids)
     await assert_counters_exact(database)
     await component.stop()
 
@@ -103,7 +102,7 @@ async def test_a_clashing_identifier_rolls_the_quick_path_back(
     _, address = await null_adaptors()
     component = await dispatcher(database, [{**COMPUTE, "address": address}], keys)
     assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 1
-    (taken,) = (await identifiers(database, execution.null_ids)).values()
+    (taken,) = (await identifiers(database, "null")).values()
 
     ids = await parcels(database, 3, transformation_id=tid)
     backend = component.dispatcher.backends["null"]
@@ -121,7 +120,7 @@ async def test_a_clashing_identifier_rolls_the_quick_path_back(
     assert locking == [1]  # the quick path rolled back, the locking path recorded the batch
     states = await statuses(database, ids)
     assert [states[p] for p in ids] == ["Assigned", "Reserved", "Assigned"]
-    recorded = await identifiers(database, execution.null_ids)
+    recorded = await identifiers(database, "null")
     assert set(recorded) == {first, ids[0], ids[2]}
     assert recorded[first] == taken
     await assert_counters_exact(database)

@@ -19,6 +19,7 @@ from definition_double import InMemoryTransformations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core import content_store
+from dxts.core.adaptor.mapping import outcome_to_proto
 from dxts.core.counters import (
     DATA_PARCELS,
     TRANSFORMATION,
@@ -32,8 +33,7 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_to_str, input_hash, new_id, new_ids
 from dxts.core.schema import definition, execution, metadata
 from dxts.core.states import Kind
-from dxts.execution.edge.mapping import outcome_pb
-from dxts.execution.logic.outcome_model import stored_outcome
+from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.logic.transformations import ActiveTransformation, Output
 from dxts.v1 import common_pb2
 
@@ -324,7 +324,7 @@ def outcome(
 def stored_message(annotations: Any) -> common_pb2.Outcome | None:
     """The outcome stored on a parcel as GetParcel answers it (None when there is none)."""
     stored = stored_outcome(annotations)
-    return None if stored is None else outcome_pb(stored)
+    return None if stored is None else outcome_to_proto(stored)
 
 
 def report(**fates: Any) -> dict[str, Any]:

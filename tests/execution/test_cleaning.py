@@ -86,8 +86,8 @@ async def populate(database: Database, world: World, catalogue: LocalFileCatalog
     await Recorder(database, catalogue, definitions(world)).record_completing()
     async with database.transaction(RC) as conn:
         await conn.execute(
-            sa.insert(execution.null_ids),
-            [{"ParcelID": p, "NullID": new_id()} for p in (ok, split)],
+            sa.insert(execution.backend_ids),
+            [{"ParcelID": p, "Adaptor": "null", "Identifier": new_id()} for p in (ok, split)],
         )
         await log_transformations(
             conn, [LogEntry(world.transformation_id, "Comment", "test", message="kept")]
@@ -153,7 +153,7 @@ async def test_cleaning_removes_exactly_the_transformations_bulk_rows(
     before = await rows_of(database, doomed)
     untouched = await rows_of(database, kept)
     assert before["Inputs"] == 6 + 1 + DEPTH  # fed, one recovery child, the lineage
-    assert min(before[n] for n in ("ParcelInputs", "ParcelOutputs", "ComputeParcels", "NullIDs"))
+    assert min(before[n] for n in ("ParcelInputs", "ParcelOutputs", "ComputeParcels", "BackendIDs"))
     assert before["TransformationCounters"] > 0
 
     # Small calls: each reports that work is left, until the last.

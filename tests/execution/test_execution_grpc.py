@@ -265,7 +265,9 @@ async def test_parcels_listed_and_shown_with_facet_inputs_outputs_and_outcome(
             .values(Annotations={"outcome": outcome})
         )
         await conn.execute(
-            sa.insert(execution.null_ids).values(ParcelID=parcel_id, NullID=new_id())
+            sa.insert(execution.backend_ids).values(
+                ParcelID=parcel_id, Adaptor="null", Identifier=new_id()
+            )
         )
         await conn.execute(
             sa.insert(execution.parcel_outputs).values(

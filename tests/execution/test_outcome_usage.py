@@ -22,6 +22,8 @@ from recording_world import (
     stored_message,
 )
 
+from dxts.core.adaptor.codec import outcome_to_json
+from dxts.core.adaptor.mapping import outcome_from_proto
 from dxts.core.builtins import actions
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
@@ -32,10 +34,8 @@ from dxts.core.settings import ServerSettings
 from dxts.core.states import ActionResult, Kind, TransformationStatus
 from dxts.definition.edge.execution_client import GrpcExecution
 from dxts.execution.component import build_execution
-from dxts.execution.edge.mapping import outcome_from_proto
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic.completing import Recorder
-from dxts.execution.logic.outcome_model import outcome_to_json
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2
 

@@ -9,15 +9,15 @@ from definition_double import InMemoryTransformations
 from recording_world import RC, TOOL, empty, outcome, parcel, rows_of
 
 from dxts.core import content_store
+from dxts.core.adaptor.mapping import outcome_to_proto
+from dxts.core.adaptor.model import OutcomeResult
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import new_id
 from dxts.core.schema import execution
-from dxts.execution.edge.mapping import outcome_pb
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic.completing import Recorder
-from dxts.execution.logic.outcome_model import OutcomeResult
 from dxts.execution.logic.user_parcels import UserJob, create_user_parcel, get_user_parcel
 
 
@@ -98,7 +98,8 @@ async def test_a_recorded_user_parcel_reads_back_with_its_outcome(
     assert [f.lfn for f in view.outputs] == [lfn]
     assert view.outcome is not None
     assert view.outcome.result == OutcomeResult.SUCCEEDED
-    assert outcome_pb(view.outcome).output_object_json == output_object  # as GetUserParcel says
+    as_said = outcome_to_proto(view.outcome)  # as GetUserParcel says
+    assert as_said.output_object_json == output_object
     assert lfn in await catalogue.files([lfn])
 
 

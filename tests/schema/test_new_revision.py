@@ -54,7 +54,7 @@ async def test_revision_autogenerates_the_missing_change(
 ) -> None:
     script = ScriptDirectory.from_config(api.alembic_config())
     previous_head = script.get_current_head()
-    number = f"{sum(1 for _ in script.walk_revisions()) + 1:04d}"
+    number = f"{max(int(rev.revision) for rev in script.walk_revisions()) + 1:04d}"
     await upgrade(db_url)
     await api.run_on_connection(db_url, _drop_index)
 

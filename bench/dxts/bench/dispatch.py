@@ -182,7 +182,7 @@ async def _reseed(database: Database, transformation_id: bytes, process_id: byte
 
     async def clear(conn: Any) -> None:
         for table in (
-            execution.null_ids,
+            execution.backend_ids,
             execution.compute_parcels,
             execution.parcels,
             TRANSFORMATION.journal_table,
@@ -258,7 +258,7 @@ async def _assigned(database: Database) -> tuple[int, int]:
         assigned = await conn.scalar(
             sa.select(sa.func.count()).where(parcels.c.Status == ParcelStatus.ASSIGNED.value)
         )
-        recorded = await conn.scalar(sa.select(sa.func.count()).select_from(execution.null_ids))
+        recorded = await conn.scalar(sa.select(sa.func.count()).select_from(execution.backend_ids))
         return int(assigned or 0), int(recorded or 0)
 
     return await database.run(work, isolation=RC)

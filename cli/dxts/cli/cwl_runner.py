@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlparse
 EXIT_FAILED = 1
 EXIT_UNSUPPORTED = 33
 POLL_S = 0.05
-# How the local adaptor reports a runner's own exit status (dxts.backends.local.compute).
+# How the local adaptor reports a runner's own exit status (dxts.backends.runner.cwl).
 RUNNER_EXIT = re.compile(r"exited with (\d+)")
 RETRIES = 10
 T = TypeVar("T")

@@ -2,10 +2,11 @@
 
 `compose()` assembles the components over one started database, each service on a gRPC server
 of its own: the definition, execution and accounting services the commands talk to, the
-dispatcher, and two adaptors: compute parcels run with cwltool on this machine (the local
-adaptor) or, with `--backend slurm`, as jobs of the Slurm cluster SLURM_CONF names (the Slurm
-adaptor; `scripts/slurm start` runs one here), and data parcels between the local storage
-elements (the local adaptor). Everything a restart must find again lives in the data directory:
+dispatcher, and two adaptors, found by entry point (`dxts.backends.plugins`): compute parcels
+run with cwltool on this machine (the local adaptor) or, with `--backend slurm`, as jobs of the
+Slurm cluster SLURM_CONF names (the Slurm adaptor; `scripts/slurm start` runs one here), or on
+any other adaptor installed; data parcels run between the local storage elements (the local
+adaptor). Everything a restart must find again lives in the data directory:
 
     dxts.sqlite            the database (unless --db-url names another)
     catalogue.sqlite       the local file catalogue
@@ -39,15 +40,9 @@ import typer
 
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
-from dxts.backends.diracx.adaptor import DiracXAdaptor
-from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE
-from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
+from dxts.backends import plugins
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.local.adaptor import LocalAdaptor
-from dxts.backends.local.settings import LocalSettings
 from dxts.backends.logic import Adaptor
-from dxts.backends.slurm.adaptor import SlurmAdaptor
-from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.connection import (
     CONNECTION_FILE,
     CURRENT_FILE,
@@ -153,50 +148,6 @@ class Stack:
                 await result
 
 
-def local_settings(data_dir: Path, kind: Kind, workers: int) -> LocalSettings:
-    """The local adaptor of one kind, over the data directory's storage elements."""
-    name = "local" if kind is Kind.COMPUTE else "local-data"
-    return LocalSettings(
-        name=name,
-        kind=kind,
-        work_dir=data_dir / name,
-        storage_root=data_dir / "storage",
-        storage_elements=list(STORAGE_ELEMENTS),
-        output_se=STORAGE_ELEMENTS[0],
-        workers=workers,
-    )
-
-
-def slurm_settings(data_dir: Path) -> SlurmSettings:
-    """The Slurm adaptor over the data directory's storage elements (shared with the nodes)."""
-    return SlurmSettings(
-        name="slurm",
-        work_dir=data_dir / "slurm",
-        storage_root=data_dir / "storage",
-        storage_elements=list(STORAGE_ELEMENTS),
-        output_se=STORAGE_ELEMENTS[0],
-    )
-
-
-def diracx_settings(data_dir: Path, url: str, catalogue_url: str | None) -> DiracXSettings:
-    """The DiracX adaptor for `dxts up --backend diracx`: its credentials from DXTS_DIRACX_*,
-    its jobs' payloads run by this Python (unless DXTS_DIRACX_PAYLOAD_COMMAND says otherwise)
-    and told to use this data directory's storage elements and catalogue: a worker on this
-    machine, such as the test pilot."""
-    environment = {
-        "DXTS_LOCAL_STORAGE_ROOT": str(data_dir / "storage"),
-        STORAGE_ELEMENTS_VARIABLE: ":".join(STORAGE_ELEMENTS),
-        "DXTS_LOCAL_OUTPUT_SE": STORAGE_ELEMENTS[0],
-    }
-    if catalogue_url:
-        environment["DXTS_CATALOGUE_URL"] = catalogue_url
-    settings = DiracXSettings(url=url, work_dir=data_dir / "diracx")
-    if "payload_command" not in settings.model_fields_set:
-        settings.payload_command = [sys.executable, "-m", PAYLOAD_MODULE]
-    settings.payload_environment = {**environment, **settings.payload_environment}
-    return settings
-
-
 async def _serve_adaptor(
     stack: Stack, name: str, adaptor: Adaptor, verifier: TokenVerifier, host: str
 ) -> str:
@@ -214,13 +165,15 @@ async def compose(
     ports: Ports | None = None,
     workers: int = 2,
     sweeps: bool = True,
-    diracx: DiracXSettings | None = None,
-    slurm: SlurmSettings | None = None,
+    backend: str = "local",
+    backend_url: str | None = None,
+    catalogue_url: str | None = None,
 ) -> Stack:
     """Build and serve every component over `database` and `catalogue` (both started); with
     `sweeps` false they are built without their background work (the command's tests steer
-    the states themselves). With `diracx` (or `slurm`), compute parcels become jobs of that
-    DiracX installation (or Slurm cluster) instead of running here."""
+    the states themselves). Compute parcels go to an adaptor of type `backend`, found by entry
+    point (`dxts.backends.plugins`; `backend_url` names the system it drives, if any), data
+    parcels to the local adaptor."""
     ports = ports or Ports()
     host = ports.host
     port = {
@@ -234,27 +187,26 @@ async def compose(
     address = {name: f"{host}:{number}" for name, number in port.items()}
     stack = Stack()
     try:
+        site = plugins.Site(
+            data_dir=data_dir,
+            catalogue=catalogue,
+            storage_root=data_dir / "storage",
+            storage_elements=STORAGE_ELEMENTS,
+            workers=workers,
+            catalogue_url=catalogue_url,
+            url=backend_url,
+        )
         backends = []
-        remote: tuple[Adaptor, str, str] | None = None  # a compute adaptor, its name and type
-        if diracx is not None:
-            remote = (DiracXAdaptor(diracx), diracx.name, "diracx")
-        elif slurm is not None:
-            remote = (SlurmAdaptor(slurm, catalogue), slurm.name, "slurm")
-        if remote is not None:
-            adaptor, name, adaptor_type = remote
-            served = await _serve_adaptor(stack, name, adaptor, verifier, host)
+        created: dict[str, Adaptor] = {}  # backend name → its adaptor
+        for adaptor_type, kind in ((backend, Kind.COMPUTE), ("local", Kind.DATA)):
+            try:
+                made = plugins.create(adaptor_type, site, kind)
+            except (KeyError, ValueError) as error:
+                raise DxtsError(f"--backend {adaptor_type}: {error}") from None
+            created[made.name] = made.adaptor
+            served = await _serve_adaptor(stack, made.name, made.adaptor, verifier, host)
             backends.append(
-                BackendConfig(name=name, address=served, kind=Kind.COMPUTE, adaptor=adaptor_type)
-            )
-        locals_: dict[str, LocalAdaptor] = {}
-        for kind in (Kind.COMPUTE, Kind.DATA) if remote is None else (Kind.DATA,):
-            settings = local_settings(data_dir, kind, workers)
-            locals_[settings.name] = LocalAdaptor(settings, catalogue)
-            served = await _serve_adaptor(
-                stack, settings.name, locals_[settings.name], verifier, host
-            )
-            backends.append(
-                BackendConfig(name=settings.name, address=served, kind=kind, adaptor="local")
+                BackendConfig(name=made.name, address=served, kind=kind, adaptor=adaptor_type)
             )
         locks = LockManager(database)
         stack.on_stop(locks.dispose)
@@ -345,8 +297,9 @@ async def compose(
         # In one process the components tell each other when work is ready, so a job does not
         # wait out the sweeps' idle intervals (submit → claim, end → poll).
         execution.servicer.parcels_unassigned = dispatcher.wake_claims
-        for name, adaptor in locals_.items():
-            adaptor.finished = functools.partial(dispatcher.wake_poll, name)
+        for name, adaptor in created.items():
+            if hasattr(adaptor, "finished"):  # an adaptor that says when work ends
+                adaptor.finished = functools.partial(dispatcher.wake_poll, name)
     except BaseException:
         await stack.stop()
         raise
@@ -410,7 +363,7 @@ async def _run(
     vo: str,
     workers: int,
     backend: str,
-    diracx_url: str | None,
+    backend_url: str | None,
 ) -> None:
     _say(f"dxts up: data directory {directory}")
     keys = DevKeys.load_or_create(directory)
@@ -435,10 +388,6 @@ async def _run(
         exit_stack.push_async_callback(database.dispose)
         catalogue = await open_catalogue(catalogue_settings)
         exit_stack.push_async_callback(catalogue.close)
-        diracx = None
-        if diracx_url is not None:
-            diracx = diracx_settings(directory, diracx_url, local_catalogue)
-            _say(f"compute parcels become jobs of DiracX at {diracx.url} as {diracx.username}")
         stack = await compose(
             database,
             data_dir=directory,
@@ -446,8 +395,9 @@ async def _run(
             catalogue=catalogue,
             ports=ports,
             workers=workers,
-            diracx=diracx,
-            slurm=slurm_settings(directory) if backend == "slurm" else None,
+            backend=backend,
+            backend_url=backend_url,
+            catalogue_url=local_catalogue,
         )
         exit_stack.push_async_callback(stack.stop)
         web = await serve_web(stack, ports)
@@ -538,13 +488,19 @@ def up(
     backend: Annotated[
         str,
         typer.Option(
-            help="Where compute parcels run: 'local' (cwltool here), 'diracx' (jobs of the "
-            "DiracX installation at --diracx-url; its credentials from DXTS_DIRACX_*) or 'slurm' "
-            "(jobs of the Slurm cluster SLURM_CONF names; `scripts/slurm start` runs one here).",
+            help="Where compute parcels run, an installed adaptor type (entry point group "
+            "dxts.backends): 'local' (cwltool here), 'diracx' (jobs of the DiracX installation "
+            "at --backend-url; its credentials from DXTS_DIRACX_*), 'slurm' (jobs of the Slurm "
+            "cluster SLURM_CONF names; `scripts/slurm start` runs one here), or any other.",
         ),
     ] = "local",
-    diracx_url: Annotated[
-        str | None, typer.Option(help="The DiracX installation (with --backend diracx).")
+    backend_url: Annotated[
+        str | None,
+        typer.Option(
+            "--backend-url",
+            "--diracx-url",
+            help="The system the --backend adaptor drives, for one that needs it (DiracX).",
+        ),
     ] = None,
 ) -> None:
     """Run every component in this process, on the embedded default (a laptop, a demo).
@@ -568,16 +524,13 @@ def up(
         typer.echo(f"error: --db-url: {error}", err=True)
         raise typer.Exit(2) from None
     ports = Ports(host, definition_port, execution_port, accounting_port, web_port)
-    if backend not in ("local", "diracx", "slurm"):
-        typer.echo(f"error: --backend: 'local', 'diracx' or 'slurm', not {backend!r}", err=True)
-        raise typer.Exit(1)
-    if (backend == "diracx") != (diracx_url is not None):
-        typer.echo("error: --diracx-url goes with --backend diracx, and only with it", err=True)
+    if backend not in (installed := plugins.adaptor_types()):
+        typer.echo(f"error: --backend: one of {', '.join(installed)}, not {backend!r}", err=True)
         raise typer.Exit(1)
     _log_to(directory / LOG_FILE, verbose)
     try:
         with _only_one(directory):
-            asyncio.run(_run(directory, url, ports, vo, workers, backend, diracx_url))
+            asyncio.run(_run(directory, url, ports, vo, workers, backend, backend_url))
     except DxtsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

@@ -52,7 +52,9 @@ class BackendConfig(BaseModel):
     name: str = Field(min_length=1, max_length=32, description="Parcels.Backend value")
     address: str = Field(min_length=1, description="host:port of the adaptor's gRPC server")
     kind: Kind = Kind.COMPUTE
-    adaptor: str = Field("", description="adaptor type (identifier table); default: the name")
+    adaptor: str = Field(
+        "", max_length=64, description="adaptor type (BackendIDs.Adaptor); default: the name"
+    )
 
     @field_validator("kind", mode="before")
     @classmethod

@@ -41,8 +41,8 @@ from dxts.backends.diracx import jdl, sandbox, store
 from dxts.backends.diracx import payload as worker
 from dxts.backends.diracx.client import DiracXClient, DiracXError
 from dxts.backends.diracx.settings import DiracXSettings
-from dxts.backends.local.compute import Collected
 from dxts.backends.logic import key_problem
+from dxts.backends.runner.cwl import Collected
 from dxts.core.adaptor.codec import encode_payload, encode_submission
 from dxts.core.adaptor.model import (
     CancelledKey,

@@ -3,8 +3,8 @@
 The job's working directory holds its unpacked input sandbox: `dxts-payload.binpb` (the
 serialised `Payload`: the process tree and the resolved-hints sidecar, shared by the parcels of
 one Submit) and `dxts-parcel.binpb` (the parcel's `ParcelSubmission`: its parameters, input ids,
-output prefix). The parcel runs with cwltool through the local adaptor's runner
-(`dxts.backends.local.compute.run_compute`, the same code as `dxts-backend-local`), in
+output prefix). The parcel runs with cwltool through the adaptor kit's runner
+(`dxts.backends.runner.cwl.run_compute`, the same code as `dxts-backend-local`), in
 `dxts-run/`, with the worker's storage elements and file catalogue taken from its environment
 (`DXTS_LOCAL_STORAGE_ROOT`, `DXTS_LOCAL_OUTPUT_SE`, `DXTS_CATALOGUE_*`, and
 `DXTS_PAYLOAD_STORAGE_ELEMENTS`, colon-separated: DIRAC's JDL parser cannot carry the quotes
@@ -30,9 +30,9 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dxts.backends.local import compute
-from dxts.backends.local.compute import JobFailed, Run
-from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner import cwl
+from dxts.backends.runner.cwl import JobFailed, Run
+from dxts.backends.runner.settings import RunnerEnvironment
 from dxts.core.adaptor.codec import decode_payload, decode_submission
 from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage
 from dxts.core.catalogue import FileCatalogue, load_catalogue
@@ -50,14 +50,14 @@ class Result(NamedTuple):
     """A `dxts-result.json` as read back: what the run gave, what it used, why it failed
     (empty when it did not) and the failed tool's exit status (None: none known)."""
 
-    collected: compute.Collected
+    collected: cwl.Collected
     usage: ResourceUsage | None
     error: str
     exit_code: int | None = None
 
 
 def result_document(
-    collected: compute.Collected,
+    collected: cwl.Collected,
     usage: ResourceUsage | None,
     error: str,
     exit_code: int | None = None,
@@ -82,7 +82,7 @@ def read_result(text: str) -> Result:
         usage = ResourceUsage(**document["usage"]) if document.get("usage") is not None else None
     except (KeyError, TypeError) as error:
         raise ValueError(f"the result is malformed: {error}") from None
-    collected = compute.Collected(
+    collected = cwl.Collected(
         outputs,
         str(document.get("status_report_json") or ""),
         str(document.get("output_object_json") or ""),
@@ -96,12 +96,12 @@ def read_result(text: str) -> Result:
     )
 
 
-def _local_settings(run_dir: Path) -> LocalSettings:
-    """The local runner's settings on this worker: its storage from the environment."""
+def _runner_settings(run_dir: Path) -> RunnerEnvironment:
+    """The runner's settings on this worker: its storage from the environment."""
     names = [n for n in os.environ.get(STORAGE_ELEMENTS_VARIABLE, "").split(":") if n]
     if names:
-        return LocalSettings(work_dir=run_dir, storage_elements=names)
-    return LocalSettings(work_dir=run_dir)
+        return RunnerEnvironment(work_dir=run_dir, storage_elements=names)
+    return RunnerEnvironment(work_dir=run_dir)
 
 
 def _catalogue() -> FileCatalogue | None:
@@ -116,22 +116,22 @@ async def run(directory: Path) -> dict[str, Any]:
     parcel = decode_submission((directory / PARCEL_FILE).read_bytes())
     if not isinstance(payload, ComputePayload):
         return result_document(
-            compute.Collected([]), None, "the job's payload is not a compute payload"
+            cwl.Collected([]), None, "the job's payload is not a compute payload"
         )
     run_dir = directory / RUN_DIR
     run_dir.mkdir(exist_ok=True)
-    settings = _local_settings(run_dir)
+    settings = _runner_settings(run_dir)
     catalogue = _catalogue()
     progress = Run()
     if catalogue is not None:
         await catalogue.start()
     try:
-        collected = await compute.run_compute(
+        collected = await cwl.run_compute(
             run_dir, payload, parcel, settings, catalogue, progress, _ignore
         )
         return result_document(collected, progress.usage, "")
     except JobFailed as error:
-        return result_document(compute.Collected([]), progress.usage, str(error), error.exit_code)
+        return result_document(cwl.Collected([]), progress.usage, str(error), error.exit_code)
     finally:
         if catalogue is not None:
             await catalogue.close()

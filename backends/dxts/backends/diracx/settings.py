@@ -8,8 +8,8 @@
 * `work_dir`: the adaptor's own SQLite state (`state.sqlite`: which parcel became which job).
 * `policy`: how a parcel's resolved requirements become JDL attributes (`DiracXPolicy`).
 * `payload_command`: what the job runs on the worker node (dxts must be installed there: the
-  payload is `dxts.backends.diracx.payload`, which runs the parcel with cwltool through the local
-  adaptor's runner); `payload_environment`: the worker-side settings the job is given (JDL
+  payload is `dxts.backends.diracx.payload`, which runs the parcel with cwltool through the adaptor
+  kit's runner); `payload_environment`: the worker-side settings the job is given (JDL
   `ExecutionEnvironment`), e.g. the storage elements and file catalogue the payload reads its
   `lfn:` inputs from and writes its outputs to.
 """

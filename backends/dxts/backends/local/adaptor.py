@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dxts.backends.local import compute, data, store
-from dxts.backends.local.compute import JobFailed, Run
+from dxts.backends.local import data, store
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.logic import directory_logs, key_problem
+from dxts.backends.runner import cwl
+from dxts.backends.runner.cwl import JobFailed, Run
 from dxts.core.adaptor.model import (
     CancelledKey,
     CancelResult,
@@ -214,7 +215,7 @@ class LocalAdaptor:
         if not await self.store.jobs_by(identifiers=[identifier]):
             raise NotFound("job", identifier)
         job_dir = self.settings.work_dir / "jobs" / identifier
-        return directory_logs(job_dir, compute.RUNNER_STDOUT, compute.RUNNER_LOG, max_bytes)
+        return directory_logs(job_dir, cwl.RUNNER_STDOUT, cwl.RUNNER_LOG, max_bytes)
 
     async def _cancel(self, job: store.Job) -> None:
         if job.state in store.TERMINAL:
@@ -222,7 +223,7 @@ class LocalAdaptor:
         await self.store.request_cancel([job.parcel_id])
         run = self._runs.get(job.parcel_id)
         if run is not None:
-            task = asyncio.create_task(compute.kill(run, self.settings.kill_grace_s))
+            task = asyncio.create_task(cwl.kill(run, self.settings.kill_grace_s))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         elif job.state == store.QUEUED:
@@ -256,12 +257,12 @@ class LocalAdaptor:
             payload = await self.store.payload(job.payload_key)
             job_dir = self.settings.work_dir / "jobs" / job.identifier
             job_dir.mkdir(parents=True, exist_ok=True)
-            collected = compute.Collected([])
+            collected = cwl.Collected([])
             try:
                 if run.cancelled:
                     pass
                 elif isinstance(payload, ComputePayload):
-                    collected = await compute.run_compute(
+                    collected = await cwl.run_compute(
                         job_dir,
                         payload,
                         job.submission,
@@ -301,7 +302,7 @@ class LocalAdaptor:
                 ),
             )
         except asyncio.CancelledError:
-            await compute.kill(run, 0)
+            await cwl.kill(run, 0)
             raise
         finally:
             self._runs.pop(parcel_id, None)
@@ -313,7 +314,7 @@ class LocalAdaptor:
         ended: str,
         message: str = "",
         *,
-        collected: compute.Collected | None = None,
+        collected: cwl.Collected | None = None,
         usage: ResourceUsage | None = None,
         exit_code: int | None = None,
     ) -> Outcome:

@@ -22,8 +22,8 @@ import shutil
 from collections.abc import Iterable
 from typing import Any
 
-from dxts.backends.local.compute import JobFailed
 from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner.cwl import JobFailed
 from dxts.core.catalogue import FileCatalogue
 
 

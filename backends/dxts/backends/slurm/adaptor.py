@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dxts.backends.local.compute import RUNNER_LOG, RUNNER_STDOUT, JobFailed
 from dxts.backends.logic import directory_logs, key_problem
+from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, JobFailed
 from dxts.backends.slurm import batch, outcomes
 from dxts.backends.slurm.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
 from dxts.backends.slurm.resources import BadRequirements, Request, resource_request

@@ -17,8 +17,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from dxts.backends.local.compute import input_object, materialise
-from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner.cwl import input_object, materialise
+from dxts.backends.runner.settings import StorageElements
 from dxts.backends.slurm.job import TASKS_FILE
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.adaptor.model import ComputePayload, Submission
@@ -44,7 +44,7 @@ def slurm_log(settings: SlurmSettings, batch_id: str, task: int | None = None) -
 
 async def prepare_parcel(
     settings: SlurmSettings,
-    storage: LocalSettings,
+    storage: StorageElements,
     catalogue: FileCatalogue | None,
     payload: ComputePayload,
     parcel: Submission,
@@ -64,7 +64,7 @@ async def prepare_parcel(
 
 def prepare_batch(
     settings: SlurmSettings,
-    storage: LocalSettings,
+    storage: StorageElements,
     payload: ComputePayload,
     batch_id: str,
     tasks: list[dict[str, Any] | None],
@@ -79,13 +79,7 @@ def prepare_batch(
         "scontrol": str(Path(settings.commands_dir) / "scontrol")
         if settings.commands_dir
         else "scontrol",
-        "storage": {
-            "name": storage.name,
-            "work_dir": str(storage.work_dir),
-            "storage_root": str(storage.storage_root),
-            "storage_elements": storage.storage_elements,
-            "output_se": storage.output_se,
-        },
+        "storage": storage.model_dump(mode="json"),
         "tasks": {str(index): task for index, task in enumerate(tasks) if task is not None},
     }
     (directory / TASKS_FILE).write_text(json.dumps(table, indent=1))

@@ -6,7 +6,7 @@ storage; the process tree is materialised once for the batch (`process/`), and e
 input object (`job.json`, its `lfn:` inputs already staged) is in its own directory. The task
 runs cwltool there (`runner.out`: the output object, `runner.log`: its log), then moves the
 outputs to the output storage element and writes `result.json` — the manifest and the status
-report, exactly as the local adaptor collects them (`dxts.backends.local.compute`) — or the
+report, exactly as the local adaptor collects them (`dxts.backends.runner.cwl`) — or the
 reason the result cannot be used. It exits with the exit status of the tool that failed where
 the runner's log names one (cwltool itself exits 1 whatever the tool's status), else as the
 runner did, so that Slurm's state and exit code are the tool's.
@@ -22,14 +22,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dxts.backends.local.compute import (
+from dxts.backends.runner.cwl import (
     RUNNER_LOG,
     RUNNER_STDOUT,
     JobFailed,
     collect_outputs,
     payload_exit_code,
 )
-from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner.settings import StorageElements
 from dxts.core.adaptor.model import Submission
 
 TASKS_FILE = "tasks.json"
@@ -68,7 +68,7 @@ def run_task(batch_dir: Path, index: int) -> int:
         code = subprocess.call(command, cwd=job_dir, stdout=stdout, stderr=log)
     if code != 0:
         return payload_exit_code((job_dir / RUNNER_LOG).read_text(errors="replace")) or code
-    storage = LocalSettings(**batch["storage"])
+    storage = StorageElements(**batch["storage"])
     submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:
         output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())

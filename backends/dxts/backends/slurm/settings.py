@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner.settings import StorageElements
 
 DEFAULT_WORK_DIR = Path("/var/lib/dxts/storage/slurm")
 
@@ -67,12 +67,8 @@ class SlurmSettings(BaseSettings):
         self.storage_root, self.output_se = resolved.storage_root, resolved.output_se
         return self
 
-    def storage(self) -> LocalSettings:
-        """The storage elements as the local adaptor's staging and output code reads them."""
-        return LocalSettings(
-            name=self.name,
-            work_dir=self.work_dir,
-            storage_root=self.storage_root,
-            storage_elements=self.storage_elements,
-            output_se=self.output_se,
+    def storage(self) -> StorageElements:
+        """The storage elements as the runner's staging and output code reads them."""
+        return StorageElements.beside(
+            self.work_dir, self.storage_root, self.storage_elements, self.output_se
         )

@@ -35,10 +35,13 @@ class SubmitDisposition(StrEnum):
 
 
 class OutcomeResult(StrEnum):
-    UNSPECIFIED = "unspecified"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+    """What the backend says became of the work. The values are the contract's enum names, the
+    one spelling everywhere: in messages, logs, and the outcome stored on a parcel."""
+
+    UNSPECIFIED = "OUTCOME_RESULT_UNSPECIFIED"
+    SUCCEEDED = "OUTCOME_RESULT_SUCCEEDED"  # ran to completion: the status report says the rest
+    FAILED = "OUTCOME_RESULT_FAILED"
+    CANCELLED = "OUTCOME_RESULT_CANCELLED"  # the backend confirms a cancellation
 
 
 TERMINAL_RESULTS = frozenset(
@@ -47,10 +50,12 @@ TERMINAL_RESULTS = frozenset(
 
 
 class OutcomeDisposition(StrEnum):
+    """What recording did with one outcome; the values are the outcomes metrics' labels."""
+
     UNSPECIFIED = "unspecified"
     RECORDED = "recorded"
-    ALREADY_RECORDED = "already_recorded"
-    UNKNOWN_PARCEL = "unknown_parcel"
+    ALREADY_RECORDED = "already_recorded"  # past that point already: a retry, ignored
+    UNKNOWN_PARCEL = "unknown_parcel"  # no parcel it can be: logged, ignored
 
 
 # Where a stored process carries the ontologies its `$schemas` names, their texts by the names
@@ -114,11 +119,13 @@ class SubmitResult:
 
 @dataclass(frozen=True)
 class OutputFile:
-    output_name: str
+    """One file of an output manifest."""
+
+    output_name: str  # the process's CWL output id
     lfn: str
     size: int = 0
-    checksum: str = ""
-    storage_element: str = ""
+    checksum: str = ""  # "adler32:0a1b2c3d"-style, when the backend computed one
+    storage_element: str = ""  # where the backend wrote it (its first replica)
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,9 @@ class ResourceUsage:
 
 @dataclass
 class Outcome:
-    """How a parcel's work ended, as its backend reports it."""
+    """How a parcel's work ended, as its backend reports it: the one model from the adaptor
+    to execution. `parcel_id` is the text the backend sent (an ack names it back, even when it
+    is no id); `usage` is None when nothing was reported."""
 
     parcel_id: str = ""
     backend: str = ""

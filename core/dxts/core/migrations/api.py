@@ -183,9 +183,10 @@ async def current(url: str) -> Revisions:
 
 def _next_revision_id() -> str:
     """Revisions are numbered 0001, 0002...: the order is visible in the file names, and two
-    branches adding the same number collide loudly instead of forking the history silently."""
+    branches adding the same number collide loudly instead of forking the history silently. The
+    next is one past the highest, so a number left free (a branch merged later) is not reused."""
     script = ScriptDirectory.from_config(alembic_config())
-    return f"{sum(1 for _ in script.walk_revisions()) + 1:04d}"
+    return f"{max(int(rev.revision) for rev in script.walk_revisions()) + 1:04d}"
 
 
 def _autogenerate(connection: sa.Connection, message: str) -> Path:

@@ -182,34 +182,16 @@ glidein_ids = sa.Table(
     **MYSQL_TABLE_OPTIONS,
 )
 
-# The adaptors this project ships (docs/dispatching.md), shaped like DiracXIDs: each adaptor mints a
-# UUID per accepted parcel. Owned by the dispatcher like the two above.
-
-local_ids = sa.Table(
-    "LocalIDs",
+# Every adaptor's identifiers, in one table owned by the dispatcher: a new adaptor needs no
+# schema change. Each adaptor mints a UUID per accepted parcel, unique among its adaptor type's;
+# (Adaptor, Identifier) is the reverse lookup when the adaptor reports back. A parcel has a row
+# here or in one of the spec's tables above (which no shipped adaptor writes), never both.
+backend_ids = sa.Table(
+    "BackendIDs",
     metadata,
     sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
-    sa.Column("LocalID", Uuid(), nullable=False),
-    sa.UniqueConstraint("LocalID"),
-    **MYSQL_TABLE_OPTIONS,
-)
-
-null_ids = sa.Table(
-    "NullIDs",
-    metadata,
-    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
-    sa.Column("NullID", Uuid(), nullable=False),
-    sa.UniqueConstraint("NullID"),
-    **MYSQL_TABLE_OPTIONS,
-)
-
-# The Slurm adaptor mints a UUID per parcel too (its Slurm array task is the adaptor's own
-# business: a task is known only once sbatch answers, the identifier before it).
-slurm_ids = sa.Table(
-    "SlurmIDs",
-    metadata,
-    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
-    sa.Column("SlurmID", Uuid(), nullable=False),
-    sa.UniqueConstraint("SlurmID"),
+    sa.Column("Adaptor", sa.String(64), nullable=False),
+    sa.Column("Identifier", Uuid(), nullable=False),
+    sa.UniqueConstraint("Adaptor", "Identifier"),
     **MYSQL_TABLE_OPTIONS,
 )

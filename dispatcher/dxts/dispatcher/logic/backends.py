@@ -30,7 +30,6 @@ from dxts.core.adaptor.protocol import BackendAdaptor
 from dxts.core.db import Database, Isolation
 from dxts.dispatcher.settings import BackendConfig
 from dxts.dispatcher.store.forwarding import BackendLoad, backend_loads
-from dxts.dispatcher.store.identifiers import IDENTIFIER_TABLES
 
 T = TypeVar("T")
 
@@ -56,11 +55,6 @@ class BackendState:
 
 class Backend:
     def __init__(self, config: BackendConfig, calls: BackendAdaptor) -> None:
-        if config.adaptor not in IDENTIFIER_TABLES:
-            raise ValueError(
-                f"backend {config.name!r}: adaptor type {config.adaptor!r} has no identifier "
-                f"table (known: {', '.join(sorted(IDENTIFIER_TABLES))})"
-            )
         self.config = config
         self.name = config.name
         self.adaptor = config.adaptor

@@ -11,10 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import db_now
-from dxts.core.schema.execution import (
-    parcels,
-)
-from dxts.dispatcher.store.identifiers import id_column
+from dxts.core.schema.execution import backend_ids, parcels
+from dxts.dispatcher.store.identifiers import IDENTIFIER
 from dxts.dispatcher.store.transitions import ASSIGNED, COMPLETING, RESERVED
 
 # The Annotations key execution sets when it moves a Reserved or Assigned parcel to Completing
@@ -22,15 +20,19 @@ from dxts.dispatcher.store.transitions import ASSIGNED, COMPLETING, RESERVED
 CANCEL_REQUESTED = "cancel_requested"
 
 
+def _identified_by(adaptor: str) -> sa.ColumnElement[bool]:
+    """A parcel's BackendIDs row, when an adaptor of type `adaptor` gave the identifier."""
+    return sa.and_(backend_ids.c.ParcelID == parcels.c.ParcelID, backend_ids.c.Adaptor == adaptor)
+
+
 async def assigned_page(
     conn: AsyncConnection, backend: str, adaptor: str, after: bytes | None, limit: int
 ) -> list[tuple[bytes, bytes]]:
     """(ParcelID, identifier) of the backend's Assigned parcels after `after`, in key order:
     the (Backend, Status) index, one page at a time."""
-    table, column = id_column(adaptor)
     query = (
-        sa.select(parcels.c.ParcelID, column)
-        .join(table, table.c.ParcelID == parcels.c.ParcelID)
+        sa.select(parcels.c.ParcelID, IDENTIFIER)
+        .join(backend_ids, _identified_by(adaptor))
         .where(parcels.c.Backend == backend, parcels.c.Status == ASSIGNED)
         .order_by(parcels.c.ParcelID)
         .limit(limit)
@@ -59,13 +61,12 @@ async def cancel_requests(
     while it catches up, each carrying its outcome: only those whose Annotations mention the
     request at all (a plain text match, the same on both) are fetched and decoded.
     """
-    table, column = id_column(adaptor)
     requests: list[CancelRequest] = []
     after: bytes | None = None
     while True:
         query = (
-            sa.select(parcels.c.ParcelID, parcels.c.Annotations, parcels.c.UpdatedAt, column)
-            .select_from(parcels.outerjoin(table, table.c.ParcelID == parcels.c.ParcelID))
+            sa.select(parcels.c.ParcelID, parcels.c.Annotations, parcels.c.UpdatedAt, IDENTIFIER)
+            .select_from(parcels.outerjoin(backend_ids, _identified_by(adaptor)))
             .where(
                 parcels.c.Backend == backend,
                 parcels.c.Status == COMPLETING,

@@ -1,47 +1,27 @@
-"""The backend identifier tables: ParcelID ↔ the identifier its adaptor gave it."""
+"""The backend identifier table (BackendIDs): ParcelID ↔ the identifier its adaptor gave it,
+for every adaptor type alike, so that a new adaptor needs no change here."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.schema.execution import (
-    diracx_ids,
-    local_ids,
-    null_ids,
-    parcels,
-    slurm_ids,
-    user_parcels,
-)
+from dxts.core.schema.execution import backend_ids, parcels, user_parcels
 
-# Adaptor type → (identifier table, identifier column). One table per adaptor this project
-# ships; an adaptor type not listed here cannot be configured (settings are checked against it).
-IDENTIFIER_TABLES: dict[str, tuple[sa.Table, str]] = {
-    "diracx": (diracx_ids, "SlotID"),
-    "local": (local_ids, "LocalID"),
-    "null": (null_ids, "NullID"),
-    "slurm": (slurm_ids, "SlurmID"),
-}
-
-
-def id_column(adaptor: str) -> tuple[sa.Table, sa.Column[Any]]:
-    table, column = IDENTIFIER_TABLES[adaptor]
-    return table, table.c[column]
+IDENTIFIER = backend_ids.c.Identifier
 
 
 @functools.cache
-def insert_ignoring(adaptor: str, dialect: str) -> sa.Insert:
+def insert_ignoring(dialect: str) -> sa.Insert:
     """The identifier table's INSERT that skips rows already there, per server dialect."""
-    table, _ = id_column(adaptor)
     if dialect == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
-    return sa.insert(table).prefix_with("IGNORE")
+        return sqlite.insert(backend_ids).on_conflict_do_nothing()
+    return sa.insert(backend_ids).prefix_with("IGNORE")
 
 
 async def insert_identifiers(
@@ -51,15 +31,18 @@ async def insert_identifiers(
     whose recorded identifier is not the given one (or that could not be recorded)."""
     if not identifiers:
         return []
-    table, column = id_column(adaptor)
-    rows = [{"ParcelID": p, column.name: i} for p, i in sorted(identifiers.items())]
-    result = await conn.execute(insert_ignoring(adaptor, conn.dialect.name), rows)
+    rows = [
+        {"ParcelID": p, "Adaptor": adaptor, "Identifier": i} for p, i in sorted(identifiers.items())
+    ]
+    result = await conn.execute(insert_ignoring(conn.dialect.name), rows)
     if conn.dialect.supports_sane_multi_rowcount and result.rowcount == len(rows):
         return []  # every row is new: nothing can clash (the usual case, one statement less)
     recorded = {
         bytes(row[0]): bytes(row[1])
         for row in await conn.execute(
-            sa.select(table.c.ParcelID, column).where(table.c.ParcelID.in_(list(identifiers)))
+            sa.select(backend_ids.c.ParcelID, IDENTIFIER).where(
+                backend_ids.c.ParcelID.in_(list(identifiers))
+            )
         )
     }
     return [p for p, i in identifiers.items() if recorded.get(p) != i]
@@ -74,11 +57,14 @@ async def parcels_of_identifiers(
     wanted = sorted(set(identifiers))
     if not wanted:
         return {}
-    table, column = id_column(adaptor)
     rows = await conn.execute(
-        sa.select(column, table.c.ParcelID)
-        .join(parcels, parcels.c.ParcelID == table.c.ParcelID)
-        .where(column.in_(wanted), parcels.c.Backend == backend)
+        sa.select(IDENTIFIER, backend_ids.c.ParcelID)
+        .join(parcels, parcels.c.ParcelID == backend_ids.c.ParcelID)
+        .where(
+            backend_ids.c.Adaptor == adaptor,
+            IDENTIFIER.in_(wanted),
+            parcels.c.Backend == backend,
+        )
     )
     return {bytes(row[0]): bytes(row[1]) for row in rows}
 
@@ -113,8 +99,12 @@ async def parcel_place(
         return None
     identifier = None
     if row.Backend in adaptors:
-        table, column = id_column(adaptors[row.Backend])
-        identifier = await conn.scalar(sa.select(column).where(table.c.ParcelID == parcel_id))
+        identifier = await conn.scalar(
+            sa.select(IDENTIFIER).where(
+                backend_ids.c.ParcelID == parcel_id,
+                backend_ids.c.Adaptor == adaptors[row.Backend],
+            )
+        )
     return ParcelPlace(
         status=str(row.Status),
         backend=row.Backend,

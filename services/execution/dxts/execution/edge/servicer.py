@@ -13,6 +13,7 @@ its VO, or a component.
 
 from __future__ import annotations
 
+from dxts.core.adaptor.mapping import outcome_to_proto
 from dxts.core.db import Database
 from dxts.core.deadlines import time_remaining
 from dxts.core.errors import NotFound
@@ -25,13 +26,12 @@ from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.edge.mapping import (
     compute_facet_pb,
     input_pb,
-    outcome_pb,
     output_pb,
     parcel_pb,
 )
 from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
 from dxts.execution.logic import commands, queries
-from dxts.execution.logic.outcome_model import stored_outcome
+from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import execution_pb2, execution_pb2_grpc
@@ -189,7 +189,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             )
         outcome = stored_outcome(parcel.annotations)
         if outcome is not None:
-            reply.outcome.CopyFrom(outcome_pb(outcome))
+            reply.outcome.CopyFrom(outcome_to_proto(outcome))
         if detail.submitter is not None:
             reply.vo, reply.owner_sub = detail.submitter.vo, detail.submitter.sub
         return reply

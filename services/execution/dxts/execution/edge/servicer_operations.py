@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 
+from dxts.core.adaptor.mapping import ack_to_proto, outcome_from_proto, outcome_to_proto
 from dxts.core.db import Database
 from dxts.core.errors import (
     InvalidArgument,
@@ -44,12 +45,9 @@ from dxts.core.kernel.commands import Request
 from dxts.core.locks import LockManager
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.edge.mapping import (
-    ack_pb,
     compute_facet_pb,
     hash_text,
     input_pb,
-    outcome_from_proto,
-    outcome_pb,
     output_pb,
     parcel_pb,
     selection_of,
@@ -81,7 +79,7 @@ async def record_outcome_messages(
 ) -> list[common_pb2.OutcomeAck]:
     """RecordOutcomes once the caller is let in: the messages recorded, the acks in order."""
     acks = await recording.record_outcomes(database, [outcome_from_proto(o) for o in outcomes])
-    return [ack_pb(ack) for ack in acks]
+    return [ack_to_proto(ack) for ack in acks]
 
 
 class OperationsRpcs:
@@ -374,5 +372,5 @@ class OperationsRpcs:
             owner_sub=record.submitter.sub,
         )
         if view.outcome is not None:
-            reply.outcome.CopyFrom(outcome_pb(view.outcome))
+            reply.outcome.CopyFrom(outcome_to_proto(view.outcome))
         return reply

@@ -29,7 +29,7 @@ from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import id_to_str, mint_after, new_ids
 from dxts.core.kernel.lanes import in_flight
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.logic.outcome_model import (
+from dxts.execution.logic.parcel_annotations import (
     OUTCOME,
     REASON,
     REASON_LENGTH,

@@ -49,7 +49,7 @@ from dxts.core.plugins import (
 from dxts.core.state_machines import Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.logic import operations
-from dxts.execution.logic.outcome_model import OUTCOME, REASON
+from dxts.execution.logic.parcel_annotations import OUTCOME, REASON
 from dxts.execution.logic.splits import child_row
 from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.metrics import FAILED_INPUTS_DECIDED, PLUGIN_FAILURES

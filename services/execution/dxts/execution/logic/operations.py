@@ -29,7 +29,7 @@ from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.logic.outcome_model import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
+from dxts.execution.logic.parcel_annotations import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
 from dxts.execution.logic.recording import move_carried_inputs
 from dxts.execution.records import InputRecord, ParcelRecord
 from dxts.execution.store import operations as db

@@ -32,19 +32,16 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from dxts.core.adaptor.codec import outcome_to_json
+from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition, OutcomeResult
 from dxts.core.builtins.actions import USAGE
 from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.logic.outcome_model import (
+from dxts.execution.logic.parcel_annotations import (
     OUTCOME,
     REASON,
-    Disposition,
-    Outcome,
-    OutcomeAck,
-    OutcomeResult,
-    outcome_to_json,
     usage_annotation,
     with_changes,
 )
@@ -62,14 +59,14 @@ I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 RECORD_LANES = 2  # recording transactions at a time
 LANE_PARCELS = 200  # the fewest parcels worth a transaction of their own alongside another
 
-RECORDED = Disposition.RECORDED
-ALREADY = Disposition.ALREADY_RECORDED
-UNKNOWN = Disposition.UNKNOWN_PARCEL
+RECORDED = OutcomeDisposition.RECORDED
+ALREADY = OutcomeDisposition.ALREADY_RECORDED
+UNKNOWN = OutcomeDisposition.UNKNOWN_PARCEL
 SUCCEEDED = OutcomeResult.SUCCEEDED
 CANCELLED = OutcomeResult.CANCELLED
 
 
-def _ack(outcome: Outcome, disposition: Disposition, message: str = "") -> OutcomeAck:
+def _ack(outcome: Outcome, disposition: OutcomeDisposition, message: str = "") -> OutcomeAck:
     return OutcomeAck(
         parcel_id=outcome.parcel_id,
         backend=outcome.backend,

@@ -12,10 +12,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dxts.core.adaptor.model import Outcome, OutcomeResult, OutputFile
 from dxts.core.ids import id_to_str
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.logic import status_reports
-from dxts.execution.logic.outcome_model import Outcome, OutcomeResult, OutputFile
 from dxts.execution.logic.status_reports import STATUS_REPORT_OUTPUT, Action, Entry
 from dxts.execution.store.outcomes import CarriedInput, ParcelRow
 

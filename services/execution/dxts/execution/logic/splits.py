@@ -18,7 +18,7 @@ from dxts.core.db import Transaction
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.plugins import FileInput, Input
 from dxts.core.states import InputStatus, ParcelStatus
-from dxts.execution.logic.outcome_model import RECOVERY_BACKEND, RECOVERY_OF
+from dxts.execution.logic.parcel_annotations import RECOVERY_BACKEND, RECOVERY_OF
 from dxts.execution.logic.recording_plan import Recording
 from dxts.execution.store import outcomes as store
 

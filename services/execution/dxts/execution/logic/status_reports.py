@@ -1,7 +1,7 @@
 """The status report (docs/cwl.md): what a compute parcel's process says became of each input.
 
 A process declares its status report by having an output with the id `status-report` (the local
-adaptor's convention, `dxts.backends.local.compute.STATUS_REPORT_OUTPUT`): for a transformation
+adaptor's convention, `dxts.backends.runner.cwl.STATUS_REPORT_OUTPUT`): for a transformation
 that is a TransformationOutputs row of that name. The adaptor returns the report's JSON as the
 outcome's `status_report_json`, keyed by input id:
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dxts.core.adaptor.model import Outcome, OutputFile
 from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound
 from dxts.core.identity import Identity
@@ -26,7 +27,7 @@ from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager
 from dxts.core.states import Kind, ParcelStatus
-from dxts.execution.logic.outcome_model import Outcome, OutputFile, stored_outcome
+from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.records import UserParcelRecord
 from dxts.execution.store import user_parcels as db
 

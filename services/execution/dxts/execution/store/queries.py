@@ -16,17 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.ids import id_to_str
 from dxts.core.schema.execution import (
+    backend_ids,
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
-    diracx_ids,
-    glidein_ids,
     inputs,
-    local_ids,
-    null_ids,
     parcel_inputs,
     parcels,
-    slurm_ids,
     user_parcels,
 )
 from dxts.execution.records import (
@@ -184,15 +180,8 @@ async def submitter(conn: AsyncConnection, parcel_id: bytes) -> Submitter | None
 
 
 async def backend_identifier(conn: AsyncConnection, parcel_id: bytes) -> str:
-    """The backend's identifier for the parcel, from whichever backend table holds one."""
-    for table, render in (
-        (diracx_ids, lambda r: id_to_str(bytes(r.SlotID))),
-        (local_ids, lambda r: id_to_str(bytes(r.LocalID))),
-        (null_ids, lambda r: id_to_str(bytes(r.NullID))),
-        (slurm_ids, lambda r: id_to_str(bytes(r.SlurmID))),
-        (glidein_ids, lambda r: f"{r.Server}/{r.GlideInID}"),
-    ):
-        row = (await conn.execute(sa.select(table).where(table.c.ParcelID == parcel_id))).first()
-        if row is not None:
-            return str(render(row))
-    return ""
+    """The identifier the parcel's adaptor gave it (BackendIDs), "" before it was accepted."""
+    identifier = await conn.scalar(
+        sa.select(backend_ids.c.Identifier).where(backend_ids.c.ParcelID == parcel_id)
+    )
+    return id_to_str(bytes(identifier)) if identifier is not None else ""

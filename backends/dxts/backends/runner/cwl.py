@@ -10,7 +10,7 @@ In the parcel's directory (`jobs/<identifier>/`, kept afterwards as its output s
 * `runner.log` — the runner's stderr (its log and the tool's stderr), `runner.out` — its stdout
   (the output object), `out/` and `tmp/` — its output and scratch directories;
 * `usage.json` — what the run used (CPU, wall time, peak memory), written by the wrapper the
-  runner is started through (`dxts.backends.local.measure`) and reported as the outcome's
+  runner is started through (`dxts.backends.runner.measure`) and reported as the outcome's
   `usage`, whether the run succeeded or failed.
 
 Staging: a File in the input object whose `location` (or `path`) is `lfn:<LFN>` is replaced by
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from dxts.backends.local.settings import LocalSettings
+from dxts.backends.runner.settings import RunnerSettings, Storage
 from dxts.core.adaptor.model import (
     SCHEMAS_FIELD,
     ComputePayload,
@@ -61,7 +61,7 @@ USAGE_FILE = "usage.json"
 # The runner's stdout (the output object) and stderr (its log and the tool's stderr).
 RUNNER_STDOUT = "runner.out"
 RUNNER_LOG = "runner.log"
-MEASURE = [sys.executable, "-m", "dxts.backends.local.measure"]
+MEASURE = [sys.executable, "-m", "dxts.backends.runner.measure"]
 # How cwltool logs a tool that ended with an exit status it counts as a failure (a tool killed
 # by a signal is logged otherwise, and has no exit status).
 TOOL_EXITED = re.compile(r"\[job [^\]\n]*\] exited with status: (\d+)")
@@ -211,7 +211,7 @@ def _declares_input(payload: ComputePayload, name: str) -> bool:
     )
 
 
-async def stage(value: Any, settings: LocalSettings, catalogue: FileCatalogue | None) -> Any:
+async def stage(value: Any, settings: Storage, catalogue: FileCatalogue | None) -> Any:
     """The input object with every `lfn:` File pointing at a local replica."""
     wanted: set[str] = set()
 
@@ -328,7 +328,7 @@ class _Placement:
         return rewritten
 
 
-def _store(placement: _Placement, settings: LocalSettings, output_se: str) -> list[OutputFile]:
+def _store(placement: _Placement, settings: Storage, output_se: str) -> list[OutputFile]:
     """Move every placed File and Directory to the output storage element; the manifest names
     each stored file once (a Directory's every file, listed or not)."""
     manifest: dict[str, OutputFile] = {}
@@ -381,7 +381,7 @@ def _status_report(value: Any) -> str:
 
 
 def collect_outputs(
-    output_object: dict[str, Any], submission: Submission, settings: LocalSettings, outdir: Path
+    output_object: dict[str, Any], submission: Submission, settings: Storage, outdir: Path
 ) -> Collected:
     """Move the outputs the runner left under `outdir` to the output storage element, and give
     back the output object at their LFNs: every value whatever its type, Files (with their
@@ -401,7 +401,7 @@ def collect_outputs(
 async def input_object(
     payload: ComputePayload,
     submission: Submission,
-    settings: LocalSettings,
+    settings: Storage,
     catalogue: FileCatalogue | None,
 ) -> dict[str, Any]:
     """The parcel's CWL input object as the runner gets it: `lfn:` inputs staged, and the ids of
@@ -419,7 +419,7 @@ async def run_compute(
     job_dir: Path,
     payload: ComputePayload,
     submission: Submission,
-    settings: LocalSettings,
+    settings: RunnerSettings,
     catalogue: FileCatalogue | None,
     run: Run,
     started: Callable[[int], Awaitable[None]],

@@ -1,4 +1,4 @@
-"""Run a command and write what it used: `python -m dxts.backends.local.measure FILE -- cmd...`.
+"""Run a command and write what it used: `python -m dxts.backends.runner.measure FILE -- cmd...`.
 
 The local adaptor starts the CWL runner through this wrapper because asyncio's child watcher
 reaps the runner itself, taking its resource usage with it. The wrapper runs the command as its
@@ -33,7 +33,7 @@ from types import FrameType
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 CANNOT_RUN = 127
-USAGE = "usage: python -m dxts.backends.local.measure USAGE_FILE -- COMMAND [ARG...]"
+USAGE = "usage: python -m dxts.backends.runner.measure USAGE_FILE -- COMMAND [ARG...]"
 
 
 def children_usage(wall_seconds: float) -> dict[str, float | int]:

@@ -1,0 +1,132 @@
+"""What the runner needs of an adaptor's settings, as protocols (`Storage`, `RunnerSettings`),
+so that the runner depends on no particular adaptor; and the kit's settings that keep them:
+`StorageElements` (storage only, for an adaptor whose runs happen elsewhere) and
+`RunnerEnvironment` (read from the environment: the local adaptor's settings extend it, a
+DiracX job's payload reads it on its worker)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Storage(Protocol):
+    """The storage elements a run stages its `lfn:` inputs from and writes its outputs to."""
+
+    @property
+    def storage_elements(self) -> list[str]: ...
+
+    @property
+    def output_se(self) -> str | None: ...
+
+    def se_path(self, storage_element: str, lfn: str) -> Path:
+        """Where a replica of `lfn` at one of the storage elements lives."""
+        ...
+
+
+class RunnerSettings(Storage, Protocol):
+    """The storage elements, and the CWL runner command with its leading arguments."""
+
+    @property
+    def runner(self) -> list[str]: ...
+
+    @property
+    def runner_args(self) -> list[str]: ...
+
+
+def replica_path(storage_root: Path, storage_element: str, lfn: str) -> Path:
+    """Where a replica of `lfn` at a storage element under `storage_root` lives
+    (`<storage_root>/<storage element>/<LFN>`)."""
+    relative = lfn.lstrip("/")
+    if not relative or ".." in Path(relative).parts:
+        raise ValueError(f"{lfn!r} is not a usable LFN")
+    return storage_root / storage_element / relative
+
+
+class StorageElements(BaseModel):
+    """A `Storage` of its own, for an adaptor whose runs happen elsewhere (a Slurm node reads it
+    from the batch's task table): the root, the elements, and where outputs go (default: the
+    first element)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    storage_root: Path
+    storage_elements: list[str] = Field(min_length=1)
+    output_se: str | None = None
+
+    @model_validator(mode="after")
+    def _output_se(self) -> StorageElements:
+        if self.output_se is None:
+            self.output_se = self.storage_elements[0]
+        if self.output_se not in self.storage_elements:
+            raise ValueError(f"output_se {self.output_se!r} is not a storage element")
+        return self
+
+    @classmethod
+    def beside(
+        cls,
+        work_dir: Path,
+        storage_root: Path | None,
+        storage_elements: list[str],
+        output_se: str | None,
+    ) -> StorageElements:
+        """The storage elements of an adaptor working in `work_dir`: by default in `se/`
+        beside it."""
+        return cls(
+            storage_root=storage_root or work_dir.parent / "se",
+            storage_elements=storage_elements,
+            output_se=output_se,
+        )
+
+    def se_path(self, storage_element: str, lfn: str) -> Path:
+        return replica_path(self.storage_root, storage_element, lfn)
+
+
+class RunnerEnvironment(BaseSettings):
+    """A `RunnerSettings` read from the environment (`DXTS_LOCAL_*`, the names the local
+    adaptor and every worker a compute parcel runs on have always read): the run's work
+    directory, the storage elements (by default in `se/` beside the work directory; outputs
+    go to the first unless `output_se` says otherwise), and the CWL runner command."""
+
+    model_config = SettingsConfigDict(env_prefix="DXTS_LOCAL_", extra="ignore")
+
+    work_dir: Path
+    storage_root: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_LOCAL_STORAGE_ROOT", "storage_root"),
+        description="default: <work_dir>/../se",
+    )
+    storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
+    output_se: str | None = Field(None, description="default: the first storage element")
+    runner: list[str] = Field(
+        # Not `python -m cwltool`, whose exit status is always 0.
+        default_factory=lambda: [
+            sys.executable,
+            "-c",
+            "import sys, cwltool.main; sys.exit(cwltool.main.main())",
+        ],
+        description="the CWL runner command",
+    )
+    runner_args: list[str] = Field(
+        default_factory=lambda: ["--no-container", "--disable-color"],
+        description="arguments before the runner's own (outdir, tmpdirs, document, job)",
+    )
+
+    @model_validator(mode="after")
+    def _storage(self) -> RunnerEnvironment:
+        if self.storage_root is None:
+            self.storage_root = self.work_dir.parent / "se"
+        if self.output_se is None:
+            self.output_se = self.storage_elements[0]
+        if self.output_se not in self.storage_elements:
+            raise ValueError(f"output_se {self.output_se!r} is not a storage element")
+        return self
+
+    def se_path(self, storage_element: str, lfn: str) -> Path:
+        """Where a replica of `lfn` at one of the storage elements lives."""
+        assert self.storage_root is not None
+        return replica_path(self.storage_root, storage_element, lfn)
