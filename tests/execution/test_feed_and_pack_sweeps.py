@@ -109,7 +109,7 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
     t = await s.transformation(database, feeder_args=listed("/run", 4))
     definitions.put(t)
     definitions.failures = 2  # the first rounds cannot list anything
-    component.sweeps.start()
+    await component.start()
     try:
         for _ in range(400):  # a bound, not a timing: each round takes a few milliseconds
             rows = await s.input_rows(database, t.id)
@@ -119,7 +119,7 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
         assert s.by_status(await s.input_rows(database, t.id)) == {"Assigned": 4}
         assert definitions.failures == 0
     finally:
-        await component.sweeps.stop(grace_s=5)
+        await component.stop()
     assert not [task for task in asyncio.all_tasks() if task.get_name().startswith("sweep-")]
 
 

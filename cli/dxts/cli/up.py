@@ -303,7 +303,7 @@ async def compose(
             catalogue=catalogue,
             locks=locks,
         )
-        stack.on_stop(lifecycle.close)
+        stack.on_stop(lifecycle.stop)
         execution = await build_execution(
             database,
             settings=ExecutionSettings(
@@ -324,7 +324,7 @@ async def compose(
             "execution", execution.services, verifier, database, host=host, port=port["execution"]
         )
         if sweeps:
-            lifecycle.start()
+            await lifecycle.start()
 
         dispatcher = await build_dispatcher(
             database,

@@ -102,6 +102,11 @@ class SweepRunner:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def running(self) -> bool:
+        """Whether `start` was called and `stop` has not been since."""
+        return bool(self._tasks)
+
     def start(self) -> None:
         """One task per sweep on the running loop."""
         if self._tasks:

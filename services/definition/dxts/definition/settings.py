@@ -15,6 +15,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.core.config import DefinitionConfig, load_installation_config
+from dxts.core.settings import ServiceTokenSettings
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -55,7 +56,7 @@ class DefinitionSettings(BaseSettings):
         return load_installation_config(self.config_file).definition
 
 
-class LifecycleSettings(BaseSettings):
+class LifecycleSettings(ServiceTokenSettings):
     """The lifecycle engine's settings (`DXTS_LIFECYCLE_*`, and the names every component
     shares).
 
@@ -87,16 +88,3 @@ class LifecycleSettings(BaseSettings):
         validation_alias=AliasChoices("DXTS_ACCOUNTING_ADDRESS", "accounting_address"),
         description="host:port of the accounting service (exact counts)",
     )
-    service_token: str | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token")
-    )
-    service_token_file: Path | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
-    )
-
-    def token(self) -> str | None:
-        if self.service_token:
-            return self.service_token
-        if self.service_token_file is not None:
-            return self.service_token_file.read_text().strip()
-        return None
