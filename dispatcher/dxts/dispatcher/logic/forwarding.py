@@ -50,7 +50,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.lanes import in_flight
-from dxts.core.locks import Lock, LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
 from dxts.dispatcher.logic.dispatch import chunks
 from dxts.dispatcher.logic.outcomes import OutcomeSink, as_failure, manifest_problem
@@ -211,7 +211,7 @@ class Forwarder:
         others and is raised: what they had not forwarded is polled again next round."""
         if backend.state.report_mode is ReportMode.PUSH:
             return 0
-        async with self.locks.try_hold(Lock("dispatch-poll", backend.name)) as held:
+        async with self.locks.try_hold(Lock(LockKind.DISPATCH_POLL, backend.name)) as held:
             if not held:
                 return 0
             after: bytes | None = None
@@ -242,7 +242,7 @@ class Forwarder:
     async def cancel_once(self, backend: Backend) -> int:
         """Pass the backend's cancel requests on, and forward what they ended as; returns the
         parcels asked to cancel."""
-        async with self.locks.try_hold(Lock("dispatch-cancel", backend.name)) as held:
+        async with self.locks.try_hold(Lock(LockKind.DISPATCH_CANCEL, backend.name)) as held:
             if not held:
                 return 0
             requests, now = await self.database.run(

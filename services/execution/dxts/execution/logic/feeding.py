@@ -36,7 +36,7 @@ from uuid import UUID
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError
-from dxts.core.locks import Lock, LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederState
 from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
@@ -63,7 +63,7 @@ def plugin_stream(
 
 def feeder_lock(transformation_id: bytes) -> Lock:
     """The mutex of one transformation's feeder."""
-    return Lock("feeder", transformation_id)
+    return Lock(LockKind.FEEDER, transformation_id)
 
 
 @dataclass

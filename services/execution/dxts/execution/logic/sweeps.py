@@ -32,7 +32,7 @@ from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import Pacing, Sweep
-from dxts.core.locks import Lock, LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
@@ -51,7 +51,7 @@ RECORDER_SWEEP = "recorder"  # woken when outcomes are recorded (ExecutionServic
 
 
 def failed_inputs_lock(transformation_id: bytes) -> Lock:
-    return Lock("failed-inputs", transformation_id)
+    return Lock(LockKind.FAILED_INPUTS, transformation_id)
 
 
 async def each(

@@ -4,7 +4,7 @@ Each round (run by the kernel's `SweepRunner`: at once again after a round that 
 something, backing off up to `interval_s` while nothing moves) lists the workgraphs with work
 (Scouting, Approving, Active, Finalizing, Completed, Archiving, Cancelling) and the standalone
 transformations (Active, Finalizing, Archiving, Cancelling), and runs up to `concurrency` of
-them at a time. Each runs under `Lock("lifecycle", id)`, skipped rather than waited for when
+them at a time. Each runs under `Lock(LockKind.LIFECYCLE, id)`, skipped rather than waited for when
 another replica holds it; a workgraph that changes state is handled again at once in its new
 state (Accept → the approving list → Active ...), up to a few steps per round.
 
@@ -40,7 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.db import Isolation, db_now
 from dxts.core.errors import DxtsError
-from dxts.core.locks import Lock, LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import Accept, ActionResult
 from dxts.core.plugins.points import Phase, Point
 from dxts.core.state_machines import Actor
@@ -138,7 +138,7 @@ class LifecycleSweep:
 
     async def _workgraph_moves(self, workgraph_id: bytes) -> int | None:
         """How many states the workgraph went through; None if another holder had it."""
-        async with self.locks.try_hold(Lock("lifecycle", workgraph_id)) as held:
+        async with self.locks.try_hold(Lock(LockKind.LIFECYCLE, workgraph_id)) as held:
             if not held:
                 return None
             moves = 0
@@ -454,7 +454,7 @@ class LifecycleSweep:
     async def _standalone_moves(self, transformation_id: bytes) -> int | None:
         """1 when the transformation left its list's state, else 0; None if another holder
         had it."""
-        async with self.locks.try_hold(Lock("lifecycle", transformation_id)) as held:
+        async with self.locks.try_hold(Lock(LockKind.LIFECYCLE, transformation_id)) as held:
             if not held:
                 return None
             found = await queries.get_transformation(
