@@ -55,7 +55,7 @@ from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.grpc.auth import Identity
 from dxts.core.grpc.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.ids import id_from_str, id_to_str
-from dxts.core.kernel.commands import Request, request_lock, run_creating_command
+from dxts.core.kernel.commands import REQUEST_LOOKBACK, Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
@@ -73,8 +73,8 @@ from dxts.definition.store import workgraphs as workgraphs_db
 
 AUTHOR_LENGTH = 64
 REQUEST_ID_MAX = 128
-# The window a repeated request id is recognised in (see the module docstring).
-REQUEST_LOOKBACK = 100
+# The window a repeated request id is recognised in (see the module docstring): as far back as
+# every command looks for an earlier request (`REQUEST_LOOKBACK`), within a day.
 REQUEST_WINDOW_S = 24 * 3600
 # How long a duplicate waits for the submission holding its request id to commit.
 REQUEST_LOCK_WAIT_S = 20.0
