@@ -24,7 +24,7 @@ from dxts.backends.null.settings import NullSettings
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.grpc.tls import TlsSettings
-from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.core.settings import AuthSettings, DatabaseSettings, DataDirSettings, ServerSettings
 from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
@@ -48,7 +48,8 @@ COMPONENTS: dict[str, tuple[str, list[type[BaseSettings]]]] = {
     "backend-null": ("dxts.backends.null.__main__", [*SERVED, NullSettings]),
     "backend-slurm": ("dxts.backends.slurm.__main__", [*SERVED, SlurmSettings, CatalogueSettings]),
 }
-# Every console script serves through this shell: it reads SERVED's settings, DatabaseSettings
+# Every console script serves through this shell: it reads SERVED's settings (DXTS_DATA_DIR for
+# the development key pair, listed under UNSET_ON_PURPOSE), DatabaseSettings
 # when the component asks it for the database, CatalogueSettings when it asks for the catalogue.
 SHELL = "dxts.core.component"
 ASKS = {"process.database()": DatabaseSettings, "process.catalogue()": CatalogueSettings}
@@ -152,7 +153,7 @@ def test_the_command_runs_the_module_whose_settings_are_listed(component: str) -
     ]
     assert script.load() is module.main
     shell = settings_classes(importlib.import_module(SHELL))
-    assert shell == {ServerSettings, AuthSettings, *ASKS.values()}
+    assert shell == {ServerSettings, AuthSettings, DataDirSettings, *ASKS.values()}
     source = inspect.getsource(module)
     used = settings_classes(module) | {ServerSettings, AuthSettings}
     used |= {settings for call, settings in ASKS.items() if call in source}

@@ -24,11 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
@@ -36,7 +34,7 @@ from dxts.core.db import Database, open_database
 from dxts.core.grpc import Service, TokenVerifier
 from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.kernel.sweeps import SweepRunner
-from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.core.settings import AuthSettings, DatabaseSettings, DataDirSettings, ServerSettings
 
 S = TypeVar("S")
 
@@ -44,13 +42,6 @@ S = TypeVar("S")
 # (one batch, one transaction), and one cancelled rolls back and is done by the next start.
 STOP_GRACE_S = 5.0
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def data_dir() -> Path | None:
-    """DXTS_DATA_DIR: where the development key pair lives when no key is configured (a single
-    machine only)."""
-    value = os.environ.get("DXTS_DATA_DIR")
-    return Path(value) if value else None
 
 
 @dataclass(kw_only=True)
@@ -91,10 +82,6 @@ class Process:
         self._stack = stack
         self.opened_database: Database | None = None
         self._catalogue: FileCatalogue | None = None
-
-    @property
-    def data_dir(self) -> Path | None:
-        return data_dir()
 
     async def database(self) -> Database:
         """The database of DXTS_DB_URL (and the other DXTS_DB_* settings), started."""
@@ -147,7 +134,9 @@ async def serve_until_signalled(
                     stack,
                     component.services,
                     settings=ServerSettings(),
-                    verifier=TokenVerifier.from_settings(AuthSettings(), dev_key_dir=data_dir()),
+                    verifier=TokenVerifier.from_settings(
+                        AuthSettings(), dev_key_dir=DataDirSettings().data_dir
+                    ),
                     database=process.opened_database,
                     log=log,
                 )

@@ -2,8 +2,9 @@
 
 Components that need more declare their own `BaseSettings` subclass with the same prefix; this
 module holds only what every process needs: where the database is, how to verify tokens, and
-where to listen, and the one block of the service token for the components that call others
-(`ServiceTokenSettings`, which their settings extend).
+where to listen, and the blocks that components' own settings extend: the development key
+pair's directory (`DataDirSettings`) and the service token of the components that call others
+(`ServiceTokenSettings`).
 """
 
 from __future__ import annotations
@@ -114,10 +115,20 @@ class ServerSettings(BaseSettings):
 DEV_TOKEN_DAYS = 365
 
 
-class ServiceTokenSettings(BaseSettings):
+class DataDirSettings(BaseSettings):
+    """`DXTS_DATA_DIR`: where the development key pair lives when no key is configured."""
+
+    data_dir: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
+        description="where the development token key pair lives when no key is configured",
+    )
+
+
+class ServiceTokenSettings(DataDirSettings):
     """The credentials of a component's own calls to other components: `DXTS_SERVICE_TOKEN`, or
     the file `DXTS_SERVICE_TOKEN_FILE` names (a mounted Secret). With neither, `own_token`
-    mints one from the development key pair, on a single machine only."""
+    mints one from the development key pair in `DXTS_DATA_DIR`, on a single machine only."""
 
     service_token: str | None = Field(
         None,
@@ -138,10 +149,11 @@ class ServiceTokenSettings(BaseSettings):
             return self.service_token_file.read_text().strip()
         return None
 
-    def own_token(self, sub: str, role: str, data_dir: Path | None) -> str | None:
+    def own_token(self, sub: str, role: str, data_dir: Path | None = None) -> str | None:
         """The configured token, else one for `sub` with `role` in VO `dxts` minted from the
-        development key pair in `data_dir` (None without one)."""
+        development key pair in `data_dir` (default: `self.data_dir`; None without one)."""
         token = self.token()
+        data_dir = self.data_dir if data_dir is None else data_dir
         if token is None and data_dir is not None:
             from dxts.core.grpc.auth import DevKeys  # only a single machine mints its own
 

@@ -162,7 +162,7 @@ class DispatcherComponent(Component):
 
 def service_token(settings: DispatcherSettings) -> str | None:
     """The dispatcher's own token, as `ServiceTokenSettings.own_token` finds it."""
-    return settings.own_token(SERVICE_SUB, CallerKind.DISPATCHER, settings.data_dir)
+    return settings.own_token(SERVICE_SUB, CallerKind.DISPATCHER)
 
 
 async def build_dispatcher(

@@ -122,7 +122,6 @@ class DispatcherSettings(ServiceTokenSettings):
     execution_address: str | None = Field(
         None, validation_alias=AliasChoices("DXTS_EXECUTION_ADDRESS", "execution_address")
     )
-    data_dir: Path | None = Field(None, validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"))
 
     claim_batch: int = Field(100, ge=1, description="parcels per claim transaction")
     submit_batch: int = Field(500, ge=1, description="parcels per Submit call")

@@ -14,9 +14,7 @@ from dxts.core.kernel.authorisation import CallerKind, adaptor_subject
 async def build(settings: NullSettings, process: Process) -> Component:
     reporter = None
     if settings.dispatcher_address:
-        token = settings.own_token(
-            adaptor_subject(settings.name), CallerKind.ADAPTOR, process.data_dir
-        )
+        token = settings.own_token(adaptor_subject(settings.name), CallerKind.ADAPTOR)
         reporter = GrpcOutcomeReporter(settings.dispatcher_address, token=token)
     return adaptor_component(NullAdaptor(settings, reporter=reporter))
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import DefinitionConfig, load_installation_config
-from dxts.core.settings import ServiceTokenSettings
+from dxts.core.settings import DataDirSettings, ServiceTokenSettings
 
 WEEK_S = 7 * 24 * 3600.0
 
 
-class DefinitionSettings(BaseSettings):
+class DefinitionSettings(DataDirSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_DEFINITION_", extra="ignore")
 
     execution_address: str | None = Field(
@@ -33,11 +33,6 @@ class DefinitionSettings(BaseSettings):
         None,
         validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
         description="the installation configuration (YAML); None: the built-in defaults",
-    )
-    data_dir: Path | None = Field(
-        None,
-        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
-        description="where the development token key pair lives when no key is configured",
     )
     operator_role: str = Field(
         "operator",

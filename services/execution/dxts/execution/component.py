@@ -84,7 +84,7 @@ def install_providers(
 
 def service_token(settings: ExecutionSettings) -> str | None:
     """Execution's own token, as `ServiceTokenSettings.own_token` finds it."""
-    return settings.own_token(SERVICE_SUB, settings.service_role, settings.data_dir)
+    return settings.own_token(SERVICE_SUB, settings.service_role)
 
 
 @dataclass(kw_only=True)

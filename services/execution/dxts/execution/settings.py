@@ -9,8 +9,6 @@ only). The file catalogue is configured by `DXTS_CATALOGUE_*` (`CatalogueSetting
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
@@ -24,11 +22,6 @@ class ExecutionSettings(ServiceTokenSettings):
         None,
         validation_alias=AliasChoices("DXTS_DEFINITION_ADDRESS", "definition_address"),
         description="host:port of the definition service",
-    )
-    data_dir: Path | None = Field(
-        None,
-        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
-        description="where the development token key pair lives when no key is configured",
     )
     call_timeout_s: float = Field(30.0, gt=0, description="deadline of execution's own calls")
 
