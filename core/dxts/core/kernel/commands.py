@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Aborted, InvalidArgument
 from dxts.core.grpc.auth import Identity
+from dxts.core.kernel.authorisation import served_rpc
 from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.schema.accounting import transformation_log, workgraph_log
@@ -78,6 +79,11 @@ class Request:
                 f"at most {REQUEST_ID_LENGTH} characters, got {len(self.request_id)}",
                 field="request_id",
             )
+
+    @classmethod
+    def served(cls, caller: Identity, request_id: str = "", reason: str = "") -> Request:
+        """The command answering the RPC being served, named after it."""
+        return cls(served_rpc(), caller, request_id, reason)
 
     @property
     def author(self) -> str:
