@@ -5,7 +5,7 @@ beside the system they drive, knowing nothing of transformations or the database
   (`dxts.core.adaptor`), with the rules it must keep;
 * `edge` — what every adaptor shares at the contract: `servicer` (BackendAdaptorService over any
   `Adaptor`) and `dispatcher_client` (the push path's ReportOutcomes);
-* `component` — an adaptor served as a process (`run_adaptor`);
+* `component` — an adaptor as a component of the shell every server runs in (`adaptor_component`);
 * `local` — runs CWL with cwltool and data requests on this machine (`dxts-backend-local`),
   its own state in `local.store`;
 * `null` — accepts and completes without running anything (`dxts-backend-null`).
