@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 from types import ModuleType
 from typing import Any
 
@@ -23,7 +24,7 @@ from dxts.backends.null.settings import NullSettings
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.grpc.tls import TlsSettings
-from dxts.core.settings import AuthSettings, DatabaseSettings, ServerSettings
+from dxts.core.settings import AuthSettings, DatabaseSettings, DataDirSettings, ServerSettings
 from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.execution.settings import ExecutionSettings
@@ -47,8 +48,11 @@ COMPONENTS: dict[str, tuple[str, list[type[BaseSettings]]]] = {
     "backend-null": ("dxts.backends.null.__main__", [*SERVED, NullSettings]),
     "backend-slurm": ("dxts.backends.slurm.__main__", [*SERVED, SlurmSettings, CatalogueSettings]),
 }
-# The adaptors' modules serve through this one (ServerSettings, AuthSettings).
-ADAPTOR_SERVER = "dxts.backends.component"
+# Every console script serves through this shell: it reads SERVED's settings (DXTS_DATA_DIR for
+# the development key pair, listed under UNSET_ON_PURPOSE), DatabaseSettings
+# when the component asks it for the database, CatalogueSettings when it asks for the catalogue.
+SHELL = "dxts.core.component"
+ASKS = {"process.database()": DatabaseSettings, "process.catalogue()": CatalogueSettings}
 
 # Settings whose default only works on one machine: a cluster must set them.
 NOT_FOR_A_CLUSTER = {
@@ -148,10 +152,12 @@ def test_the_command_runs_the_module_whose_settings_are_listed(component: str) -
         if entry.name == f"dxts-{component}"
     ]
     assert script.load() is module.main
-    used = settings_classes(module)
-    if component.startswith("backend-"):
-        used |= settings_classes(importlib.import_module(ADAPTOR_SERVER))
-    assert used, module_name
+    shell = settings_classes(importlib.import_module(SHELL))
+    assert shell == {ServerSettings, AuthSettings, DataDirSettings, *ASKS.values()}
+    source = inspect.getsource(module)
+    used = settings_classes(module) | {ServerSettings, AuthSettings}
+    used |= {settings for call, settings in ASKS.items() if call in source}
+    assert used - {ServerSettings, AuthSettings}, module_name
     assert used <= set(classes), f"{module_name} reads settings this test does not list"
 
 

@@ -38,7 +38,9 @@ async def test_wakes_start_the_named_sweeps_rounds_now() -> None:
     ]
     runner = SweepRunner([sweep(name) for name in names])
     absent: Any = None
-    component = DispatcherComponent(absent, absent, {}, [], runner=runner)
+    component = DispatcherComponent(
+        dispatcher=absent, forwarder=absent, backends={}, services=[], runner=runner
+    )
     runner.start()
     try:
         for name in names:

@@ -607,7 +607,7 @@ async def running(
             catalogue=catalogue,
             locks=locks,
         )
-        stack.on_stop(lifecycle.close)
+        stack.on_stop(lifecycle.stop)
         built_execution = await build_execution(
             database,
             settings=ExecutionSettings(
@@ -627,7 +627,7 @@ async def running(
         await stack.serve(
             "execution", built_execution.services, verifier, database, port=port["execution"]
         )
-        lifecycle.start()
+        await lifecycle.start()
         dispatcher = await build_dispatcher(
             database,
             settings=DispatcherSettings(

@@ -19,7 +19,7 @@ from dxts.core.ids import content_hash
 from dxts.core.schema import execution
 from dxts.core.states import TransformationStatus
 from dxts.execution.component import Execution, build_execution
-from dxts.execution.logic.feeding import feed
+from dxts.execution.logic.feeding import run_feeder
 from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.settings import ExecutionSettings
 
@@ -109,7 +109,7 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
     t = await s.transformation(database, feeder_args=listed("/run", 4))
     definitions.put(t)
     definitions.failures = 2  # the first rounds cannot list anything
-    component.sweeps.start()
+    await component.start()
     try:
         for _ in range(400):  # a bound, not a timing: each round takes a few milliseconds
             rows = await s.input_rows(database, t.id)
@@ -119,7 +119,7 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
         assert s.by_status(await s.input_rows(database, t.id)) == {"Assigned": 4}
         assert definitions.failures == 0
     finally:
-        await component.sweeps.stop(grace_s=5)
+        await component.stop()
     assert not [task for task in asyncio.all_tasks() if task.get_name().startswith("sweep-")]
 
 
@@ -137,7 +137,7 @@ async def test_inputs_fed_while_a_pack_round_reads_wait_for_the_next_round(
 
     async def signed_off_and_fed() -> None:
         record = definitions.update(t.id, requirements_template=s.TEMPLATE, scouting=False)
-        fed = await feed(database, rounds.registry, rounds.locks, record, batch=100)
+        fed = await run_feeder(database, rounds.registry, record, batch=100)
         assert fed.inserted == 3
 
     definitions.after_read = signed_off_and_fed
@@ -177,7 +177,7 @@ async def test_a_feeder_ended_while_a_pack_round_reads_does_not_split_a_group(
 
     async def last_two_fed_and_feeder_off() -> None:
         record = definitions.update(t.id, feeder_args={**seeds, "target_events": 6})
-        fed = await feed(database, rounds.registry, rounds.locks, record, batch=100)
+        fed = await run_feeder(database, rounds.registry, record, batch=100)
         assert fed.inserted == 2
         await s.disable_feeder(database, t.id)
 

@@ -12,7 +12,7 @@ import runner_support as s
 from prometheus_client import REGISTRY
 
 from dxts.core.db import Database
-from dxts.core.locks import LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import (
     FileInput,
     Input,
@@ -20,7 +20,8 @@ from dxts.core.plugins import (
     PluginArgs,
     SetFeederState,
 )
-from dxts.execution.logic.feeding import feed, feeder_lock, run_feeder
+from dxts.execution.logic.feeding import run_feeder
+from dxts.execution.logic.sweeps import keyed
 
 
 def failures(feeder: str) -> float:
@@ -213,16 +214,21 @@ async def test_a_disabled_feeder_writes_nothing(database: Database, plugins: Any
     assert (await s.transformation_row(database, t.id)).FeederState is None
 
 
-async def test_feed_skips_what_it_should_not_run_and_what_another_holder_runs(
+async def test_the_feeder_round_skips_what_should_not_run_and_what_another_holder_runs(
     database: Database, plugins: Any
 ) -> None:
     locks = LockManager(database)
+    feeders = keyed(LockKind.FEEDER, locks, 1)
+
+    def work(transformation: Any) -> Any:
+        return run_feeder(database, plugins, transformation)
+
     try:
         t = await s.transformation(database, feeder="List", feeder_args=listed(2))
-        assert not (await feed(database, plugins, locks, replace(t, halted=True))).ran
-        async with locks.try_hold(feeder_lock(t.id)) as held:
+        assert not replace(t, halted=True).feeds  # the round lists only those that feed
+        async with locks.try_hold(Lock(LockKind.FEEDER, t.id)) as held:
             assert held
-            assert not (await feed(database, plugins, locks, t)).ran
-        assert (await feed(database, plugins, locks, t)).inserted == 2
+            assert await feeders.run([t], work) == []
+        assert [result.inserted for result in await feeders.run([t], work)] == [2]
     finally:
         await locks.dispose()

@@ -27,10 +27,10 @@ from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.kernel.sweeps import SweepRunner
-from dxts.core.locks import LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
-from dxts.execution.logic.sweeps import Completion, failed_inputs_lock
+from dxts.execution.logic.sweeps import Completion
 from dxts.execution.settings import ExecutionSettings
 from dxts.execution.store.outcomes import lock_parcels
 from dxts.v1 import common_pb2
@@ -88,7 +88,7 @@ async def test_a_turn_skips_what_another_replica_holds(
     completion = sweeps(database, world, catalogue)
     other = LockManager(database)
 
-    async with other.try_hold(failed_inputs_lock(world.transformation_id)) as held:
+    async with other.try_hold(Lock(LockKind.FAILED_INPUTS, world.transformation_id)) as held:
         assert held
         assert await completion.failed_inputs_turn() == {}
     assert await statuses(database, world.transformation_id) == {"Assigned": 1, "Failed": 1}

@@ -1,11 +1,9 @@
-"""The server: port 0, health (database-aware, NOT_SERVING once a stop begins), SIGTERM,
-reflection, generated servicers, and the metrics endpoint."""
+"""The server: port 0, health (database-aware, NOT_SERVING once a stop begins), reflection,
+generated servicers, and the metrics endpoint (SIGTERM is the shell's: test_component_shell)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import urllib.request
 from collections.abc import AsyncIterator
 
@@ -111,34 +109,6 @@ async def test_health_turns_not_serving_as_soon_as_a_stop_begins(
     async with channel(server.address, token=token, default_timeout=2) as ch:
         with pytest.raises(errors.Unavailable):
             await unary(ch, "WhoAmI")(StringValue())
-
-
-async def test_sigterm_stops_gracefully(dev_keys: DevKeys) -> None:
-    server = new_server(dev_keys)
-    await server.start()
-    statuses = watch(server.address)
-    assert await anext(statuses) == SERVING
-    serving = asyncio.create_task(server.serve_until_signalled())
-    await asyncio.sleep(0)  # let it install its handlers
-    os.kill(os.getpid(), signal.SIGTERM)
-    assert await anext(statuses) == NOT_SERVING
-    await statuses.aclose()
-    await asyncio.wait_for(serving, timeout=30)
-    assert serving.exception() is None
-
-
-async def test_a_sigterm_while_starting_stops_gracefully_once_started(dev_keys: DevKeys) -> None:
-    # A process catches the signals before it starts serving (serve_component): the server may
-    # answer calls before start() returns, and a SIGTERM then must not kill it outright.
-    server = new_server(dev_keys)
-    server.catch_signals()
-    os.kill(os.getpid(), signal.SIGTERM)
-    await asyncio.sleep(0.05)  # the signal is delivered (and remembered) before the start
-    await server.start()
-    await asyncio.wait_for(server.serve_until_signalled(), timeout=30)
-    with pytest.raises(grpc.aio.AioRpcError):
-        async with grpc.aio.insecure_channel(server.address) as ch:
-            await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
 
 
 async def test_reflection_lists_every_service(dev_keys: DevKeys) -> None:

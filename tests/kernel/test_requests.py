@@ -11,7 +11,6 @@ from dxts.core.grpc.requests import (
     optional_id,
     page_after,
     required_id,
-    required_ids,
 )
 from dxts.core.ids import id_to_str, new_id
 from dxts.core.states import InputStatus
@@ -50,12 +49,6 @@ def test_every_bad_field_of_a_request_is_reported_together() -> None:
     with pytest.raises(InvalidArgument) as error:
         problems.raise_if_any()
     assert fields(error) == ["workgraph_id", "parcel_ids[1]", "process_id", "statuses[0]"]
-
-
-def test_required_ids_names_each_bad_one() -> None:
-    with pytest.raises(InvalidArgument) as error:
-        required_ids(["a", id_to_str(new_id()), "b"], "ids")
-    assert fields(error) == ["ids[0]", "ids[2]"]
 
 
 def test_page_tokens_round_trip_and_are_bound_to_their_filters() -> None:

@@ -474,5 +474,5 @@ async def rig(database: Database, directory: Path, **settings: Any) -> Rig:
         execution=execution,
         catalogue=catalogue,
     )
-    lifecycle._cleanups.insert(0, catalogue.close)
+    lifecycle.cleanups.insert(0, catalogue.close)
     return Rig(lifecycle, counts, execution, script, catalogue)

@@ -38,7 +38,7 @@ async def engine(
     try:
         yield built
     finally:
-        await built.lifecycle.close()
+        await built.lifecycle.stop()
 
 
 # -- the drain guard -------------------------------------------------------------------------------

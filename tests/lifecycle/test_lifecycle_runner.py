@@ -36,7 +36,7 @@ async def engine(
     try:
         yield built
     finally:
-        await built.lifecycle.close()
+        await built.lifecycle.stop()
 
 
 def results(rows: dict[str, object], *keys: str) -> list[str | None]:

@@ -55,7 +55,7 @@ async def engine(
     try:
         yield built
     finally:
-        await built.lifecycle.close()
+        await built.lifecycle.stop()
 
 
 def state_changes(rows: list[object]) -> list[tuple[str | None, str | None, str]]:

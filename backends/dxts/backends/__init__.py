@@ -9,7 +9,7 @@ The kit, what every adaptor shares:
   `dispatcher_client` (the push path's ReportOutcomes);
 * `store` — the small SQLite database a stateful adaptor keeps (its idempotent Submit);
 * `runner` — running a compute parcel with cwltool (staging, outputs, usage), wherever it runs;
-* `component` — an adaptor served as a process (`run_adaptor`);
+* `component` — an adaptor as a component of the shell every server runs in (`adaptor_component`);
 * `plugins` — adaptors created in process by entry point (`dxts.backends`), as `dxts up` does.
 
 The adaptors, each laid out by module (its `store` holds its SQL, the rest is logic):

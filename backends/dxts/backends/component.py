@@ -1,62 +1,18 @@
-"""An adaptor assembled as a process: `run_adaptor` serves any `logic.Adaptor` through the shared
-edge (`edge.servicer`) with health, reflection, auth, metrics and a graceful stop on SIGTERM,
-and the same DXTS_LISTEN / DXTS_METRICS_PORT / DXTS_AUTH_* / DXTS_DATA_DIR settings as every dxts
-component.
+"""An adaptor as a component: `adaptor_component` wraps any `logic.Adaptor` for the shell every
+dxts server runs in (`dxts.core.component.serve`), served through the shared edge
+(`edge.servicer`) with health, reflection, auth, metrics and a graceful stop on SIGTERM, and the
+same DXTS_LISTEN / DXTS_METRICS_PORT / DXTS_AUTH_* / DXTS_DATA_DIR settings as every component.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-from collections.abc import Callable
-from datetime import timedelta
-from pathlib import Path
-
 from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.logic import Adaptor
-from dxts.core.grpc import DevKeys, TokenVerifier
-from dxts.core.grpc.process import run_process, serve_component
-from dxts.core.kernel.authorisation import CallerKind, adaptor_subject
-from dxts.core.settings import AuthSettings, ServerSettings
+from dxts.core.component import Component
 
 
-def data_dir() -> Path | None:
-    """DXTS_DATA_DIR: where the development key pair lives when no key is configured."""
-    value = os.environ.get("DXTS_DATA_DIR")
-    return Path(value) if value else None
-
-
-def dev_adaptor_token(backend: str) -> str | None:
-    """The adaptor's token for `backend` (kind `adaptor`, its subject naming the backend) minted
-    from the development key pair in DXTS_DATA_DIR (None without one): the adaptor's pushes
-    when no token is configured, on a single machine only."""
-    directory = data_dir()
-    if directory is None:
-        return None
-    return DevKeys.load_or_create(directory).issue(
-        "dxts", adaptor_subject(backend), (CallerKind.ADAPTOR,), lifetime=timedelta(days=365)
+def adaptor_component(adaptor: Adaptor) -> Component:
+    """`adaptor` served: started with the component, stopped with it."""
+    return Component(
+        services=[adaptor_service(adaptor)], on_start=[adaptor.start], cleanups=[adaptor.stop]
     )
-
-
-async def serve(adaptor: Adaptor) -> None:
-    """Serve one adaptor until SIGTERM/SIGINT, then stop it gracefully."""
-    server_settings = ServerSettings()
-    verifier = TokenVerifier.from_settings(AuthSettings(), dev_key_dir=data_dir())
-    log = logging.getLogger("dxts.backends")
-    async with contextlib.AsyncExitStack() as stack:
-        await adaptor.start()
-        stack.push_async_callback(adaptor.stop)
-        server = await serve_component(
-            stack, [adaptor_service(adaptor)], settings=server_settings, verifier=verifier, log=log
-        )
-        await server.serve_until_signalled()
-
-
-def run_adaptor(name: str, build: Callable[[], Adaptor]) -> None:
-    """The body of an adaptor's `main()`: logging, `build()` the adaptor, serve it."""
-
-    async def main() -> None:
-        await serve(build())
-
-    run_process(f"{name} adaptor", main, logging.getLogger("dxts.backends"))

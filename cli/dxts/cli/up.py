@@ -255,7 +255,7 @@ async def compose(
             catalogue=catalogue,
             locks=locks,
         )
-        stack.on_stop(lifecycle.close)
+        stack.on_stop(lifecycle.stop)
         execution = await build_execution(
             database,
             settings=ExecutionSettings(
@@ -276,7 +276,7 @@ async def compose(
             "execution", execution.services, verifier, database, host=host, port=port["execution"]
         )
         if sweeps:
-            lifecycle.start()
+            await lifecycle.start()
 
         dispatcher = await build_dispatcher(
             database,

@@ -1,9 +1,9 @@
 """Named locks: "one invocation per transformation at a time" across replicas, skipping not waiting.
 
-A sweep declares the lock it needs as a value, `Lock("transformation", transformation_id)`, and
-takes it through one wrapper:
+A sweep declares the lock it needs as a value, `Lock(LockKind.FEEDER, transformation_id)`, and
+takes it through one wrapper (every kind is declared in `LockKind`):
 
-    async with lock_manager.try_hold(Lock("transformation", tid)) as held:
+    async with lock_manager.try_hold(Lock(LockKind.FEEDER, tid)) as held:
         if not held:
             return  # another replica is on it: skip this round, never queue behind it
         ...
@@ -37,6 +37,7 @@ import re
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from enum import StrEnum
 
 import sqlalchemy as sa
 from sqlalchemy import exc
@@ -58,9 +59,33 @@ MAX_WAIT_S = 300.0
 LOCAL_POLL_S = 0.02
 
 
+class LockKind(StrEnum):
+    """Every kind of named lock dxts takes, in one table: what each serialises. The values are
+    the names on the wire (`dxts:<kind>:<key>`), which replicas of two releases must compute
+    alike during a rolling upgrade: a value never changes, a new kind is a new row."""
+
+    # A serialised command's scope: retries of one request apply once (kernel.commands).
+    COMMAND = "command"
+    # A creating command's (caller, RPC, request id): its retries wait for the first.
+    REQUEST = "request"
+    # A workgraph's or standalone transformation's lifecycle step (definition).
+    LIFECYCLE = "lifecycle"
+    # A transformation's feeder, its packer, its HandleFailedInput pass (execution).
+    FEEDER = "feeder"
+    PACKER = "packer"
+    FAILED_INPUTS = "failed-inputs"
+    # A counter's fold, and the drift repair of every counter (accounting).
+    COUNTER_FOLD = "counter-fold"
+    COUNTER_REPAIR = "counter-repair"
+    # A backend's poll and its cancellations (dispatcher).
+    DISPATCH_POLL = "dispatch-poll"
+    DISPATCH_CANCEL = "dispatch-cancel"
+
+
 @dataclass(frozen=True)
 class Lock:
-    """A declared lock: what kind of thing it guards and which one (an id, or a string)."""
+    """A declared lock: what kind of thing it guards (a `LockKind`; tests of the mechanism use
+    kinds of their own) and which one (an id, or a string)."""
 
     kind: str
     key: bytes | str

@@ -135,35 +135,3 @@ async def log_transformations(conn: AsyncConnection, entries: Iterable[LogEntry]
 async def log_workgraphs(conn: AsyncConnection, entries: Iterable[LogEntry]) -> int:
     """Append WorkgraphLog rows (owner_id = WorkgraphID); returns how many."""
     return await _append(conn, workgraph_log, "WorkgraphID", values(WorkgraphStatus), entries)
-
-
-# How far back an owner's log is searched for a request id: a retry follows its original closely.
-REQUEST_LOOKBACK = 200
-
-
-async def request_logged(
-    conn: AsyncConnection,
-    request_id: str,
-    *,
-    workgraph_id: bytes | None = None,
-    transformation_id: bytes | None = None,
-) -> bool:
-    """Whether the owner's recent log rows carry `request_id` in their Data.
-
-    The idempotency check of operator commands: a command records its request id in the log
-    rows it writes, in the transaction that applies it, so a retry finds them there.
-    """
-    if not request_id:
-        return False
-    table, column, owner = (
-        (workgraph_log, "WorkgraphID", workgraph_id)
-        if workgraph_id is not None
-        else (transformation_log, "TransformationID", transformation_id)
-    )
-    result = await conn.execute(
-        sa.select(table.c.Data)
-        .where(table.c[column] == owner)
-        .order_by(table.c.LogID.desc())
-        .limit(REQUEST_LOOKBACK)
-    )
-    return any(isinstance(d, dict) and d.get("request_id") == request_id for (d,) in result)

@@ -2,12 +2,17 @@
 
 Components that need more declare their own `BaseSettings` subclass with the same prefix; this
 module holds only what every process needs: where the database is, how to verify tokens, and
-where to listen.
+where to listen, and the blocks that components' own settings extend: the development key
+pair's directory (`DataDirSettings`) and the service token of the components that call others
+(`ServiceTokenSettings`).
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///dxts.sqlite"
@@ -103,3 +108,56 @@ class ServerSettings(BaseSettings):
         """The host part of `listen` (brackets of an IPv6 address removed): where the metrics
         endpoint listens too."""
         return self.listen.rsplit(":", 1)[0].strip("[]") or "0.0.0.0"
+
+
+# A development token minted for a component's own calls lasts as long as a single machine's
+# installation is likely to run without a restart.
+DEV_TOKEN_DAYS = 365
+
+
+class DataDirSettings(BaseSettings):
+    """`DXTS_DATA_DIR`: where the development key pair lives when no key is configured."""
+
+    data_dir: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
+        description="where the development token key pair lives when no key is configured",
+    )
+
+
+class ServiceTokenSettings(DataDirSettings):
+    """The credentials of a component's own calls to other components: `DXTS_SERVICE_TOKEN`, or
+    the file `DXTS_SERVICE_TOKEN_FILE` names (a mounted Secret). With neither, `own_token`
+    mints one from the development key pair in `DXTS_DATA_DIR`, on a single machine only."""
+
+    service_token: str | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token"),
+        description="bearer token of the component's own calls",
+    )
+    service_token_file: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file"),
+        description="file holding that token (read at start-up)",
+    )
+
+    def token(self) -> str | None:
+        """The configured bearer token (None: none configured)."""
+        if self.service_token:
+            return self.service_token
+        if self.service_token_file is not None:
+            return self.service_token_file.read_text().strip()
+        return None
+
+    def own_token(self, sub: str, role: str, data_dir: Path | None = None) -> str | None:
+        """The configured token, else one for `sub` with `role` in VO `dxts` minted from the
+        development key pair in `data_dir` (default: `self.data_dir`; None without one)."""
+        token = self.token()
+        data_dir = self.data_dir if data_dir is None else data_dir
+        if token is None and data_dir is not None:
+            from dxts.core.grpc.auth import DevKeys  # only a single machine mints its own
+
+            token = DevKeys.load_or_create(data_dir).issue(
+                "dxts", sub, (role,), lifetime=timedelta(days=DEV_TOKEN_DAYS)
+            )
+        return token

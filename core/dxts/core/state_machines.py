@@ -75,10 +75,6 @@ class StateMachine:
         object.__setattr__(self, "_index", index)
 
     @property
-    def creation_states(self) -> frozenset[str]:
-        return frozenset(edge.target for edge in self.edges if edge.source is None)
-
-    @property
     def non_terminal(self) -> frozenset[str]:
         return frozenset(self.states) - self.terminal
 

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 
 import grpc
 
+from dxts.core.component import Component
 from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.db import Database
-from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.grpc import Service, channel
 from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
@@ -48,10 +48,8 @@ from dxts.v1 import dispatcher_pb2, dispatcher_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-# The dispatcher's own identity when it mints a development token (single machine only).
-SERVICE_VO = "dxts"
+# The dispatcher's own subject when it mints a development token (single machine only).
 SERVICE_SUB = "dxts-dispatcher"
-DEV_TOKEN_LIFETIME = timedelta(days=365)
 # A peer that comes back is used again within a second or so, not after grpc's default backoff
 # (up to two minutes), during which every call fails at once.
 RECONNECT = (
@@ -66,15 +64,15 @@ POLL_SWEEP_PREFIX = "dispatch-poll-"
 STOP_GRACE_S = 5.0
 
 
-@dataclass
-class DispatcherComponent:
+@dataclass(kw_only=True)
+class DispatcherComponent(Component):
+    """The dispatcher: its service, and its sweeps (built from its backends, run by `start`
+    after a first `refresh`). A round in progress at `stop` gets `stop_grace_s`; one cancelled
+    leaves at most Reserved parcels, which the recovery sweep closes."""
+
     dispatcher: Dispatcher
     forwarder: Forwarder
     backends: dict[str, Backend]
-    services: list[Service]
-    runner: SweepRunner | None = None
-    _channels: list[grpc.aio.Channel] = field(default_factory=list)
-    _locks: LockManager | None = None
 
     async def refresh(self) -> None:
         """Describe every backend and refresh the loads (claim budget, gauges)."""
@@ -160,31 +158,11 @@ class DispatcherComponent:
             ),
         ]
 
-    def start_sweeps(self) -> None:
-        self.runner = SweepRunner(self.sweeps())
-        self.runner.start()
-
-    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop the sweeps (a round in progress gets `grace_s`; one cancelled leaves at most
-        Reserved parcels, which the recovery sweep closes) and close the channels; not the
-        database."""
-        if self.runner is not None:
-            await self.runner.stop(grace_s=grace_s)
-            self.runner = None
-        for ch in self._channels:
-            await ch.close()
-        if self._locks is not None:
-            await self._locks.dispose()
 
 
 def service_token(settings: DispatcherSettings) -> str | None:
-    """The configured token, else one from the development key pair (DXTS_DATA_DIR)."""
-    token = settings.token()
-    if token is None and settings.data_dir is not None:
-        token = DevKeys.load_or_create(settings.data_dir).issue(
-            SERVICE_VO, SERVICE_SUB, (CallerKind.DISPATCHER,), lifetime=DEV_TOKEN_LIFETIME
-        )
-    return token
+    """The dispatcher's own token, as `ServiceTokenSettings.own_token` finds it."""
+    return settings.own_token(SERVICE_SUB, CallerKind.DISPATCHER)
 
 
 async def build_dispatcher(
@@ -235,20 +213,21 @@ async def build_dispatcher(
     forwarder = Forwarder(database, settings, backends, sink, locks)
     servicer = DispatcherServicer(forwarder, definition)
     component = DispatcherComponent(
-        dispatcher,
-        forwarder,
-        backends,
-        [
+        dispatcher=dispatcher,
+        forwarder=forwarder,
+        backends=backends,
+        services=[
             Service.of(
                 dispatcher_pb2.DESCRIPTOR.services_by_name["DispatcherService"],
                 dispatcher_pb2_grpc.add_DispatcherServiceServicer_to_server,
                 servicer,
             )
         ],
-        _channels=channels,
-        _locks=locks,
+        stop_grace_s=STOP_GRACE_S,
+        cleanups=[locks.dispose, *(ch.close for ch in channels)],
     )
+    component.runner = SweepRunner(component.sweeps())
+    component.on_start.append(component.refresh)
     if start_sweeps:
-        await component.refresh()
-        component.start_sweeps()
+        await component.start()
     return component

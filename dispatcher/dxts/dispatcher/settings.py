@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import load_installation_config
+from dxts.core.settings import ServiceTokenSettings
 from dxts.core.states import Kind
 
 # The Backend of the born-Done recovery parcels, which are never submitted: never a configured
@@ -103,7 +104,7 @@ class BackendPolicy(BaseModel):
         return self.compute if kind is Kind.COMPUTE else self.data
 
 
-class DispatcherSettings(BaseSettings):
+class DispatcherSettings(ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_DISPATCH_", extra="ignore")
 
     backends: list[BackendConfig] = Field(
@@ -124,13 +125,6 @@ class DispatcherSettings(BaseSettings):
     execution_address: str | None = Field(
         None, validation_alias=AliasChoices("DXTS_EXECUTION_ADDRESS", "execution_address")
     )
-    service_token: str | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token")
-    )
-    service_token_file: Path | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
-    )
-    data_dir: Path | None = Field(None, validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"))
 
     claim_batch: int = Field(100, ge=1, description="parcels per claim transaction")
     submit_batch: int = Field(500, ge=1, description="parcels per Submit call")
@@ -192,11 +186,3 @@ class DispatcherSettings(BaseSettings):
             return chosen
         first = next((b.name for b in self.backends if b.kind is kind), None)
         return KindPolicy(default=first) if first else None
-
-    def token(self) -> str | None:
-        """The bearer token of the dispatcher's own calls (None: the development key pair)."""
-        if self.service_token:
-            return self.service_token
-        if self.service_token_file is not None:
-            return self.service_token_file.read_text().strip()
-        return None

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dxts.backends.component import run_adaptor
+from dxts.backends.component import adaptor_component
 from dxts.backends.local.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.plugins import Created, Site
@@ -27,6 +27,7 @@ from dxts.core.adaptor.model import (
     Submission,
     SubmitResult,
 )
+from dxts.core.component import Component, Process, serve
 from dxts.core.states import Kind
 
 NAME = "relay"
@@ -94,21 +95,22 @@ def create(site: Site, kind: Kind) -> Created:
     return Created(RelayAdaptor(LocalAdaptor(settings, site.catalogue)), NAME)
 
 
-def _served() -> RelayAdaptor:
-    settings = RelaySettings()
-    return RelayAdaptor(
-        LocalAdaptor(
-            LocalSettings(
-                name=NAME,
-                work_dir=settings.work_dir,
-                storage_root=settings.storage_root,
-                storage_elements=settings.storage_elements,
-                output_se=settings.storage_elements[0],
+async def _build(settings: RelaySettings, process: Process) -> Component:
+    return adaptor_component(
+        RelayAdaptor(
+            LocalAdaptor(
+                LocalSettings(
+                    name=NAME,
+                    work_dir=settings.work_dir,
+                    storage_root=settings.storage_root,
+                    storage_elements=settings.storage_elements,
+                    output_se=settings.storage_elements[0],
+                )
             )
         )
     )
 
 
 def main() -> None:
-    """`dxts-backend-relay`: the relay adaptor as a process of its own."""
-    run_adaptor(NAME, _served)
+    """`dxts-backend-relay`: the relay adaptor as a process of its own, in the component shell."""
+    serve("relay adaptor", RelaySettings, _build)

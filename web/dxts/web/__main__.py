@@ -1,33 +1,27 @@
-"""`dxts-web`: the web view on its own (a deployment's web Deployment), configured by
-DXTS_WEB_* and the services' DXTS_*_ADDRESS variables (dxts.web.settings)."""
+"""`dxts-web`: the web view on its own (a deployment's web Deployment), in the shell every server
+shares (`dxts.core.component.serve`); configured by DXTS_WEB_* and the services'
+DXTS_*_ADDRESS variables (dxts.web.settings). It serves HTTP only: no gRPC service."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 
+from dxts.core.component import Component, Process, serve
 from dxts.web.server import WebServer
 from dxts.web.settings import WebSettings
 
 
-async def serve(settings: WebSettings) -> None:
+async def build(settings: WebSettings, process: Process) -> Component:
     server = WebServer(settings)
-    await server.start()
-    logging.getLogger("dxts.web").warning("dxts-web serving %s", server.url)
-    stopped = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for number in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(number, stopped.set)
-    await stopped.wait()
-    await server.stop()
+
+    async def announce() -> None:
+        logging.getLogger("dxts.web").warning("dxts-web serving %s", server.url)
+
+    return Component(on_start=[server.start, announce], cleanups=[server.stop])
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    asyncio.run(serve(WebSettings()))
+    serve("web view", WebSettings, build)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
-from dxts.backends.component import run_adaptor
+from dxts.backends.component import adaptor_component
 from dxts.backends.diracx.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXSettings
+from dxts.core.component import Component, Process, serve
+
+
+async def build(settings: DiracXSettings, process: Process) -> Component:
+    return adaptor_component(DiracXAdaptor(settings))
 
 
 def main() -> None:
-    run_adaptor("diracx", lambda: DiracXAdaptor(DiracXSettings()))
+    serve("diracx adaptor", DiracXSettings, build)
 
 
 if __name__ == "__main__":

@@ -39,12 +39,12 @@ default), it remembers every job for its lifetime, so a test can check every Sub
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from dxts.core.settings import ServiceTokenSettings
 from dxts.core.states import Kind
 
 # A rule may also say not_tried: the job ran but reached none of its inputs (NOT_TRIED each).
@@ -108,7 +108,7 @@ class NullRule(BaseModel):
         )
 
 
-class NullSettings(BaseSettings):
+class NullSettings(ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_NULL_", extra="ignore")
 
     name: str = Field("null", min_length=1, max_length=32)
@@ -136,23 +136,6 @@ class NullSettings(BaseSettings):
         description="how long a job is remembered after its outcome was reported (polled, or"
         " pushed and acknowledged); None: for the adaptor's lifetime",
     )
-    service_token: str | None = Field(
-        None,
-        validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token"),
-        description="credentials of the pushes (with the file below: neither, the development "
-        "key pair in DXTS_DATA_DIR)",
-    )
-    service_token_file: Path | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
-    )
-
-    def token(self) -> str | None:
-        """The configured bearer token of the pushes (None: none configured)."""
-        if self.service_token:
-            return self.service_token
-        if self.service_token_file is not None:
-            return self.service_token_file.read_text().strip()
-        return None
 
     @field_validator("kind", mode="before")
     @classmethod

@@ -3,16 +3,20 @@ catalogue's `DXTS_CATALOGUE_*`, and Slurm's own SLURM_CONF for the cluster it su
 
 from __future__ import annotations
 
-from dxts.backends.component import run_adaptor
+from dxts.backends.component import adaptor_component
 from dxts.backends.slurm.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import load_catalogue
+from dxts.core.component import Component, Process, serve
+
+
+async def build(settings: SlurmSettings, process: Process) -> Component:
+    # The adaptor starts the catalogue itself, once it has found the cluster.
+    return adaptor_component(SlurmAdaptor(settings, load_catalogue(), owns_catalogue=True))
 
 
 def main() -> None:
-    run_adaptor(
-        "slurm", lambda: SlurmAdaptor(SlurmSettings(), load_catalogue(), owns_catalogue=True)
-    )
+    serve("slurm adaptor", SlurmSettings, build)
 
 
 if __name__ == "__main__":

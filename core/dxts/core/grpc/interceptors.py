@@ -29,7 +29,7 @@ from dxts.core.grpc.auth import TokenVerifier, bearer_token
 from dxts.core.grpc.errors import rich_status, to_grpc_status
 from dxts.core.grpc.metrics import RPC_SECONDS, RPCS_HANDLED
 from dxts.core.identity import acting_as
-from dxts.core.kernel.authorisation import Rules, authorise_call
+from dxts.core.kernel.authorisation import Rules, authorise_call, serving
 
 # Services reachable without a token: probes and tooling must work before anyone logs in.
 UNAUTHENTICATED_SERVICES = (
@@ -99,7 +99,8 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor):
 
 
 class StatusInterceptor(_WrappingInterceptor):
-    """Domain errors → status codes with details; metrics; the caller's deadline made current."""
+    """Domain errors → status codes with details; metrics; the caller's deadline and the RPC
+    served (`served_rpc`, what a command is named after) made current."""
 
     @asynccontextmanager
     async def around(self, context: Context, method: str) -> AsyncIterator[None]:
@@ -107,7 +108,7 @@ class StatusInterceptor(_WrappingInterceptor):
         code = grpc.StatusCode.OK
         counted = False
         try:
-            with deadlines.deadline(context.time_remaining()):
+            with deadlines.deadline(context.time_remaining()), serving(method):
                 try:
                     yield
                 except asyncio.CancelledError:

@@ -1,7 +1,7 @@
-"""What every dxts server process does around its component, in one place: log to stderr,
-serve the component's gRPC services (and Prometheus metrics when a port is configured) until
-SIGTERM or SIGINT, stop in reverse order, and turn a configuration or start-up error into one
-line and exit status 1 rather than a traceback."""
+"""The gRPC half of the shell every dxts server runs in (`dxts.core.component.serve`): serve a
+component's gRPC services (and Prometheus metrics when a port is configured), and run a process
+body with logging to stderr, turning a configuration or start-up error into one line and exit
+status 1 rather than a traceback."""
 
 from __future__ import annotations
 
@@ -31,14 +31,15 @@ async def serve_component(
     tls: TlsSettings | None = None,
     log: logging.Logger,
 ) -> GrpcServer:
-    """Start the metrics endpoint (if configured) and the gRPC server, each stopped by `stack`;
-    returns the started server, whose `serve_until_signalled` the caller awaits."""
+    """Start the metrics endpoint (if configured) and the gRPC server, each stopped by `stack`
+    (health NOT_SERVING first, then in-flight calls get the grace); returns the started server.
+    Signals are the caller's (`dxts.core.component.serve` catches them before anything
+    starts)."""
     metrics = start_metrics_server(settings.metrics_port, address=settings.listen_host)
     if metrics is not None:
         stack.callback(metrics.close)
         log.info("metrics on %s:%d", settings.listen_host, metrics.port)
     server = GrpcServer(services, settings=settings, verifier=verifier, database=database, tls=tls)
-    server.catch_signals()
     await server.start()
     stack.push_async_callback(server.stop)
     return server

@@ -91,14 +91,6 @@ def optional_id(text: str, field: str) -> bytes | None:
     return value
 
 
-def required_ids(texts: Sequence[str], field: str) -> list[bytes]:
-    """Every text as an id, or INVALID_ARGUMENT naming each bad one."""
-    problems = Problems()
-    values = problems.ids(texts, field)
-    problems.raise_if_any()
-    return values
-
-
 def page_after(paging: common_pb2.Paging, fingerprint: str) -> bytes | None:
     """The id a List RPC's page starts after (None: the first page); the token must have
     been issued for the same filters (`fingerprint`)."""

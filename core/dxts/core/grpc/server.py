@@ -5,7 +5,11 @@
                     definition_pb2_grpc.add_DefinitionServiceServicer_to_server, servicer)],
         settings=ServerSettings(), verifier=TokenVerifier.from_settings(...), database=db)
     await server.start()            # bound: server.port, server.address
-    await server.serve_until_signalled()   # SIGTERM/SIGINT → graceful stop
+    ...
+    await server.stop()             # health NOT_SERVING, then in-flight calls get the grace
+
+A process serves its component through the shell (`dxts.core.component.serve`), which catches
+SIGTERM and SIGINT and stops the server gracefully.
 
 What every server has (docs/architecture.md, conventions): the interceptors of
 `interceptors` (status mapping, metrics, deadlines, authentication); standard health checking
@@ -20,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -94,8 +97,6 @@ class GrpcServer:
         self.database = database
         self.health_interval_s = health_interval_s
         self.health = health.aio.HealthServicer()
-        self._signalled = asyncio.Event()
-        self._caught: tuple[signal.Signals, ...] = ()
         self._server = grpc.aio.server(
             interceptors=[StatusInterceptor(), AuthInterceptor(verifier, extra_rules)],
             options=list(options),
@@ -167,33 +168,6 @@ class GrpcServer:
 
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()
-
-    def catch_signals(
-        self, signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT)
-    ) -> None:
-        """From now on, remember one of `signals` for `serve_until_signalled` instead of dying
-        of it. Called before `start` by a process, so that a signal that arrives while the
-        server is starting (it may already answer calls) still stops it gracefully."""
-        if self._caught:
-            return
-        loop = asyncio.get_running_loop()
-        for number in signals:
-            loop.add_signal_handler(number, self._signalled.set)
-        self._caught = tuple(signals)
-
-    async def serve_until_signalled(self) -> None:
-        """Wait for SIGTERM or SIGINT (caught since `catch_signals`, or from now), then stop
-        gracefully (the process's main loop)."""
-        self.catch_signals()
-        loop = asyncio.get_running_loop()
-        try:
-            await self._signalled.wait()
-        finally:
-            for number in self._caught:
-                loop.remove_signal_handler(number)
-            self._caught = ()
-        log.info("signal received: stopping")
-        await self.stop()
 
     async def __aenter__(self) -> GrpcServer:
         await self.start()

@@ -20,7 +20,10 @@ An RPC missing from the table is refused: a new RPC is closed until it has its r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -222,3 +225,41 @@ def authorise_call(method: str, identity: Identity, *, extra_rules: Rules | None
 def _listed(kinds: frozenset[str]) -> str:
     order = list(CallerKind)
     return ", ".join(sorted(kinds, key=lambda kind: order.index(CallerKind(kind))))
+
+
+# The RPC whose call is being served, set around each handler by the server's interceptor.
+_served_rpc: ContextVar[str | None] = ContextVar("dxts_served_rpc", default=None)
+
+
+@contextmanager
+def serving(method: str) -> Iterator[None]:
+    """Within the block, `served_rpc()` is `method` (a full name, `/package.Service/Method`)."""
+    token = _served_rpc.set(method.rsplit("/", 1)[-1])
+    try:
+        yield
+    finally:
+        _served_rpc.reset(token)
+
+
+def served_rpc() -> str:
+    """The contract's name of the RPC being served (`Flush`): what a command that answers the
+    call is named after, taken from the call rather than typed."""
+    name = _served_rpc.get()
+    if name is None:
+        raise RuntimeError("no RPC is being served here: name the command")
+    return name
+
+
+@functools.cache
+def rpc_names() -> frozenset[str]:
+    """The method name of every RPC of every contract."""
+    return frozenset(method.rsplit("/", 1)[-1] for method in contract_methods())
+
+
+def contract_rpc(name: str) -> str:
+    """`name` (`Method` or `Service.Method`) when it names an RPC of the contracts, else
+    ValueError: a command named by hand (one run outside the call it answers, or inside another
+    call) must not be misspelt, or it logs under another event and never recognises a retry."""
+    if name.rsplit(".", 1)[-1] not in rpc_names():
+        raise ValueError(f"{name!r} names no RPC of the contracts")
+    return name

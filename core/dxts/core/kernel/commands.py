@@ -42,7 +42,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Aborted, InvalidArgument
 from dxts.core.identity import Identity
-from dxts.core.locks import Lock, LockManager
+from dxts.core.kernel.authorisation import served_rpc
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.schema.accounting import transformation_log, workgraph_log
 
@@ -52,7 +53,9 @@ Result = dict[str, Any]
 AUTHOR_LENGTH = 64
 EVENT_LENGTH = 32
 REQUEST_ID_LENGTH = 128
-# How far back a scope's log is searched for a request id: a retry follows its original closely.
+# The one look-back rule for finding an earlier request: how many of the newest entries of a
+# scope's log (or of a caller's submissions) are searched for a request id. A retry follows its
+# original closely.
 REQUEST_LOOKBACK = 200
 # How long a serialised command waits for another command on the same scope.
 SERIALISED_WAIT_S = 120.0
@@ -76,6 +79,11 @@ class Request:
                 f"at most {REQUEST_ID_LENGTH} characters, got {len(self.request_id)}",
                 field="request_id",
             )
+
+    @classmethod
+    def served(cls, caller: Identity, request_id: str = "", reason: str = "") -> Request:
+        """The command answering the RPC being served, named after it."""
+        return cls(served_rpc(), caller, request_id, reason)
 
     @property
     def author(self) -> str:
@@ -189,7 +197,7 @@ async def run_serialised_command(
     """Run a command that applies in several transactions, once per request id: under a named
     lock on `scope`, check the log, apply, then record. `authorise` runs first, under the
     lock, and raises to refuse."""
-    guard = Lock("command", scope.key)
+    guard = Lock(LockKind.COMMAND, scope.key)
     async with locks.try_hold(guard, wait=wait_s) as held:
         if not held:
             raise Aborted(
@@ -215,7 +223,8 @@ async def run_serialised_command(
 def request_lock(request: Request) -> Lock:
     """The named lock that serialises the tries of one caller's request id for one RPC."""
     caller = request.caller
-    return Lock("request", json.dumps([caller.vo, caller.sub, request.event, request.request_id]))
+    key = json.dumps([caller.vo, caller.sub, request.event, request.request_id])
+    return Lock(LockKind.REQUEST, key)
 
 
 async def run_creating_command(

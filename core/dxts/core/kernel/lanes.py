@@ -1,18 +1,24 @@
-"""Lanes: a few batches of one round in flight at a time, as the sequential loop would end.
+"""The one way dxts runs "N in flight": a few tasks at a time, as the sequential loop would end.
 
 A sweep that writes in batches (the recorder's transactions, the dispatcher's polled pages) can
 keep the database or another service busy with one batch while it prepares the next. `in_flight`
 runs at most `width` batches at once and sums what they report; like the loop it replaces, the
 round ends with the first failure, raised as itself (not wrapped in an exception group), once
 the other batches are cancelled. Each batch must stand on its own (its own transaction, pages
-of disjoint keys), so that a cancelled one leaves nothing half done.
+of disjoint keys), so that a cancelled one leaves nothing half done. `each` is the same for a
+list known up front whose results are wanted in order (a sweep's keys, a recording's
+transactions).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Lanes:
@@ -44,3 +50,23 @@ async def in_flight(width: int) -> AsyncIterator[Lanes]:
             yield Lanes(width, group)
     except* Exception as failed:  # the first failure, as the sequential loop raised it
         raise failed.exceptions[0] from None
+
+
+async def each(items: Sequence[T], work: Callable[[T], Awaitable[R]], *, width: int) -> list[R]:
+    """`work` on every item, at most `width` at once; the results in the items' order. The first
+    failure cancels the others and is raised as itself."""
+    if len(items) <= 1 or width <= 1:
+        return [await work(item) for item in items]
+    done: dict[int, R] = {}
+
+    def one(index: int, item: T) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            done[index] = await work(item)
+            return 0
+
+        return run
+
+    async with in_flight(width) as lanes:
+        for index, item in enumerate(items):
+            await lanes.start(one(index, item))
+    return [done[index] for index in range(len(items))]

@@ -24,6 +24,12 @@ The runner paces each sweep on its own task:
 
 Every sweep reports `dxts_sweep_rounds_total{sweep,outcome}`, `dxts_sweep_round_seconds{sweep}`
 and `dxts_sweep_items_total{sweep}`.
+
+Most rounds work key by key (each transformation's feeder, each workgraph's lifecycle, each
+backend's poll, each counter's fold): a `KeyedSweep` owns that shape once. It takes each key's
+named lock and skips the key when another replica holds it (never waiting behind it), runs `width`
+keys at a time, and isolates failures: a key that raises is logged and the others go on; only a
+round whose every key failed raises (the database or a peer is down), so the runner backs off.
 """
 
 from __future__ import annotations
@@ -32,14 +38,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Histogram
+
+from dxts.core.kernel.lanes import each
+from dxts.core.locks import Lock, LockKind, LockManager
 
 log = logging.getLogger(__name__)
 
 MAX_ERROR_WAIT_S = 30.0
+
+K = TypeVar("K")
+R = TypeVar("R")
 
 SWEEP_ROUNDS = Counter(
     "dxts_sweep_rounds",
@@ -101,6 +114,11 @@ class SweepRunner:
         self.sweeps = {sweep.name: sweep for sweep in sweeps}
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def running(self) -> bool:
+        """Whether `start` was called and `stop` has not been since."""
+        return bool(self._tasks)
 
     def start(self) -> None:
         """One task per sweep on the running loop."""
@@ -180,3 +198,43 @@ class SweepRunner:
         finally:
             for waiter in (stop, wake):
                 waiter.cancel()
+
+
+class _Skipped:
+    """The place of a key another holder had, or whose work failed."""
+
+
+SKIPPED = _Skipped()
+
+
+@dataclass(frozen=True)
+class KeyedSweep(Generic[K]):
+    """The round shape of a sweep that works key by key (see the module docstring): `kind` names
+    the lock each key's work runs under, `key` gives the lock's key of an item."""
+
+    kind: LockKind
+    locks: LockManager
+    width: int
+    key: Callable[[K], bytes | str]
+
+    async def run(self, items: Sequence[K], work: Callable[[K], Awaitable[R]]) -> list[R]:
+        """`work` on every item whose lock this replica takes, `width` at a time; the results
+        of those that ran, in the items' order."""
+        failures: list[Exception] = []
+
+        async def one(item: K) -> R | _Skipped:
+            lock = Lock(self.kind, self.key(item))
+            try:
+                async with self.locks.try_hold(lock) as held:
+                    if not held:
+                        return SKIPPED
+                    return await work(item)
+            except Exception as error:
+                log.exception("%s failed; the next round retries it", lock.name)
+                failures.append(error)
+                return SKIPPED
+
+        results = await each(items, one, width=self.width)
+        if failures and len(failures) == len(items):
+            raise failures[0]
+        return [result for result in results if not isinstance(result, _Skipped)]

@@ -50,7 +50,8 @@ from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.lanes import in_flight
-from dxts.core.locks import Lock, LockManager
+from dxts.core.kernel.sweeps import KeyedSweep
+from dxts.core.locks import LockKind, LockManager
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
 from dxts.dispatcher.logic.dispatch import chunks
 from dxts.dispatcher.logic.outcomes import OutcomeSink, as_failure, manifest_problem
@@ -82,6 +83,14 @@ class Forwarder:
         self.backends = dict(backends)
         self.sink = sink
         self.locks = locks
+        # Each backend's poll and its cancellations, by one replica at a time (skipped, never
+        # waited for, when another holds them).
+        self.polls: KeyedSweep[Backend] = KeyedSweep(
+            LockKind.DISPATCH_POLL, locks, 1, key=lambda backend: backend.name
+        )
+        self.cancels: KeyedSweep[Backend] = KeyedSweep(
+            LockKind.DISPATCH_CANCEL, locks, 1, key=lambda backend: backend.name
+        )
         self._cancel_sent: dict[bytes, float] = {}
         self._unknown_since: dict[bytes, float] = {}  # ParcelID → first answered unknown
 
@@ -211,82 +220,84 @@ class Forwarder:
         others and is raised: what they had not forwarded is polled again next round."""
         if backend.state.report_mode is ReportMode.PUSH:
             return 0
-        async with self.locks.try_hold(Lock("dispatch-poll", backend.name)) as held:
-            if not held:
-                return 0
-            after: bytes | None = None
-            async with in_flight(POLL_LANES) as running:
-                while True:
-                    page = await self.database.run(
-                        functools.partial(
-                            assigned_page,
-                            backend=backend.name,
-                            adaptor=backend.adaptor,
-                            after=after,
-                            limit=self.settings.poll_batch,
-                        ),
-                        isolation=RC,
-                    )
-                    if not page:
-                        break
-                    after = page[-1][0]
-                    expected = {id_to_str(identifier): pid for pid, identifier in page}
-                    await running.start(
-                        functools.partial(self._poll_and_forward, backend, expected)
-                    )
-                    if len(page) < self.settings.poll_batch:
-                        break
-            backend.state.last_poll_at = datetime.now(UTC)
-            return running.total
+        return sum(await self.polls.run([backend], self._poll))
+
+    async def _poll(self, backend: Backend) -> int:
+        """`poll_once` under the backend's poll lock."""
+        after: bytes | None = None
+        async with in_flight(POLL_LANES) as running:
+            while True:
+                page = await self.database.run(
+                    functools.partial(
+                        assigned_page,
+                        backend=backend.name,
+                        adaptor=backend.adaptor,
+                        after=after,
+                        limit=self.settings.poll_batch,
+                    ),
+                    isolation=RC,
+                )
+                if not page:
+                    break
+                after = page[-1][0]
+                expected = {id_to_str(identifier): pid for pid, identifier in page}
+                await running.start(
+                    functools.partial(self._poll_and_forward, backend, expected)
+                )
+                if len(page) < self.settings.poll_batch:
+                    break
+        backend.state.last_poll_at = datetime.now(UTC)
+        return running.total
 
     async def cancel_once(self, backend: Backend) -> int:
         """Pass the backend's cancel requests on, and forward what they ended as; returns the
         parcels asked to cancel."""
-        async with self.locks.try_hold(Lock("dispatch-cancel", backend.name)) as held:
-            if not held:
+        return sum(await self.cancels.run([backend], self._cancel))
+
+    async def _cancel(self, backend: Backend) -> int:
+        """`cancel_once` under the backend's cancel lock."""
+        requests, now = await self.database.run(
+            lambda conn: cancel_requests(
+                conn, backend.name, backend.adaptor, self.settings.poll_batch
+            ),
+            isolation=RC,
+        )
+        requested = {r.parcel_id for r in requests}
+        self._cancel_sent = {p: t for p, t in self._cancel_sent.items() if p in requested}
+        known = {r.parcel_id: r.identifier for r in requests if r.identifier is not None}
+        lease = timedelta(seconds=self.settings.lease_s)
+        keys = [
+            r.parcel_id
+            for r in requests
+            if r.identifier is None and now - r.updated_at >= lease
+        ]
+        clock = time.monotonic()
+        due = [
+            p
+            for p in known
+            if clock - self._cancel_sent.get(p, -1e18) >= self.settings.cancel_resend_s
+        ]
+        if due or keys:
+            try:
+                reply = await backend.cancel(
+                    identifiers=[id_to_str(known[p]) for p in due],
+                    parcel_ids=[id_to_str(p) for p in keys],
+                )
+            except BackendUnreachable as error:
+                UNREACHABLE.labels(backend.name, "Cancel").inc()
+                log.warning("%s", error)
                 return 0
-            requests, now = await self.database.run(
-                lambda conn: cancel_requests(
-                    conn, backend.name, backend.adaptor, self.settings.poll_batch
-                ),
-                isolation=RC,
-            )
-            requested = {r.parcel_id for r in requests}
-            self._cancel_sent = {p: t for p, t in self._cancel_sent.items() if p in requested}
-            known = {r.parcel_id: r.identifier for r in requests if r.identifier is not None}
-            lease = timedelta(seconds=self.settings.lease_s)
-            keys = [
-                r.parcel_id
-                for r in requests
-                if r.identifier is None and now - r.updated_at >= lease
-            ]
-            clock = time.monotonic()
-            due = [
-                p
-                for p in known
-                if clock - self._cancel_sent.get(p, -1e18) >= self.settings.cancel_resend_s
-            ]
-            if due or keys:
-                try:
-                    reply = await backend.cancel(
-                        identifiers=[id_to_str(known[p]) for p in due],
-                        parcel_ids=[id_to_str(p) for p in keys],
-                    )
-                except BackendUnreachable as error:
-                    UNREACHABLE.labels(backend.name, "Cancel").inc()
-                    log.warning("%s", error)
-                    return 0
-                CANCELS.labels(backend.name).inc(len(due) + len(keys))
-                self._cancel_sent.update(dict.fromkeys(due, clock))
-                known.update(await self._settle_keys(backend, reply.keys, set(keys)))
-            if known:
-                for page in chunks(sorted(known.items()), self.settings.poll_batch):
-                    await self._poll_and_forward(
-                        backend,
-                        {id_to_str(identifier): pid for pid, identifier in page},
-                        lost_as=OutcomeResult.CANCELLED,
-                    )
-            return len(due) + len(keys)
+            CANCELS.labels(backend.name).inc(len(due) + len(keys))
+            self._cancel_sent.update(dict.fromkeys(due, clock))
+            known.update(await self._settle_keys(backend, reply.keys, set(keys)))
+        if known:
+            for page in chunks(sorted(known.items()), self.settings.poll_batch):
+                await self._poll_and_forward(
+                    backend,
+                    {id_to_str(identifier): pid for pid, identifier in page},
+                    lost_as=OutcomeResult.CANCELLED,
+                )
+        return len(due) + len(keys)
 
     async def _settle_keys(
         self,

@@ -7,14 +7,15 @@ components in one process and one event loop:
     server = GrpcServer([*accounting.services, ...], settings=..., verifier=...)
     ...
     await accounting.stop()
+
+It is a `dxts.core.component.Component`: `start` runs its sweeps, `stop` ends them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 
@@ -25,6 +26,7 @@ from dxts.accounting.logic.repair import DriftWatch
 from dxts.accounting.logic.sweeps import Sweeps
 from dxts.accounting.settings import AccountingSettings
 from dxts.accounting.store.counts import prepare
+from dxts.core.component import Component
 from dxts.core.counters import on_drift
 from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
@@ -36,24 +38,17 @@ from dxts.v1 import accounting_pb2, accounting_pb2_grpc
 STOP_GRACE_S = 5.0
 
 
-@dataclass
-class Accounting:
-    """A built accounting component: `services` to serve, `runner` running its sweeps."""
+@dataclass(kw_only=True)
+class Accounting(Component):
+    """A built accounting component: its service, and the sweeps its runner runs."""
 
-    services: list[Service]
     sweeps: Sweeps
-    runner: SweepRunner
-    _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
-    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop the sweeps (rounds in progress end at their next pause, within `grace_s`) and
-        release what the component opened (not the database); idempotent."""
+    async def stop(self) -> None:
+        """Let the rounds in progress end at their next pause (within `stop_grace_s`), then
+        stop as every component does."""
         self.sweeps.stop()
-        await self.runner.stop(grace_s=grace_s)
-        while self._cleanups:
-            result = self._cleanups.pop()()
-            if asyncio.iscoroutine(result):
-                await result
+        await super().stop()
 
 
 async def build_accounting(
@@ -93,6 +88,13 @@ async def build_accounting(
         accounting_pb2_grpc.add_AccountingServiceServicer_to_server,
         AccountingServicer(database, members),
     )
+    accounting = Accounting(
+        services=[service],
+        sweeps=sweeps,
+        runner=runner,
+        stop_grace_s=STOP_GRACE_S,
+        cleanups=cleanups,
+    )
     if start_sweeps:
-        runner.start()
-    return Accounting([service], sweeps, runner, cleanups)
+        await accounting.start()
+    return accounting

@@ -7,13 +7,13 @@ embedded default's `DXTS_DATA_DIR`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from dxts.core.settings import DataDirSettings
 
 
-class AccountingSettings(BaseSettings):
+class AccountingSettings(DataDirSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_ACCOUNTING_", extra="ignore")
 
     definition_address: str | None = Field(
@@ -21,11 +21,6 @@ class AccountingSettings(BaseSettings):
         validation_alias=AliasChoices("DXTS_DEFINITION_ADDRESS", "definition_address"),
         description="host:port of the definition service (workgraph members); None disables "
         "GetWorkgraphSummary",
-    )
-    data_dir: Path | None = Field(
-        None,
-        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
-        description="where the development token key pair lives when no key is configured",
     )
     fold_batch: int = Field(1000, ge=1, description="journal rows per fold transaction")
     fold_interval_s: float = Field(

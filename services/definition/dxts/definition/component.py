@@ -14,9 +14,11 @@ runs on the kernel's sweep runner; without them (tests of the service alone) not
 
     lifecycle = await build_lifecycle(database, settings=LifecycleSettings(),
                                       execution_address=..., data_dir=...)
-    lifecycle.start()
+    await lifecycle.start()
     ...
-    await lifecycle.close()
+    await lifecycle.stop()
+
+Both are `dxts.core.component.Component`s: `start` runs the sweep, `stop` ends it.
 
 The engine's registry provides what the built-in hooks and actions ask for by annotation:
 `Counts`, `ExecutionView`, `ExecutionControl` (the peers, over gRPC: `edge`), `Siblings` (a
@@ -29,19 +31,18 @@ peers and a registry of their own plugins.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from dxts.core.catalogue import FileCatalogue, open_catalogue
+from dxts.core.component import Component
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
-from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.grpc import Service, channel
 from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
@@ -67,34 +68,28 @@ from dxts.definition.logic.lifecycle.views import AUTHOR, DefinitionSiblings
 from dxts.definition.settings import DefinitionSettings, LifecycleSettings
 from dxts.v1 import definition_pb2, definition_pb2_grpc
 
-DEV_TOKEN_LIFETIME = timedelta(days=365)
 
+@dataclass(kw_only=True)
+class Lifecycle(Component):
+    """The lifecycle engine and its sweep, run by `start` on the kernel's runner (a round
+    still running at `stop` gets the engine's `stop_grace_s`, then is cancelled)."""
 
-@dataclass
-class Lifecycle:
     engine: Engine
     sweep: LifecycleSweep
-    _cleanups: list[Callable[[], object]] = field(default_factory=list)
-    _runner: SweepRunner | None = None
 
-    def start(self) -> None:
-        """The sweep's rounds on the kernel's runner, on the running loop."""
-        pacing = Pacing(self.engine.settings.interval_s)
-        self._runner = SweepRunner(
-            [Sweep("lifecycle", self.sweep.sweep_once, pacing, pending=self.sweep.pending)]
-        )
-        self._runner.start()
 
-    async def close(self) -> None:
-        """Stop the sweep (a running round gets `stop_grace_s` to finish, then is cancelled)
-        and release what was opened for it; idempotent."""
-        if self._runner is not None:
-            await self._runner.stop(grace_s=self.engine.settings.stop_grace_s)
-            self._runner = None
-        while self._cleanups:
-            result = self._cleanups.pop()()
-            if asyncio.iscoroutine(result):
-                await result
+def lifecycle_of(
+    engine: Engine, sweep: LifecycleSweep, cleanups: list[Callable[[], object]]
+) -> Lifecycle:
+    pacing = Pacing(engine.settings.interval_s)
+    runner = SweepRunner([Sweep("lifecycle", sweep.sweep_once, pacing, pending=sweep.pending)])
+    return Lifecycle(
+        engine=engine,
+        sweep=sweep,
+        runner=runner,
+        stop_grace_s=engine.settings.stop_grace_s,
+        cleanups=cleanups,
+    )
 
 
 def _provide(providers: Providers, annotation: Any, value: Any) -> None:
@@ -103,14 +98,8 @@ def _provide(providers: Providers, annotation: Any, value: Any) -> None:
 
 
 def service_token(settings: LifecycleSettings, data_dir: Path | None) -> str | None:
-    """Definition's own token (kind `service`): the configured one, else one minted from the
-    development key pair in `data_dir` (single machine only)."""
-    token = settings.token()
-    if token is None and data_dir is not None:
-        token = DevKeys.load_or_create(data_dir).issue(
-            "dxts", AUTHOR, (CallerKind.SERVICE,), lifetime=DEV_TOKEN_LIFETIME
-        )
-    return token
+    """Definition's own token (kind `service`), as `ServiceTokenSettings.own_token` finds it."""
+    return settings.own_token(AUTHOR, CallerKind.SERVICE, data_dir)
 
 
 async def build_lifecycle(
@@ -168,23 +157,12 @@ async def build_lifecycle(
         locks = LockManager(database)
         cleanups.append(locks.dispose)
     engine = Engine(database, registry, counts, execution, settings)
-    return Lifecycle(engine, LifecycleSweep(engine, locks), cleanups)
+    return lifecycle_of(engine, LifecycleSweep(engine, locks), cleanups)
 
 
-@dataclass
-class Definition:
-    """A built definition component: `services` to serve (its lifecycle sweep, when built with
-    one, is running)."""
-
-    services: list[Service]
-    _cleanups: list[Callable[[], object]] = field(default_factory=list)
-
-    async def stop(self) -> None:
-        """Stop the sweep and release what the component opened (not the database)."""
-        for cleanup in reversed(self._cleanups):
-            result = cleanup()
-            if asyncio.iscoroutine(result):
-                await result
+class Definition(Component):
+    """A built definition component: its service, and the lifecycle engine's sweep when built
+    with one (started and stopped with it)."""
 
 
 async def build_definition(
@@ -195,6 +173,7 @@ async def build_definition(
     config: DefinitionConfig | None = None,
     execution: ExecutionFactory | None = None,
     lifecycle: LifecycleSettings | None = None,
+    start_sweeps: bool = True,
 ) -> Definition:
     """The definition service over a started `database`.
 
@@ -202,10 +181,12 @@ async def build_definition(
     file of `settings.config_file`, and `execution` to the execution service at
     `settings.execution_address` (each call carrying its caller's token; a user job's parcel is
     created with definition's own service token, `DXTS_SERVICE_TOKEN`), or to a client
-    answering UNAVAILABLE when none is configured.
+    answering UNAVAILABLE when none is configured. With `start_sweeps` false the lifecycle
+    engine starts with the component's `start`.
     """
     settings = settings or DefinitionSettings()
     cleanups: list[Callable[[], object]] = []
+    on_start: list[Callable[[], Awaitable[object]]] = []
     if execution is None:
         if settings.execution_address:
             forward: grpc.aio.Channel = channel(settings.execution_address)
@@ -229,8 +210,8 @@ async def build_definition(
             data_dir=settings.data_dir,
             registry=registry if isinstance(registry, Registry) else None,
         )
-        engine.start()
-        cleanups.append(engine.close)
+        on_start.append(engine.start)
+        cleanups.append(engine.stop)
     # Serialises repeated SubmitWorkgraph request ids (submit.py); pools no connection.
     locks = LockManager(database)
     cleanups.append(locks.dispose)
@@ -247,4 +228,7 @@ async def build_definition(
         definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
         servicer,
     )
-    return Definition([service], cleanups)
+    definition = Definition(services=[service], on_start=on_start, cleanups=cleanups)
+    if start_sweeps:
+        await definition.start()
+    return definition

@@ -12,14 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import DefinitionConfig, load_installation_config
+from dxts.core.settings import DataDirSettings, ServiceTokenSettings
 
 WEEK_S = 7 * 24 * 3600.0
 
 
-class DefinitionSettings(BaseSettings):
+class DefinitionSettings(DataDirSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_DEFINITION_", extra="ignore")
 
     execution_address: str | None = Field(
@@ -32,11 +33,6 @@ class DefinitionSettings(BaseSettings):
         None,
         validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
         description="the installation configuration (YAML); None: the built-in defaults",
-    )
-    data_dir: Path | None = Field(
-        None,
-        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
-        description="where the development token key pair lives when no key is configured",
     )
     operator_role: str = Field(
         "operator",
@@ -55,7 +51,7 @@ class DefinitionSettings(BaseSettings):
         return load_installation_config(self.config_file).definition
 
 
-class LifecycleSettings(BaseSettings):
+class LifecycleSettings(ServiceTokenSettings):
     """The lifecycle engine's settings (`DXTS_LIFECYCLE_*`, and the names every component
     shares).
 
@@ -87,16 +83,3 @@ class LifecycleSettings(BaseSettings):
         validation_alias=AliasChoices("DXTS_ACCOUNTING_ADDRESS", "accounting_address"),
         description="host:port of the accounting service (exact counts)",
     )
-    service_token: str | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token")
-    )
-    service_token_file: Path | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
-    )
-
-    def token(self) -> str | None:
-        if self.service_token:
-            return self.service_token
-        if self.service_token_file is not None:
-            return self.service_token_file.read_text().strip()
-        return None

@@ -9,6 +9,8 @@ in one process and one event loop:
     ...
     await execution.stop()
 
+It is a `dxts.core.component.Component`: `start` runs its sweeps, `stop` ends them.
+
 What the plugins may be injected with comes from here (`plugin_providers`): the file catalogue
 and execution's implementations of the built-ins' read-only Protocols. The registry is checked
 at build time, so an extension whose parameters nothing provides stops the process at start-up.
@@ -16,16 +18,15 @@ at build time, so an extension whose parameters nothing provides stops the proce
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 from typing import Any
 
 from dxts.core.catalogue import FileCatalogue
+from dxts.core.component import Component
 from dxts.core.db import Database
-from dxts.core.grpc import DevKeys, Service, channel
+from dxts.core.grpc import Service, channel
 from dxts.core.kernel.sweeps import SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers, Registry
@@ -44,10 +45,8 @@ from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransform
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import execution_pb2, execution_pb2_grpc
 
-# Execution's own identity when it mints a development token (single machine only).
-SERVICE_VO = "dxts"
+# Execution's own subject when it mints a development token (single machine only).
 SERVICE_SUB = "dxts-execution"
-DEV_TOKEN_LIFETIME = timedelta(days=365)
 # A definition service that comes back is used again within a second or so.
 RECONNECT = (
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -84,37 +83,20 @@ def install_providers(
 
 
 def service_token(settings: ExecutionSettings) -> str | None:
-    """The configured token, else one from the development key pair (DXTS_DATA_DIR)."""
-    token = settings.token()
-    if token is None and settings.data_dir is not None:
-        token = DevKeys.load_or_create(settings.data_dir).issue(
-            SERVICE_VO, SERVICE_SUB, (settings.service_role,), lifetime=DEV_TOKEN_LIFETIME
-        )
-    return token
+    """Execution's own token, as `ServiceTokenSettings.own_token` finds it."""
+    return settings.own_token(SERVICE_SUB, settings.service_role)
 
 
-@dataclass
-class Execution:
-    """A built execution component: `services` to serve, `sweeps` running its rounds (`rounds`
-    and `completion`, which tests also drive one at a time)."""
+@dataclass(kw_only=True)
+class Execution(Component):
+    """A built execution component: its service, and the runner of its rounds (`rounds` and
+    `completion`, which tests also drive one at a time). `stop` releases what the component
+    opened, not the database nor the catalogue."""
 
-    services: list[Service]
     rounds: FeedAndPack
     completion: Completion | None  # None without a catalogue to record outputs in
-    sweeps: SweepRunner
     servicer: ExecutionServicer
     settings: ExecutionSettings
-    _cleanups: list[Callable[[], object]] = field(default_factory=list)
-
-    async def stop(self, grace_s: float | None = None) -> None:
-        """Stop the sweeps (a round in progress gets the grace to finish) and release what
-        the component opened (not the database nor the catalogue); idempotent."""
-        grace = self.settings.stop_grace_s if grace_s is None else grace_s
-        await self.sweeps.stop(grace_s=grace)
-        while self._cleanups:
-            result = self._cleanups.pop()()
-            if asyncio.iscoroutine(result):
-                await result
 
 
 async def build_execution(
@@ -193,6 +175,16 @@ async def build_execution(
     )
     if completion is not None:
         servicer.parcels_completing = functools.partial(sweeps.wake, RECORDER_SWEEP)
+    execution = Execution(
+        services=[service],
+        runner=sweeps,
+        stop_grace_s=settings.stop_grace_s,
+        cleanups=cleanups,
+        rounds=rounds,
+        completion=completion,
+        servicer=servicer,
+        settings=settings,
+    )
     if start_sweeps:
-        sweeps.start()
-    return Execution([service], rounds, completion, sweeps, servicer, settings, cleanups)
+        await execution.start()
+    return execution

@@ -9,30 +9,19 @@ only). The file catalogue is configured by `DXTS_CATALOGUE_*` (`CatalogueSetting
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from dxts.core.settings import ServiceTokenSettings
 
 
-class ExecutionSettings(BaseSettings):
+class ExecutionSettings(ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_EXECUTION_", extra="ignore")
 
     definition_address: str | None = Field(
         None,
         validation_alias=AliasChoices("DXTS_DEFINITION_ADDRESS", "definition_address"),
         description="host:port of the definition service",
-    )
-    data_dir: Path | None = Field(
-        None,
-        validation_alias=AliasChoices("DXTS_DATA_DIR", "data_dir"),
-        description="where the development token key pair lives when no key is configured",
-    )
-    service_token: str | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN", "service_token")
-    )
-    service_token_file: Path | None = Field(
-        None, validation_alias=AliasChoices("DXTS_SERVICE_TOKEN_FILE", "service_token_file")
     )
     call_timeout_s: float = Field(30.0, gt=0, description="deadline of execution's own calls")
 
@@ -57,14 +46,6 @@ class ExecutionSettings(BaseSettings):
     stop_grace_s: float = Field(
         5.0, ge=0, description="how long a stopping sweep may finish its round"
     )
-
-    def token(self) -> str | None:
-        """The bearer token of execution's own calls (None: the development key pair)."""
-        if self.service_token:
-            return self.service_token
-        if self.service_token_file is not None:
-            return self.service_token_file.read_text().strip()
-        return None
 
     # -- outcome recording, failed inputs, operations (part 2) ------------------------------------
 

@@ -34,15 +34,15 @@ from dxts.accounting.settings import AccountingSettings
 from dxts.core.counters import Counter, FoldResult
 from dxts.core.db import Database
 from dxts.core.kernel.sweeps import Pacing, Sweep
-from dxts.core.locks import Lock, LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 
 log = logging.getLogger(__name__)
 
-REPAIR_LOCK = Lock("counter-repair", "all")
+REPAIR_LOCK = Lock(LockKind.COUNTER_REPAIR, "all")
 
 
 def fold_lock(counter: Counter) -> Lock:
-    return Lock("counter-fold", counter.name.lower())
+    return Lock(LockKind.COUNTER_FOLD, counter.name.lower())
 
 
 class Sweeps:

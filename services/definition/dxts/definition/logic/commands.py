@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from dxts.core.db import Database, Transaction
 from dxts.core.identity import Identity
+from dxts.core.kernel.authorisation import contract_rpc
 from dxts.core.kernel.commands import LogScope, Request, Result, run_command
 from dxts.definition.logic.authorise import Caller, authorise
 from dxts.definition.logic.locked import (
@@ -32,7 +33,9 @@ Target = TypeVar("Target", LockedWorkgraph, LockedTransformation)
 
 
 def command_request(rpc: str, caller: Caller, request_id: str, reason: str) -> Request:
-    return Request(rpc, caller.identity, request_id, reason)
+    """The command `rpc` asks for. Its name is checked against the contracts: the logic runs
+    outside a call too (the start a submission asks for runs inside SubmitWorkgraph)."""
+    return Request(contract_rpc(rpc), caller.identity, request_id, reason)
 
 
 async def _steer(

@@ -53,7 +53,8 @@ from dxts.core.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
-from dxts.core.kernel.commands import Request, request_lock, run_creating_command
+from dxts.core.kernel.authorisation import contract_rpc
+from dxts.core.kernel.commands import REQUEST_LOOKBACK, Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.states import TransformationStatus, WorkgraphStatus
@@ -71,12 +72,12 @@ from dxts.definition.store import workgraphs as workgraphs_db
 
 AUTHOR_LENGTH = 64
 REQUEST_ID_MAX = 128
-# The window a repeated request id is recognised in (see the module docstring).
-REQUEST_LOOKBACK = 100
+# The window a repeated request id is recognised in (see the module docstring): as far back as
+# every command looks for an earlier request (`REQUEST_LOOKBACK`), within a day.
 REQUEST_WINDOW_S = 24 * 3600
 # How long a duplicate waits for the submission holding its request id to commit.
 REQUEST_LOCK_WAIT_S = 20.0
-SUBMIT_RPC = "DefinitionService.SubmitWorkgraph"
+SUBMIT_RPC = contract_rpc("DefinitionService.SubmitWorkgraph")
 # The request id of the start a `start: auto` submission runs (in the new workgraph's log).
 AUTO_START_REQUEST = "submission:start-auto"
 

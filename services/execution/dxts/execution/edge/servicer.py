@@ -207,7 +207,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             self.database,
             self.locks,
             self.registry,
-            self._request("Flush", request.request_id),
+            self._request(request.request_id),
             record,
             claim_chunk=self.settings.claim_chunk,
             batch=self.settings.pack_batch,

@@ -98,9 +98,9 @@ class OperationsRpcs:
 
     # -- who asks ---------------------------------------------------------------------------------
 
-    def _request(self, rpc: str, request_id: str, reason: str = "") -> Request:
-        """The command a request asks for, by the current caller."""
-        return Request(rpc, current_identity(), request_id, reason[:REASON_MAX])
+    def _request(self, request_id: str, reason: str = "") -> Request:
+        """The command the call being served asks for (named after its RPC), by its caller."""
+        return Request.served(current_identity(), request_id, reason[:REASON_MAX])
 
     def _caller(self) -> Caller:
         return Caller(
@@ -146,7 +146,7 @@ class OperationsRpcs:
         count = await commands.reset_inputs(
             self.database,
             self.locks,
-            self._request("ResetInputs", request.request_id, request.reason),
+            self._request(request.request_id, request.reason),
             tid,
             input_ids=ids,
             statuses=statuses,
@@ -163,7 +163,7 @@ class OperationsRpcs:
         count = await commands.write_off_inputs(
             self.database,
             self.locks,
-            self._request("WriteOffInputs", request.request_id, request.reason),
+            self._request(request.request_id, request.reason),
             tid,
             input_ids=ids,
             statuses=statuses,
@@ -182,7 +182,7 @@ class OperationsRpcs:
             done = await commands.cancel_parcels(
                 self.database,
                 self.locks,
-                self._request("CancelParcels", request.request_id, reason),
+                self._request(request.request_id, reason),
                 tid,
                 parcel_ids=ids,
                 statuses=statuses,

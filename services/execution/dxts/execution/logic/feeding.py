@@ -18,10 +18,10 @@ row `FeederFailed` and the `dxts_execution_plugin_failures` metric) and the next
 feeder again from the last committed bookmark. A batch that finds the feeder disabled or the
 transformation no longer Active writes nothing and ends the invocation quietly.
 
-The feeder and the packer of one transformation hold different locks (`feeder_lock`,
-`packer_lock`): each extension point runs once per transformation at a time, and a slow
-catalogue query never holds up packing. Inputs a feeder is still inserting are invisible to, or
-skipped by, the packer's claim.
+The feeder and the packer of one transformation run under different locks (`LockKind.FEEDER`,
+`LockKind.PACKER`, taken by the sweeps' rounds): each extension point runs once per
+transformation at a time, and a slow catalogue query never holds up packing. Inputs a feeder is
+still inserting are invisible to, or skipped by, the packer's claim.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from uuid import UUID
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError
-from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederState
 from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
@@ -61,16 +60,10 @@ def plugin_stream(
     )
 
 
-def feeder_lock(transformation_id: bytes) -> Lock:
-    """The mutex of one transformation's feeder."""
-    return Lock("feeder", transformation_id)
-
-
 @dataclass
 class FeedResult:
     """What one invocation did."""
 
-    ran: bool = True  # False: another holder had the lock, or there was nothing to run
     yielded: int = 0  # inputs the feeder yielded (committed or not)
     inserted: int = 0  # rows inserted (duplicates excluded)
     batches: int = 0  # transactions committed
@@ -81,23 +74,6 @@ class FeedResult:
     failure: BaseException | None = field(default=None, repr=False)
 
 
-async def feed(
-    database: Database,
-    registry: Registry,
-    locks: LockManager,
-    transformation: ActiveTransformation,
-    *,
-    batch: int = FEED_BATCH,
-) -> FeedResult:
-    """Run the transformation's feeder once if it should run and nobody else is running it."""
-    if not transformation.feeds:
-        return FeedResult(ran=False)
-    async with locks.try_hold(feeder_lock(transformation.id)) as held:
-        if not held:
-            return FeedResult(ran=False)
-        return await run_feeder(database, registry, transformation, batch=batch)
-
-
 async def run_feeder(
     database: Database,
     registry: Registry,
@@ -105,7 +81,7 @@ async def run_feeder(
     *,
     batch: int = FEED_BATCH,
 ) -> FeedResult:
-    """One invocation (the caller holds the feeder lock)."""
+    """One invocation (the caller holds the feeder lock: the feeder round's `KeyedSweep`)."""
     assert transformation.feeder is not None
     started = time.perf_counter()
     result = FeedResult()

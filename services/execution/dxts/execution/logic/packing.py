@@ -54,7 +54,7 @@ from dxts.core.builtins.after import after_of
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError, FailedPrecondition, FieldViolation, InvalidArgument
-from dxts.core.locks import Lock, LockManager
+from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import (
     BadInput,
     ComputeParcel,
@@ -90,7 +90,7 @@ PACK_BATCH = 2000
 
 def packer_lock(transformation_id: bytes) -> Lock:
     """The mutex of one transformation's packer."""
-    return Lock("packer", transformation_id)
+    return Lock(LockKind.PACKER, transformation_id)
 
 
 @dataclass

@@ -24,11 +24,10 @@ Decisions the backend contract leaves to this project:
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -38,6 +37,7 @@ from dxts.core.builtins.actions import USAGE
 from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str
+from dxts.core.kernel.lanes import each
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.parcel_annotations import (
     OUTCOME,
@@ -135,7 +135,8 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> li
         functools.partial(database.run, functools.partial(work, parcel_ids=part), isolation=RC)
         for part in parts
     ]
-    for answered in await side_by_side(transactions):
+    # Side by side: the first failure cancels the others (each rolls back whole).
+    for answered in await each(transactions, lambda call: call(), width=len(transactions)):
         for index, ack in answered.items():
             acks[index] = ack
     answers = [ack for ack in acks if ack is not None]
@@ -144,19 +145,6 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> li
         if answer.disposition == UNKNOWN:
             log.warning("outcome not recorded for %s: %s", answer.parcel_id, answer.message)
     return answers
-
-
-async def side_by_side(calls: Sequence[Callable[[], Coroutine[Any, Any, T]]]) -> list[T]:
-    """Run `calls` concurrently and return their results in order; the first failure cancels
-    the others (a transaction rolls back whole) and is raised as itself."""
-    if len(calls) <= 1:
-        return [await call() for call in calls]
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(call()) for call in calls]
-    except* Exception as failed:
-        raise failed.exceptions[0] from None
-    return [task.result() for task in tasks]
 
 
 def _refusal(row: ParcelRow | None, outcome: Outcome) -> OutcomeAck | None:

@@ -3,7 +3,8 @@
 * **feeder** — the Active transformations are listed afresh from the definition side (so each
   feeder starts from its committed bookmark), and every one whose feeder should run
   (FeederEnabled, the workgraph not halted) is fed under its feeder lock, `sweep_concurrency` at
-  a time. Items: inputs inserted.
+  a time (each is a key of a `KeyedSweep`, as in the packer and failed-inputs rounds). Items:
+  inputs inserted.
 * **packer** — likewise, every Active transformation of a workgraph that is not halted is packed
   under its packer lock (Paused ones are not listed), after the review of what its `after` wait
   set aside (`after_review`). Items: inputs assigned, set aside, or moved by the review.
@@ -16,28 +17,27 @@
   off once its workgraph is halted (`failed_inputs`). Items: inputs decided or written off.
 
 Each transformation is its own unit: one that fails (its plugin raised, its batch lost a race)
-is logged by its runner and does not stop the round. A round that fails as a whole (the
-definition service or the database unavailable) is logged by the runner and retried after its
-error backoff. A round that did work is followed by another at once, so a backlog drains at the
-speed of the work; an idle sweep waits up to its `*_interval_s`.
+is logged and does not stop the round (`KeyedSweep`). A round that fails as a whole (the
+definition service or the database unavailable, every transformation failing) is logged by the
+runner and retried after its error backoff. A round that did work is followed by another at
+once, so a backlog drains at the speed of the work; an idle sweep waits up to its
+`*_interval_s`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database
 from dxts.core.ids import new_id
-from dxts.core.kernel.sweeps import Pacing, Sweep
-from dxts.core.locks import Lock, LockManager
+from dxts.core.kernel.sweeps import KeyedSweep, Pacing, Sweep
+from dxts.core.locks import LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
-from dxts.execution.logic.feeding import FeedResult, feed
-from dxts.execution.logic.packing import PackResult, pack
+from dxts.execution.logic.feeding import FeedResult, run_feeder
+from dxts.execution.logic.packing import PackResult, run_packer
 from dxts.execution.logic.transformations import (
     ActiveSnapshot,
     ActiveTransformation,
@@ -50,24 +50,9 @@ R = TypeVar("R")
 RECORDER_SWEEP = "recorder"  # woken when outcomes are recorded (ExecutionServicer)
 
 
-def failed_inputs_lock(transformation_id: bytes) -> Lock:
-    return Lock("failed-inputs", transformation_id)
-
-
-async def each(
-    records: Sequence[ActiveTransformation],
-    work: Callable[[ActiveTransformation], Awaitable[R]],
-    *,
-    concurrency: int,
-) -> list[R]:
-    """`work` on every record, `concurrency` at a time."""
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(record: ActiveTransformation) -> R:
-        async with gate:
-            return await work(record)
-
-    return list(await asyncio.gather(*(one(record) for record in records)))
+def keyed(kind: LockKind, locks: LockManager, width: int) -> KeyedSweep[ActiveTransformation]:
+    """A round over Active transformations, each under its own lock of `kind`."""
+    return KeyedSweep(kind, locks, width, key=lambda transformation: transformation.id)
 
 
 class FeedAndPack:
@@ -87,16 +72,15 @@ class FeedAndPack:
         self.locks = locks
         self.snapshot = snapshot
         self.settings = settings
+        self.feeders = keyed(LockKind.FEEDER, locks, settings.sweep_concurrency)
+        self.packers = keyed(LockKind.PACKER, locks, settings.sweep_concurrency)
 
     async def feed_round(self) -> list[FeedResult]:
-        """Run every feeder that should run, once."""
+        """Run every feeder that should run and no other replica is running, once."""
         records = [r for r in await self.snapshot.refresh() if r.feeds]
-        return await each(
+        return await self.feeders.run(
             records,
-            lambda r: feed(
-                self.database, self.registry, self.locks, r, batch=self.settings.feed_batch
-            ),
-            concurrency=self.settings.sweep_concurrency,
+            lambda r: run_feeder(self.database, self.registry, r, batch=self.settings.feed_batch),
         )
 
     async def pack_round(self) -> list[PackResult]:
@@ -105,18 +89,16 @@ class FeedAndPack:
         # `dxts.execution.logic.packing`).
         minted_before = new_id()
         records = [r for r in await self.snapshot.refresh() if r.packs]
-        return await each(
+        return await self.packers.run(
             records,
-            lambda r: pack(
+            lambda r: run_packer(
                 self.database,
                 self.registry,
-                self.locks,
                 r,
                 claim_chunk=self.settings.claim_chunk,
                 batch=self.settings.pack_batch,
                 minted_before=minted_before,
             ),
-            concurrency=self.settings.sweep_concurrency,
         )
 
     async def inputs_fed(self) -> int:
@@ -163,6 +145,7 @@ class Completion:
         self.locks = locks
         self.settings = settings
         self.recorder = Recorder(database, catalogue, transformations)
+        self.failed_inputs = keyed(LockKind.FAILED_INPUTS, locks, settings.sweep_concurrency)
 
     async def record_turn(self) -> int:
         """Record what is Completing and no other replica is recording; returns how many."""
@@ -172,24 +155,17 @@ class Completion:
 
     async def failed_inputs_turn(self) -> dict[bytes, Handled]:
         """One pass over every Active transformation's Failed inputs."""
-        done: dict[bytes, Handled] = {}
 
-        async def one(transformation: ActiveTransformation) -> None:
-            async with self.locks.try_hold(failed_inputs_lock(transformation.id)) as held:
-                if held:
-                    done[transformation.id] = await handle_failed_inputs(
-                        self.database,
-                        self.registry,
-                        transformation,
-                        batch=self.settings.failed_inputs_batch,
-                    )
+        async def one(transformation: ActiveTransformation) -> tuple[bytes, Handled]:
+            handled = await handle_failed_inputs(
+                self.database,
+                self.registry,
+                transformation,
+                batch=self.settings.failed_inputs_batch,
+            )
+            return transformation.id, handled
 
-        await each(
-            await self.transformations.active(),
-            one,
-            concurrency=self.settings.sweep_concurrency,
-        )
-        return done
+        return dict(await self.failed_inputs.run(await self.transformations.active(), one))
 
     async def parcels_recorded(self) -> int:
         return await self.record_turn()

@@ -24,6 +24,7 @@ from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound
 from dxts.core.identity import Identity
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
+from dxts.core.kernel.authorisation import contract_rpc
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager
 from dxts.core.states import Kind, ParcelStatus
@@ -33,7 +34,7 @@ from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
 REQUEST_ID = "request_id"
-CREATE_RPC = "ExecutionService.CreateUserParcel"
+CREATE_RPC = contract_rpc("ExecutionService.CreateUserParcel")
 REQUEST_WINDOW_S = 24 * 3600
 VO_MAX, SUB_MAX, REQUEST_ID_MAX = 32, 256, 128
 

@@ -4,7 +4,7 @@ Each round (run by the kernel's `SweepRunner`: at once again after a round that 
 something, backing off up to `interval_s` while nothing moves) lists the workgraphs with work
 (Scouting, Approving, Active, Finalizing, Completed, Archiving, Cancelling) and the standalone
 transformations (Active, Finalizing, Archiving, Cancelling), and runs up to `concurrency` of
-them at a time. Each runs under `Lock("lifecycle", id)`, skipped rather than waited for when
+them at a time. Each runs under `Lock(LockKind.LIFECYCLE, id)`, skipped rather than waited for when
 another replica holds it; a workgraph that changes state is handled again at once in its new
 state (Accept → the approving list → Active ...), up to a few steps per round.
 
@@ -38,7 +38,8 @@ from typing import Any
 
 from dxts.core.db import Isolation, Transaction, db_now
 from dxts.core.errors import DxtsError
-from dxts.core.locks import Lock, LockManager
+from dxts.core.kernel.sweeps import KeyedSweep
+from dxts.core.locks import LockKind, LockManager
 from dxts.core.plugins import Accept, ActionResult
 from dxts.core.plugins.points import Phase, Point
 from dxts.core.state_machines import Actor
@@ -94,11 +95,25 @@ def ready(
     ]
 
 
+# An owner of a lifecycle (a workgraph or a standalone transformation) and how to move it.
+Owned = tuple[Callable[[bytes], Awaitable[int]], bytes]
+
+
+async def _moves(owned: Owned) -> int:
+    moves, owner = owned
+    return await moves(owner)
+
+
 class LifecycleSweep:
     def __init__(self, engine: Engine, locks: LockManager) -> None:
         self.engine = engine
         self.locks = locks
         self.running = 0  # owners under way at the last round: their members move meanwhile
+        # Every owner under its lifecycle lock, `concurrency` at a time; one that fails is
+        # logged and retried by the next round.
+        self.owners: KeyedSweep[Owned] = KeyedSweep(
+            LockKind.LIFECYCLE, locks, engine.settings.concurrency, key=lambda owned: owned[1]
+        )
 
     def pending(self) -> bool:
         """Whether the last round saw an owner under way: its members' progress (execution's,
@@ -112,46 +127,33 @@ class LifecycleSweep:
         nothing moved, so the runner backs off)."""
         async with self.engine.database.transaction(Isolation.READ_COMMITTED) as conn:
             workgraphs, standalone, self.running = await sweep_db.sweepable(conn)
-        gate = asyncio.Semaphore(self.engine.settings.concurrency)
-
-        async def one(sweep: Callable[[bytes], Awaitable[int | None]], owner: bytes) -> int:
-            async with gate:
-                try:
-                    return await sweep(owner) or 0
-                except Exception:
-                    log.exception("lifecycle sweep of %s failed; next sweep retries", owner.hex())
-                    return 0
-
-        moves = await asyncio.gather(
-            *(one(self._workgraph_moves, w) for w in workgraphs),
-            *(one(self._standalone_moves, t) for t in standalone),
-        )
-        return sum(moves)
+        owners = [
+            *((self._workgraph_moves, w) for w in workgraphs),
+            *((self._standalone_moves, t) for t in standalone),
+        ]
+        return sum(await self.owners.run(owners, _moves))
 
     # -- a workgraph ----------------------------------------------------------------------------
 
     async def sweep_workgraph(self, workgraph_id: bytes) -> bool:
         """Handle one workgraph until it stops changing state; False if another holder had it."""
-        return await self._workgraph_moves(workgraph_id) is not None
+        return bool(await self.owners.run([(self._workgraph_moves, workgraph_id)], _moves))
 
-    async def _workgraph_moves(self, workgraph_id: bytes) -> int | None:
-        """How many states the workgraph went through; None if another holder had it."""
-        async with self.locks.try_hold(Lock("lifecycle", workgraph_id)) as held:
-            if not held:
-                return None
-            moves = 0
-            for _ in range(STEPS):
-                detail = await read_workgraph(self.engine.database, workgraph_id)
-                status = detail.workgraph.status
-                if status in MEMBER_LISTS:
-                    moved = await self._member_lists(detail)
-                else:
-                    handler = self._handlers.get(status)
-                    moved = handler is not None and await handler(self, detail)
-                if not moved:
-                    break
-                moves += 1
-            return moves
+    async def _workgraph_moves(self, workgraph_id: bytes) -> int:
+        """How many states the workgraph went through (its lifecycle lock held)."""
+        moves = 0
+        for _ in range(STEPS):
+            detail = await read_workgraph(self.engine.database, workgraph_id)
+            status = detail.workgraph.status
+            if status in MEMBER_LISTS:
+                moved = await self._member_lists(detail)
+            else:
+                handler = self._handlers.get(status)
+                moved = handler is not None and await handler(self, detail)
+            if not moved:
+                break
+            moves += 1
+        return moves
 
     async def _overviews(self, members: tuple[TransformationView, ...]) -> dict[Any, Any]:
         return await self.engine.counts.inputs([as_uuid(m.transformation_id) for m in members])
@@ -447,38 +449,34 @@ class LifecycleSweep:
 
     async def sweep_standalone(self, transformation_id: bytes) -> bool:
         """Run a standalone transformation's hook or list; False if another holder had it."""
-        return await self._standalone_moves(transformation_id) is not None
+        return bool(await self.owners.run([(self._standalone_moves, transformation_id)], _moves))
 
-    async def _standalone_moves(self, transformation_id: bytes) -> int | None:
-        """1 when the transformation left its list's state, else 0; None if another holder
-        had it."""
-        async with self.locks.try_hold(Lock("lifecycle", transformation_id)) as held:
-            if not held:
-                return None
-            found = await queries.get_transformation(
-                self.engine.database, SERVICE, transformation_id
-            )
-            member = found.transformation
-            if member.workgraph_id is not None:
-                return 0
-            if member.status == T.ACTIVE:
-                try:
-                    overview = await self.engine.counts.inputs([as_uuid(transformation_id)])
-                except DxtsError as error:
-                    await self.engine.report(
-                        Owner(transformation_id=transformation_id), "counts", error
-                    )
-                    return 0
-                await self._member_hook(member, overview.get(as_uuid(transformation_id), {}), None)
-            elif member.status in STANDALONE_DONE:
-                progress = await self._member_list(
-                    member,
-                    member.status,
-                    STANDALONE_DONE[TransformationStatus(member.status)],
-                    None,
-                )
-                return int(progress in (Progress.FINISHED, Progress.BLOCKED))
+    async def _standalone_moves(self, transformation_id: bytes) -> int:
+        """1 when the transformation left its list's state, else 0 (its lifecycle lock held)."""
+        found = await queries.get_transformation(
+            self.engine.database, SERVICE, transformation_id
+        )
+        member = found.transformation
+        if member.workgraph_id is not None:
             return 0
+        if member.status == T.ACTIVE:
+            try:
+                overview = await self.engine.counts.inputs([as_uuid(transformation_id)])
+            except DxtsError as error:
+                await self.engine.report(
+                    Owner(transformation_id=transformation_id), "counts", error
+                )
+                return 0
+            await self._member_hook(member, overview.get(as_uuid(transformation_id), {}), None)
+        elif member.status in STANDALONE_DONE:
+            progress = await self._member_list(
+                member,
+                member.status,
+                STANDALONE_DONE[TransformationStatus(member.status)],
+                None,
+            )
+            return int(progress in (Progress.FINISHED, Progress.BLOCKED))
+        return 0
 
 
 def _aware(value: datetime) -> datetime:
