@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from adaptor_serving import Build, Served
 from diracx_fixture import pilot_running_every_job, running_diracx
+from dxts_relay_adaptor import RelayAdaptor
 from slurm_cluster import slurm_conf
 
 from dxts.backends.diracx.adaptor import DiracXAdaptor
@@ -74,6 +75,13 @@ async def local(place: Place) -> AsyncIterator[Build]:
 
 
 @contextlib.asynccontextmanager
+async def relay(place: Place) -> AsyncIterator[Build]:
+    """The adaptor package under tests/relay_adaptor, which dxts knows only by entry point."""
+    settings = LocalSettings(name="relay", work_dir=place.work, kill_grace_s=1, capacity=CAPACITY)
+    yield lambda: RelayAdaptor(LocalAdaptor(settings))
+
+
+@contextlib.asynccontextmanager
 async def slurm(place: Place) -> AsyncIterator[Build]:
     slurm_conf()
     settings = SlurmSettings(work_dir=place.work, capacity=CAPACITY)
@@ -95,6 +103,7 @@ ADAPTORS: dict[str, Callable[[Place], contextlib.AbstractAsyncContextManager[Bui
     "null": null,
     "null-push": null_push,
     "local": local,
+    "relay": relay,
     "slurm": slurm,
     "diracx": diracx,
 }
