@@ -49,6 +49,7 @@ EXECUTION = {
     "DataParcelDeltas",
     "ParcelInputs",
     "ParcelOutputs",
+    "OutputWatermarks",
     # FeederState, and clearing FeederEnabled on NoMoreInputs.
     "Transformations",
 }
@@ -101,8 +102,8 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "creation row carries",
     },
     "dxts.execution": {
-        "TransformationOutputs": "outcomes are recorded against the declared outputs in the "
-        "recording transaction; a gRPC round trip per batch would split it",
+        "TransformationOutputs": "provenance finds which parcel produced a file by probing "
+        "ParcelOutputs output by output, and only this table lists every declared output",
         **{
             name: "a parcel's description shows the identifier its backend gave it"
             for name in ("DiracXIDs", "GlideInIDs", "LocalIDs", "NullIDs", "SlurmIDs")

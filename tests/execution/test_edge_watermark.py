@@ -63,6 +63,8 @@ async def edge(mariadb: Database, tmp_path: Any) -> AsyncIterator[tuple[Registry
     )
     producer = await s.transformation(mariadb, feeder="Seeds", outputs=["out"])
     definitions.put(producer)
+    async with mariadb.transaction(s.RC) as conn:  # as the packer's round does first
+        await watermark.create_lock_rows(conn, [producer.outputs[0].output_id])
     args = {
         "transformation_output_id": str(UUID(bytes=producer.outputs[0].output_id)),
         "page_size": 7,

@@ -213,3 +213,19 @@ slurm_ids = sa.Table(
     sa.UniqueConstraint("SlurmID"),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# Not in the seed schema: execution's own row per declared output, the reader-writer lock of the
+# Edge feeder's watermark (`dxts.execution.store.watermark`). A recording transaction creates it
+# put-if-absent the first time it writes under the output, so the lock is taken on a row
+# execution owns rather than on definition's TransformationOutputs row.
+output_watermarks = sa.Table(
+    "OutputWatermarks",
+    metadata,
+    sa.Column(
+        "TransformationOutputID",
+        Uuid(),
+        sa.ForeignKey("TransformationOutputs.TransformationOutputID"),
+        primary_key=True,
+    ),
+    **MYSQL_TABLE_OPTIONS,
+)

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import Pacing, Sweep
 from dxts.core.locks import Lock, LockManager
@@ -44,6 +44,7 @@ from dxts.execution.logic.transformations import (
     ActiveTransformations,
 )
 from dxts.execution.settings import ExecutionSettings
+from dxts.execution.store import watermark
 
 R = TypeVar("R")
 
@@ -87,6 +88,7 @@ class FeedAndPack:
         self.locks = locks
         self.snapshot = snapshot
         self.settings = settings
+        self._lock_rows: set[bytes] = set()  # outputs whose watermark lock row is there
 
     async def feed_round(self) -> list[FeedResult]:
         """Run every feeder that should run, once."""
@@ -105,6 +107,7 @@ class FeedAndPack:
         # `dxts.execution.logic.packing`).
         minted_before = new_id()
         records = [r for r in await self.snapshot.refresh() if r.packs]
+        await self._create_lock_rows(records)
         return await each(
             records,
             lambda r: pack(
@@ -118,6 +121,17 @@ class FeedAndPack:
             ),
             concurrency=self.settings.sweep_concurrency,
         )
+
+    async def _create_lock_rows(self, records: list[ActiveTransformation]) -> None:
+        """The watermark lock rows of the outputs these transformations declare, before any of
+        their parcels exists to be recorded under them (once per output and process)."""
+        new = {o.output_id for r in records for o in r.outputs} - self._lock_rows
+        if new:
+            await self.database.run(
+                lambda conn: watermark.create_lock_rows(conn, new),
+                isolation=Isolation.READ_COMMITTED,
+            )
+            self._lock_rows |= new
 
     async def inputs_fed(self) -> int:
         return sum(result.inserted for result in await self.feed_round())
