@@ -50,8 +50,7 @@ EXECUTION = {
     "ParcelInputs",
     "ParcelOutputs",
     "OutputWatermarks",
-    # FeederState, and clearing FeederEnabled on NoMoreInputs.
-    "Transformations",
+    "FeederStates",
 }
 DISPATCHER = {
     "Parcels",
@@ -100,8 +99,12 @@ DECLARED_READS: dict[str, dict[str, str]] = {
     "dxts.definition": {
         "WorkgraphLog": "a retried SubmitWorkgraph finds its workgraph by the request id its "
         "creation row carries",
+        "FeederStates": "a feeder is on while its switch is on and it has not said NoMoreInputs: "
+        "the drain guard and the commands read both in their own transaction",
     },
     "dxts.execution": {
+        "Transformations": "a feeder's batch reads the operator's switch and the status under a "
+        "shared lock, ordering it with their change; lineage names a file's producing step",
         "TransformationOutputs": "provenance finds which parcel produced a file by probing "
         "ParcelOutputs output by output, and only this table lists every declared output",
         **{

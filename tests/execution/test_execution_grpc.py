@@ -416,7 +416,6 @@ class FakeDefinition(definition_pb2_grpc.DefinitionServiceServicer):
             owner_sub=self.record.owner_sub,
             feeder=self.record.feeder,
             feeder_args_json=json.dumps(self.record.feeder_args),
-            feeder_state_json=json.dumps(row.FeederState) if row.FeederState else "",
             feeder_enabled=bool(row.FeederEnabled),
             packer=self.record.packer,
             process_id=hash_to_str(self.record.process_id),

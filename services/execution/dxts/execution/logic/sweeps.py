@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from dxts.core.catalogue import FileCatalogue
@@ -36,7 +37,7 @@ from dxts.core.locks import Lock, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
-from dxts.execution.logic.feeding import FeedResult, feed
+from dxts.execution.logic.feeding import FeedResult, exhausted_feeders, feed
 from dxts.execution.logic.packing import PackResult, pack
 from dxts.execution.logic.transformations import (
     ActiveSnapshot,
@@ -93,6 +94,8 @@ class FeedAndPack:
     async def feed_round(self) -> list[FeedResult]:
         """Run every feeder that should run, once."""
         records = [r for r in await self.snapshot.refresh() if r.feeds]
+        exhausted = await exhausted_feeders(self.database, [r.id for r in records])
+        records = [r for r in records if r.id not in exhausted]
         return await each(
             records,
             lambda r: feed(
@@ -108,6 +111,10 @@ class FeedAndPack:
         minted_before = new_id()
         records = [r for r in await self.snapshot.refresh() if r.packs]
         await self._create_lock_rows(records)
+        exhausted = await exhausted_feeders(
+            self.database, [r.id for r in records if r.feeder_active]
+        )
+        records = [replace(r, feeder_exhausted=True) if r.id in exhausted else r for r in records]
         return await each(
             records,
             lambda r: pack(
