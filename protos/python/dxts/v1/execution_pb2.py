@@ -5,15 +5,18 @@
 # source: dxts/v1/execution.proto
 # Protobuf Python Version: 7.35.1
 """Generated protocol buffer code."""
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
 from google.protobuf.internal import builder as _builder
-
 _runtime_version.ValidateProtobufRuntimeVersion(
-    _runtime_version.Domain.PUBLIC, 7, 35, 1, "", "dxts/v1/execution.proto"
+    _runtime_version.Domain.PUBLIC,
+    7,
+    35,
+    1,
+    '',
+    'dxts/v1/execution.proto'
 )
 # @@protoc_insertion_point(imports)
 
@@ -24,97 +27,95 @@ from dxts.v1 import common_pb2 as dxts_dot_v1_dot_common__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n\x17\x64xts/v1/execution.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto"\xcd\x02\n\x05Input\x12\x19\n\x11transformation_id\x18\x01 \x01(\t\x12\x10\n\x08input_id\x18\x02 \x01(\t\x12\x17\n\x0fparent_input_id\x18\x03 \x01(\t\x12\x0b\n\x03lfn\x18\x04 \x01(\t\x12\x15\n\x08lfn_size\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\x0f\x64\x65scriptor_json\x18\x06 \x01(\t\x12$\n\x06status\x18\x07 \x01(\x0e\x32\x14.dxts.v1.InputStatus\x12\x13\n\x0b\x65rror_count\x18\x08 \x01(\x05\x12\x31\n\rdelayed_until\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0elast_parcel_id\x18\n \x01(\t\x12.\n\nupdated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_lfn_size"\x87\x02\n\x06Parcel\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12\x1b\n\x04kind\x18\x03 \x01(\x0e\x32\r.dxts.v1.Kind\x12%\n\x06status\x18\x04 \x01(\x0e\x32\x15.dxts.v1.ParcelStatus\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x18\n\x10\x61nnotations_json\x18\x06 \x01(\t\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x63ompleted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp"o\n\x0c\x43omputeFacet\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12\x17\n\x0frequirements_id\x18\x02 \x01(\t\x12\x19\n\x11resolved_hints_id\x18\x03 \x01(\t\x12\x17\n\x0fparameters_json\x18\x04 \x01(\t"H\n\tDataFacet\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12%\n\x06\x64\x65ltas\x18\x02 \x03(\x0b\x32\x15.dxts.v1.StorageDelta"{\n\x0cStorageDelta\x12\x17\n\x0fstorage_element\x18\x01 \x01(\t\x12\x13\n\x0b\x66iles_added\x18\x02 \x01(\x03\x12\x13\n\x0b\x62ytes_added\x18\x03 \x01(\x03\x12\x13\n\x0b\x66iles_freed\x18\x04 \x01(\x03\x12\x13\n\x0b\x62ytes_freed\x18\x05 \x01(\x03"\x9c\x01\n\x0cParcelOutput\x12\x11\n\toutput_id\x18\x01 \x01(\t\x12 \n\x18transformation_output_id\x18\x02 \x01(\t\x12\x13\n\x0boutput_name\x18\x03 \x01(\t\x12\x11\n\tparcel_id\x18\x04 \x01(\t\x12\x0b\n\x03lfn\x18\x05 \x01(\t\x12\x15\n\x08lfn_size\x18\x06 \x01(\x03H\x00\x88\x01\x01\x42\x0b\n\t_lfn_size"K\n\x0eInputSelection\x12\x11\n\tinput_ids\x18\x01 \x03(\t\x12&\n\x08statuses\x18\x02 \x03(\x0e\x32\x14.dxts.v1.InputStatus"N\n\x0fParcelSelection\x12\x12\n\nparcel_ids\x18\x01 \x03(\t\x12\'\n\x08statuses\x18\x02 \x03(\x0e\x32\x15.dxts.v1.ParcelStatus"\x9d\x01\n\x11ListInputsRequest\x12\x1f\n\x06paging\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Paging\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12&\n\x08statuses\x18\x03 \x03(\x0e\x32\x14.dxts.v1.InputStatus\x12\x0b\n\x03lfn\x18\x04 \x01(\t\x12\x17\n\x0fparent_input_id\x18\x05 \x01(\t"M\n\x12ListInputsResponse\x12\x1e\n\x06inputs\x18\x01 \x03(\x0b\x32\x0e.dxts.v1.Input\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t">\n\x0fGetInputRequest\x12\x19\n\x11transformation_id\x18\x01 \x01(\t\x12\x10\n\x08input_id\x18\x02 \x01(\t"\x95\x01\n\x10GetInputResponse\x12\x1d\n\x05input\x18\x01 \x01(\x0b\x32\x0e.dxts.v1.Input\x12 \n\x07parcels\x18\x02 \x03(\x0b\x32\x0f.dxts.v1.Parcel\x12\x1e\n\x06parent\x18\x03 \x01(\x0b\x32\x0e.dxts.v1.Input\x12 \n\x08\x63hildren\x18\x04 \x03(\x0b\x32\x0e.dxts.v1.Input"\xbb\x01\n\x12ListParcelsRequest\x12\x1f\n\x06paging\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Paging\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12\'\n\x08statuses\x18\x03 \x03(\x0e\x32\x15.dxts.v1.ParcelStatus\x12\x1b\n\x04kind\x18\x04 \x01(\x0e\x32\r.dxts.v1.Kind\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x12\n\nprocess_id\x18\x06 \x01(\t"P\n\x13ListParcelsResponse\x12 \n\x07parcels\x18\x01 \x03(\x0b\x32\x0f.dxts.v1.Parcel\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t"%\n\x10GetParcelRequest\x12\x11\n\tparcel_id\x18\x01 \x01(\t"\xa9\x02\n\x11GetParcelResponse\x12\x1f\n\x06parcel\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12(\n\x07\x63ompute\x18\x02 \x01(\x0b\x32\x15.dxts.v1.ComputeFacetH\x00\x12"\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x12.dxts.v1.DataFacetH\x00\x12\x1e\n\x06inputs\x18\x04 \x03(\x0b\x32\x0e.dxts.v1.Input\x12&\n\x07outputs\x18\x05 \x03(\x0b\x32\x15.dxts.v1.ParcelOutput\x12\x12\n\nidentifier\x18\x06 \x01(\t\x12!\n\x07outcome\x18\x07 \x01(\x0b\x32\x10.dxts.v1.Outcome\x12\n\n\x02vo\x18\x08 \x01(\t\x12\x11\n\towner_sub\x18\t \x01(\tB\x07\n\x05\x66\x61\x63\x65t"3\n\x11ProvenanceRequest\x12\x0b\n\x03lfn\x18\x01 \x01(\t\x12\x11\n\tmax_depth\x18\x02 \x01(\x05"@\n\x12ProvenanceResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.dxts.v1.ProvenanceRecord"\x8e\x01\n\x10ProvenanceRecord\x12%\n\x06output\x18\x01 \x01(\x0b\x32\x15.dxts.v1.ParcelOutput\x12\x1f\n\x06parcel\x18\x02 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12\x12\n\nprocess_id\x18\x03 \x01(\t\x12\x1e\n\x06inputs\x18\x04 \x03(\x0b\x32\x0e.dxts.v1.Input"Y\n\x16ListDescendantsRequest\x12\x0b\n\x03lfn\x18\x01 \x01(\t\x12\x11\n\tmax_depth\x18\x02 \x01(\x05\x12\x1f\n\x06paging\x18\x03 \x01(\x0b\x32\x0f.dxts.v1.Paging"q\n\x17ListDescendantsResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.dxts.v1.DescendantRecord\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08"\x9d\x01\n\x10\x44\x65scendantRecord\x12\r\n\x05\x64\x65pth\x18\x01 \x01(\x05\x12\x1d\n\x05input\x18\x02 \x01(\x0b\x32\x0e.dxts.v1.Input\x12\x1f\n\x06parcel\x18\x03 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12\x12\n\nprocess_id\x18\x04 \x01(\t\x12&\n\x07outputs\x18\x05 \x03(\x0b\x32\x15.dxts.v1.ParcelOutput"\x7f\n\x12ResetInputsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12*\n\tselection\x18\x03 \x01(\x0b\x32\x17.dxts.v1.InputSelection\x12\x0e\n\x06reason\x18\x04 \x01(\t"*\n\x13ResetInputsResponse\x12\x13\n\x0breset_count\x18\x01 \x01(\x03"\x82\x01\n\x15WriteOffInputsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12*\n\tselection\x18\x03 \x01(\x0b\x32\x17.dxts.v1.InputSelection\x12\x0e\n\x06reason\x18\x04 \x01(\t"3\n\x16WriteOffInputsResponse\x12\x19\n\x11written_off_count\x18\x01 \x01(\x03"\x82\x01\n\x14\x43\x61ncelParcelsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12+\n\tselection\x18\x03 \x01(\x0b\x32\x18.dxts.v1.ParcelSelection\x12\x0e\n\x06reason\x18\x04 \x01(\t"P\n\x15\x43\x61ncelParcelsResponse\x12\x17\n\x0f\x63\x61ncelled_count\x18\x01 \x01(\x03\x12\x1e\n\x16\x63\x61ncel_requested_count\x18\x02 \x01(\x03"=\n\x0c\x46lushRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t"\x9e\x01\n\rFlushResponse\x12\x16\n\x0einputs_offered\x18\x01 \x01(\x03\x12\x17\n\x0fparcels_created\x18\x02 \x01(\x03\x12\x17\n\x0finputs_assigned\x18\x03 \x01(\x03\x12\x1a\n\x12inputs_problematic\x18\x04 \x01(\x03\x12\x16\n\x0einputs_delayed\x18\x05 \x01(\x03\x12\x0f\n\x07\x66\x61ilure\x18\x06 \x01(\t"^\n\x13ResetFeedersRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1a\n\x12transformation_ids\x18\x02 \x03(\t\x12\x17\n\x0f\x63lear_bookmarks\x18\x03 \x01(\x08"+\n\x14ResetFeedersResponse\x12\x13\n\x0breset_count\x18\x01 \x01(\x03"m\n\x1a\x43leanTransformationRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12 \n\x04mode\x18\x03 \x01(\x0e\x32\x12.dxts.v1.CleanMode"E\n\x1b\x43leanTransformationResponse\x12\x14\n\x0crows_deleted\x18\x01 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08"O\n\x15RecordOutcomesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12"\n\x08outcomes\x18\x02 \x03(\x0b\x32\x10.dxts.v1.Outcome";\n\x16RecordOutcomesResponse\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.dxts.v1.OutcomeAck"\xac\x01\n\x17\x43reateUserParcelRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\n\n\x02vo\x18\x02 \x01(\t\x12\x11\n\towner_sub\x18\x03 \x01(\t\x12\x12\n\nprocess_id\x18\x04 \x01(\t\x12\x17\n\x0frequirements_id\x18\x05 \x01(\t\x12\x17\n\x0fparameters_json\x18\x06 \x01(\t\x12\x18\n\x10\x61nnotations_json\x18\x07 \x01(\t"-\n\x18\x43reateUserParcelResponse\x12\x11\n\tparcel_id\x18\x01 \x01(\t")\n\x14GetUserParcelRequest\x12\x11\n\tparcel_id\x18\x01 \x01(\t"\xca\x01\n\x15GetUserParcelResponse\x12\x1f\n\x06parcel\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12&\n\x07\x63ompute\x18\x02 \x01(\x0b\x32\x15.dxts.v1.ComputeFacet\x12&\n\x07outputs\x18\x03 \x03(\x0b\x32\x15.dxts.v1.ParcelOutput\x12!\n\x07outcome\x18\x04 \x01(\x0b\x32\x10.dxts.v1.Outcome\x12\n\n\x02vo\x18\x05 \x01(\t\x12\x11\n\towner_sub\x18\x06 \x01(\t*U\n\tCleanMode\x12\x1a\n\x16\x43LEAN_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43LEAN_MODE_ARCHIVE\x10\x01\x12\x14\n\x10\x43LEAN_MODE_CLEAN\x10\x02\x32\x95\t\n\x10\x45xecutionService\x12\x45\n\nListInputs\x12\x1a.dxts.v1.ListInputsRequest\x1a\x1b.dxts.v1.ListInputsResponse\x12?\n\x08GetInput\x12\x18.dxts.v1.GetInputRequest\x1a\x19.dxts.v1.GetInputResponse\x12H\n\x0bListParcels\x12\x1b.dxts.v1.ListParcelsRequest\x1a\x1c.dxts.v1.ListParcelsResponse\x12\x42\n\tGetParcel\x12\x19.dxts.v1.GetParcelRequest\x1a\x1a.dxts.v1.GetParcelResponse\x12\x45\n\nProvenance\x12\x1a.dxts.v1.ProvenanceRequest\x1a\x1b.dxts.v1.ProvenanceResponse\x12T\n\x0fListDescendants\x12\x1f.dxts.v1.ListDescendantsRequest\x1a .dxts.v1.ListDescendantsResponse\x12H\n\x0bResetInputs\x12\x1b.dxts.v1.ResetInputsRequest\x1a\x1c.dxts.v1.ResetInputsResponse\x12Q\n\x0eWriteOffInputs\x12\x1e.dxts.v1.WriteOffInputsRequest\x1a\x1f.dxts.v1.WriteOffInputsResponse\x12N\n\rCancelParcels\x12\x1d.dxts.v1.CancelParcelsRequest\x1a\x1e.dxts.v1.CancelParcelsResponse\x12\x36\n\x05\x46lush\x12\x15.dxts.v1.FlushRequest\x1a\x16.dxts.v1.FlushResponse\x12K\n\x0cResetFeeders\x12\x1c.dxts.v1.ResetFeedersRequest\x1a\x1d.dxts.v1.ResetFeedersResponse\x12`\n\x13\x43leanTransformation\x12#.dxts.v1.CleanTransformationRequest\x1a$.dxts.v1.CleanTransformationResponse\x12Q\n\x0eRecordOutcomes\x12\x1e.dxts.v1.RecordOutcomesRequest\x1a\x1f.dxts.v1.RecordOutcomesResponse\x12W\n\x10\x43reateUserParcel\x12 .dxts.v1.CreateUserParcelRequest\x1a!.dxts.v1.CreateUserParcelResponse\x12N\n\rGetUserParcel\x12\x1d.dxts.v1.GetUserParcelRequest\x1a\x1e.dxts.v1.GetUserParcelResponseb\x06proto3'
-)
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x64xts/v1/execution.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n\x05Input\x12\x19\n\x11transformation_id\x18\x01 \x01(\t\x12\x10\n\x08input_id\x18\x02 \x01(\t\x12\x17\n\x0fparent_input_id\x18\x03 \x01(\t\x12\x0b\n\x03lfn\x18\x04 \x01(\t\x12\x15\n\x08lfn_size\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\x0f\x64\x65scriptor_json\x18\x06 \x01(\t\x12$\n\x06status\x18\x07 \x01(\x0e\x32\x14.dxts.v1.InputStatus\x12\x13\n\x0b\x65rror_count\x18\x08 \x01(\x05\x12\x31\n\rdelayed_until\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0elast_parcel_id\x18\n \x01(\t\x12.\n\nupdated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_lfn_size\"\x87\x02\n\x06Parcel\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12\x1b\n\x04kind\x18\x03 \x01(\x0e\x32\r.dxts.v1.Kind\x12%\n\x06status\x18\x04 \x01(\x0e\x32\x15.dxts.v1.ParcelStatus\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x18\n\x10\x61nnotations_json\x18\x06 \x01(\t\x12.\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x63ompleted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"o\n\x0c\x43omputeFacet\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12\x17\n\x0frequirements_id\x18\x02 \x01(\t\x12\x19\n\x11resolved_hints_id\x18\x03 \x01(\t\x12\x17\n\x0fparameters_json\x18\x04 \x01(\t\"H\n\tDataFacet\x12\x14\n\x0crequest_json\x18\x01 \x01(\t\x12%\n\x06\x64\x65ltas\x18\x02 \x03(\x0b\x32\x15.dxts.v1.StorageDelta\"{\n\x0cStorageDelta\x12\x17\n\x0fstorage_element\x18\x01 \x01(\t\x12\x13\n\x0b\x66iles_added\x18\x02 \x01(\x03\x12\x13\n\x0b\x62ytes_added\x18\x03 \x01(\x03\x12\x13\n\x0b\x66iles_freed\x18\x04 \x01(\x03\x12\x13\n\x0b\x62ytes_freed\x18\x05 \x01(\x03\"\x9c\x01\n\x0cParcelOutput\x12\x11\n\toutput_id\x18\x01 \x01(\t\x12 \n\x18transformation_output_id\x18\x02 \x01(\t\x12\x13\n\x0boutput_name\x18\x03 \x01(\t\x12\x11\n\tparcel_id\x18\x04 \x01(\t\x12\x0b\n\x03lfn\x18\x05 \x01(\t\x12\x15\n\x08lfn_size\x18\x06 \x01(\x03H\x00\x88\x01\x01\x42\x0b\n\t_lfn_size\"K\n\x0eInputSelection\x12\x11\n\tinput_ids\x18\x01 \x03(\t\x12&\n\x08statuses\x18\x02 \x03(\x0e\x32\x14.dxts.v1.InputStatus\"N\n\x0fParcelSelection\x12\x12\n\nparcel_ids\x18\x01 \x03(\t\x12\'\n\x08statuses\x18\x02 \x03(\x0e\x32\x15.dxts.v1.ParcelStatus\"\x9d\x01\n\x11ListInputsRequest\x12\x1f\n\x06paging\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Paging\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12&\n\x08statuses\x18\x03 \x03(\x0e\x32\x14.dxts.v1.InputStatus\x12\x0b\n\x03lfn\x18\x04 \x01(\t\x12\x17\n\x0fparent_input_id\x18\x05 \x01(\t\"M\n\x12ListInputsResponse\x12\x1e\n\x06inputs\x18\x01 \x03(\x0b\x32\x0e.dxts.v1.Input\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\">\n\x0fGetInputRequest\x12\x19\n\x11transformation_id\x18\x01 \x01(\t\x12\x10\n\x08input_id\x18\x02 \x01(\t\"\x95\x01\n\x10GetInputResponse\x12\x1d\n\x05input\x18\x01 \x01(\x0b\x32\x0e.dxts.v1.Input\x12 \n\x07parcels\x18\x02 \x03(\x0b\x32\x0f.dxts.v1.Parcel\x12\x1e\n\x06parent\x18\x03 \x01(\x0b\x32\x0e.dxts.v1.Input\x12 \n\x08\x63hildren\x18\x04 \x03(\x0b\x32\x0e.dxts.v1.Input\"\xbb\x01\n\x12ListParcelsRequest\x12\x1f\n\x06paging\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Paging\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12\'\n\x08statuses\x18\x03 \x03(\x0e\x32\x15.dxts.v1.ParcelStatus\x12\x1b\n\x04kind\x18\x04 \x01(\x0e\x32\r.dxts.v1.Kind\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x12\n\nprocess_id\x18\x06 \x01(\t\"P\n\x13ListParcelsResponse\x12 \n\x07parcels\x18\x01 \x03(\x0b\x32\x0f.dxts.v1.Parcel\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"%\n\x10GetParcelRequest\x12\x11\n\tparcel_id\x18\x01 \x01(\t\"\xa9\x02\n\x11GetParcelResponse\x12\x1f\n\x06parcel\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12(\n\x07\x63ompute\x18\x02 \x01(\x0b\x32\x15.dxts.v1.ComputeFacetH\x00\x12\"\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x12.dxts.v1.DataFacetH\x00\x12\x1e\n\x06inputs\x18\x04 \x03(\x0b\x32\x0e.dxts.v1.Input\x12&\n\x07outputs\x18\x05 \x03(\x0b\x32\x15.dxts.v1.ParcelOutput\x12\x12\n\nidentifier\x18\x06 \x01(\t\x12!\n\x07outcome\x18\x07 \x01(\x0b\x32\x10.dxts.v1.Outcome\x12\n\n\x02vo\x18\x08 \x01(\t\x12\x11\n\towner_sub\x18\t \x01(\tB\x07\n\x05\x66\x61\x63\x65t\"3\n\x11ProvenanceRequest\x12\x0b\n\x03lfn\x18\x01 \x01(\t\x12\x11\n\tmax_depth\x18\x02 \x01(\x05\"@\n\x12ProvenanceResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.dxts.v1.ProvenanceRecord\"\x8e\x01\n\x10ProvenanceRecord\x12%\n\x06output\x18\x01 \x01(\x0b\x32\x15.dxts.v1.ParcelOutput\x12\x1f\n\x06parcel\x18\x02 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12\x12\n\nprocess_id\x18\x03 \x01(\t\x12\x1e\n\x06inputs\x18\x04 \x03(\x0b\x32\x0e.dxts.v1.Input\"Y\n\x16ListDescendantsRequest\x12\x0b\n\x03lfn\x18\x01 \x01(\t\x12\x11\n\tmax_depth\x18\x02 \x01(\x05\x12\x1f\n\x06paging\x18\x03 \x01(\x0b\x32\x0f.dxts.v1.Paging\"q\n\x17ListDescendantsResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.dxts.v1.DescendantRecord\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"\x9d\x01\n\x10\x44\x65scendantRecord\x12\r\n\x05\x64\x65pth\x18\x01 \x01(\x05\x12\x1d\n\x05input\x18\x02 \x01(\x0b\x32\x0e.dxts.v1.Input\x12\x1f\n\x06parcel\x18\x03 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12\x12\n\nprocess_id\x18\x04 \x01(\t\x12&\n\x07outputs\x18\x05 \x03(\x0b\x32\x15.dxts.v1.ParcelOutput\"\x7f\n\x12ResetInputsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12*\n\tselection\x18\x03 \x01(\x0b\x32\x17.dxts.v1.InputSelection\x12\x0e\n\x06reason\x18\x04 \x01(\t\"*\n\x13ResetInputsResponse\x12\x13\n\x0breset_count\x18\x01 \x01(\x03\"\x82\x01\n\x15WriteOffInputsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12*\n\tselection\x18\x03 \x01(\x0b\x32\x17.dxts.v1.InputSelection\x12\x0e\n\x06reason\x18\x04 \x01(\t\"3\n\x16WriteOffInputsResponse\x12\x19\n\x11written_off_count\x18\x01 \x01(\x03\"\x82\x01\n\x14\x43\x61ncelParcelsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12+\n\tselection\x18\x03 \x01(\x0b\x32\x18.dxts.v1.ParcelSelection\x12\x0e\n\x06reason\x18\x04 \x01(\t\"P\n\x15\x43\x61ncelParcelsResponse\x12\x17\n\x0f\x63\x61ncelled_count\x18\x01 \x01(\x03\x12\x1e\n\x16\x63\x61ncel_requested_count\x18\x02 \x01(\x03\"=\n\x0c\x46lushRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\"\x9e\x01\n\rFlushResponse\x12\x16\n\x0einputs_offered\x18\x01 \x01(\x03\x12\x17\n\x0fparcels_created\x18\x02 \x01(\x03\x12\x17\n\x0finputs_assigned\x18\x03 \x01(\x03\x12\x1a\n\x12inputs_problematic\x18\x04 \x01(\x03\x12\x16\n\x0einputs_delayed\x18\x05 \x01(\x03\x12\x0f\n\x07\x66\x61ilure\x18\x06 \x01(\t\"^\n\x13ResetFeedersRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1a\n\x12transformation_ids\x18\x02 \x03(\t\x12\x17\n\x0f\x63lear_bookmarks\x18\x03 \x01(\x08\"+\n\x14ResetFeedersResponse\x12\x13\n\x0breset_count\x18\x01 \x01(\x03\"m\n\x1a\x43leanTransformationRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x19\n\x11transformation_id\x18\x02 \x01(\t\x12 \n\x04mode\x18\x03 \x01(\x0e\x32\x12.dxts.v1.CleanMode\"E\n\x1b\x43leanTransformationResponse\x12\x14\n\x0crows_deleted\x18\x01 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08\"O\n\x15RecordOutcomesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x08outcomes\x18\x02 \x03(\x0b\x32\x10.dxts.v1.Outcome\";\n\x16RecordOutcomesResponse\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.dxts.v1.OutcomeAck\"\xac\x01\n\x17\x43reateUserParcelRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\n\n\x02vo\x18\x02 \x01(\t\x12\x11\n\towner_sub\x18\x03 \x01(\t\x12\x12\n\nprocess_id\x18\x04 \x01(\t\x12\x17\n\x0frequirements_id\x18\x05 \x01(\t\x12\x17\n\x0fparameters_json\x18\x06 \x01(\t\x12\x18\n\x10\x61nnotations_json\x18\x07 \x01(\t\"-\n\x18\x43reateUserParcelResponse\x12\x11\n\tparcel_id\x18\x01 \x01(\t\")\n\x14GetUserParcelRequest\x12\x11\n\tparcel_id\x18\x01 \x01(\t\"\xca\x01\n\x15GetUserParcelResponse\x12\x1f\n\x06parcel\x18\x01 \x01(\x0b\x32\x0f.dxts.v1.Parcel\x12&\n\x07\x63ompute\x18\x02 \x01(\x0b\x32\x15.dxts.v1.ComputeFacet\x12&\n\x07outputs\x18\x03 \x03(\x0b\x32\x15.dxts.v1.ParcelOutput\x12!\n\x07outcome\x18\x04 \x01(\x0b\x32\x10.dxts.v1.Outcome\x12\n\n\x02vo\x18\x05 \x01(\t\x12\x11\n\towner_sub\x18\x06 \x01(\t*U\n\tCleanMode\x12\x1a\n\x16\x43LEAN_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x43LEAN_MODE_ARCHIVE\x10\x01\x12\x14\n\x10\x43LEAN_MODE_CLEAN\x10\x02\x32\x95\t\n\x10\x45xecutionService\x12\x45\n\nListInputs\x12\x1a.dxts.v1.ListInputsRequest\x1a\x1b.dxts.v1.ListInputsResponse\x12?\n\x08GetInput\x12\x18.dxts.v1.GetInputRequest\x1a\x19.dxts.v1.GetInputResponse\x12H\n\x0bListParcels\x12\x1b.dxts.v1.ListParcelsRequest\x1a\x1c.dxts.v1.ListParcelsResponse\x12\x42\n\tGetParcel\x12\x19.dxts.v1.GetParcelRequest\x1a\x1a.dxts.v1.GetParcelResponse\x12\x45\n\nProvenance\x12\x1a.dxts.v1.ProvenanceRequest\x1a\x1b.dxts.v1.ProvenanceResponse\x12T\n\x0fListDescendants\x12\x1f.dxts.v1.ListDescendantsRequest\x1a .dxts.v1.ListDescendantsResponse\x12H\n\x0bResetInputs\x12\x1b.dxts.v1.ResetInputsRequest\x1a\x1c.dxts.v1.ResetInputsResponse\x12Q\n\x0eWriteOffInputs\x12\x1e.dxts.v1.WriteOffInputsRequest\x1a\x1f.dxts.v1.WriteOffInputsResponse\x12N\n\rCancelParcels\x12\x1d.dxts.v1.CancelParcelsRequest\x1a\x1e.dxts.v1.CancelParcelsResponse\x12\x36\n\x05\x46lush\x12\x15.dxts.v1.FlushRequest\x1a\x16.dxts.v1.FlushResponse\x12K\n\x0cResetFeeders\x12\x1c.dxts.v1.ResetFeedersRequest\x1a\x1d.dxts.v1.ResetFeedersResponse\x12`\n\x13\x43leanTransformation\x12#.dxts.v1.CleanTransformationRequest\x1a$.dxts.v1.CleanTransformationResponse\x12Q\n\x0eRecordOutcomes\x12\x1e.dxts.v1.RecordOutcomesRequest\x1a\x1f.dxts.v1.RecordOutcomesResponse\x12W\n\x10\x43reateUserParcel\x12 .dxts.v1.CreateUserParcelRequest\x1a!.dxts.v1.CreateUserParcelResponse\x12N\n\rGetUserParcel\x12\x1d.dxts.v1.GetUserParcelRequest\x1a\x1e.dxts.v1.GetUserParcelResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, "dxts.v1.execution_pb2", _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dxts.v1.execution_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-    DESCRIPTOR._loaded_options = None
-    _globals["_CLEANMODE"]._serialized_start = 4750
-    _globals["_CLEANMODE"]._serialized_end = 4835
-    _globals["_INPUT"]._serialized_start = 92
-    _globals["_INPUT"]._serialized_end = 425
-    _globals["_PARCEL"]._serialized_start = 428
-    _globals["_PARCEL"]._serialized_end = 691
-    _globals["_COMPUTEFACET"]._serialized_start = 693
-    _globals["_COMPUTEFACET"]._serialized_end = 804
-    _globals["_DATAFACET"]._serialized_start = 806
-    _globals["_DATAFACET"]._serialized_end = 878
-    _globals["_STORAGEDELTA"]._serialized_start = 880
-    _globals["_STORAGEDELTA"]._serialized_end = 1003
-    _globals["_PARCELOUTPUT"]._serialized_start = 1006
-    _globals["_PARCELOUTPUT"]._serialized_end = 1162
-    _globals["_INPUTSELECTION"]._serialized_start = 1164
-    _globals["_INPUTSELECTION"]._serialized_end = 1239
-    _globals["_PARCELSELECTION"]._serialized_start = 1241
-    _globals["_PARCELSELECTION"]._serialized_end = 1319
-    _globals["_LISTINPUTSREQUEST"]._serialized_start = 1322
-    _globals["_LISTINPUTSREQUEST"]._serialized_end = 1479
-    _globals["_LISTINPUTSRESPONSE"]._serialized_start = 1481
-    _globals["_LISTINPUTSRESPONSE"]._serialized_end = 1558
-    _globals["_GETINPUTREQUEST"]._serialized_start = 1560
-    _globals["_GETINPUTREQUEST"]._serialized_end = 1622
-    _globals["_GETINPUTRESPONSE"]._serialized_start = 1625
-    _globals["_GETINPUTRESPONSE"]._serialized_end = 1774
-    _globals["_LISTPARCELSREQUEST"]._serialized_start = 1777
-    _globals["_LISTPARCELSREQUEST"]._serialized_end = 1964
-    _globals["_LISTPARCELSRESPONSE"]._serialized_start = 1966
-    _globals["_LISTPARCELSRESPONSE"]._serialized_end = 2046
-    _globals["_GETPARCELREQUEST"]._serialized_start = 2048
-    _globals["_GETPARCELREQUEST"]._serialized_end = 2085
-    _globals["_GETPARCELRESPONSE"]._serialized_start = 2088
-    _globals["_GETPARCELRESPONSE"]._serialized_end = 2385
-    _globals["_PROVENANCEREQUEST"]._serialized_start = 2387
-    _globals["_PROVENANCEREQUEST"]._serialized_end = 2438
-    _globals["_PROVENANCERESPONSE"]._serialized_start = 2440
-    _globals["_PROVENANCERESPONSE"]._serialized_end = 2504
-    _globals["_PROVENANCERECORD"]._serialized_start = 2507
-    _globals["_PROVENANCERECORD"]._serialized_end = 2649
-    _globals["_LISTDESCENDANTSREQUEST"]._serialized_start = 2651
-    _globals["_LISTDESCENDANTSREQUEST"]._serialized_end = 2740
-    _globals["_LISTDESCENDANTSRESPONSE"]._serialized_start = 2742
-    _globals["_LISTDESCENDANTSRESPONSE"]._serialized_end = 2855
-    _globals["_DESCENDANTRECORD"]._serialized_start = 2858
-    _globals["_DESCENDANTRECORD"]._serialized_end = 3015
-    _globals["_RESETINPUTSREQUEST"]._serialized_start = 3017
-    _globals["_RESETINPUTSREQUEST"]._serialized_end = 3144
-    _globals["_RESETINPUTSRESPONSE"]._serialized_start = 3146
-    _globals["_RESETINPUTSRESPONSE"]._serialized_end = 3188
-    _globals["_WRITEOFFINPUTSREQUEST"]._serialized_start = 3191
-    _globals["_WRITEOFFINPUTSREQUEST"]._serialized_end = 3321
-    _globals["_WRITEOFFINPUTSRESPONSE"]._serialized_start = 3323
-    _globals["_WRITEOFFINPUTSRESPONSE"]._serialized_end = 3374
-    _globals["_CANCELPARCELSREQUEST"]._serialized_start = 3377
-    _globals["_CANCELPARCELSREQUEST"]._serialized_end = 3507
-    _globals["_CANCELPARCELSRESPONSE"]._serialized_start = 3509
-    _globals["_CANCELPARCELSRESPONSE"]._serialized_end = 3589
-    _globals["_FLUSHREQUEST"]._serialized_start = 3591
-    _globals["_FLUSHREQUEST"]._serialized_end = 3652
-    _globals["_FLUSHRESPONSE"]._serialized_start = 3655
-    _globals["_FLUSHRESPONSE"]._serialized_end = 3813
-    _globals["_RESETFEEDERSREQUEST"]._serialized_start = 3815
-    _globals["_RESETFEEDERSREQUEST"]._serialized_end = 3909
-    _globals["_RESETFEEDERSRESPONSE"]._serialized_start = 3911
-    _globals["_RESETFEEDERSRESPONSE"]._serialized_end = 3954
-    _globals["_CLEANTRANSFORMATIONREQUEST"]._serialized_start = 3956
-    _globals["_CLEANTRANSFORMATIONREQUEST"]._serialized_end = 4065
-    _globals["_CLEANTRANSFORMATIONRESPONSE"]._serialized_start = 4067
-    _globals["_CLEANTRANSFORMATIONRESPONSE"]._serialized_end = 4136
-    _globals["_RECORDOUTCOMESREQUEST"]._serialized_start = 4138
-    _globals["_RECORDOUTCOMESREQUEST"]._serialized_end = 4217
-    _globals["_RECORDOUTCOMESRESPONSE"]._serialized_start = 4219
-    _globals["_RECORDOUTCOMESRESPONSE"]._serialized_end = 4278
-    _globals["_CREATEUSERPARCELREQUEST"]._serialized_start = 4281
-    _globals["_CREATEUSERPARCELREQUEST"]._serialized_end = 4453
-    _globals["_CREATEUSERPARCELRESPONSE"]._serialized_start = 4455
-    _globals["_CREATEUSERPARCELRESPONSE"]._serialized_end = 4500
-    _globals["_GETUSERPARCELREQUEST"]._serialized_start = 4502
-    _globals["_GETUSERPARCELREQUEST"]._serialized_end = 4543
-    _globals["_GETUSERPARCELRESPONSE"]._serialized_start = 4546
-    _globals["_GETUSERPARCELRESPONSE"]._serialized_end = 4748
-    _globals["_EXECUTIONSERVICE"]._serialized_start = 4838
-    _globals["_EXECUTIONSERVICE"]._serialized_end = 6011
+  DESCRIPTOR._loaded_options = None
+  _globals['_CLEANMODE']._serialized_start=4750
+  _globals['_CLEANMODE']._serialized_end=4835
+  _globals['_INPUT']._serialized_start=92
+  _globals['_INPUT']._serialized_end=425
+  _globals['_PARCEL']._serialized_start=428
+  _globals['_PARCEL']._serialized_end=691
+  _globals['_COMPUTEFACET']._serialized_start=693
+  _globals['_COMPUTEFACET']._serialized_end=804
+  _globals['_DATAFACET']._serialized_start=806
+  _globals['_DATAFACET']._serialized_end=878
+  _globals['_STORAGEDELTA']._serialized_start=880
+  _globals['_STORAGEDELTA']._serialized_end=1003
+  _globals['_PARCELOUTPUT']._serialized_start=1006
+  _globals['_PARCELOUTPUT']._serialized_end=1162
+  _globals['_INPUTSELECTION']._serialized_start=1164
+  _globals['_INPUTSELECTION']._serialized_end=1239
+  _globals['_PARCELSELECTION']._serialized_start=1241
+  _globals['_PARCELSELECTION']._serialized_end=1319
+  _globals['_LISTINPUTSREQUEST']._serialized_start=1322
+  _globals['_LISTINPUTSREQUEST']._serialized_end=1479
+  _globals['_LISTINPUTSRESPONSE']._serialized_start=1481
+  _globals['_LISTINPUTSRESPONSE']._serialized_end=1558
+  _globals['_GETINPUTREQUEST']._serialized_start=1560
+  _globals['_GETINPUTREQUEST']._serialized_end=1622
+  _globals['_GETINPUTRESPONSE']._serialized_start=1625
+  _globals['_GETINPUTRESPONSE']._serialized_end=1774
+  _globals['_LISTPARCELSREQUEST']._serialized_start=1777
+  _globals['_LISTPARCELSREQUEST']._serialized_end=1964
+  _globals['_LISTPARCELSRESPONSE']._serialized_start=1966
+  _globals['_LISTPARCELSRESPONSE']._serialized_end=2046
+  _globals['_GETPARCELREQUEST']._serialized_start=2048
+  _globals['_GETPARCELREQUEST']._serialized_end=2085
+  _globals['_GETPARCELRESPONSE']._serialized_start=2088
+  _globals['_GETPARCELRESPONSE']._serialized_end=2385
+  _globals['_PROVENANCEREQUEST']._serialized_start=2387
+  _globals['_PROVENANCEREQUEST']._serialized_end=2438
+  _globals['_PROVENANCERESPONSE']._serialized_start=2440
+  _globals['_PROVENANCERESPONSE']._serialized_end=2504
+  _globals['_PROVENANCERECORD']._serialized_start=2507
+  _globals['_PROVENANCERECORD']._serialized_end=2649
+  _globals['_LISTDESCENDANTSREQUEST']._serialized_start=2651
+  _globals['_LISTDESCENDANTSREQUEST']._serialized_end=2740
+  _globals['_LISTDESCENDANTSRESPONSE']._serialized_start=2742
+  _globals['_LISTDESCENDANTSRESPONSE']._serialized_end=2855
+  _globals['_DESCENDANTRECORD']._serialized_start=2858
+  _globals['_DESCENDANTRECORD']._serialized_end=3015
+  _globals['_RESETINPUTSREQUEST']._serialized_start=3017
+  _globals['_RESETINPUTSREQUEST']._serialized_end=3144
+  _globals['_RESETINPUTSRESPONSE']._serialized_start=3146
+  _globals['_RESETINPUTSRESPONSE']._serialized_end=3188
+  _globals['_WRITEOFFINPUTSREQUEST']._serialized_start=3191
+  _globals['_WRITEOFFINPUTSREQUEST']._serialized_end=3321
+  _globals['_WRITEOFFINPUTSRESPONSE']._serialized_start=3323
+  _globals['_WRITEOFFINPUTSRESPONSE']._serialized_end=3374
+  _globals['_CANCELPARCELSREQUEST']._serialized_start=3377
+  _globals['_CANCELPARCELSREQUEST']._serialized_end=3507
+  _globals['_CANCELPARCELSRESPONSE']._serialized_start=3509
+  _globals['_CANCELPARCELSRESPONSE']._serialized_end=3589
+  _globals['_FLUSHREQUEST']._serialized_start=3591
+  _globals['_FLUSHREQUEST']._serialized_end=3652
+  _globals['_FLUSHRESPONSE']._serialized_start=3655
+  _globals['_FLUSHRESPONSE']._serialized_end=3813
+  _globals['_RESETFEEDERSREQUEST']._serialized_start=3815
+  _globals['_RESETFEEDERSREQUEST']._serialized_end=3909
+  _globals['_RESETFEEDERSRESPONSE']._serialized_start=3911
+  _globals['_RESETFEEDERSRESPONSE']._serialized_end=3954
+  _globals['_CLEANTRANSFORMATIONREQUEST']._serialized_start=3956
+  _globals['_CLEANTRANSFORMATIONREQUEST']._serialized_end=4065
+  _globals['_CLEANTRANSFORMATIONRESPONSE']._serialized_start=4067
+  _globals['_CLEANTRANSFORMATIONRESPONSE']._serialized_end=4136
+  _globals['_RECORDOUTCOMESREQUEST']._serialized_start=4138
+  _globals['_RECORDOUTCOMESREQUEST']._serialized_end=4217
+  _globals['_RECORDOUTCOMESRESPONSE']._serialized_start=4219
+  _globals['_RECORDOUTCOMESRESPONSE']._serialized_end=4278
+  _globals['_CREATEUSERPARCELREQUEST']._serialized_start=4281
+  _globals['_CREATEUSERPARCELREQUEST']._serialized_end=4453
+  _globals['_CREATEUSERPARCELRESPONSE']._serialized_start=4455
+  _globals['_CREATEUSERPARCELRESPONSE']._serialized_end=4500
+  _globals['_GETUSERPARCELREQUEST']._serialized_start=4502
+  _globals['_GETUSERPARCELREQUEST']._serialized_end=4543
+  _globals['_GETUSERPARCELRESPONSE']._serialized_start=4546
+  _globals['_GETUSERPARCELRESPONSE']._serialized_end=4748
+  _globals['_EXECUTIONSERVICE']._serialized_start=4838
+  _globals['_EXECUTIONSERVICE']._serialized_end=6011
 # @@protoc_insertion_point(module_scope)
