@@ -10,6 +10,9 @@ Reads: a module that names a schema table at all (in a select, a join, a column)
 component may use the tables it writes, and another side's only through that side's contract,
 or as one of the `DECLARED_READS` below. An undeclared read fails, and so does a declaration
 nothing needs any more, so the list stays the true list of the couplings the schema carries.
+
+Locks: a `with_for_update` statement naming another side's table is a lock on that side's rows,
+declared in `DECLARED_LOCKS` with its reason (and failing when stale) like a read.
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ EXECUTION = {
     "DataParcelDeltas",
     "ParcelInputs",
     "ParcelOutputs",
-    # FeederState, and clearing FeederEnabled on NoMoreInputs.
-    "Transformations",
+    "OutputWatermarks",
+    "FeederStates",
 }
 DISPATCHER = {
     "Parcels",
@@ -97,13 +100,24 @@ DECLARED_READS: dict[str, dict[str, str]] = {
     "dxts.definition": {
         "WorkgraphLog": "a retried SubmitWorkgraph finds its workgraph by the request id its "
         "creation row carries",
+        "FeederStates": "a feeder is on while its switch is on and it has not said NoMoreInputs: "
+        "the drain guard and the commands read both in their own transaction",
     },
     "dxts.execution": {
-        "TransformationOutputs": "outcomes are recorded against the declared outputs in the "
-        "recording transaction; a gRPC round trip per batch would split it",
+        "Transformations": "a feeder's batch reads the operator's switch and the status under a "
+        "shared lock, ordering it with their change; lineage names a file's producing step",
+        "TransformationOutputs": "provenance finds which parcel produced a file by probing "
+        "ParcelOutputs output by output, and only this table lists every declared output",
         "BackendIDs": "a parcel's description shows the identifier its backend gave it",
         "Requirements": "HandleFailedInput is shown the requirements a failed parcel was sent "
         "with (a retry rule raises them)",
+    },
+    "dxts.core": {
+        **{
+            name: "a counter's sources are the rows it counts: its rebuild and drift check "
+            "(accounting's, through dxts.core.counters) recount them"
+            for name in ("Inputs", "Parcels", "DataParcelDeltas")
+        },
     },
     "dxts.dispatcher": {
         **{
@@ -230,10 +244,16 @@ def test_the_scanner_sees_writes(tmp_path: Path) -> None:
     assert written_tables(offender, schema_variables()) == {"Inputs", "Workgraphs"}
 
 
+def owned_by(component: str) -> set[str]:
+    """The tables `component` writes (core: the rows written through its library functions)."""
+    allowed = MAY_WRITE[component]
+    return CORE_WRITES if allowed is None else allowed
+
+
 def reads_across_sides(component: str) -> dict[str, list[str]]:
     """Table → the modules of `component` that use it without owning it."""
     variables = schema_variables()
-    owned = MAY_WRITE[component] or set()
+    owned = owned_by(component)
     found: dict[str, list[str]] = {}
     for path in sorted((REPO / PACKAGE_DIRS[component]).rglob("*.py")):
         for table in sorted(used_tables(path, variables) - owned):
@@ -241,9 +261,9 @@ def reads_across_sides(component: str) -> dict[str, list[str]]:
     return found
 
 
-# Core is the library every component calls inside its own transaction (logs, counters, the
-# content store, the kernel); the benchmarks build their own data sets.
-READ_SCANNED = sorted(set(PACKAGE_DIRS) - {"dxts.core", "dxts.bench"})
+# The benchmarks build their own data sets. Core is scanned like a component: beyond the rows
+# it writes for every side, what it reads is declared.
+READ_SCANNED = sorted(set(PACKAGE_DIRS) - {"dxts.bench"})
 
 
 @pytest.mark.parametrize("component", READ_SCANNED)
@@ -274,3 +294,76 @@ def test_the_scanner_sees_reads(tmp_path: Path) -> None:
         "layer.parcels.c.Status\n"
     )
     assert used_tables(offender, schema_variables()) == {"Inputs", "Actions"}
+
+
+# Locks on another side's rows, each with its reason. A lock is more than a read: it orders the
+# locker with the owner's writes, so the owner cannot change how it writes those rows without
+# knowing. Every other lock is taken on rows the component owns.
+DECLARED_LOCKS: dict[str, dict[str, str]] = {
+    "dxts.execution": {
+        "Transformations": "a feeder's batch reads the operator's switch under a shared lock, "
+        "so that disabling the feeder waits for the batch or the batch sees it disabled",
+    },
+}
+
+
+def locked_tables(path: Path, variables: dict[str, str]) -> set[str]:
+    """Every table a `with_for_update` statement of the module names (the statement is the
+    chain the call is made on: `sa.select(t.c.X).where(...).with_for_update()`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local, modules = schema_names(tree, variables)
+    tables = set()
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "with_for_update"
+        ):
+            continue
+        for inner in ast.walk(node.func.value):
+            if isinstance(inner, ast.Name) and inner.id in local:
+                tables.add(local[inner.id])
+            elif (
+                isinstance(inner, ast.Attribute)
+                and isinstance(inner.value, ast.Name)
+                and inner.value.id in modules
+                and inner.attr in variables
+            ):
+                tables.add(variables[inner.attr])
+    return tables
+
+
+@pytest.mark.parametrize("component", READ_SCANNED)
+def test_components_lock_another_side_only_where_declared(component: str) -> None:
+    variables = schema_variables()
+    owned = owned_by(component)
+    declared = DECLARED_LOCKS.get(component, {})
+    found: dict[str, list[str]] = {}
+    for path in sorted((REPO / PACKAGE_DIRS[component]).rglob("*.py")):
+        for table in sorted(locked_tables(path, variables) - owned):
+            found.setdefault(table, []).append(str(path.relative_to(REPO)))
+    undeclared = [
+        f"{module} locks {table}"
+        for table, modules in sorted(found.items())
+        if table not in declared
+        for module in modules
+    ]
+    assert not undeclared, (
+        "a lock on another side's rows is declared in DECLARED_LOCKS with its reason:\n"
+        + "\n".join(undeclared)
+    )
+    stale = sorted(set(declared) - set(found))
+    assert not stale, f"declared locks {component} no longer takes: {stale}"
+
+
+def test_the_scanner_sees_locks(tmp_path: Path) -> None:
+    offender = tmp_path / "m.py"
+    offender.write_text(
+        "import sqlalchemy as sa\n"
+        "from dxts.core.schema.definition import transformation_outputs as o\n"
+        "from dxts.core.schema import execution\n"
+        "sa.select(o.c.TransformationOutputID).where(o.c.Name == 'x').with_for_update()\n"
+        "sa.select(execution.inputs).with_for_update(read=True)\n"
+        "sa.select(execution.parcels)\n"
+    )
+    assert locked_tables(offender, schema_variables()) == {"TransformationOutputs", "Inputs"}

@@ -10,6 +10,7 @@ every status set directly, so a test can start from any state without walking th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 from dxts.core import content_store
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_to_str, new_id
-from dxts.core.schema import accounting, definition
+from dxts.core.schema import accounting, definition, execution
 from dxts.definition.logic.execution import UserParcel
 
 RC = Isolation.READ_COMMITTED
@@ -126,7 +127,6 @@ async def build_workgraph(
                     "Status": statuses[name],
                     "Feeder": feeder,
                     "FeederArgs": args,
-                    "FeederState": {"bookmark": 7},
                     "FeederEnabled": feeders_enabled,
                     "Packer": "PerInput",
                     "Annotations": annotations,
@@ -134,6 +134,13 @@ async def build_workgraph(
                 }
             )
         await conn.execute(sa.insert(definition.transformations), rows)
+        await conn.execute(  # the bookmarks execution's feeders committed
+            sa.insert(execution.feeder_states),
+            [
+                {"TransformationID": ids[name], "Bookmark": {"bookmark": 7}, "UpdatedAt": now}
+                for name in MEMBERS
+            ],
+        )
         await conn.execute(
             sa.insert(definition.compute_transformations),
             [
@@ -354,3 +361,8 @@ class ExecutionDouble:
     async def create_user_parcel(self, parcel: UserParcel, *, request_id: str) -> bytes:
         self._record("create_user_parcel", parcel, request_id)
         return new_id()
+
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
+    ) -> None:
+        self._record("reset_feeders", tuple(transformation_ids), clear_bookmarks)

@@ -311,7 +311,7 @@ async def test_a_member_that_cannot_follow_blocks_the_whole_transition(
 
 
 async def test_return_to_active_can_clear_the_bookmarks(
-    database: Database, stubs: dict[str, Stub]
+    database: Database, stubs: dict[str, Stub], execution: ExecutionDouble
 ) -> None:
     fixture = await build_workgraph(
         database,
@@ -320,27 +320,28 @@ async def test_return_to_active_can_clear_the_bookmarks(
         feeders_enabled=False,
         halted=True,
     )
+    calls = len(execution.calls)
     reply = await stubs["operator"].ReturnToActive(
         pb.ReturnToActiveRequest(workgraph_id=fixture.wid, clear_bookmarks=True)
     )
     assert not reply.workgraph.halted
     rows = await member_rows(database, fixture)
-    assert {(r.Status, r.FeederEnabled, r.FeederState) for r in rows.values()} == {
-        ("Active", True, None)
-    }
+    assert {(r.Status, r.FeederEnabled) for r in rows.values()} == {("Active", True)}
+    # The bookmarks are execution's: it is asked to forget them, before the switches go on.
+    assert execution.calls[calls:] == [("reset_feeders", tuple(sorted(fixture.ids.values())), True)]
 
 
 async def test_return_to_active_keeps_bookmarks_unless_asked(
-    database: Database, stubs: dict[str, Stub]
+    database: Database, stubs: dict[str, Stub], execution: ExecutionDouble
 ) -> None:
     fixture = await build_workgraph(
         database, status="Finalizing", members=MEMBERS_UNDER["Finalizing"], feeders_enabled=False
     )
+    calls = len(execution.calls)
     await stubs["operator"].ReturnToActive(pb.ReturnToActiveRequest(workgraph_id=fixture.wid))
     rows = await member_rows(database, fixture)
-    assert {(r.FeederEnabled, str(r.FeederState)) for r in rows.values()} == {
-        (False, "{'bookmark': 7}")
-    }
+    assert {r.FeederEnabled for r in rows.values()} == {False}
+    assert execution.calls[calls:] == []  # execution keeps its bookmarks
 
 
 async def test_extend_scout_sets_new_feeder_arguments(

@@ -340,6 +340,21 @@ class World:
             )
             return {wg.name_of(bytes(r.TransformationID)): r for r in rows}
 
+    async def feeders_on(self, wg: Submitted) -> dict[str, bool]:
+        """Each member's feeder: on while its switch (definition's FeederEnabled) is on and it
+        has not said NoMoreInputs (execution's FeederStates row)."""
+        t, f = definition.transformations, execution.feeder_states
+        async with self.database.transaction(RC) as conn:
+            rows = await conn.execute(
+                sa.select(t.c.TransformationID, t.c.FeederEnabled, f.c.Exhausted)
+                .select_from(t.outerjoin(f, f.c.TransformationID == t.c.TransformationID))
+                .where(t.c.TransformationID.in_([wg.tid(n) for n in wg.members]))
+            )
+            return {
+                wg.name_of(bytes(r.TransformationID)): bool(r.FeederEnabled) and not r.Exhausted
+                for r in rows
+            }
+
     async def inputs(self, wg: Submitted, name: str) -> list[Any]:
         async with self.database.transaction(RC) as conn:
             rows = await conn.execute(
@@ -409,11 +424,11 @@ class World:
         """Where the workgraph is, for a failure message."""
         status, members = await self.statuses(wg)
         census = await self.census(wg)
-        rows = await self.members(wg)
+        feeders = await self.feeders_on(wg)
         lines = [f"workgraph {status}"]
         for name, state in sorted(members.items()):
             lines.append(
-                f"  {name}: {state} feeder={'on' if rows[name].FeederEnabled else 'off'} "
+                f"  {name}: {state} feeder={'on' if feeders[name] else 'off'} "
                 f"inputs={dict(census[name]['inputs'])} parcels={dict(census[name]['parcels'])}"
             )
         async with self.database.transaction(RC) as conn:
@@ -763,10 +778,10 @@ async def check_invariants(
     cleaning deleted them, so only the counters (now empty), feeders and logs are checked."""
     assert (await world.statuses(wg))[0] == final
     census = await world.census(wg)
-    rows = await world.members(wg)
+    feeders = await world.feeders_on(wg)
     for name in wg.members:
         if final != W.CANCELLED:  # a cancellation leaves the feeders as they were
-            assert not rows[name].FeederEnabled, f"{name}'s feeder is still enabled at {final}"
+            assert not feeders[name], f"{name}'s feeder is still enabled at {final}"
         live_inputs = {s: n for s, n in census[name]["inputs"].items() if s not in TERMINAL_INPUTS}
         assert not live_inputs, f"{name}: inputs not terminal: {live_inputs}"
         live = {s: n for s, n in census[name]["parcels"].items() if s not in TERMINAL_PARCELS}

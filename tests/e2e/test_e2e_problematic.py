@@ -67,8 +67,7 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
         first = await world.submit(document("a"))
         await world.start(first)
         await world.until("two inputs quarantined", problematic_only(world, first, 2), first)
-        members = await world.members(first)
-        assert not members["Sim"].FeederEnabled  # the List feeder is exhausted
+        assert not (await world.feeders_on(first))["Sim"]  # the List feeder is exhausted
         await asyncio.sleep(8 * PACE_S)  # lifecycle rounds: the drain guard keeps it Active
         assert (await world.statuses(first))[0] == W.ACTIVE
         quarantined = [

@@ -19,9 +19,8 @@ from dxts.execution.logic.transformations import ActiveTransformation, Descripti
 class InMemoryTransformations:
     """Records set by the test; every caller sees every one.
 
-    With a `database`, the two columns execution itself writes (FeederState, and FeederEnabled
-    cleared on NoMoreInputs) are read back from the Transformations rows on each `active()`,
-    as the definition service would return them.
+    With a `database`, the operator's switch (FeederEnabled) is read back from the
+    Transformations rows on each `active()`, as the definition service would return it.
     """
 
     def __init__(
@@ -52,16 +51,11 @@ class InMemoryTransformations:
             rows = await conn.execute(
                 sa.select(
                     transformations.c.TransformationID,
-                    transformations.c.FeederState,
                     transformations.c.FeederEnabled,
                 ).where(transformations.c.TransformationID.in_(list(self.records)))
             )
             for row in rows:
-                self.update(
-                    bytes(row.TransformationID),
-                    feeder_state=row.FeederState,
-                    feeder_enabled=bool(row.FeederEnabled),
-                )
+                self.update(bytes(row.TransformationID), feeder_enabled=bool(row.FeederEnabled))
 
     async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
         record = self.records.get(transformation_id)

@@ -13,7 +13,7 @@ import asyncio
 import collections
 import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -186,6 +186,37 @@ async def transformation_row(database: Database, transformation_id: bytes) -> An
                 sa.select(table).where(table.c.TransformationID == transformation_id)
             )
         ).one()
+
+
+class FeederRow(NamedTuple):
+    bookmark: Any
+    exhausted: bool
+
+
+async def feeder_row(database: Database, transformation_id: bytes) -> FeederRow:
+    """The feeder's own row (FeederStates): its bookmark and whether it is exhausted."""
+    table = execution.feeder_states
+    async with database.transaction(RC) as conn:
+        row = (
+            await conn.execute(
+                sa.select(table.c.Bookmark, table.c.Exhausted).where(
+                    table.c.TransformationID == transformation_id
+                )
+            )
+        ).first()
+    return FeederRow(None, False) if row is None else FeederRow(row.Bookmark, bool(row.Exhausted))
+
+
+async def set_bookmark(database: Database, transformation_id: bytes, bookmark: Any) -> None:
+    """A bookmark an earlier invocation committed."""
+    async with database.transaction(RC) as conn:
+        await conn.execute(
+            sa.insert(execution.feeder_states).values(
+                TransformationID=transformation_id,
+                Bookmark=bookmark,
+                UpdatedAt=await db_now(conn),
+            )
+        )
 
 
 async def log_rows(database: Database, transformation_id: bytes) -> list[Any]:

@@ -32,13 +32,14 @@ async def lfns(database: Database, transformation_id: bytes) -> list[str]:
 
 
 async def bookmark(database: Database, transformation_id: bytes) -> Any:
-    return (await s.transformation_row(database, transformation_id)).FeederState
+    return (await s.feeder_row(database, transformation_id)).bookmark
 
 
 async def again(database: Database, plugins: Any, t: Any, **options: Any) -> Any:
-    """The next sweep's invocation: the bookmark and flags as the definition side lists them."""
+    """The next sweep's invocation: the switch as the definition side lists it (the feeder
+    reads its bookmark itself)."""
     row = await s.transformation_row(database, t.id)
-    t = replace(t, feeder_state=row.FeederState, feeder_enabled=bool(row.FeederEnabled))
+    t = replace(t, feeder_enabled=bool(row.FeederEnabled))
     return await run_feeder(database, plugins, replace(t, **options))
 
 
@@ -168,7 +169,7 @@ async def test_query_scouts_a_sample_and_can_exhaust(
     )
     result = await run_feeder(database, plugins, done)
     assert result.exhausted and result.inserted == 60
-    assert (await s.transformation_row(database, done.id)).FeederEnabled is False
+    assert (await s.feeder_row(database, done.id)).exhausted is True
     with pytest.raises(InvalidArgument, match="outside"):
         plugins.validate_args(
             "feeder", "Query", {**runs, "scouting_runs": [9]}, phase=Phase.SCOUTING
@@ -334,7 +335,7 @@ async def test_edge_exhausts_once_the_producer_is_drained_and_read(
         await journal_inputs(conn, {(producer.id, "Failed", "NotProcessed"): 1})
     drained = await again(database, plugins, consumer)
     assert (drained.inserted, drained.exhausted) == (1, True)
-    assert (await s.transformation_row(database, consumer.id)).FeederEnabled is False
+    assert (await s.feeder_row(database, consumer.id)).exhausted is True
     assert await lfns(database, consumer.id) == ["/d/1", "/d/2"]
 
 
@@ -360,9 +361,8 @@ async def test_list_feeds_its_items_from_the_cursor_then_exhausts(
         {"lfn": "/l/b", "lfn_size": 2, "descriptor": {"mask": "1-2"}},
     ]
     t = await s.transformation(database, feeder="List", feeder_args={"inputs": items})
-    result = await run_feeder(
-        database, plugins, replace(t, feeder_state={"next": 1})
-    )  # an earlier pass fed the first
+    await s.set_bookmark(database, t.id, {"next": 1})  # an earlier pass fed the first
+    result = await run_feeder(database, plugins, t)
     assert (result.inserted, result.exhausted, result.bookmark) == (2, True, {"next": 3})
     rows = await s.input_rows(database, t.id)
     assert {(r.LFN, str(r.Descriptor)) for r in rows} == {

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -63,6 +62,8 @@ async def edge(mariadb: Database, tmp_path: Any) -> AsyncIterator[tuple[Registry
     )
     producer = await s.transformation(mariadb, feeder="Seeds", outputs=["out"])
     definitions.put(producer)
+    async with mariadb.transaction(s.RC) as conn:  # as the packer's round does first
+        await watermark.create_lock_rows(conn, [producer.outputs[0].output_id])
     args = {
         "transformation_output_id": str(UUID(bytes=producer.outputs[0].output_id)),
         "page_size": 7,
@@ -144,8 +145,6 @@ async def test_every_committed_output_is_fed_exactly_once_under_racing_recorders
 
     async def feed_once() -> None:
         nonlocal yielded, runs, consumer
-        row = await s.transformation_row(mariadb, consumer.id)
-        consumer = replace(consumer, feeder_state=row.FeederState)
         result = await run_feeder(mariadb, registry, consumer)
         assert result.error is None, result.error
         yielded += result.yielded

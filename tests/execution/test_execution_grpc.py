@@ -396,6 +396,30 @@ async def test_flush_packs_what_the_packer_holds_back(
         await stubs["operator"].Flush(request)
 
 
+async def test_reset_feeders_lets_an_exhausted_feeder_run_again(
+    database: Database, definitions: ByVO, stubs: dict[str, Any], component: Execution
+) -> None:
+    t = await made(database, definitions, 3)  # the List feeder said NoMoreInputs
+    assert await s.feeder_row(database, t.id) == ({"next": 3}, True)
+    plugins = s.registry({})
+    running = replace(t, feeder_enabled=True)
+    assert not (await run_feeder(database, plugins, running)).ran  # exhausted: not run
+    request = execution_pb2.ResetFeedersRequest(transformation_ids=[id_to_str(t.id)])
+    with pytest.raises(PermissionDenied):
+        await stubs["bob"].ResetFeeders(request)
+    with pytest.raises(NotFound):
+        await stubs["carol"].ResetFeeders(request)
+    assert (await stubs["alice"].ResetFeeders(request)).reset_count == 1
+    assert await s.feeder_row(database, t.id) == ({"next": 3}, False)  # from its bookmark
+    again = await run_feeder(database, plugins, running)
+    assert (again.ran, again.inserted, again.exhausted) == (True, 0, True)
+    request.clear_bookmarks = True
+    assert (await stubs["alice"].ResetFeeders(request)).reset_count == 1
+    assert await s.feeder_row(database, t.id) == (None, False)  # from the beginning
+    anew = await run_feeder(database, plugins, running)
+    assert (anew.yielded, anew.inserted, anew.exhausted) == (3, 0, True)  # duplicates
+
+
 # -- dxts-execution as a process -----------------------------------------------------------------
 
 ENTRY_POINT = Path(sys.executable).parent / "dxts-execution"
@@ -419,7 +443,6 @@ class FakeDefinition(definition_pb2_grpc.DefinitionServiceServicer):
             owner_sub=self.record.owner_sub,
             feeder=self.record.feeder,
             feeder_args_json=json.dumps(self.record.feeder_args),
-            feeder_state_json=json.dumps(row.FeederState) if row.FeederState else "",
             feeder_enabled=bool(row.FeederEnabled),
             packer=self.record.packer,
             process_id=hash_to_str(self.record.process_id),

@@ -109,8 +109,8 @@ async def test_inputs_are_inserted_in_batches_with_the_bookmark_and_exhaustion(
     result = await run_feeder(database, plugins, t, batch=3)
     assert (result.yielded, result.inserted, result.batches) == (7, 7, 3)
     assert result.exhausted and result.bookmark == {"next": 7}
-    row = await s.transformation_row(database, t.id)
-    assert row.FeederState == {"next": 7} and row.FeederEnabled is False
+    assert await s.feeder_row(database, t.id) == ({"next": 7}, True)
+    assert (await s.transformation_row(database, t.id)).FeederEnabled is True  # the switch
     rows = await s.input_rows(database, t.id)
     assert sorted(r.LFN for r in rows) == sorted(f"/lhcb/f{i}" for i in range(7))
     assert {r.LFNSize for r in rows} == set(range(10, 17)) and s.by_status(rows) == {
@@ -144,7 +144,7 @@ async def test_a_bookmark_commits_only_with_the_inputs_before_it(
     result = await run_feeder(database, plugins, t, batch=3)
     assert result.error is not None and "catalogue went away" in result.error
     assert (result.inserted, result.bookmark) == (3, None)
-    assert (await s.transformation_row(database, t.id)).FeederState is None
+    assert (await s.feeder_row(database, t.id)).bookmark is None
     assert sorted(r.LFN for r in await s.input_rows(database, t.id)) == ["/b/0", "/b/1", "/b/2"]
     assert failures("BookmarkThenRaise") == before + 1
     logged = await s.log_rows(database, t.id)
@@ -211,7 +211,7 @@ async def test_a_disabled_feeder_writes_nothing(database: Database, plugins: Any
     result = await run_feeder(database, plugins, t)
     assert result.stopped and result.inserted == 0
     assert await s.input_rows(database, t.id) == []
-    assert (await s.transformation_row(database, t.id)).FeederState is None
+    assert (await s.feeder_row(database, t.id)).bookmark is None
 
 
 async def test_the_feeder_round_skips_what_should_not_run_and_what_another_holder_runs(

@@ -130,6 +130,7 @@ RULES: Rules = {
         "WriteOffInputs",
         "CancelParcels",
         "Flush",
+        "ResetFeeders",
         "GetUserParcel",
     ),
     # Housekeeping of the lifecycle, and definition's SubmitJob creating the parcel.

@@ -195,3 +195,39 @@ backend_ids = sa.Table(
     sa.UniqueConstraint("Adaptor", "Identifier"),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# Not in the seed schema: each feeder's bookmark and whether it said NoMoreInputs, execution's
+# own row per transformation, written in the transaction of the inputs the feeder yields. The
+# operator's switch stays definition's (Transformations.FeederEnabled); a feeder runs while the
+# switch is on and its row is not Exhausted. Transformations.FeederState, the seed's place for
+# the bookmark, is no longer written (see docs/architecture.md, "Table ownership").
+feeder_states = sa.Table(
+    "FeederStates",
+    metadata,
+    sa.Column(
+        "TransformationID",
+        Uuid(),
+        sa.ForeignKey("Transformations.TransformationID"),
+        primary_key=True,
+    ),
+    sa.Column("Bookmark", Json(), nullable=True),
+    sa.Column("Exhausted", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("UpdatedAt", Timestamp(), nullable=False),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# Not in the seed schema: execution's own row per declared output, the reader-writer lock of the
+# Edge feeder's watermark (`dxts.execution.store.watermark`). A recording transaction creates it
+# put-if-absent the first time it writes under the output, so the lock is taken on a row
+# execution owns rather than on definition's TransformationOutputs row.
+output_watermarks = sa.Table(
+    "OutputWatermarks",
+    metadata,
+    sa.Column(
+        "TransformationOutputID",
+        Uuid(),
+        sa.ForeignKey("TransformationOutputs.TransformationOutputID"),
+        primary_key=True,
+    ),
+    **MYSQL_TABLE_OPTIONS,
+)

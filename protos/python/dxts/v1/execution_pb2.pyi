@@ -986,6 +986,57 @@ class FlushResponse(_message.Message):
 Global___FlushResponse: _TypeAlias = FlushResponse  # noqa: Y015
 
 @_typing.final
+class ResetFeedersRequest(_message.Message):
+    """Idempotent by nature: a feeder reset twice is reset (request_id is for tracing only)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
+    CLEAR_BOOKMARKS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    clear_bookmarks: _builtins.bool
+    """Forget the bookmarks too: the feeders start from the beginning (inputs they yield again
+    are duplicates and ignored).
+    """
+    @_builtins.property
+    def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
+        clear_bookmarks: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clear_bookmarks", b"clear_bookmarks", "request_id", b"request_id", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetFeedersRequest: _TypeAlias = ResetFeedersRequest  # noqa: Y015
+
+@_typing.final
+class ResetFeedersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESET_COUNT_FIELD_NUMBER: _builtins.int
+    reset_count: _builtins.int
+    """The feeders that had a bookmark or an exhausted mark to reset."""
+    def __init__(
+        self,
+        *,
+        reset_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reset_count", b"reset_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetFeedersResponse: _TypeAlias = ResetFeedersResponse  # noqa: Y015
+
+@_typing.final
 class CleanTransformationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -85,6 +85,11 @@ class ExecutionServiceStub:
                 request_serializer=dxts_dot_v1_dot_execution__pb2.FlushRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_execution__pb2.FlushResponse.FromString,
                 _registered_method=True)
+        self.ResetFeeders = channel.unary_unary(
+                '/dxts.v1.ExecutionService/ResetFeeders',
+                request_serializer=dxts_dot_v1_dot_execution__pb2.ResetFeedersRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_execution__pb2.ResetFeedersResponse.FromString,
+                _registered_method=True)
         self.CleanTransformation = channel.unary_unary(
                 '/dxts.v1.ExecutionService/CleanTransformation',
                 request_serializer=dxts_dot_v1_dot_execution__pb2.CleanTransformationRequest.SerializeToString,
@@ -176,6 +181,15 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetFeeders(self, request, context):
+        """Let feeders that said NoMoreInputs run again, from the beginning with clear_bookmarks
+        (called by definition when an operator or a hook enables a feeder, or on ReturnToActive
+        with clear_bookmarks). The operator's switch itself is definition's (SetFeeder).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CleanTransformation(self, request, context):
         """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
         ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
@@ -258,6 +272,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.Flush,
                     request_deserializer=dxts_dot_v1_dot_execution__pb2.FlushRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_execution__pb2.FlushResponse.SerializeToString,
+            ),
+            'ResetFeeders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetFeeders,
+                    request_deserializer=dxts_dot_v1_dot_execution__pb2.ResetFeedersRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_execution__pb2.ResetFeedersResponse.SerializeToString,
             ),
             'CleanTransformation': grpc.unary_unary_rpc_method_handler(
                     servicer.CleanTransformation,
@@ -550,6 +569,33 @@ class ExecutionService:
             '/dxts.v1.ExecutionService/Flush',
             dxts_dot_v1_dot_execution__pb2.FlushRequest.SerializeToString,
             dxts_dot_v1_dot_execution__pb2.FlushResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetFeeders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.ExecutionService/ResetFeeders',
+            dxts_dot_v1_dot_execution__pb2.ResetFeedersRequest.SerializeToString,
+            dxts_dot_v1_dot_execution__pb2.ResetFeedersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,11 @@ class ExecutionServiceStub:
     CancelParcels: _grpc.UnaryUnaryMultiCallable[_execution_pb2.CancelParcelsRequest, _execution_pb2.CancelParcelsResponse]
     Flush: _grpc.UnaryUnaryMultiCallable[_execution_pb2.FlushRequest, _execution_pb2.FlushResponse]
     """One packer invocation with flush=True (called by definition's FlushTransformation)."""
+    ResetFeeders: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ResetFeedersRequest, _execution_pb2.ResetFeedersResponse]
+    """Let feeders that said NoMoreInputs run again, from the beginning with clear_bookmarks
+    (called by definition when an operator or a hook enables a feeder, or on ReturnToActive
+    with clear_bookmarks). The operator's switch itself is definition's (SetFeeder).
+    """
     CleanTransformation: _grpc.UnaryUnaryMultiCallable[_execution_pb2.CleanTransformationRequest, _execution_pb2.CleanTransformationResponse]
     """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
     ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
@@ -81,6 +86,11 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     CancelParcels: _aio.UnaryUnaryMultiCallable[_execution_pb2.CancelParcelsRequest, _execution_pb2.CancelParcelsResponse]  # type: ignore[assignment]
     Flush: _aio.UnaryUnaryMultiCallable[_execution_pb2.FlushRequest, _execution_pb2.FlushResponse]  # type: ignore[assignment]
     """One packer invocation with flush=True (called by definition's FlushTransformation)."""
+    ResetFeeders: _aio.UnaryUnaryMultiCallable[_execution_pb2.ResetFeedersRequest, _execution_pb2.ResetFeedersResponse]  # type: ignore[assignment]
+    """Let feeders that said NoMoreInputs run again, from the beginning with clear_bookmarks
+    (called by definition when an operator or a hook enables a feeder, or on ReturnToActive
+    with clear_bookmarks). The operator's switch itself is definition's (SetFeeder).
+    """
     CleanTransformation: _aio.UnaryUnaryMultiCallable[_execution_pb2.CleanTransformationRequest, _execution_pb2.CleanTransformationResponse]  # type: ignore[assignment]
     """Bulk delete of a transformation's rows (inputs, parcels with their facets, identifiers,
     ParcelInputs and ParcelOutputs, then its counters); the Transformations row, its actions
@@ -169,6 +179,17 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.FlushResponse, _abc.Awaitable[_execution_pb2.FlushResponse]]:
         """One packer invocation with flush=True (called by definition's FlushTransformation)."""
+
+    @_abc_1.abstractmethod
+    def ResetFeeders(
+        self,
+        request: _execution_pb2.ResetFeedersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ResetFeedersResponse, _abc.Awaitable[_execution_pb2.ResetFeedersResponse]]:
+        """Let feeders that said NoMoreInputs run again, from the beginning with clear_bookmarks
+        (called by definition when an operator or a hook enables a feeder, or on ReturnToActive
+        with clear_bookmarks). The operator's switch itself is definition's (SetFeeder).
+        """
 
     @_abc_1.abstractmethod
     def CleanTransformation(

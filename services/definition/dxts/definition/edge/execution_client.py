@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from uuid import UUID
 
 import grpc
@@ -112,6 +112,18 @@ class GrpcExecutionClient:
         )
         return id_from_str(reply.parcel_id, field="parcel_id")
 
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
+    ) -> None:
+        await self._stub.ResetFeeders(
+            execution_pb2.ResetFeedersRequest(
+                request_id=request_id,
+                transformation_ids=[id_to_str(t) for t in transformation_ids],
+                clear_bookmarks=clear_bookmarks,
+            ),
+            metadata=self._metadata,
+        )
+
 
 def _bearer(token: str | None) -> tuple[tuple[str, str], ...] | None:
     return (("authorization", f"Bearer {token}"),) if token else None
@@ -140,6 +152,11 @@ class NoExecutionClient:
         raise self._refuse()
 
     async def create_user_parcel(self, parcel: UserParcel, *, request_id: str) -> bytes:
+        raise self._refuse()
+
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
+    ) -> None:
         raise self._refuse()
 
 
@@ -297,6 +314,13 @@ class GrpcExecution:
             transformation_id.bytes, request_id=request_id, reason=reason
         )
 
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
+    ) -> None:
+        await self._forward.reset_feeders(
+            transformation_ids, clear_bookmarks=clear_bookmarks, request_id=request_id
+        )
+
     async def clean_transformation(
         self, transformation_id: UUID, mode: CleanMode, *, request_id: str
     ) -> CleanStep:
@@ -349,6 +373,11 @@ class NoExecution:
 
     async def write_off_waiting(
         self, transformation_id: UUID, *, request_id: str, reason: str
+    ) -> None:
+        raise _no_execution()
+
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
     ) -> None:
         raise _no_execution()
 

@@ -126,6 +126,7 @@ class TransformationRpcs(ServicerBase):
             self._caller(),
             tid,
             catalogue=self._catalogue,
+            execution=self._forward(context),
             enabled=request.enabled if request.HasField("enabled") else None,
             args=args,
             reason=request.reason,

@@ -1,16 +1,19 @@
 """What the definition service asks of the execution service (a Protocol on domain types).
 
-Execution owns inputs and parcels, so the operator commands that touch them are forwarded:
-a flush, the input/parcel half of a halt, and the user parcel of a submitted job. The logic
+Execution owns inputs, parcels and the feeders' own rows, so the operator commands that touch
+them are forwarded: a flush, the input/parcel half of a halt, the user parcel of a submitted
+job, and the reset of an exhausted feeder an operator or a hook enables again. The logic
 depends only on `ExecutionClient`; the gRPC one (`edge.execution_client`) is built per call
 with the caller's bearer token so that execution applies its own rights to the same caller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from dxts.core.plugins.protocols.lifecycle import ExecutionControl
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,24 @@ class ExecutionClient(Protocol):
 
     async def create_user_parcel(self, parcel: UserParcel, *, request_id: str) -> bytes:
         """Create the user parcel (Unassigned); returns its ParcelID."""
+
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
+    ) -> None:
+        """Let these feeders run again although they said NoMoreInputs, from the beginning
+        with `clear_bookmarks`."""
+
+
+class FeederResets(Protocol):
+    async def reset_feeders(
+        self, transformation_ids: Sequence[bytes], *, clear_bookmarks: bool, request_id: str
+    ) -> None:
+        """As `ExecutionClient.reset_feeders` (the lifecycle's, with the service's token)."""
+
+
+class LifecycleControl(ExecutionControl, FeederResets, Protocol):
+    """What the lifecycle engine asks of execution: what its plugins may ask, and the reset of
+    the feeders a hook enables again."""
 
 
 ExecutionFactory = Callable[[str | None], ExecutionClient]

@@ -15,6 +15,7 @@ from dxts.core.ids import id_from_str, id_to_str
 from dxts.cwl.compile import EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
+from dxts.definition.store.feeder_states import feeder_states_of
 
 HALTED = "halted"  # Workgraphs.Annotations key execution reads (see `halt`)
 
@@ -65,11 +66,19 @@ class LockedWorkgraph:
         return next(m for m in self.members if m.transformation_id == transformation_id)
 
 
+async def _exhausted(conn: Transaction, transformation_ids: list[bytes]) -> set[bytes]:
+    """Those whose feeder said NoMoreInputs: off, whatever their switch says."""
+    states = await feeder_states_of(conn, transformation_ids)
+    return {tid for tid, state in states.items() if state.exhausted}
+
+
 async def lock_workgraph(conn: Transaction, workgraph_id: bytes) -> LockedWorkgraph:
     """The workgraph and its members, the workgraph row locked; NotFound if there is none."""
     row = await workgraphs_db.lock_workgraph(conn, workgraph_id)
     if row is None:
         raise NotFound("workgraph", id_to_str(workgraph_id))
+    rows = await workgraphs_db.members_of(conn, row.ownership_id)
+    exhausted = await _exhausted(conn, [bytes(m.TransformationID) for m in rows])
     members = tuple(
         Member(
             bytes(m.TransformationID),
@@ -77,10 +86,10 @@ async def lock_workgraph(conn: Transaction, workgraph_id: bytes) -> LockedWorkgr
             m.Kind,
             m.Feeder,
             m.FeederArgs,
-            bool(m.FeederEnabled),
+            bool(m.FeederEnabled) and bytes(m.TransformationID) not in exhausted,
             m.Annotations if isinstance(m.Annotations, dict) else {},
         )
-        for m in await workgraphs_db.members_of(conn, row.ownership_id)
+        for m in rows
     )
     return LockedWorkgraph(
         workgraph_id,
@@ -127,7 +136,7 @@ async def lock_transformation(conn: Transaction, transformation_id: bytes) -> Lo
         row.Sub,
         row.Feeder,
         row.FeederArgs,
-        bool(row.FeederEnabled),
+        bool(row.FeederEnabled) and not await _exhausted(conn, [transformation_id]),
         row.Annotations if isinstance(row.Annotations, dict) else {},
         workgraph,
     )

@@ -28,6 +28,7 @@ from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.actions import ActionRecord
+from dxts.definition.store.feeder_states import FeederState, feeder_states_of
 from dxts.definition.store.workgraphs import WorkgraphRecord
 
 T = TypeVar("T")
@@ -228,6 +229,11 @@ def _after(row: Any) -> list[bytes]:
     return [id_from_str(t, field="after") for t in after] if isinstance(after, list) else []
 
 
+def _feeding(switch: Any, state: FeederState | None) -> bool:
+    """A feeder is on while its switch is on and it has not said NoMoreInputs."""
+    return bool(switch) and not (state is not None and state.exhausted)
+
+
 async def _transformation_views(
     conn: Transaction, rows: list[Any], *, for_execution: bool = False
 ) -> list[TransformationView]:
@@ -237,6 +243,7 @@ async def _transformation_views(
         outputs[o.transformation_id].append(
             OutputView(o.transformation_output_id, o.name, o.intermediate)
         )
+    feeders = await feeder_states_of(conn, ids)
     edges = {bytes(r.TransformationID): _edge_output(r) for r in rows}
     producers = await transformations_db.output_producers(conn, [e for e in edges.values() if e])
     templates = (
@@ -270,7 +277,7 @@ async def _transformation_views(
                 executing_identity=r.ExecutingIdentity,
                 feeder=r.Feeder,
                 feeder_args=r.FeederArgs,
-                feeder_enabled=bool(r.FeederEnabled),
+                feeder_enabled=_feeding(r.FeederEnabled, feeders.get(tid)),
                 packer=r.Packer,
                 packer_args=r.PackerArgs,
                 annotations=r.Annotations,
@@ -283,7 +290,7 @@ async def _transformation_views(
                 scouting=r.WorkgraphStatus in SCOUT_UNTIL_APPROVED,
                 halted=bool(workgraph_annotations.get(HALTED)),
                 updated_at=r.UpdatedAt,
-                feeder_state=r.FeederState if for_execution else None,
+                feeder_state=feeders[tid].bookmark if for_execution and tid in feeders else None,
                 requirements_template=templates.get(template_id) if template_id else None,
             )
         )

@@ -24,7 +24,13 @@ from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.logic.authorise import Caller, command_data
 from dxts.definition.logic.commands import transformation_command
 from dxts.definition.logic.execution import ExecutionClient
-from dxts.definition.logic.feeders import FEEDER_STATES, UNSET, check_feeder_args, feeder_phases
+from dxts.definition.logic.feeders import (
+    FEEDER_STATES,
+    UNSET,
+    check_feeder_args,
+    feeder_phases,
+    reset_exhausted,
+)
 from dxts.definition.logic.locked import LockedTransformation
 from dxts.definition.logic.moves import move_transformations
 from dxts.definition.store import actions as actions_db
@@ -144,13 +150,20 @@ async def set_feeder(
     transformation_id: bytes,
     *,
     catalogue: PluginCatalogue,
+    execution: ExecutionClient,
     enabled: bool | None = None,
     args: Any = UNSET,
     reason: str = "",
     request_id: str = "",
 ) -> Result:
     """Enable or disable a feeder, or give it new arguments (checked by the plugin's model for
-    every phase it will still run in), while the transformation runs (New, Active, Paused)."""
+    every phase it will still run in), while the transformation runs (New, Active, Paused).
+    Enabling a feeder that said NoMoreInputs asks execution to reset it first."""
+    exhausted: set[bytes] = set()
+    if enabled:
+        exhausted = await reset_exhausted(
+            database, execution, [transformation_id], request_id=f"{request_id}:reset-feeder"
+        )
 
     async def apply(conn: Transaction, locked: LockedTransformation) -> Result:
         if locked.status not in FEEDER_STATES:
@@ -183,7 +196,8 @@ async def set_feeder(
                     data={**data, "args": args, "previous": locked.feeder_args},
                 )
             )
-        if enabled is not None and enabled != locked.feeder_enabled:
+        was_on = locked.feeder_enabled and transformation_id not in exhausted
+        if enabled is not None and enabled != was_on:
             await transformations_db.set_feeders_enabled(conn, [transformation_id], enabled, now)
             entries.append(
                 LogEntry(

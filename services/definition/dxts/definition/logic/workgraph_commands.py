@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dxts.core.builtins.lifecycle_hooks import SCOUT_ROUND, scout_round
-from dxts.core.db import Database, Transaction, db_now
+from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.commands import Result
@@ -25,8 +25,8 @@ from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.logic.authorise import Caller, command_data
 from dxts.definition.logic.commands import workgraph_command
 from dxts.definition.logic.execution import ExecutionClient
-from dxts.definition.logic.feeders import check_feeder_args
-from dxts.definition.logic.locked import HALTED, LockedWorkgraph, Member
+from dxts.definition.logic.feeders import check_feeder_args, reset_exhausted
+from dxts.definition.logic.locked import HALTED, LockedWorkgraph, Member, lock_workgraph
 from dxts.definition.logic.moves import move_workgraph
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
@@ -103,6 +103,7 @@ async def extend_scout(
     workgraph_id: bytes,
     *,
     catalogue: PluginCatalogue,
+    execution: ExecutionClient,
     feeder_args: Mapping[bytes, Any] | None = None,
     reason: str = "",
     request_id: str = "",
@@ -112,6 +113,12 @@ async def extend_scout(
     Without arguments the workgraph's scout round (`scout_round` in its annotations) advances:
     the scouting hook's ladder (ScoutUntilSettled's `event_stages`) takes its next stage."""
     new_args = dict(feeder_args or {})
+    workgraph = await _read_workgraph(database, workgraph_id)
+    if workgraph.status in (W.APPROVING, W.APPROVING_BLOCKED):
+        running = [m.transformation_id for m in workgraph.members if m.status == T.ACTIVE]
+        await reset_exhausted(
+            database, execution, running, request_id=f"{request_id}:reset-feeders"
+        )
 
     async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.APPROVING, W.APPROVING_BLOCKED), "extending the scout")
@@ -162,6 +169,13 @@ async def extend_scout(
     return await workgraph_command(
         database, caller, "ExtendScout", workgraph_id, apply, request_id=request_id, reason=reason
     )
+
+
+async def _read_workgraph(database: Database, workgraph_id: bytes) -> LockedWorkgraph:
+    """The workgraph and its members as they are now, in a transaction of its own (what a
+    command asks of execution before its own transaction)."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        return await lock_workgraph(conn, workgraph_id)
 
 
 def outermost(workgraph: LockedWorkgraph, producers: Mapping[bytes, bytes]) -> list[bytes]:
@@ -317,13 +331,25 @@ async def return_to_active(
     caller: Caller,
     workgraph_id: bytes,
     *,
+    execution: ExecutionClient,
     clear_bookmarks: bool = False,
     reason: str = "",
     request_id: str = "",
 ) -> Result:
     """Finalizing → Active, every member → Active, after a failed finalisation; the halted
     mark is lifted. With `clear_bookmarks` every feeder is enabled again from the beginning
-    (FeederState cleared; inputs it yields again are duplicates and ignored)."""
+    (execution asked first to forget its bookmark and its NoMoreInputs; inputs it yields again
+    are duplicates and ignored)."""
+    if clear_bookmarks:
+        workgraph = await _read_workgraph(database, workgraph_id)
+        if workgraph.status == W.FINALIZING:
+            await reset_exhausted(
+                database,
+                execution,
+                [m.transformation_id for m in workgraph.members],
+                request_id=f"{request_id}:reset-feeders",
+                clear_bookmarks=True,
+            )
 
     async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.FINALIZING,), "returning to Active")
@@ -345,7 +371,7 @@ async def return_to_active(
             )
         if clear_bookmarks:
             ids = [m.transformation_id for m in workgraph.members]
-            await transformations_db.set_feeders_enabled(conn, ids, True, now, clear_state=True)
+            await transformations_db.set_feeders_enabled(conn, ids, True, now)
             await log_transformations(
                 conn,
                 [

@@ -86,15 +86,11 @@ async def set_feeders_enabled(
     ids: list[bytes],
     enabled: bool,
     now: datetime,
-    *,
-    clear_state: bool = False,
 ) -> int:
-    """FeederEnabled for `ids` (and, asked for, a cleared bookmark); returns rows changed."""
+    """FeederEnabled (the operator's switch) for `ids`; returns rows changed."""
     if not ids:
         return 0
     values: dict[str, Any] = {"FeederEnabled": enabled, "UpdatedAt": now}
-    if clear_state:
-        values["FeederState"] = None
     result = await conn.execute(
         sa.update(transformations).where(transformations.c.TransformationID.in_(ids)).values(values)
     )

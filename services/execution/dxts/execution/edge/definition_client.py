@@ -42,7 +42,6 @@ def _outputs(items: Iterable[definition_pb2.TransformationOutput]) -> tuple[Outp
 
 def from_proto(message: definition_pb2.Transformation) -> ActiveTransformation:
     """The record of one ListActiveTransformations entry."""
-    state = json.loads(message.feeder_state_json) if message.feeder_state_json else None
     template = (
         json.loads(message.requirements_template_json)
         if message.requirements_template_json
@@ -58,7 +57,6 @@ def from_proto(message: definition_pb2.Transformation) -> ActiveTransformation:
         workgraph_id=id_from_str(message.workgraph_id) if message.workgraph_id else None,
         feeder=message.feeder or None,
         feeder_args=_json_object(message.feeder_args_json, "feeder_args_json"),
-        feeder_state=state if isinstance(state, dict) else None,
         feeder_enabled=message.feeder_enabled,
         packer=message.packer,
         packer_args=_json_object(message.packer_args_json, "packer_args_json"),

@@ -1,14 +1,15 @@
 """ExecutionService: requests to domain calls and results to replies, nothing else.
 
-This part serves reading (ListInputs, GetInput, ListParcels, GetParcel) and Flush; the
+This part serves reading (ListInputs, GetInput, ListParcels, GetParcel), Flush and
+ResetFeeders; the
 operator, outcome, provenance, user-job and cleaning RPCs come from `OperationsRpcs`.
 
 Rights: what a caller may see of a transformation is decided by the definition side
 (`describe`, with the caller's own token: NotFound otherwise), so a transformation's inputs and
 parcels are shown to whoever may see the transformation. A user parcel is shown to its VO.
 Listing parcels across transformations is for dxts's components (the service role); anyone else
-gets the user parcels of its VO. A flush steers the transformation: its owner, an operator of
-its VO, or a component.
+gets the user parcels of its VO. A flush or a feeder reset steers the transformation: its
+owner, an operator of its VO, or a component.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dxts.execution.edge.mapping import (
 )
 from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
 from dxts.execution.logic import commands, queries
+from dxts.execution.logic.feeding import reset_feeders
 from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
 from dxts.execution.settings import ExecutionSettings
@@ -223,3 +225,17 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             inputs_delayed=result.delayed,
             failure=result.error or "",
         )
+
+    # -- feeders ----------------------------------------------------------------------------------
+
+    async def ResetFeeders(
+        self, request: execution_pb2.ResetFeedersRequest, context: Context
+    ) -> execution_pb2.ResetFeedersResponse:
+        ids = [
+            required_id(text, f"transformation_ids[{n}]")
+            for n, text in enumerate(request.transformation_ids)
+        ]
+        for tid in ids:
+            await self._steered(tid, context)
+        reset = await reset_feeders(self.database, ids, clear_bookmarks=request.clear_bookmarks)
+        return execution_pb2.ResetFeedersResponse(reset_count=reset)

@@ -9,7 +9,12 @@ rows in batches (`db.feeding.commit_batch`), one transaction each:
 * a SetFeederState commits with the batch that holds every input yielded before it, so the
   stored bookmark never claims an input that is not there (it may commit with a few yielded
   after it, which only makes it conservative);
-* NoMoreInputs commits what is pending and clears FeederEnabled, with a log row.
+* NoMoreInputs commits what is pending and marks the feeder's own row Exhausted, with a log
+  row; an exhausted feeder is not run again until execution is asked to reset it.
+
+The bookmark and the Exhausted mark are execution's rows (FeederStates), read here under the
+feeder lock; the operator's switch (FeederEnabled) is definition's, and the batch's guard reads
+it (`dxts.execution.store.feeding`).
 
 A feeder that raises, or yields something the core refuses (a malformed input: an LFN over 512
 characters, a negative size, a descriptor JSON cannot carry; a second NoMoreInputs...), ends the
@@ -74,6 +79,27 @@ class FeedResult:
     failure: BaseException | None = field(default=None, repr=False)
 
 
+async def exhausted_feeders(database: Database, transformation_ids: list[bytes]) -> set[bytes]:
+    """Those of the transformations whose feeder said NoMoreInputs and was not reset since."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        return await db.exhausted_among(conn, transformation_ids)
+
+
+async def reset_feeders(
+    database: Database, transformation_ids: list[bytes], *, clear_bookmarks: bool
+) -> int:
+    """Let these feeders run again (an operator or a hook enabled them), from the beginning
+    with `clear_bookmarks`; the feeders that had a row."""
+
+    async def work(conn: Any) -> int:
+        now = await db_now(conn)
+        return await db.reset_feeders(
+            conn, transformation_ids, clear_bookmarks=clear_bookmarks, now=now
+        )
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
 async def run_feeder(
     database: Database,
     registry: Registry,
@@ -83,6 +109,10 @@ async def run_feeder(
 ) -> FeedResult:
     """One invocation (the caller holds the feeder lock: the feeder round's `KeyedSweep`)."""
     assert transformation.feeder is not None
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        state = await db.feeder_state(conn, transformation.id)
+    if state.exhausted:
+        return FeedResult()  # said NoMoreInputs since the round listed it: nothing to do
     started = time.perf_counter()
     result = FeedResult()
     pending: list[db.NewInput] = []
@@ -109,7 +139,7 @@ async def run_feeder(
         transformation.feeder_args,
         phase=transformation.phase,
         transformation=transformation.view(),
-        feeder_state=transformation.feeder_state,
+        feeder_state=state.bookmark if isinstance(state.bookmark, dict) else None,
     )
     try:
         async for item in stream:
@@ -231,7 +261,10 @@ class EdgeReader(ParcelOutputReader):
         producer = await self._snapshot.producer_of(transformation_output_id.bytes)
         drained = (
             producer is not None
-            and not producer.feeder_enabled
+            and not (
+                producer.feeder_enabled
+                and producer.id not in await exhausted_feeders(self._database, [producer.id])
+            )
             and not await live_work(self._database, producer.id)
         )
         if drained:

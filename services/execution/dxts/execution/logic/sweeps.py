@@ -26,17 +26,18 @@ once, so a backlog drains at the speed of the work; an idle sweep waits up to it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TypeVar
 
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import KeyedSweep, Pacing, Sweep
 from dxts.core.locks import LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
-from dxts.execution.logic.feeding import FeedResult, run_feeder
+from dxts.execution.logic.feeding import FeedResult, exhausted_feeders, run_feeder
 from dxts.execution.logic.packing import PackResult, run_packer
 from dxts.execution.logic.transformations import (
     ActiveSnapshot,
@@ -44,6 +45,7 @@ from dxts.execution.logic.transformations import (
     ActiveTransformations,
 )
 from dxts.execution.settings import ExecutionSettings
+from dxts.execution.store import watermark
 
 R = TypeVar("R")
 
@@ -74,10 +76,13 @@ class FeedAndPack:
         self.settings = settings
         self.feeders = keyed(LockKind.FEEDER, locks, settings.sweep_concurrency)
         self.packers = keyed(LockKind.PACKER, locks, settings.sweep_concurrency)
+        self._lock_rows: set[bytes] = set()  # outputs whose watermark lock row is there
 
     async def feed_round(self) -> list[FeedResult]:
         """Run every feeder that should run and no other replica is running, once."""
         records = [r for r in await self.snapshot.refresh() if r.feeds]
+        exhausted = await exhausted_feeders(self.database, [r.id for r in records])
+        records = [r for r in records if r.id not in exhausted]
         return await self.feeders.run(
             records,
             lambda r: run_feeder(self.database, self.registry, r, batch=self.settings.feed_batch),
@@ -89,6 +94,11 @@ class FeedAndPack:
         # `dxts.execution.logic.packing`).
         minted_before = new_id()
         records = [r for r in await self.snapshot.refresh() if r.packs]
+        await self._create_lock_rows(records)
+        exhausted = await exhausted_feeders(
+            self.database, [r.id for r in records if r.feeder_active]
+        )
+        records = [replace(r, feeder_exhausted=True) if r.id in exhausted else r for r in records]
         return await self.packers.run(
             records,
             lambda r: run_packer(
@@ -100,6 +110,17 @@ class FeedAndPack:
                 minted_before=minted_before,
             ),
         )
+
+    async def _create_lock_rows(self, records: list[ActiveTransformation]) -> None:
+        """The watermark lock rows of the outputs these transformations declare, before any of
+        their parcels exists to be recorded under them (once per output and process)."""
+        new = {o.output_id for r in records for o in r.outputs} - self._lock_rows
+        if new:
+            await self.database.run(
+                lambda conn: watermark.create_lock_rows(conn, new),
+                isolation=Isolation.READ_COMMITTED,
+            )
+            self._lock_rows |= new
 
     async def inputs_fed(self) -> int:
         return sum(result.inserted for result in await self.feed_round())

@@ -4,7 +4,7 @@ Transformations belong to the definition side and reads across sides go through 
 contract (docs/architecture.md), so the sweeps take their work list from an `ActiveTransformations`:
 
 * `active()` — every Active transformation with what the runners need (feeder, packer, their
-  arguments, the bookmark, FeederEnabled, the scouting and halted flags, ProcessID, the
+  arguments, FeederEnabled (the operator's switch), the scouting and halted flags, ProcessID, the
   requirements template, the declared outputs);
 * `describe(id, token=...)` — one transformation as the caller sees it (its VO, owner and
   outputs), with the caller's own token, so that definition decides what the caller may see
@@ -50,8 +50,8 @@ class ActiveTransformation:
     workgraph_id: bytes | None = None
     feeder: str | None = None
     feeder_args: dict[str, Any] = field(default_factory=dict)
-    feeder_state: dict[str, Any] | None = None
-    feeder_enabled: bool = True
+    feeder_enabled: bool = True  # the operator's switch (definition's)
+    feeder_exhausted: bool = False  # it said NoMoreInputs (execution's own row), when read
     packer_args: dict[str, Any] = field(default_factory=dict)
     annotations: dict[str, Any] = field(default_factory=dict)
     hooks: dict[str, Any] = field(default_factory=dict)  # the Hooks column: name → binding
@@ -67,7 +67,8 @@ class ActiveTransformation:
 
     @property
     def feeds(self) -> bool:
-        """Its feeder runs: Active, a feeder bound and enabled, the workgraph not halted."""
+        """Its feeder runs: Active, a feeder bound and enabled, the workgraph not halted (and
+        not exhausted: the feeder runner reads that itself, from execution's row)."""
         return (
             self.status is TransformationStatus.ACTIVE
             and self.feeder is not None
@@ -83,7 +84,12 @@ class ActiveTransformation:
     @property
     def feeder_active(self) -> bool:
         """What the packer is told: more input may come."""
-        return self.feeder is not None and self.feeder_enabled and not self.halted
+        return (
+            self.feeder is not None
+            and self.feeder_enabled
+            and not self.feeder_exhausted
+            and not self.halted
+        )
 
     def view(self) -> Transformation:
         """The read-only view a plugin receives."""
@@ -94,7 +100,7 @@ class ActiveTransformation:
             status=self.status,
             feeder=self.feeder,
             feeder_args=dict(self.feeder_args),
-            feeder_enabled=self.feeder_enabled,
+            feeder_enabled=self.feeder_enabled and not self.feeder_exhausted,
             packer=self.packer,
             packer_args=dict(self.packer_args),
             workgraph_id=UUID(bytes=self.workgraph_id) if self.workgraph_id else None,

@@ -1,17 +1,20 @@
-"""SQL of the feeder runner: one batch of inputs with its bookmark, the feeder's log rows, and the
-Edge feeder's range scan over a producer's ParcelOutputs (below its watermark, `watermark`).
+"""SQL of the feeder runner: one batch of inputs with its bookmark, the feeder's log rows, its
+own row (FeederStates: the bookmark and whether it is exhausted), and the Edge feeder's range
+scan over a producer's ParcelOutputs (below its watermark, `watermark`).
 
 A batch is one transaction (`commit_batch`):
 
-1. The guard: `UPDATE Transformations SET FeederState = ... WHERE TransformationID = :t AND
-   Status = 'Active' AND FeederEnabled` (FeederState is execution's column). It writes the new
-   bookmark, or the old one back, and row-locks the transformation, so an operator or hook
-   disabling the feeder (definition's UPDATE of the same row) is ordered with the batch: either
+1. The guard: a shared lock on the transformation's row, read `WHERE TransformationID = :t AND
+   Status = 'Active' AND FeederEnabled` (definition's row and the operator's switch; the lock
+   is declared in tests/test_ownership.py). It orders the batch with an operator or hook
+   disabling the feeder (definition's UPDATE of the same row, which waits for the lock): either
    the batch commits first and its inputs are counted before any drain check, or it finds the
    feeder off, matches no row, and writes nothing.
 2. The inputs: one duplicate-ignoring bulk insert; its row count (the rows actually inserted)
    is journalled as +N Unassigned.
-3. NoMoreInputs: the same guard clears FeederEnabled, with a TransformationLog row.
+3. The feeder's row: the new bookmark and, on NoMoreInputs, Exhausted, with a TransformationLog
+   row. A feeder whose row is Exhausted does not run again until execution is asked to reset it
+   (`reset_feeders`, when an operator or a hook enables the feeder again).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.bulk import insert_rows
@@ -32,7 +36,7 @@ from dxts.core.ids import new_ids
 from dxts.core.logs import LogEntry, log_transformations
 from dxts.core.plugins import Input
 from dxts.core.schema.definition import transformations
-from dxts.core.schema.execution import inputs, parcel_outputs
+from dxts.core.schema.execution import feeder_states, inputs, parcel_outputs
 from dxts.core.state_machines import INPUT, Actor
 from dxts.core.states import InputStatus, TransformationStatus
 
@@ -86,18 +90,18 @@ async def commit_batch(
     exhausted: bool = False,
     now: datetime,
 ) -> BatchResult:
-    """Guard, insert, journal, bookmark and (on NoMoreInputs) disable: one transaction's work."""
+    """Guard, insert, journal, bookmark and (on NoMoreInputs) exhausted: one transaction's work."""
     INPUT.check(None, InputStatus.UNASSIGNED, Actor.FEEDER)
-    guard = sa.update(transformations).where(
-        transformations.c.TransformationID == transformation_id,
-        transformations.c.Status == TransformationStatus.ACTIVE.value,
-        transformations.c.FeederEnabled.is_(sa.true()),
+    open_ = await conn.scalar(
+        sa.select(transformations.c.TransformationID)
+        .where(
+            transformations.c.TransformationID == transformation_id,
+            transformations.c.Status == TransformationStatus.ACTIVE.value,
+            transformations.c.FeederEnabled.is_(sa.true()),
+        )
+        .with_for_update(read=True)
     )
-    state = transformations.c.FeederState if bookmark is KEEP else bookmark
-    changes: dict[str, Any] = {"FeederState": state}
-    if exhausted:
-        changes["FeederEnabled"] = False
-    if (await conn.execute(guard.values(changes))).rowcount != 1:
+    if open_ is None:
         return BatchResult(accepted=False)
     rows = [
         {
@@ -115,11 +119,84 @@ async def commit_batch(
     # Validated against the columns already (IGNORE would downgrade their errors to warnings).
     inserted = await insert_rows(conn, inputs, rows, ignore_duplicates=True)
     await journal_input_transition(conn, transformation_id, None, InputStatus.UNASSIGNED, inserted)
+    if bookmark is not KEEP or exhausted:
+        await _save_state(conn, transformation_id, bookmark, exhausted, now)
     if exhausted:
         await log_feeder(
             conn, transformation_id, "FeederExhausted", "the feeder reported NoMoreInputs"
         )
     return BatchResult(accepted=True, inserted=inserted)
+
+
+async def _save_state(
+    conn: AsyncConnection, transformation_id: bytes, bookmark: Any, exhausted: bool, now: datetime
+) -> None:
+    """Put the feeder's row: the bookmark unless KEEP, Exhausted when it said NoMoreInputs."""
+    changes: dict[str, Any] = {"UpdatedAt": now}
+    if bookmark is not KEEP:
+        changes["Bookmark"] = bookmark
+    if exhausted:
+        changes["Exhausted"] = True
+    row = {"TransformationID": transformation_id, "Bookmark": None, **changes}
+    if conn.dialect.name == "sqlite":
+        lite = sqlite.insert(feeder_states).values(row)
+        await conn.execute(
+            lite.on_conflict_do_update(index_elements=["TransformationID"], set_=changes)
+        )
+        return
+    await conn.execute(mysql.insert(feeder_states).values(row).on_duplicate_key_update(changes))
+
+
+class FeederState(NamedTuple):
+    bookmark: Any
+    exhausted: bool
+
+
+async def feeder_state(conn: AsyncConnection, transformation_id: bytes) -> FeederState:
+    """The feeder's bookmark and whether it is exhausted (no row: neither)."""
+    row = (
+        await conn.execute(
+            sa.select(feeder_states.c.Bookmark, feeder_states.c.Exhausted).where(
+                feeder_states.c.TransformationID == transformation_id
+            )
+        )
+    ).first()
+    return FeederState(None, False) if row is None else FeederState(row.Bookmark, row.Exhausted)
+
+
+async def exhausted_among(conn: AsyncConnection, transformation_ids: Sequence[bytes]) -> set[bytes]:
+    """Those of the transformations whose feeder said NoMoreInputs (one statement)."""
+    if not transformation_ids:
+        return set()
+    found = await conn.scalars(
+        sa.select(feeder_states.c.TransformationID).where(
+            feeder_states.c.TransformationID.in_(transformation_ids),
+            feeder_states.c.Exhausted.is_(sa.true()),
+        )
+    )
+    return {bytes(transformation_id) for transformation_id in found}
+
+
+async def reset_feeders(
+    conn: AsyncConnection,
+    transformation_ids: Sequence[bytes],
+    *,
+    clear_bookmarks: bool,
+    now: datetime,
+) -> int:
+    """No longer exhausted (and, asked for, no bookmark: the feeder starts from the beginning);
+    the rows changed."""
+    if not transformation_ids:
+        return 0
+    changes: dict[str, Any] = {"Exhausted": False, "UpdatedAt": now}
+    if clear_bookmarks:
+        changes["Bookmark"] = None
+    result = await conn.execute(
+        sa.update(feeder_states)
+        .where(feeder_states.c.TransformationID.in_(transformation_ids))
+        .values(changes)
+    )
+    return int(result.rowcount)
 
 
 async def log_feeder(

@@ -22,8 +22,9 @@ from dxts.core.errors import DxtsError, Unavailable
 from dxts.core.ids import id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.plugins.points import Phase, Point
-from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl
+from dxts.core.plugins.protocols.lifecycle import Counts
 from dxts.core.plugins.registry import Registry
+from dxts.definition.logic.execution import LifecycleControl
 from dxts.definition.logic.lifecycle.views import AUTHOR
 from dxts.definition.settings import LifecycleSettings
 
@@ -68,7 +69,7 @@ class Engine:
     database: Database
     registry: Registry
     counts: Counts
-    control: ExecutionControl
+    control: LifecycleControl
     settings: LifecycleSettings
     _reported: dict[tuple[Owner, str], str] = field(default_factory=dict)
 

@@ -7,7 +7,8 @@ the hook runs in, then per target
 * `feeder_args` — validated against the feeder for every phase it will still run in, stored,
   logged (`FeederArgs`, with the previous arguments);
 * `feeder_enabled` — stored and logged (`FeederEnabled` / `FeederDisabled`); a halted workgraph's
-  feeders stay off;
+  feeders stay off; a feeder enabled after it said NoMoreInputs is reset by execution first
+  (`dxts.definition.logic.feeders.reset_exhausted`);
 * `pause` — Active → Paused, taken by the hook (a state change with its log row);
 * `flush` — on an Active member of a workgraph that is not halted: `flushed_at` recorded in the
   transformation's annotations (what PeriodicFlush reads), a `Flush` log row, and after the
@@ -38,7 +39,7 @@ from dxts.core.plugins.points import Phase, PluginKind, Point
 from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.state_machines import Actor
 from dxts.core.states import TransformationStatus
-from dxts.definition.logic.feeders import FEEDER_STATES
+from dxts.definition.logic.feeders import FEEDER_STATES, reset_exhausted
 from dxts.definition.logic.lifecycle.engine import Engine, hook_author
 from dxts.definition.logic.locked import lock_transformation, lock_workgraph
 from dxts.definition.logic.moves import move_transformations
@@ -104,6 +105,10 @@ async def apply_operations(
         return
     author = hook_author(hook)
     flushes: list[bytes] = []
+    enabling = [tid for tid, operation in operations.items() if operation.feeder_enabled]
+    exhausted = await reset_exhausted(
+        engine.database, engine.control, enabling, request_id=str(uuid.uuid4())
+    )
 
     async def work(conn: Transaction) -> None:
         flushes.clear()
@@ -138,7 +143,8 @@ async def apply_operations(
                     )
                 )
             enable = operation.feeder_enabled
-            if enable is not None and enable != target.feeder_enabled and not (enable and halted):
+            was_on = target.feeder_enabled and tid not in exhausted
+            if enable is not None and enable != was_on and not (enable and halted):
                 await transformations_db.set_feeders_enabled(conn, [tid], enable, now)
                 entries.append(
                     LogEntry(tid, "FeederEnabled" if enable else "FeederDisabled", author)
