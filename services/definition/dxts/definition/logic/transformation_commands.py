@@ -60,7 +60,6 @@ async def transition_transformation(
     *,
     reason: str = "",
     request_id: str = "",
-    rpc: str = "TransitionTransformation",
 ) -> Result:
     """One operator edge: pause, resume, leave a blocked state; for a standalone
     transformation also its workgraph's edges (start, cancel, back to Active)."""
@@ -96,7 +95,7 @@ async def transition_transformation(
         return {"status": target, "feeder_enabled": locked.feeder_enabled}
 
     return await transformation_command(
-        database, caller, rpc, transformation_id, apply, request_id=request_id, reason=reason
+        database, caller, transformation_id, apply, request_id=request_id, reason=reason
     )
 
 
@@ -115,7 +114,6 @@ async def pause(
         T.PAUSED,
         reason=reason,
         request_id=request_id,
-        rpc="PauseTransformation",
     )
 
 
@@ -134,7 +132,6 @@ async def resume(
         T.ACTIVE,
         reason=reason,
         request_id=request_id,
-        rpc="ResumeTransformation",
     )
 
 
@@ -204,7 +201,6 @@ async def set_feeder(
     return await transformation_command(
         database,
         caller,
-        "SetFeeder",
         transformation_id,
         apply,
         request_id=request_id,
@@ -244,7 +240,6 @@ async def flush(
     result = await transformation_command(
         database,
         caller,
-        "FlushTransformation",
         transformation_id,
         apply,
         request_id=request_id,

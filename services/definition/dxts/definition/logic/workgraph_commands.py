@@ -89,7 +89,6 @@ async def start(
     return await workgraph_command(
         database,
         caller,
-        "StartWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -160,7 +159,7 @@ async def extend_scout(
         return result
 
     return await workgraph_command(
-        database, caller, "ExtendScout", workgraph_id, apply, request_id=request_id, reason=reason
+        database, caller, workgraph_id, apply, request_id=request_id, reason=reason
     )
 
 
@@ -214,7 +213,6 @@ async def drain(
     return await workgraph_command(
         database,
         caller,
-        "DrainWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -261,7 +259,6 @@ async def halt(
     result = await workgraph_command(
         database,
         caller,
-        "HaltWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -304,7 +301,6 @@ async def cancel(
     return await workgraph_command(
         database,
         caller,
-        "CancelWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -360,7 +356,6 @@ async def return_to_active(
     return await workgraph_command(
         database,
         caller,
-        "ReturnToActive",
         workgraph_id,
         apply,
         request_id=request_id,
