@@ -16,9 +16,11 @@ from dxts.bench.__main__ import main
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.plugins.registry import Registry
 from dxts.core.schema import accounting, definition
 from dxts.definition.logic.submit import submit_workgraph
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer
 
 FIGURES = ("submit_ms_p50", "submit_ms_p99", "submit_per_s")
 TINY = bench.SCALES["tiny"]
@@ -96,9 +98,10 @@ async def test_the_baseline_writes_the_rows_a_submission_writes(database: Databa
     steps, catalogue, config = 4, Registry.discover(), DefinitionConfig()
     before = await _counts(database)
     bundle = next(bench.bundles(steps))
-    await submit_workgraph(
-        database, bundle, vo=bench.VO, sub=bench.SUB, catalogue=catalogue, config=config
-    )
+    with serving(rpc(DefinitionServiceServicer.SubmitWorkgraph)):
+        await submit_workgraph(
+            database, bundle, vo=bench.VO, sub=bench.SUB, catalogue=catalogue, config=config
+        )
     submitted = await _counts(database)
     plan = bench.fresh_plans(steps, catalogue, config)()
     await bench.insert_rows(database, bench.plan_rows(plan, "Plain"))
@@ -125,9 +128,10 @@ async def test_check_created_fails_when_a_submission_is_missing(database: Databa
     steps, catalogue, config = 2, Registry.discover(), DefinitionConfig()
     plans = bench.fresh_plans(steps, catalogue, config)
     for bundle, _ in zip(bench.bundles(steps), range(2), strict=False):
-        await submit_workgraph(
-            database, bundle, vo=bench.VO, sub=bench.SUB, catalogue=catalogue, config=config
-        )
+        with serving(rpc(DefinitionServiceServicer.SubmitWorkgraph)):
+            await submit_workgraph(
+                database, bundle, vo=bench.VO, sub=bench.SUB, catalogue=catalogue, config=config
+            )
         await bench.insert_rows(database, bench.plan_rows(plans(), f"{bench.PLAIN_TYPE}{steps}"))
     await bench.check_created(database, steps, 2)
     with pytest.raises(FailedPrecondition, match="BenchChain2: 2 workgraphs"):

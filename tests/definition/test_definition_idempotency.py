@@ -17,6 +17,7 @@ from cwl_support import EXAMPLES, catalogue, example
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import Aborted, FailedPrecondition, InvalidArgument
 from dxts.core.ids import id_to_str
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.locks import LockManager
 from dxts.core.schema.accounting import transformation_log, workgraph_log
 from dxts.core.schema.definition import (
@@ -31,7 +32,10 @@ from dxts.core.schema.definition import (
 from dxts.cwl.loading import Bundle
 from dxts.definition.logic import submit as submit_module
 from dxts.definition.logic.submit import Submitted, submission_lock, submit_workgraph
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer
 
+# What a submission run here answers as: the call it is the logic of.
+SUBMIT = rpc(DefinitionServiceServicer.SubmitWorkgraph)
 TABLES = (
     workgraphs,
     ownership,
@@ -53,9 +57,10 @@ async def submit(
     database: Database, bundle: Bundle, *, sub: str = "alice", **kwargs: Any
 ) -> Submitted:
     options: dict[str, Any] = {"allow_unknown_plugins": True, **kwargs}
-    return await submit_workgraph(
-        database, bundle, vo="lhcb", sub=sub, catalogue=catalogue(), **options
-    )
+    with serving(SUBMIT):
+        return await submit_workgraph(
+            database, bundle, vo="lhcb", sub=sub, catalogue=catalogue(), **options
+        )
 
 
 async def counts(database: Database) -> list[int]:
@@ -210,7 +215,8 @@ async def test_a_duplicate_waits_for_the_holder_of_its_request_id(database: Data
     locks = LockManager(database)
     key = request()
     try:
-        held = await locks.acquire(submission_lock("lhcb", "alice", key))
+        with serving(SUBMIT):
+            held = await locks.acquire(submission_lock("lhcb", "alice", key))
         assert held
         waiting = asyncio.create_task(
             submit(database, example("simulation"), request_id=key, locks=locks)
@@ -231,7 +237,8 @@ async def test_a_duplicate_that_waits_too_long_is_aborted(
     key = request()
     before = await workgraph_count(database)
     try:
-        held = await locks.acquire(submission_lock("lhcb", "alice", key))
+        with serving(SUBMIT):
+            held = await locks.acquire(submission_lock("lhcb", "alice", key))
         with pytest.raises(Aborted, match="retry"):
             await submit(database, example("simulation"), request_id=key, locks=locks)
         await held.release()

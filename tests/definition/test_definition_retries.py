@@ -18,9 +18,11 @@ from definition_world import log_rows as read_logs
 
 from dxts.core.db import Database
 from dxts.core.identity import Identity
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.states import ActionResult
 from dxts.definition.logic import actions, transformation_commands, workgraph_commands
 from dxts.definition.logic.authorise import Caller
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 OPERATOR = Caller(Identity("lhcb", "olivia", frozenset({"operator"})))
 # Members of an Active workgraph: two running, one paused by an operator.
@@ -28,10 +30,15 @@ ACTIVE = {"simulate": "Active", "reconstruct": "Paused", "replicate": "Active"}
 
 
 async def race(
-    first: Database, second: Database, command: Callable[[Database], Awaitable[Any]]
+    first: Database,
+    second: Database,
+    answering: Callable[..., object],
+    command: Callable[[Database], Awaitable[Any]],
 ) -> list[Any]:
-    """The same command (same request id) on both replicas at once."""
-    return list(await asyncio.gather(command(first), command(second)))
+    """The same command (same request id) on both replicas at once, each answering the RPC
+    `answering` (a generated servicer's method) as its call would."""
+    with serving(rpc(answering)):
+        return list(await asyncio.gather(command(first), command(second)))
 
 
 def events(rows: list[Any]) -> list[tuple[str, str | None, str | None]]:
@@ -44,6 +51,7 @@ async def test_a_racing_retried_start_is_applied_once(mariadb: Database, replica
     answers = await race(
         mariadb,
         replica,
+        Definition.StartWorkgraph,
         lambda db: workgraph_commands.start(db, OPERATOR, fixture.workgraph_id, request_id=key),
     )
     assert answers[0] == answers[1] == {"status": "Scouting"}
@@ -64,6 +72,7 @@ async def test_a_racing_retried_halt_is_applied_once_and_forwards_the_same_reque
     answers = await race(
         mariadb,
         replica,
+        Definition.HaltWorkgraph,
         lambda db: workgraph_commands.halt(
             db, OPERATOR, fixture.workgraph_id, execution=execution, request_id=key
         ),
@@ -85,6 +94,7 @@ async def test_a_racing_retried_pause_is_applied_once(mariadb: Database, replica
     answers = await race(
         mariadb,
         replica,
+        Definition.PauseTransformation,
         lambda db: transformation_commands.pause(db, OPERATOR, simulate, request_id=key),
     )
     assert answers[0] == answers[1] == {"status": "Paused", "feeder_enabled": True}
@@ -111,6 +121,7 @@ async def test_a_racing_retried_force_is_applied_once(mariadb: Database, replica
     answers = await race(
         mariadb,
         replica,
+        Definition.ForceAction,
         lambda db: actions.force_action(
             db, OPERATOR, action_id, ActionResult.PASSED, message="site problem", request_id=key
         ),
@@ -131,6 +142,7 @@ async def test_a_racing_retried_reset_is_applied_once(mariadb: Database, replica
     answers = await race(
         mariadb,
         replica,
+        Definition.ResetAction,
         lambda db: actions.reset_action(db, OPERATOR, action_id, request_id=key),
     )
     assert answers[0] == answers[1]

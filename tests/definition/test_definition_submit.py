@@ -12,6 +12,7 @@ from dxts.core.config import Defaults, DefinitionConfig, VODefaults
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import AlreadyExists, InvalidArgument, NotFound
 from dxts.core.ids import id_to_str
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.schema.accounting import transformation_log, workgraph_log
 from dxts.core.schema.definition import (
     actions,
@@ -29,13 +30,15 @@ from dxts.cwl.loading import Bundle
 from dxts.cwl.problems import DocumentViolation
 from dxts.definition.logic import registry
 from dxts.definition.logic.submit import Submitted, submit_workgraph
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer
 
 
 async def submit(database: Database, bundle: Bundle, **kwargs: Any) -> Submitted:
     options: dict[str, Any] = {"allow_unknown_plugins": True, **kwargs}
-    return await submit_workgraph(
-        database, bundle, vo="lhcb", sub="alice", catalogue=catalogue(), **options
-    )
+    with serving(rpc(DefinitionServiceServicer.SubmitWorkgraph)):
+        return await submit_workgraph(
+            database, bundle, vo="lhcb", sub="alice", catalogue=catalogue(), **options
+        )
 
 
 async def rows(database: Database, query: sa.Select[Any]) -> list[Any]:

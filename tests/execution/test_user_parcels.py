@@ -3,6 +3,8 @@ like any parcel, read back with their outcome — on SQLite and MariaDB."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import sqlalchemy as sa
 from definition_double import InMemoryTransformations
@@ -15,10 +17,19 @@ from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from dxts.core.ids import new_id
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.schema import execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
+from dxts.execution.logic import user_parcels
 from dxts.execution.logic.completing import Recorder
-from dxts.execution.logic.user_parcels import UserJob, create_user_parcel, get_user_parcel
+from dxts.execution.logic.user_parcels import UserJob, get_user_parcel
+from dxts.v1.execution_pb2_grpc import ExecutionServiceServicer
+
+
+async def create_user_parcel(database: Database, job: UserJob, **options: Any) -> bytes:
+    """The logic of a CreateUserParcel call, answering as that call."""
+    with serving(rpc(ExecutionServiceServicer.CreateUserParcel)):
+        return await user_parcels.create_user_parcel(database, job, **options)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from dxts.core.db import Database
 from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import KeyedSweep
-from dxts.core.locks import Lock, LockKind, LockManager
+from dxts.core.locks import Held, Lock, LockKind, LockManager
 
 
 def sweep(locks: LockManager, width: int = 4) -> KeyedSweep[bytes]:
@@ -82,3 +82,22 @@ async def test_a_round_whose_every_key_failed_raises(database: Database) -> None
         await sweep(locks).run([new_id(), new_id()], work)
     assert await sweep(locks).run([], work) == []
     await locks.dispose()
+
+
+async def test_a_key_s_work_can_see_its_hold(database: Database) -> None:
+    """Work that keeps its key for a lease is handed the hold: it is the key's lock, held while
+    the work runs, and released after."""
+    locks, other = LockManager(database), LockManager(database)
+    key = new_id()
+
+    async def work(item: bytes, held: Held) -> bool:
+        assert held.lock == Lock(LockKind.FEEDER, item)
+        async with other.try_hold(held.lock) as elsewhere:
+            assert not elsewhere
+        return await held.still_held()
+
+    assert await sweep(locks).run_holding([key], work) == [True]
+    async with other.try_hold(Lock(LockKind.FEEDER, key)) as after:
+        assert after
+    await locks.dispose()
+    await other.dispose()

@@ -20,10 +20,12 @@ from lifecycle_world import (
 
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import content_hash, id_to_str
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.plugins import ActionResult
 from dxts.core.schema.definition import compute_transformations, requirements
 from dxts.core.states import ActionResult as Result
 from dxts.definition.logic import actions
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 RC = Isolation.READ_COMMITTED
 
@@ -80,9 +82,10 @@ async def test_the_runner_takes_the_lowest_position_retries_pending_and_blocks_o
 
     # Forcing the failed action brings the member back; the runner continues, finds nothing
     # left and the member is Finalized (and the workgraph Completed).
-    await actions.force_action(
-        database, OPERATOR, world.actions["solo/Finalizing/3"], Result.PASSED
-    )
+    with serving(rpc(Definition.ForceAction)):
+        await actions.force_action(
+            database, OPERATOR, world.actions["solo/Finalizing/3"], Result.PASSED
+        )
     assert await engine.sweep(world) == ("Completed", {"solo": "Completed"})
     assert [key for key, _ in script.calls[start:]] == ["r1", "r2", "r2", "r3"]
     _, member_log = await logs(database, world)
@@ -110,7 +113,8 @@ async def test_a_reset_action_runs_again(database: Database, engine: Rig) -> Non
     engine.script.queue("again-2", ActionResult.failed("no"))
     assert (await engine.sweep(world))[1] == {"solo": "FinalizingBlocked"}
     # Resetting the only Failed action leaves the blocked state; the action runs again.
-    await actions.reset_action(database, OPERATOR, world.actions["solo/Finalizing/2"])
+    with serving(rpc(Definition.ResetAction)):
+        await actions.reset_action(database, OPERATOR, world.actions["solo/Finalizing/2"])
     assert (await statuses(database, world))[1] == {"solo": "Finalizing"}
     start = len(engine.script.calls)
     assert (await engine.sweep(world))[1] == {"solo": "Completed"}
@@ -217,9 +221,10 @@ async def test_members_run_their_lists_upstream_first(database: Database, engine
         {"a": "FinalizingBlocked", "b": "Finalizing", "c": "Finalized", "d": "Finalizing"},
     )
     assert sorted(engine.script.keys()[start:]) == ["up-a", "up-c"]
-    await actions.force_action(
-        database, OPERATOR, world.actions["a/Finalizing/1"], Result.PASSED
-    )
+    with serving(rpc(Definition.ForceAction)):
+        await actions.force_action(
+            database, OPERATOR, world.actions["a/Finalizing/1"], Result.PASSED
+        )
     start = len(engine.script.calls)
     assert await engine.sweep(world) == (
         "Completed",

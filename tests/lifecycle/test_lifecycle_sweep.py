@@ -26,6 +26,7 @@ from lifecycle_world import (
 )
 
 from dxts.core.db import Database, Isolation, db_now
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.locks import Lock
 from dxts.core.plugins import (
     ActionResult,
@@ -42,6 +43,7 @@ from dxts.core.states import InputStatus, ParcelStatus
 from dxts.definition.component import build_lifecycle
 from dxts.definition.logic import actions
 from dxts.definition.settings import LifecycleSettings
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 I, P = InputStatus, ParcelStatus  # noqa: E741
 RC = Isolation.READ_COMMITTED
@@ -101,9 +103,10 @@ async def test_a_workgraph_walks_from_scouting_to_archived(database: Database, e
     # Settled: accepted, approved by the check, held by the sign-off nobody has given.
     engine.counts.set(world.uid("reco"), {I.PROCESSED: 2})
     assert (await engine.sweep(world))[0] == "ApprovingBlocked"
-    await actions.force_action(
-        database, OPERATOR, world.actions["workgraph/Approving/2"], Result.PASSED
-    )
+    with serving(rpc(Definition.ForceAction)):
+        await actions.force_action(
+            database, OPERATOR, world.actions["workgraph/Approving/2"], Result.PASSED
+        )
     # Approved: the member held until approval starts.
     assert await engine.sweep(world) == (
         "Active",

@@ -49,6 +49,7 @@ from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.plugins.registry import Registry
 from dxts.core.schema import accounting, definition
 from dxts.core.states import TransformationStatus, WorkgraphStatus
@@ -56,6 +57,7 @@ from dxts.cwl.compile import Plan, compile_plan
 from dxts.cwl.loading import Bundle, load_document
 from dxts.cwl.validation import validate
 from dxts.definition.logic.submit import submit_workgraph
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer
 
 RC = Isolation.READ_COMMITTED
 VO, SUB = "bench", "bench"
@@ -238,9 +240,10 @@ def _submitter(
     database: Database, steps: int, catalogue: Registry, config: DefinitionConfig
 ) -> Submit:
     async def submit(bundle: Bundle) -> None:
-        submitted = await submit_workgraph(
-            database, bundle, vo=VO, sub=SUB, catalogue=catalogue, config=config
-        )
+        with serving(rpc(DefinitionServiceServicer.SubmitWorkgraph)):
+            submitted = await submit_workgraph(
+                database, bundle, vo=VO, sub=SUB, catalogue=catalogue, config=config
+            )
         if len(submitted.plan.members) != steps:
             raise FailedPrecondition(
                 f"a {steps}-step submission created {len(submitted.plan.members)} members"

@@ -80,7 +80,7 @@ class DispatcherComponent(Component):
             try:
                 await backend.describe()
             except BackendUnreachable as error:
-                UNREACHABLE.labels(backend.name, "Describe").inc()
+                UNREACHABLE.labels(backend.name, error.rpc).inc()
                 log.warning("%s", error)
         loads, now = await read_loads(self.dispatcher.database, list(self.backends))
         for name, load in loads.items():

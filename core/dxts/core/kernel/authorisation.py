@@ -21,13 +21,25 @@ An RPC missing from the table is refused: a new RPC is closed until it has its r
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from dxts.core.errors import PermissionDenied
+from dxts.v1 import (
+    accounting_pb2,
+    accounting_pb2_grpc,
+    backend_pb2,
+    backend_pb2_grpc,
+    definition_pb2,
+    definition_pb2_grpc,
+    dispatcher_pb2,
+    dispatcher_pb2_grpc,
+    execution_pb2,
+    execution_pb2_grpc,
+)
 
 if TYPE_CHECKING:  # the grpc package's interceptor imports this module
     from google.protobuf.descriptor import MethodDescriptor
@@ -59,15 +71,57 @@ PEOPLE = frozenset({U, O, A})
 COMPONENTS = frozenset({D, B, S})
 PEOPLE_AND_SERVICES = PEOPLE | {S}
 
-DEFINITION = "/dxts.v1.DefinitionService/"
-EXECUTION = "/dxts.v1.ExecutionService/"
-ACCOUNTING = "/dxts.v1.AccountingService/"
-DISPATCHER = "/dxts.v1.DispatcherService/"
-BACKEND = "/dxts.v1.BackendAdaptorService/"
+# Each contract's generated servicer: its methods name the RPCs (`DEFINITION.SubmitWorkgraph`).
+DEFINITION = definition_pb2_grpc.DefinitionServiceServicer
+EXECUTION = execution_pb2_grpc.ExecutionServiceServicer
+ACCOUNTING = accounting_pb2_grpc.AccountingServiceServicer
+DISPATCHER = dispatcher_pb2_grpc.DispatcherServiceServicer
+BACKEND = backend_pb2_grpc.BackendAdaptorServiceServicer
+SERVICERS = (DEFINITION, EXECUTION, ACCOUNTING, DISPATCHER, BACKEND)
 
 
-def _rows(prefix: str, kinds: frozenset[CallerKind], *names: str) -> dict[str, frozenset[str]]:
-    return {prefix + name: frozenset(kinds) for name in names}
+def contract_methods() -> dict[str, MethodDescriptor]:
+    """Every RPC of every contract, by full method name: what the table must cover (its tests
+    check every one, with every kind of caller, on the table and against the real servers)."""
+    files = (accounting_pb2, backend_pb2, definition_pb2, dispatcher_pb2, execution_pb2)
+    return {
+        method_path(method): method
+        for module in files
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+
+
+@functools.cache
+def _servicer_methods() -> dict[object, MethodDescriptor]:
+    """Each generated servicer's method (`DefinitionServiceServicer.StartWorkgraph`) → the
+    contract's method it declares (the generator names a servicer after its service)."""
+    servicers = {servicer.__name__: servicer for servicer in SERVICERS}
+    return {
+        getattr(servicers[f"{method.containing_service.name}Servicer"], method.name): method
+        for method in contract_methods().values()
+    }
+
+
+def rpc(declared: Callable[..., object]) -> MethodDescriptor:
+    """The contract's method a generated servicer's method declares: how code outside the
+    contracts names an RPC (`rpc(DefinitionServiceServicer.StartWorkgraph)`), by an attribute
+    that the type checker and the import check, never by a string that could be misspelt."""
+    method = _servicer_methods().get(declared)
+    if method is None:
+        raise ValueError(f"{declared!r} is no method of a contract's servicer")
+    return method
+
+
+def method_path(method: MethodDescriptor) -> str:
+    """The full name a call carries (`/dxts.v1.DefinitionService/StartWorkgraph`)."""
+    return f"/{method.containing_service.full_name}/{method.name}"
+
+
+def _rows(
+    kinds: frozenset[CallerKind], *methods: Callable[..., object]
+) -> dict[str, frozenset[str]]:
+    return {method_path(rpc(method)): frozenset(kinds) for method in methods}
 
 
 Rules = Mapping[str, frozenset[str]]
@@ -75,86 +129,92 @@ Rules = Mapping[str, frozenset[str]]
 RULES: Rules = {
     # Definition: people steer (their VO, their own unless operator); no component does.
     **_rows(
-        DEFINITION,
         PEOPLE,
-        "SubmitWorkgraph",
-        "UpdateAnnotations",
-        "StartWorkgraph",
-        "ExtendScout",
-        "DrainWorkgraph",
-        "HaltWorkgraph",
-        "CancelWorkgraph",
-        "ReturnToActive",
-        "PauseTransformation",
-        "ResumeTransformation",
-        "ForceAction",
-        "ResetAction",
-        "SetFeeder",
-        "FlushTransformation",
-        "TransitionTransformation",
-        "PublishProcess",
-        "SubmitJob",
+        DEFINITION.SubmitWorkgraph,
+        DEFINITION.UpdateAnnotations,
+        DEFINITION.StartWorkgraph,
+        DEFINITION.ExtendScout,
+        DEFINITION.DrainWorkgraph,
+        DEFINITION.HaltWorkgraph,
+        DEFINITION.CancelWorkgraph,
+        DEFINITION.ReturnToActive,
+        DEFINITION.PauseTransformation,
+        DEFINITION.ResumeTransformation,
+        DEFINITION.ForceAction,
+        DEFINITION.ResetAction,
+        DEFINITION.SetFeeder,
+        DEFINITION.FlushTransformation,
+        DEFINITION.TransitionTransformation,
+        DEFINITION.PublishProcess,
+        DEFINITION.SubmitJob,
     ),
     # People read; so do the other services (accounting asks with its caller's token, the
     # lifecycle and execution with their own).
     **_rows(
-        DEFINITION,
         PEOPLE_AND_SERVICES,
-        "GetWorkgraph",
-        "ListWorkgraphs",
-        "ListTransformations",
-        "ResolveProcess",
-        "ListVersions",
-        "ProcessLineage",
-        "GetDrainStatus",
+        DEFINITION.GetWorkgraph,
+        DEFINITION.ListWorkgraphs,
+        DEFINITION.ListTransformations,
+        DEFINITION.ResolveProcess,
+        DEFINITION.ListVersions,
+        DEFINITION.ProcessLineage,
+        DEFINITION.GetDrainStatus,
     ),
     # What execution works from, across every VO; people see their own VO's (feeder bookmarks:
     # `dxts feeder show`), the query being scoped by the caller's VO like every other read.
-    **_rows(DEFINITION, PEOPLE_AND_SERVICES, "ListActiveTransformations"),
+    **_rows(PEOPLE_AND_SERVICES, DEFINITION.ListActiveTransformations),
     # A process is what a parcel runs: the dispatcher hands it to the backend, and chooses the
     # backend by the transformation's VO and type.
     **_rows(
-        DEFINITION, PEOPLE_AND_SERVICES | {D}, "GetProcess", "GetProcessTree", "GetTransformation"
+        PEOPLE_AND_SERVICES | {D},
+        DEFINITION.GetProcess,
+        DEFINITION.GetProcessTree,
+        DEFINITION.GetTransformation,
     ),
     # Execution: people read and steer inputs and parcels of their VO; the lifecycle too.
     **_rows(
-        EXECUTION,
         PEOPLE_AND_SERVICES,
-        "ListInputs",
-        "GetInput",
-        "ListParcels",
-        "GetParcel",
-        "Provenance",
-        "ListDescendants",
-        "ResetInputs",
-        "WriteOffInputs",
-        "CancelParcels",
-        "Flush",
-        "ResetFeeders",
-        "GetUserParcel",
+        EXECUTION.ListInputs,
+        EXECUTION.GetInput,
+        EXECUTION.ListParcels,
+        EXECUTION.GetParcel,
+        EXECUTION.Provenance,
+        EXECUTION.ListDescendants,
+        EXECUTION.ResetInputs,
+        EXECUTION.WriteOffInputs,
+        EXECUTION.CancelParcels,
+        EXECUTION.Flush,
+        EXECUTION.ResetFeeders,
+        EXECUTION.GetUserParcel,
     ),
     # Housekeeping of the lifecycle, and definition's SubmitJob creating the parcel.
-    **_rows(EXECUTION, frozenset({S}), "CleanTransformation", "CreateUserParcel"),
+    **_rows(frozenset({S}), EXECUTION.CleanTransformation, EXECUTION.CreateUserParcel),
     # What backends did, forwarded by the dispatcher only.
-    **_rows(EXECUTION, frozenset({D}), "RecordOutcomes"),
+    **_rows(frozenset({D}), EXECUTION.RecordOutcomes),
     # Accounting: reads scoped to the caller's VO; a rebuild by a VO operator (its VO) or the
     # installation's admin (any).
     **_rows(
-        ACCOUNTING,
         PEOPLE_AND_SERVICES,
-        "GetCounts",
-        "GetWorkgraphSummary",
-        "GetStorageSummary",
-        "ListLog",
+        ACCOUNTING.GetCounts,
+        ACCOUNTING.GetWorkgraphSummary,
+        ACCOUNTING.GetStorageSummary,
+        ACCOUNTING.ListLog,
     ),
-    **_rows(ACCOUNTING, frozenset({O, A}), "Rebuild"),
+    **_rows(frozenset({O, A}), ACCOUNTING.Rebuild),
     # The dispatcher: outcomes pushed by the adaptor that holds the parcels.
-    **_rows(DISPATCHER, frozenset({B}), "ReportOutcomes"),
-    **_rows(DISPATCHER, frozenset({O, A, S}), "DispatcherStatus"),
+    **_rows(frozenset({B}), DISPATCHER.ReportOutcomes),
+    **_rows(frozenset({O, A, S}), DISPATCHER.DispatcherStatus),
     # A parcel's job logs: people of its VO (checked where the parcel is loaded).
-    **_rows(DISPATCHER, PEOPLE, "GetParcelLogs"),
+    **_rows(PEOPLE, DISPATCHER.GetParcelLogs),
     # Backend adaptors run whatever they are handed: the dispatcher only.
-    **_rows(BACKEND, frozenset({D}), "Describe", "Submit", "Poll", "Cancel", "GetLogs"),
+    **_rows(
+        frozenset({D}),
+        BACKEND.Describe,
+        BACKEND.Submit,
+        BACKEND.Poll,
+        BACKEND.Cancel,
+        BACKEND.GetLogs,
+    ),
 }
 
 
@@ -174,26 +234,6 @@ def backend_of(identity: Identity) -> str | None:
     ):
         return None
     return identity.sub.removeprefix(ADAPTOR_SUBJECT_PREFIX)
-
-
-def contract_methods() -> dict[str, MethodDescriptor]:
-    """Every RPC of every contract, by full method name: what the table must cover (its tests
-    check every one, with every kind of caller, on the table and against the real servers)."""
-    from dxts.v1 import (  # the contracts, only when asked for
-        accounting_pb2,
-        backend_pb2,
-        definition_pb2,
-        dispatcher_pb2,
-        execution_pb2,
-    )
-
-    files = (accounting_pb2, backend_pb2, definition_pb2, dispatcher_pb2, execution_pb2)
-    return {
-        f"/{service.full_name}/{method.name}": method
-        for module in files
-        for service in module.DESCRIPTOR.services_by_name.values()
-        for method in service.methods
-    }
 
 
 def kinds_of(identity: Identity) -> frozenset[CallerKind]:
@@ -233,9 +273,12 @@ _served_rpc: ContextVar[str | None] = ContextVar("dxts_served_rpc", default=None
 
 
 @contextmanager
-def serving(method: str) -> Iterator[None]:
-    """Within the block, `served_rpc()` is `method` (a full name, `/package.Service/Method`)."""
-    token = _served_rpc.set(method.rsplit("/", 1)[-1])
+def serving(method: str | MethodDescriptor) -> Iterator[None]:
+    """Within the block, `served_rpc()` is `method`'s name: a call's full name
+    (`/package.Service/Method`, as the interceptor has it) or the contract's method (`rpc(…)`)
+    a command run outside its own call answers as."""
+    name = method.rsplit("/", 1)[-1] if isinstance(method, str) else method.name
+    token = _served_rpc.set(name)
     try:
         yield
     finally:
@@ -244,23 +287,9 @@ def serving(method: str) -> Iterator[None]:
 
 def served_rpc() -> str:
     """The contract's name of the RPC being served (`Flush`): what a command that answers the
-    call is named after, taken from the call rather than typed."""
+    call is named after (its log's event, the scope of its request ids), taken from the call
+    rather than typed."""
     name = _served_rpc.get()
     if name is None:
-        raise RuntimeError("no RPC is being served here: name the command")
-    return name
-
-
-@functools.cache
-def rpc_names() -> frozenset[str]:
-    """The method name of every RPC of every contract."""
-    return frozenset(method.rsplit("/", 1)[-1] for method in contract_methods())
-
-
-def contract_rpc(name: str) -> str:
-    """`name` (`Method` or `Service.Method`) when it names an RPC of the contracts, else
-    ValueError: a command named by hand (one run outside the call it answers, or inside another
-    call) must not be misspelt, or it logs under another event and never recognises a retry."""
-    if name.rsplit(".", 1)[-1] not in rpc_names():
-        raise ValueError(f"{name!r} names no RPC of the contracts")
+        raise RuntimeError("no RPC is being served here: run the command within serving(rpc(…))")
     return name

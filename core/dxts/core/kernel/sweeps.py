@@ -26,7 +26,8 @@ Every sweep reports `dxts_sweep_rounds_total{sweep,outcome}`, `dxts_sweep_round_
 and `dxts_sweep_items_total{sweep}`.
 
 Most rounds work key by key (each transformation's feeder, each workgraph's lifecycle, each
-backend's poll, each counter's fold): a `KeyedSweep` owns that shape once. It takes each key's
+backend's poll, each counter's fold, the one counter repair): a `KeyedSweep` owns that shape
+once. It takes each key's
 named lock and skips the key when another replica holds it (never waiting behind it), runs `width`
 keys at a time, and isolates failures: a key that raises is logged and the others go on; only a
 round whose every key failed raises (the database or a peer is down), so the runner backs off.
@@ -45,7 +46,7 @@ from typing import Generic, TypeVar
 from prometheus_client import Counter, Histogram
 
 from dxts.core.kernel.lanes import each
-from dxts.core.locks import Lock, LockKind, LockManager
+from dxts.core.locks import Held, Lock, LockKind, LockManager
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,14 @@ class KeyedSweep(Generic[K]):
     async def run(self, items: Sequence[K], work: Callable[[K], Awaitable[R]]) -> list[R]:
         """`work` on every item whose lock this replica takes, `width` at a time; the results
         of those that ran, in the items' order."""
+        return await self.run_holding(items, lambda item, _: work(item))
+
+    async def run_holding(
+        self, items: Sequence[K], work: Callable[[K, Held], Awaitable[R]]
+    ) -> list[R]:
+        """`run`, with each key's work handed its hold: work that keeps a key for a lease (a
+        counter's fold) asks `Held.still_held()` between its transactions and stops once a
+        killed connection has lost the lock to another replica."""
         failures: list[Exception] = []
 
         async def one(item: K) -> R | _Skipped:
@@ -228,7 +237,7 @@ class KeyedSweep(Generic[K]):
                 async with self.locks.try_hold(lock) as held:
                     if not held:
                         return SKIPPED
-                    return await work(item)
+                    return await work(item, held)
             except Exception as error:
                 log.exception("%s failed; the next round retries it", lock.name)
                 failures.append(error)

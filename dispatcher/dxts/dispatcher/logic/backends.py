@@ -35,7 +35,12 @@ T = TypeVar("T")
 
 
 class BackendUnreachable(Exception):
-    """The adaptor did not answer (down, unreachable, or past the deadline)."""
+    """The adaptor did not answer (down, unreachable, or past the deadline) the call of `rpc`
+    (the contract's method name, as the unreachable metric labels it)."""
+
+    def __init__(self, message: str, *, rpc: str) -> None:
+        super().__init__(message)
+        self.rpc = rpc
 
 
 @dataclass

@@ -232,7 +232,7 @@ class Dispatcher:
         try:
             results = await backend.submit(payload, subs)
         except BackendUnreachable as error:
-            UNREACHABLE.labels(backend.name, "Submit").inc()
+            UNREACHABLE.labels(backend.name, error.rpc).inc()
             log.warning("%s; %d parcels stay Reserved for recovery", error, len(chunk))
             return
         by_key = {sub.parcel_id: p for sub, p in zip(subs, chunk, strict=True)}
@@ -301,7 +301,7 @@ class Dispatcher:
             try:
                 await backend.cancel(identifiers=[id_to_str(accepted[p]) for p in cancelled])
             except BackendUnreachable as error:
-                UNREACHABLE.labels(backend.name, "Cancel").inc()
+                UNREACHABLE.labels(backend.name, error.rpc).inc()
                 log.warning("%s; the cancel sweep will ask again", error)
 
     async def _record_refused(

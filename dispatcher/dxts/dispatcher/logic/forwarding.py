@@ -186,7 +186,7 @@ class Forwarder:
         try:
             reply = await backend.poll(list(expected))
         except BackendUnreachable as error:
-            UNREACHABLE.labels(backend.name, "Poll").inc()
+            UNREACHABLE.labels(backend.name, error.rpc).inc()
             log.warning("%s", error)
             return 0
         outcomes = [
@@ -284,7 +284,7 @@ class Forwarder:
                     parcel_ids=[id_to_str(p) for p in keys],
                 )
             except BackendUnreachable as error:
-                UNREACHABLE.labels(backend.name, "Cancel").inc()
+                UNREACHABLE.labels(backend.name, error.rpc).inc()
                 log.warning("%s", error)
                 return 0
             CANCELS.labels(backend.name).inc(len(due) + len(keys))

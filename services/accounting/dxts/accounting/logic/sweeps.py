@@ -2,17 +2,19 @@
 round of the kernel's `SweepRunner` (`sweeps()`), which paces them and retries a failed round
 (database unavailable, deadlock retries exhausted) after a backoff.
 
-* **Fold** (one sweep per counter). A replica folds only while it holds the counter's named
-  lock (`counter-fold:<counter>`), so replicas do not queue connections on the fold's lock
-  row; the holder keeps the lock for a lease (one round), folding again at once when a batch
-  was full and after `fold_interval_s` otherwise, then offers it; the others retry every
-  `fold_standby_s`.
+* **Fold** (one sweep per counter, its round the kernel's `KeyedSweep` over that one key). A
+  replica folds only while it holds the counter's named lock (`counter-fold:<counter>`), so
+  replicas do not queue connections on the fold's lock row; the holder keeps the lock for a
+  lease (one round), folding again at once when a batch was full and after `fold_interval_s`
+  otherwise, and stops early once its hold is lost (`Held.still_held`), then offers it; the
+  others retry every `fold_standby_s`.
 * **Metrics**: journal depth and oldest-row age per counter, InnoDB history list length, every
   `metrics_interval_s`. Every replica exports them (they describe the database, not the
   replica).
 * **Drift**: every `drift_interval_s`, or soon after a read reported a negative key (the watch
   wakes the sweep), scan each counter for negative keys (the `dxts_counter_negative` gauge),
-  rebuild the affected transformations under the `counter-repair` lock (one replica repairs),
+  rebuild the affected transformations under the `counter-repair` lock (a `KeyedSweep` of one
+  key: one replica repairs, the others skip),
   and scan again; never twice within `drift_debounce_s`, since reads keep reporting a key until
   it is repaired.
 
@@ -33,16 +35,22 @@ from dxts.accounting.logic.repair import Correction, DriftWatch
 from dxts.accounting.settings import AccountingSettings
 from dxts.core.counters import Counter, FoldResult
 from dxts.core.db import Database
-from dxts.core.kernel.sweeps import Pacing, Sweep
-from dxts.core.locks import Lock, LockKind, LockManager
+from dxts.core.kernel.sweeps import KeyedSweep, Pacing, Sweep
+from dxts.core.locks import Held, Lock, LockKind, LockManager
 
 log = logging.getLogger(__name__)
 
-REPAIR_LOCK = Lock(LockKind.COUNTER_REPAIR, "all")
+# The repair is one key: one replica repairs every counter's drift at a time.
+REPAIR_KEY = "all"
+
+
+def fold_key(counter: Counter) -> str:
+    return counter.name.lower()
 
 
 def fold_lock(counter: Counter) -> Lock:
-    return Lock(LockKind.COUNTER_FOLD, counter.name.lower())
+    """The named lock a counter's fold runs under."""
+    return Lock(LockKind.COUNTER_FOLD, fold_key(counter))
 
 
 class Sweeps:
@@ -60,6 +68,13 @@ class Sweeps:
         # Set by `stop`: a round ends at its next pause, never in a transaction.
         self.stopping = asyncio.Event()
         self._last_drift_scan = -float("inf")  # loop time at the end of the last drift round
+        # One key each: a counter's fold (one sweep per counter) and the repair.
+        self.folds: KeyedSweep[Counter] = KeyedSweep(
+            LockKind.COUNTER_FOLD, locks, width=1, key=fold_key
+        )
+        self.repairs: KeyedSweep[str] = KeyedSweep(
+            LockKind.COUNTER_REPAIR, locks, width=1, key=lambda key: key
+        )
 
     def stop(self) -> None:
         """Let every round end at its next pause (before the runner stops)."""
@@ -108,9 +123,8 @@ class Sweeps:
     async def fold_turn(self, counter: Counter, *, lease_s: float) -> int | None:
         """Fold `counter` while holding its lock for `lease_s` (at least until a batch is not
         full); returns the rows folded, or None when another replica holds the lock."""
-        async with self.locks.try_hold(fold_lock(counter)) as held:
-            if not held:
-                return None
+
+        async def lease(counter: Counter, held: Held) -> int:
             loop = asyncio.get_running_loop()
             ends = loop.time() + lease_s
             folded = 0
@@ -122,6 +136,9 @@ class Sweeps:
                 if loop.time() >= ends or self.stopping.is_set() or not await held.still_held():
                     return folded
                 await self._pause(self.settings.fold_interval_s)
+
+        done = await self.folds.run_holding([counter], lease)
+        return done[0] if done else None
 
     async def fold_round(self, counter: Counter) -> int:
         """One lease of the fold sweep: the rows folded (0 when another replica holds the lock:
@@ -143,12 +160,11 @@ class Sweeps:
         found = await self.watch.check(self.database)
         if not any(found.values()):
             return []
-        async with self.locks.try_hold(REPAIR_LOCK) as held:
-            if not held:
-                return []
-            corrections = await self.watch.repair(self.database)
+        repaired = await self.repairs.run([REPAIR_KEY], lambda _: self.watch.repair(self.database))
+        if not repaired:
+            return []  # another replica is repairing
         await self.watch.check(self.database)
-        return corrections
+        return repaired[0]
 
     async def drift_round(self) -> int:
         """One drift scan (and repair), at least `drift_debounce_s` after the last: the keys

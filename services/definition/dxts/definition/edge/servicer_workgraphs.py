@@ -12,6 +12,7 @@ from dxts.core.grpc.paging import page_size as _page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.identity import current_identity
 from dxts.core.ids import id_to_str
+from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.states import WorkgraphStatus
 from dxts.definition.edge.mapping import (
     action_pb,
@@ -25,7 +26,7 @@ from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import labels, queries, workgraph_commands
 from dxts.definition.logic.drain_status import drain_status
 from dxts.definition.logic.submit import start_if_asked, submit_workgraph
-from dxts.v1 import definition_pb2
+from dxts.v1 import definition_pb2, definition_pb2_grpc
 
 
 class WorkgraphRpcs(ServicerBase):
@@ -51,7 +52,8 @@ class WorkgraphRpcs(ServicerBase):
             request_id=request.request_id,
             locks=self._locks,
         )
-        await start_if_asked(self._database, self._caller(), submitted)
+        with serving(rpc(definition_pb2_grpc.DefinitionServiceServicer.StartWorkgraph)):
+            await start_if_asked(self._database, self._caller(), submitted)
         return definition_pb2.SubmitWorkgraphResponse(
             workgraph_id="" if request.dry_run else id_to_str(submitted.workgraph_id),
             plan=plan_pb(submitted.plan, request.dry_run),

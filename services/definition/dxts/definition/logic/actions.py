@@ -210,7 +210,7 @@ async def force_action(
 
     return await run_command(
         database,
-        command_request("ForceAction", caller, request_id, message),
+        command_request(caller, request_id, message),
         lock=lambda conn: _lock_action_owner(conn, caller, action_id),
         authorise=admit,
         scope=_scope,
@@ -249,7 +249,7 @@ async def reset_action(
 
     return await run_command(
         database,
-        command_request("ResetAction", caller, request_id, reason),
+        command_request(caller, request_id, reason),
         lock=lambda conn: _lock_action_owner(conn, caller, action_id),
         authorise=admit,
         scope=_scope,

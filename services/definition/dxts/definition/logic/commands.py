@@ -17,7 +17,6 @@ from typing import TypeVar
 
 from dxts.core.db import Database, Transaction
 from dxts.core.identity import Identity
-from dxts.core.kernel.authorisation import contract_rpc
 from dxts.core.kernel.commands import LogScope, Request, Result, run_command
 from dxts.definition.logic.authorise import Caller, authorise
 from dxts.definition.logic.locked import (
@@ -32,10 +31,11 @@ ApplyToTransformation = Callable[[Transaction, LockedTransformation], Awaitable[
 Target = TypeVar("Target", LockedWorkgraph, LockedTransformation)
 
 
-def command_request(rpc: str, caller: Caller, request_id: str, reason: str) -> Request:
-    """The command `rpc` asks for. Its name is checked against the contracts: the logic runs
-    outside a call too (the start a submission asks for runs inside SubmitWorkgraph)."""
-    return Request(contract_rpc(rpc), caller.identity, request_id, reason)
+def command_request(caller: Caller, request_id: str, reason: str) -> Request:
+    """The command answering the RPC being served, named after it (`Request.served`). Run
+    outside its own call (the start a submission asks for), a command runs within the
+    kernel's `serving(rpc(…))` of the RPC it answers as."""
+    return Request.served(caller.identity, request_id, reason)
 
 
 async def _steer(
@@ -62,7 +62,6 @@ async def _steer(
 async def workgraph_command(
     database: Database,
     caller: Caller,
-    rpc: str,
     workgraph_id: bytes,
     apply: Apply,
     *,
@@ -73,7 +72,7 @@ async def workgraph_command(
     """Run `apply` on the locked workgraph, once per request id (logged in its log)."""
     return await _steer(
         database,
-        command_request(rpc, caller, request_id, reason),
+        command_request(caller, request_id, reason),
         caller,
         LogScope(workgraph_id=workgraph_id),
         lambda conn: lock_workgraph(conn, workgraph_id),
@@ -85,7 +84,6 @@ async def workgraph_command(
 async def transformation_command(
     database: Database,
     caller: Caller,
-    rpc: str,
     transformation_id: bytes,
     apply: ApplyToTransformation,
     *,
@@ -97,7 +95,7 @@ async def transformation_command(
     member), once per request id (logged in the transformation's log)."""
     return await _steer(
         database,
-        command_request(rpc, caller, request_id, reason),
+        command_request(caller, request_id, reason),
         caller,
         LogScope(transformation_id=transformation_id),
         lambda conn: lock_transformation(conn, transformation_id),

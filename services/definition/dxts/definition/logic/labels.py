@@ -95,17 +95,15 @@ async def update_labels(
         )
         return {"patch": patch, "annotations": annotations}
 
-    rpc = "UpdateAnnotations"
     if workgraph_id is not None:
         result = await workgraph_command(
-            database, caller, rpc, workgraph_id, to_workgraph, request_id=request_id, reason=""
+            database, caller, workgraph_id, to_workgraph, request_id=request_id, reason=""
         )
     else:
         assert transformation_id is not None
         result = await transformation_command(
             database,
             caller,
-            rpc,
             transformation_id,
             to_transformation,
             request_id=request_id,

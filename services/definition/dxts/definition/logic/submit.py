@@ -53,7 +53,6 @@ from dxts.core.deadlines import checkpoint, in_abandonable_thread
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
-from dxts.core.kernel.authorisation import contract_rpc
 from dxts.core.kernel.commands import REQUEST_LOOKBACK, Request, request_lock, run_creating_command
 from dxts.core.locks import Lock, LockManager
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
@@ -77,7 +76,6 @@ REQUEST_ID_MAX = 128
 REQUEST_WINDOW_S = 24 * 3600
 # How long a duplicate waits for the submission holding its request id to commit.
 REQUEST_LOCK_WAIT_S = 20.0
-SUBMIT_RPC = contract_rpc("DefinitionService.SubmitWorkgraph")
 # The request id of the start a `start: auto` submission runs (in the new workgraph's log).
 AUTO_START_REQUEST = "submission:start-auto"
 
@@ -146,7 +144,7 @@ def submission_lock(vo: str, sub: str, request_id: str) -> Lock:
 
 
 def _request(vo: str, sub: str, request_id: str) -> Request:
-    return Request(SUBMIT_RPC, Identity(vo=vo, sub=sub), request_id)
+    return Request.served(Identity(vo=vo, sub=sub), request_id)
 
 
 def _earliest_id(window_s: float) -> bytes:
@@ -264,7 +262,8 @@ async def submit_workgraph(
 
 async def start_if_asked(database: Database, caller: Caller, submitted: Submitted) -> str | None:
     """Start a workgraph submitted with `start: auto` (see the module docstring); its status
-    after the start, None when the document did not ask (or the submission was a dry run)."""
+    after the start, None when the document did not ask (or the submission was a dry run).
+    Run within `serving` of StartWorkgraph: the start is that command, as an operator's is."""
     if submitted.dry_run or not submitted.plan.starts:
         return None
     result = await workgraph_commands.start(

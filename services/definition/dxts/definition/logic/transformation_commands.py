@@ -66,7 +66,6 @@ async def transition_transformation(
     *,
     reason: str = "",
     request_id: str = "",
-    rpc: str = "TransitionTransformation",
 ) -> Result:
     """One operator edge: pause, resume, leave a blocked state; for a standalone
     transformation also its workgraph's edges (start, cancel, back to Active)."""
@@ -102,7 +101,7 @@ async def transition_transformation(
         return {"status": target, "feeder_enabled": locked.feeder_enabled}
 
     return await transformation_command(
-        database, caller, rpc, transformation_id, apply, request_id=request_id, reason=reason
+        database, caller, transformation_id, apply, request_id=request_id, reason=reason
     )
 
 
@@ -121,7 +120,6 @@ async def pause(
         T.PAUSED,
         reason=reason,
         request_id=request_id,
-        rpc="PauseTransformation",
     )
 
 
@@ -140,7 +138,6 @@ async def resume(
         T.ACTIVE,
         reason=reason,
         request_id=request_id,
-        rpc="ResumeTransformation",
     )
 
 
@@ -218,7 +215,6 @@ async def set_feeder(
     return await transformation_command(
         database,
         caller,
-        "SetFeeder",
         transformation_id,
         apply,
         request_id=request_id,
@@ -258,7 +254,6 @@ async def flush(
     result = await transformation_command(
         database,
         caller,
-        "FlushTransformation",
         transformation_id,
         apply,
         request_id=request_id,

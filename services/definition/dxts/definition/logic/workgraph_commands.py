@@ -89,7 +89,6 @@ async def start(
     return await workgraph_command(
         database,
         caller,
-        "StartWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -167,7 +166,7 @@ async def extend_scout(
         return result
 
     return await workgraph_command(
-        database, caller, "ExtendScout", workgraph_id, apply, request_id=request_id, reason=reason
+        database, caller, workgraph_id, apply, request_id=request_id, reason=reason
     )
 
 
@@ -228,7 +227,6 @@ async def drain(
     return await workgraph_command(
         database,
         caller,
-        "DrainWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -275,7 +273,6 @@ async def halt(
     result = await workgraph_command(
         database,
         caller,
-        "HaltWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -318,7 +315,6 @@ async def cancel(
     return await workgraph_command(
         database,
         caller,
-        "CancelWorkgraph",
         workgraph_id,
         apply,
         request_id=request_id,
@@ -386,7 +382,6 @@ async def return_to_active(
     return await workgraph_command(
         database,
         caller,
-        "ReturnToActive",
         workgraph_id,
         apply,
         request_id=request_id,

@@ -24,7 +24,6 @@ from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound
 from dxts.core.identity import Identity
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
-from dxts.core.kernel.authorisation import contract_rpc
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager
 from dxts.core.states import Kind, ParcelStatus
@@ -34,7 +33,6 @@ from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
 REQUEST_ID = "request_id"
-CREATE_RPC = contract_rpc("ExecutionService.CreateUserParcel")
 REQUEST_WINDOW_S = 24 * 3600
 VO_MAX, SUB_MAX, REQUEST_ID_MAX = 32, 256, 128
 
@@ -132,7 +130,7 @@ async def create_user_parcel(
         )
         return parcel_id
 
-    request = Request(CREATE_RPC, Identity(vo=job.vo, sub=job.sub), request_id)
+    request = Request.served(Identity(vo=job.vo, sub=job.sub), request_id)
     return await run_creating_command(database, locks, request, work, isolation=RC)
 
 
