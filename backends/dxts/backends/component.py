@@ -7,7 +7,7 @@ same DXTS_LISTEN / DXTS_METRICS_PORT / DXTS_AUTH_* / DXTS_DATA_DIR settings as e
 from __future__ import annotations
 
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.core.component import Component
 
 

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.backends.store import AdaptorStore, cancelled_keys_table, jobs_named, now
+from dxts.backends.store.state import AdaptorStore, cancelled_keys_table, jobs_named, now
 from dxts.core.adaptor.codec import (
     decode_outcome,
     decode_payload,
