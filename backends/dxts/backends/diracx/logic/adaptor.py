@@ -97,7 +97,7 @@ class DiracXAdaptor:
             verify=settings.verify_tls,
             timeout_s=settings.timeout_s,
         )
-        self.state = state.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.state = state.State(settings.work_dir)
         self.tally: Counter[str] = Counter()  # since this start: submits, jobs_created, found
         self._submitting = asyncio.Lock()
 

@@ -70,7 +70,7 @@ class LocalAdaptor:
     def __init__(self, settings: LocalSettings, catalogue: FileCatalogue | None = None) -> None:
         self.settings = settings
         self.catalogue = catalogue
-        self.store = state.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.store = state.State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started: Counter[str] = Counter()  # jobs started per key, since this start
         self._queue: asyncio.Queue[str] = asyncio.Queue()

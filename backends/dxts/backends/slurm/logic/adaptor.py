@@ -81,7 +81,7 @@ class SlurmAdaptor:
         self.catalogue = catalogue
         self.owns_catalogue = owns_catalogue
         self.slurm = slurm or Slurm(settings)
-        self.store = State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.store = State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started = 0  # array tasks handed to Slurm, since this start
         self._ended_without_step: dict[str, float] = {}  # identifier → when first seen so

@@ -22,12 +22,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.backends.store.state import AdaptorStore, cancelled_keys_table, jobs_named, now
+from dxts.backends.store.state import (
+    AdaptorStore,
+    cancelled_keys_table,
+    jobs_named,
+    now,
+    state_url,
+)
 from dxts.core.adaptor.codec import decode_outcome, encode_outcome
 from dxts.core.adaptor.model import Outcome
 
@@ -113,8 +120,8 @@ _JOINED = sa.select(
 
 
 class State(AdaptorStore):
-    def __init__(self, url: str) -> None:
-        super().__init__(url, slurm_metadata, cancelled_keys)
+    def __init__(self, work_dir: Path) -> None:
+        super().__init__(state_url(work_dir), slurm_metadata, cancelled_keys)
 
     async def jobs_by(
         self, *, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()
