@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 
-from dxts.backends.diracx import sandbox
-from dxts.backends.diracx.client import DiracXClient
+from dxts.backends.diracx.edge.client import DiracXClient
+from dxts.backends.diracx.logic import sandbox
 from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.core.grpc import GrpcServer, TokenVerifier
 from dxts.core.settings import ServerSettings
 

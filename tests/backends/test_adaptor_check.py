@@ -20,8 +20,8 @@ from adaptor_serving import Served, serve_adaptor
 from typer.testing import CliRunner
 
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
-from dxts.backends.logic import Adaptor
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.logic.adaptor import Adaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 from dxts.cli.adaptor_conformance import PROPERTIES, Conformance, Target
 from dxts.cli.dispatcher_standin import serving_standin

@@ -22,13 +22,13 @@ from diracx_fixture import pilot_running_every_job, running_diracx
 from dxts_relay_adaptor import RelayAdaptor
 from slurm_cluster import slurm_conf
 
-from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
-from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
-from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_conformance import PROPERTIES, Conformance, Target
 from dxts.cli.dispatcher_standin import serving_standin

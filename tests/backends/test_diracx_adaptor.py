@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from diracx_fixture import DiracXServer, TestPilot, running_diracx
 
-from dxts.backends.diracx import jdl
-from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.diracx.logic import jdl
+from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXPolicy
 from dxts.core.adaptor.model import (
     ComputePayload,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.runner.cwl import payload_exit_code
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from dxts.backends.edge.servicer import AdaptorServicer
-from dxts.backends.null.adaptor import (
+from dxts.backends.null.logic.adaptor import (
     FAILURE,
     LOST,
     NO_REPORT,

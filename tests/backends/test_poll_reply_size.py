@@ -4,7 +4,7 @@ the outcomes that do not fit are reported by the next Poll, so repeated Polls de
 from __future__ import annotations
 
 from dxts.backends.edge.servicer import POLL_REPLY_BYTES, AdaptorServicer
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import backend_pb2

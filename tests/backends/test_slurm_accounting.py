@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dxts.backends.slurm import adaptor as slurm_adaptor
-from dxts.backends.slurm.commands import Slurm, TaskRecord
+from dxts.backends.slurm.edge.commands import Slurm, TaskRecord
+from dxts.backends.slurm.logic import adaptor as slurm_adaptor
 from dxts.backends.slurm.settings import SlurmSettings
 
 

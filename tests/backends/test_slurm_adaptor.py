@@ -17,9 +17,9 @@ from slurm_cluster import slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
 from test_local_adaptor import Harness as LocalHarness
 
-from dxts.backends.slurm import batch
-from dxts.backends.slurm.adaptor import SlurmAdaptor
-from dxts.backends.slurm.commands import array_ranges
+from dxts.backends.slurm.edge.commands import array_ranges
+from dxts.backends.slurm.logic import batch
+from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
 from dxts.core.errors import Unavailable

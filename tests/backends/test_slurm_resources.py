@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dxts.backends.slurm.resources import BadRequirements, Request, resource_request
+from dxts.backends.slurm.logic.resources import BadRequirements, Request, resource_request
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_conformance import tool_payload
 from dxts.v1 import backend_pb2

@@ -9,7 +9,7 @@ import pytest
 from dispatch_support import Keys, serve
 
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.core import content_store
 from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition, OutcomeResult
 from dxts.core.counters import (

@@ -27,7 +27,7 @@ from dispatch_support import (
     transformation,
 )
 
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 from dxts.core.adaptor.model import (
     ComputePayload,

@@ -26,7 +26,7 @@ from dispatch_support import (
     transformation,
 )
 
-from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.adaptor.model import OutcomeResult
 from dxts.core.db import Database, Isolation

@@ -27,7 +27,7 @@ from dispatch_support import (
 )
 from prometheus_client import REGISTRY
 
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.core.adaptor.model import (
     Outcome,
     OutcomeAck,

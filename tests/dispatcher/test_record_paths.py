@@ -20,7 +20,7 @@ from dispatch_support import (
     transformation,
 )
 
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.core.adaptor.model import Payload, Submission, SubmitResult
 from dxts.core.db import Database
 from dxts.core.ids import id_to_str

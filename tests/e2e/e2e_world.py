@@ -34,7 +34,7 @@ from e2e_plugins import OutputNames, scenario_plugins
 from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 from dxts.cli.up import Stack
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue

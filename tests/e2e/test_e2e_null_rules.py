@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from dxts.backends.edge.servicer import AdaptorServicer
-from dxts.backends.null.adaptor import FAILURE, SPLIT, SUCCESS, NullAdaptor
+from dxts.backends.null.logic.adaptor import FAILURE, SPLIT, SUCCESS, NullAdaptor
 from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.core.adaptor.model import OutcomeResult
 from dxts.core.ids import id_to_str, new_id

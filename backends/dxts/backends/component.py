@@ -1,5 +1,5 @@
-"""An adaptor as a component: `adaptor_component` wraps any `logic.Adaptor` for the shell every
-dxts server runs in (`dxts.core.component.serve`), served through the shared edge
+"""An adaptor as a component: `adaptor_component` wraps any `logic.adaptor.Adaptor` for the shell
+every dxts server runs in (`dxts.core.component.serve`), served through the shared edge
 (`edge.servicer`) with health, reflection, auth, metrics and a graceful stop on SIGTERM, and the
 same DXTS_LISTEN / DXTS_METRICS_PORT / DXTS_AUTH_* / DXTS_DATA_DIR settings as every component.
 """
@@ -7,7 +7,7 @@ same DXTS_LISTEN / DXTS_METRICS_PORT / DXTS_AUTH_* / DXTS_DATA_DIR settings as e
 from __future__ import annotations
 
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.core.component import Component
 
 

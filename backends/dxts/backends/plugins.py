@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.states import Kind
 

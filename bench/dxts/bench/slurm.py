@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.bench.harness import Bench, Operation
 from dxts.cli.adaptor_conformance import tool_payload

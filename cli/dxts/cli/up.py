@@ -42,7 +42,7 @@ from dxts.accounting.component import build_accounting
 from dxts.accounting.settings import AccountingSettings
 from dxts.backends import plugins
 from dxts.backends.edge.servicer import adaptor_service
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.cli.connection import (
     CONNECTION_FILE,
     CURRENT_FILE,

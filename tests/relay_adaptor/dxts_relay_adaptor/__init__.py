@@ -15,7 +15,7 @@ from dataclasses import replace
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.backends.component import adaptor_component
-from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.plugins import Created, Site
 from dxts.core.adaptor.model import (
@@ -44,7 +44,7 @@ class RelaySettings(BaseSettings):
 
 
 class RelayAdaptor:
-    """An `Adaptor` (`dxts.backends.logic`) that hands each call on to another one."""
+    """An `Adaptor` (`dxts.backends.logic.adaptor`) that hands each call on to another one."""
 
     def __init__(self, target: LocalAdaptor) -> None:
         self.target = target

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dxts.backends.component import adaptor_component
-from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXSettings
 from dxts.core.component import Component, Process, serve
 

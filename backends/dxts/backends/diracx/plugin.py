@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from dxts.backends.diracx.adaptor import DiracXAdaptor
+from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE
 from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
 from dxts.backends.plugins import Created, Site

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dxts.backends.logic import Adaptor
+from dxts.backends.logic.adaptor import Adaptor
 from dxts.core.adaptor import mapping
 from dxts.core.grpc import Service
 from dxts.v1 import backend_pb2, backend_pb2_grpc

@@ -4,7 +4,7 @@ catalogue's `DXTS_CATALOGUE_*`, opened and closed by the shell)."""
 from __future__ import annotations
 
 from dxts.backends.component import adaptor_component
-from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.core.component import Component, Process, serve
 

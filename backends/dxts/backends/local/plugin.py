@@ -3,7 +3,7 @@ run with cwltool here, data parcels between the site's storage elements."""
 
 from __future__ import annotations
 
-from dxts.backends.local.adaptor import LocalAdaptor
+from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.plugins import Created, Site
 from dxts.core.states import Kind

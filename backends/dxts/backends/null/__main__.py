@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dxts.backends.component import adaptor_component
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
-from dxts.backends.null.adaptor import NullAdaptor
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
 from dxts.core.component import Component, Process, serve
 from dxts.core.kernel.authorisation import CallerKind, adaptor_subject

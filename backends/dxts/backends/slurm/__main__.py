@@ -4,7 +4,7 @@ catalogue's `DXTS_CATALOGUE_*`, and Slurm's own SLURM_CONF for the cluster it su
 from __future__ import annotations
 
 from dxts.backends.component import adaptor_component
-from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.catalogue import load_catalogue
 from dxts.core.component import Component, Process, serve

@@ -5,7 +5,7 @@ cluster's nodes must share)."""
 from __future__ import annotations
 
 from dxts.backends.plugins import Created, Site
-from dxts.backends.slurm.adaptor import SlurmAdaptor
+from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.states import Kind
 

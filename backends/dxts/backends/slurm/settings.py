@@ -6,7 +6,7 @@
   the parcel's sandbox; the adaptor's own SQLite state (`state.sqlite`) lives there too.
 * `storage_root` / `storage_elements` / `output_se`: the storage elements, one directory each
   on the shared filesystem (as the local adaptor's; by default `<work_dir>/../se`).
-* The resource request of a parcel (`dxts.backends.slurm.resources`): its requirements
+* The resource request of a parcel (`dxts.backends.slurm.logic.resources`): its requirements
   (`cores`, `memory_mb`, `wall_time_s`, `partition`), else its CWL ResourceRequirement, else
   `default_cores` / `default_memory_mb` / `default_wall_time_s`; the partition is the
   installation's policy (`partition`, empty: the cluster's default).

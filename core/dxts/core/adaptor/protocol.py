@@ -1,5 +1,5 @@
 """The four calls of a backend adaptor, in domain terms: what the dispatcher calls and what
-every adaptor implements (`dxts.backends.logic.Adaptor` adds its lifecycle).
+every adaptor implements (`dxts.backends.logic.adaptor.Adaptor` adds its lifecycle).
 
 The rules every implementation keeps, whatever system it drives:
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from dxts.backends.diracx import sandbox
+from dxts.backends.diracx.logic import sandbox
 
 SOURCE = "dxts"
 MAX_PER_PAGE = 10000

@@ -4,7 +4,7 @@ which Slurm job runs it.
 The order of writes is what makes Submit exactly-once across a crash: the parcels and their
 batch are recorded (with the batch's job name) *before* `sbatch`, the array's job id after it.
 A batch found without a job id was interrupted in between: Slurm is asked for a job of that
-name before anything is submitted again (`adaptor.SlurmAdaptor._submit_batch`). Tables (their
+name before anything is submitted again (`logic.adaptor.SlurmAdaptor._submit_batch`). Tables (their
 own metadata, not part of the dxts schema):
 
 * `SlurmBatches` — one `sbatch --array` each: its job name, the tasks' resource request (sbatch
@@ -14,7 +14,7 @@ own metadata, not part of the dxts schema):
 * `SlurmCancelledKeys` — parcel ids cancelled before they were ever accepted: refused for good.
 
 Outcomes are kept in the contract's binary encoding (`dxts.core.adaptor.codec`); opening the
-database and the cancelled keys are the shared adaptor store's (`dxts.backends.store`).
+database and the cancelled keys are the shared adaptor store's (`dxts.backends.store.state`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.backends.store import AdaptorStore, cancelled_keys_table, jobs_named, now
+from dxts.backends.store.state import (
+    AdaptorStore,
+    cancelled_keys_table,
+    jobs_named,
+    now,
+    state_url,
+)
 from dxts.core.adaptor.codec import decode_outcome, encode_outcome
 from dxts.core.adaptor.model import Outcome
 
@@ -113,8 +120,8 @@ _JOINED = sa.select(
 
 
 class State(AdaptorStore):
-    def __init__(self, url: str) -> None:
-        super().__init__(url, slurm_metadata, cancelled_keys)
+    def __init__(self, work_dir: Path) -> None:
+        super().__init__(state_url(work_dir), slurm_metadata, cancelled_keys)
 
     async def jobs_by(
         self, *, identifiers: Sequence[str] = (), parcel_ids: Sequence[str] = ()

@@ -37,11 +37,12 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dxts.backends.diracx import jdl, sandbox, store
 from dxts.backends.diracx import payload as worker
-from dxts.backends.diracx.client import DiracXClient, DiracXError
+from dxts.backends.diracx.edge.client import DiracXClient, DiracXError
+from dxts.backends.diracx.logic import jdl, sandbox
 from dxts.backends.diracx.settings import DiracXSettings
-from dxts.backends.logic import key_problem
+from dxts.backends.diracx.store import state
+from dxts.backends.logic.adaptor import key_problem
 from dxts.backends.runner.cwl import Collected
 from dxts.core.adaptor.codec import encode_payload, encode_submission
 from dxts.core.adaptor.model import (
@@ -82,7 +83,7 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 
 
 class DiracXAdaptor:
-    """The `Adaptor` (dxts.backends.logic) of one DiracX identity."""
+    """The `Adaptor` (dxts.backends.logic.adaptor) of one DiracX identity."""
 
     def __init__(self, settings: DiracXSettings, client: DiracXClient | None = None) -> None:
         self.settings = settings
@@ -96,7 +97,7 @@ class DiracXAdaptor:
             verify=settings.verify_tls,
             timeout_s=settings.timeout_s,
         )
-        self.state = store.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.state = state.State(settings.work_dir)
         self.tally: Counter[str] = Counter()  # since this start: submits, jobs_created, found
         self._submitting = asyncio.Lock()
 
@@ -319,7 +320,7 @@ class DiracXAdaptor:
         return statuses
 
     async def _outcome(
-        self, job: store.Job, status: dict[str, Any] | None, *, cancelled: bool
+        self, job: state.Job, status: dict[str, Any] | None, *, cancelled: bool
     ) -> Outcome | None:
         """The terminal outcome DiracX's status means, or None while the job is under way."""
         assert job.job_id is not None
@@ -364,7 +365,7 @@ class DiracXAdaptor:
             return "", None
         return result.error, result.exit_code
 
-    async def _done(self, job: store.Job, said: str) -> Outcome:
+    async def _done(self, job: state.Job, said: str) -> Outcome:
         assert job.job_id is not None
         files = await self._result(job.job_id)
         text = files.get(worker.RESULT_FILE)
@@ -384,7 +385,7 @@ class DiracXAdaptor:
 
     def _ended(
         self,
-        job: store.Job,
+        job: state.Job,
         result: OutcomeResult,
         backend_status: str,
         message: str,

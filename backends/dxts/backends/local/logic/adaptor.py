@@ -1,7 +1,7 @@
 """The local adaptor: runs compute parcels with cwltool and data requests between local storage
 elements, on this machine, in a bounded pool of workers (`settings.workers`).
 
-Submit records every accepted parcel in the adaptor's own SQLite state (`store`) before it
+Submit records every accepted parcel in the adaptor's own SQLite state (`store.state`) before it
 answers, so it is idempotent across restarts: a key accepted once keeps its identifier, and
 only a queued job is ever started (a conditional queued → running update), so no parcel runs
 twice. On start, jobs left queued are queued again, and jobs left running by a previous process
@@ -25,9 +25,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dxts.backends.local import data, store
+from dxts.backends.local.logic import data
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.logic import directory_logs, key_problem
+from dxts.backends.local.store import state
+from dxts.backends.logic.adaptor import directory_logs, key_problem
 from dxts.backends.runner import cwl
 from dxts.backends.runner.cwl import JobFailed, Run
 from dxts.core.adaptor.model import (
@@ -53,9 +54,9 @@ from dxts.core.ids import id_to_str, new_ids
 log = logging.getLogger(__name__)
 
 RESULTS = {
-    store.SUCCEEDED: OutcomeResult.SUCCEEDED,
-    store.FAILED: OutcomeResult.FAILED,
-    store.CANCELLED: OutcomeResult.CANCELLED,
+    state.SUCCEEDED: OutcomeResult.SUCCEEDED,
+    state.FAILED: OutcomeResult.FAILED,
+    state.CANCELLED: OutcomeResult.CANCELLED,
 }
 
 
@@ -64,12 +65,12 @@ def _nothing() -> None:
 
 
 class LocalAdaptor:
-    """An `Adaptor` (`dxts.backends.logic`) running parcels on this machine."""
+    """An `Adaptor` (`dxts.backends.logic.adaptor`) running parcels on this machine."""
 
     def __init__(self, settings: LocalSettings, catalogue: FileCatalogue | None = None) -> None:
         self.settings = settings
         self.catalogue = catalogue
-        self.store = store.State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.store = state.State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started: Counter[str] = Counter()  # jobs started per key, since this start
         self._queue: asyncio.Queue[str] = asyncio.Queue()
@@ -88,16 +89,16 @@ class LocalAdaptor:
         for se in self.settings.storage_elements:
             (self.settings.storage_root / se).mkdir(parents=True, exist_ok=True)
         await self.store.start()
-        for job in await self.store.jobs_in([store.RUNNING]):
+        for job in await self.store.jobs_in([state.RUNNING]):
             _kill_leftover(job.process_group)
             await self.store.finish(
                 job.parcel_id,
-                store.FAILED,
+                state.FAILED,
                 self._outcome(
-                    job, store.FAILED, message="interrupted by a restart of the local backend"
+                    job, state.FAILED, message="interrupted by a restart of the local backend"
                 ),
             )
-        for job in await self.store.jobs_in([store.QUEUED]):
+        for job in await self.store.jobs_in([state.QUEUED]):
             self._queue.put_nowait(job.parcel_id)
         self._workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.workers)]
 
@@ -127,7 +128,7 @@ class LocalAdaptor:
                 "accepted": sum(counts.values()),
                 "started": sum(self.started.values()),
                 "repeated_submits": sum(n - 1 for n in self.submits.values() if n > 1),
-                "in_flight": counts.get(store.QUEUED, 0) + counts.get(store.RUNNING, 0),
+                "in_flight": counts.get(state.QUEUED, 0) + counts.get(state.RUNNING, 0),
                 **{f"jobs_{name}": n for name, n in counts.items()},
             },
         )
@@ -217,8 +218,8 @@ class LocalAdaptor:
         job_dir = self.settings.work_dir / "jobs" / identifier
         return directory_logs(job_dir, cwl.RUNNER_STDOUT, cwl.RUNNER_LOG, max_bytes)
 
-    async def _cancel(self, job: store.Job) -> None:
-        if job.state in store.TERMINAL:
+    async def _cancel(self, job: state.Job) -> None:
+        if job.state in state.TERMINAL:
             return
         await self.store.request_cancel([job.parcel_id])
         run = self._runs.get(job.parcel_id)
@@ -226,11 +227,11 @@ class LocalAdaptor:
             task = asyncio.create_task(cwl.kill(run, self.settings.kill_grace_s))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
-        elif job.state == store.QUEUED:
+        elif job.state == state.QUEUED:
             await self.store.finish(
                 job.parcel_id,
-                store.CANCELLED,
-                self._outcome(job, store.CANCELLED, message="cancelled before it started"),
+                state.CANCELLED,
+                self._outcome(job, state.CANCELLED, message="cancelled before it started"),
             )
 
     # -- running ------------------------------------------------------------------------------
@@ -279,17 +280,17 @@ class LocalAdaptor:
                 if not run.cancelled:
                     await self.store.finish(
                         parcel_id,
-                        store.FAILED,
+                        state.FAILED,
                         self._outcome(
                             job,
-                            store.FAILED,
+                            state.FAILED,
                             str(error),
                             usage=run.usage,
                             exit_code=error.exit_code,
                         ),
                     )
                     return
-            ended = store.CANCELLED if run.cancelled else store.SUCCEEDED
+            ended = state.CANCELLED if run.cancelled else state.SUCCEEDED
             await self.store.finish(
                 parcel_id,
                 ended,
@@ -310,7 +311,7 @@ class LocalAdaptor:
 
     def _outcome(
         self,
-        job: store.Job,
+        job: state.Job,
         ended: str,
         message: str = "",
         *,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from dxts.core.db import Database, Isolation
 
 IMMEDIATE = Isolation.SERIALIZABLE  # SQLite: every transaction is one writer at a time
+
+
+def state_url(work_dir: Path) -> str:
+    """The URL of an adaptor's state database in its work directory."""
+    return f"sqlite+aiosqlite:///{work_dir / 'state.sqlite'}"
 
 
 def cancelled_keys_table(name: str, metadata: sa.MetaData) -> sa.Table:

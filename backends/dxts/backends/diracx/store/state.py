@@ -20,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.backends.store.state import state_url
 from dxts.core.adaptor.codec import decode_outcome, encode_outcome
 from dxts.core.adaptor.model import Outcome
 from dxts.core.db import Database, Isolation
@@ -77,8 +79,8 @@ def _now() -> datetime:
 
 
 class State:
-    def __init__(self, url: str) -> None:
-        self.database = Database(url)
+    def __init__(self, work_dir: Path) -> None:
+        self.database = Database(state_url(work_dir))
 
     async def start(self) -> None:
         await self.database.start()

@@ -1,7 +1,7 @@
 """What an adaptor is to the rest of dxts: the `Adaptor` protocol every adaptor implements
 (`local`, `null`, and any new one), on the adaptor contract's domain types
-(`dxts.core.adaptor.model`). The shared gRPC edge (`edge.servicer`) serves any `Adaptor`; an
-adaptor never sees a generated message.
+(`dxts.core.adaptor.model`). The shared gRPC edge (`dxts.backends.edge.servicer`) serves any
+`Adaptor`; an adaptor never sees a generated message.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The Slurm adaptor: an `Adaptor` (`dxts.backends.logic`) running compute parcels as tasks of
-Slurm job arrays, served by the shared edge (`dxts.backends.edge`) like every adaptor.
+"""The Slurm adaptor: an `Adaptor` (`dxts.backends.logic.adaptor`) running compute parcels as
+tasks of Slurm job arrays, served by the shared edge (`dxts.backends.edge`) like every adaptor.
 
 Submit (one lock at a time in this process, so that a Cancel never slips between a decision
 and its record): parcels already accepted keep their identifier; new ones are grouped by
@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dxts.backends.logic import directory_logs, key_problem
+from dxts.backends.logic.adaptor import directory_logs, key_problem
 from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, JobFailed
-from dxts.backends.slurm import batch, outcomes
-from dxts.backends.slurm.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
-from dxts.backends.slurm.resources import BadRequirements, Request, resource_request
+from dxts.backends.slurm.edge.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
+from dxts.backends.slurm.logic import batch, outcomes
+from dxts.backends.slurm.logic.resources import BadRequirements, Request, resource_request
 from dxts.backends.slurm.settings import SlurmSettings
-from dxts.backends.slurm.store import NewBatch, NewJob, State
+from dxts.backends.slurm.store.state import NewBatch, NewJob, State
 from dxts.core.adaptor.model import (
     CancelledKey,
     CancelResult,
@@ -81,7 +81,7 @@ class SlurmAdaptor:
         self.catalogue = catalogue
         self.owns_catalogue = owns_catalogue
         self.slurm = slurm or Slurm(settings)
-        self.store = State(f"sqlite+aiosqlite:///{settings.work_dir / 'state.sqlite'}")
+        self.store = State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started = 0  # array tasks handed to Slurm, since this start
         self._ended_without_step: dict[str, float] = {}  # identifier → when first seen so

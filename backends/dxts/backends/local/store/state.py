@@ -20,13 +20,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.backends.store import AdaptorStore, cancelled_keys_table, jobs_named, now
+from dxts.backends.store.state import (
+    AdaptorStore,
+    cancelled_keys_table,
+    jobs_named,
+    now,
+    state_url,
+)
 from dxts.core.adaptor.codec import (
     decode_outcome,
     decode_payload,
@@ -97,8 +104,8 @@ def _job(row: Any) -> Job:
 
 
 class State(AdaptorStore):
-    def __init__(self, url: str) -> None:
-        super().__init__(url, local_metadata, cancelled_keys)
+    def __init__(self, work_dir: Path) -> None:
+        super().__init__(state_url(work_dir), local_metadata, cancelled_keys)
 
     async def accept(
         self,

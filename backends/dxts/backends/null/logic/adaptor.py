@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dxts.backends.logic import key_problem
+from dxts.backends.logic.adaptor import key_problem
 from dxts.backends.null.settings import NullRule, NullSettings, NullUsage
 from dxts.core.adaptor.model import (
     CancelledKey,
@@ -131,7 +131,7 @@ def _requirements(parcel: Submission) -> dict[str, Any]:
 
 
 class NullAdaptor:
-    """An `Adaptor` (`dxts.backends.logic`); in push mode it reports through `reporter`."""
+    """An `Adaptor` (`dxts.backends.logic.adaptor`); in push mode it reports through `reporter`."""
 
     def __init__(
         self, settings: NullSettings | None = None, *, reporter: OutcomeReporter | None = None

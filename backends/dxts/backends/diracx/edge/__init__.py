@@ -1,0 +1,1 @@
+"""The DiracX adaptor's edge: DiracX itself, through its REST API (`client`)."""

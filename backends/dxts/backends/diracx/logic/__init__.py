@@ -1,0 +1,2 @@
+"""The DiracX adaptor's logic: parcels as DiracX jobs (`adaptor`), their job descriptions
+(`jdl`) and sandboxes (`sandbox`)."""

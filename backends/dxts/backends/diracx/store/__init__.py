@@ -1,0 +1,1 @@
+"""The DiracX adaptor's SQL: its own SQLite state (`state`), handing up typed records."""

@@ -1,0 +1,1 @@
+"""The local adaptor's logic: running compute parcels (`adaptor`) and data requests (`data`)."""

@@ -1,0 +1,1 @@
+"""The kit's logic on the contract's domain types: what an adaptor is (`adaptor`)."""

@@ -1,0 +1,1 @@
+"""The null adaptor's logic: accepting, completing as configured, pushing outcomes."""

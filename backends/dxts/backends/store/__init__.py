@@ -1,0 +1,1 @@
+"""The kit's store: the small SQLite state database a stateful adaptor keeps (`state`)."""
