@@ -167,6 +167,7 @@ class WorkgraphFilters:
 @dataclass(frozen=True)
 class TransformationFilters:
     workgraph_id: bytes | None = None
+    ids: Sequence[bytes] = ()  # only these (with `active_only`: whatever their status)
     statuses: Sequence[str] = ()
     kinds: Sequence[str] = ()
     type: str = ""
@@ -367,14 +368,20 @@ async def list_transformations(
     after: bytes | None = None,
     active_only: bool = False,
 ) -> Page[TransformationView]:
-    """Transformations matching `filters`; with `active_only`, the Active ones with what the
-    execution sweeps need (bookmark and requirements template included)."""
+    """Transformations matching `filters`; with `active_only`, the Active ones (or those of
+    `filters.ids`, whatever their status: execution records their parcels' outcomes after they
+    have left Active) with what the execution sweeps need (bookmark and requirements template
+    included)."""
+    statuses = filters.statuses
+    if active_only and not filters.ids:
+        statuses = ("Active",)
 
     async def work(conn: Transaction) -> Page[TransformationView]:
         rows = await transformations_db.transformation_rows(
             conn,
+            ids=filters.ids or None,
             workgraph_id=filters.workgraph_id,
-            statuses=("Active",) if active_only else filters.statuses,
+            statuses=statuses,
             kinds=filters.kinds,
             type=filters.type or None,
             vo=viewer.vo_filter(filters.vo),
