@@ -310,35 +310,10 @@ def test_the_definition_service_is_layered() -> None:
     assert "dxts.definition" in LAYERED
 
 
-# Store functions that still hand up the database's rows, by component: none may be added, and
-# each comes off this list when its store returns typed records (a stale entry fails the test).
-ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
-    "dxts.definition": {
-        "store/transformations.py:lock_transformation",
-        "store/transformations.py:transformation_rows",
-        "store/workgraphs.py:members_of",
-    },
-}
-UNTYPED_ROWS = re.compile(r"(?P<module>\S+) \(store\) returns rows from (?P<function>\w+)")
-
-
 @pytest.mark.parametrize("component", LAYERED)
 def test_layers_keep_their_rules(component: str) -> None:
-    exempt = ROWS_NOT_YET_TYPED.get(component, set())
-    violations, exempted = [], set()
-    for violation in layer_violations(REPO / PACKAGE_DIRS[component], component):
-        untyped = UNTYPED_ROWS.fullmatch(violation)
-        key = f"{untyped['module']}:{untyped['function']}" if untyped else ""
-        if key in exempt:
-            exempted.add(key)
-        else:
-            violations.append(violation)
+    violations = layer_violations(REPO / PACKAGE_DIRS[component], component)
     assert not violations, "\n".join(violations)
-    assert exempted == exempt, f"typed now, take off ROWS_NOT_YET_TYPED: {exempt - exempted}"
-
-
-def test_every_exemption_names_a_layered_component() -> None:
-    assert set(ROWS_NOT_YET_TYPED) <= set(LAYERED)
 
 
 def test_the_layer_checker_sees_a_violation(tmp_path: Path) -> None:
