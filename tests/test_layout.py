@@ -311,15 +311,6 @@ def test_the_definition_service_is_layered() -> None:
     assert "dxts.definition" in LAYERED
 
 
-# Store functions that still hand up the database's rows, by component: none may be added, and
-# each comes off this list when its store returns typed records (a stale entry fails the test).
-ROWS_NOT_YET_TYPED: dict[str, set[str]] = {
-    "dxts.definition": {
-        "store/transformations.py:lock_transformation",
-        "store/transformations.py:transformation_rows",
-        "store/workgraphs.py:members_of",
-    },
-}
 # Fields of another system's API that an edge handles under a name a dxts column also has, by
 # component: a JSON document's keys, not SQL (DiracX's REST API names a job's fields as DIRAC's
 # database does). A stale entry fails the test.
@@ -333,7 +324,7 @@ EXEMPTABLE = re.compile(
 
 @pytest.mark.parametrize("component", LAYERED)
 def test_layers_keep_their_rules(component: str) -> None:
-    exempt = ROWS_NOT_YET_TYPED.get(component, set()) | FOREIGN_FIELDS.get(component, set())
+    exempt = FOREIGN_FIELDS.get(component, set())
     violations, exempted = [], set()
     for violation in layer_violations(REPO / PACKAGE_DIRS[component], component):
         found = EXEMPTABLE.fullmatch(violation)
@@ -344,12 +335,12 @@ def test_layers_keep_their_rules(component: str) -> None:
             violations.append(violation)
     assert not violations, "\n".join(violations)
     assert exempted == exempt, (
-        f"no longer found, take off ROWS_NOT_YET_TYPED or FOREIGN_FIELDS: {exempt - exempted}"
+        f"no longer found, take off FOREIGN_FIELDS: {exempt - exempted}"
     )
 
 
 def test_every_exemption_names_a_layered_component() -> None:
-    assert set(ROWS_NOT_YET_TYPED) | set(FOREIGN_FIELDS) <= set(LAYERED)
+    assert set(FOREIGN_FIELDS) <= set(LAYERED)
 
 
 def test_the_layer_checker_sees_a_violation(tmp_path: Path) -> None:

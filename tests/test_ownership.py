@@ -13,6 +13,12 @@ nothing needs any more, so the list stays the true list of the couplings the sch
 
 Locks: a `with_for_update` statement naming another side's table is a lock on that side's rows,
 declared in `DECLARED_LOCKS` with its reason (and failing when stale) like a read.
+
+Columns: on a table two sides write (Parcels, ComputeParcels), each insert, update and delete
+is resolved to the columns it writes (`.values(Col=...)`, `.values({...})` or a local dict with
+literal keys, executemany rows built from literal keys, `insert_rows(conn, table, rows)`); each
+column has one writing side in `COLUMN_WRITERS` or is one of the few `SHARED_COLUMNS`, and a
+statement whose columns cannot be told from the source fails until it is made explicit.
 """
 
 from __future__ import annotations
@@ -367,3 +373,399 @@ def test_the_scanner_sees_locks(tmp_path: Path) -> None:
         "sa.select(execution.parcels)\n"
     )
     assert locked_tables(offender, schema_variables()) == {"TransformationOutputs", "Inputs"}
+
+
+# -- writes per column, on the tables two sides write ---------------------------------------------
+
+DELETE = "(delete)"  # a delete writes the whole row
+ROWS_FUNCTIONS = {"insert_rows"}  # dxts.core.bulk.insert_rows(conn, table, rows): an insert
+
+
+def shared_tables() -> set[str]:
+    """The tables more than one component may write."""
+    seen: dict[str, int] = {}
+    for allowed in MAY_WRITE.values():
+        for table in allowed or ():
+            seen[table] = seen.get(table, 0) + 1
+    return {table for table, count in seen.items() if count > 1}
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _scope(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST:
+    """The function (or module) `node` is in."""
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return node
+    return node
+
+
+def _keys(expr: ast.expr, scope: ast.AST, depth: int = 0) -> set[str] | None:
+    """The column names a mapping expression holds: a dict literal with literal keys, or a
+    local name every assignment of which is one (with `name["Col"] = ...` adding a key);
+    None when they cannot be told from the source."""
+    if depth > 5:
+        return None
+    if isinstance(expr, ast.Dict):
+        found: set[str] = set()
+        for key, value in zip(expr.keys, expr.values, strict=True):
+            if key is None:  # {**other}
+                inner = _keys(value, scope, depth + 1)
+                if inner is None:
+                    return None
+                found |= inner
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.add(key.value)
+            else:
+                return None
+        return found
+    if isinstance(expr, ast.Name):
+        assigned: list[ast.expr] = []
+        added: set[str] = set()
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id == expr.id:
+                        assigned.append(node.value)
+                    elif (
+                        isinstance(target, ast.Subscript)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == expr.id
+                    ):
+                        if not (
+                            isinstance(target.slice, ast.Constant)
+                            and isinstance(target.slice.value, str)
+                        ):
+                            return None
+                        added.add(target.slice.value)
+        if not assigned:
+            return None
+        found = set(added)
+        for value in assigned:
+            inner = _keys(value, scope, depth + 1)
+            if inner is None:
+                return None
+            found |= inner
+        return found
+    return None
+
+
+def _row_keys(expr: ast.expr, scope: ast.AST, depth: int = 0) -> set[str] | None:
+    """The column names of executemany rows: a comprehension or list of mappings `_keys`
+    resolves, or a local name assigned one."""
+    if depth > 5:
+        return None
+    if isinstance(expr, ast.ListComp | ast.GeneratorExp):
+        return _keys(expr.elt, scope)
+    if isinstance(expr, ast.List) and expr.elts:
+        found: set[str] = set()
+        for element in expr.elts:
+            inner = _keys(element, scope)
+            if inner is None:
+                return None
+            found |= inner
+        return found
+    if isinstance(expr, ast.Name):
+        values = [
+            node.value
+            for node in ast.walk(scope)
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            and node.value is not None
+            and any(
+                isinstance(t, ast.Name) and t.id == expr.id
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            )
+        ]
+        if not values:
+            return None
+        found = set()
+        for value in values:
+            inner = _row_keys(value, scope, depth + 1)
+            if inner is None:
+                return None
+            found |= inner
+        return found
+    return None
+
+
+def _statement_columns(
+    call: ast.Call, kind: str, parents: dict[ast.AST, ast.AST]
+) -> set[str] | None:
+    """The columns the statement built on `call` (`sa.insert(t)`, `t.update()`, ...) writes:
+    its `.values(...)` anywhere along the chain, or for an insert without them the rows
+    `conn.execute(statement, rows)` is given."""
+    if kind == "delete":
+        return {DELETE}
+    scope = _scope(call, parents)
+    found: set[str] = set()
+    valued = False
+    node: ast.AST = call
+    while True:
+        attribute = parents.get(node)
+        outer = parents.get(attribute) if attribute is not None else None
+        if not (
+            isinstance(attribute, ast.Attribute)
+            and isinstance(outer, ast.Call)
+            and outer.func is attribute
+        ):
+            break
+        if attribute.attr == "values":
+            valued = True
+            for keyword in outer.keywords:
+                if keyword.arg is not None:
+                    found.add(keyword.arg)
+                else:
+                    inner = _keys(keyword.value, scope)
+                    if inner is None:
+                        return None
+                    found |= inner
+            for argument in outer.args:
+                inner = _keys(argument, scope)
+                if inner is None:
+                    return None
+                found |= inner
+        node = outer
+    holder = parents.get(node)
+    if isinstance(holder, ast.Assign | ast.AnnAssign):  # statement = sa.update(t)...
+        targets = holder.targets if isinstance(holder, ast.Assign) else [holder.target]
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        if any(  # ...statement.values(...) later: not followed
+            isinstance(later, ast.Attribute)
+            and later.attr == "values"
+            and isinstance(later.value, ast.Name)
+            and later.value.id in names
+            for later in ast.walk(scope)
+        ):
+            return None
+    if valued:
+        return found
+    executing = parents.get(node)
+    if (
+        kind == "insert"
+        and isinstance(executing, ast.Call)
+        and len(executing.args) == 2
+        and executing.args[0] is node
+    ):
+        return _row_keys(executing.args[1], scope)
+    return None
+
+
+def column_writes(path: Path, variables: dict[str, str]) -> list[tuple[str, set[str] | None, int]]:
+    """(table, the columns written or None when they cannot be told, line) of every insert,
+    update and delete of the module, `insert_rows(conn, table, rows)` included."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local, modules = schema_names(tree, variables)
+    parents = _parents(tree)
+
+    def table_of(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return local.get(expr.id)
+        if (
+            isinstance(expr, ast.Attribute)
+            and isinstance(expr.value, ast.Name)
+            and expr.value.id in modules
+        ):
+            return variables.get(expr.attr)
+        return None
+
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name in ROWS_FUNCTIONS and len(node.args) >= 3:
+            table = table_of(node.args[1])
+            if table:
+                found.append((table, _row_keys(node.args[2], _scope(node, parents)), node.lineno))
+            continue
+        if name not in WRITE_CALLS:
+            continue
+        table = table_of(node.args[0]) if node.args else None
+        if table is None and isinstance(func, ast.Attribute):
+            table = table_of(func.value)
+        if table:
+            found.append((table, _statement_columns(node, str(name), parents), node.lineno))
+    return found
+
+
+EXECUTION_SIDE, DISPATCHER_SIDE = "dxts.execution", "dxts.dispatcher"
+# Which side writes each column of the tables two sides write (a delete writes the row), with
+# the reason. Execution creates parcels (packing, user jobs, recovery parcels) with their
+# compute facets and moves them from Assigned on; the dispatcher moves them Unassigned →
+# Reserved → Assigned and back, and resolves hints. A write of a column not declared here, or
+# by the other side, fails, and so does a declaration nothing writes any more.
+COLUMN_WRITERS: dict[tuple[str, str], tuple[str, str]] = {
+    **{
+        ("Parcels", column): (EXECUTION_SIDE, "execution creates parcels")
+        for column in ("ParcelID", "TransformationID", "Kind")
+    },
+    ("Parcels", "Annotations"): (
+        EXECUTION_SIDE,
+        "what a parcel carries: set when it is created, the outcome and reasons as execution "
+        "records it",
+    ),
+    ("Parcels", "CompletedAt"): (EXECUTION_SIDE, "set when execution ends a parcel"),
+    ("Parcels", DELETE): (EXECUTION_SIDE, "cleaning removes the parcels of a transformation"),
+    **{
+        ("ComputeParcels", column): (EXECUTION_SIDE, "execution creates a parcel's facet")
+        for column in ("ParcelID", "ProcessID", "RequirementsID", "Parameters")
+    },
+}
+# Columns both sides write: the one list of the shared columns that remain, each with how the
+# writes split. Kept short: a new entry needs a reason no table could be split by.
+SHARED_COLUMNS: dict[tuple[str, str], str] = {
+    ("Parcels", "Status"): "split by transition: the dispatcher moves Unassigned → Reserved → "
+    "Assigned and Reserved → Unassigned, execution creates parcels and moves them from "
+    "Assigned on (and cancels them); each move is one conditional UPDATE on the source state",
+    ("Parcels", "UpdatedAt"): "stamped by the transition that moves a parcel, whichever side "
+    "makes it; the dispatcher's lease on a Reserved parcel is also this stamp",
+    ("Parcels", "Backend"): "the packer may direct a parcel to a backend when execution creates "
+    "it; the dispatcher names the backend it reserves a parcel for, and clears its own choice "
+    "when the backend refuses the parcel",
+    ("ComputeParcels", "ResolvedHintsID"): "the dispatcher resolves a claimed parcel's hints; "
+    "execution copies them into the born-Done recovery parcel of a split (never dispatched)",
+}
+SIDES = (EXECUTION_SIDE, DISPATCHER_SIDE)
+
+
+def shared_writes(component: str) -> tuple[dict[tuple[str, str], list[str]], list[str]]:
+    """(table, column) → where `component` writes it, on the tables two sides write; and the
+    statements whose columns the scan cannot tell."""
+    variables = schema_variables()
+    shared = shared_tables()
+    found: dict[tuple[str, str], list[str]] = {}
+    unresolved = []
+    for path in sorted((REPO / PACKAGE_DIRS[component]).rglob("*.py")):
+        for table, columns, line in column_writes(path, variables):
+            where = f"{path.relative_to(REPO)}:{line}"
+            if table not in shared:
+                continue
+            if columns is None:
+                unresolved.append(f"{where} writes {table}: columns not literal")
+                continue
+            for column in columns:
+                found.setdefault((table, column), []).append(where)
+    return found, unresolved
+
+
+def test_the_shared_tables_are_the_declared_ones() -> None:
+    declared = {table for table, _ in COLUMN_WRITERS} | {table for table, _ in SHARED_COLUMNS}
+    assert declared == shared_tables()
+    assert not set(COLUMN_WRITERS) & set(SHARED_COLUMNS)
+    assert {side for side, _ in COLUMN_WRITERS.values()} <= set(MAY_WRITE)
+
+
+def column_violations(
+    component: str,
+    found: dict[tuple[str, str], list[str]],
+    unresolved: list[str],
+) -> list[str]:
+    """What `component`'s writes of shared tables do against the declarations."""
+    violations = list(unresolved)
+    for key, places in sorted(found.items()):
+        if key in SHARED_COLUMNS:
+            continue
+        owner = COLUMN_WRITERS.get(key, ("(undeclared)", ""))[0]
+        if owner != component:
+            violations.extend(
+                f"{where} writes {key[0]}.{key[1]} (owner: {owner})" for where in places
+            )
+    return violations
+
+
+@pytest.mark.parametrize("component", READ_SCANNED)
+def test_shared_tables_are_written_column_by_column_as_declared(component: str) -> None:
+    found, unresolved = shared_writes(component)
+    violations = column_violations(component, found, unresolved)
+    assert not violations, (
+        "on a table two sides write, each column has one writer (COLUMN_WRITERS) or is one of "
+        "the SHARED_COLUMNS; a statement's columns must be literal:\n" + "\n".join(violations)
+    )
+
+
+def stale_column_declarations(written: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """The declarations `written` (side → the (table, column) it writes) no longer bears out:
+    a column writer that does not write it, a shared column one side alone writes."""
+    stale = [
+        f"{table}.{column}: {side} no longer writes it"
+        for (table, column), (side, _) in sorted(COLUMN_WRITERS.items())
+        if (table, column) not in written.get(side, set())
+    ]
+    stale.extend(
+        f"{table}.{column}: shared, but not written by both sides"
+        for table, column in sorted(SHARED_COLUMNS)
+        if not all((table, column) in written.get(side, set()) for side in SIDES)
+    )
+    return stale
+
+
+def test_no_column_declaration_is_stale() -> None:
+    stale = stale_column_declarations({side: set(shared_writes(side)[0]) for side in SIDES})
+    assert not stale, "\n".join(stale)
+
+
+def test_the_scanner_sees_writes_per_column(tmp_path: Path) -> None:
+    offender = tmp_path / "m.py"
+    offender.write_text(
+        "import sqlalchemy as sa\n"
+        "from dxts.core.bulk import insert_rows\n"
+        "from dxts.core.schema.execution import parcels as p, compute_parcels\n"
+        "S = sa.update(p).where(p.c.ParcelID == 1).values(Status='Done', UpdatedAt=now)\n"
+        "def f(conn, ids, given):\n"
+        "    values = {'Status': 'Assigned'}\n"
+        "    values['CompletedAt'] = now\n"
+        "    sa.update(p).values(values)\n"
+        "    rows = [{'ParcelID': i, 'Kind': 'Data'} for i in ids]\n"
+        "    insert_rows(conn, p, rows)\n"
+        "    conn.execute(sa.insert(compute_parcels), [{'ParcelID': 1, 'ProcessID': 2}])\n"
+        "    sa.delete(p).where(p.c.ParcelID.in_(ids))\n"
+        "    sa.update(p).values(**given)\n"
+        "    insert_rows(conn, compute_parcels, given)\n"
+        "    statement = sa.update(compute_parcels)\n"
+        "    statement.values(ResolvedHintsID=None)\n"
+    )
+    writes = [
+        (table, sorted(columns) if columns is not None else None)
+        for table, columns, _ in sorted(
+            column_writes(offender, schema_variables()), key=lambda w: w[2]
+        )
+    ]
+    assert writes == [
+        ("Parcels", ["Status", "UpdatedAt"]),
+        ("Parcels", ["CompletedAt", "Status"]),
+        ("Parcels", ["Kind", "ParcelID"]),
+        ("ComputeParcels", ["ParcelID", "ProcessID"]),
+        ("Parcels", [DELETE]),
+        ("Parcels", None),
+        ("ComputeParcels", None),
+        ("ComputeParcels", None),
+    ]
+
+
+def test_each_column_rule_catches_a_violation() -> None:
+    """A column the other side owns, an undeclared column, an unresolvable statement: each
+    fails; a shared column does not."""
+    found = {
+        ("Parcels", "CompletedAt"): ["d.py:1"],  # execution's
+        ("Parcels", "Priority"): ["d.py:2"],  # declared nowhere
+        ("Parcels", "Status"): ["d.py:3"],  # shared
+    }
+    assert column_violations(
+        DISPATCHER_SIDE, found, ["d.py:4 writes Parcels: columns not literal"]
+    ) == [
+        "d.py:4 writes Parcels: columns not literal",
+        "d.py:1 writes Parcels.CompletedAt (owner: dxts.execution)",
+        "d.py:2 writes Parcels.Priority (owner: (undeclared))",
+    ]
+    written = {side: set(COLUMN_WRITERS) | set(SHARED_COLUMNS) for side in SIDES}
+    written[DISPATCHER_SIDE].discard(("Parcels", "Backend"))
+    written[EXECUTION_SIDE].discard(("Parcels", "CompletedAt"))
+    assert stale_column_declarations(written) == [
+        "Parcels.CompletedAt: dxts.execution no longer writes it",
+        "Parcels.Backend: shared, but not written by both sides",
+    ]

@@ -322,6 +322,27 @@ async def test_list_active_transformations_carries_what_the_sweeps_need(
     assert {a.state for a in plain.actions} == {"Finalizing", "Archiving", "Cancelling"}
 
 
+async def test_list_active_transformations_by_id_whatever_their_status(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    """Asked by id, the listing answers transformations that have left Active too: recording
+    takes the declared outputs of a Paused transformation's parcels from it."""
+    fixture = await build_workgraph(database, status="Scouting", members=HELD)
+    reply = await stubs["service"].ListActiveTransformations(
+        pb.ListActiveTransformationsRequest(
+            transformation_ids=[fixture.tid("reconstruct"), fixture.tid("simulate")]
+        )
+    )
+    found = {t.step: t for t in reply.transformations}
+    assert set(found) == {"reconstruct", "simulate"}
+    assert found["reconstruct"].status == common_pb2.TRANSFORMATION_STATUS_PAUSED
+    assert [o.name for o in found["simulate"].outputs] == ["simulate-files"]
+    with pytest.raises(InvalidArgument):
+        await stubs["service"].ListActiveTransformations(
+            pb.ListActiveTransformationsRequest(transformation_ids=["not-an-id"])
+        )
+
+
 async def test_list_transformations_of_a_workgraph_by_status(
     database: Database, stubs: dict[str, Stub]
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +46,11 @@ class InMemoryTransformations:
             if record.status is TransformationStatus.ACTIVE
         ]
 
+    async def listed(self, transformation_ids: Collection[bytes]) -> list[ActiveTransformation]:
+        if self.database is not None:
+            await self._read_back(self.database)
+        return [self.records[tid] for tid in transformation_ids if tid in self.records]
+
     async def _read_back(self, database: Database) -> None:
         async with database.transaction(Isolation.READ_COMMITTED) as conn:
             rows = await conn.execute(
@@ -61,4 +66,4 @@ class InMemoryTransformations:
         record = self.records.get(transformation_id)
         if record is None:
             raise NotFound("transformation", id_to_str(transformation_id))
-        return Description(record.id, record.vo, record.owner_sub, record.status, record.outputs)
+        return Description(record.id, record.vo, record.owner_sub, record.status)

@@ -31,6 +31,7 @@ from dxts.execution.edge.servicer_operations import record_outcome_messages as r
 from dxts.execution.logic.cleaning import Cleaned, CleanMode, check_mode, clean_transformation
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.operations import cancel_parcels
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.store.cleaning import parcel_dependents
 
 RC = Isolation.READ_COMMITTED
@@ -83,7 +84,7 @@ async def populate(database: Database, world: World, catalogue: LocalFileCatalog
             for p, f in zip((ok, split), fates, strict=True)
         ],
     )
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
     async with database.transaction(RC) as conn:
         await conn.execute(
             sa.insert(execution.backend_ids),

@@ -403,7 +403,8 @@ async def test_reset_feeders_lets_an_exhausted_feeder_run_again(
     assert await s.feeder_row(database, t.id) == ({"next": 3}, True)
     plugins = s.registry({})
     running = replace(t, feeder_enabled=True)
-    assert not (await run_feeder(database, plugins, running)).ran  # exhausted: not run
+    skipped = await run_feeder(database, plugins, running)
+    assert (skipped.batches, skipped.yielded, skipped.exhausted) == (0, 0, False)  # not run
     request = execution_pb2.ResetFeedersRequest(transformation_ids=[id_to_str(t.id)])
     with pytest.raises(PermissionDenied):
         await stubs["bob"].ResetFeeders(request)
@@ -412,7 +413,7 @@ async def test_reset_feeders_lets_an_exhausted_feeder_run_again(
     assert (await stubs["alice"].ResetFeeders(request)).reset_count == 1
     assert await s.feeder_row(database, t.id) == ({"next": 3}, False)  # from its bookmark
     again = await run_feeder(database, plugins, running)
-    assert (again.ran, again.inserted, again.exhausted) == (True, 0, True)
+    assert (again.batches, again.inserted, again.exhausted) == (1, 0, True)  # ran, said it again
     request.clear_bookmarks = True
     assert (await stubs["alice"].ResetFeeders(request)).reset_count == 1
     assert await s.feeder_row(database, t.id) == (None, False)  # from the beginning

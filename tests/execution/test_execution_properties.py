@@ -56,6 +56,7 @@ from dxts.execution.edge.servicer_operations import record_outcome_messages as r
 from dxts.execution.logic import operations
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failed_inputs import handle_failed_inputs
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.v1 import common_pb2
 
 SUCCEEDED = common_pb2.OUTCOME_RESULT_SUCCEEDED
@@ -194,7 +195,7 @@ async def step(database: Database, catalogue: MemoryCatalogue, model: Model, op:
         if op[5]:
             await step(database, catalogue, model, ("record",))
     elif kind == "record":
-        await Recorder(database, catalogue, definitions(world)).record_completing()
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
         for parcel_id, (inputs, children) in list(model.pending.items()):
             (row,) = await rows(database, execution.parcels, ParcelID=parcel_id)
             if row.Status in ("Done", "PartiallyDone"):

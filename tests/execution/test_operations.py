@@ -30,6 +30,7 @@ from dxts.core.schema import execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic import operations
 from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.v1 import common_pb2
 
 RC = Isolation.READ_COMMITTED
@@ -135,7 +136,9 @@ async def test_provenance_follows_files_upstream(
     (p2,) = await pack(database, second, [[consumed]])
     fates = report(**{id_to_str(consumed): "SUCCESS"})
     await record_outcomes(database, [outcome(p2, report=fates, files=[("out", merged)])])
-    await Recorder(database, catalogue, definitions(first, second)).record_completing()
+    await Recorder(
+        database, catalogue, ActiveSnapshot(definitions(first, second))
+    ).record_completing()
 
     records = await operations.provenance(database, merged)
 
@@ -159,7 +162,7 @@ async def test_parcel_provenance_names_its_recovery_children(
     split = {"action": "SPLIT", "SUCCESS": [{"descriptor": {"half": 1}}]}
     fates = report(**{id_to_str(inputs[0]): "SUCCESS", id_to_str(inputs[1]): split})
     await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}")])])
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     found = await operations.parcel_provenance(database, p)
 

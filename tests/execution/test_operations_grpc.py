@@ -39,7 +39,7 @@ from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, TransformationStatus
 from dxts.execution.edge.servicer_operations import OperationsRpcs
 from dxts.execution.logic.completing import Recorder
-from dxts.execution.logic.transformations import Description
+from dxts.execution.logic.transformations import ActiveSnapshot, Description
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 
@@ -257,7 +257,7 @@ async def test_provenance_shows_only_what_the_caller_may_see(
     )
     catalogue = LocalFileCatalogue(CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path}/c.db"))
     await catalogue.start()
-    await Recorder(database, catalogue, definitions).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions)).record_completing()
     await catalogue.close()
 
     reply = await stubs["bob"].Provenance(execution_pb2.ProvenanceRequest(lfn=lfn))

@@ -32,6 +32,7 @@ from dxts.core.schema import execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic import status_reports
 from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.v1 import common_pb2
 
 UNKNOWN = common_pb2.OUTCOME_DISPOSITION_UNKNOWN_PARCEL
@@ -54,7 +55,7 @@ async def run(
     content = fates(inputs) if callable(fates) else fates
     named = [(name, f"/o/{p.hex()}/{name}") for name in files]
     await record_outcomes(database, [outcome(p, report=content, files=named)])
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
     return p, inputs
 
 
@@ -203,7 +204,7 @@ async def test_a_file_the_catalogue_refuses_fails_only_its_parcel(
             for p, i in ((refused, inputs[0]), (accepted, inputs[1]))
         ],
     )
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     row = await parcel(database, refused)
     assert row.Status == "Failed"

@@ -38,6 +38,7 @@ from dxts.execution.edge.servicer_operations import record_outcome_messages as r
 from dxts.execution.logic import completing as completion
 from dxts.execution.logic import recording
 from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.store import outcomes as db
 from dxts.execution.store.common import case_size
 from dxts.v1 import common_pb2
@@ -71,7 +72,10 @@ async def test_a_successful_parcel_is_recorded_done_with_its_outputs(
     assert await statuses(database, world.transformation_id) == {"Assigned": 3}
     await assert_counters_exact(database)
 
-    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 1
+    assert (
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+        == 1
+    )
 
     row = await parcel(database, p)
     assert (row.Status, row.CompletedAt is not None) == ("Done", True)
@@ -86,7 +90,10 @@ async def test_a_successful_parcel_is_recorded_done_with_its_outputs(
     assert registered[lfn].replicas == ("SE-A",)
     await assert_counters_exact(database)
     # Nothing left to record.
-    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 0
+    assert (
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+        == 0
+    )
 
 
 async def test_a_failed_parcel_fails_its_inputs_at_once(database: Database, world: World) -> None:
@@ -228,7 +235,7 @@ async def test_recording_the_same_outcome_twice_changes_nothing(
     assert [a.disposition for a in again] == [ALREADY] * 2
     assert await snapshot(database) == before
     # Also once the parcel has been recorded to the end.
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
     recorded = await snapshot(database)
     assert [a.disposition for a in await record_outcomes(database, first)] == [ALREADY] * 2
     assert await snapshot(database) == recorded
@@ -259,7 +266,7 @@ async def test_every_report_action_and_the_recovery_split(
         }
     )
     await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}")])])
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     row = await parcel(database, p)
     assert row.Status == "PartiallyDone"
@@ -309,7 +316,7 @@ async def test_a_report_of_splits_only_succeeding_in_part(
     split = {"action": "SPLIT", "FAILURE": [{"descriptor": {"part": 1}}]}
     fates = report(**{key: split for key in ids(*inputs)})
     await record_outcomes(database, [outcome(p, report=fates)])
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     # No input succeeded, even in part: Failed. The two reports name the same child: the second
     # is not inserted again.
@@ -345,7 +352,7 @@ async def test_batches_recorded_side_by_side_insert_a_shared_split_child_once(
 
     monkeypatch.setattr(db, "existing_hashes", side_by_side)
 
-    recorder = Recorder(database, catalogue, definitions(world))
+    recorder = Recorder(database, catalogue, ActiveSnapshot(definitions(world)))
     assert await recorder.record_completing(batch=1, lanes=2) == 2
 
     # The batch that lost the race ran again and saw the child as recorded in key order would.
@@ -368,7 +375,7 @@ async def test_a_process_without_a_status_report_succeeds_wholly(
     await record_outcomes(
         database, [outcome(p, report=report(**{id_to_str(inputs[0]): "FAILURE"}))]
     )
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     row = await parcel(database, p)
     assert row.Status == "Done"
@@ -390,7 +397,7 @@ async def test_a_data_parcel_moves_its_storage_counters(
     done, failed = await pack(database, world, [inputs[:2], inputs[2:]], deltas=deltas)
     await record_outcomes(database, [outcome(done), outcome(failed, result=FAILED)])
     await assert_counters_exact(database)
-    await Recorder(database, catalogue, definitions(world)).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     assert [r.Status for r in await parcels_of(database, world.transformation_id)] == [
         "Done",
@@ -409,7 +416,7 @@ async def test_a_user_parcel_simply_becomes_done_or_failed(
         database, [outcome(done, files=[("result", lfn)]), outcome(failed, result=FAILED)]
     )
     assert [a.disposition for a in acks] == [RECORDED, RECORDED]
-    await Recorder(database, catalogue, definitions()).record_completing()
+    await Recorder(database, catalogue, ActiveSnapshot(definitions())).record_completing()
 
     assert (await parcel(database, done)).Status == "Done"
     assert (await parcel(database, failed)).Status == "Failed"
@@ -439,7 +446,7 @@ async def test_a_parcel_that_finished_before_its_cancellation_is_recorded(
     inputs = await feed(database, world, 1)
     (p,) = await pack(database, world, [inputs])
     await _request_cancel(database, p)
-    recorder = Recorder(database, catalogue, definitions(world))
+    recorder = Recorder(database, catalogue, ActiveSnapshot(definitions(world)))
     assert await recorder.record_completing() == 0  # waiting for the backend
 
     fates = report(**{id_to_str(inputs[0]): "SUCCESS"})
@@ -480,11 +487,14 @@ async def test_an_interrupted_recording_runs_again_to_the_same_rows(
 
     monkeypatch.setattr(db, "move_parcels", crash)
     with pytest.raises(ConnectionResetError):
-        await Recorder(database, catalogue, definitions(world)).record_completing()
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
     assert await snapshot(database) == completing  # rolled back whole
 
     monkeypatch.setattr(db, "move_parcels", real_move)
-    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 2
+    assert (
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+        == 2
+    )
 
     assert [r.Status for r in await parcels_of(database, world.transformation_id)] == [
         "PartiallyDone",
@@ -539,7 +549,10 @@ async def test_a_parcel_whose_recording_fails_unplanned_is_failed_alone(
         return real_plan(row, *args)
 
     monkeypatch.setattr(completion, "plan_recording", plan)
-    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 3
+    assert (
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+        == 3
+    )
 
     by_id = {r.ParcelID: r for r in await parcels_of(database, world.transformation_id)}
     assert [by_id[p].Status for p in parcel_ids] == ["Done", "Failed", "Done"]
@@ -574,7 +587,7 @@ async def test_a_transient_error_fails_no_parcel(
 
     monkeypatch.setattr(completion, "plan_recording", away)
     with pytest.raises(Unavailable):
-        await Recorder(database, catalogue, definitions(world)).record_completing()
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
     assert await snapshot(database) == completing
 
 
@@ -598,7 +611,7 @@ async def test_parcels_carrying_many_inputs_are_recorded_in_batches_bounded_by_t
         fates = report(**dict.fromkeys(ids(*group), "SUCCESS"))
         await record_outcomes(database, [outcome(p, report=fates)])
     carries = {p: len(group) for p, group in zip(parcel_ids, groups, strict=True)}
-    recorder = Recorder(database, catalogue, definitions(world))
+    recorder = Recorder(database, catalogue, ActiveSnapshot(definitions(world)))
     carried_by_batch: list[int] = []
     real = recorder.record
 

@@ -31,6 +31,7 @@ from dxts.core.locks import Lock, LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic.sweeps import Completion
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.settings import ExecutionSettings
 from dxts.execution.store.outcomes import lock_parcels
 from dxts.v1 import common_pb2
@@ -59,7 +60,7 @@ def sweeps(
         database,
         registry=Registry.discover(),
         catalogue=catalogue,
-        transformations=InMemoryTransformations([world.record()]),
+        snapshot=ActiveSnapshot(InMemoryTransformations([world.record()])),
         locks=LockManager(database),
         settings=ExecutionSettings(**settings),
     )

@@ -36,6 +36,7 @@ from dxts.definition.edge.execution_client import GrpcExecution
 from dxts.execution.component import build_execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.settings import ExecutionSettings
 from dxts.v1 import common_pb2
 
@@ -67,7 +68,7 @@ async def done_parcels(
     ]
     acks = await record_outcomes(database, outcomes)
     assert {a.disposition for a in acks} == {RECORDED}
-    recorder = Recorder(database, catalogue, definitions(world))
+    recorder = Recorder(database, catalogue, ActiveSnapshot(definitions(world)))
     assert await recorder.record_completing() == len(usages)
     return parcel_ids
 
@@ -98,7 +99,10 @@ async def test_usage_is_stored_with_the_outcome_and_kept_on_the_done_parcel(
     back = stored_message(row.Annotations)
     assert back is not None and back.usage == sent.usage
 
-    assert await Recorder(database, catalogue, definitions(world)).record_completing() == 1
+    assert (
+        await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+        == 1
+    )
     row = await parcel(database, p)
     assert row.Status == "Done"
     assert row.Annotations["usage"] == {"cpu_hours": 1.5, "wall_hours": 2.0, "memory_gb": 3.0}

@@ -22,6 +22,7 @@ from dxts.core.schema import execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic import user_parcels
 from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.logic.user_parcels import UserJob, get_user_parcel
 from dxts.v1.execution_pb2_grpc import ExecutionServiceServicer
 
@@ -96,7 +97,9 @@ async def test_a_recorded_user_parcel_reads_back_with_its_outcome(
         database, [outcome(parcel_id, files=[("result", lfn)], output_object=output_object)]
     )
     assert (await get_user_parcel(database, parcel_id)).outputs == []  # not Done yet
-    await Recorder(database, catalogue, InMemoryTransformations()).record_completing()
+    await Recorder(
+        database, catalogue, ActiveSnapshot(InMemoryTransformations())
+    ).record_completing()
 
     view = await get_user_parcel(database, parcel_id)
 

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,12 @@ from dxts.core.schema import definition, execution
 from dxts.core.states import Kind
 from dxts.execution.edge.servicer_operations import record_outcome_messages
 from dxts.execution.logic.completing import Recorder
-from dxts.execution.logic.transformations import ActiveTransformation, Description, Output
+from dxts.execution.logic.transformations import (
+    ActiveSnapshot,
+    ActiveTransformation,
+    Description,
+    Output,
+)
 from dxts.v1 import common_pb2
 
 RC = Isolation.READ_COMMITTED
@@ -94,9 +99,12 @@ class _Definition:
     async def active(self) -> list[ActiveTransformation]:
         return [self.record]
 
+    async def listed(self, transformation_ids: Collection[bytes]) -> list[ActiveTransformation]:
+        return [self.record] if self.record.id in transformation_ids else []
+
     async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
         r = self.record
-        return Description(r.id, r.vo, r.owner_sub, r.status, r.outputs)
+        return Description(r.id, r.vo, r.owner_sub, r.status)
 
 
 @dataclass
@@ -224,7 +232,9 @@ def _record(database: Database, params: OutcomeParams) -> Operation:
             )
             if any(a.disposition != common_pb2.OUTCOME_DISPOSITION_RECORDED for a in acks):
                 raise RuntimeError(f"an outcome was not recorded: {acks}")
-        recorder = Recorder(database, NullCatalogue(), _Definition(round_.transformation))
+        recorder = Recorder(
+            database, NullCatalogue(), ActiveSnapshot(_Definition(round_.transformation))
+        )
         recorded = await recorder.record_completing(batch=params.record_batch)
         if recorded != params.parcels:
             raise RuntimeError(f"{recorded} of {params.parcels} parcels recorded")

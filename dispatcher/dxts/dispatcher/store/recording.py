@@ -95,15 +95,19 @@ async def record_refused(
         return []
     now = await db_now(conn)
     clear = set(clear_backend)
-    for ids, values in (
-        ([p for p in movable if p in clear], {"Backend": None}),
-        ([p for p in movable if p not in clear], {}),
-    ):
-        if ids:
-            await conn.execute(
-                sa.update(parcels)
-                .where(parcels.c.ParcelID.in_(ids), parcels.c.Status == RESERVED)
-                .values(Status=UNASSIGNED, UpdatedAt=now, **values)
-            )
+    cleared = [p for p in movable if p in clear]
+    kept = [p for p in movable if p not in clear]
+    if cleared:
+        await conn.execute(
+            sa.update(parcels)
+            .where(parcels.c.ParcelID.in_(cleared), parcels.c.Status == RESERVED)
+            .values(Status=UNASSIGNED, UpdatedAt=now, Backend=None)
+        )
+    if kept:
+        await conn.execute(
+            sa.update(parcels)
+            .where(parcels.c.ParcelID.in_(kept), parcels.c.Status == RESERVED)
+            .values(Status=UNASSIGNED, UpdatedAt=now)
+        )
     await journal(conn, [(p, state[p][0], state[p][1]) for p in movable], RESERVED, UNASSIGNED)
     return movable

@@ -1453,21 +1453,29 @@ class ListActiveTransformationsRequest(_message.Message):
 
     PAGING_FIELD_NUMBER: _builtins.int
     KINDS_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def paging(self) -> _common_pb2.Paging: ...
     @_builtins.property
     def kinds(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Kind.ValueType]:
         """Only these kinds; empty = both."""
 
+    @_builtins.property
+    def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these transformations, whatever their status (execution records the outcomes of a
+        transformation's parcels after it has left Active); empty = every Active one.
+        """
+
     def __init__(
         self,
         *,
         paging: _common_pb2.Paging | None = ...,
         kinds: _abc.Iterable[_common_pb2.Kind.ValueType] | None = ...,
+        transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["paging", b"paging"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "paging", b"paging"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "paging", b"paging", "transformation_ids", b"transformation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -310,7 +310,7 @@ class DefinitionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListActiveTransformations(self, request, context):
-        """Every Active transformation with what the execution sweeps need (feeder state included).
+        """Every Active transformation (or those asked for by id) with what the execution sweeps need.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -69,7 +69,7 @@ class DefinitionServiceStub:
     """Transformations."""
     ListTransformations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ListTransformationsRequest, _definition_pb2.ListTransformationsResponse]
     ListActiveTransformations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ListActiveTransformationsRequest, _definition_pb2.ListActiveTransformationsResponse]
-    """Every Active transformation with what the execution sweeps need (feeder state included)."""
+    """Every Active transformation (or those asked for by id) with what the execution sweeps need."""
     GetProcess: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetProcessRequest, _definition_pb2.GetProcessResponse]
     """Processes: the content store and its registry of names."""
     GetProcessTree: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetProcessTreeRequest, _definition_pb2.GetProcessTreeResponse]
@@ -115,7 +115,7 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     """Transformations."""
     ListTransformations: _aio.UnaryUnaryMultiCallable[_definition_pb2.ListTransformationsRequest, _definition_pb2.ListTransformationsResponse]  # type: ignore[assignment]
     ListActiveTransformations: _aio.UnaryUnaryMultiCallable[_definition_pb2.ListActiveTransformationsRequest, _definition_pb2.ListActiveTransformationsResponse]  # type: ignore[assignment]
-    """Every Active transformation with what the execution sweeps need (feeder state included)."""
+    """Every Active transformation (or those asked for by id) with what the execution sweeps need."""
     GetProcess: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetProcessRequest, _definition_pb2.GetProcessResponse]  # type: ignore[assignment]
     """Processes: the content store and its registry of names."""
     GetProcessTree: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetProcessTreeRequest, _definition_pb2.GetProcessTreeResponse]  # type: ignore[assignment]
@@ -284,7 +284,7 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _definition_pb2.ListActiveTransformationsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.ListActiveTransformationsResponse, _abc.Awaitable[_definition_pb2.ListActiveTransformationsResponse]]:
-        """Every Active transformation with what the execution sweeps need (feeder state included)."""
+        """Every Active transformation (or those asked for by id) with what the execution sweeps need."""
 
     @_abc_1.abstractmethod
     def GetProcess(

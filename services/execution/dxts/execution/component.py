@@ -155,7 +155,7 @@ async def build_execution(
             database,
             registry=registry,
             catalogue=catalogue,
-            transformations=definition_client,
+            snapshot=snapshot,
             locks=locks,
             settings=settings,
         )

@@ -202,12 +202,13 @@ class TransformationRpcs(ServicerBase):
     ) -> definition_pb2.ListActiveTransformationsResponse:
         problems = Problems()
         kinds = problems.enums(Kind, request.kinds, "kinds")
+        ids = problems.ids(request.transformation_ids, "transformation_ids")
         problems.raise_if_any()
-        fingerprint = filters_fingerprint("active", kinds)
+        fingerprint = filters_fingerprint("active", kinds, sorted(ids))
         page = await queries.list_transformations(
             self._database,
             self._viewer(),
-            queries.TransformationFilters(kinds=kinds),
+            queries.TransformationFilters(kinds=kinds, ids=tuple(ids)),
             limit=_page_size(request.paging),
             after=page_after(request.paging, fingerprint),
             active_only=True,

@@ -77,19 +77,19 @@ async def lock_workgraph(conn: Transaction, workgraph_id: bytes) -> LockedWorkgr
     row = await workgraphs_db.lock_workgraph(conn, workgraph_id)
     if row is None:
         raise NotFound("workgraph", id_to_str(workgraph_id))
-    rows = await workgraphs_db.members_of(conn, row.ownership_id)
-    exhausted = await _exhausted(conn, [bytes(m.TransformationID) for m in rows])
+    states = await workgraphs_db.members_of(conn, row.ownership_id)
+    exhausted = await _exhausted(conn, [m.transformation_id for m in states])
     members = tuple(
         Member(
-            bytes(m.TransformationID),
-            m.Status,
-            m.Kind,
-            m.Feeder,
-            m.FeederArgs,
-            bool(m.FeederEnabled) and bytes(m.TransformationID) not in exhausted,
-            m.Annotations if isinstance(m.Annotations, dict) else {},
+            m.transformation_id,
+            m.status,
+            m.kind,
+            m.feeder,
+            m.feeder_args,
+            m.feeder_enabled and m.transformation_id not in exhausted,
+            m.annotations,
         )
-        for m in rows
+        for m in states
     )
     return LockedWorkgraph(
         workgraph_id,
@@ -127,16 +127,17 @@ async def lock_transformation(conn: Transaction, transformation_id: bytes) -> Lo
     workgraph = None
     if owner.workgraph_id is not None:
         workgraph = await lock_workgraph(conn, owner.workgraph_id)
-    row = await transformations_db.lock_transformation(conn, transformation_id)
-    assert row is not None  # transformations are never deleted
+    locked = await transformations_db.lock_transformation(conn, transformation_id)
+    assert locked is not None  # transformations are never deleted
+    state, locked_owner = locked
     return LockedTransformation(
         transformation_id,
-        row.Status,
-        row.VO,
-        row.Sub,
-        row.Feeder,
-        row.FeederArgs,
-        bool(row.FeederEnabled) and not await _exhausted(conn, [transformation_id]),
-        row.Annotations if isinstance(row.Annotations, dict) else {},
+        state.status,
+        locked_owner.vo,
+        locked_owner.sub,
+        state.feeder,
+        state.feeder_args,
+        state.feeder_enabled and not await _exhausted(conn, [transformation_id]),
+        state.annotations,
         workgraph,
     )

@@ -168,7 +168,7 @@ async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> Line
                 VersionView(r.vo, r.name, r.version, r.process_id, r.author, r.created_at)
                 for r in names
             ),
-            tuple(bytes(r.TransformationID) for r in rows if viewer.sees(r.VO)),
+            tuple(r.transformation_id for r in rows if viewer.sees(r.vo)),
         )
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)

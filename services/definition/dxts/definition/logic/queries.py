@@ -29,6 +29,7 @@ from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.actions import ActionRecord
 from dxts.definition.store.feeder_states import FeederState, feeder_states_of
+from dxts.definition.store.transformations import TransformationRecord
 from dxts.definition.store.workgraphs import WorkgraphRecord
 
 T = TypeVar("T")
@@ -167,6 +168,7 @@ class WorkgraphFilters:
 @dataclass(frozen=True)
 class TransformationFilters:
     workgraph_id: bytes | None = None
+    ids: Sequence[bytes] = ()  # only these (with `active_only`: whatever their status)
     statuses: Sequence[str] = ()
     kinds: Sequence[str] = ()
     type: str = ""
@@ -215,16 +217,16 @@ async def _workgraph_views(conn: Transaction, rows: list[WorkgraphRecord]) -> li
     ]
 
 
-def _edge_output(row: Any) -> bytes | None:
-    args = row.FeederArgs if isinstance(row.FeederArgs, dict) else {}
+def _edge_output(row: TransformationRecord) -> bytes | None:
+    args = row.feeder_args if isinstance(row.feeder_args, dict) else {}
     text = args.get(EDGE_ARGUMENT)
-    if row.Feeder != EDGE_FEEDER or not isinstance(text, str):
+    if row.feeder != EDGE_FEEDER or not isinstance(text, str):
         return None
     return id_from_str(text, field="FeederArgs.transformation_output_id")
 
 
-def _after(row: Any) -> list[bytes]:
-    annotations = row.Annotations if isinstance(row.Annotations, dict) else {}
+def _after(row: TransformationRecord) -> list[bytes]:
+    annotations = row.annotations if isinstance(row.annotations, dict) else {}
     after = annotations.get("after")
     return [id_from_str(t, field="after") for t in after] if isinstance(after, list) else []
 
@@ -235,61 +237,61 @@ def _feeding(switch: Any, state: FeederState | None) -> bool:
 
 
 async def _transformation_views(
-    conn: Transaction, rows: list[Any], *, for_execution: bool = False
+    conn: Transaction, rows: list[TransformationRecord], *, for_execution: bool = False
 ) -> list[TransformationView]:
-    ids = [bytes(r.TransformationID) for r in rows]
+    ids = [r.transformation_id for r in rows]
     outputs: dict[bytes, list[OutputView]] = {t: [] for t in ids}
     for o in await transformations_db.outputs_of(conn, ids):
         outputs[o.transformation_id].append(
             OutputView(o.transformation_output_id, o.name, o.intermediate)
         )
     feeders = await feeder_states_of(conn, ids)
-    edges = {bytes(r.TransformationID): _edge_output(r) for r in rows}
+    edges = {r.transformation_id: _edge_output(r) for r in rows}
     producers = await transformations_db.output_producers(conn, [e for e in edges.values() if e])
     templates = (
         await transformations_db.requirements_of(
-            conn, [bytes(r.RequirementsTemplateID) for r in rows if r.RequirementsTemplateID]
+            conn, [r.requirements_template_id for r in rows if r.requirements_template_id]
         )
         if for_execution
         else {}
     )
     views = []
     for r in rows:
-        tid = bytes(r.TransformationID)
+        tid = r.transformation_id
         edge = edges[tid]
         producer = producers.get(edge) if edge else None
         upstream = ([producer] if producer else []) + _after(r)
-        annotations = r.Annotations if isinstance(r.Annotations, dict) else {}
+        annotations = r.annotations if isinstance(r.annotations, dict) else {}
         workgraph_annotations = (
-            r.WorkgraphAnnotations if isinstance(r.WorkgraphAnnotations, dict) else {}
+            r.workgraph_annotations if isinstance(r.workgraph_annotations, dict) else {}
         )
-        template_id = None if r.RequirementsTemplateID is None else bytes(r.RequirementsTemplateID)
+        template_id = r.requirements_template_id
         views.append(
             TransformationView(
                 transformation_id=tid,
-                workgraph_id=None if r.WorkgraphID is None else bytes(r.WorkgraphID),
+                workgraph_id=r.workgraph_id,
                 step=str(annotations.get("id") or ""),
-                type=r.Type,
-                kind=r.Kind,
-                status=r.Status,
-                vo=r.VO,
-                sub=r.Sub,
-                executing_identity=r.ExecutingIdentity,
-                feeder=r.Feeder,
-                feeder_args=r.FeederArgs,
-                feeder_enabled=_feeding(r.FeederEnabled, feeders.get(tid)),
-                packer=r.Packer,
-                packer_args=r.PackerArgs,
-                annotations=r.Annotations,
-                hooks=r.Hooks,
-                process_id=None if r.ProcessID is None else bytes(r.ProcessID),
+                type=r.type,
+                kind=r.kind,
+                status=r.status,
+                vo=r.vo,
+                sub=r.sub,
+                executing_identity=r.executing_identity,
+                feeder=r.feeder,
+                feeder_args=r.feeder_args,
+                feeder_enabled=_feeding(r.feeder_enabled, feeders.get(tid)),
+                packer=r.packer,
+                packer_args=r.packer_args,
+                annotations=r.annotations,
+                hooks=r.hooks,
+                process_id=r.process_id,
                 requirements_template_id=template_id,
                 outputs=tuple(outputs[tid]),
                 upstream_ids=tuple(dict.fromkeys(upstream)),
                 producer_id=producer,
-                scouting=r.WorkgraphStatus in SCOUT_UNTIL_APPROVED,
+                scouting=r.workgraph_status in SCOUT_UNTIL_APPROVED,
                 halted=bool(workgraph_annotations.get(HALTED)),
-                updated_at=r.UpdatedAt,
+                updated_at=r.updated_at,
                 feeder_state=feeders[tid].bookmark if for_execution and tid in feeders else None,
                 requirements_template=templates.get(template_id) if template_id else None,
             )
@@ -349,7 +351,7 @@ async def get_transformation(
 ) -> TransformationDetail:
     async def work(conn: Transaction) -> TransformationDetail:
         rows = await transformations_db.transformation_rows(conn, ids=[transformation_id])
-        if not rows or not viewer.sees(rows[0].VO):
+        if not rows or not viewer.sees(rows[0].vo):
             raise NotFound("transformation", id_to_str(transformation_id))
         (view,) = await _transformation_views(conn, rows)
         actions = await actions_db.actions_of(conn, transformation_ids=[transformation_id])
@@ -367,14 +369,20 @@ async def list_transformations(
     after: bytes | None = None,
     active_only: bool = False,
 ) -> Page[TransformationView]:
-    """Transformations matching `filters`; with `active_only`, the Active ones with what the
-    execution sweeps need (bookmark and requirements template included)."""
+    """Transformations matching `filters`; with `active_only`, the Active ones (or those of
+    `filters.ids`, whatever their status: execution records their parcels' outcomes after they
+    have left Active) with what the execution sweeps need (bookmark and requirements template
+    included)."""
+    statuses = filters.statuses
+    if active_only and not filters.ids:
+        statuses = ("Active",)
 
     async def work(conn: Transaction) -> Page[TransformationView]:
         rows = await transformations_db.transformation_rows(
             conn,
+            ids=filters.ids or None,
             workgraph_id=filters.workgraph_id,
-            statuses=("Active",) if active_only else filters.statuses,
+            statuses=statuses,
             kinds=filters.kinds,
             type=filters.type or None,
             vo=viewer.vo_filter(filters.vo),
@@ -382,7 +390,7 @@ async def list_transformations(
             after=after,
             limit=limit + 1,
         )
-        page = _page(rows, limit, lambda r: bytes(r.TransformationID))
+        page = _page(rows, limit, lambda r: r.transformation_id)
         views = await _transformation_views(conn, page.items, for_execution=active_only)
         return Page(views, page.last)
 
@@ -403,7 +411,7 @@ async def get_action(database: Database, viewer: Viewer, action_id: int) -> Acti
             members = await transformations_db.transformation_rows(
                 conn, ids=[row.transformation_id]
             )
-            vo = members[0].VO if members else None
+            vo = members[0].vo if members else None
         if vo is None or not viewer.sees(vo):
             raise NotFound("action", action_id)
         return action_view(row)

@@ -7,6 +7,7 @@ changes are conditional UPDATEs whose row counts the caller checks.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -23,24 +24,68 @@ from dxts.core.schema.definition import (
 )
 
 
-async def lock_transformation(conn: AsyncConnection, transformation_id: bytes) -> Any | None:
-    """A transformation with its owner and workgraph id, its row locked (see lock_workgraph:
-    a member's caller locks the workgraph first)."""
-    result = await conn.execute(
-        sa.select(transformations, ownership.c.VO, ownership.c.Sub, ownership.c.WorkgraphID)
-        .join(ownership, ownership.c.OwnershipID == transformations.c.OwnershipID)
-        .where(transformations.c.TransformationID == transformation_id)
-        .with_for_update()
-    )
-    return result.one_or_none()
-
-
 class TransformationOwner(NamedTuple):
     """Who owns a transformation, and its workgraph (None for a standalone one)."""
 
     vo: str
     sub: str
     workgraph_id: bytes | None
+
+
+@dataclass(frozen=True)
+class TransformationState:
+    """What a transition of a transformation is decided on: its status and kind, its feeder
+    binding and the operator's switch, its annotations."""
+
+    transformation_id: bytes
+    status: str
+    kind: str
+    feeder: str | None
+    feeder_args: Any  # JSON, as stored
+    feeder_enabled: bool  # the operator's switch
+    annotations: dict[str, Any]  # {} when none are stored
+
+
+STATE_COLUMNS = (
+    transformations.c.TransformationID,
+    transformations.c.Status,
+    transformations.c.Kind,
+    transformations.c.Feeder,
+    transformations.c.FeederArgs,
+    transformations.c.FeederEnabled,
+    transformations.c.Annotations,
+)
+
+
+def state_record(row: Any) -> TransformationState:
+    """The record of a row selected with STATE_COLUMNS."""
+    return TransformationState(
+        transformation_id=bytes(row.TransformationID),
+        status=row.Status,
+        kind=row.Kind,
+        feeder=row.Feeder,
+        feeder_args=row.FeederArgs,
+        feeder_enabled=bool(row.FeederEnabled),
+        annotations=row.Annotations if isinstance(row.Annotations, dict) else {},
+    )
+
+
+async def lock_transformation(
+    conn: AsyncConnection, transformation_id: bytes
+) -> tuple[TransformationState, TransformationOwner] | None:
+    """A transformation and its owner, its row locked (see lock_workgraph: a member's caller
+    locks the workgraph first)."""
+    result = await conn.execute(
+        sa.select(*STATE_COLUMNS, ownership.c.VO, ownership.c.Sub, ownership.c.WorkgraphID)
+        .join(ownership, ownership.c.OwnershipID == transformations.c.OwnershipID)
+        .where(transformations.c.TransformationID == transformation_id)
+        .with_for_update()
+    )
+    row = result.one_or_none()
+    if row is None:
+        return None
+    workgraph_id = bytes(row.WorkgraphID) if row.WorkgraphID is not None else None
+    return state_record(row), TransformationOwner(row.VO, row.Sub, workgraph_id)
 
 
 async def transformation_owner(
@@ -133,6 +178,62 @@ async def output_producers(
     return {bytes(o): bytes(t) for o, t in result}
 
 
+@dataclass(frozen=True)
+class TransformationRecord:
+    """A Transformations row with its owner, its workgraph's status and annotations (None for a
+    standalone transformation) and its compute columns (None for a data transformation)."""
+
+    transformation_id: bytes
+    type: str
+    kind: str
+    status: str
+    executing_identity: str | None
+    feeder: str | None
+    feeder_args: Any  # JSON, as stored
+    feeder_enabled: bool  # the operator's switch
+    packer: str
+    packer_args: Any  # JSON, as stored
+    annotations: Any  # JSON, as stored
+    hooks: Any  # JSON, as stored
+    updated_at: datetime
+    vo: str
+    sub: str
+    workgraph_id: bytes | None
+    workgraph_status: str | None
+    workgraph_annotations: Any  # JSON, as stored
+    process_id: bytes | None
+    requirements_template_id: bytes | None
+
+
+def _optional_id(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def _transformation_record(row: Any) -> TransformationRecord:
+    return TransformationRecord(
+        transformation_id=bytes(row.TransformationID),
+        type=row.Type,
+        kind=row.Kind,
+        status=row.Status,
+        executing_identity=row.ExecutingIdentity,
+        feeder=row.Feeder,
+        feeder_args=row.FeederArgs,
+        feeder_enabled=bool(row.FeederEnabled),
+        packer=row.Packer,
+        packer_args=row.PackerArgs,
+        annotations=row.Annotations,
+        hooks=row.Hooks,
+        updated_at=row.UpdatedAt,
+        vo=row.VO,
+        sub=row.Sub,
+        workgraph_id=_optional_id(row.WorkgraphID),
+        workgraph_status=row.WorkgraphStatus,
+        workgraph_annotations=row.WorkgraphAnnotations,
+        process_id=_optional_id(row.ProcessID),
+        requirements_template_id=_optional_id(row.RequirementsTemplateID),
+    )
+
+
 async def transformation_rows(
     conn: AsyncConnection,
     *,
@@ -145,7 +246,7 @@ async def transformation_rows(
     owner_sub: str | None = None,
     after: bytes | None = None,
     limit: int | None = None,
-) -> list[Any]:
+) -> list[TransformationRecord]:
     """Transformations with their owner, workgraph status and annotations, and compute
     columns (NULL for data transformations), in id order; every filter given must match."""
     query = (
@@ -185,7 +286,7 @@ async def transformation_rows(
     query = query.order_by(transformations.c.TransformationID)
     if limit is not None:
         query = query.limit(limit)
-    return list((await conn.execute(query)).all())
+    return [_transformation_record(row) for row in await conn.execute(query)]
 
 
 class DeclaredOutput(NamedTuple):

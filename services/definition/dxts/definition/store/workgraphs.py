@@ -26,6 +26,7 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
+from dxts.definition.store.transformations import STATE_COLUMNS, TransformationState, state_record
 
 
 async def insert_workgraph(
@@ -163,22 +164,14 @@ async def workgraph_status(conn: AsyncConnection, workgraph_id: bytes) -> str | 
     )
 
 
-async def members_of(conn: AsyncConnection, ownership_id: bytes) -> list[Any]:
+async def members_of(conn: AsyncConnection, ownership_id: bytes) -> list[TransformationState]:
     """A workgraph's members (every transformation of its ownership row), in id order."""
     result = await conn.execute(
-        sa.select(
-            transformations.c.TransformationID,
-            transformations.c.Status,
-            transformations.c.Kind,
-            transformations.c.Feeder,
-            transformations.c.FeederArgs,
-            transformations.c.FeederEnabled,
-            transformations.c.Annotations,
-        )
+        sa.select(*STATE_COLUMNS)
         .where(transformations.c.OwnershipID == ownership_id)
         .order_by(transformations.c.TransformationID)
     )
-    return list(result.all())
+    return [state_record(row) for row in result]
 
 
 async def set_workgraph_status(

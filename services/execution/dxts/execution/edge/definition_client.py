@@ -1,7 +1,7 @@
 """The definition service as execution asks it: `ActiveTransformations` over gRPC.
 
 * `active()` — `DefinitionService.ListActiveTransformations`, all pages, with execution's
-  service token;
+  service token; `listed(ids)` the same call asked by id;
 * `describe(id, token=...)` — `GetTransformation` with the caller's own token, so that
   definition decides what the caller may see (NotFound otherwise).
 
@@ -11,7 +11,7 @@ Both answer the domain records of `dxts.execution.logic.transformations`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import grpc
@@ -78,12 +78,21 @@ class GrpcTransformations:
         self._stub = definition_pb2_grpc.DefinitionServiceStub(channel)
 
     async def active(self) -> list[ActiveTransformation]:
+        return await self._list(())
+
+    async def listed(self, transformation_ids: Collection[bytes]) -> list[ActiveTransformation]:
+        if not transformation_ids:  # no ids asks for every Active one
+            return []
+        return await self._list([id_to_str(tid) for tid in sorted(transformation_ids)])
+
+    async def _list(self, ids: Collection[str]) -> list[ActiveTransformation]:
         found: list[ActiveTransformation] = []
         token = ""
         while True:
             reply = await self._stub.ListActiveTransformations(
                 definition_pb2.ListActiveTransformationsRequest(
-                    paging=common_pb2.Paging(page_size=PAGE_SIZE, page_token=token)
+                    paging=common_pb2.Paging(page_size=PAGE_SIZE, page_token=token),
+                    transformation_ids=ids,
                 )
             )
             found.extend(from_proto(message) for message in reply.transformations)
@@ -103,5 +112,4 @@ class GrpcTransformations:
             vo=message.vo,
             owner_sub=message.owner_sub,
             status=enum_from_proto(TransformationStatus, message.status, field="status"),
-            outputs=_outputs(message.outputs),
         )

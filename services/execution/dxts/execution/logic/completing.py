@@ -25,7 +25,7 @@ from typing import Any
 
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.db import Database, Isolation, Transaction, db_now, is_duplicate_key, is_transient
-from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from dxts.core.errors import FailedPrecondition, InvalidArgument
 from dxts.core.ids import id_to_str, mint_after, new_ids
 from dxts.core.kernel.lanes import in_flight
 from dxts.core.states import InputStatus, ParcelStatus
@@ -40,7 +40,7 @@ from dxts.execution.logic.parcel_annotations import (
 from dxts.execution.logic.recording import RECORD_LANES
 from dxts.execution.logic.recording_plan import Recording, plan_recording
 from dxts.execution.logic.splits import insert_splits
-from dxts.execution.logic.transformations import ActiveTransformations
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.metrics import PARCELS_RECORDED
 from dxts.execution.store import outcomes as store
 from dxts.execution.store import watermark
@@ -79,19 +79,16 @@ def batches(
 
 
 class Recorder:
-    """Records Completing parcels. The transformations' declared outputs are asked of the
-    definition side (`describe`) once each: they never change once a transformation exists."""
+    """Records Completing parcels. The transformations' declared outputs come from the
+    snapshot the sweeps hold (`ActiveSnapshot.declared_outputs`), which asks the definition
+    side only about a transformation it has never listed."""
 
     def __init__(
-        self,
-        database: Database,
-        catalogue: FileCatalogue,
-        transformations: ActiveTransformations,
+        self, database: Database, catalogue: FileCatalogue, snapshot: ActiveSnapshot
     ) -> None:
         self.database = database
         self.catalogue = catalogue
-        self.transformations = transformations
-        self._outputs: dict[bytes, dict[str, bytes]] = {}
+        self.snapshot = snapshot
 
     async def record_completing(
         self,
@@ -239,15 +236,11 @@ class Recorder:
     ) -> dict[bytes, dict[str, bytes]]:
         """The declared outputs of these transformations, by id; one the definition side does
         not know is left out (its parcels wait, with a warning, rather than hold up the rest)."""
-        for tid in transformation_ids:
-            if tid is not None and tid not in self._outputs:
-                try:
-                    described = await self.transformations.describe(tid, token=None)
-                except NotFound:
-                    log.warning("parcels of %s wait: definition knows no such", id_to_str(tid))
-                    continue
-                self._outputs[tid] = {o.name: o.output_id for o in described.outputs}
-        return self._outputs
+        wanted = {tid for tid in transformation_ids if tid is not None}
+        declared = await self.snapshot.declared_outputs(wanted)
+        for tid in sorted(wanted - set(declared)):
+            log.warning("parcels of %s wait: definition knows no such", id_to_str(tid))
+        return declared
 
     async def _register(self, plans: Sequence[Recording]) -> None:
         """Register the files of the parcels that will be Done or PartiallyDone. A parcel whose

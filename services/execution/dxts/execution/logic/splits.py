@@ -43,8 +43,7 @@ async def insert_splits(
     taken = {tid: await store.existing_hashes(conn, tid, hashes) for tid, hashes in wanted.items()}
     facets = await store.compute_facets(conn, [plan.parcel.parcel_id for plan in plans])
     children: list[dict[str, Any]] = []
-    parcels: list[dict[str, Any]] = []
-    parcel_facets: list[dict[str, Any]] = []
+    recovered: list[store.RecoveryParcel] = []
     links: list[dict[str, Any]] = []
     recovery: dict[bytes, bytes] = {}
     for plan in plans:
@@ -76,32 +75,17 @@ async def insert_splits(
             )
         if claimed:
             recovery[plan.parcel.parcel_id] = recovery_id
-            parcels.append(
-                {
-                    "ParcelID": recovery_id,
-                    "TransformationID": tid,
-                    "Kind": plan.parcel.kind,
-                    "Status": P.DONE,
-                    "Backend": RECOVERY_BACKEND,
-                    "Annotations": {RECOVERY_OF: id_to_str(plan.parcel.parcel_id)},
-                    "UpdatedAt": now,
-                    "CompletedAt": now,
-                }
-            )
-            facet = facets.get(plan.parcel.parcel_id)
-            if facet is not None:
-                process_id, requirements_id, hints_id = facet
-                parcel_facets.append(
-                    {
-                        "ParcelID": recovery_id,
-                        "ProcessID": process_id,
-                        "RequirementsID": requirements_id,
-                        "ResolvedHintsID": hints_id,
-                        "Parameters": None,
-                    }
+            recovered.append(
+                store.RecoveryParcel(
+                    recovery_id,
+                    plan.parcel,
+                    RECOVERY_BACKEND,
+                    {RECOVERY_OF: id_to_str(plan.parcel.parcel_id)},
+                    facets.get(plan.parcel.parcel_id),
                 )
+            )
     # Parcels first: the Processed children's LastParcelID names them.
-    await store.insert_born_done_parcels(conn, parcels, parcel_facets)
+    await store.insert_born_done_parcels(conn, recovered, now)
     await store.insert_inputs(conn, children)
     await store.insert_parcel_inputs(conn, links)
     return recovery

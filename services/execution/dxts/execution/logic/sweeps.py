@@ -42,7 +42,6 @@ from dxts.execution.logic.packing import PackResult, run_packer
 from dxts.execution.logic.transformations import (
     ActiveSnapshot,
     ActiveTransformation,
-    ActiveTransformations,
 )
 from dxts.execution.settings import ExecutionSettings
 from dxts.execution.store import watermark
@@ -156,16 +155,16 @@ class Completion:
         *,
         registry: Registry,
         catalogue: FileCatalogue,
-        transformations: ActiveTransformations,
+        snapshot: ActiveSnapshot,
         locks: LockManager,
         settings: ExecutionSettings,
     ) -> None:
         self.database = database
         self.registry = registry
-        self.transformations = transformations
+        self.snapshot = snapshot
         self.locks = locks
         self.settings = settings
-        self.recorder = Recorder(database, catalogue, transformations)
+        self.recorder = Recorder(database, catalogue, snapshot)
         self.failed_inputs = keyed(LockKind.FAILED_INPUTS, locks, settings.sweep_concurrency)
 
     async def record_turn(self) -> int:
@@ -186,7 +185,7 @@ class Completion:
             )
             return transformation.id, handled
 
-        return dict(await self.failed_inputs.run(await self.transformations.active(), one))
+        return dict(await self.failed_inputs.run(await self.snapshot.refresh(), one))
 
     async def parcels_recorded(self) -> int:
         return await self.record_turn()

@@ -6,19 +6,24 @@ contract (docs/architecture.md), so the sweeps take their work list from an `Act
 * `active()` — every Active transformation with what the runners need (feeder, packer, their
   arguments, FeederEnabled (the operator's switch), the scouting and halted flags, ProcessID, the
   requirements template, the declared outputs);
+* `listed(ids)` — the same records for these transformations whatever their status (the same
+  listing, asked by id): recording needs the declared outputs of a transformation whose parcels
+  complete after it has left Active (Paused, Finalizing, ...);
 * `describe(id, token=...)` — one transformation as the caller sees it (its VO, owner and
-  outputs), with the caller's own token, so that definition decides what the caller may see
+  status), with the caller's own token, so that definition decides what the caller may see
   (NotFound otherwise), as for accounting's workgraph summaries.
 
 The production implementation asks DefinitionService (`dxts.execution.edge.definition_client`).
 `ActiveSnapshot` keeps the last list for the lookups plugins' readers make between two sweeps
-(which transformation produces an output).
+(which transformation produces an output), and is the one way declared outputs reach
+execution (`declared_outputs`), for the sweeps and recording alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -116,12 +121,16 @@ class Description:
     vo: str
     owner_sub: str
     status: TransformationStatus
-    outputs: tuple[Output, ...] = ()
 
 
 class ActiveTransformations(Protocol):
     async def active(self) -> list[ActiveTransformation]:
         """Every Active transformation, fresh from the definition side."""
+        ...
+
+    async def listed(self, transformation_ids: Collection[bytes]) -> list[ActiveTransformation]:
+        """These transformations whatever their status; one the definition side does not know
+        is left out."""
         ...
 
     async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
@@ -134,7 +143,9 @@ class ActiveSnapshot:
     """The last `active()` list, refreshed when older than `max_age_s`, indexed for lookups.
 
     The sweeps refresh it every round (`refresh`); the plugins' readers look up in it which
-    transformation produces an output, between rounds.
+    transformation produces an output, between rounds. The declared outputs of every
+    transformation it has seen are kept (they never change once a transformation exists), so
+    recording asks the definition side only about a transformation it has never listed.
     """
 
     def __init__(self, source: ActiveTransformations, *, max_age_s: float = 5.0) -> None:
@@ -142,6 +153,7 @@ class ActiveSnapshot:
         self.max_age_s = max_age_s
         self._records: dict[bytes, ActiveTransformation] = {}
         self._producers: dict[bytes, bytes] = {}
+        self._declared: dict[bytes, dict[str, bytes]] = {}
         self._taken = -float("inf")
         self._lock = asyncio.Lock()
 
@@ -150,8 +162,23 @@ class ActiveSnapshot:
             records = await self.source.active()
             self._records = {record.id: record for record in records}
             self._producers = {o.output_id: r.id for r in records for o in r.outputs}
+            self._keep_declared(records)
             self._taken = time.monotonic()
             return records
+
+    def _keep_declared(self, records: Collection[ActiveTransformation]) -> None:
+        for record in records:
+            self._declared[record.id] = {o.name: o.output_id for o in record.outputs}
+
+    async def declared_outputs(
+        self, transformation_ids: Collection[bytes]
+    ) -> dict[bytes, dict[str, bytes]]:
+        """Output name → TransformationOutputID, for each of these transformations the
+        definition side knows (one it does not know is left out)."""
+        unseen = {tid for tid in transformation_ids if tid not in self._declared}
+        if unseen:
+            self._keep_declared(await self.source.listed(unseen))
+        return {tid: self._declared[tid] for tid in transformation_ids if tid in self._declared}
 
     async def _current(self) -> None:
         if time.monotonic() - self._taken > self.max_age_s:

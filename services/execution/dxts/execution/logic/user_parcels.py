@@ -26,9 +26,9 @@ from dxts.core.identity import Identity
 from dxts.core.ids import CONTENT_HASH_BYTES, id_to_str, new_id
 from dxts.core.kernel.commands import Request, run_creating_command
 from dxts.core.locks import LockManager
-from dxts.core.states import Kind, ParcelStatus
+from dxts.core.states import ParcelStatus
 from dxts.execution.logic.parcel_annotations import stored_outcome
-from dxts.execution.records import UserParcelRecord
+from dxts.execution.records import ComputeFacet, Submitter, UserParcelRecord
 from dxts.execution.store import user_parcels as db
 
 RC = Isolation.READ_COMMITTED
@@ -112,21 +112,11 @@ async def create_user_parcel(
             annotations[REQUEST_ID] = request_id
         await db.insert_user_parcel(
             conn,
-            {
-                "ParcelID": parcel_id,
-                "TransformationID": None,
-                "Kind": Kind.COMPUTE,
-                "Status": ParcelStatus.UNASSIGNED,
-                "Annotations": annotations or None,
-                "UpdatedAt": await db_now(conn),
-            },
-            {"ParcelID": parcel_id, "VO": job.vo, "Sub": job.sub},
-            {
-                "ParcelID": parcel_id,
-                "ProcessID": job.process_id,
-                "RequirementsID": job.requirements_id,
-                "Parameters": job.parameters,
-            },
+            parcel_id,
+            Submitter(job.vo, job.sub),
+            annotations or None,
+            ComputeFacet(job.process_id, job.requirements_id, None, job.parameters),
+            await db_now(conn),
         )
         return parcel_id
 

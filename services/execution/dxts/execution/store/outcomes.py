@@ -455,24 +455,60 @@ async def compute_facets(
     return found
 
 
+@dataclass(frozen=True)
+class RecoveryParcel:
+    """A born-Done recovery parcel claiming the SUCCESS split portions of `recovers`, with the
+    compute facet it copies from it (None for a data parcel)."""
+
+    parcel_id: bytes
+    recovers: ParcelRow
+    backend: str
+    annotations: dict[str, Any]
+    facet: tuple[bytes, bytes | None, bytes | None] | None  # compute_facets' triple
+
+
 async def insert_born_done_parcels(
-    conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], facets: Sequence[Mapping[str, Any]]
+    conn: AsyncConnection, recovered: Sequence[RecoveryParcel], now: datetime
 ) -> None:
     """Recovery parcels (born Done, never submitted) with their compute facets, journalled as
     creations in Done."""
-    if not rows:
+    if not recovered:
         return
+    rows = [
+        {
+            "ParcelID": r.parcel_id,
+            "TransformationID": r.recovers.transformation_id,
+            "Kind": r.recovers.kind,
+            "Status": ParcelStatus.DONE,
+            "Backend": r.backend,
+            "Annotations": r.annotations,
+            "UpdatedAt": now,
+            "CompletedAt": now,
+        }
+        for r in recovered
+    ]
+    facets = [
+        {
+            "ParcelID": r.parcel_id,
+            "ProcessID": r.facet[0],
+            "RequirementsID": r.facet[1],
+            "ResolvedHintsID": r.facet[2],
+            "Parameters": None,
+        }
+        for r in recovered
+        if r.facet is not None
+    ]
     await insert_rows(conn, parcels, rows)
     await insert_rows(conn, compute_parcels, facets)
     await journal_parcel_moves(
         conn,
         [
             (
-                ParcelRow(row["ParcelID"], row["TransformationID"], row["Kind"], "", None, {}),
+                ParcelRow(r.parcel_id, r.recovers.transformation_id, r.recovers.kind, "", None, {}),
                 None,
                 ParcelStatus.DONE,
             )
-            for row in rows
+            for r in recovered
         ],
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.errors import FailedPrecondition
 from dxts.core.schema.execution import compute_parcels, parcels, user_parcels
+from dxts.core.states import Kind, ParcelStatus
 from dxts.execution.records import (
     Annotated,
     ComputeFacet,
@@ -21,17 +22,37 @@ from dxts.execution.records import (
 
 async def insert_user_parcel(
     conn: AsyncConnection,
-    parcel: Mapping[str, Any],
-    owner: Mapping[str, Any],
-    facet: Mapping[str, Any],
+    parcel_id: bytes,
+    owner: Submitter,
+    annotations: dict[str, Any] | None,
+    facet: ComputeFacet,
+    now: datetime,
 ) -> None:
-    """Parcels, UserParcels and ComputeParcels rows of one user job (user parcels are not
-    counted: they have no transformation). FailedPrecondition when the job's process or
-    requirements are not stored: the facet's foreign keys refuse it."""
+    """Parcels, UserParcels and ComputeParcels rows of one user job, the parcel Unassigned
+    (user parcels are not counted: they have no transformation). FailedPrecondition when the
+    job's process or requirements are not stored: the facet's foreign keys refuse it."""
     try:
-        await conn.execute(sa.insert(parcels).values(**parcel))
-        await conn.execute(sa.insert(user_parcels).values(**owner))
-        await conn.execute(sa.insert(compute_parcels).values(**facet))
+        await conn.execute(
+            sa.insert(parcels).values(
+                ParcelID=parcel_id,
+                TransformationID=None,
+                Kind=Kind.COMPUTE,
+                Status=ParcelStatus.UNASSIGNED,
+                Annotations=annotations,
+                UpdatedAt=now,
+            )
+        )
+        await conn.execute(
+            sa.insert(user_parcels).values(ParcelID=parcel_id, VO=owner.vo, Sub=owner.sub)
+        )
+        await conn.execute(
+            sa.insert(compute_parcels).values(
+                ParcelID=parcel_id,
+                ProcessID=facet.process_id,
+                RequirementsID=facet.requirements_id,
+                Parameters=facet.parameters,
+            )
+        )
     except sa.exc.IntegrityError as error:
         raise FailedPrecondition(
             "the job's process or requirements are not stored (definition stores them first)"
