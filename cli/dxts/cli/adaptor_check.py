@@ -18,7 +18,7 @@ from dxts.cli.client import EXIT_FAILED, fail_line
 from dxts.cli.dispatcher_standin import serving_standin
 from dxts.core.errors import DxtsError
 from dxts.core.grpc import channel
-from dxts.v1 import backend_pb2_grpc
+from dxts.v1 import backend_pb2, backend_pb2_grpc
 
 adaptor_app = typer.Typer(no_args_is_help=True, help="Backend adaptors: check one's contract.")
 
@@ -51,8 +51,12 @@ async def _run(
         opened = await stack.enter_async_context(
             channel(address, token=token, default_timeout=timeout_s)
         )
+        stub = backend_pb2_grpc.BackendAdaptorServiceStub(opened)
+        # Nothing answering there (or refusing this caller): one line saying so, not a FAIL of
+        # every property for the same cause.
+        await stub.Describe(backend_pb2.DescribeRequest())
         target = Target(
-            backend_pb2_grpc.BackendAdaptorServiceStub(opened),
+            stub,
             restart=restart_by(restart_command) if restart_command else None,
             dispatcher=dispatcher,
         )
@@ -94,7 +98,7 @@ def check(
     failure."""
     try:
         verdicts = asyncio.run(_run(address, token, timeout, restart_command, dispatcher_listen))
-    except DxtsError as error:  # no adaptor there at all (an address that does not resolve)
+    except DxtsError as error:  # no adaptor there at all, or it refuses this caller
         fail_line(f"error: {address}: {error}")
         raise typer.Exit(EXIT_FAILED) from None
     for verdict in verdicts:
