@@ -40,6 +40,7 @@ from dxts.execution.logic import recording
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.store import outcomes as db
+from dxts.execution.store import splits as split_store
 from dxts.execution.store.common import case_size
 from dxts.v1 import common_pb2
 
@@ -337,7 +338,7 @@ async def test_batches_recorded_side_by_side_insert_a_shared_split_child_once(
         await record_outcomes(database, [outcome(p, report=report(**{id_to_str(i): split}))])
     # The two batches (one parcel each) both look for the child before either inserts it.
     calls, both = 0, asyncio.Event()
-    real = db.existing_hashes
+    real = split_store.existing_hashes
 
     async def side_by_side(*args: Any, **kwargs: Any) -> set[bytes]:
         nonlocal calls
@@ -350,7 +351,7 @@ async def test_batches_recorded_side_by_side_insert_a_shared_split_child_once(
                 await asyncio.wait_for(both.wait(), 5)
         return found
 
-    monkeypatch.setattr(db, "existing_hashes", side_by_side)
+    monkeypatch.setattr(split_store, "existing_hashes", side_by_side)
 
     recorder = Recorder(database, catalogue, ActiveSnapshot(definitions(world)))
     assert await recorder.record_completing(batch=1, lanes=2) == 2

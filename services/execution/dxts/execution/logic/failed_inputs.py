@@ -55,7 +55,7 @@ from dxts.execution.logic.transformations import ActiveTransformation
 from dxts.execution.metrics import FAILED_INPUTS_DECIDED, PLUGIN_FAILURES
 from dxts.execution.records import FailedInput
 from dxts.execution.store import failed_inputs as db
-from dxts.execution.store import outcomes as rows
+from dxts.execution.store import splits as rows
 from dxts.execution.store.common import move_inputs
 
 log = logging.getLogger(__name__)

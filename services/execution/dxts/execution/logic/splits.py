@@ -20,7 +20,7 @@ from dxts.core.plugins import FileInput, Input
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.parcel_annotations import RECOVERY_BACKEND, RECOVERY_OF
 from dxts.execution.logic.recording_plan import Recording
-from dxts.execution.store import outcomes as store
+from dxts.execution.store import splits as store
 
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 
