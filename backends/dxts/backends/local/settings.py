@@ -8,6 +8,13 @@
   is where compute outputs are written.
 * `workers`: processes run at once; `capacity`: parcels accepted and not finished before Submit
   refuses (0: no limit).
+* How a compute parcel's job is confined (docs/security.md, "Jobs in a box";
+  `dxts.backends.runner.sandbox`): `sandbox` (`bwrap`: in a bubblewrap sandbox; `none`:
+  unconfined, refused when the adaptor runs as root without a job user), `job_user` (the Unix user
+  an adaptor running as root starts jobs as: never root), `sandbox_network` (jobs reach the
+  network; default not), `sandbox_paths` (more read-only paths jobs see, e.g. site software),
+  `default_wall_time_s` (a parcel that asks for none) and `max_wall_time_s` (the installation's
+  cap on what a parcel asks).
 * The file catalogue used to find `lfn:` inputs' replicas (and updated by data requests) is the
   installation's (`DXTS_CATALOGUE_*`, `dxts.core.catalogue`).
 """
@@ -15,7 +22,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -39,6 +46,12 @@ class LocalSettings(RunnerEnvironment):
     workers: int = Field(2, ge=1)
     capacity: int = Field(0, ge=0)
     kill_grace_s: float = Field(5.0, ge=0, description="SIGTERM to SIGKILL on a cancellation")
+    sandbox: Literal["bwrap", "none"] = "bwrap"
+    job_user: str = Field("dxts-job", description="the user jobs run as (when run as root)")
+    sandbox_network: bool = False
+    sandbox_paths: list[Path] = Field(default_factory=list, description="read-only for jobs")
+    default_wall_time_s: int = Field(3600, ge=1)
+    max_wall_time_s: int = Field(86400, ge=1)
 
     @field_validator("kind", mode="before")
     @classmethod

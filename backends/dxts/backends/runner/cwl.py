@@ -41,8 +41,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote
 
+from dxts.backends.runner import sandbox
+from dxts.backends.runner.sandbox import local_path
 from dxts.backends.runner.settings import RunnerSettings, Storage
 from dxts.core.adaptor.model import (
     SCHEMAS_FIELD,
@@ -278,16 +280,6 @@ class Collected:
     output_object_json: str = ""
 
 
-def _local_path(item: dict[str, Any]) -> Path | None:
-    """Where the runner left a File or Directory (its `path`, or its `file://` location)."""
-    if isinstance(item.get("path"), str):
-        return Path(item["path"])
-    location = item.get("location")
-    if isinstance(location, str) and location.startswith("file://"):
-        return Path(unquote(urlparse(location).path))
-    return None
-
-
 class _Placement:
     """Where each File and Directory of an output object goes: `<output prefix>/<its path under
     the output directory>` (its basename when the runner left it elsewhere), so a Directory's
@@ -321,7 +313,7 @@ class _Placement:
             return value
         rewritten = {key: self.rewrite(item, output_name) for key, item in value.items()}
         if value.get("class") in ("File", "Directory"):
-            source = _local_path(value)
+            source = local_path(value)
             if source is not None:
                 rewritten.pop("path", None)
                 rewritten["location"] = f"lfn:{self.lfn(source, output_name)}"
@@ -371,7 +363,7 @@ def _status_report(value: Any) -> str:
     """The JSON content of the status report output's File (empty when there is none)."""
     if not (isinstance(value, dict) and value.get("class") == "File"):
         return ""
-    path = _local_path(value)
+    path = local_path(value)
     text = path.read_text() if path is not None else str(value.get("contents") or "")
     try:
         json.loads(text)
@@ -423,8 +415,10 @@ async def run_compute(
     catalogue: FileCatalogue | None,
     run: Run,
     started: Callable[[int], Awaitable[None]],
+    boxed: sandbox.Boxed | None = None,
 ) -> Collected:
-    """Run the parcel; what it gave on success, JobFailed otherwise."""
+    """Run the parcel (in `boxed`'s sandbox, within its wall time, when given); what it gave
+    on success, JobFailed otherwise."""
     root = materialise(payload, job_dir / "process")
     (job_dir / "resolved-hints.json").write_text(payload.resolved_hints_json or "{}")
     parameters = await input_object(payload, submission, settings, catalogue)
@@ -434,10 +428,8 @@ async def run_compute(
     tmp.mkdir(exist_ok=True)
     usage_file = job_dir / USAGE_FILE
     usage_file.unlink(missing_ok=True)  # a previous attempt's
-    command = [
-        *MEASURE,
-        str(usage_file),
-        "--",
+    entered = sandbox.enter(boxed, job_dir, submission.parameters_json, parameters)
+    runner = [
         *settings.runner,
         *settings.runner_args,
         "--outdir",
@@ -449,20 +441,24 @@ async def run_compute(
         str(root),
         str(job_dir / "job.json"),
     ]
+    command = entered.command(MEASURE, usage_file, runner)
     if run.cancelled:
         return Collected([])
     with (job_dir / RUNNER_STDOUT).open("wb") as stdout, (job_dir / RUNNER_LOG).open("wb") as log:
         run.process = await asyncio.create_subprocess_exec(
-            *command, cwd=job_dir, stdout=stdout, stderr=log, start_new_session=True
-        )
+            *command, cwd=entered.cwd, env=entered.environment, stdin=asyncio.subprocess.DEVNULL,
+            stdout=stdout, stderr=log, start_new_session=True
+        )  # fmt: skip
         if run.cancelled:  # cancelled while the process was being started
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run.process.pid, signal.SIGKILL)
         await started(run.process.pid)
-        code = await run.process.wait()
+        code = await sandbox.wait_within(run.process, boxed.wall_time_s if boxed else None)
     run.usage = read_usage(usage_file)
     if run.cancelled:
         return Collected([])
+    if code is None and boxed is not None:
+        raise JobFailed(sandbox.wall_time_exceeded(boxed.wall_time_s))
     if code != 0:
         runner_log = (job_dir / RUNNER_LOG).read_text(errors="replace")
         raise JobFailed(
@@ -473,7 +469,12 @@ async def run_compute(
         output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
     except ValueError as error:
         raise JobFailed(f"the CWL runner's output object is not JSON: {error}") from None
-    return collect_outputs(output_object, submission, settings, out)
+    if boxed is not None and (problem := sandbox.outputs_problem(output_object, out, entered)):
+        raise JobFailed(problem)
+    collected = collect_outputs(output_object, submission, settings, out)
+    if boxed is not None:  # the job user wrote them: now they are the adaptor's
+        sandbox.reclaim(settings.se_path(f.storage_element, f.lfn) for f in collected.outputs)
+    return collected
 
 
 async def kill(run: Run, grace_s: float) -> None:

@@ -29,7 +29,7 @@ from dxts.backends.local.logic import data
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.local.store import state
 from dxts.backends.logic.adaptor import directory_logs, key_problem
-from dxts.backends.runner import cwl
+from dxts.backends.runner import cwl, requirements, sandbox
 from dxts.backends.runner.cwl import JobFailed, Run
 from dxts.core.adaptor.model import (
     CancelledKey,
@@ -50,6 +50,7 @@ from dxts.core.adaptor.model import (
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_ids
+from dxts.core.states import Kind
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class LocalAdaptor:
         self._workers: list[asyncio.Task[None]] = []
         self._runs: dict[str, Run] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.box: sandbox.Box | None = None  # how compute jobs are confined (set at start)
         # Told each time a job ends: in one process with the dispatcher (`dxts up`) it wakes the
         # poll that collects the outcome instead of letting it sleep out its interval.
         self.finished: Callable[[], None] = _nothing
@@ -84,6 +86,13 @@ class LocalAdaptor:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.settings.kind is Kind.COMPUTE:
+            self.box = sandbox.confinement(
+                self.settings.sandbox,
+                self.settings.job_user,
+                self.settings.sandbox_network,
+                self.settings.sandbox_paths,
+            )
         (self.settings.work_dir / "jobs").mkdir(parents=True, exist_ok=True)
         assert self.settings.storage_root is not None
         for se in self.settings.storage_elements:
@@ -271,6 +280,7 @@ class LocalAdaptor:
                         self.catalogue,
                         run,
                         lambda group: self.store.set_process_group(parcel_id, group),
+                        self._boxed(payload, job.submission),
                     )
                 else:
                     await data.run_request(
@@ -308,6 +318,20 @@ class LocalAdaptor:
         finally:
             self._runs.pop(parcel_id, None)
             self.finished()
+
+    def _boxed(self, payload: ComputePayload, submission: Submission) -> sandbox.Boxed:
+        """The parcel's box and wall time (JobFailed: its requirements cannot be read)."""
+        assert self.box is not None
+        try:
+            limit = requirements.wall_time_s(
+                payload,
+                submission,
+                self.settings.default_wall_time_s,
+                self.settings.max_wall_time_s,
+            )
+        except requirements.BadRequirements as error:
+            raise JobFailed(str(error)) from None
+        return sandbox.Boxed(self.box, limit)
 
     def _outcome(
         self,
