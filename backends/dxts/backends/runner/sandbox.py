@@ -279,7 +279,18 @@ def _bwrap(box: Box, job_dir: Path, replicas: dict[Path, Path], cwd: Path) -> li
     """bubblewrap's command line: the namespaces, the system read-only, the runner's Python,
     the wrapper and the installation's extra paths read-only, then the job's own directory and
     its staged inputs."""
-    command = ["bwrap", *_namespaces(box), "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    command = [
+        "bwrap",
+        *_namespaces(box),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+    ]
     for directory in SYSTEM_DIRECTORIES:
         if os.path.islink(directory):
             command += ["--symlink", os.readlink(directory), directory]
@@ -296,10 +307,11 @@ def _bwrap(box: Box, job_dir: Path, replicas: dict[Path, Path], cwd: Path) -> li
     ]
     made: set[Path] = {Path("/")}
     for _, _, target in binds:
-        # Mount points' parents: bubblewrap would make them 0700 (root's), closed to the job.
+        # Mount points' parents: bubblewrap would make them 0700 (root's), closed to the job;
+        # 0711, the job passes through them to its files but cannot list them.
         for parent in reversed(target.parents):
             if parent not in made and not _under_system(parent):
-                command += ["--perms", "0755", "--dir", str(parent)]
+                command += ["--perms", "0711", "--dir", str(parent)]
                 made.add(parent)
     for option, source, target in binds:
         command += [option, str(source), str(target)]
