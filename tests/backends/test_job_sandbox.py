@@ -203,10 +203,14 @@ async def test_a_link_out_of_the_job_does_not_store_the_machine_s_file(
     secret = Path("/tmp") / f"dxts-test-secret-{id_to_str(new_id())}"
     secret.write_text(SECRET)
     secret.chmod(0o600)
-    link = f"open({str(secret)!r}, 'w').write('decoy'); os.symlink({str(secret)!r}, 'key')"
+    # The decoy is made only where the secret is not (outside a sandbox it would overwrite it).
+    link = (
+        f"try: open({str(secret)!r}, 'x').write('decoy')\n"
+        f"except FileExistsError: pass\nos.symlink({str(secret)!r}, 'key')"
+    )
     linker = {
         "class": "CommandLineTool",
-        "baseCommand": [PYTHON, "-c", f"import os; {link}"],
+        "baseCommand": [PYTHON, "-c", f"import os\n{link}"],
         "inputs": {},
         "outputs": {"key": {"type": "File", "outputBinding": {"glob": "key"}}},
     }
