@@ -154,6 +154,10 @@ async def test_formats_are_checked_against_the_ontology_the_document_names(
     carried in the stored process, is beside the process the runner reads, so an input of a
     subclass of the format asked for is accepted."""
     (tmp_path / "ref.fasta").write_text(">x\nACGT\n")
+    # A file of the machine, not a catalogued one: jobs see it only where the installation
+    # shows it to them (`sandbox_paths`).
+    await harness.stop()
+    await harness.start(sandbox_paths=[tmp_path / "ref.fasta"])
     subclass = "http://edamontology.org/format_1929"
     inputs = {
         "input": {

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -60,10 +61,13 @@ def directory_logs(directory: Path, stdout: str, stderr: str, max_bytes: int) ->
 
 
 def _tail(path: Path, limit: int) -> tuple[str, bool]:
+    """The end of `path`, never read through a link (a job's directory may be the job's)."""
     try:
-        with path.open("rb") as file:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             size = file.seek(0, 2)
             file.seek(max(0, size - limit))
             return file.read().decode(errors="replace"), size > limit
     except FileNotFoundError:
         return "", False
+    except OSError as error:  # a link (ELOOP), or not readable
+        return f"({path.name} cannot be read: {error.strerror})", False

@@ -115,7 +115,7 @@ class Entered:
 
 def confinement(sandbox: str, job_user: str, network: bool, read_only: Iterable[Path]) -> Box:
     """The box the settings ask for, checked to work here (SandboxError: why it cannot)."""
-    user = _job_user(job_user)
+    user = job_user_named(job_user)
     if sandbox == "none":
         if os.geteuid() == 0 and user is None:
             raise SandboxError("jobs must not run as root: set a job user (DXTS_LOCAL_JOB_USER)")
@@ -137,7 +137,7 @@ def confinement(sandbox: str, job_user: str, network: bool, read_only: Iterable[
     return box
 
 
-def _job_user(name: str) -> JobUser | None:
+def job_user_named(name: str) -> JobUser | None:
     """The user jobs run as: `name` when this process is root (only root can switch users),
     None (the adaptor's own) otherwise."""
     if os.geteuid() != 0 or not name:
@@ -360,12 +360,11 @@ def outputs_problem(output_object: Any, out: Path, entered: Entered) -> str | No
             if path.is_symlink() and not path.resolve().is_relative_to(root):
                 return f"the output {path.relative_to(out)} is a link out of the job's directory"
     for item in _files_and_directories(output_object):
-        path = local_path(item)
-        if path is None:
+        named = local_path(item)
+        if named is None:
             continue
-        resolved = path.resolve()
-        if not resolved.is_relative_to(root) and path not in entered.staged:
-            return f"the output {path} is outside the job's directory"
+        if not named.resolve().is_relative_to(root) and named not in entered.staged:
+            return f"the output {named} is outside the job's directory"
     return None
 
 

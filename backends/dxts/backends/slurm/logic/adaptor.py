@@ -32,8 +32,9 @@ from typing import Any
 
 from dxts.backends.logic.adaptor import directory_logs, key_problem
 from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, JobFailed
+from dxts.backends.runner.sandbox import JobUser
 from dxts.backends.slurm.edge.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
-from dxts.backends.slurm.logic import batch, outcomes
+from dxts.backends.slurm.logic import account, batch, outcomes
 from dxts.backends.slurm.logic.resources import BadRequirements, Request, resource_request
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import NewBatch, NewJob, State
@@ -83,11 +84,13 @@ class SlurmAdaptor:
         self.slurm = slurm or Slurm(settings)
         self.store = State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
+        self.account: JobUser | None = None  # who jobs run as (set at start): never root
         self.started = 0  # array tasks handed to Slurm, since this start
         self._ended_without_step: dict[str, float] = {}  # identifier → when first seen so
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
+        self.account = account.job_account(self.settings)
         for folder in ("jobs", "batches"):
             (self.settings.work_dir / folder).mkdir(parents=True, exist_ok=True)
         assert self.settings.storage_root is not None
@@ -99,6 +102,7 @@ class SlurmAdaptor:
             last = str(error).strip().splitlines()[-1]
             raise Unavailable(f"no Slurm cluster answers (SLURM_CONF names it): {last}") from None
         await self.store.start()
+        account.prepare_tree(self.settings, self.account)
         if self.owns_catalogue and self.catalogue is not None:
             await self.catalogue.start()
 
@@ -227,6 +231,7 @@ class SlurmAdaptor:
                                 self.settings, storage, self.catalogue, payload, parcel, identifier
                             )
                         )
+                        account.hand_over(batch.job_dir(self.settings, identifier), self.account)
                     except JobFailed as error:
                         failed.append(
                             outcomes.not_started(
@@ -235,6 +240,7 @@ class SlurmAdaptor:
                         )
                         tasks.append(None)
                 batch.prepare_batch(self.settings, storage, payload, batch_id, tasks)
+                account.hand_over(batch.batch_dir(self.settings, batch_id), self.account)
                 new_batches.append(
                     NewBatch(batch_id, f"dxts-{batch_id}", json.dumps(request.sbatch_options()))
                 )
@@ -259,7 +265,7 @@ class SlurmAdaptor:
                 name=new.name,
                 comment=f"dxts batch {new.batch_id}: {len(members)} parcels",
                 tasks=[j.task_index for j in members],
-                options=json.loads(new.options),
+                options=[*json.loads(new.options), *account.sbatch_options(self.account)],
                 log=batch.slurm_log(self.settings, new.batch_id),
             )
         except SlurmError as error:

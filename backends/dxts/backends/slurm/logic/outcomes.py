@@ -21,6 +21,7 @@ from pathlib import Path
 from dxts.backends.slurm.edge.commands import TaskRecord
 from dxts.backends.slurm.job import RESULT_FILE
 from dxts.backends.slurm.logic import batch
+from dxts.backends.slurm.logic.account import read_no_link
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import Job
 from dxts.core.adaptor.model import Outcome, OutcomeResult, OutputFile, ResourceUsage
@@ -80,7 +81,7 @@ def lost(backend: str, job: Job) -> Outcome:
 
 def _tail(path: Path) -> str:
     try:
-        return path.read_text(errors="replace")[-LOG_TAIL:]
+        return read_no_link(path)[-LOG_TAIL:]
     except OSError:
         return ""
 
@@ -107,7 +108,7 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcom
         outcome.message = f"Slurm job {job.task}: {record.state}"
         return outcome
     try:
-        result = json.loads((directory / RESULT_FILE).read_text())
+        result = json.loads(read_no_link(directory / RESULT_FILE))
     except (OSError, ValueError) as error:
         result = {"error": f"the job left no usable {RESULT_FILE}: {error}"}
     if state == "COMPLETED" and "error" not in result:
