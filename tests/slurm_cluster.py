@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm"
@@ -20,3 +23,38 @@ def slurm_conf() -> str:
     conf = line.strip().removeprefix("export SLURM_CONF=")
     os.environ["SLURM_CONF"] = conf
     return conf
+
+
+def job_python(directory: Path, account: str) -> str:
+    """An interpreter the job account can run with this dxts and cwltool: this one when it can
+    (an installation in a shared place), else a launcher in `directory` of the system's Python
+    over this virtualenv's packages (this machine's own Python lives in root's home, closed to
+    every other user; the system's is the same version)."""
+    # As the job script runs it (a shell's exec refuses what the account may not reach).
+    probe = ["sh", "-c", f"exec {sys.executable} -c 'import cwltool, dxts.backends.slurm.job'"]
+    as_account = ["setpriv", f"--reuid={account}", f"--regid={account}", "--clear-groups"]
+    if subprocess.run([*as_account, *probe], capture_output=True, cwd="/").returncode == 0:
+        return sys.executable
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    assert system.exists(), f"the job account cannot run {sys.executable}, and there is no {system}"
+    packages = sysconfig.get_paths()["purelib"]
+    launcher = directory / "job-python"
+    launcher.write_text(
+        f"#!{system}\n"
+        "import os, runpy, site, sys\n"
+        f"os.environ['PYTHONPATH'] = {packages!r}  # for the runner the job starts\n"
+        f"site.addsitedir({packages!r})\n"
+        "assert sys.argv[1] == '-m', sys.argv\n"
+        "sys.argv = sys.argv[2:]\n"
+        "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+    )
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+def shared_directory() -> Path:
+    """A folder the job account can pass through (the nodes' shared filesystem): pytest's own
+    are root's alone (0700)."""
+    directory = Path(tempfile.mkdtemp(prefix="dxts-slurm-test-", dir="/tmp"))
+    directory.chmod(0o711)
+    return directory

@@ -84,7 +84,9 @@ async def relay(place: Place) -> AsyncIterator[Build]:
 @contextlib.asynccontextmanager
 async def slurm(place: Place) -> AsyncIterator[Build]:
     slurm_conf()
-    settings = SlurmSettings(work_dir=place.work, capacity=CAPACITY)
+    # Jobs as the adaptor's own user: the contract is the same for any account, and the test
+    # folders and this machine's Python are root's (test_slurm_adaptor runs jobs as dxts-job).
+    settings = SlurmSettings(work_dir=place.work, capacity=CAPACITY, job_user="")
     yield lambda: SlurmAdaptor(settings)
 
 

@@ -25,7 +25,9 @@ from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
 from dxts.core.settings import ServerSettings
 from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
 
-PYTHON = sys.executable
+# The tools' interpreter: one the job user can run (this machine's own Python lives in root's
+# home, closed to every other user; the system's needs nothing but the standard library).
+PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 WRITE = """
 import json, sys
 message, ids = sys.argv[1], sys.argv[2:]

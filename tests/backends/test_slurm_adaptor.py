@@ -6,6 +6,8 @@ across a crash between sbatch and its record, usage from Slurm's accounting, los
 from __future__ import annotations
 
 import asyncio
+import pwd
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 from adaptor_serving import serve_adaptor
-from slurm_cluster import slurm_conf
+from slurm_cluster import job_python, shared_directory, slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
 from test_local_adaptor import Harness as LocalHarness
 
@@ -48,14 +50,23 @@ COUNTER = {  # appends one line per run to a file outside its sandbox
 }
 
 
+JOB_USER = "dxts-job"  # scripts/job-sandbox makes it
+
+
 class Harness(LocalHarness):
-    """The local adaptor tests' harness, serving the Slurm adaptor instead."""
+    """The local adaptor tests' harness, serving the Slurm adaptor instead: jobs run as the
+    job account, from a folder it can reach (the nodes' shared filesystem)."""
 
     def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
         self.keys = DevKeys.load_or_create(tmp / "keys")
         self.token = self.keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
         self.slurm_settings = SlurmSettings(
-            work_dir=tmp / "slurm", storage_elements=["LOCAL"], default_memory_mb=400
+            work_dir=tmp / "slurm",
+            storage_elements=["LOCAL"],
+            default_memory_mb=400,
+            job_user=JOB_USER,
+            python=job_python(tmp, JOB_USER),
         )
         self.adaptor: Any = None
         self.server: GrpcServer | None = None
@@ -93,13 +104,15 @@ def cluster() -> str:
 
 
 @pytest.fixture(scope="module")
-async def harness(tmp_path_factory: pytest.TempPathFactory, cluster: str) -> AsyncIterator[Harness]:
+async def harness(cluster: str) -> AsyncIterator[Harness]:
     """One adaptor for the module (each parcel is its own; counters are compared as deltas): a
     test that restarts it leaves it started again with the module's settings."""
-    harness = Harness(tmp_path_factory.mktemp("slurm-adaptor"))
+    shared = shared_directory()
+    harness = Harness(shared)
     await harness.start()
     yield harness
     await harness.stop()
+    shutil.rmtree(shared)
 
 
 async def test_a_parcel_runs_as_a_slurm_job_to_its_outputs(harness: Harness) -> None:
@@ -125,6 +138,39 @@ async def test_a_parcel_runs_as_a_slurm_job_to_its_outputs(harness: Harness) -> 
     (job,) = await harness.adaptor.store.jobs_by(identifiers=[result.identifier])
     assert parcel.parcel_id in sacct(job.task, "Comment")
     assert sacct(job.task, "TotalCPU")
+
+
+async def test_a_job_runs_as_the_account_and_its_batch_files_are_its_alone(
+    harness: Harness,
+) -> None:
+    whoami = {
+        "class": "CommandLineTool",
+        "baseCommand": ["id", "-u"],
+        "inputs": {},
+        "stdout": "uid.txt",
+        "outputs": {"uid": {"type": "stdout"}},
+    }
+    (result,) = await harness.submit(compute_payload(whoami), submission())
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, outcome.message
+    (output,) = outcome.outputs
+    stored = harness.slurm_settings.storage().se_path("LOCAL", output.lfn)
+    account = pwd.getpwnam(JOB_USER)
+    assert int(stored.read_text()) == account.pw_uid != 0
+    assert harness.adaptor is not None
+    (job,) = await harness.adaptor.store.jobs_by(identifiers=[result.identifier])
+    assert sacct(job.task, "User") == JOB_USER
+    folders = [
+        batch.batch_dir(harness.slurm_settings, job.batch_id),
+        batch.job_dir(harness.slurm_settings, result.identifier),
+    ]
+    for folder in folders:
+        for path in [folder, *folder.rglob("*")]:
+            status = path.lstat()
+            assert status.st_mode & 0o077 == 0, f"{path} is open to others"
+            assert status.st_uid == account.pw_uid, f"{path} is not the account's"
+    state = harness.slurm_settings.work_dir / "state.sqlite"
+    assert state.stat().st_mode & 0o077 == 0  # the adaptor's own, not the account's to read
 
 
 async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness: Harness) -> None:
@@ -236,9 +282,11 @@ async def test_cancel_of_a_running_job_kills_it(harness: Harness) -> None:
 
 
 async def test_killed_after_sbatch_before_recording_the_job_runs_once(
-    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runs = tmp_path / "runs.txt"
+    runs = harness.tmp / f"runs-{id_to_str(new_id())}.txt"
+    runs.touch()
+    shutil.chown(runs, JOB_USER)  # the job (the account) appends to it
     parcel = submission({"runs": str(runs)})
     assert harness.adaptor is not None
 

@@ -17,7 +17,9 @@ __all__ = ["up"]  # the fixture, shared with the demo's tests
 
 def test_the_demo_runs_on_slurm_to_completed(up: Up, tmp_path: Path) -> None:
     slurm_conf()  # SLURM_CONF is in the environment `dxts up` inherits
-    up.start("--backend", "slurm")
+    # Jobs as `dxts up`'s own user: its data directory is closed to any other (0700), and this
+    # machine's Python is root's (test_slurm_adaptor runs jobs as dxts-job).
+    up.start("--backend", "slurm", environment={"DXTS_SLURM_JOB_USER": ""})
     workgraph = up.submit_and_start(small_example(tmp_path))
     watched = up.dxts("watch", workgraph, "--interval", "0.5", "--timeout", str(RUN_TIMEOUT_S))
     assert watched.exit_code == 0, watched.output

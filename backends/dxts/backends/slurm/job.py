@@ -51,6 +51,7 @@ def _name_in_slurms_records(scontrol: str, parcel_id: str) -> None:
 
 
 def run_task(batch_dir: Path, index: int) -> int:
+    os.umask(0o077)  # what the job writes is the job account's alone
     batch = json.loads((batch_dir / TASKS_FILE).read_text())
     task = batch["tasks"][str(index)]
     _name_in_slurms_records(batch["scontrol"], task["parcel_id"])

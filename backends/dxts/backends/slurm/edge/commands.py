@@ -86,6 +86,7 @@ class Slurm:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env={**os.environ, "SLURM_TIME_FORMAT": "standard"},
+                umask=0o077,  # sbatch hands it to the job: what the job writes is its alone
             )
         except OSError as error:
             raise SlurmError(f"cannot run {tool}: {error}") from None
