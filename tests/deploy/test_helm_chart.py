@@ -385,10 +385,11 @@ def test_notes_say_how_to_reach_the_services_and_submit(helm: Helm) -> None:
     assert f"create secret generic {PREFIX}-database" in notes
 
 
-# Who opens the file catalogue: execution registers outputs, definition's clean-up actions
-# remove files, the local adaptor stages inputs. Who calls another component on its own behalf:
+# Who opens the file catalogue with the services' credential: execution registers outputs,
+# definition's clean-up actions remove files (the adaptors that stage inputs have their own:
+# test_chart_jobs_in_a_box). Who calls another component on its own behalf:
 # definition's lifecycle engine, execution, the dispatcher, and a null adaptor that pushes.
-CATALOGUE_USERS = {"definition", "execution", "backend-local", "backend-slurm"}
+CATALOGUE_USERS = {"definition", "execution"}
 CALLERS = {"definition", "execution", "dispatcher"}
 # The key of the component-tokens Secret each caller mounts: its own kind of caller.
 TOKEN_KEYS = {"definition": "service", "execution": "service", "dispatcher": "dispatcher"}
@@ -436,7 +437,7 @@ def test_a_catalogue_url_given_as_a_value_is_kept_in_a_secret_of_its_own(helm: H
             }
             readers += 1
         assert url not in json.dumps(doc)
-    assert readers == len(CATALOGUE_USERS - {"backend-slurm"})  # the defaults run no Slurm
+    assert readers == len(CATALOGUE_USERS)
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,8 @@ definition: its lifecycle engine calls accounting and execution, and its clean-u
 remove files from the catalogue (forwarded user calls carry the caller's token). execution
 reads definition and registers outputs in the catalogue. accounting calls definition with the
 caller's token only. The dispatcher calls definition and execution (and the adaptors). The
-local and Slurm adaptors stage inputs through the catalogue; the null adaptor calls the
+local and Slurm adaptors stage inputs through the catalogue (with a credential of their own,
+catalogue.adaptors, or none); the null adaptor calls the
 dispatcher only when it pushes its reports.
 */}}
 {{- define "dxts.components" -}}
@@ -163,6 +164,23 @@ catalogue.url), else the database's, whose database then holds the catalogue's t
 {{- end -}}
 {{- end -}}
 
+{{/*
+The Secret and key the local and Slurm adaptors read DXTS_CATALOGUE_URL from (as JSON; empty:
+none): a credential of their own (catalogue.adaptors), never the services' or the database's.
+Their jobs run user code, so whatever the adaptor holds is the most exposed secret there is.
+*/}}
+{{- define "dxts.catalogue.adaptorSecretKeyRef" -}}
+{{- $a := .Values.catalogue.adaptors -}}
+{{- if and $a.existingSecret $a.url -}}
+{{- fail "set catalogue.adaptors.existingSecret or catalogue.adaptors.url, not both" -}}
+{{- end -}}
+{{- if $a.existingSecret -}}
+{{- dict "name" $a.existingSecret "key" $a.existingSecretKey | toJson -}}
+{{- else if $a.url -}}
+{{- dict "name" (printf "%s-catalogue-adaptors" (include "dxts.fullname" .)) "key" $a.existingSecretKey | toJson -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The Secret the components that call others mount their own token from (a key per kind). */}}
 {{- define "dxts.componentTokens.secretName" -}}
 {{- default (printf "%s-component-tokens" (include "dxts.fullname" .)) .Values.componentTokens.existingSecret -}}
@@ -205,20 +223,19 @@ checksum/database: {{ printf "%s|%s" .Values.database.existingSecret (include "d
 checksum/catalogue: {{ printf "%s|%s" .Values.catalogue.existingSecret (include "dxts.catalogue.generatedUrl" .) | sha256sum }}
 {{- end -}}
 
-{{/* The Secret holding the components' certificate (tls.crt, tls.key, ca.crt). */}}
+{{/*
+The Secret holding one component's certificate (tls.crt, tls.key, ca.crt): its own
+("<fullname>-tls-<component>"), or the operator's existing one (then every component's).
+*/}}
 {{- define "dxts.tls.secretName" -}}
-{{- .Values.tls.existingSecret | default (printf "%s-tls" (include "dxts.fullname" .)) -}}
+{{- .root.Values.tls.existingSecret | default (printf "%s-tls-%s" (include "dxts.fullname" .root) .component) -}}
 {{- end -}}
 
-{{/* Every name a component is called by inside the cluster: its Service's short and full names. */}}
+{{/* The names one component is called by inside the cluster: its Service's short and full names. */}}
 {{- define "dxts.tls.dnsNames" -}}
-{{- $fullname := include "dxts.fullname" . -}}
-{{- $names := list "localhost" -}}
-{{- range $c := (include "dxts.components" . | fromJson).items -}}
-{{- $service := printf "%s-%s" $fullname $c.component -}}
-{{- $names = concat $names (list $service (printf "%s.%s" $service $.Release.Namespace) (printf "%s.%s.svc" $service $.Release.Namespace) (printf "%s.%s.svc.cluster.local" $service $.Release.Namespace)) -}}
-{{- end -}}
-{{- $names | toJson -}}
+{{- $service := printf "%s-%s" (include "dxts.fullname" .root) .component -}}
+{{- $namespace := .root.Release.Namespace -}}
+{{- list "localhost" $service (printf "%s.%s" $service $namespace) (printf "%s.%s.svc" $service $namespace) (printf "%s.%s.svc.cluster.local" $service $namespace) | toJson -}}
 {{- end -}}
 
 {{/* The TLS settings of every component (DXTS_TLS_*) and its health listener. */}}

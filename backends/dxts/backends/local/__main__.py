@@ -10,7 +10,8 @@ from dxts.core.component import Component, Process, serve
 
 
 async def build(settings: LocalSettings, process: Process) -> Component:
-    return adaptor_component(LocalAdaptor(settings, await process.catalogue()))
+    catalogue = await process.catalogue() if settings.catalogue else None
+    return adaptor_component(LocalAdaptor(settings, catalogue))
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ from dxts.core.component import Component, Process, serve
 
 async def build(settings: SlurmSettings, process: Process) -> Component:
     # The adaptor starts the catalogue itself, once it has found the cluster.
-    return adaptor_component(SlurmAdaptor(settings, load_catalogue(), owns_catalogue=True))
+    catalogue = load_catalogue() if settings.catalogue else None
+    return adaptor_component(SlurmAdaptor(settings, catalogue, owns_catalogue=True))
 
 
 def main() -> None:

@@ -13,6 +13,8 @@
 * `array_size`: the most parcels one `sbatch --array` carries (a Submit of more makes several).
 * `python`: the interpreter a job runs `dxts.backends.slurm.job` with (it must see the same
   dxts on the nodes: by default this one's, right for a shared installation).
+* `catalogue`: whether the adaptor opens the installation's file catalogue (the chart turns it
+  off when the adaptors are given no catalogue credential of their own).
 * `job_user`: the unprivileged account an adaptor running as root submits jobs as (sbatch
   `--uid`/`--gid`; default `dxts-job`, which `scripts/job-sandbox` creates); its batch and job
   directories are then the account's and closed to everyone else (0700, files 0600). Empty:
@@ -55,6 +57,7 @@ class SlurmSettings(BaseSettings):
         default_factory=lambda: ["--no-container", "--disable-color"],
         description="cwltool's arguments before its own (outdir, tmpdirs, document, job)",
     )
+    catalogue: bool = Field(True, description="open the file catalogue (false: lfn: inputs fail)")
     job_user: str = Field("dxts-job", description="the account jobs run as (adaptor as root)")
     commands_dir: str = ""
     command_timeout_s: float = Field(60.0, gt=0)
