@@ -28,10 +28,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HOME=/var/lib/dxts \
     TMPDIR=/tmp
-# nodejs evaluates CWL JavaScript expressions for cwltool (the local backend adaptor); the
-# Slurm client tools and munge are the Slurm adaptor's way to its cluster.
+# nodejs evaluates CWL JavaScript expressions for cwltool (the local backend adaptor), which
+# runs each job in a bubblewrap sandbox (docs/security.md, "Jobs in a box"); the Slurm client
+# tools and munge are the Slurm adaptor's way to its cluster.
 RUN apt-get update \
- && apt-get install --yes --no-install-recommends nodejs slurm-client munge \
+ && apt-get install --yes --no-install-recommends nodejs bubblewrap slurm-client munge \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid "${DXTS_UID}" dxts \
  && useradd --uid "${DXTS_UID}" --gid "${DXTS_UID}" --home-dir /var/lib/dxts --create-home \
