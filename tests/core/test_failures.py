@@ -71,7 +71,7 @@ def test_the_normalised_message_keeps_the_words() -> None:
 
 
 def test_the_failure_survives_the_contract_and_the_stored_outcome() -> None:
-    failure = Failure(FailureClass.STAGE_IN, "", "/lhcb/a.dst", "LOCAL")
+    failure = Failure(FailureClass.STAGE_IN, "", "/lhcb/a.dst", "LOCAL", "LCG.CERN.ch")
     outcome = Outcome("p", "local", "i", OutcomeResult.FAILED, exit_code=3, failure=failure)
     assert mapping.outcome_from_proto(mapping.outcome_to_proto(outcome)) == outcome
     assert codec.decode_outcome(codec.encode_outcome(outcome)) == outcome
@@ -80,6 +80,7 @@ def test_the_failure_survives_the_contract_and_the_stored_outcome() -> None:
         "class": "stage-in",
         "lfn": "/lhcb/a.dst",
         "storage_element": "LOCAL",
+        "site": "LCG.CERN.ch",
     }
     assert codec.outcome_from_json(stored).failure == failure
     assert "failure" not in codec.outcome_to_json(Outcome(result=OutcomeResult.SUCCEEDED))

@@ -70,7 +70,7 @@ _TEXT_FIELDS = (
 )
 _RESULTS = {result.value: result for result in OutcomeResult}
 _FAILURE_CLASSES = {failure_class.value: failure_class for failure_class in FailureClass}
-_FAILURE_TEXTS = ("tool_message", "lfn", "storage_element")
+_FAILURE_TEXTS = ("tool_message", "lfn", "storage_element", "site")
 UsageField = Literal["cpu_seconds", "wall_seconds", "max_memory_bytes"]
 USAGE_FIELDS: tuple[UsageField, ...] = ("cpu_seconds", "wall_seconds", "max_memory_bytes")
 

@@ -230,6 +230,7 @@ def failure_to_proto(failure: Failure) -> common_pb2.Failure:
         tool_message=failure.tool_message,
         lfn=failure.lfn,
         storage_element=failure.storage_element,
+        site=failure.site,
     )
 
 
@@ -239,6 +240,7 @@ def failure_from_proto(message: common_pb2.Failure) -> Failure:
         tool_message=message.tool_message,
         lfn=message.lfn,
         storage_element=message.storage_element,
+        site=message.site,
     )
 
 

@@ -68,13 +68,14 @@ class FailureClass(StrEnum):
 @dataclass(frozen=True)
 class Failure:
     """How a FAILED outcome failed: its class and the payload's own words (`tool_message`: the
-    last error-looking line of its stderr, not the runner's log), and for a staging failure the
-    file and storage element."""
+    last error-looking line of its stderr, not the runner's log), for a staging failure the file
+    and storage element, and the site it ran at when the backend knows it."""
 
     failure_class: FailureClass = FailureClass.UNSPECIFIED
     tool_message: str = ""
     lfn: str = ""
     storage_element: str = ""
+    site: str = ""  # where it ran, when the backend knows
 
 
 class OutcomeDisposition(StrEnum):

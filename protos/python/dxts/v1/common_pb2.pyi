@@ -513,6 +513,7 @@ class Failure(_message.Message):
     TOOL_MESSAGE_FIELD_NUMBER: _builtins.int
     LFN_FIELD_NUMBER: _builtins.int
     STORAGE_ELEMENT_FIELD_NUMBER: _builtins.int
+    SITE_FIELD_NUMBER: _builtins.int
     failure_class: Global___FailureClass.ValueType
     tool_message: _builtins.str
     """The tool's own message: the last error-looking line of the payload's stderr (not the
@@ -521,6 +522,8 @@ class Failure(_message.Message):
     lfn: _builtins.str
     """The file a stage-in or stage-out failed on, and the storage element, when known."""
     storage_element: _builtins.str
+    site: _builtins.str
+    """Where the work ran (a grid site, a cluster's partition), when the backend knows it."""
     def __init__(
         self,
         *,
@@ -528,10 +531,11 @@ class Failure(_message.Message):
         tool_message: _builtins.str = ...,
         lfn: _builtins.str = ...,
         storage_element: _builtins.str = ...,
+        site: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure_class", b"failure_class", "lfn", b"lfn", "storage_element", b"storage_element", "tool_message", b"tool_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure_class", b"failure_class", "lfn", b"lfn", "site", b"site", "storage_element", b"storage_element", "tool_message", b"tool_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -30,6 +30,7 @@ killed under it) is CANCELLED too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections import Counter
@@ -77,7 +78,8 @@ SUCCEEDED, FAILED, CANCELLED = (
 DONE, FAILED_STATUS, KILLED, DELETED, STALLED = "Done", "Failed", "Killed", "Deleted", "Stalled"
 LOST = (DELETED, STALLED)
 SETUP_ERROR = Failure(FailureClass.SETUP_ERROR)  # the payload ran but left no usable result
-STATUS_FIELDS = ["JobID", "JobName", "Status", "MinorStatus", "ApplicationStatus"]
+STATUS_FIELDS = ["JobID", "JobName", "Status", "MinorStatus", "ApplicationStatus", "Site"]
+NO_SITE = ("", "ANY", "Unknown", "None")  # DiracX's Site before a pilot matched the job
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -325,7 +327,17 @@ class DiracXAdaptor:
     async def _outcome(
         self, job: state.Job, status: dict[str, Any] | None, *, cancelled: bool
     ) -> Outcome | None:
-        """The terminal outcome DiracX's status means, or None while the job is under way."""
+        """The terminal outcome DiracX's status means, or None while the job is under way; a
+        failure names the site the job ran at."""
+        outcome = await self._judged(job, status, cancelled=cancelled)
+        site = str((status or {}).get("Site") or "")
+        if outcome is not None and outcome.failure is not None and site not in NO_SITE:
+            outcome.failure = dataclasses.replace(outcome.failure, site=site)
+        return outcome
+
+    async def _judged(
+        self, job: state.Job, status: dict[str, Any] | None, *, cancelled: bool
+    ) -> Outcome | None:
         assert job.job_id is not None
         if status is None:
             return self._ended(
