@@ -17,6 +17,7 @@ import typer
 from dxts.cli.client import Clients, run
 from dxts.cli.names import entity
 from dxts.cli.output import Output, OutputOption, message_dict, print_json, when
+from dxts.core.adaptor.mapping import failure_class_from_proto
 from dxts.core.errors import InvalidArgument
 from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
@@ -26,15 +27,9 @@ DURATION = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-def class_name(number: common_pb2.FailureClass.ValueType) -> str:
+def class_name(number: int) -> str:
     """A failure class as people read it: `application-error`."""
-    return (
-        common_pb2.FailureClass.Name(number)
-        .removeprefix("FAILURE_CLASS_")
-        .lower()
-        .replace("_", "-")
-        .replace("unspecified", "unclassified")
-    )
+    return failure_class_from_proto(number).value
 
 
 def failure_line(outcome: common_pb2.Outcome) -> str | None:

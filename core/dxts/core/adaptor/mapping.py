@@ -224,6 +224,11 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
     )
 
 
+def failure_class_from_proto(number: int) -> FailureClass:
+    """A contract number as the class people read (`application-error`); unknown: unclassified."""
+    return _decode(FAILURE_CLASSES, number, FailureClass.UNSPECIFIED)
+
+
 def failure_to_proto(failure: Failure) -> common_pb2.Failure:
     return common_pb2.Failure(
         failure_class=FAILURE_CLASSES[0][failure.failure_class],  # type: ignore[arg-type]
@@ -236,7 +241,7 @@ def failure_to_proto(failure: Failure) -> common_pb2.Failure:
 
 def failure_from_proto(message: common_pb2.Failure) -> Failure:
     return Failure(
-        failure_class=_decode(FAILURE_CLASSES, message.failure_class, FailureClass.UNSPECIFIED),
+        failure_class=failure_class_from_proto(message.failure_class),
         tool_message=message.tool_message,
         lfn=message.lfn,
         storage_element=message.storage_element,
