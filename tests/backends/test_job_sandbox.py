@@ -24,6 +24,7 @@ from test_local_adaptor import (
 )
 
 from dxts.backends.runner import sandbox
+from dxts.backends.runner.cwltool_main import TOOL_STDERR_VARIABLE
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import common_pb2
@@ -129,9 +130,14 @@ async def test_a_job_cannot_read_the_installation_s_secrets_or_other_jobs(
     environs = found.pop("environs")
     assert {path: how for path, how in found.items() if how == "allowed"} == {}
     assert len(found) == len(attempts)
-    # /proc/$PPID/environ and every ancestor's: none holds the component's settings, and the
-    # wrapper started by the adaptor is closed to the job.
-    assert not [text for text in environs.values() if SECRET in text or "DXTS_" in text]
+    # /proc/$PPID/environ and every ancestor's: none holds the component's settings (the
+    # runner is told only where to keep the tools' stderr), and the wrapper started by the
+    # adaptor is closed to the job.
+    assert not [text for text in environs.values() if SECRET in text]
+    settings = {
+        line.split("=", 1)[0] for text in environs.values() for line in text.split("\0")
+    }
+    assert not {name for name in settings if name.startswith("DXTS_")} - {TOOL_STDERR_VARIABLE}
     assert "PermissionError" in environs.values()
     assert not [name for name in environment if name.startswith("DXTS_")]
     assert SECRET not in json.dumps(environment)

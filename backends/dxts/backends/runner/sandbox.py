@@ -41,10 +41,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from dxts import backends
 from dxts.backends.runner import measure
+from dxts.backends.runner.failures import TOOL_STDERR, JobFailed
+from dxts.core.adaptor.model import Failure, FailureClass
 
-# The usage wrapper (`measure`) as a file of its own, which runs without the package.
+# The usage wrapper (`measure`) as a file of its own, which runs without the package; and the
+# package the default runner (`cwltool_main`) and the wrapper are in, which the sandbox shows.
 MEASURE_FILE = str(Path(measure.__file__).resolve())
+RUNNER_PACKAGE = Path(backends.__file__).resolve().parent
 # What a job's environment may hold of the adaptor's (when set); everything else is left out.
 PASSED_ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
 JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -223,9 +228,11 @@ def _enter(box: Box, job_dir: Path, staged: set[Path]) -> Entered:
     os.chmod(job_dir, 0o711)
     for writable in (out, scratch):
         writable.chmod(0o700)
+    # The runner appends the tools' stderr to a file of the adaptor's folder: made for it.
+    (job_dir / TOOL_STDERR).touch(mode=0o600)
     if box.user is not None:
         readable = [job_dir / "process", job_dir / "job.json", job_dir / "resolved-hints.json"]
-        for path in [out, scratch, *readable]:
+        for path in [out, scratch, job_dir / TOOL_STDERR, *readable]:
             if path.exists():
                 _give(path, box.user)
     visible = {replica: _readable_copy(replica, job_dir, n, box.user) for n, replica in
@@ -299,7 +306,7 @@ def _bwrap(box: Box, job_dir: Path, replicas: dict[Path, Path], cwd: Path) -> li
     for file in SYSTEM_FILES:
         command += ["--ro-bind-try", file, file]
     python = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    read_only = sorted(python | set(box.read_only) | {Path(MEASURE_FILE)})
+    read_only = sorted(python | set(box.read_only) | {RUNNER_PACKAGE})
     binds: list[tuple[str, Path, Path]] = [
         *(("--ro-bind", path, path) for path in read_only),
         ("--bind", job_dir, job_dir),
@@ -345,8 +352,11 @@ async def wait_within(process: asyncio.subprocess.Process, limit_s: float | None
     return None
 
 
-def wall_time_exceeded(limit_s: float) -> str:
-    return f"{WALL_TIME_EXCEEDED}: the job ran over its limit of {limit_s:g} s and was killed"
+def over_wall_time(boxed: Boxed | None) -> JobFailed:
+    """The failure of a run killed over its wall time (only a boxed run has one)."""
+    limit = boxed.wall_time_s if boxed is not None else 0
+    message = f"{WALL_TIME_EXCEEDED}: the job ran over its limit of {limit:g} s and was killed"
+    return JobFailed(message, failure=Failure(FailureClass.TIME_EXCEEDED, message))
 
 
 def outputs_problem(output_object: Any, out: Path, entered: Entered) -> str | None:
