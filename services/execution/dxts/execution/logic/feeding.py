@@ -16,11 +16,12 @@ Quotas (`policy.quotas`, the installation's and the member's VO's: `dxts.core.po
 invocation may create at most `inputs_per_invocation` inputs, a member `inputs_per_member` in
 all, the member's owner `inputs_per_user_hour` within the last hour (counted over the owner's
 Active members). The allowance is worked out before the feeder runs; an input yielded beyond
-it is not written: what is pending commits with the bookmark, and the feeder's row is marked
-held with a reason naming the limit (`FeederHeld` in the member's log). A held feeder is not
-run again until it is reset (an operator enabling it again), so one runaway feeder stops
-itself, not the installation: other members and VOs go on, and the member's packer goes on
-with the inputs it has. `dxts why` shows the reason (definition reads the row).
+it is not written (a feeder that yields nothing more is not held, even at an allowance of
+0): what is pending commits with the bookmark, and the feeder's row is marked held with a
+reason naming the limit (`FeederHeld` in the member's log). A held feeder is not run again
+until it is reset (an operator enabling it again), so one runaway feeder stops itself, not
+the installation: other members and VOs go on, and the member's packer goes on with the
+inputs it has. `dxts why` shows the reason (definition reads the row).
 
 The bookmark and the Exhausted mark are execution's rows (FeederStates), read here under the
 feeder lock; the operator's switch (FeederEnabled) is definition's, and the batch's guard reads
@@ -217,10 +218,8 @@ async def run_feeder(
         pending, bookmark = [], db.KEEP
         return True
 
+    # A feeder with nothing left to feed is not held at an allowance of 0: only its next input.
     allowed = await allowance(database, transformation, quotas or Quotas(), owner_members)
-    if allowed.inputs == 0:
-        await commit(held=allowed.reason)
-        return result
 
     stream = plugin_stream(
         registry,
