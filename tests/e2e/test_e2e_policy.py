@@ -253,6 +253,18 @@ async def test_a_seeds_bomb_stops_at_the_limit_with_its_member_held(
             )
         )
     assert stored == reason
+    # Enabling the feeder again releases it, and the quota holds it again at the next limit:
+    # the member's total when that is the limit, another invocation's worth otherwise.
+    async with person(world, vo, "bomber", "user") as bomber:
+        await bomber.SetFeeder(
+            definition_pb2.SetFeederRequest(
+                request_id=str(uuid.uuid4()), transformation_id=wg.members["Sim"], enabled=True
+            )
+        )
+        total = limit if named == "inputs_per_member" else 2 * limit
+        await world.until(f"{total} inputs", lambda: _has(world, wg, total), wg)
+        await until_held(world, bomber, wg)
+        assert await count_inputs(world, wg) == total
     # The installation goes on: another VO's user feeds and is not held.
     async with person(world, "other", "olga", "user") as olga:
         calm = await submit(olga, simulation(5))

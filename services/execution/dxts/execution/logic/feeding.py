@@ -15,13 +15,15 @@ rows in batches (`db.feeding.commit_batch`), one transaction each:
 Quotas (`policy.quotas`, the installation's and the member's VO's: `dxts.core.policy`): an
 invocation may create at most `inputs_per_invocation` inputs, a member `inputs_per_member` in
 all, the member's owner `inputs_per_user_hour` within the last hour (counted over the owner's
-Active members). The allowance is worked out before the feeder runs; an input yielded beyond
-it is not written (a feeder that yields nothing more is not held, even at an allowance of
-0): what is pending commits with the bookmark, and the feeder's row is marked held with a
-reason naming the limit (`FeederHeld` in the member's log). A held feeder is not run again
-until it is reset (an operator enabling it again), so one runaway feeder stops itself, not
-the installation: other members and VOs go on, and the member's packer goes on with the
-inputs it has. `dxts why` shows the reason (definition reads the row).
+Active members). The allowance is worked out before the feeder runs, in inputs actually
+created (a feeder resumed from an older bookmark yields inputs already there again, which the
+insert drops and which do not count). The first input beyond it is not written: what is
+pending commits with the bookmark, and the feeder's row is marked held with a reason naming
+the limit (`FeederHeld` in the member's log); a feeder that yields nothing more is not held,
+even at an allowance of 0. A held feeder is not run again until it is reset (an operator
+enabling it again), so one runaway feeder stops itself, not the installation: other members
+and VOs go on, and the member's packer goes on with the inputs it has. `dxts why` shows the
+reason (definition reads the row).
 
 The bookmark and the Exhausted mark are execution's rows (FeederStates), read here under the
 feeder lock; the operator's switch (FeederEnabled) is definition's, and the batch's guard reads
@@ -233,9 +235,15 @@ async def run_feeder(
     try:
         async for item in stream:
             if isinstance(item, Input):
-                if allowed.inputs is not None and result.yielded >= allowed.inputs:
-                    await commit(held=allowed.reason)
-                    break
+                if allowed.inputs is not None and result.inserted + len(pending) >= allowed.inputs:
+                    # At the limit: what is pending may hold inputs already there (a feeder
+                    # resumed from an older bookmark yields them again), so commit it and count
+                    # what was new before holding the feeder.
+                    if pending and not await commit():
+                        break
+                    if result.inserted >= allowed.inputs:
+                        await commit(held=allowed.reason)
+                        break
                 pending.append(db.NewInput.of(item))
                 result.yielded += 1
                 if len(pending) >= batch and not await commit():
