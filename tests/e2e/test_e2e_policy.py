@@ -24,6 +24,8 @@ import sqlalchemy as sa
 import yaml
 from e2e_world import VO, Submitted, W, World, bundle, running, seeds, step, workgraph
 
+from dxts.cli.inspect import member_reasons
+from dxts.cli.workgraphs import MemberView, WorkgraphView
 from dxts.core.config import CONFIG_FILE_VARIABLE
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition, InvalidArgument, PermissionDenied
@@ -218,13 +220,27 @@ async def count_inputs(world: World, wg: Submitted) -> int:
 
 
 async def held_reason(world: World, client: Any, wg: Submitted) -> str | None:
-    """What `dxts why` says holds the member's feeder (GetDrainStatus, as the owner)."""
+    """Why a quota holds the member's feeder, as the owner reads it (GetDrainStatus, the
+    contract `dxts why` reads): None when nothing does."""
     status = await client.GetDrainStatus(
         definition_pb2.GetDrainStatusRequest(workgraph_id=wg.workgraph_id)
     )
     (member,) = status.members
     held = [r.message for r in member.reasons if r.kind == "feeder" and r.state == "Held"]
     return held[0] if held else None
+
+
+async def why(client: Any, wg: Submitted) -> list[str]:
+    """What `dxts why` prints of the workgraph's one member, from what the owner reads."""
+    got = await client.GetWorkgraph(
+        definition_pb2.GetWorkgraphRequest(workgraph_id=wg.workgraph_id)
+    )
+    status = await client.GetDrainStatus(
+        definition_pb2.GetDrainStatusRequest(workgraph_id=wg.workgraph_id)
+    )
+    (transformation,), (drain,) = got.members, status.members
+    member = MemberView(transformation, drain.status, {}, {}, holding=list(drain.reasons))
+    return member_reasons(WorkgraphView(got.workgraph, [member], []), member)
 
 
 async def until_held(world: World, client: Any, wg: Submitted) -> str:
@@ -246,6 +262,7 @@ async def test_a_seeds_bomb_stops_at_the_limit_with_its_member_held(
         reason = await until_held(world, bomber, wg)
         assert f"limit of {limit} inputs" in reason and named in reason
         assert await count_inputs(world, wg) == limit
+        assert f"  its feeder Seeds is {reason}" in await why(bomber, wg)
     async with world.database.transaction(Isolation.READ_COMMITTED) as conn:
         stored = await conn.scalar(
             sa.select(feeder_states.c.HeldReason).where(
