@@ -66,6 +66,7 @@ class Harness(LocalHarness):
             work_dir=tmp / "slurm",
             storage_elements=["LOCAL"],
             default_memory_mb=400,
+            allowed_partitions=["dxts-held"],  # the DOWN partition of the tests' cluster
             job_user=JOB_USER,
             python=job_python(tmp, JOB_USER),
         )
