@@ -10,6 +10,9 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+import dxts.backends
+import dxts.core
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm"
 
 
@@ -38,11 +41,15 @@ def job_python(directory: Path, account: str) -> str:
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     assert system.exists(), f"the job account cannot run {sys.executable}, and there is no {system}"
     packages = sysconfig.get_paths()["purelib"]
+    # The runner the job starts (`python -m dxts.backends.runner.cwltool_main`) finds dxts and
+    # cwltool by PYTHONPATH: the packages, and the source folders of an editable install.
+    sources = {str(Path(module.__file__ or "").parents[2]) for module in (dxts.core, dxts.backends)}
+    path = os.pathsep.join([packages, *sorted(sources)])
     launcher = directory / "job-python"
     launcher.write_text(
         f"#!{system}\n"
         "import os, runpy, site, sys\n"
-        f"os.environ['PYTHONPATH'] = {packages!r}  # for the runner the job starts\n"
+        f"os.environ['PYTHONPATH'] = {path!r}\n"
         f"site.addsitedir({packages!r})\n"
         "assert sys.argv[1] == '-m', sys.argv\n"
         "sys.argv = sys.argv[2:]\n"
