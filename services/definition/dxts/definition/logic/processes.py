@@ -1,10 +1,12 @@
 """The process store and its registry, as the gRPC contract offers them.
 
 Stored processes are content-addressed and shared: identical bodies submitted by two VOs are
-one row, and knowing a hash is what reading it takes (the dispatcher materialises payloads with
-`process_tree`). Names are per VO: a caller publishes, resolves and lists only its own VO's
-(another VO's names are NOT_FOUND, as if absent); lineage lists only the transformations the
-caller may see.
+one row. Knowing a hash is not what reading it takes: a process is a VO's when a transformation
+of that VO runs it, or its registry names it, or either holds for a process containing it; to
+anyone else it is NOT_FOUND, as if absent, and lineage leaves out the processes containing it
+that are not the caller's. dxts's components (the dispatcher materialising payloads with
+`process_tree`) read every process. Names are per VO: a caller publishes, resolves and lists
+only its own VO's; lineage lists only the transformations the caller may see.
 """
 
 from __future__ import annotations
@@ -62,8 +64,50 @@ async def _views(conn: Transaction, ids: set[bytes]) -> dict[bytes, ProcessView]
     }
 
 
-async def get_process(database: Database, process_id: bytes) -> ProcessView:
+@dataclass(frozen=True)
+class _Family:
+    """A process's lineage, the transformations running it, and which of the process and the
+    processes containing it the caller may see."""
+
+    lineage: registry.Lineage
+    running: list[transformations_db.TransformationRecord]
+    visible: frozenset[bytes]
+
+
+async def _family(conn: Transaction, viewer: Viewer, process_id: bytes) -> _Family:
+    """The process's family; NotFound when the process is absent or not the caller's."""
+    found = await registry.lineage(conn, process_id)
+    running = {t for t, _ in found.transformations}
+    rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
+    family = {process_id, *found.composed_by}
+    if viewer.all_vos:
+        return _Family(found, rows, frozenset(family))
+    own = {r.transformation_id for r in rows if viewer.sees(r.vo)}
+    used = {p for t, p in found.transformations if t in own}
+    used |= await registry_db.named_by(conn, viewer.identity.vo, family)
+    visible = _contained(used, found.links)
+    if process_id not in visible:
+        raise NotFound("process", hash_to_str(process_id))
+    return _Family(found, rows, frozenset(visible))
+
+
+def _contained(roots: set[bytes], links: frozenset[tuple[bytes, bytes]]) -> set[bytes]:
+    """`roots` and every process they contain, following (parent, child) `links`."""
+    children: dict[bytes, list[bytes]] = {}
+    for parent, child in links:
+        children.setdefault(parent, []).append(child)
+    reached, frontier = set(roots), list(roots)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in reached:
+                reached.add(child)
+                frontier.append(child)
+    return reached
+
+
+async def get_process(database: Database, viewer: Viewer, process_id: bytes) -> ProcessView:
     async def work(conn: Transaction) -> ProcessView:
+        await _family(conn, viewer, process_id)
         found = await _views(conn, {process_id})
         if process_id not in found:
             raise NotFound("process", hash_to_str(process_id))
@@ -72,10 +116,12 @@ async def get_process(database: Database, process_id: bytes) -> ProcessView:
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
-async def process_tree(database: Database, root: bytes) -> list[ProcessView]:
-    """The root and everything it references, each once, children before their parents."""
+async def process_tree(database: Database, viewer: Viewer, root: bytes) -> list[ProcessView]:
+    """The root and everything it references, each once, children before their parents (what a
+    caller may see of the root it may see of all it contains)."""
 
     async def work(conn: Transaction) -> list[ProcessView]:
+        await _family(conn, viewer, root)
         tree = await registry.process_tree(conn, root)
         views = await _views(conn, set(tree))
         ordered: list[ProcessView] = []
@@ -156,14 +202,13 @@ async def versions(database: Database, viewer: Viewer, *, vo: str, name: str) ->
 
 async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> LineageView:
     async def work(conn: Transaction) -> LineageView:
-        found = await registry.lineage(conn, process_id)
-        running = {t for t, _ in found.transformations}
-        rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
+        family = await _family(conn, viewer, process_id)
+        found, rows = family.lineage, family.running
         names = await registry_db.registry_names(conn, viewer.identity.vo, process_id)
         return LineageView(
             process_id,
             found.references,
-            found.composed_by,
+            tuple(p for p in found.composed_by if p in family.visible),
             tuple(
                 VersionView(r.vo, r.name, r.version, r.process_id, r.author, r.created_at)
                 for r in names
