@@ -228,6 +228,17 @@ async def test_a_request_id_reused_for_other_labels_is_refused(
     assert await count_workgraphs(database) == before
 
 
+async def test_a_step_name_with_a_slash_is_a_validation_problem(stubs: dict[str, Stub]) -> None:
+    files = {"wg.cwl": seeds_workgraph("gauss.cwl").replace("  sim:", '  "s/im":')}
+    files["gauss.cwl"] = (FIXTURES / "examples" / "transformations" / "gauss.cwl").read_text()
+    files["wg.cwl"] = files["wg.cwl"].replace("sim/sim-files", "s/im/sim-files")
+    with pytest.raises(InvalidArgument) as refused:
+        await stubs["owner"].SubmitWorkgraph(
+            pb.SubmitWorkgraphRequest(bundle=bundle("wg.cwl", files))
+        )
+    assert "steps.s/im" in {v.field for v in refused.value.violations}
+
+
 async def test_a_bundle_without_its_main_document_is_refused(stubs: dict[str, Stub]) -> None:
     with pytest.raises(InvalidArgument) as refused:
         await stubs["owner"].SubmitWorkgraph(
