@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from dxts.core.errors import FieldViolation, InvalidArgument
@@ -60,6 +60,7 @@ def _field(message: type[Message], name: str) -> str:
 def _map_value(message: type[Message], name: str) -> str:
     """The full name of the values of a map field."""
     entry = message.DESCRIPTOR.fields_by_name[name].message_type
+    assert entry is not None, f"{name} is no map field"
     return str(entry.fields_by_name["value"].full_name)
 
 
@@ -106,8 +107,7 @@ def check_request(request: Message) -> None:
 
 
 def _violations(message: Message, path: str) -> Iterator[FieldViolation]:
-    descriptor: Descriptor = message.DESCRIPTOR
-    if descriptor.full_name == TIMESTAMP:
+    if message.DESCRIPTOR.full_name == TIMESTAMP:
         yield from _timestamp(message, path)
         return
     for field, value in message.ListFields():
