@@ -525,6 +525,19 @@ async def test_another_vos_processes_are_not_found_and_leave_no_trace_in_lineage
     assert list(ours.composed_by) == [recipe]
     assert private.plan[0].transformation_id in ours.transformation_ids
     assert shared.plan[0].transformation_id not in ours.transformation_ids
+    # Nor does naming it by hash in a document of its own make it the outsider's.
+    borrowing = seeds_workgraph(f"proc:sha256-{recipe}")
+    with pytest.raises(InvalidArgument) as refused:
+        await stubs["outsider"].SubmitWorkgraph(
+            pb.SubmitWorkgraphRequest(bundle=bundle("wg.cwl", {"wg.cwl": borrowing}))
+        )
+    assert "not in the process store of VO 'atlas'" in str(refused.value)
+    with pytest.raises(NotFound):
+        await stubs["outsider"].GetProcess(pb.GetProcessRequest(process_id=recipe))
+    reused = await stubs["colleague"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(bundle=bundle("wg.cwl", {"wg.cwl": borrowing}), dry_run=True)
+    )
+    assert reused.plan[0].process_id == recipe  # its own VO runs it by hash
     got = await stubs["colleague"].GetProcess(pb.GetProcessRequest(process_id=recipe))
     assert "private recipe" in got.process.document_json
     assert (await stubs["service"].GetProcess(pb.GetProcessRequest(process_id=recipe))).process

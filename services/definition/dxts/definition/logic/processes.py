@@ -11,12 +11,14 @@ only its own VO's; lineage lists only the transformations the caller may see.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound, PermissionDenied
+from dxts.core.identity import Identity
 from dxts.core.ids import hash_to_str
 from dxts.definition.logic import registry
 from dxts.definition.logic.queries import Viewer
@@ -89,6 +91,20 @@ async def _family(conn: Transaction, viewer: Viewer, process_id: bytes) -> _Fami
     if process_id not in visible:
         raise NotFound("process", hash_to_str(process_id))
     return _Family(found, rows, frozenset(visible))
+
+
+async def owned_by(conn: Transaction, vo: str, process_ids: Iterable[bytes]) -> set[bytes]:
+    """Those of `process_ids` that are `vo`'s: what a document of the VO may run by hash (a
+    handful per document, each looked up like a read of it)."""
+    viewer = Viewer(Identity(vo, ""))
+    owned = set()
+    for process_id in set(process_ids):
+        try:
+            await _family(conn, viewer, process_id)
+        except NotFound:
+            continue
+        owned.add(process_id)
+    return owned
 
 
 def _contained(roots: set[bytes], links: frozenset[tuple[bytes, bytes]]) -> set[bytes]:
