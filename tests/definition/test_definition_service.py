@@ -525,7 +525,11 @@ async def test_another_vos_processes_are_not_found_and_leave_no_trace_in_lineage
     assert list(ours.composed_by) == [recipe]
     assert private.plan[0].transformation_id in ours.transformation_ids
     assert shared.plan[0].transformation_id not in ours.transformation_ids
-    # Nor does naming it by hash in a document of its own make it the outsider's.
+    # Nor does publishing it, or naming it by hash in a document, make it the outsider's.
+    with pytest.raises(NotFound):
+        await stubs["outsider"].PublishProcess(
+            pb.PublishProcessRequest(name="mine", version="1", process_id=recipe)
+        )
     borrowing = seeds_workgraph(f"proc:sha256-{recipe}")
     with pytest.raises(InvalidArgument) as refused:
         await stubs["outsider"].SubmitWorkgraph(

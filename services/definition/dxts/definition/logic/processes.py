@@ -169,13 +169,15 @@ def _version(vo: str, name: str, entry: registry.RegistryEntry) -> VersionView:
 async def publish(
     database: Database, viewer: Viewer, *, vo: str, name: str, version: str, process_id: bytes
 ) -> VersionView:
-    """Name a stored process in the caller's VO (author: the caller)."""
+    """Name a stored process of the caller's VO in its registry (author: the caller)."""
     vo = _own_vo(viewer, vo)
     if vo != viewer.identity.vo:
         raise PermissionDenied(f"a process is published in the caller's own VO, not in {vo!r}")
     author = viewer.identity.sub[:64]
 
     async def work(conn: Transaction) -> VersionView:
+        if not await owned_by(conn, vo, [process_id]):  # another VO's is not to be named
+            raise NotFound("process", hash_to_str(process_id))
         await registry.publish(
             conn, vo=vo, name=name, version=version, process_id=process_id, author=author
         )
