@@ -52,7 +52,8 @@ MEASURE_FILE = str(Path(measure.__file__).resolve())
 RUNNER_PACKAGE = Path(backends.__file__).resolve().parent
 # What a job's environment may hold of the adaptor's (when set); everything else is left out.
 PASSED_ENVIRONMENT = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
-JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The runner's Python first (tools name `python`), then the system's programs.
+JOB_PATH = f"{Path(sys.prefix) / 'bin'}:/usr/local/bin:/usr/bin:/bin"
 # The system a job runs on, read-only: directories (or the merged-/usr symlinks) and the few
 # files of /etc that programs need (not /etc itself: a secret may be mounted under it).
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -303,6 +304,7 @@ def _bwrap(box: Box, job_dir: Path, replicas: dict[Path, Path], cwd: Path) -> li
             command += ["--symlink", os.readlink(directory), directory]
         elif os.path.isdir(directory):
             command += ["--ro-bind", directory, directory]
+    command += ["--perms", "0755", "--dir", "/etc"]  # else bubblewrap's, closed to the job
     for file in SYSTEM_FILES:
         command += ["--ro-bind-try", file, file]
     python = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
