@@ -6,8 +6,10 @@ across a crash between sbatch and its record, usage from Slurm's accounting, los
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,14 @@ from slurm_cluster import slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
 from test_local_adaptor import Harness as LocalHarness
 
-from dxts.backends.slurm.edge.commands import array_ranges
-from dxts.backends.slurm.logic import batch
+from dxts.backends.slurm.edge.commands import TaskRecord, array_ranges
+from dxts.backends.slurm.logic import batch, outcomes
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
+from dxts.backends.slurm.store.state import Job
 from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
@@ -212,6 +216,34 @@ async def test_a_large_batch_is_one_array_and_one_scancel(harness: Harness) -> N
     for identifier in identifiers[:: len(identifiers) - 1]:  # the first and the last
         outcome = await harness.outcome(identifier)
         assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("state", "signal", "written", "expected"),
+    [
+        ("TIMEOUT", 15, None, FailureClass.TIME_EXCEEDED),
+        ("NODE_FAIL", 0, None, FailureClass.LOST),
+        ("PREEMPTED", 0, None, FailureClass.KILLED),
+        ("FAILED", 9, None, FailureClass.KILLED),
+        ("FAILED", 0, None, FailureClass.SETUP_ERROR),
+        ("FAILED", 0, "application-error", FailureClass.APPLICATION_ERROR),
+        ("OUT_OF_MEMORY", 9, "killed", FailureClass.OUT_OF_MEMORY),
+    ],
+)
+def test_slurm_s_state_classifies_a_failure_before_what_the_job_wrote(
+    tmp_path: Path, state: str, signal: int, written: str | None, expected: FailureClass
+) -> None:
+    settings = SlurmSettings(work_dir=tmp_path)
+    job = Job(id_to_str(new_id()), "task", "batch", 0, "17", datetime.now(UTC), None)
+    directory = batch.job_dir(settings, job.identifier)
+    directory.mkdir(parents=True)
+    if written is not None:
+        result = {"error": "it failed", "failure": {"class": written, "tool_message": "ERROR: x"}}
+        (directory / "result.json").write_text(json.dumps(result))
+    record = TaskRecord(state, exit_code=0, signal=signal, started=True)
+    failure = outcomes.from_record(settings, job, record).failure
+    assert failure is not None and failure.failure_class is expected
+    assert failure.tool_message == ("ERROR: x" if written else "")
 
 
 def test_array_ranges_are_compact() -> None:
