@@ -4,8 +4,8 @@ A claim that would take parcels of a VO with a cap on its parcels in flight lock
 here before counting what the VO has in flight, so that concurrent claimers (replicas, claim
 loops) take turns and never both fill the same room. The rows are created by the first claim.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-03 22:00:00.000000
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0008"
-down_revision: str | Sequence[str] | None = "0007"
+revision: str = "0009"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
