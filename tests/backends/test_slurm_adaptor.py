@@ -19,8 +19,9 @@ from slurm_cluster import slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
 from test_local_adaptor import Harness as LocalHarness
 
-from dxts.backends.slurm.edge.commands import TaskRecord, array_ranges
+from dxts.backends.slurm.edge.commands import Slurm, array_ranges
 from dxts.backends.slurm.logic import batch, outcomes
+from dxts.backends.slurm.logic.cluster import TaskRecord
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import Job
@@ -69,7 +70,8 @@ class Harness(LocalHarness):
         self.server: GrpcServer | None = None
 
     async def start(self, **overrides: Any) -> Any:
-        self.adaptor = SlurmAdaptor(self.slurm_settings.model_copy(update=overrides))
+        settings = self.slurm_settings.model_copy(update=overrides)
+        self.adaptor = SlurmAdaptor(settings, slurm=Slurm(settings))
         await self.adaptor.start()
         self.server = await serve_adaptor(self.adaptor, self.keys.verifier())
         self.channel = channel(self.server.address, token=self.token, default_timeout=60)
@@ -353,4 +355,4 @@ async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
 async def test_without_a_cluster_the_adaptor_does_not_start(tmp_path: Path) -> None:
     settings = SlurmSettings(work_dir=tmp_path / "slurm", commands_dir=str(tmp_path / "none"))
     with pytest.raises(Unavailable, match=r"no Slurm cluster answers .*cannot run scontrol"):
-        await SlurmAdaptor(settings).start()
+        await SlurmAdaptor(settings, slurm=Slurm(settings)).start()
