@@ -21,8 +21,8 @@ from test_local_adaptor import Harness as LocalHarness
 
 from dxts.backends.slurm.edge.commands import Slurm, array_ranges
 from dxts.backends.slurm.logic import batch, outcomes
-from dxts.backends.slurm.logic.cluster import TaskRecord
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
+from dxts.backends.slurm.logic.cluster import TaskRecord
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import Job
 from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
