@@ -14,6 +14,7 @@ from dxts.cli.operate import IN_MOTION
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_from_str
 from dxts.core.schema.accounting import workgraph_log
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> Non
     started = await dxts("start", workgraph, "--reason", "go")
     assert (started.exit_code, started.stdout) == (
         0,
-        f"{workgraph} Active: {IN_MOTION['StartWorkgraph']}\n",
+        f"{workgraph} Active: {IN_MOTION[Definition.StartWorkgraph]}\n",
     )
     simulation = (await members(dxts, workgraph))["Simulation"]["transformation"]
     tf = simulation["transformation_id"]
@@ -136,7 +137,7 @@ async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> Non
     paused = await dxts("pause", tf)
     assert (paused.exit_code, paused.stdout) == (
         0,
-        f"{tf} Paused, feeder on: {IN_MOTION['PauseTransformation']}\n",
+        f"{tf} Paused, feeder on: {IN_MOTION[Definition.PauseTransformation]}\n",
     )
     assert (await members(dxts, workgraph))["Simulation"]["status"] == "Paused"
     resumed = await dxts("resume", tf, "-o", "json")

@@ -66,7 +66,7 @@ def directory_logs(
     if more_stderr:
         parts = [(name, *_tail(directory / name, limit)) for name in (stderr, *more_stderr)]
         joined = "".join(f"==> {name} <==\n{text}" for name, text, _ in parts if text).encode()
-        err = joined[-limit:].decode(errors="replace")
+        err = joined[-limit:].decode(errors="ignore")  # a character cut in two: dropped
         err_cut = len(joined) > limit or any(cut for _, _, cut in parts)
     return JobLogs(out, err, str(directory), out_cut or err_cut)
 
