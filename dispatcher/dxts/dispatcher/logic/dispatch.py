@@ -28,6 +28,7 @@ from dxts.core.adaptor.model import DataPayload, Payload, SubmitDisposition, Sub
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.lfn import FileNamespace
 from dxts.core.states import Kind
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
 from dxts.dispatcher.logic.payloads import Materialiser, submissions
@@ -61,6 +62,7 @@ class Dispatcher:
         self.settings = settings
         self.backends = dict(backends)
         self.materialiser = materialiser
+        self.namespace = FileNamespace()  # where each VO's outputs go (DXTS_FILES_NAMESPACE)
         self.policy = Policy(settings)
         self._requirements: dict[bytes, Any] = {}
 
@@ -163,6 +165,8 @@ class Dispatcher:
             self.materialiser.stored.update(stored)
         chosen: dict[bytes, bytes] = {}
         for parcel in group:
+            if parcel.kind is Kind.COMPUTE:  # its outputs go to its VO's namespace
+                parcel.vo = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
             if parcel.kind is Kind.COMPUTE and parcel.resolved_hints_id is None:
                 parcel.resolved_hints_id = await self.materialiser.sidecar(
                     parcel.transformation_id, parcel.vo
@@ -228,7 +232,9 @@ class Dispatcher:
         *,
         recovering: bool,
     ) -> None:
-        subs = submissions(chunk, self._requirements, self.settings.output_lfn_base)
+        subs = submissions(
+            chunk, self._requirements, self.settings.output_lfn_base, self.namespace
+        )
         try:
             results = await backend.submit(payload, subs)
         except BackendUnreachable as error:

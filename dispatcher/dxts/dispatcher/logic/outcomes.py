@@ -23,10 +23,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from dxts.core.adaptor.model import TERMINAL_RESULTS, Outcome, OutcomeAck, OutcomeResult
+from dxts.core.lfn import lfn_problem
 
 log = logging.getLogger(__name__)
-
-LFN_MAX = 512
 
 
 class OutcomeSink(Protocol):
@@ -45,8 +44,9 @@ def manifest_problem(outcome: Outcome) -> str | None:
         where = f"outputs[{i}]"
         if not output.output_name:
             return f"{where} has no output name"
-        if not output.lfn.startswith("/") or len(output.lfn) > LFN_MAX:
-            return f"{where}: {output.lfn[:80]!r} is not an absolute LFN of at most {LFN_MAX}"
+        problem = lfn_problem(output.lfn)
+        if problem is not None:
+            return f"{where}: {output.lfn[:80]!r}: {problem}"
         if output.size < 0:
             return f"{where}: negative size {output.size}"
     if outcome.output_object_json:

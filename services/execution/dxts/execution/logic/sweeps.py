@@ -33,6 +33,7 @@ from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import KeyedSweep, Pacing, Sweep
+from dxts.core.lfn import FileNamespace
 from dxts.core.locks import LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
@@ -73,6 +74,7 @@ class FeedAndPack:
         self.locks = locks
         self.snapshot = snapshot
         self.settings = settings
+        self.namespace = FileNamespace()  # whose files each transformation may be fed
         self.feeders = keyed(LockKind.FEEDER, locks, settings.sweep_concurrency)
         self.packers = keyed(LockKind.PACKER, locks, settings.sweep_concurrency)
         self._lock_rows: set[bytes] = set()  # outputs whose watermark lock row is there
@@ -84,7 +86,13 @@ class FeedAndPack:
         records = [r for r in records if r.id not in exhausted]
         return await self.feeders.run(
             records,
-            lambda r: run_feeder(self.database, self.registry, r, batch=self.settings.feed_batch),
+            lambda r: run_feeder(
+                self.database,
+                self.registry,
+                r,
+                batch=self.settings.feed_batch,
+                namespace=self.namespace,
+            ),
         )
 
     async def pack_round(self) -> list[PackResult]:
