@@ -370,7 +370,7 @@ async def test_list_feeds_its_items_from_the_cursor_then_exhausts(
         ("/lhcb/l/b", str({"mask": "1-2"})),
     }
     for bad, fragment in [
-        ({"inputs": [{"lfn": "/x"}]}, "lfn_size"),
+        ({"inputs": [{"lfn": "/lhcb/x"}]}, "lfn_size"),
         ({"inputs": [{"lfn_size": 3}]}, "without an lfn"),
         ({"inputs": [{}]}, "non-empty descriptor"),
         ({"inputs": []}, "at least 1"),
