@@ -83,7 +83,11 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
     second = await consumer(
         database,
         plugins,
-        {"/lhcb/aw/done": I.PROCESSED, "/lhcb/aw/split": I.PROCESSED, "/lhcb/aw/one-of-two": I.UNASSIGNED},
+        {
+            "/lhcb/aw/done": I.PROCESSED,
+            "/lhcb/aw/split": I.PROCESSED,
+            "/lhcb/aw/one-of-two": I.UNASSIGNED,
+        },
     )
     removal = await fed(
         database,
@@ -107,17 +111,28 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
     result = await run_packer(database, plugins, removal)
     assert result.error is None
     rows = {r.LFN: r for r in await s.input_rows(database, removal.id)}
-    assert {lfn for lfn, r in rows.items() if r.Status == I.ASSIGNED} == {"/lhcb/aw/done", "/lhcb/aw/split"}
+    assert {lfn for lfn, r in rows.items() if r.Status == I.ASSIGNED} == {
+        "/lhcb/aw/done",
+        "/lhcb/aw/split",
+    }
     gave_up = {lfn for lfn, r in rows.items() if r.Status == I.PROBLEMATIC}
     assert gave_up == {"/lhcb/aw/dropped", "/lhcb/aw/quarantined"}
     waiting = {lfn for lfn, r in rows.items() if r.Status == I.UNASSIGNED}
-    assert waiting == {"/lhcb/aw/assigned", "/lhcb/aw/failed", "/lhcb/aw/one-of-two", "/lhcb/aw/unfed"}
+    assert waiting == {
+        "/lhcb/aw/assigned",
+        "/lhcb/aw/failed",
+        "/lhcb/aw/one-of-two",
+        "/lhcb/aw/unfed",
+    }
     assert all(rows[lfn].DelayedUntil is not None for lfn in waiting)
     assert all(rows[lfn].DelayedUntil is None for lfn in gave_up | {"/lhcb/aw/done"})
     logged = await s.log_rows(database, removal.id)
     reasons = {r.Data["input_id"]: r.Message for r in logged if r.EventType == "InputProblematic"}
     consumer_id = str(UUID(bytes=first.id))
-    for lfn, given in (("/lhcb/aw/dropped", "NotProcessed"), ("/lhcb/aw/quarantined", "Problematic")):
+    for lfn, given in (
+        ("/lhcb/aw/dropped", "NotProcessed"),
+        ("/lhcb/aw/quarantined", "Problematic"),
+    ):
         reason = reasons[id_to_str(bytes(rows[lfn].InputID))]
         assert consumer_id in reason and given in reason
 
@@ -127,7 +142,11 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
         await conn.execute(
             sa.update(execution.inputs)
             .where(execution.inputs.c.TransformationID.in_([first.id, second.id]))
-            .where(execution.inputs.c.LFN.in_(["/lhcb/aw/assigned", "/lhcb/aw/failed", "/lhcb/aw/one-of-two"]))
+            .where(
+                execution.inputs.c.LFN.in_(
+                    ["/lhcb/aw/assigned", "/lhcb/aw/failed", "/lhcb/aw/one-of-two"]
+                )
+            )
             .values(Status=I.PROCESSED.value)
         )
         await conn.execute(
@@ -163,7 +182,9 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
         third_run = await run_packer(database, plugins, removal)
         assert third_run.error is None and third_run.followed == lifted
     # Lifted, it meets the wait again: the second consumer was never fed it.
-    lifted_row = {r.LFN: r for r in await s.input_rows(database, removal.id)}["/lhcb/aw/quarantined"]
+    lifted_row = {r.LFN: r for r in await s.input_rows(database, removal.id)}[
+        "/lhcb/aw/quarantined"
+    ]
     assert lifted_row.Status == I.UNASSIGNED and lifted_row.DelayedUntil is not None
     logged = await s.log_rows(database, removal.id)
     assert [r.EventType for r in logged].count("AfterQuarantineLifted") == 1

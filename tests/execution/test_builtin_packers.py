@@ -87,7 +87,7 @@ async def test_per_input_fills_the_named_step_input(database: Database, plugins:
     parameters = [row.Parameters for row in await facets(database, t.id)]
     assert parameters == [
         {"seed": ['{"seed":3}']},
-        {"seed": [{"class": "File", "location": "lfn:/pi/a", "size": 9}]},
+        {"seed": [{"class": "File", "location": "lfn:/lhcb/pi/a", "size": 9}]},
     ]
     bare = await fed(database, plugins, {"inputs": [{"descriptor": {"seed": 4}}]})
     await run_packer(database, plugins, bare)  # no driving input known: the ids travel alone
@@ -100,7 +100,10 @@ async def test_by_size_holds_the_rest_until_the_feeder_is_off(
     items = [(f"/lhcb/bs/{i}", 1, None) for i in range(5)]
     t = await fed(database, plugins, files(items), packer="BySize", packer_args={"group_size": 2})
     await run_packer(database, plugins, t)
-    assert await groups(database, t.id) == [["/lhcb/bs/0", "/lhcb/bs/1"], ["/lhcb/bs/2", "/lhcb/bs/3"]]
+    assert await groups(database, t.id) == [
+        ["/lhcb/bs/0", "/lhcb/bs/1"],
+        ["/lhcb/bs/2", "/lhcb/bs/3"],
+    ]
     assert (await run_packer(database, plugins, t)).parcels == 0  # still active: held
     await run_packer(database, plugins, replace(t, feeder_enabled=False))
     assert (await groups(database, t.id))[-1] == ["/lhcb/bs/4"]
@@ -137,7 +140,12 @@ async def test_by_run_groups_each_run_and_sets_aside_inputs_without_one(
 async def test_by_group_size_run_keeps_storage_together(
     database: Database, plugins: Any, catalogue: LocalFileCatalogue
 ) -> None:
-    where = {"/lhcb/k/1": ("CERN",), "/lhcb/k/2": ("RAL",), "/lhcb/k/3": ("CERN",), "/lhcb/k/4": ("RAL",)}
+    where = {
+        "/lhcb/k/1": ("CERN",),
+        "/lhcb/k/2": ("RAL",),
+        "/lhcb/k/3": ("CERN",),
+        "/lhcb/k/4": ("RAL",),
+    }
     await catalogue.register(
         [CatalogueFile(lfn=lfn, size=1, replicas=ses) for lfn, ses in where.items()]
     )
@@ -324,7 +332,9 @@ async def test_join_pairs_each_driving_input_with_its_partner(
     for n, partner_status in enumerate(["Processed", "Assigned", "NotProcessed", "Problematic"]):
         await a.run(f"/lhcb/raw/{n}", "Processed", [f"/lhcb/recoA/{n}"])
         await b.run(
-            f"/lhcb/raw/{n}", partner_status, [f"/lhcb/recoB/{n}"] if partner_status == "Processed" else []
+            f"/lhcb/raw/{n}",
+            partner_status,
+            [f"/lhcb/recoB/{n}"] if partner_status == "Processed" else [],
         )
     driving = files([(f"/lhcb/recoA/{n}", 2, None) for n in range(4)] + [("/lhcb/stray", 1, None)])
     args = {
@@ -345,8 +355,8 @@ async def test_join_pairs_each_driving_input_with_its_partner(
     assert (result.parcels, result.delayed, result.problematic) == (1, 2, 2)
     (parcel,) = await facets(database, consumer.id)
     assert parcel.Parameters == {
-        "other": [{"class": "File", "location": "lfn:/recoB/0"}],
-        "mine": [{"class": "File", "location": "lfn:/recoA/0", "size": 2}],
+        "other": [{"class": "File", "location": "lfn:/lhcb/recoB/0"}],
+        "mine": [{"class": "File", "location": "lfn:/lhcb/recoA/0", "size": 2}],
     }
     rows = {r.LFN: r for r in await s.input_rows(database, consumer.id)}
     assert {lfn: r.Status for lfn, r in rows.items()} == {
@@ -364,7 +374,7 @@ async def test_join_pairs_each_driving_input_with_its_partner(
         if r.EventType == "InputProblematic"
     }
     assert reasons == {
-        "the partner's input /raw/2 ended NotProcessed",
+        "the partner's input /lhcb/raw/2 ended NotProcessed",
         "not produced under the driving output",
     }
     await s.assert_counters_exact(database, consumer.id)

@@ -294,10 +294,12 @@ async def test_parcels_listed_and_shown_with_facet_inputs_outputs_and_outcome(
     assert reply.parcel.transformation_id == tid and reply.WhichOneof("facet") == "compute"
     assert reply.compute.process_id == hash_to_str(t.process_id)
     assert json.loads(reply.compute.parameters_json) == {
-        "input-data": [{"class": "File", "location": "lfn:/g/000", "size": 0}]
+        "input-data": [{"class": "File", "location": "lfn:/lhcb/g/000", "size": 0}]
     }
     assert [i.lfn for i in reply.inputs] == ["/lhcb/g/000"]
-    assert [(o.lfn, o.output_name, o.lfn_size) for o in reply.outputs] == [("/lhcb/g/out/000", "out", 7)]
+    assert [(o.lfn, o.output_name, o.lfn_size) for o in reply.outputs] == [
+        ("/lhcb/g/out/000", "out", 7)
+    ]
     assert reply.identifier and reply.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
     with pytest.raises(NotFound):
         await stubs["carol"].GetParcel(

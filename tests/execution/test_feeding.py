@@ -145,7 +145,11 @@ async def test_a_bookmark_commits_only_with_the_inputs_before_it(
     assert result.error is not None and "catalogue went away" in result.error
     assert (result.inserted, result.bookmark) == (3, None)
     assert (await s.feeder_row(database, t.id)).bookmark is None
-    assert sorted(r.LFN for r in await s.input_rows(database, t.id)) == ["/lhcb/b/0", "/lhcb/b/1", "/lhcb/b/2"]
+    assert sorted(r.LFN for r in await s.input_rows(database, t.id)) == [
+        "/lhcb/b/0",
+        "/lhcb/b/1",
+        "/lhcb/b/2",
+    ]
     assert failures("BookmarkThenRaise") == before + 1
     logged = await s.log_rows(database, t.id)
     assert [r.EventType for r in logged] == ["FeederFailed"]

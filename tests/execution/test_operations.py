@@ -161,7 +161,9 @@ async def test_parcel_provenance_names_its_recovery_children(
     (p,) = await pack(database, world, [inputs])
     split = {"action": "SPLIT", "SUCCESS": [{"descriptor": {"half": 1}}]}
     fates = report(**{id_to_str(inputs[0]): "SUCCESS", id_to_str(inputs[1]): split})
-    await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}")])])
+    await record_outcomes(
+        database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}")])]
+    )
     await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     found = await operations.parcel_provenance(database, p)

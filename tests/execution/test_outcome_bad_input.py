@@ -151,9 +151,9 @@ async def test_undeclared_outputs_are_not_recorded(
     assert [o.LFN for o in await rows_of(database, execution.parcel_outputs)] == [
         f"/lhcb/o/{p.hex()}/out"
     ]
-    assert list(await catalogue.files([f"/lhcb/o/{p.hex()}/out", f"/lhcb/o/{p.hex()}/histograms"])) == [
-        f"/lhcb/o/{p.hex()}/out"
-    ]
+    assert list(
+        await catalogue.files([f"/lhcb/o/{p.hex()}/out", f"/lhcb/o/{p.hex()}/histograms"])
+    ) == [f"/lhcb/o/{p.hex()}/out"]
 
 
 async def test_outcomes_that_are_no_parcels_change_nothing(

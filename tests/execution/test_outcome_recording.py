@@ -266,7 +266,9 @@ async def test_every_report_action_and_the_recovery_split(
             },
         }
     )
-    await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}")])])
+    await record_outcomes(
+        database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}")])]
+    )
     await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     row = await parcel(database, p)
