@@ -37,6 +37,8 @@ from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
     Description,
+    Failure,
+    FailureClass,
     JobLogs,
     Outcome,
     OutcomeResult,
@@ -95,7 +97,10 @@ class LocalAdaptor:
                 job.parcel_id,
                 state.FAILED,
                 self._outcome(
-                    job, state.FAILED, message="interrupted by a restart of the local backend"
+                    job,
+                    state.FAILED,
+                    message="interrupted by a restart of the local backend",
+                    failure=Failure(FailureClass.KILLED),
                 ),
             )
         for job in await self.store.jobs_in([state.QUEUED]):
@@ -212,11 +217,14 @@ class LocalAdaptor:
         return reply
 
     async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
-        """The runner's stdout and log (its stderr and the tool's) in the job's directory."""
+        """The runner's stdout, and the tools' stderr and the runner's log, in the job's
+        directory."""
         if not await self.store.jobs_by(identifiers=[identifier]):
             raise NotFound("job", identifier)
         job_dir = self.settings.work_dir / "jobs" / identifier
-        return directory_logs(job_dir, cwl.RUNNER_STDOUT, cwl.RUNNER_LOG, max_bytes)
+        return directory_logs(
+            job_dir, cwl.RUNNER_STDOUT, cwl.RUNNER_LOG, max_bytes, cwl.TOOL_STDERR
+        )
 
     async def _cancel(self, job: state.Job) -> None:
         if job.state in state.TERMINAL:
@@ -252,8 +260,11 @@ class LocalAdaptor:
         with the error's words, so it neither stays running nor blocks its cancellation."""
         with contextlib.suppress(Exception):  # the adaptor's own state may be what broke
             (job,) = await self.store.jobs_by(parcel_ids=[parcel_id])
+            failed = JobFailed(parcel_failure(error))
             await self.store.finish(
-                parcel_id, state.FAILED, self._outcome(job, state.FAILED, parcel_failure(error))
+                parcel_id,
+                state.FAILED,
+                self._outcome(job, state.FAILED, str(failed), failure=failed.failure),
             )
 
     async def _execute(self, parcel_id: str) -> None:
@@ -287,6 +298,7 @@ class LocalAdaptor:
                         json.loads(job.submission.request_json), self.settings, self.catalogue
                     )
             except Exception as error:  # whatever broke, this parcel's outcome says it
+                failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))
                 if not run.cancelled:
                     await self.store.finish(
                         parcel_id,
@@ -294,9 +306,10 @@ class LocalAdaptor:
                         self._outcome(
                             job,
                             state.FAILED,
-                            str(error) if isinstance(error, JobFailed) else parcel_failure(error),
+                            str(failed),
                             usage=run.usage,
-                            exit_code=error.exit_code if isinstance(error, JobFailed) else None,
+                            exit_code=failed.exit_code,
+                            failure=failed.failure,
                         ),
                     )
                     return
@@ -328,9 +341,10 @@ class LocalAdaptor:
         collected: cwl.Collected | None = None,
         usage: ResourceUsage | None = None,
         exit_code: int | None = None,
+        failure: Failure | None = None,
     ) -> Outcome:
         """The job's outcome; `usage` is what its run used, when it was measured, and
-        `exit_code` the payload's exit status, when it failed with one."""
+        `exit_code` the payload's exit status and `failure` its class, when it failed."""
         return Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
@@ -344,6 +358,7 @@ class LocalAdaptor:
             finished_at=datetime.now(UTC),
             usage=usage,
             exit_code=exit_code,
+            failure=failure,
         )
 
 
