@@ -63,6 +63,7 @@ class Dispatcher:
         self.backends = dict(backends)
         self.materialiser = materialiser
         self.namespace = FileNamespace()  # where each VO's outputs go (DXTS_FILES_NAMESPACE)
+        self._homes: dict[bytes, str] = {}  # ParcelID → its VO's home, from prepare to submit
         self.policy = Policy(settings)
         self._requirements: dict[bytes, Any] = {}
 
@@ -166,7 +167,8 @@ class Dispatcher:
         chosen: dict[bytes, bytes] = {}
         for parcel in group:
             if parcel.kind is Kind.COMPUTE:  # its outputs go to its VO's namespace
-                parcel.vo = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
+                vo = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
+                self._homes[parcel.parcel_id] = self.namespace.home(vo)
             if parcel.kind is Kind.COMPUTE and parcel.resolved_hints_id is None:
                 parcel.resolved_hints_id = await self.materialiser.sidecar(
                     parcel.transformation_id, parcel.vo
@@ -232,9 +234,8 @@ class Dispatcher:
         *,
         recovering: bool,
     ) -> None:
-        subs = submissions(
-            chunk, self._requirements, self.settings.output_lfn_base, self.namespace
-        )
+        homes = {p.parcel_id: self._homes.pop(p.parcel_id, "/") for p in chunk}
+        subs = submissions(chunk, self._requirements, self.settings.output_lfn_base, homes)
         try:
             results = await backend.submit(payload, subs)
         except BackendUnreachable as error:

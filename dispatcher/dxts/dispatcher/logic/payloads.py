@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from dxts.core.adaptor.model import ComputePayload, ProcessDocument, Submission
 from dxts.core.config import DefinitionConfig, resolve_hints
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import content_hash, hash_to_str, id_to_str
-from dxts.core.lfn import FileNamespace
 from dxts.dispatcher.store.claiming import Parcel
 
 CACHE_SIZE = 1024
@@ -138,11 +137,11 @@ def submissions(
     parcels: Sequence[Parcel],
     requirement_sets: dict[bytes, Any],
     output_lfn_base: str,
-    namespace: FileNamespace | None = None,
+    homes: Mapping[bytes, str] | None = None,
 ) -> list[Submission]:
     """The per-parcel part of a Submit, in order; each id is rendered once (a batch's parcels
-    share their transformation's). A parcel whose VO is known writes its outputs in that VO's
-    namespace (`namespace.home`), so they belong to the VO of the workgraph that made them."""
+    share their transformation's). A parcel whose VO's home is in `homes` writes its outputs
+    there, so they belong to the VO of the workgraph that made them."""
     owners: dict[bytes, str] = {}
     sent = []
     for p in parcels:
@@ -158,7 +157,7 @@ def submissions(
                 if p.requirements_id
                 else "",
                 output_prefix=output_prefix(
-                    output_lfn_base, owner, key, namespace.home(p.vo) if namespace and p.vo else "/"
+                    output_lfn_base, owner, key, (homes or {}).get(p.parcel_id, "/")
                 ),
                 input_ids=tuple(id_to_str(i) for i in p.input_ids),
             )
