@@ -182,7 +182,10 @@ def _drain_lines(view: WorkgraphView, member: MemberView) -> list[str]:
     waiting = {r.state: int(r.count) for r in held if r.kind == "inputs" and r.state != problematic}
     if waiting:
         lines.append(f"  inputs still to process: {compact(waiting)}")
-    if any(r.kind == "feeder" for r in held) and t.feeder:
+    quota = [r for r in held if r.kind == "feeder" and r.state == "Held"]
+    if quota:
+        lines.append(f"  its feeder {t.feeder} is {quota[0].message}")
+    elif any(r.kind == "feeder" for r in held) and t.feeder:
         lines.append(
             f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
             f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
