@@ -152,7 +152,9 @@ def listed(count: int, prefix: str) -> dict[str, Any]:
         "dirac:Feeder": {
             "name": "List",
             "args": {
-                "inputs": [{"lfn": f"/e2e/{prefix}/{n}.raw", "lfn_size": 100} for n in range(count)]
+                "inputs": [
+                    {"lfn": f"/lhcb/e2e/{prefix}/{n}.raw", "lfn_size": 100} for n in range(count)
+                ]
             },
         },
     }

@@ -38,7 +38,7 @@ from typing import Any
 
 import grpc
 
-from dxts.core.catalogue import FileCatalogue, open_catalogue
+from dxts.core.catalogue import FileCatalogue, ScopedCatalogue, open_catalogue
 from dxts.core.component import Component
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
@@ -142,14 +142,16 @@ async def build_lifecycle(
     _provide(providers, Siblings, DefinitionSiblings(database))
     _provide(providers, InputOverviewReader, CountsOverview(counts))
     _provide(providers, Registry, registry)
+    # Plugins see the catalogue through the scope of the work they do (`files_of`): the one
+    # provider serves execution's feeders too when both run in one process (`dxts up`).
     if catalogue is not None:
-        _provide(providers, FileCatalogue, catalogue)
+        _provide(providers, FileCatalogue, ScopedCatalogue(catalogue))
     elif not providers.can_provide(FileCatalogue):
 
         async def open_configured() -> FileCatalogue:
             opened = await open_catalogue()
             cleanups.append(opened.close)
-            return opened
+            return ScopedCatalogue(opened)
 
         providers.add_factory(FileCatalogue, open_configured)  # type: ignore[type-abstract]
     check_lifecycle_plugins(registry)
