@@ -247,3 +247,37 @@ async def test_another_vo_sees_no_attention_of_ours(
     listed = await stubs["outsider"].ListWorkgraphs(pb.ListWorkgraphsRequest())
     assert fixture.wid not in {w.workgraph_id for w in listed.workgraphs}
     assert id_to_str(fixture.workgraph_id) == fixture.wid
+
+
+async def test_the_gauges_count_attention_per_vo_and_kind_and_clear_when_it_goes(
+    database: Database,
+) -> None:
+    from prometheus_client import REGISTRY
+
+    from dxts.definition.logic.attention import AttentionRules
+    from dxts.definition.logic.attention_metrics import AttentionGauges
+
+    vo = f"gauges{new_id().hex()[:8]}"
+    fixture = await build_workgraph(database, status="Active", members=RUNNING, owner=(vo, "u"))
+    sim = fixture.ids["simulate"]
+    await add_inputs(database, sim, "Problematic", 2)
+    await add_parcels(database, sim, "Done", 2)
+    await add_parcels(database, sim, "Failed", 2, reason=TOOL_LINE)
+    gauges = AttentionGauges(database, AttentionRules())
+
+    def sample(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"vo": vo, **labels})
+
+    await gauges.measure()
+    assert sample("dxts_attention_items", kind="problematic-inputs") == 1
+    assert sample("dxts_attention_items", kind="failure-rate") == 1
+    assert sample("dxts_workgraphs_needing_attention") == 1
+    assert sample("dxts_failed_parcel_share") == 0.5
+    async with database.transaction(RC) as conn:
+        w = definition.workgraphs
+        await conn.execute(
+            sa.update(w).where(w.c.WorkgraphID == fixture.workgraph_id).values(Status="Cancelled")
+        )
+    await gauges.measure()
+    assert sample("dxts_attention_items", kind="problematic-inputs") == 0
+    assert sample("dxts_workgraphs_needing_attention") == 0

@@ -67,6 +67,12 @@ class DefinitionSettings(DataDirSettings):
         "attention",
     )
 
+    attention_metrics_interval_s: float = Field(
+        60.0,
+        gt=0,
+        description="how often the attention gauges are measured (with the lifecycle engine)",
+    )
+
     def attention_rules(self) -> AttentionRules:
         """The thresholds of the attention rules (`logic.attention`)."""
         return AttentionRules(

@@ -107,6 +107,8 @@ class Attention:
     workgraphs: dict[bytes, list[Item]] = field(default_factory=dict)
     members: dict[bytes, list[Item]] = field(default_factory=dict)
     ended_with: dict[bytes, str] = field(default_factory=dict)
+    # Per running member with enough ended parcels, the share of them that failed (metrics).
+    failed_share: dict[bytes, float] = field(default_factory=dict)
 
 
 def _failed_checks(actions: Iterable[ActionView]) -> list[Item]:
@@ -322,6 +324,10 @@ async def _read(
             now,
         )
         found.members[tid] = member_items(facts, rules)
+        window = facts.last_ended[: rules.window]
+        if len(window) >= rules.min_ended:
+            failed = sum(p.status == ParcelStatus.FAILED for p in window)
+            found.failed_share[tid] = failed / len(window)
     for wg in workgraphs:
         own = [m for m in members if m.workgraph_id == wg.workgraph_id]
         found.workgraphs[wg.workgraph_id] = workgraph_items(
