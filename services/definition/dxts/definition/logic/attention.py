@@ -2,14 +2,14 @@
 from the records (nothing is stored), each item explained: what, since when, what to do, and
 the command to type.
 
-A member needs attention when
-* one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
-  signs off the check;
-* it has Problematic inputs (`problematic-inputs`): they wait for a decision;
+A member needs attention when (in the order its items come)
 * too many of its last parcels failed (`failure-rate`): more than `failure_rate` of its last
   `window` ended parcels (at least `min_ended` of them), quoting the latest failure's reason;
 * its backend lost parcels (`backend-lost`): a failed parcel's reason says the backend no
   longer knew it (the dispatcher's words);
+* one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
+  signs off the check;
+* it has Problematic inputs (`problematic-inputs`): they wait for a decision;
 * it made no progress for `stall_s` (`no-progress`): Active, in an Active or Scouting
   workgraph (not held by a sign-off, not paused, not halted), with work still to do, and no
   parcel of it ended (nor its status changed) for that long.
@@ -214,11 +214,13 @@ def _stalled(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
     ]
 
 
+# In the order a person reads them: what is failing and why first (the shifter's first
+# question; it explains the Problematic inputs that follow), then what waits for a decision.
 _MEMBER_RULES: tuple[Callable[[MemberFacts, AttentionRules], list[Item]], ...] = (
-    lambda facts, rules: _failed_checks(facts.actions),
-    lambda facts, rules: _problematic(facts),
     _failure_rate,
     lambda facts, rules: _backend_lost(facts),
+    lambda facts, rules: _failed_checks(facts.actions),
+    lambda facts, rules: _problematic(facts),
     _stalled,
 )
 
