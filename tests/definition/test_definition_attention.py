@@ -143,6 +143,9 @@ async def test_a_failure_rate_above_the_threshold_quotes_the_latest_failure(
         pb.GetTransformationRequest(transformation_id=fixture.tid("simulate"))
     )
     assert kinds(member.transformation.attention) == ["failure-rate"]
+    # dxts's own components read workgraphs for other reasons: they are spared the reads.
+    machine = await stubs["service"].GetWorkgraph(pb.GetWorkgraphRequest(workgraph_id=fixture.wid))
+    assert list(machine.workgraph.attention) == []
 
 
 async def test_problematic_inputs_wait_for_a_decision(

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from dxts.v1 import definition_pb2
 
 MARK = "!"
+# The kind of item a failed lifecycle check raises: the workgraph is blocked by it (the
+# lifecycle may not have moved it to its Blocked state yet when it is read).
+ACTION_FAILED = "action-failed"
 
 
 def marker(items: Sequence[definition_pb2.Attention]) -> str:
@@ -39,3 +42,7 @@ def line(item: definition_pb2.Attention) -> str:
     if item.HasField("since"):
         since = f" (since {item.since.ToDatetime():%Y-%m-%d %H:%M} UTC)"
     return f"{where}{item.what}{since}; {item.todo}: {item.command}"
+
+
+def failed_checks(items: Sequence[definition_pb2.Attention]) -> list[definition_pb2.Attention]:
+    return [i for i in items if i.kind == ACTION_FAILED]

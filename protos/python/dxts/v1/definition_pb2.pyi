@@ -63,7 +63,9 @@ class Workgraph(_message.Message):
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def attention(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attention]:
-        """What needs a person now: the workgraph's own items, then its members' (empty when none)."""
+        """What needs a person now: the workgraph's own items, then its members' (empty when none;
+        filled by GetWorkgraph and ListWorkgraphs for people, not for dxts's own components).
+        """
 
     def __init__(
         self,
@@ -208,7 +210,9 @@ class Transformation(_message.Message):
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def attention(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attention]:
-        """What needs a person now (empty when none; not filled by ListActiveTransformations)."""
+        """What needs a person now (empty when none; filled by GetWorkgraph, GetTransformation and
+        ListTransformations for people, not for dxts's own components).
+        """
 
     def __init__(
         self,

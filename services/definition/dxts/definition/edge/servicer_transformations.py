@@ -24,7 +24,6 @@ from dxts.core.states import ActionResult, Kind, TransformationStatus
 from dxts.definition.edge.mapping import action_pb, transformation_pb
 from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import actions, queries, transformation_commands
-from dxts.definition.logic.attention import attention_of
 from dxts.definition.logic.feeders import UNSET
 from dxts.v1 import definition_pb2
 
@@ -158,9 +157,7 @@ class TransformationRpcs(ServicerBase):
     ) -> definition_pb2.GetTransformationResponse:
         tid = required_id(request.transformation_id, "transformation_id")
         detail = await queries.get_transformation(self._database, self._viewer(), tid)
-        attention = await attention_of(
-            self._database, self._settings.attention_rules(), members=[detail.transformation]
-        )
+        attention = await self._attention(members=[detail.transformation])
         return definition_pb2.GetTransformationResponse(
             transformation=transformation_pb(detail.transformation, attention),
             actions=[action_pb(a) for a in detail.actions],
@@ -196,9 +193,7 @@ class TransformationRpcs(ServicerBase):
             limit=_page_size(request.paging),
             after=page_after(request.paging, fingerprint),
         )
-        attention = await attention_of(
-            self._database, self._settings.attention_rules(), members=page.items
-        )
+        attention = await self._attention(members=page.items)
         return definition_pb2.ListTransformationsResponse(
             transformations=[transformation_pb(t, attention) for t in page.items],
             next_page_token=next_page_token(page.last, fingerprint),

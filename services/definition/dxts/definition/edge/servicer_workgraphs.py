@@ -24,7 +24,6 @@ from dxts.definition.edge.mapping import (
 )
 from dxts.definition.edge.servicer_common import Context, ServicerBase
 from dxts.definition.logic import labels, queries, workgraph_commands
-from dxts.definition.logic.attention import attention_of
 from dxts.definition.logic.drain_status import drain_status
 from dxts.definition.logic.submit import start_if_asked, submit_workgraph
 from dxts.v1 import definition_pb2, definition_pb2_grpc
@@ -67,12 +66,7 @@ class WorkgraphRpcs(ServicerBase):
     ) -> definition_pb2.GetWorkgraphResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
         detail = await queries.get_workgraph(self._database, self._viewer(), workgraph_id)
-        attention = await attention_of(
-            self._database,
-            self._settings.attention_rules(),
-            workgraphs=[detail.workgraph],
-            members=detail.members,
-        )
+        attention = await self._attention(workgraphs=[detail.workgraph], members=detail.members)
         return definition_pb2.GetWorkgraphResponse(
             workgraph=workgraph_pb(detail.workgraph, attention),
             members=[transformation_pb(m, attention) for m in detail.members],
@@ -131,9 +125,7 @@ class WorkgraphRpcs(ServicerBase):
             limit=_page_size(request.paging),
             after=after,
         )
-        attention = await attention_of(
-            self._database, self._settings.attention_rules(), workgraphs=page.items
-        )
+        attention = await self._attention(workgraphs=page.items)
         return definition_pb2.ListWorkgraphsResponse(
             workgraphs=[workgraph_pb(w, attention) for w in page.items],
             next_page_token=next_page_token(page.last, fingerprint),
