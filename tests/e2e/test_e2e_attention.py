@@ -71,6 +71,12 @@ async def test_a_production_failing_on_a_third_of_its_inputs_needs_attention(
         reason = why.stdout.splitlines()[0]
         assert reason.startswith("Sim: ") and " parcels failed: " in reason, why.stdout
 
+        shown = json.loads((await dxts("show", wid, "-o", "json")).stdout)
+        assert shown["attention"] and shown["workgraph"]["attention"]
+        (sim,) = shown["members"]
+        assert sim["attention"][0]["kind"] == "failure-rate"
+        assert "needs attention: Sim: " in (await dxts("show", wid)).stdout
+
         watched = await dxts("watch", wid, "--interval", "0.2", "--timeout", str(WITHIN_S))
         assert watched.exit_code == EXIT_ATTENTION, watched.output
         assert f"{wid} needs attention: Sim: " in watched.stdout
