@@ -206,6 +206,12 @@ async def test_a_failed_check_needs_attention_with_the_command_that_helps(
     assert item.command == f"dxts reset {action}"
     assert f"dxts force {action} passed" in item.todo
     assert item.step == ""
+    # Back in Scouting (an extended scout), the old result holds nothing until the list runs.
+    scouting = await build_workgraph(
+        database, status="Scouting", results={"workgraph/Approving/1": "Failed"}
+    )
+    workgraph, _ = await read(stubs, scouting)
+    assert list(workgraph.attention) == []
 
 
 async def test_parcels_lost_by_the_backend_need_attention(

@@ -111,7 +111,10 @@ class Attention:
     failed_share: dict[bytes, float] = field(default_factory=dict)
 
 
-def _failed_checks(actions: Iterable[ActionView]) -> list[Item]:
+def _failed_checks(actions: Iterable[ActionView], status: str) -> list[Item]:
+    """The failed checks of the list its owner is running (`status` starts with the list's
+    state: Approving, ApprovingBlocked): a result left from a list the owner has left (an
+    extended scout back in Scouting) holds nothing until that list runs again."""
     return [
         Item(
             "action-failed",
@@ -121,7 +124,7 @@ def _failed_checks(actions: Iterable[ActionView]) -> list[Item]:
             f"dxts reset {a.action_id}",
         )
         for a in actions
-        if a.result == ActionResult.FAILED
+        if a.result == ActionResult.FAILED and status.startswith(a.state)
     ]
 
 
@@ -219,7 +222,7 @@ def _stalled(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
 _MEMBER_RULES: tuple[Callable[[MemberFacts, AttentionRules], list[Item]], ...] = (
     _failure_rate,
     lambda facts, rules: _backend_lost(facts),
-    lambda facts, rules: _failed_checks(facts.actions),
+    lambda facts, rules: _failed_checks(facts.actions, facts.member.status),
     lambda facts, rules: _problematic(facts),
     _stalled,
 )
@@ -229,17 +232,18 @@ def member_items(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
     """Every reason the member needs a person now, in the rules' order; an ended member only
     its failed checks."""
     if facts.member.status in ENDED_MEMBERS:
-        return _failed_checks(facts.actions)
+        return _failed_checks(facts.actions, facts.member.status)
     return [item for rule in _MEMBER_RULES for item in rule(facts, rules)]
 
 
 def workgraph_items(
+    status: str,
     own_actions: Iterable[ActionView],
     members: Sequence[TransformationView],
     items: Mapping[bytes, list[Item]],
 ) -> list[Item]:
     """The workgraph's own failed checks, then its members' items, each naming its member."""
-    found = _failed_checks(own_actions)
+    found = _failed_checks(own_actions, status)
     for m in members:
         found.extend(
             replace(i, transformation_id=m.transformation_id, step=m.step)
@@ -333,7 +337,7 @@ async def _read(
     for wg in workgraphs:
         own = [m for m in members if m.workgraph_id == wg.workgraph_id]
         found.workgraphs[wg.workgraph_id] = workgraph_items(
-            actions.get(wg.workgraph_id, []), own, found.members
+            wg.status, actions.get(wg.workgraph_id, []), own, found.members
         )
         found.ended_with[wg.workgraph_id] = ended_with(
             wg.status,
