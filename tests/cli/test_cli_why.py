@@ -132,15 +132,18 @@ def test_watch_ends_with_its_own_code_on_attention_naming_the_reason() -> None:
         MemberView(t, "FinalizingBlocked", {}, {}), [RATE], common_pb2.WORKGRAPH_STATUS_FINALIZING
     )
     assert _ending(blocked) == EXIT_BLOCKED
-    # A failed check blocks it, even read before the lifecycle moved it to ...Blocked.
+    # A failed check ends it as blocked once the lifecycle has moved it to ...Blocked: read a
+    # moment before (the result is recorded first), watch goes on.
     check = definition_pb2.Attention(
         kind="action-failed", what="Approving check #3 ManualApproval failed", command="x"
     )
     pending = a_workgraph(
         MemberView(t, "Active", {}, {}), [check], common_pb2.WORKGRAPH_STATUS_APPROVING
     )
-    assert _ending(pending) == EXIT_BLOCKED
-    assert "Approving check #3 ManualApproval failed" in _ending_line(pending, EXIT_BLOCKED)
+    assert _ending(pending) is None
+    both = a_workgraph(MemberView(t, "Active", {}, {}), [check, RATE])
+    assert _ending(both) == EXIT_ATTENTION
+    assert _ending_line(both, EXIT_ATTENTION) == f"wg needs attention: {attention.line(RATE)}"
 
 
 def test_a_row_is_marked_and_a_completed_workgraph_says_how_it_ended() -> None:

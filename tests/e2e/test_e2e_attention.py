@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 from typing import Any
 
-from e2e_world import I, Launch, W, check_invariants, listed, step, workgraph
+from e2e_cluster import ClusterWorld
+from e2e_world import VO, I, Launch, W, check_invariants, listed, step, workgraph
+from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner, Result
 
 from dxts.backends.null.settings import NullRule, NullSettings
@@ -26,6 +29,24 @@ STDERR = "\n".join(
 FAILING = (0, 3, 6)  # a third of the nine inputs
 RETRY = {"HandleFailedInput": {"hook": "RetryUntilMaxErrors", "args": {"max_errors": 2}}}
 WITHIN_S = 60.0
+
+
+async def gauged(world: ClusterWorld) -> bool:
+    """Whether the definition process's metrics count the workgraph needing attention."""
+    port = world.cluster.components["definition"].env["DXTS_METRICS_PORT"]
+    url = f"http://127.0.0.1:{port}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
+    samples = {
+        (s.name, s.labels.get("kind", "")): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+        if s.labels.get("vo") == VO
+    }
+    return (
+        samples.get(("dxts_workgraphs_needing_attention", ""), 0) >= 1
+        and samples.get(("dxts_attention_items", "failure-rate"), 0) >= 1
+        and samples.get(("dxts_failed_parcel_share", ""), 0) > 0
+    )
 
 
 def mine(result: Result, workgraph_id: str) -> dict[str, Any]:
@@ -76,6 +97,9 @@ async def test_a_production_failing_on_a_third_of_its_inputs_needs_attention(
         (sim,) = shown["members"]
         assert sim["attention"][0]["kind"] == "failure-rate"
         assert "needs attention: Sim: " in (await dxts("show", wid)).stdout
+
+        if isinstance(world, ClusterWorld):  # the deployed shape: the gauges of its process
+            await world.until("the attention gauges", lambda: gauged(world), wg)
 
         watched = await dxts("watch", wid, "--interval", "0.2", "--timeout", str(WITHIN_S))
         assert watched.exit_code == EXIT_ATTENTION, watched.output

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dxts.v1 import definition_pb2
 
 MARK = "!"
-# The kind of item a failed lifecycle check raises: the workgraph is blocked by it (the
-# lifecycle may not have moved it to its Blocked state yet when it is read).
+# The kind of item a failed lifecycle check raises. `watch` ends on it as "blocked" once the
+# lifecycle has moved the owner to its Blocked state (the result is recorded a moment before).
 ACTION_FAILED = "action-failed"
 
 
@@ -44,5 +44,6 @@ def line(item: definition_pb2.Attention) -> str:
     return f"{where}{item.what}{since}; {item.todo}: {item.command}"
 
 
-def failed_checks(items: Sequence[definition_pb2.Attention]) -> list[definition_pb2.Attention]:
-    return [i for i in items if i.kind == ACTION_FAILED]
+def beyond_checks(items: Sequence[definition_pb2.Attention]) -> list[definition_pb2.Attention]:
+    """The items other than failed checks (`watch` ends on those as "blocked")."""
+    return [i for i in items if i.kind != ACTION_FAILED]

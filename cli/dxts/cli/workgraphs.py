@@ -521,9 +521,9 @@ def _ending(view: WorkgraphView) -> int | None:
         return 0
     if view.status is WorkgraphStatus.CANCELLED:
         return EXIT_CANCELLED
-    if view.blocked or attention.failed_checks(view.workgraph.attention):
+    if view.blocked:
         return EXIT_BLOCKED
-    if view.workgraph.attention:
+    if attention.beyond_checks(view.workgraph.attention):
         return EXIT_ATTENTION
     return None
 
@@ -536,14 +536,13 @@ def _ending_line(view: WorkgraphView, code: int) -> str:
         held = [(view.status.value, a) for a in view.blocked_by] + [
             (f"{m.transformation.step} {m.status}", a) for m in view.members for a in m.blocked_by
         ]
-        reasons = "; ".join(f"{where}: {_action_text(a)}" for where, a in held) or "; ".join(
-            map(attention.line, attention.failed_checks(view.workgraph.attention))
-        )
+        reasons = "; ".join(f"{where}: {_action_text(a)}" for where, a in held)
         return f"{wg} blocked: {reasons or 'a person is needed'}"
     if code == EXIT_CANCELLED:
         return f"{wg} Cancelled"
     if code == EXIT_ATTENTION:
-        return f"{wg} needs attention: {attention.line(view.workgraph.attention[0])}"
+        first = attention.beyond_checks(view.workgraph.attention)[0]
+        return f"{wg} needs attention: {attention.line(first)}"
     return f"{wg} still {view.status.value}: gave up waiting"
 
 
