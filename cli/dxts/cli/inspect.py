@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from dxts.cli import attention
 from dxts.cli.client import Clients, run
+from dxts.cli.failures import failure_line
 from dxts.cli.names import entity, member_id
 from dxts.cli.output import (
     Output,
@@ -308,6 +309,9 @@ def parcel(
     if got.HasField("outcome"):
         result = common_pb2.OutcomeResult.Name(outcome.result).removeprefix("OUTCOME_RESULT_")
         typer.echo(f"outcome   {result.capitalize()} at {when(outcome.finished_at)}")
+        failed = failure_line(outcome)
+        if failed is not None:
+            typer.echo(f"failure   {failed}")
         typer.echo(f"reason    {outcome.message or '-'}")
         exit_code = f" (exit code {outcome.exit_code})" if outcome.HasField("exit_code") else ""
         typer.echo(f"backend status  {outcome.backend_status or '-'}{exit_code}")

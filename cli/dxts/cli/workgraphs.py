@@ -14,6 +14,7 @@ import typer
 
 from dxts.cli import attention
 from dxts.cli.client import Clients, request_id, run
+from dxts.cli.failures import failing_lines, grouped, member_ids
 from dxts.cli.names import entity
 from dxts.cli.names import workgraph_id as resolve_workgraph
 from dxts.cli.output import (
@@ -37,7 +38,7 @@ from dxts.core.states import (
     TransformationStatus,
     WorkgraphStatus,
 )
-from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
+from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -558,10 +559,13 @@ def logs(
     newest_first: Annotated[bool, typer.Option(help="Newest entries first.")] = False,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """The log of a workgraph or a transformation: status changes, operations, authors."""
+    """The log of a workgraph or a transformation: status changes, operations, authors; its
+    failures first, grouped (`dxts errors`), each with its class and the tool's own line."""
+    failing: list[execution_pb2.FailureGroup] = []
 
     async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
         request = accounting_pb2.ListLogRequest(newest_first=newest_first)
+        failing.extend(await grouped(clients, await member_ids(clients, entity_id), None))
         kind, found = await entity(clients, entity_id)
         setattr(request, f"{kind}_id", found)
         entries: list[accounting_pb2.LogEntry] = []
@@ -578,6 +582,8 @@ def logs(
     if output is Output.JSON:
         print_json([message_dict(e) for e in entries])
         return
+    for line in failing_lines(failing):
+        typer.echo(line)
     rows = table("time", "event", "status", "author", "message")
     for entry in entries:
         rows.add_row(

@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.backends.runner.settings import StorageElements
+from dxts.core.adaptor.failures import DEFAULT_ERROR_PATTERN
 
 DEFAULT_WORK_DIR = Path("/var/lib/dxts/storage/slurm")
 
@@ -50,6 +51,10 @@ class SlurmSettings(BaseSettings):
     runner_args: list[str] = Field(
         default_factory=lambda: ["--no-container", "--disable-color"],
         description="cwltool's arguments before its own (outdir, tmpdirs, document, job)",
+    )
+    error_pattern: str = Field(
+        DEFAULT_ERROR_PATTERN,
+        description="the last stderr line of a failed tool matching it is the failure's message",
     )
     commands_dir: str = ""
     command_timeout_s: float = Field(60.0, gt=0)

@@ -178,6 +178,7 @@ RULES: Rules = {
         EXECUTION.GetInput,
         EXECUTION.ListParcels,
         EXECUTION.GetParcel,
+        EXECUTION.GroupFailures,
         EXECUTION.Provenance,
         EXECUTION.ListDescendants,
         EXECUTION.ResetInputs,

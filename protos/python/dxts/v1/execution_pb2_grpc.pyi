@@ -40,6 +40,10 @@ class ExecutionServiceStub:
     ListParcels: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListParcelsRequest, _execution_pb2.ListParcelsResponse]
     GetParcel: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetParcelRequest, _execution_pb2.GetParcelResponse]
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+    GroupFailures: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]
+    """What is failing, where and why: the failed parcels of some transformations grouped by
+    (failure class, backend, site, normalised message), with counts and examples.
+    """
     Provenance: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]
     """Which parcel produced a file, from which inputs, and so on upstream."""
     ListDescendants: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]
@@ -76,6 +80,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     ListParcels: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListParcelsRequest, _execution_pb2.ListParcelsResponse]  # type: ignore[assignment]
     GetParcel: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetParcelRequest, _execution_pb2.GetParcelResponse]  # type: ignore[assignment]
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+    GroupFailures: _aio.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]  # type: ignore[assignment]
+    """What is failing, where and why: the failed parcels of some transformations grouped by
+    (failure class, backend, site, normalised message), with counts and examples.
+    """
     Provenance: _aio.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]  # type: ignore[assignment]
     """Which parcel produced a file, from which inputs, and so on upstream."""
     ListDescendants: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]  # type: ignore[assignment]
@@ -133,6 +141,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.GetParcelResponse, _abc.Awaitable[_execution_pb2.GetParcelResponse]]:
         """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+
+    @_abc_1.abstractmethod
+    def GroupFailures(
+        self,
+        request: _execution_pb2.GroupFailuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.GroupFailuresResponse, _abc.Awaitable[_execution_pb2.GroupFailuresResponse]]:
+        """What is failing, where and why: the failed parcels of some transformations grouped by
+        (failure class, backend, site, normalised message), with counts and examples.
+        """
 
     @_abc_1.abstractmethod
     def Provenance(
