@@ -28,6 +28,7 @@ async def add_parcels(
     count: int,
     *,
     reason: str = "",
+    failure: dict[str, str] | None = None,
     backend: str = "local",
     ago: timedelta = timedelta(0),
 ) -> None:
@@ -44,7 +45,10 @@ async def add_parcels(
                     "Kind": "Compute",
                     "Status": status,
                     "Backend": backend,
-                    "Annotations": {"reason": reason} if reason else {},
+                    "Annotations": {
+                        **({"reason": reason} if reason else {}),
+                        **({"outcome": {"failure": failure}} if failure else {}),
+                    },
                     "UpdatedAt": when,
                     "CompletedAt": when if ended else None,
                 }
@@ -125,7 +129,7 @@ async def test_a_failure_rate_above_the_threshold_quotes_the_latest_failure(
     (item,) = members["simulate"].attention
     assert item.kind == "failure-rate"
     assert item.what == f"3 of its last 9 parcels failed: {TOOL_LINE}"
-    assert item.command == f"dxts parcels {fixture.tid('simulate')} --status Failed"
+    assert item.command == f"dxts errors {fixture.tid('simulate')}"
     assert item.HasField("since")
     # The workgraph carries its member's item, naming the member.
     (raised,) = workgraph.attention
@@ -146,6 +150,20 @@ async def test_a_failure_rate_above_the_threshold_quotes_the_latest_failure(
     # dxts's own components read workgraphs for other reasons: they are spared the reads.
     machine = await stubs["service"].GetWorkgraph(pb.GetWorkgraphRequest(workgraph_id=fixture.wid))
     assert list(machine.workgraph.attention) == []
+
+
+async def test_the_failure_rate_quotes_the_tools_own_line_over_the_runners_log(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    fixture = await build_workgraph(database, status="Active", members=RUNNING)
+    sim = fixture.ids["simulate"]
+    await add_parcels(database, sim, "Done", 2)
+    runner_log = "the CWL runner exited with 1: INFO -c 3.3.2026 ... (13 lines)"
+    failure = {"class": "application-error", "tool_message": TOOL_LINE}
+    await add_parcels(database, sim, "Failed", 2, reason=runner_log, failure=failure)
+    _, members = await read(stubs, fixture)
+    (item,) = members["simulate"].attention
+    assert item.what == f"2 of its last 4 parcels failed: {TOOL_LINE}"
 
 
 async def test_problematic_inputs_wait_for_a_decision(
@@ -227,6 +245,22 @@ async def test_parcels_lost_by_the_backend_need_attention(
     (item,) = members["simulate"].attention
     assert item.kind == "backend-lost"
     assert item.what.startswith("1 of its last parcels were lost by local: lost by the backend")
+    # As the failure taxonomy classes it, whatever the words.
+    classed = await build_workgraph(database, status="Active", members=RUNNING)
+    await add_parcels(database, classed.ids["simulate"], "Done", 9, backend="slurm")
+    await add_parcels(
+        database,
+        classed.ids["simulate"],
+        "Failed",
+        1,
+        reason="gone",
+        failure={"class": "lost"},
+        backend="slurm",
+    )
+    _, members = await read(stubs, classed)
+    assert [(i.kind, i.what) for i in members["simulate"].attention] == [
+        ("backend-lost", "1 of its last parcels were lost by slurm: gone")
+    ]
 
 
 async def test_a_completed_workgraph_says_what_it_wrote_off_and_what_failed(

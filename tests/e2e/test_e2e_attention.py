@@ -1,8 +1,9 @@
 """Issue 32's scenario, on both databases and in both shapes: a production whose tool fails on
 a third of its inputs (exit 3, a marked `ERROR:` line among 50 others). Within a minute
 `dxts list -o json` shows the workgraph needing attention, `dxts why` gives the failures first,
-`dxts watch` ends with the attention code; once the quarantined inputs are written off it
-completes, and says so: "Completed with 3 written off"."""
+`dxts why` quotes the tool's own line first, `dxts watch` ends with the attention code; once the
+quarantined inputs are written off it completes, and says so ("Completed with 3 written off"),
+and `dxts errors` groups the failures in one row with their count and exit code."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typer.testing import CliRunner, Result
 from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.cli.main import app
 from dxts.cli.workgraphs import EXIT_ATTENTION
+from dxts.core.adaptor.failures import tool_message
+from dxts.core.adaptor.model import FailureClass
 
 TOOL_LINE = "ERROR: cannot read calibration for run 7 (exit 3)"
 STDERR = "\n".join(
@@ -62,10 +65,18 @@ async def test_a_production_failing_on_a_third_of_its_inputs_needs_attention(
         name="null",
         outputs=["out"],
         rules=[
-            NullRule(fate="failure", lfn=f"/e2e/t/{n}.raw", exit_code=3, message=STDERR)
+            NullRule(
+                fate="failure",
+                lfn=f"/e2e/t/{n}.raw",
+                exit_code=3,
+                message=STDERR,
+                failure_class=FailureClass.APPLICATION_ERROR,
+                tool_message=tool_message(STDERR),
+            )
             for n in FAILING
         ],
     )
+    assert tool_message(STDERR) == TOOL_LINE  # what every adaptor picks out of its stderr
     async with launch(null=null) as world:
         runner = CliRunner()
 
@@ -85,12 +96,12 @@ async def test_a_production_failing_on_a_third_of_its_inputs_needs_attention(
         first = found["attention"][0]
         assert (first["kind"], first["step"]) == ("failure-rate", "Sim")
         assert first["transformation_id"] == wg.members["Sim"]
-        assert first["command"] == f"dxts parcels {wg.members['Sim']} --status Failed"
+        assert first["command"] == f"dxts errors {wg.members['Sim']}"
 
         why = await dxts("why", wid)
         assert why.exit_code == 0, why.output
         reason = why.stdout.splitlines()[0]
-        assert reason.startswith("Sim: ") and " parcels failed: " in reason, why.stdout
+        assert reason.startswith("Sim: ") and f" parcels failed: {TOOL_LINE}" in reason, why.stdout
 
         shown = json.loads((await dxts("show", wid, "-o", "json")).stdout)
         assert shown["attention"] and shown["workgraph"]["attention"]
@@ -124,4 +135,13 @@ async def test_a_production_failing_on_a_third_of_its_inputs_needs_attention(
         assert "Completed with 3 written off, 6 parcels failed" in table.stdout, table.stdout
         census = await world.census(wg)
         assert census["Sim"]["inputs"] == {I.PROCESSED.value: 6, I.NOT_PROCESSED.value: 3}
+        errors = await dxts("errors", wid, "-o", "json")
+        assert errors.exit_code == 0, errors.output
+        (row,) = json.loads(errors.stdout)
+        assert (row["count"], row["failure_class"], row["exit_codes"]) == (
+            6,
+            "application-error",
+            [3],
+        )
+        assert row["message"] == TOOL_LINE
         await check_invariants(world, wg)

@@ -4,9 +4,10 @@ the command to type.
 
 A member needs attention when (in the order its items come)
 * too many of its last parcels failed (`failure-rate`): more than `failure_rate` of its last
-  `window` ended parcels (at least `min_ended` of them), quoting the latest failure's reason;
-* its backend lost parcels (`backend-lost`): a failed parcel's reason says the backend no
-  longer knew it (the dispatcher's words);
+  `window` ended parcels (at least `min_ended` of them), quoting the latest failure's own words
+  (the tool's line when its backend reported one, else the recorded reason);
+* its backend lost parcels (`backend-lost`): a failed parcel of class `lost` (the backend no
+  longer knew it);
 * one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
   signs off the check;
 * it has Problematic inputs (`problematic-inputs`): they wait for a decision;
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.ids import id_to_str
@@ -56,7 +58,9 @@ ENDED_MEMBERS = frozenset({T.COMPLETED, T.FINALIZED, T.ARCHIVED, T.CANCELLED})
 ENDED_WORKGRAPHS = frozenset({W.COMPLETED, W.ARCHIVING, W.ARCHIVED})
 # A workgraph in one of these lets its Active members run: not waiting for a sign-off.
 RUNNING_WORKGRAPHS = frozenset({W.ACTIVE, W.SCOUTING})
-# The dispatcher's words for a parcel its backend no longer knows (`forwarding._lost`).
+# A parcel its backend no longer knows: its failure class, or (recorded before the classes)
+# the dispatcher's words (`forwarding._lost`).
+LOST = FailureClass.LOST.value
 LOST_PREFIX = "lost by the backend"
 REASON_CHARS = 300  # of a failure's reason quoted in an item
 
@@ -161,8 +165,8 @@ def _failure_rate(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
             f"{len(failed)} of its last {len(ended)} parcels failed: "
             f"{_quoted(latest.reason) or 'no reason given'}",
             min((p.completed_at for p in failed if p.completed_at), default=None),
-            "fix the cause, then reset the failed inputs; the failures, grouped: dxts errors",
-            f"dxts parcels {facts.name} --status Failed",
+            "see the failures grouped by cause, fix it, then reset the inputs set aside",
+            f"dxts errors {facts.name}",
         )
     ]
 
@@ -171,7 +175,8 @@ def _backend_lost(facts: MemberFacts) -> list[Item]:
     lost = [
         p
         for p in facts.last_ended
-        if p.status == ParcelStatus.FAILED and p.reason.startswith(LOST_PREFIX)
+        if p.status == ParcelStatus.FAILED
+        and (p.failure_class == LOST or p.reason.startswith(LOST_PREFIX))
     ]
     if not lost:
         return []

@@ -11,7 +11,7 @@ tests/test_ownership.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,17 +25,26 @@ from dxts.core.states import InputStatus, ParcelStatus
 ENDED = (ParcelStatus.DONE, ParcelStatus.PARTIALLY_DONE, ParcelStatus.FAILED)
 # Members per statement: each contributes one sub-select per ended status.
 MEMBERS_PER_READ = 40
-# The parcel annotation holding a failed parcel's reason (execution's `parcel_annotations`).
+# Where execution keeps a failed parcel's words in Parcels.Annotations (`parcel_annotations`):
+# the recorded reason, and the stored outcome's failure (`dxts.core.adaptor.codec`).
 REASON = "reason"
+OUTCOME = "outcome"
+FAILURE = "failure"
+TOOL_MESSAGE = "tool_message"
+CLASS = "class"
 
 
 @dataclass(frozen=True)
 class EndedParcel:
+    """An ended parcel; a failed one with its reason: the tool's own line when the backend
+    reported one (the failure taxonomy), else the recorded reason, and its failure class."""
+
     parcel_id: bytes
     status: str
     backend: str | None
     completed_at: datetime | None
     reason: str = ""
+    failure_class: str = ""
 
 
 async def last_ended_parcels(
@@ -71,7 +80,7 @@ async def last_ended_parcels(
     return {
         tid: sorted(
             (
-                EndedParcel(p.parcel_id, p.status, p.backend, p.completed_at, reasons[p.parcel_id])
+                replace(p, reason=reasons[p.parcel_id][0], failure_class=reasons[p.parcel_id][1])
                 if p.parcel_id in reasons
                 else p
                 for p in ended
@@ -83,18 +92,27 @@ async def last_ended_parcels(
     }
 
 
-async def _reasons(conn: AsyncConnection, parcel_ids: list[bytes]) -> dict[bytes, str]:
+async def _reasons(conn: AsyncConnection, parcel_ids: list[bytes]) -> dict[bytes, tuple[str, str]]:
+    """Per failed parcel, (its reason, its failure class) from its annotations."""
     if not parcel_ids:
         return {}
     c = parcels.c
     rows = await conn.execute(
         sa.select(c.ParcelID, c.Annotations).where(c.ParcelID.in_(parcel_ids))
     )
-    return {
-        bytes(r.ParcelID): str(r.Annotations.get(REASON) or "")
-        for r in rows
-        if isinstance(r.Annotations, dict)
-    }
+    return {bytes(r.ParcelID): _reason(r.Annotations) for r in rows}
+
+
+def _reason(annotations: Any) -> tuple[str, str]:
+    """The tool's own line (`outcome.failure.tool_message`) when there is one, else the
+    recorded reason; and the failure class ("" when none was reported)."""
+    if not isinstance(annotations, dict):
+        return "", ""
+    outcome = annotations.get(OUTCOME)
+    failure = outcome.get(FAILURE) if isinstance(outcome, dict) else None
+    failure = failure if isinstance(failure, dict) else {}
+    said = str(failure.get(TOOL_MESSAGE) or annotations.get(REASON) or "")
+    return said, str(failure.get(CLASS) or "")
 
 
 async def problematic_since(
