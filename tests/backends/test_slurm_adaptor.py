@@ -56,7 +56,10 @@ class Harness(LocalHarness):
         self.keys = DevKeys.load_or_create(tmp / "keys")
         self.token = self.keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
         self.slurm_settings = SlurmSettings(
-            work_dir=tmp / "slurm", storage_elements=["LOCAL"], default_memory_mb=400
+            work_dir=tmp / "slurm",
+            storage_elements=["LOCAL"],
+            default_memory_mb=400,
+            allowed_partitions=["dxts-held"],  # the DOWN partition of the tests' cluster
         )
         self.adaptor: Any = None
         self.server: GrpcServer | None = None

@@ -153,3 +153,20 @@ def test_a_row_is_marked_and_a_completed_workgraph_says_how_it_ended() -> None:
     ended = definition_pb2.Workgraph(ended_with="2 written off")
     assert attention.status_text("Completed", ended) == "Completed with 2 written off"
     assert attention.status_text("Completed", definition_pb2.Workgraph()) == "Completed"
+
+
+def test_a_feeder_held_by_a_quota_says_why_in_the_services_words() -> None:
+    t = definition_pb2.Transformation(
+        transformation_id="tf", step="Sim", feeder="Seeds", feeder_enabled=True
+    )
+    held = "held by a quota: the feeder reached the installation's limit of 30 inputs"
+    reasons = [definition_pb2.DrainReason(kind="feeder", state="Held", message=held)]
+    member = MemberView(t, "Active", {}, {}, holding=reasons)
+    view = WorkgraphView(
+        definition_pb2.Workgraph(workgraph_id="wg", status=common_pb2.WORKGRAPH_STATUS_ACTIVE),
+        [member],
+        [],
+    )
+    assert member_reasons(view, member) == ["Sim (tf) is Active", f"  its feeder Seeds is {held}"]
+    # A hold: said without --all too.
+    assert workgraph_reasons(view, everything=False) == [f"  its feeder Seeds is {held}"]

@@ -107,6 +107,9 @@ def why(
 # A line of `why` is a hold (someone must act, or chose to stop it) or a normal state (shown
 # with --all only).
 HOLD, NORMAL = False, True
+# A feeder held back by a quota (the drain guard's reason of kind "feeder" in this state): a
+# hold, said without --all.
+QUOTA_HELD = "Held"
 # The feeder that takes another member's outputs (`dxts.cwl.compile.EDGE_FEEDER`).
 EDGE_FEEDER = "Edge"
 
@@ -214,7 +217,10 @@ def _drain_lines(view: WorkgraphView, member: MemberView) -> list[tuple[bool, st
     waiting = {r.state: int(r.count) for r in held if r.kind == "inputs" and r.state != problematic}
     if waiting:
         lines.append((NORMAL, f"  inputs still to process: {compact(waiting)}"))
-    if any(r.kind == "feeder" for r in held) and t.feeder:
+    quota = [r for r in held if r.kind == "feeder" and r.state == QUOTA_HELD]
+    if quota:
+        lines.append((HOLD, f"  its feeder {t.feeder} is {quota[0].message}"))
+    elif any(r.kind == "feeder" for r in held) and t.feeder:
         lines.append((NORMAL, _feeder_line(view, member)))
     return lines
 
