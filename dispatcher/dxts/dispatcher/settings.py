@@ -27,6 +27,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import load_installation_config
+from dxts.core.kernel.bounds import MAX_BATCH  # what one request may carry
 from dxts.core.settings import ServiceTokenSettings
 from dxts.core.states import Kind
 
@@ -127,9 +128,11 @@ class DispatcherSettings(ServiceTokenSettings):
     )
 
     claim_batch: int = Field(100, ge=1, description="parcels per claim transaction")
-    submit_batch: int = Field(500, ge=1, description="parcels per Submit call")
-    poll_batch: int = Field(1000, ge=1, description="identifiers per Poll call")
-    outcome_batch: int = Field(500, ge=1, description="outcomes per RecordOutcomes call")
+    submit_batch: int = Field(500, ge=1, le=MAX_BATCH, description="parcels per Submit call")
+    poll_batch: int = Field(1000, ge=1, le=MAX_BATCH, description="identifiers per Poll call")
+    outcome_batch: int = Field(
+        500, ge=1, le=MAX_BATCH, description="outcomes per RecordOutcomes call"
+    )
     claimers: int = Field(2, ge=1, description="concurrent claim loops per kind in a replica")
     lease_s: float = Field(
         300.0, gt=0, description="a Reserved parcel older than this is re-submitted"
