@@ -59,6 +59,7 @@ from dxts.definition.edge.execution_client import (
     NoExecutionClient,
 )
 from dxts.definition.edge.servicer import DefinitionServicer
+from dxts.definition.logic.attention_metrics import AttentionGauges
 from dxts.definition.logic.execution import ExecutionClient, ExecutionFactory
 from dxts.definition.logic.lifecycle.engine import Engine
 from dxts.definition.logic.lifecycle.overview import CountsOverview
@@ -162,6 +163,15 @@ async def build_lifecycle(
     return lifecycle_of(engine, LifecycleSweep(engine, locks), cleanups)
 
 
+def _attention_gauges(database: Database, settings: DefinitionSettings) -> SweepRunner:
+    """The sweep measuring the attention gauges, beside the lifecycle engine (one per
+    installation's definition service)."""
+    gauges = AttentionGauges(database, settings.attention_rules())
+    interval = settings.attention_metrics_interval_s
+    pacing = Pacing(interval, first_idle_s=interval)
+    return SweepRunner([Sweep("attention-metrics", gauges.measure, pacing)])
+
+
 class Definition(Component):
     """A built definition component: its service, and the lifecycle engine's sweep when built
     with one (started and stopped with it)."""
@@ -230,7 +240,12 @@ async def build_definition(
         definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
         servicer,
     )
-    definition = Definition(services=[service], on_start=on_start, cleanups=cleanups)
+    definition = Definition(
+        services=[service],
+        runner=_attention_gauges(database, settings) if lifecycle is not None else None,
+        on_start=on_start,
+        cleanups=cleanups,
+    )
     if start_sweeps:
         await definition.start()
     return definition
