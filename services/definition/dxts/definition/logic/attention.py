@@ -11,13 +11,14 @@ A member needs attention when (in the order its items come)
 * one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
   signs off the check;
 * it has Problematic inputs (`problematic-inputs`): they wait for a decision;
+* a quota of the installation holds its feeder (`feeder-held`): no more inputs are made until
+  an operator raises the quota or releases the feeder;
 * it made no progress for `stall_s` (`no-progress`): Active, in an Active or Scouting
   workgraph (not held by a sign-off, not paused, not halted), with work still to do, and no
   parcel of it ended (nor its status changed) for that long.
 
 A workgraph needs attention when one of its approving checks failed, or when one of its members
-does (each member's items, named by step). A new rule is one more function in `_MEMBER_RULES`
-(a quota that pauses a member with a reason is one: its reason would be read here).
+does (each member's items, named by step). A new rule is one more function in `_MEMBER_RULES`.
 
 An ended workgraph that wrote inputs off or had failed parcels says so (`ended_with`), so that
 "Completed" alone means a clean run.
@@ -51,6 +52,7 @@ from dxts.definition.logic.queries import (
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.attention import EndedParcel, last_ended_parcels, problematic_since
+from dxts.definition.store.feeder_states import FeederState, feeder_states_of
 
 T, W = TransformationStatus, WorkgraphStatus
 # Statuses after which a member or workgraph has nothing left to watch (only its checks).
@@ -98,6 +100,7 @@ class MemberFacts:
     last_ended: Sequence[EndedParcel]
     problematic_since: datetime | None
     now: datetime
+    feeder: FeederState | None = None
 
     @property
     def name(self) -> str:
@@ -144,6 +147,22 @@ def _problematic(facts: MemberFacts) -> list[Item]:
             "look at them, then reset them to try again or write them off "
             f"(dxts inputs reset / write-off {facts.name})",
             f"dxts inputs {facts.name} --status Problematic",
+        )
+    ]
+
+
+def _feeder_held(facts: MemberFacts) -> list[Item]:
+    feeder = facts.feeder
+    if feeder is None or not feeder.held:
+        return []
+    return [
+        Item(
+            "feeder-held",
+            f"its feeder is {' '.join(feeder.held.split())}",
+            feeder.updated_at,
+            "an operator raises the quota or releases the feeder "
+            f"(dxts feeder enable {facts.name}); its parcels go on meanwhile",
+            f"dxts why {facts.name}",
         )
     ]
 
@@ -229,6 +248,7 @@ _MEMBER_RULES: tuple[Callable[[MemberFacts, AttentionRules], list[Item]], ...] =
     lambda facts, rules: _backend_lost(facts),
     lambda facts, rules: _failed_checks(facts.actions, facts.member.status),
     lambda facts, rules: _problematic(facts),
+    lambda facts, rules: _feeder_held(facts),
     _stalled,
 )
 
@@ -310,6 +330,7 @@ async def _read(
     ended = await last_ended_parcels(conn, live, rules.window)
     problematic = [t for t in live if inputs[t].get(InputStatus.PROBLEMATIC)]
     since = await problematic_since(conn, problematic)
+    feeders = await feeder_states_of(conn, live)
     actions: dict[bytes | None, list[ActionView]] = {}
     owned = await actions_db.actions_of(
         conn, transformation_ids=ids, workgraph_ids=[w.workgraph_id for w in workgraphs]
@@ -333,6 +354,7 @@ async def _read(
             ended.get(tid, []),
             since.get(tid),
             now,
+            feeders.get(tid),
         )
         found.members[tid] = member_items(facts, rules)
         window = facts.last_ended[: rules.window]
