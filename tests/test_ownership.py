@@ -109,6 +109,10 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "creation row carries",
         "FeederStates": "a feeder is on while its switch is on and it has not said NoMoreInputs: "
         "the drain guard and the commands read both in their own transaction",
+        "Parcels": "attention: a member's last ended parcels (its failed-parcel rate, lost "
+        "parcels, last progress), a bounded read on the (TransformationID, Status) index each "
+        "time a workgraph or member is read",
+        "Inputs": "attention: since when a member's Problematic inputs wait (one grouped read)",
     },
     "dxts.execution": {
         "Transformations": "a feeder's batch reads the operator's switch and the status under a "

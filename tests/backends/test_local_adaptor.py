@@ -463,3 +463,52 @@ async def test_data_requests_move_replicas_between_storage_elements(harness: Har
     outcome = await harness.outcome(result.identifier)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert "MARS" in outcome.message
+
+
+@pytest.mark.parametrize("lfn", ["/../../x", "/lhcb/a\0b", "/lhcb/./a", "//lhcb/a"])
+async def test_a_data_parcel_with_a_bad_lfn_ends_failed_naming_it(
+    harness: Harness, lfn: str
+) -> None:
+    """Issue 33, finding 7: an LFN the storage refuses ends the parcel FAILED with a reason
+    naming the LFN (it used to raise in the worker and stay running for ever), and its
+    cancellation ends too (it used to leave the parcel Completing)."""
+    request = {
+        "Operations": [
+            {"Type": "RemoveReplica", "TargetSE": "TAPE", "Files": [{"LFN": lfn}]}
+        ]
+    }
+    data = backend_pb2.Payload(data=backend_pb2.DataPayload())
+    parcel_id = id_to_str(new_id())
+    (result,) = await harness.submit(
+        data, backend_pb2.ParcelSubmission(parcel_id=parcel_id, request_json=json.dumps(request))
+    )
+    outcome = await harness.outcome(result.identifier, tries=100)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert repr(lfn) in outcome.message and "\n" not in outcome.message
+    await harness.stub.Cancel(
+        backend_pb2.CancelRequest(identifiers=[result.identifier], parcel_ids=[parcel_id])
+    )
+    assert (await harness.outcome(result.identifier, tries=1)).result == outcome.result
+
+
+async def test_any_error_of_one_parcel_becomes_its_failed_outcome(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever raises while a parcel runs (here the data step itself, as an unforeseen error
+    would) is that parcel's FAILED outcome in the error's words, not a stuck job."""
+    from dxts.backends.local.logic import data as local_data
+
+    async def broken(*_: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(local_data, "run_request", broken)
+    request = {"Operations": [{"Type": "RemoveFile", "Files": [{"LFN": "/lhcb/x"}]}]}
+    (result,) = await harness.submit(
+        backend_pb2.Payload(data=backend_pb2.DataPayload()),
+        backend_pb2.ParcelSubmission(
+            parcel_id=id_to_str(new_id()), request_json=json.dumps(request)
+        ),
+    )
+    outcome = await harness.outcome(result.identifier, tries=100)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert outcome.message == "OSError: [Errno 28] No space left on device"

@@ -10,13 +10,16 @@ import pytest
 from dxts.core.catalogue import (
     CatalogueFile,
     CatalogueSettings,
+    FileScope,
     LocalFileCatalogue,
     Registered,
+    ScopedCatalogue,
     load_catalogue,
     open_catalogue,
     parse_where,
 )
-from dxts.core.errors import FailedPrecondition, InvalidArgument, Unavailable
+from dxts.core.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unavailable
+from dxts.core.lfn import FileNamespace
 
 
 def raw(run: int, n: int, *, kind: str = "RAW", **extra: object) -> CatalogueFile:
@@ -222,3 +225,48 @@ async def test_a_restarted_catalogue_continues_the_sequence(
     finally:
         await again.close()
     assert [f.lfn for f in page.files] == [raw(500, 4).lfn]
+
+
+async def test_a_vo_s_view_holds_its_files_and_the_shared_ones_case_sensitively(
+    catalogue: LocalFileCatalogue,
+) -> None:
+    """A ScopedCatalogue (a VO's view) queries by LFN prefix in SQL, exactly on both databases
+    (SQLite's LIKE ignores case: `/VOA/` is not VO `voa`'s), finds only visible LFNs, and
+    refuses to register or remove anything outside the VO's namespace."""
+    files = [
+        CatalogueFile(lfn=lfn, size=1, metadata={"scoped": 1})
+        for lfn in ("/voa/x", "/voa/shared/calib", "/VOA/x", "/vob/x", "/vob/y_z", "/vo%/x")
+    ]
+    await catalogue.register(files)
+    namespace = FileNamespace(shared=["/voa/shared/"])
+    reader = ScopedCatalogue(catalogue, FileScope("vob", namespace))
+    page = await reader.query({"scoped": 1})
+    assert [f.lfn for f in page.files] == ["/voa/shared/calib", "/vob/x", "/vob/y_z"]
+    writer = ScopedCatalogue(catalogue, FileScope("vob", namespace, write=True))
+    assert [f.lfn for f in (await writer.query({"scoped": 1})).files] == ["/vob/x", "/vob/y_z"]
+    assert set(await reader.files(["/voa/x", "/voa/shared/calib", "/vob/x"])) == {
+        "/voa/shared/calib",
+        "/vob/x",
+    }
+    with pytest.raises(PermissionDenied, match="/voa/shared/calib is VO voa's file"):
+        await reader.remove_files(["/vob/x", "/voa/shared/calib"])
+    with pytest.raises(PermissionDenied, match="/VOA/x is VO VOA's file"):
+        await reader.register([CatalogueFile(lfn="/VOA/x", size=1, metadata={"scoped": 1})])
+    assert set(await catalogue.files(["/vob/x", "/voa/shared/calib"])) == {
+        "/vob/x",
+        "/voa/shared/calib",
+    }
+    percent = ScopedCatalogue(catalogue, FileScope("vo%", namespace, write=True))
+    assert [f.lfn for f in (await percent.query({"scoped": 1})).files] == ["/vo%/x"]
+
+
+@pytest.mark.parametrize(
+    "lfn", ["/a/./b", "//a/b", "/a/b/", "/a/../b", "/a/b\nc", "/a\x00b", "a/b"]
+)
+async def test_an_lfn_not_in_normal_form_is_refused(
+    catalogue: LocalFileCatalogue, lfn: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=r"lfns\[0\]"):
+        await catalogue.files([lfn])
+    with pytest.raises(InvalidArgument, match=r"files\[0\]\.lfn"):
+        await catalogue.register([{"lfn": lfn, "size": 1}])

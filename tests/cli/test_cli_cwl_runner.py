@@ -177,7 +177,7 @@ async def test_a_file_put_is_got_back(installation: Path, tmp_path: Path) -> Non
     again = await asyncio.to_thread(
         runner.invoke, app, [*options, "file", "put", str(local), "--se", "LOCAL-ARCHIVE"]
     )
-    assert again.exit_code == 0 and again.stdout.startswith("/dxts/uploads/")
+    assert again.exit_code == 0 and again.stdout.startswith("/demo/dxts/uploads/")
     got = await asyncio.to_thread(
         runner.invoke, app, [*options, "file", "get", "/demo/data.bin", str(tmp_path / "back")]
     )

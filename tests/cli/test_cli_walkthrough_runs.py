@@ -383,7 +383,7 @@ SCRIPT: list[tuple[str, Check]] = [
         ),
     ),
     (
-        "dxts why $WG",
+        "dxts why $WG --all",
         shows(
             lambda w: "inputs still to process: Unassigned 1",
             lambda w: "waits on Simulation, still Paused",

@@ -109,10 +109,10 @@ async def test_parcels_are_claimed_submitted_and_recorded(
     for parcel_id in produced:
         submission = sent[id_to_str(parcel_id)]
         assert sorted(submission.input_ids) == sorted(id_to_str(i) for i in links[parcel_id])
-        assert submission.output_prefix == f"/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}"
+        assert submission.output_prefix == f"/lhcb/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}"
     for parcel_id in users:
         assert not sent[id_to_str(parcel_id)].input_ids
-        assert sent[id_to_str(parcel_id)].output_prefix == f"/dxts/user/{id_to_str(parcel_id)}"
+        assert sent[id_to_str(parcel_id)].output_prefix == f"/lhcb/dxts/user/{id_to_str(parcel_id)}"
 
     # One sidecar per scope, recorded on every parcel and stored once; one materialisation.
     config = DefinitionConfig()

@@ -112,7 +112,7 @@ async def test_compute_parcels_run_with_cwltool_and_their_outcomes_reach_executi
             id_to_str(i): {"action": "SUCCESS"} for i in inputs[parcel_id]
         }
         (output,) = outcome.outputs
-        assert output.lfn == f"/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}/result.txt"
+        assert output.lfn == f"/lhcb/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}/result.txt"
         assert adaptor.settings.se_path(output.storage_element, output.lfn).read_text() == "hello"
     (failed,) = seen[user]
     assert failed.result is OutcomeResult.FAILED

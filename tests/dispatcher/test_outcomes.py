@@ -108,7 +108,7 @@ async def test_polled_outcomes_reach_execution_once_recorded(
         }
         (output,) = outcome.outputs
         assert (output.output_name, output.size) == ("output-data", 7)
-        assert output.lfn.startswith(f"/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}/")
+        assert output.lfn.startswith(f"/lhcb/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}/")
 
     # Recorded parcels have left Assigned: a second poll forwards nothing new.
     states = await statuses(database, ids)

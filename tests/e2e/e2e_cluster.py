@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e_plugins import OutputNames
-from e2e_world import PACE_S, STOP_S, VO, World
+from e2e_world import PACE_S, STOP_S, VO, World, cli_options
 
 from dxts.backends.null.settings import NullSettings
 from dxts.bench.cluster import Backend, LocalCluster, fast_pacing
@@ -140,6 +140,7 @@ async def running_cluster(
         definition_pb2_grpc.DefinitionServiceStub(opened[0]),  # type: ignore[no-untyped-call]
         execution_pb2_grpc.ExecutionServiceStub(opened[1]),  # type: ignore[no-untyped-call]
         opened,
+        [*cli_options(cluster.addresses), "--token", token],
         cluster=cluster,
         null_settings=dict(adaptors),
     )

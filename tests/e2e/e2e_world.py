@@ -152,7 +152,9 @@ def listed(count: int, prefix: str) -> dict[str, Any]:
         "dirac:Feeder": {
             "name": "List",
             "args": {
-                "inputs": [{"lfn": f"/e2e/{prefix}/{n}.raw", "lfn_size": 100} for n in range(count)]
+                "inputs": [
+                    {"lfn": f"/lhcb/e2e/{prefix}/{n}.raw", "lfn_size": 100} for n in range(count)
+                ]
             },
         },
     }
@@ -226,6 +228,8 @@ class World:
     definition: Any  # DefinitionServiceStub (operator)
     execution: Any  # ExecutionServiceStub (operator)
     _channels: list[Any] = field(default_factory=list)
+    # The `dxts` command's options that reach this world's services as the operator.
+    cli: list[str] = field(default_factory=list)
 
     # -- the null adaptors --------------------------------------------------------------------
 
@@ -677,6 +681,7 @@ async def running(
         definition_pb2_grpc.DefinitionServiceStub(opened[0]),  # type: ignore[no-untyped-call]
         execution_pb2_grpc.ExecutionServiceStub(opened[1]),  # type: ignore[no-untyped-call]
         opened,
+        [*cli_options(address), "--token", token],
         stack=stack,
         null=compute,
         null_data=data,
@@ -690,6 +695,15 @@ async def running(
             await asyncio.wait_for(world.close(), STOP_S)
         except TimeoutError:
             raise AssertionError(f"the components did not stop within {STOP_S} s") from None
+
+
+def cli_options(addresses: Mapping[str, str]) -> list[str]:
+    """`--definition ADDRESS` and the like, for the services `dxts` reads."""
+    return [
+        option
+        for name in ("definition", "execution", "accounting")
+        for option in (f"--{name}", addresses[name])
+    ]
 
 
 # What a scenario starts its world with (conftest's `launch` fixtures): `async with

@@ -85,7 +85,7 @@ async def test_a_step_after_its_staging_never_packs_an_unstaged_file(
     launch: Launch, database: Database, shape: str
 ) -> None:
     prefix = f"staging-{database.dialect_name}-{shape}"
-    slow, lost = f"/e2e/{prefix}/0.raw", f"/e2e/{prefix}/1.raw"
+    slow, lost = f"/lhcb/e2e/{prefix}/0.raw", f"/lhcb/e2e/{prefix}/1.raw"
     data = NullSettings(
         name="null-data",
         kind=Kind.DATA,
@@ -153,7 +153,7 @@ async def test_a_removal_follows_its_consumers_write_off(
     launch: Launch, database: Database, shape: str
 ) -> None:
     prefix = f"follow-{database.dialect_name}-{shape}"
-    lost = f"/e2e/{prefix}/1.raw"
+    lost = f"/lhcb/e2e/{prefix}/1.raw"
     null = NullSettings(name="null", outputs=["out"], rules=[NullRule(fate="failure", lfn=lost)])
     async with launch(null=null) as world:
         wg = await world.submit(removal(prefix))
@@ -182,7 +182,7 @@ async def test_a_removal_quarantine_is_lifted_when_its_consumer_is_reset_and_pro
     launch: Launch, database: Database, shape: str
 ) -> None:
     prefix = f"lift-{database.dialect_name}-{shape}"
-    flaky = f"/e2e/{prefix}/2.raw"
+    flaky = f"/lhcb/e2e/{prefix}/2.raw"
     null = NullSettings(
         name="null", outputs=["out"], rules=[NullRule(fate="failure", lfn=flaky, times=1)]
     )

@@ -72,9 +72,9 @@ async def test_a_cancellation_from_every_state_cleans_up(launch: Launch) -> None
         outputs=["out"],
         delay_s=3600,
         rules=[
-            NullRule(fate="success", lfn="/e2e/fast-", delay_s=0),
-            NullRule(fate="success", lfn="/e2e/active/0.raw", delay_s=0),
-            NullRule(fate="success", lfn="/e2e/active/1.raw", delay_s=0),
+            NullRule(fate="success", lfn="/lhcb/e2e/fast-", delay_s=0),
+            NullRule(fate="success", lfn="/lhcb/e2e/active/0.raw", delay_s=0),
+            NullRule(fate="success", lfn="/lhcb/e2e/active/1.raw", delay_s=0),
         ],
     )
     async with launch(null=null) as world:

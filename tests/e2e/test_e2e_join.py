@@ -196,8 +196,8 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
         name="null",
         outputs=["out"],
         rules=[
-            NullRule(fate="success", lfn="/e2e/removal/0.raw", delay_s=3),
-            NullRule(fate="failure", lfn="/e2e/removal/1.raw", times=1),
+            NullRule(fate="success", lfn="/lhcb/e2e/removal/0.raw", delay_s=3),
+            NullRule(fate="failure", lfn="/lhcb/e2e/removal/1.raw", times=1),
         ],
     )
     async with running(mariadb, tmp_path, null=null) as world:
@@ -207,7 +207,7 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
         async def removed_or_processed() -> tuple[str, str] | None:
             sim = {r.LFN: r.Status for r in await world.inputs(wg, "Sim")}
             remove = {r.LFN: r.Status for r in await world.inputs(wg, "Remove")}
-            lfn = "/e2e/removal/0.raw"
+            lfn = "/lhcb/e2e/removal/0.raw"
             if I.PROCESSED.value in (sim.get(lfn), remove.get(lfn)):
                 return str(sim.get(lfn)), str(remove.get(lfn))
             return None
@@ -233,7 +233,7 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
             wg,
         )
         (kept,) = [r for r in await world.inputs(wg, "Remove") if r.Status == "NotProcessed"]
-        assert kept.LFN == "/e2e/removal/1.raw"
+        assert kept.LFN == "/lhcb/e2e/removal/1.raw"
         await world.reach(wg, W.COMPLETED)
         await check_invariants(world, wg)
         # Finalizing after its consumer (`after` is upstream), it removed what Sim processed.
@@ -251,7 +251,7 @@ async def test_a_removal_waits_for_its_consumer(mariadb: Database, tmp_path: Pat
             for step in request["Operations"]
             for file in step["Files"]
         ]
-        assert sorted(removed) == [f"/e2e/removal/{n}.raw" for n in (0, 2, 3)]
+        assert sorted(removed) == [f"/lhcb/e2e/removal/{n}.raw" for n in (0, 2, 3)]
 
 
 async def _requests(world: World, wg: Submitted, name: str) -> list[Any]:

@@ -55,7 +55,7 @@ async def test_why_it_is_not_finishing_then_what_was_made_from_a_file(
     launch: Launch, database: Database, shape: str
 ) -> None:
     prefix = f"lineage-{database.dialect_name}-{shape}"
-    lost = f"/e2e/{prefix}/3.raw"
+    lost = f"/lhcb/e2e/{prefix}/3.raw"
     null = NullSettings(name="null", outputs=["out"], rules=[NullRule(fate="failure", lfn=lost)])
     async with launch(null=null) as world:
         wg = await world.submit(chain(prefix))
@@ -89,7 +89,7 @@ async def test_why_it_is_not_finishing_then_what_was_made_from_a_file(
         done = await _drain(world, wg)
         assert done.drained and all(m.drained and not m.reasons for m in done.members)
 
-        raw = f"/e2e/{prefix}/0.raw"
+        raw = f"/lhcb/e2e/{prefix}/0.raw"
         walk = await _descendants(world, raw)
         assert not walk.truncated and not walk.next_page_token
         first, second = walk.records

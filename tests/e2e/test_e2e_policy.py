@@ -263,6 +263,14 @@ async def test_a_seeds_bomb_stops_at_the_limit_with_its_member_held(
         assert f"limit of {limit} inputs" in reason and named in reason
         assert await count_inputs(world, wg) == limit
         assert f"  its feeder Seeds is {reason}" in await why(bomber, wg)
+        # It needs a person: an attention item on the member and the workgraph alike.
+        got = await bomber.GetWorkgraph(
+            definition_pb2.GetWorkgraphRequest(workgraph_id=wg.workgraph_id)
+        )
+        for attention in (got.members[0].attention, got.workgraph.attention):
+            assert [(a.kind, a.what) for a in attention] == [
+                ("feeder-held", f"its feeder is {reason}")
+            ]
     async with world.database.transaction(Isolation.READ_COMMITTED) as conn:
         stored = await conn.scalar(
             sa.select(feeder_states.c.HeldReason).where(

@@ -53,14 +53,14 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
         name="null",
         outputs=["out"],
         rules=[
-            NullRule(fate="failure", lfn="/e2e/a/1.raw", times=2),
-            NullRule(fate="failure", lfn="/e2e/a/4.raw", times=2),
-            NullRule(fate="failure", lfn="/e2e/b/2.raw", times=2),
+            NullRule(fate="failure", lfn="/lhcb/e2e/a/1.raw", times=2),
+            NullRule(fate="failure", lfn="/lhcb/e2e/a/4.raw", times=2),
+            NullRule(fate="failure", lfn="/lhcb/e2e/b/2.raw", times=2),
             # Two more parcels of the second run that do not succeed, and are not quarantines:
             # no status report (the parcel fails, its input is retried) and NOT_TRIED (the input
             # goes back to be packed again, no error counted).
-            NullRule(fate="no_report", lfn="/e2e/b/3.raw", times=1),
-            NullRule(fate="not_tried", lfn="/e2e/b/4.raw", times=1),
+            NullRule(fate="no_report", lfn="/lhcb/e2e/b/3.raw", times=1),
+            NullRule(fate="not_tried", lfn="/lhcb/e2e/b/4.raw", times=1),
         ],
     )
     async with launch_mariadb(null=null) as world:
@@ -73,7 +73,7 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
         quarantined = [
             r for r in await world.inputs(first, "Sim") if r.Status == I.PROBLEMATIC.value
         ]
-        assert sorted(r.LFN for r in quarantined) == ["/e2e/a/1.raw", "/e2e/a/4.raw"]
+        assert sorted(r.LFN for r in quarantined) == ["/lhcb/e2e/a/1.raw", "/lhcb/e2e/a/4.raw"]
         assert {r.ErrorCount for r in quarantined} == {2}
         _, logs = await world.logs(first)
         reasons = [r.Message for r in logs["Sim"] if r.EventType == "InputProblematic"]
@@ -105,8 +105,8 @@ async def test_quarantined_inputs_hold_the_drain_until_written_off_or_reset(
         assert (await world.census(second))["Sim"]["inputs"] == {"Processed": 6}
         rows = {r.LFN: r for r in await world.inputs(second, "Sim")}
         assert {lfn: r.ErrorCount for lfn, r in rows.items()} == {
-            **{f"/e2e/b/{n}.raw": 0 for n in range(6)},
-            "/e2e/b/3.raw": 1,  # the parcel without a report failed it once
+            **{f"/lhcb/e2e/b/{n}.raw": 0 for n in range(6)},
+            "/lhcb/e2e/b/3.raw": 1,  # the parcel without a report failed it once
         }
         parcels = {bytes(p.ParcelID): p for p in await world.parcels(second, "Sim")}
         assert all(parcels[bytes(r.LastParcelID)].Status == "Done" for r in rows.values())

@@ -71,32 +71,36 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
         database,
         plugins,
         {
-            "/aw/done": I.PROCESSED,
-            "/aw/split": I.SPLIT,
-            "/aw/assigned": I.ASSIGNED,
-            "/aw/failed": I.FAILED,
-            "/aw/dropped": I.NOT_PROCESSED,
-            "/aw/quarantined": I.PROBLEMATIC,
-            "/aw/one-of-two": I.PROCESSED,
+            "/lhcb/aw/done": I.PROCESSED,
+            "/lhcb/aw/split": I.SPLIT,
+            "/lhcb/aw/assigned": I.ASSIGNED,
+            "/lhcb/aw/failed": I.FAILED,
+            "/lhcb/aw/dropped": I.NOT_PROCESSED,
+            "/lhcb/aw/quarantined": I.PROBLEMATIC,
+            "/lhcb/aw/one-of-two": I.PROCESSED,
         },
     )
     second = await consumer(
         database,
         plugins,
-        {"/aw/done": I.PROCESSED, "/aw/split": I.PROCESSED, "/aw/one-of-two": I.UNASSIGNED},
+        {
+            "/lhcb/aw/done": I.PROCESSED,
+            "/lhcb/aw/split": I.PROCESSED,
+            "/lhcb/aw/one-of-two": I.UNASSIGNED,
+        },
     )
     removal = await fed(
         database,
         plugins,
         [
-            "/aw/done",
-            "/aw/split",
-            "/aw/assigned",
-            "/aw/failed",
-            "/aw/dropped",
-            "/aw/quarantined",
-            "/aw/one-of-two",
-            "/aw/unfed",
+            "/lhcb/aw/done",
+            "/lhcb/aw/split",
+            "/lhcb/aw/assigned",
+            "/lhcb/aw/failed",
+            "/lhcb/aw/dropped",
+            "/lhcb/aw/quarantined",
+            "/lhcb/aw/one-of-two",
+            "/lhcb/aw/unfed",
         ],
         kind=Kind.DATA,
         annotations={
@@ -107,17 +111,28 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
     result = await run_packer(database, plugins, removal)
     assert result.error is None
     rows = {r.LFN: r for r in await s.input_rows(database, removal.id)}
-    assert {lfn for lfn, r in rows.items() if r.Status == I.ASSIGNED} == {"/aw/done", "/aw/split"}
+    assert {lfn for lfn, r in rows.items() if r.Status == I.ASSIGNED} == {
+        "/lhcb/aw/done",
+        "/lhcb/aw/split",
+    }
     gave_up = {lfn for lfn, r in rows.items() if r.Status == I.PROBLEMATIC}
-    assert gave_up == {"/aw/dropped", "/aw/quarantined"}
+    assert gave_up == {"/lhcb/aw/dropped", "/lhcb/aw/quarantined"}
     waiting = {lfn for lfn, r in rows.items() if r.Status == I.UNASSIGNED}
-    assert waiting == {"/aw/assigned", "/aw/failed", "/aw/one-of-two", "/aw/unfed"}
+    assert waiting == {
+        "/lhcb/aw/assigned",
+        "/lhcb/aw/failed",
+        "/lhcb/aw/one-of-two",
+        "/lhcb/aw/unfed",
+    }
     assert all(rows[lfn].DelayedUntil is not None for lfn in waiting)
-    assert all(rows[lfn].DelayedUntil is None for lfn in gave_up | {"/aw/done"})
+    assert all(rows[lfn].DelayedUntil is None for lfn in gave_up | {"/lhcb/aw/done"})
     logged = await s.log_rows(database, removal.id)
     reasons = {r.Data["input_id"]: r.Message for r in logged if r.EventType == "InputProblematic"}
     consumer_id = str(UUID(bytes=first.id))
-    for lfn, given in (("/aw/dropped", "NotProcessed"), ("/aw/quarantined", "Problematic")):
+    for lfn, given in (
+        ("/lhcb/aw/dropped", "NotProcessed"),
+        ("/lhcb/aw/quarantined", "Problematic"),
+    ):
         reason = reasons[id_to_str(bytes(rows[lfn].InputID))]
         assert consumer_id in reason and given in reason
 
@@ -127,7 +142,11 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
         await conn.execute(
             sa.update(execution.inputs)
             .where(execution.inputs.c.TransformationID.in_([first.id, second.id]))
-            .where(execution.inputs.c.LFN.in_(["/aw/assigned", "/aw/failed", "/aw/one-of-two"]))
+            .where(
+                execution.inputs.c.LFN.in_(
+                    ["/lhcb/aw/assigned", "/lhcb/aw/failed", "/lhcb/aw/one-of-two"]
+                )
+            )
             .values(Status=I.PROCESSED.value)
         )
         await conn.execute(
@@ -139,31 +158,33 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
     assert second_run.error is None
     rows = {r.LFN: r for r in await s.input_rows(database, removal.id)}
     assigned = {lfn for lfn, r in rows.items() if r.Status == I.ASSIGNED}
-    assert assigned == {"/aw/done", "/aw/split", "/aw/one-of-two"}
+    assert assigned == {"/lhcb/aw/done", "/lhcb/aw/split", "/lhcb/aw/one-of-two"}
     still = {lfn for lfn, r in rows.items() if r.Status == I.UNASSIGNED}
-    assert still == {"/aw/assigned", "/aw/failed", "/aw/unfed"}
+    assert still == {"/lhcb/aw/assigned", "/lhcb/aw/failed", "/lhcb/aw/unfed"}
     # What the first consumer wrote off, the removal wrote off too; its quarantine stays.
-    assert rows["/aw/dropped"].Status == I.NOT_PROCESSED
-    assert rows["/aw/quarantined"].Status == I.PROBLEMATIC
+    assert rows["/lhcb/aw/dropped"].Status == I.NOT_PROCESSED
+    assert rows["/lhcb/aw/quarantined"].Status == I.PROBLEMATIC
     assert second_run.followed == 1
     logged = await s.log_rows(database, removal.id)
     assert [r.Data["inputs"] for r in logged if r.EventType == "AfterWrittenOff"] == [1]
 
     # The consumer's copy processed: not before the quarantine (it is about something else),
     # but once it was reset and processed since, the quarantine is lifted.
-    set_aside = rows["/aw/quarantined"].UpdatedAt
+    set_aside = rows["/lhcb/aw/quarantined"].UpdatedAt
     for moment, lifted in ((set_aside - SECOND, 0), (set_aside + SECOND, 1)):
         async with database.transaction(RC) as conn:
             await conn.execute(
                 sa.update(execution.inputs)
                 .where(execution.inputs.c.TransformationID == first.id)
-                .where(execution.inputs.c.LFN == "/aw/quarantined")
+                .where(execution.inputs.c.LFN == "/lhcb/aw/quarantined")
                 .values(Status=I.PROCESSED.value, UpdatedAt=moment)
             )
         third_run = await run_packer(database, plugins, removal)
         assert third_run.error is None and third_run.followed == lifted
     # Lifted, it meets the wait again: the second consumer was never fed it.
-    lifted_row = {r.LFN: r for r in await s.input_rows(database, removal.id)}["/aw/quarantined"]
+    lifted_row = {r.LFN: r for r in await s.input_rows(database, removal.id)}[
+        "/lhcb/aw/quarantined"
+    ]
     assert lifted_row.Status == I.UNASSIGNED and lifted_row.DelayedUntil is not None
     logged = await s.log_rows(database, removal.id)
     assert [r.EventType for r in logged].count("AfterQuarantineLifted") == 1
@@ -171,23 +192,23 @@ async def test_a_removal_takes_only_what_its_consumers_processed(
 
 async def test_a_compute_step_waits_like_a_data_member(database: Database, plugins: Any) -> None:
     staging = await consumer(
-        database, plugins, {"/cw/staged": I.PROCESSED, "/cw/staging": I.ASSIGNED}
+        database, plugins, {"/lhcb/cw/staged": I.PROCESSED, "/lhcb/cw/staging": I.ASSIGNED}
     )
     strip = await fed(
         database,
         plugins,
-        ["/cw/staged", "/cw/staging"],
+        ["/lhcb/cw/staged", "/lhcb/cw/staging"],
         annotations={"after": [id_to_str(staging.id)]},
     )
     assert (await run_packer(database, plugins, strip)).error is None
     rows = {r.LFN: r for r in await s.input_rows(database, strip.id)}
-    assert rows["/cw/staged"].Status == I.ASSIGNED
-    assert rows["/cw/staging"].Status == I.UNASSIGNED
-    assert rows["/cw/staging"].DelayedUntil is not None
+    assert rows["/lhcb/cw/staged"].Status == I.ASSIGNED
+    assert rows["/lhcb/cw/staging"].Status == I.UNASSIGNED
+    assert rows["/lhcb/cw/staging"].DelayedUntil is not None
 
 
 async def test_a_wait_without_a_lookup_is_refused() -> None:
-    record = InputRecord(id=UUID(int=1), lfn="/aw/x", lfn_size=1, descriptor=None)
+    record = InputRecord(id=UUID(int=1), lfn="/lhcb/aw/x", lfn_size=1, descriptor=None)
     assert await screen([record], after=[], consumers=None, delay_s=1) == ([record], [])
     with pytest.raises(FailedPrecondition):
         await screen([record], after=[UUID(int=2)], consumers=None, delay_s=1)

@@ -114,8 +114,8 @@ def bk(lfn: str, run: int, kind: str = "DST", **extra: Any) -> CatalogueFile:
 async def test_query_feeds_the_selection_after_its_watermark(
     database: Database, plugins: Any, catalogue: LocalFileCatalogue
 ) -> None:
-    await catalogue.register([bk(f"/q/a{run}", run) for run in (10, 11, 12, 13)])
-    await catalogue.register([bk("/q/raw", 11, "RAW"), bk("/q/other", 11, config="c2")])
+    await catalogue.register([bk(f"/lhcb/q/a{run}", run) for run in (10, 11, 12, 13)])
+    await catalogue.register([bk("/lhcb/q/raw", 11, "RAW"), bk("/lhcb/q/other", 11, config="c2")])
     args = {
         "conditions": {"config": "c1"},
         "file_type": "DST",
@@ -128,7 +128,7 @@ async def test_query_feeds_the_selection_after_its_watermark(
     result = await run_feeder(database, plugins, t)
     assert (result.inserted, sorted(await lfns(database, t.id))) == (
         3,
-        ["/q/a11", "/q/a12", "/q/a13"],
+        ["/lhcb/q/a11", "/lhcb/q/a12", "/lhcb/q/a13"],
     )
     assert [r.Descriptor for r in await s.input_rows(database, t.id)] == [
         {"run": 11},
@@ -138,7 +138,7 @@ async def test_query_feeds_the_selection_after_its_watermark(
     state = await bookmark(database, t.id)
     assert set(state) == {"query", "watermark"}
     assert (await again(database, plugins, t)).yielded == 0  # nothing new after the watermark
-    await catalogue.register([bk("/q/a12b", 12)])
+    await catalogue.register([bk("/lhcb/q/a12b", 12)])
     late = await again(database, plugins, t)
     assert (late.yielded, late.inserted) == (1, 1)
     # A changed selection starts a full pass; what the transformation has is dropped on insert.
@@ -150,7 +150,7 @@ async def test_query_feeds_the_selection_after_its_watermark(
 async def test_query_scouts_a_sample_and_can_exhaust(
     database: Database, plugins: Any, catalogue: LocalFileCatalogue
 ) -> None:
-    files = [bk(f"/s/f{i:03d}", 500 + i % 3) for i in range(60)]
+    files = [bk(f"/lhcb/s/f{i:03d}", 500 + i % 3) for i in range(60)]
     await catalogue.register(files)
     runs = {"conditions": {"config": "c1"}, "start_run": 500, "end_run": 502}
     t = await s.transformation(
@@ -229,24 +229,24 @@ async def test_edge_feeds_committed_files_at_once_in_output_order(
 ) -> None:
     producer, consumer = await edge_pair(database, definitions)
     assert (await run_feeder(database, plugins, consumer)).yielded == 0  # nothing produced yet
-    await produced(database, producer, ["/e/1", "/e/2", "/e/3"])
+    await produced(database, producer, ["/lhcb/e/1", "/lhcb/e/2", "/lhcb/e/3"])
     result = await run_feeder(database, plugins, consumer)
     assert (result.inserted, result.exhausted) == (3, False)  # no margin: fed at once
-    assert await lfns(database, consumer.id) == ["/e/1", "/e/2", "/e/3"]
+    assert await lfns(database, consumer.id) == ["/lhcb/e/1", "/lhcb/e/2", "/lhcb/e/3"]
     state = await bookmark(database, consumer.id)
     async with database.transaction(RC) as conn:
         third = await conn.scalar(
             sa.select(execution.parcel_outputs.c.OutputID).where(
-                execution.parcel_outputs.c.LFN == "/e/3"
+                execution.parcel_outputs.c.LFN == "/lhcb/e/3"
             )
         )
     assert UUID(state["after"]) == UUID(bytes=bytes(third))
     assert (await again(database, plugins, consumer)).yielded == 0
-    await produced(database, producer, ["/e/4", "/e/5"])
+    await produced(database, producer, ["/lhcb/e/4", "/lhcb/e/5"])
     later = await again(database, plugins, consumer)
     assert (later.inserted, later.exhausted) == (2, False)
     fed = await s.input_rows(database, consumer.id)
-    assert sorted(r.LFN for r in fed) == ["/e/1", "/e/2", "/e/3", "/e/4", "/e/5"]
+    assert sorted(r.LFN for r in fed) == [f"/lhcb/e/{n}" for n in range(1, 6)]
     assert {(r.LFNSize, r.Descriptor) for r in fed} == {(5, None)}
     await s.assert_counters_exact(database, consumer.id)
 
@@ -257,25 +257,25 @@ async def test_edge_outputs_minted_by_a_clock_behind_still_sort_after_the_waterm
     """A replica whose clock lags mints after what is committed, so the bookmark never passes
     what it writes next."""
     producer, consumer = await edge_pair(database, definitions)
-    await produced(database, producer, ["/c/1"])
+    await produced(database, producer, ["/lhcb/c/1"])
     ahead = (int.from_bytes(new_id()) + (30_000 << 80)).to_bytes(16)  # 30 s ahead
     async with database.transaction(RC) as conn:
         await conn.execute(
             sa.update(execution.parcel_outputs)
-            .where(execution.parcel_outputs.c.LFN == "/c/1")
+            .where(execution.parcel_outputs.c.LFN == "/lhcb/c/1")
             .values(OutputID=ahead)
         )
     assert (await run_feeder(database, plugins, consumer)).inserted == 1
-    await produced(database, producer, ["/c/2"])  # minted after the row from ahead
+    await produced(database, producer, ["/lhcb/c/2"])  # minted after the row from ahead
     assert (await again(database, plugins, consumer)).inserted == 1
-    assert await lfns(database, consumer.id) == ["/c/1", "/c/2"]
+    assert await lfns(database, consumer.id) == ["/lhcb/c/1", "/lhcb/c/2"]
 
 
 async def test_recording_mints_after_the_largest_output_id_of_every_output_it_writes(
     database: Database,
 ) -> None:
     producer = await s.transformation(database, feeder="Seeds", outputs=["a", "b"])
-    parcel_id = await produced(database, producer, ["/m/first"])  # under the first output
+    parcel_id = await produced(database, producer, ["/lhcb/m/first"])  # under the first output
     first, second = (o.output_id for o in producer.outputs)
     async with database.transaction(RC) as conn:
         assert await watermark.hold_outputs(conn, [second]) is None  # nothing under it yet
@@ -292,7 +292,7 @@ async def test_recording_mints_after_the_largest_output_id_of_every_output_it_wr
                     "TransformationOutputID": output,
                     "OutputID": oid,
                     "ParcelID": parcel_id,
-                    "LFN": f"/m/{n}",
+                    "LFN": f"/lhcb/m/{n}",
                     "LFNSize": 1,
                 }
                 for n, (output, oid) in enumerate(zip((first, second, first), ids, strict=True))
@@ -308,7 +308,7 @@ async def test_edge_exhausts_once_the_producer_is_drained_and_read(
     database: Database, plugins: Any, definitions: InMemoryTransformations
 ) -> None:
     producer, consumer = await edge_pair(database, definitions)
-    await produced(database, producer, ["/d/1"])
+    await produced(database, producer, ["/lhcb/d/1"])
     # The producer's feeder is off but one of its inputs is Failed, awaiting its hook: live.
     definitions.update(producer.id, feeder_enabled=False)
     failed = new_id()
@@ -326,7 +326,7 @@ async def test_edge_exhausts_once_the_producer_is_drained_and_read(
         await journal_inputs(conn, {(producer.id, None, "Failed"): 1})
     waiting = await run_feeder(database, plugins, consumer)
     assert (waiting.inserted, waiting.exhausted) == (1, False)
-    await produced(database, producer, ["/d/2"])
+    await produced(database, producer, ["/lhcb/d/2"])
     async with database.transaction(RC) as conn:  # the hook gives up on it
         table = execution.inputs
         await conn.execute(
@@ -336,7 +336,7 @@ async def test_edge_exhausts_once_the_producer_is_drained_and_read(
     drained = await again(database, plugins, consumer)
     assert (drained.inserted, drained.exhausted) == (1, True)
     assert (await s.feeder_row(database, consumer.id)).exhausted is True
-    assert await lfns(database, consumer.id) == ["/d/1", "/d/2"]
+    assert await lfns(database, consumer.id) == ["/lhcb/d/1", "/lhcb/d/2"]
 
 
 async def test_edge_does_not_exhaust_on_a_producer_that_is_not_active(
@@ -344,7 +344,7 @@ async def test_edge_does_not_exhaust_on_a_producer_that_is_not_active(
 ) -> None:
     producer, consumer = await edge_pair(database, definitions)
     definitions.update(producer.id, feeder_enabled=False, status=TransformationStatus.PAUSED)
-    await produced(database, producer, ["/p/1"])
+    await produced(database, producer, ["/lhcb/p/1"])
     result = await run_feeder(database, plugins, consumer)
     assert (result.inserted, result.exhausted) == (1, False)
 
@@ -356,9 +356,9 @@ async def test_list_feeds_its_items_from_the_cursor_then_exhausts(
     database: Database, plugins: Any
 ) -> None:
     items = [
-        {"lfn": "/l/a", "lfn_size": 1},
+        {"lfn": "/lhcb/l/a", "lfn_size": 1},
         {"descriptor": {"run": 7}},
-        {"lfn": "/l/b", "lfn_size": 2, "descriptor": {"mask": "1-2"}},
+        {"lfn": "/lhcb/l/b", "lfn_size": 2, "descriptor": {"mask": "1-2"}},
     ]
     t = await s.transformation(database, feeder="List", feeder_args={"inputs": items})
     await s.set_bookmark(database, t.id, {"next": 1})  # an earlier pass fed the first
@@ -367,10 +367,10 @@ async def test_list_feeds_its_items_from_the_cursor_then_exhausts(
     rows = await s.input_rows(database, t.id)
     assert {(r.LFN, str(r.Descriptor)) for r in rows} == {
         (None, str({"run": 7})),
-        ("/l/b", str({"mask": "1-2"})),
+        ("/lhcb/l/b", str({"mask": "1-2"})),
     }
     for bad, fragment in [
-        ({"inputs": [{"lfn": "/x"}]}, "lfn_size"),
+        ({"inputs": [{"lfn": "/lhcb/x"}]}, "lfn_size"),
         ({"inputs": [{"lfn_size": 3}]}, "without an lfn"),
         ({"inputs": [{}]}, "non-empty descriptor"),
         ({"inputs": []}, "at least 1"),

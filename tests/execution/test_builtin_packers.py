@@ -81,13 +81,13 @@ async def deltas(database: Database, transformation_id: bytes) -> set[tuple[Any,
 
 
 async def test_per_input_fills_the_named_step_input(database: Database, plugins: Any) -> None:
-    listed = {"inputs": [{"descriptor": {"seed": 3}}, {"lfn": "/pi/a", "lfn_size": 9}]}
+    listed = {"inputs": [{"descriptor": {"seed": 3}}, {"lfn": "/lhcb/pi/a", "lfn_size": 9}]}
     t = await fed(database, plugins, listed, packer_args={"input_parameter": "seed"})
     assert (await run_packer(database, plugins, t)).parcels == 2
     parameters = [row.Parameters for row in await facets(database, t.id)]
     assert parameters == [
         {"seed": ['{"seed":3}']},
-        {"seed": [{"class": "File", "location": "lfn:/pi/a", "size": 9}]},
+        {"seed": [{"class": "File", "location": "lfn:/lhcb/pi/a", "size": 9}]},
     ]
     bare = await fed(database, plugins, {"inputs": [{"descriptor": {"seed": 4}}]})
     await run_packer(database, plugins, bare)  # no driving input known: the ids travel alone
@@ -97,13 +97,16 @@ async def test_per_input_fills_the_named_step_input(database: Database, plugins:
 async def test_by_size_holds_the_rest_until_the_feeder_is_off(
     database: Database, plugins: Any
 ) -> None:
-    items = [(f"/bs/{i}", 1, None) for i in range(5)]
+    items = [(f"/lhcb/bs/{i}", 1, None) for i in range(5)]
     t = await fed(database, plugins, files(items), packer="BySize", packer_args={"group_size": 2})
     await run_packer(database, plugins, t)
-    assert await groups(database, t.id) == [["/bs/0", "/bs/1"], ["/bs/2", "/bs/3"]]
+    assert await groups(database, t.id) == [
+        ["/lhcb/bs/0", "/lhcb/bs/1"],
+        ["/lhcb/bs/2", "/lhcb/bs/3"],
+    ]
     assert (await run_packer(database, plugins, t)).parcels == 0  # still active: held
     await run_packer(database, plugins, replace(t, feeder_enabled=False))
-    assert (await groups(database, t.id))[-1] == ["/bs/4"]
+    assert (await groups(database, t.id))[-1] == ["/lhcb/bs/4"]
     await s.assert_counters_exact(database, t.id)
 
 
@@ -114,30 +117,35 @@ async def test_by_run_groups_each_run_and_sets_aside_inputs_without_one(
     database: Database, plugins: Any
 ) -> None:
     items = [
-        ("/r/1", 1, {"run": 10}),
-        ("/r/2", 1, {"run": 11}),
-        ("/r/3", 1, {"run": 10}),
-        ("/r/4", 1, None),
-        ("/r/5", 1, {"run": 11}),
-        ("/r/6", 1, {"run": 10}),
+        ("/lhcb/r/1", 1, {"run": 10}),
+        ("/lhcb/r/2", 1, {"run": 11}),
+        ("/lhcb/r/3", 1, {"run": 10}),
+        ("/lhcb/r/4", 1, None),
+        ("/lhcb/r/5", 1, {"run": 11}),
+        ("/lhcb/r/6", 1, {"run": 10}),
     ]
     t = await fed(database, plugins, files(items), packer="ByRun", packer_args={"group_size": 2})
     result = await run_packer(database, plugins, t)
     assert (result.parcels, result.problematic) == (2, 1)
-    assert await groups(database, t.id) == [["/r/1", "/r/3"], ["/r/2", "/r/5"]]
+    assert await groups(database, t.id) == [["/lhcb/r/1", "/lhcb/r/3"], ["/lhcb/r/2", "/lhcb/r/5"]]
     rows = {r.LFN: r for r in await s.input_rows(database, t.id)}
-    assert rows["/r/4"].Status == "Problematic"
+    assert rows["/lhcb/r/4"].Status == "Problematic"
     logged = [r for r in await s.log_rows(database, t.id) if r.EventType == "InputProblematic"]
     assert [r.Message for r in logged] == ["no 'run' in the descriptor to group by"]
     flushed = await run_packer(database, plugins, t, flush=True)
-    assert flushed.parcels == 1 and (await groups(database, t.id))[-1] == ["/r/6"]
+    assert flushed.parcels == 1 and (await groups(database, t.id))[-1] == ["/lhcb/r/6"]
     await s.assert_counters_exact(database, t.id)
 
 
 async def test_by_group_size_run_keeps_storage_together(
     database: Database, plugins: Any, catalogue: LocalFileCatalogue
 ) -> None:
-    where = {"/k/1": ("CERN",), "/k/2": ("RAL",), "/k/3": ("CERN",), "/k/4": ("RAL",)}
+    where = {
+        "/lhcb/k/1": ("CERN",),
+        "/lhcb/k/2": ("RAL",),
+        "/lhcb/k/3": ("CERN",),
+        "/lhcb/k/4": ("RAL",),
+    }
     await catalogue.register(
         [CatalogueFile(lfn=lfn, size=1, replicas=ses) for lfn, ses in where.items()]
     )
@@ -145,7 +153,7 @@ async def test_by_group_size_run_keeps_storage_together(
     args = {"group_size": 2, "keep_storage_together": True}
     t = await fed(database, plugins, files(items), packer="ByGroupSizeRun", packer_args=args)
     await run_packer(database, plugins, t)
-    assert await groups(database, t.id) == [["/k/1", "/k/3"], ["/k/2", "/k/4"]]
+    assert await groups(database, t.id) == [["/lhcb/k/1", "/lhcb/k/3"], ["/lhcb/k/2", "/lhcb/k/4"]]
     seeds = await fed(
         database,
         plugins,
@@ -165,8 +173,8 @@ async def test_replication_costs_each_destination_what_it_lacks(
 ) -> None:
     await catalogue.register(
         [
-            CatalogueFile(lfn="/dm/a", size=100, replicas=("CERN-DST", "DISK")),
-            CatalogueFile(lfn="/dm/b", size=50, replicas=("DISK",)),
+            CatalogueFile(lfn="/lhcb/dm/a", size=100, replicas=("CERN-DST", "DISK")),
+            CatalogueFile(lfn="/lhcb/dm/b", size=50, replicas=("DISK",)),
         ]
     )
     declared = {
@@ -175,7 +183,7 @@ async def test_replication_costs_each_destination_what_it_lacks(
     t = await fed(
         database,
         plugins,
-        files([("/dm/a", 100, None), ("/dm/b", 50, None)]),
+        files([("/lhcb/dm/a", 100, None), ("/lhcb/dm/b", 50, None)]),
         kind=Kind.DATA,
         packer="BySize",
         packer_args={"group_size": 2},
@@ -188,7 +196,7 @@ async def test_replication_costs_each_destination_what_it_lacks(
         "Operations": [
             {
                 "Type": "ReplicateAndRegister",
-                "Files": [{"LFN": "/dm/a", "Size": 100}, {"LFN": "/dm/b", "Size": 50}],
+                "Files": [{"LFN": "/lhcb/dm/a", "Size": 100}, {"LFN": "/lhcb/dm/b", "Size": 50}],
                 "TargetSE": ["CERN-DST", "RAL-DST"],
             }
         ]
@@ -203,11 +211,11 @@ async def test_removals_free_what_the_storage_elements_hold(
 ) -> None:
     await catalogue.register(
         [
-            CatalogueFile(lfn="/rm/a", size=10, replicas=("BUFFER", "TAPE")),
-            CatalogueFile(lfn="/rm/b", size=20, replicas=("TAPE",)),
+            CatalogueFile(lfn="/lhcb/rm/a", size=10, replicas=("BUFFER", "TAPE")),
+            CatalogueFile(lfn="/lhcb/rm/b", size=20, replicas=("TAPE",)),
         ]
     )
-    items = files([("/rm/a", 10, None), ("/rm/b", 20, None)])
+    items = files([("/lhcb/rm/a", 10, None), ("/lhcb/rm/b", 20, None)])
     buffer = await fed(
         database,
         plugins,
@@ -236,7 +244,7 @@ async def test_removals_free_what_the_storage_elements_hold(
 async def test_a_data_packer_without_an_operation_fails_and_writes_nothing(
     database: Database, plugins: Any
 ) -> None:
-    items = files([("/no/a", 1, None)])
+    items = files([("/lhcb/no/a", 1, None)])
     t = await fed(database, plugins, items, kind=Kind.DATA)
     result = await run_packer(database, plugins, t)
     assert result.error is not None and "declares no data-management operation" in result.error
@@ -322,11 +330,13 @@ async def test_join_pairs_each_driving_input_with_its_partner(
     definitions.put(a.record)
     definitions.put(b.record)
     for n, partner_status in enumerate(["Processed", "Assigned", "NotProcessed", "Problematic"]):
-        await a.run(f"/raw/{n}", "Processed", [f"/recoA/{n}"])
+        await a.run(f"/lhcb/raw/{n}", "Processed", [f"/lhcb/recoA/{n}"])
         await b.run(
-            f"/raw/{n}", partner_status, [f"/recoB/{n}"] if partner_status == "Processed" else []
+            f"/lhcb/raw/{n}",
+            partner_status,
+            [f"/lhcb/recoB/{n}"] if partner_status == "Processed" else [],
         )
-    driving = files([(f"/recoA/{n}", 2, None) for n in range(4)] + [("/stray", 1, None)])
+    driving = files([(f"/lhcb/recoA/{n}", 2, None) for n in range(4)] + [("/lhcb/stray", 1, None)])
     args = {
         "partner": str(UUID(bytes=b.output_id)),
         "partner_input": "other",
@@ -345,26 +355,26 @@ async def test_join_pairs_each_driving_input_with_its_partner(
     assert (result.parcels, result.delayed, result.problematic) == (1, 2, 2)
     (parcel,) = await facets(database, consumer.id)
     assert parcel.Parameters == {
-        "other": [{"class": "File", "location": "lfn:/recoB/0"}],
-        "mine": [{"class": "File", "location": "lfn:/recoA/0", "size": 2}],
+        "other": [{"class": "File", "location": "lfn:/lhcb/recoB/0"}],
+        "mine": [{"class": "File", "location": "lfn:/lhcb/recoA/0", "size": 2}],
     }
     rows = {r.LFN: r for r in await s.input_rows(database, consumer.id)}
     assert {lfn: r.Status for lfn, r in rows.items()} == {
-        "/recoA/0": "Assigned",
-        "/recoA/1": "Unassigned",
-        "/recoA/2": "Problematic",
-        "/recoA/3": "Unassigned",
-        "/stray": "Problematic",
+        "/lhcb/recoA/0": "Assigned",
+        "/lhcb/recoA/1": "Unassigned",
+        "/lhcb/recoA/2": "Problematic",
+        "/lhcb/recoA/3": "Unassigned",
+        "/lhcb/stray": "Problematic",
     }
-    assert rows["/recoA/1"].DelayedUntil > datetime(2000, 1, 1)
-    assert rows["/recoA/3"].DelayedUntil is not None
+    assert rows["/lhcb/recoA/1"].DelayedUntil > datetime(2000, 1, 1)
+    assert rows["/lhcb/recoA/3"].DelayedUntil is not None
     reasons = {
         r.Message
         for r in await s.log_rows(database, consumer.id)
         if r.EventType == "InputProblematic"
     }
     assert reasons == {
-        "the partner's input /raw/2 ended NotProcessed",
+        "the partner's input /lhcb/raw/2 ended NotProcessed",
         "not produced under the driving output",
     }
     await s.assert_counters_exact(database, consumer.id)

@@ -80,7 +80,7 @@ async def populate(database: Database, world: World, catalogue: LocalFileCatalog
     await record_outcomes(
         database,
         [
-            outcome(p, report=f, files=[("out", f"/o/{p.hex()}")])
+            outcome(p, report=f, files=[("out", f"/lhcb/o/{p.hex()}")])
             for p, f in zip((ok, split), fates, strict=True)
         ],
     )

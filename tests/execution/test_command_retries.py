@@ -77,7 +77,7 @@ async def operator(
 
 async def fed(mariadb: Database, definitions: InMemoryTransformations) -> ActiveTransformation:
     """A transformation with `INPUTS` Unassigned inputs, known to definition."""
-    feeding = {"inputs": [{"lfn": f"/r/{i:03d}", "lfn_size": i} for i in range(INPUTS)]}
+    feeding = {"inputs": [{"lfn": f"/lhcb/r/{i:03d}", "lfn_size": i} for i in range(INPUTS)]}
     t = await s.transformation(mariadb, feeder="List", feeder_args=feeding)
     await run_feeder(mariadb, s.registry({}), t)
     t = replace(t, feeder_enabled=False)

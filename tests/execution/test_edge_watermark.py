@@ -81,7 +81,7 @@ async def record(
     """One parcel's outputs written as the recorder writes them, with pauses where a slow
     transaction would have them; returns the LFNs committed (None: rolled back)."""
     output_id = producer.outputs[0].output_id
-    lfns = [f"/wm/{name}/{i}" for i in range(FILES_EACH)]
+    lfns = [f"/lhcb/wm/{name}/{i}" for i in range(FILES_EACH)]
     parcel_id = new_id()
     try:
         async with database.transaction(s.RC) as conn:

@@ -75,7 +75,7 @@ def number(member: Any) -> Any:
 
 
 def listed(n: int) -> dict[str, Any]:
-    return {"inputs": [{"lfn": f"/g/{i:03d}", "lfn_size": i} for i in range(n)]}
+    return {"inputs": [{"lfn": f"/lhcb/g/{i:03d}", "lfn_size": i} for i in range(n)]}
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ async def test_inputs_page_by_key_with_filters(
         token = reply.next_page_token
         if not token:
             break
-    assert seen == [["/g/000", "/g/001"], ["/g/002", "/g/003"], ["/g/004"]]
+    assert seen == [["/lhcb/g/000", "/lhcb/g/001"], ["/lhcb/g/002", "/lhcb/g/003"], ["/lhcb/g/004"]]
     first = (
         await stubs["bob"].ListInputs(execution_pb2.ListInputsRequest(transformation_id=tid))
     ).inputs[0]
@@ -167,9 +167,9 @@ async def test_inputs_page_by_key_with_filters(
     )
     assert first.last_parcel_id == id_to_str(rows[0].LastParcelID)
     by_lfn = await stubs["bob"].ListInputs(
-        execution_pb2.ListInputsRequest(transformation_id=tid, lfn="/g/003")
+        execution_pb2.ListInputsRequest(transformation_id=tid, lfn="/lhcb/g/003")
     )
-    assert [i.lfn for i in by_lfn.inputs] == ["/g/003"]
+    assert [i.lfn for i in by_lfn.inputs] == ["/lhcb/g/003"]
     none = await stubs["bob"].ListInputs(
         execution_pb2.ListInputsRequest(
             transformation_id=tid, statuses=[number(InputStatus.UNASSIGNED)]
@@ -185,7 +185,7 @@ async def test_inputs_page_by_key_with_filters(
         await stubs["bob"].ListInputs(
             execution_pb2.ListInputsRequest(
                 transformation_id=tid,
-                lfn="/g/001",
+                lfn="/lhcb/g/001",
                 paging=common_pb2.Paging(page_size=1, page_token=page.next_page_token),
             )
         )
@@ -208,8 +208,8 @@ async def test_an_input_with_its_parcels_parent_and_children(
                 TransformationID=t.id,
                 InputID=child_id,
                 ParentInputID=parent.InputID,
-                InputHash=input_hash("/g/000", {"Mask": "1-5"}),
-                LFN="/g/000",
+                InputHash=input_hash("/lhcb/g/000", {"Mask": "1-5"}),
+                LFN="/lhcb/g/000",
                 LFNSize=0,
                 Descriptor={"Mask": "1-5"},
                 UpdatedAt=await db_now(conn),
@@ -274,7 +274,7 @@ async def test_parcels_listed_and_shown_with_facet_inputs_outputs_and_outcome(
                 TransformationOutputID=t.outputs[0].output_id,
                 OutputID=new_id(),
                 ParcelID=parcel_id,
-                LFN="/g/out/000",
+                LFN="/lhcb/g/out/000",
                 LFNSize=7,
             )
         )
@@ -294,10 +294,12 @@ async def test_parcels_listed_and_shown_with_facet_inputs_outputs_and_outcome(
     assert reply.parcel.transformation_id == tid and reply.WhichOneof("facet") == "compute"
     assert reply.compute.process_id == hash_to_str(t.process_id)
     assert json.loads(reply.compute.parameters_json) == {
-        "input-data": [{"class": "File", "location": "lfn:/g/000", "size": 0}]
+        "input-data": [{"class": "File", "location": "lfn:/lhcb/g/000", "size": 0}]
     }
-    assert [i.lfn for i in reply.inputs] == ["/g/000"]
-    assert [(o.lfn, o.output_name, o.lfn_size) for o in reply.outputs] == [("/g/out/000", "out", 7)]
+    assert [i.lfn for i in reply.inputs] == ["/lhcb/g/000"]
+    assert [(o.lfn, o.output_name, o.lfn_size) for o in reply.outputs] == [
+        ("/lhcb/g/out/000", "out", 7)
+    ]
     assert reply.identifier and reply.outcome.result == common_pb2.OUTCOME_RESULT_SUCCEEDED
     with pytest.raises(NotFound):
         await stubs["carol"].GetParcel(
@@ -515,7 +517,7 @@ async def test_the_entry_point_feeds_packs_serves_and_stops_on_sigterm(tmp_path:
                 reply = await execution_pb2_grpc.ExecutionServiceStub(ch).ListInputs(  # type: ignore[misc]
                     execution_pb2.ListInputsRequest(transformation_id=id_to_str(record.id))
                 )
-            assert [i.lfn for i in reply.inputs] == ["/g/000", "/g/001", "/g/002"]
+            assert [i.lfn for i in reply.inputs] == ["/lhcb/g/000", "/lhcb/g/001", "/lhcb/g/002"]
         finally:
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)

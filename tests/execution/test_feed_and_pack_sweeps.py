@@ -85,9 +85,9 @@ async def test_a_round_feeds_and_packs_every_transformation_that_should_run(
 ) -> None:
     await s.empty(database)
     definitions.records.clear()
-    running = await s.transformation(database, feeder_args=listed("/sw/a", 3))
-    halted = await s.transformation(database, feeder_args=listed("/sw/b", 2), halted=True)
-    paused = await s.transformation(database, feeder_args=listed("/sw/c", 2))
+    running = await s.transformation(database, feeder_args=listed("/lhcb/sw/a", 3))
+    halted = await s.transformation(database, feeder_args=listed("/lhcb/sw/b", 2), halted=True)
+    paused = await s.transformation(database, feeder_args=listed("/lhcb/sw/c", 2))
     for record in (running, halted, replace(paused, status=TransformationStatus.PAUSED)):
         definitions.put(record)
     fed = await component.rounds.feed_round()
@@ -106,7 +106,7 @@ async def test_the_sweeps_run_until_stopped_and_outlive_a_failing_round(
 ) -> None:
     await s.empty(database)
     definitions.records.clear()
-    t = await s.transformation(database, feeder_args=listed("/run", 4))
+    t = await s.transformation(database, feeder_args=listed("/lhcb/run", 4))
     definitions.put(t)
     definitions.failures = 2  # the first rounds cannot list anything
     await component.start()
@@ -131,7 +131,7 @@ async def test_inputs_fed_while_a_pack_round_reads_wait_for_the_next_round(
     holding the older read, leaves those inputs; the next packs them with the estimate."""
     await s.empty(database)
     definitions.records.clear()
-    t = await s.transformation(database, feeder_args=listed("/late", 3))
+    t = await s.transformation(database, feeder_args=listed("/lhcb/late", 3))
     definitions.put(replace(t, requirements_template=None, scouting=True))
     rounds = component.rounds
 

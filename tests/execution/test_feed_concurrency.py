@@ -29,7 +29,7 @@ class RangeArgs(PluginArgs):
 
 def ranged(*, feeder_args: RangeArgs) -> Iterator[Any]:
     for i in range(feeder_args.start, feeder_args.stop):
-        yield FileInput(lfn=f"/race/{i:05d}", lfn_size=i)
+        yield FileInput(lfn=f"/lhcb/race/{i:05d}", lfn_size=i)
 
 
 async def test_two_feeders_with_overlapping_inputs_insert_each_once(mariadb: Database) -> None:
@@ -44,7 +44,7 @@ async def test_two_feeders_with_overlapping_inputs_insert_each_once(mariadb: Dat
     assert first.inserted + second.inserted == 4500
     assert first.inserted >= 1500 and second.inserted >= 1500  # each had inputs of its own
     rows = await s.input_rows(mariadb, t.id)
-    assert sorted(r.LFN for r in rows) == [f"/race/{i:05d}" for i in range(4500)]
+    assert sorted(r.LFN for r in rows) == [f"/lhcb/race/{i:05d}" for i in range(4500)]
     assert await s.counted(mariadb, t.id) == {("Input", "Unassigned"): 4500}
     await s.assert_counters_exact(mariadb, t.id)
 
@@ -61,8 +61,8 @@ async def test_an_insert_waiting_on_a_concurrent_duplicate_counts_only_its_own_r
             {
                 "TransformationID": t.id,
                 "InputID": input_id,
-                "InputHash": input_hash(f"/w/{i}", None),
-                "LFN": f"/w/{i}",
+                "InputHash": input_hash(f"/lhcb/w/{i}", None),
+                "LFN": f"/lhcb/w/{i}",
                 "LFNSize": 1,
                 "Status": "Unassigned",
                 "UpdatedAt": now,

@@ -47,9 +47,9 @@ def repeats(*, feeder_args: NArgs) -> Iterator[Any]:
 
 def bookmark_then_raise(*, feeder_state: dict[str, Any]) -> Iterator[Any]:
     for i in range(3):
-        yield FileInput(lfn=f"/b/{i}", lfn_size=1)
+        yield FileInput(lfn=f"/lhcb/b/{i}", lfn_size=1)
     yield SetFeederState({"after": 3})
-    yield FileInput(lfn="/b/3", lfn_size=1)
+    yield FileInput(lfn="/lhcb/b/3", lfn_size=1)
     raise RuntimeError("catalogue went away")
 
 
@@ -58,13 +58,13 @@ def scouted(*, scouting: bool) -> Iterator[Any]:
 
 
 def bad_lfn() -> Iterator[Any]:
-    yield FileInput(lfn="/ok", lfn_size=1)
-    yield FileInput(lfn="/x" * 300, lfn_size=1)
+    yield FileInput(lfn="/lhcb/ok", lfn_size=1)
+    yield FileInput(lfn="/lhcb/x" * 300, lfn_size=1)
 
 
 def bad_size() -> Iterator[Any]:
-    yield FileInput(lfn="/ok", lfn_size=1)
-    yield FileInput(lfn="/neg", lfn_size=-5)
+    yield FileInput(lfn="/lhcb/ok", lfn_size=1)
+    yield FileInput(lfn="/lhcb/neg", lfn_size=-5)
 
 
 def bad_descriptor() -> Iterator[Any]:
@@ -74,7 +74,7 @@ def bad_descriptor() -> Iterator[Any]:
 
 def not_a_proposal() -> Iterator[Any]:
     yield Input(descriptor={"ok": 1})
-    yield {"lfn": "/dict"}
+    yield {"lfn": "/lhcb/dict"}
 
 
 def twice_exhausted() -> Iterator[Any]:
@@ -145,7 +145,11 @@ async def test_a_bookmark_commits_only_with_the_inputs_before_it(
     assert result.error is not None and "catalogue went away" in result.error
     assert (result.inserted, result.bookmark) == (3, None)
     assert (await s.feeder_row(database, t.id)).bookmark is None
-    assert sorted(r.LFN for r in await s.input_rows(database, t.id)) == ["/b/0", "/b/1", "/b/2"]
+    assert sorted(r.LFN for r in await s.input_rows(database, t.id)) == [
+        "/lhcb/b/0",
+        "/lhcb/b/1",
+        "/lhcb/b/2",
+    ]
     assert failures("BookmarkThenRaise") == before + 1
     logged = await s.log_rows(database, t.id)
     assert [r.EventType for r in logged] == ["FeederFailed"]

@@ -128,7 +128,7 @@ async def test_provenance_follows_files_upstream(
     first, second = await transformation(database), await transformation(database)
     (raw,) = await feed(database, first, 1, prefix="/lhcb/raw")
     (p1,) = await pack(database, first, [[raw]])
-    reco, merged = f"/o/{p1.hex()}/reco.dst", f"/o/{p1.hex()}/merged.dst"
+    reco, merged = f"/lhcb/o/{p1.hex()}/reco.dst", f"/lhcb/o/{p1.hex()}/merged.dst"
     fates = report(**{id_to_str(raw): "SUCCESS"})
     await record_outcomes(database, [outcome(p1, report=fates, files=[("out", reco)])])
     # The second transformation consumes the first's output as its input.
@@ -151,7 +151,7 @@ async def test_provenance_follows_files_upstream(
     assert records[0].parcel.process_id is not None
     assert len(await operations.provenance(database, merged, max_depth=1)) == 1
     with pytest.raises(NotFound):
-        await operations.provenance(database, "/o/nowhere")
+        await operations.provenance(database, "/lhcb/o/nowhere")
 
 
 async def test_parcel_provenance_names_its_recovery_children(
@@ -161,13 +161,15 @@ async def test_parcel_provenance_names_its_recovery_children(
     (p,) = await pack(database, world, [inputs])
     split = {"action": "SPLIT", "SUCCESS": [{"descriptor": {"half": 1}}]}
     fates = report(**{id_to_str(inputs[0]): "SUCCESS", id_to_str(inputs[1]): split})
-    await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}")])])
+    await record_outcomes(
+        database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}")])]
+    )
     await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     found = await operations.parcel_provenance(database, p)
 
     assert sorted(i.input_id for i in found.inputs) == sorted(inputs)
-    assert [o.lfn for o in found.outputs] == [f"/o/{p.hex()}"]
+    assert [o.lfn for o in found.outputs] == [f"/lhcb/o/{p.hex()}"]
     (child,) = found.recovery_children
     assert (child.descriptor, child.parent_input_id, child.status) == (
         {"half": 1},

@@ -249,7 +249,7 @@ async def test_provenance_shows_only_what_the_caller_may_see(
 ) -> None:
     (i,) = await feed(database, world, 1)
     (p,) = await pack(database, world, [[i]])
-    lfn = f"/o/{p.hex()}.dst"
+    lfn = f"/lhcb/o/{p.hex()}.dst"
     await stubs["dispatcher"].RecordOutcomes(
         execution_pb2.RecordOutcomesRequest(
             outcomes=[outcome(p, report=report(**{id_to_str(i): "SUCCESS"}), files=[("out", lfn)])]

@@ -53,7 +53,7 @@ async def run(
     inputs = await feed(database, world, count)
     (p,) = await pack(database, world, [inputs])
     content = fates(inputs) if callable(fates) else fates
-    named = [(name, f"/o/{p.hex()}/{name}") for name in files]
+    named = [(name, f"/lhcb/o/{p.hex()}/{name}") for name in files]
     await record_outcomes(database, [outcome(p, report=content, files=named)])
     await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
     return p, inputs
@@ -89,7 +89,7 @@ BAD_REPORTS = {
     "an unexpected key": lambda i: {id_to_str(i[0]): {"action": "SUCCESS", "SUCCESS": []}},
     "a split without children": lambda i: report(**{id_to_str(i[0]): {"action": "SPLIT"}}),
     "children not a list": lambda i: report(
-        **{id_to_str(i[0]): {"action": "SPLIT", "SUCCESS": {"lfn": "/a"}}}
+        **{id_to_str(i[0]): {"action": "SPLIT", "SUCCESS": {"lfn": "/lhcb/a"}}}
     ),
     "a child with descriptor and data": lambda i: report(
         **{
@@ -131,7 +131,7 @@ async def test_a_report_failing_the_schema_fails_the_parcel_and_every_input(
     assert {(rows[i].Status, rows[i].ErrorCount) for i in inputs} == {("Failed", 1)}
     assert len(rows) == len(inputs)  # no child inserted
     assert await rows_of(database, execution.parcel_outputs) == []
-    assert await catalogue.files([f"/o/{p.hex()}/out"]) == {}
+    assert await catalogue.files([f"/lhcb/o/{p.hex()}/out"]) == {}
     await assert_counters_exact(database)
 
 
@@ -149,11 +149,11 @@ async def test_undeclared_outputs_are_not_recorded(
         "outputs the process does not declare, not recorded: 'histograms'"
     ]
     assert [o.LFN for o in await rows_of(database, execution.parcel_outputs)] == [
-        f"/o/{p.hex()}/out"
+        f"/lhcb/o/{p.hex()}/out"
     ]
-    assert list(await catalogue.files([f"/o/{p.hex()}/out", f"/o/{p.hex()}/histograms"])) == [
-        f"/o/{p.hex()}/out"
-    ]
+    assert list(
+        await catalogue.files([f"/lhcb/o/{p.hex()}/out", f"/lhcb/o/{p.hex()}/histograms"])
+    ) == [f"/lhcb/o/{p.hex()}/out"]
 
 
 async def test_outcomes_that_are_no_parcels_change_nothing(
@@ -191,7 +191,7 @@ async def test_a_file_the_catalogue_refuses_fails_only_its_parcel(
 ) -> None:
     inputs = await feed(database, world, 2)
     refused, accepted = await pack(database, world, [inputs[:1], inputs[1:]])
-    taken = f"/o/{refused.hex()}/taken"
+    taken = f"/lhcb/o/{refused.hex()}/taken"
     await catalogue.register([CatalogueFile(lfn=taken, size=999)])  # another content
     await record_outcomes(
         database,
@@ -199,7 +199,7 @@ async def test_a_file_the_catalogue_refuses_fails_only_its_parcel(
             outcome(
                 p,
                 report=report(**{id_to_str(i): "SUCCESS"}),
-                files=[("out", f"/o/{p.hex()}/out"), ("out", taken)] if p == refused else [],
+                files=[("out", f"/lhcb/o/{p.hex()}/out"), ("out", taken)] if p == refused else [],
             )
             for p, i in ((refused, inputs[0]), (accepted, inputs[1]))
         ],
@@ -210,7 +210,7 @@ async def test_a_file_the_catalogue_refuses_fails_only_its_parcel(
     assert row.Status == "Failed"
     assert "catalogue refused" in row.Annotations["reason"] and taken in row.Annotations["reason"]
     assert (await parcel(database, accepted)).Status == "Done"
-    assert await catalogue.files([f"/o/{refused.hex()}/out"]) == {}  # all or nothing
+    assert await catalogue.files([f"/lhcb/o/{refused.hex()}/out"]) == {}  # all or nothing
     rows = await inputs_of(database, world.transformation_id)
     assert (rows[inputs[0]].Status, rows[inputs[1]].Status) == ("Failed", "Processed")
     await assert_counters_exact(database)

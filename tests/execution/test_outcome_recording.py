@@ -266,7 +266,9 @@ async def test_every_report_action_and_the_recovery_split(
             },
         }
     )
-    await record_outcomes(database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}")])])
+    await record_outcomes(
+        database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}")])]
+    )
     await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
 
     row = await parcel(database, p)
@@ -477,7 +479,7 @@ async def test_an_interrupted_recording_runs_again_to_the_same_rows(
             }
         )
         await record_outcomes(
-            database, [outcome(p, report=fates, files=[("out", f"/o/{p.hex()}.root")])]
+            database, [outcome(p, report=fates, files=[("out", f"/lhcb/o/{p.hex()}.root")])]
         )
     completing = await snapshot(database)
     real_move = db.move_parcels

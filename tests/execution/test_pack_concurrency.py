@@ -42,7 +42,7 @@ class Gate:
 
 
 async def fed(database: Database, plugins: Any, n: int, packer: str) -> Any:
-    listed = {"inputs": [{"lfn": f"/c/{i:03d}", "lfn_size": 1} for i in range(n)]}
+    listed = {"inputs": [{"lfn": f"/lhcb/c/{i:03d}", "lfn_size": 1} for i in range(n)]}
     t = await s.transformation(database, feeder="List", feeder_args=listed, packer=packer)
     await run_feeder(database, plugins, t)
     return t

@@ -58,7 +58,7 @@ def scripted_feeder(*, feeder_args: FeedArgs) -> Iterator[Any]:
         if index == feeder_args.fail_at:
             raise RuntimeError("the catalogue timed out")
         if item < 8:
-            yield FileInput(lfn=f"/prop/{item}", lfn_size=item)
+            yield FileInput(lfn=f"/lhcb/prop/{item}", lfn_size=item)
         else:
             yield Input(descriptor={"seed": item})
 

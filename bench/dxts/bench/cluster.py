@@ -70,6 +70,7 @@ def fast_pacing(
         "definition": {
             "DXTS_LIFECYCLE_INTERVAL_S": pace_s,
             "DXTS_LIFECYCLE_ARCHIVE_DELAY_S": archive_delay_s,
+            "DXTS_DEFINITION_ATTENTION_METRICS_INTERVAL_S": pace_s,
         },
         "execution": {
             "DXTS_EXECUTION_FEED_INTERVAL_S": pace_s,

@@ -111,7 +111,7 @@ async def run(options: argparse.Namespace) -> int:
             if (path, siblings) not in uploaded:
                 lfn = None
                 if siblings:  # one directory, named by every file of it, holds them all
-                    folder = upload_directory((path, *siblings))
+                    folder = upload_directory((path, *siblings), storage.uploads)
                     for sibling in siblings:
                         await storage.put(
                             catalogue, sibling, storage_element, sibling_lfn(folder, sibling)
@@ -248,13 +248,13 @@ def secondary_name(name: str, pattern: str) -> str:
     return name + pattern.lstrip("^")
 
 
-def upload_directory(paths: tuple[Path, ...]) -> str:
+def upload_directory(paths: tuple[Path, ...], prefix: str) -> str:
     """The upload directory of a File and the secondary files beside it, named by all of them
-    (their names and contents), so that no two different sets share one."""
-    from dxts.cli.files import UPLOAD_PREFIX, upload_lfn
+    (their names and contents), so that no two different sets share one, under `prefix`."""
+    from dxts.cli.files import upload_lfn
 
-    digest = hashlib.sha256(json.dumps([upload_lfn(path) for path in paths]).encode())
-    return f"{UPLOAD_PREFIX}/{digest.hexdigest()[:32]}"
+    digest = hashlib.sha256(json.dumps([upload_lfn(path, prefix) for path in paths]).encode())
+    return f"{prefix}/{digest.hexdigest()[:32]}"
 
 
 def sibling_lfn(folder: str, path: Path) -> str:

@@ -10,7 +10,16 @@ DXTS_CATALOGUE_URL name them for any other installation whose storage this machi
 `put` copies the file to `<root>/<SE>/<LFN>` and registers the LFN with its size, adler32
 checksum and the replica; putting the same content under the same LFN again changes nothing,
 other content under a registered LFN is refused. `get` copies a replica found through the
-catalogue (the first at a storage element under the root) to the destination.
+catalogue (the first at a storage element under the root whose content has the registered
+checksum) to the destination; a replica whose checksum differs is an error naming the LFN and
+the storage element, never silently returned. Both check the LFN first (`dxts.core.lfn`): one
+name is one file, so `/./A` or `//A` is refused rather than written over `/A`.
+
+Both act for the caller's VO, named by its token: `put` writes only in the VO's namespace
+(`/<vo>/...`, `dxts.core.lfn.FileNamespace`; without `--lfn`, under `/<vo>/dxts/uploads/`),
+`get` finds only the VO's files and the shared ones (another VO's LFN is "not in the
+catalogue"). These commands reach the storage and catalogue directly, so this is the boundary
+for users who reach them only through `dxts file`; see docs/security.md.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import shutil
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -36,9 +45,10 @@ if TYPE_CHECKING:
 
 file_app = typer.Typer(no_args_is_help=True, help="Files in and out of the storage elements.")
 
-# Where a file put without an LFN goes: under its content hash, so that the same file put twice
-# is one catalogue entry and two different files of one name never collide.
-UPLOAD_PREFIX = "/dxts/uploads"
+# Where a file put without an LFN goes, in the uploader's VO's namespace: under its content
+# hash, so that the same file put twice is one catalogue entry and two different files of one
+# name never collide.
+UPLOADS = "dxts/uploads"  # below the VO's home: /<vo>/dxts/uploads
 
 
 def adler32(path: Path) -> str:
@@ -49,23 +59,26 @@ def adler32(path: Path) -> str:
     return f"adler32:{checksum:08x}"
 
 
-def upload_lfn(path: Path) -> str:
+def upload_lfn(path: Path, prefix: str) -> str:
     """The LFN a file is put under when none is given: its SHA-256 (first 32 hex digits) and
-    its own name, so that a runner staging it sees the name it had."""
+    its own name, so that a runner staging it sees the name it had, under `prefix` (the
+    uploader's VO's `Storage.uploads`)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
-    return f"{UPLOAD_PREFIX}/{digest.hexdigest()[:32]}/{path.name}"
+    return f"{prefix}/{digest.hexdigest()[:32]}/{path.name}"
 
 
 @dataclass(frozen=True)
 class Storage:
-    """The installation's storage root, its storage elements and its catalogue URL."""
+    """The installation's storage root, its storage elements and its catalogue URL, used for
+    the caller's VO (`vo`, from its token): its files and the shared ones, nothing else."""
 
     root: Path
     elements: tuple[str, ...]
     catalogue_url: str
+    vo: str
 
     @classmethod
     def of(cls, connection: Connection) -> Storage:
@@ -74,23 +87,40 @@ class Storage:
                 "the storage root and the catalogue are unknown: start `dxts up` (its "
                 "connection file names them) or set DXTS_STORAGE_ROOT and DXTS_CATALOGUE_URL"
             )
+        vo = connection.claims().get("vo")
+        if not isinstance(vo, str) or not vo:
+            raise FailedPrecondition(
+                "files belong to a VO: give a token naming yours (--token or DXTS_TOKEN)"
+            )
         elements = tuple(e for e in (connection.storage_elements or "").split(",") if e)
-        return cls(Path(connection.storage), elements, connection.catalogue)
+        return cls(Path(connection.storage), elements, connection.catalogue, vo)
+
+    @property
+    def uploads(self) -> str:
+        """Where files put without an LFN go: `/<vo>/dxts/uploads` by default."""
+        from dxts.core.lfn import FileNamespace
+
+        return FileNamespace().home(self.vo) + UPLOADS
 
     def path(self, storage_element: str, lfn: str) -> Path:
-        relative = PurePosixPath(lfn.lstrip("/"))
-        if not lfn.startswith("/") or not relative.parts or ".." in relative.parts:
-            raise InvalidArgument(f"{lfn!r} is not an absolute LFN", field="lfn")
-        return self.root / storage_element / relative
+        from dxts.core.lfn import check_lfn
+
+        return self.root / storage_element / check_lfn(lfn, field="LFN").lstrip("/")
 
     @contextlib.asynccontextmanager
     async def catalogue(self) -> AsyncIterator[FileCatalogue]:
-        """The installation's catalogue, open for a few calls."""
-        from dxts.core.catalogue import CatalogueSettings, open_catalogue
+        """The installation's catalogue as the caller's VO sees it, open for a few calls."""
+        from dxts.core.catalogue import (
+            CatalogueSettings,
+            FileScope,
+            ScopedCatalogue,
+            open_catalogue,
+        )
+        from dxts.core.lfn import FileNamespace
 
         opened = await open_catalogue(CatalogueSettings(url=self.catalogue_url))
         try:
-            yield opened
+            yield ScopedCatalogue(opened, FileScope(self.vo, FileNamespace()))
         finally:
             await opened.close()
 
@@ -99,6 +129,7 @@ class Storage:
     ) -> str:
         """Copy `local` to the storage element and register it; returns its LFN."""
         entry, target = await asyncio.to_thread(self._entry, local, storage_element, lfn)
+        self._writable(entry.lfn)
         known = (await catalogue.files([entry.lfn])).get(entry.lfn)
         if known is not None and not known.same_file(entry):
             raise FailedPrecondition(f"{entry.lfn} is registered with other content")
@@ -106,11 +137,21 @@ class Storage:
         await catalogue.register([entry])
         return entry.lfn
 
+    def _writable(self, lfn: str) -> None:
+        """Refuse, before any byte is written, an LFN outside the caller's VO's namespace."""
+        from dxts.core.errors import PermissionDenied
+        from dxts.core.lfn import FileNamespace
+
+        problem = FileNamespace().refusal(self.vo, [lfn], write=True)
+        if problem is not None:
+            raise PermissionDenied(problem)
+
     def _entry(
         self, local: Path, storage_element: str, lfn: str | None
     ) -> tuple[CatalogueFile, Path]:
         """The catalogue entry `local` is put as, and where its replica goes."""
         from dxts.core.catalogue import CatalogueFile
+        from dxts.core.lfn import check_lfn
 
         if self.elements and storage_element not in self.elements:
             raise InvalidArgument(
@@ -119,32 +160,50 @@ class Storage:
             )
         if not local.is_file():
             raise InvalidArgument(f"no such file: {local}", field="LOCAL")
-        lfn = lfn or upload_lfn(local)
+        lfn = check_lfn(lfn or upload_lfn(local, self.uploads), field="--lfn")
         entry = CatalogueFile(
             lfn=lfn, size=local.stat().st_size, checksum=adler32(local), replicas=(storage_element,)
         )
         return entry, self.path(storage_element, lfn)
 
     async def get(self, catalogue: FileCatalogue, lfn: str, destination: Path) -> Path:
-        """Copy a replica of `lfn` to `destination` (a directory: under the LFN's name)."""
-        replicas = (await catalogue.replicas([lfn])).get(lfn, ())
-        return await asyncio.to_thread(self._copy_replica, lfn, replicas, destination)
+        """Copy a replica of `lfn` to `destination` (a directory: under the LFN's name),
+        verified against the checksum registered with it."""
+        from dxts.core.lfn import check_lfn
 
-    def _copy_replica(self, lfn: str, replicas: tuple[str, ...], destination: Path) -> Path:
-        for storage_element in replicas:
-            source = self.path(storage_element, lfn)
-            if source.is_file():
-                break
-        else:
+        check_lfn(lfn, field="LFN")
+        file = (await catalogue.files([lfn])).get(lfn)
+        if file is None:  # another VO's file is not there for this one
+            raise FailedPrecondition(f"{lfn} is not in the catalogue (of VO {self.vo})")
+        return await asyncio.to_thread(self._copy_replica, file, destination)
+
+    def _copy_replica(self, file: CatalogueFile, destination: Path) -> Path:
+        """The first replica under the root whose content has the registered checksum, copied
+        (whole or not at all); FailedPrecondition naming the LFN and each storage element whose
+        replica does not match, when none does."""
+        present = [se for se in file.replicas if self.path(se, file.lfn).is_file()]
+        if not present:
             raise FailedPrecondition(
-                f"no replica of {lfn} under {self.root} "
-                f"(catalogue replicas: {', '.join(replicas) or 'none'})"
+                f"no replica of {file.lfn} under {self.root} "
+                f"(catalogue replicas: {', '.join(file.replicas) or 'none'})"
             )
-        if destination.is_dir():
-            destination = destination / source.name
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, destination)
-        return destination
+        mismatches = []
+        for storage_element in present:
+            source = self.path(storage_element, file.lfn)
+            target = destination / source.name if destination.is_dir() else destination
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch = target.with_name(f".{target.name}.{os.getpid()}.part")
+            shutil.copyfile(source, scratch)
+            found = adler32(scratch)
+            if file.checksum is None or found == file.checksum:
+                scratch.replace(target)
+                return target
+            scratch.unlink()
+            mismatches.append(f"{storage_element} holds {found}")
+        raise FailedPrecondition(
+            f"checksum mismatch for {file.lfn}: registered {file.checksum}, "
+            f"but {'; '.join(mismatches)}"
+        )
 
 
 def _copy_unless_there(local: Path, target: Path, checksum: str | None) -> None:
@@ -170,7 +229,7 @@ def file_put(
     se: Annotated[str, typer.Option("--se", help="The storage element to write it to.")],
     lfn: Annotated[
         str | None,
-        typer.Option(help=f"Its LFN (default: {UPLOAD_PREFIX}/<content hash>/<name>)."),
+        typer.Option(help="Its LFN (default: /<vo>/dxts/uploads/<content hash>/<name>)."),
     ] = None,
 ) -> None:
     """Store a local file at a storage element and register it; prints its LFN."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from dxts.cli import attention
 from dxts.cli.client import Clients, run
 from dxts.cli.failures import failure_line
 from dxts.cli.names import entity, member_id
@@ -58,29 +59,44 @@ def why(
     target: Annotated[
         str, typer.Argument(metavar="WG|TF", help="A workgraph, or a member (id or WG/Step).")
     ],
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also the normal states: statuses, feeders still on, work in flight, members "
+            "waiting on others.",
+        ),
+    ] = False,
     output: OutputOption = Output.TEXT,
 ) -> None:
     """What holds a workgraph or a member now, in plain words, with the command that helps.
 
-    Looks at: the failed action blocking it (and its message), a sign-off waited for,
-    Problematic inputs, paused members, an active feeder, parcels in flight, and members
-    waiting on another member.
+    First what needs attention (Problematic inputs, too many failed parcels quoting the latest
+    failure, no progress, lost parcels, a failed check), then what holds it on purpose (not
+    started, a sign-off waited for, a paused member); with --all, then the normal states (a
+    feeder still on, parcels in flight, inputs to process, members waiting on another).
     """
 
     async def body(clients: Clients) -> tuple[str, list[str]]:
         kind, found = await entity(clients, target)
         if kind == "workgraph":
             view = await gather(clients, found, actions=True, drain=True)
-            return view.workgraph.workgraph_id, workgraph_reasons(view)
+            return view.workgraph.workgraph_id, workgraph_reasons(view, everything=all_)
         got = await clients.definition.GetTransformation(
             definition_pb2.GetTransformationRequest(transformation_id=found)
         )
         member = got.transformation
         if not member.workgraph_id:
-            return found, [f"standalone {name(Kind, member.kind)} transformation"]
+            standalone = f"standalone {name(Kind, member.kind)} transformation"
+            return found, [*map(attention.line, member.attention), standalone]
         view = await gather(clients, member.workgraph_id, actions=True, drain=True)
         chosen = [m for m in view.members if m.transformation.transformation_id == found]
-        return found, member_reasons(view, chosen[0]) if chosen else []
+        if not chosen:
+            return found, []
+        return found, [
+            *map(attention.line, chosen[0].transformation.attention),
+            *_said(member_lines(view, chosen[0]), everything=all_),
+        ] or [_quiet(f"{member.step} ({found})", chosen[0].status)]
 
     subject, reasons = run(ctx, body)
     if output is Output.JSON:
@@ -90,16 +106,40 @@ def why(
         typer.echo(reason)
 
 
-def workgraph_reasons(view: WorkgraphView) -> list[str]:
-    """Every reason the workgraph is where it is, the workgraph's own first."""
+# A line of `why` is a hold (someone must act, or chose to stop it) or a normal state (shown
+# with --all only).
+HOLD, NORMAL = False, True
+# A feeder held back by a quota (the drain guard's reason of kind "feeder" in this state): a
+# hold, said without --all.
+QUOTA_HELD = "Held"
+# The feeder that takes another member's outputs (`dxts.cwl.compile.EDGE_FEEDER`).
+EDGE_FEEDER = "Edge"
+
+
+def _said(lines: list[tuple[bool, str]], *, everything: bool) -> list[str]:
+    return [text for normal, text in lines if everything or not normal]
+
+
+def _quiet(who: str, status: str) -> str:
+    return f"nothing needs attention: {who} is {status} (dxts why --all: what it is doing)"
+
+
+def workgraph_reasons(view: WorkgraphView, *, everything: bool = True) -> list[str]:
+    """What needs attention first, then what holds the workgraph and each member; with
+    `everything`, the statuses and normal states too."""
     w = view.workgraph
-    reasons = [
-        f"workgraph {w.workgraph_id} is {view.status.value}" + (" (halted)" if w.halted else "")
+    lines: list[tuple[bool, str]] = [
+        (NORMAL, f"workgraph {w.workgraph_id} is {view.status.value}" + _halted(w.halted))
     ]
-    reasons.extend(_own_reasons(view))
+    lines.extend((HOLD, reason) for reason in _own_reasons(view))
     for member in view.members:
-        reasons.extend(member_reasons(view, member))
-    return reasons
+        lines.extend(member_lines(view, member))
+    reasons = [*map(attention.line, w.attention), *_said(lines, everything=everything)]
+    return reasons or [_quiet(f"workgraph {w.workgraph_id}", view.status.value)]
+
+
+def _halted(halted: bool) -> str:
+    return " (halted)" if halted else ""
 
 
 def holding(view: WorkgraphView) -> list[str]:
@@ -109,26 +149,21 @@ def holding(view: WorkgraphView) -> list[str]:
         *(
             f"{member.transformation.step}: {line.strip()}"
             for member in view.members
-            for line in member_reasons(view, member)[1:]
+            for _, line in member_lines(view, member)[1:]
         ),
     ]
 
 
 def _own_reasons(view: WorkgraphView) -> list[str]:
-    """What holds the workgraph itself: not started, a failed or pending approving action."""
+    """What holds the workgraph itself: not started, a pending approving step (a failed one is
+    an attention item)."""
     w = view.workgraph
     status = view.status
     reasons = []
     if status is WorkgraphStatus.NEW:
         reasons.append(f"it has not been started: dxts start {w.workgraph_id}")
     for action in view.approving:
-        if action.result == common_pb2.ACTION_RESULT_FAILED:
-            reasons.append(
-                f"approving check #{action.action_id} {action.action} failed: "
-                f"{action.message or 'no message'} (dxts force {action.action_id} passed, or "
-                f"dxts reset {action.action_id} to run it again)"
-            )
-        elif action.result == common_pb2.ACTION_RESULT_PENDING and status in (
+        if action.result == common_pb2.ACTION_RESULT_PENDING and status in (
             WorkgraphStatus.APPROVING,
             WorkgraphStatus.APPROVING_BLOCKED,
         ):
@@ -144,59 +179,72 @@ def _own_reasons(view: WorkgraphView) -> list[str]:
 
 
 def member_reasons(view: WorkgraphView, member: MemberView) -> list[str]:
+    """Every line `why --all` says of the member, its status first."""
+    return [text for _, text in member_lines(view, member)]
+
+
+def member_lines(view: WorkgraphView, member: MemberView) -> list[tuple[bool, str]]:
+    """The member's status (normal), then what holds it and its normal states, each marked."""
     t = member.transformation
-    who = f"{t.step} ({t.transformation_id})"
+    lines: list[tuple[bool, str]] = [
+        (NORMAL, f"{t.step} ({t.transformation_id}) is {member.status}")
+    ]
     if member.status in ENDED_MEMBERS:
-        return [f"{who} is {member.status}"]
-    reasons = [f"{who} is {member.status}"]
-    for action in member.blocked_by or _failed_actions(member):
-        reasons.append(
-            f"  {member.status} check #{action.action_id} {action.action} failed: "
-            f"{action.message or 'no message'} (dxts force {action.action_id} passed, or "
-            f"dxts reset {action.action_id})"
-        )
-    reasons.extend(_drain_lines(view, member))
+        return lines
+    lines.extend(_drain_lines(view, member))
     by_id = {m.transformation.transformation_id: m for m in view.members}
     for upstream in t.upstream_transformation_ids:
         producer = by_id.get(upstream)
         if producer is not None and producer.status not in ENDED_MEMBERS:
-            reasons.append(f"  waits on {producer.transformation.step}, still {producer.status}")
-    return reasons
-
-
-def _drain_lines(view: WorkgraphView, member: MemberView) -> list[str]:
-    """The drain guard's reasons for the member (GetDrainStatus), each with what helps."""
-    t = member.transformation
-    held = member.holding
-    problematic = InputStatus.PROBLEMATIC.value
-    lines = []
-    if any(r.kind == "status" and r.state == TransformationStatus.PAUSED.value for r in held):
-        lines.append(f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
-    for r in held:
-        if r.kind == "inputs" and r.state == problematic:
             lines.append(
-                f"  {r.count} Problematic inputs wait for you: see dxts inputs "
-                f"{t.transformation_id} --status Problematic, then dxts inputs reset or write-off"
+                (NORMAL, f"  waits on {producer.transformation.step}, still {producer.status}")
             )
-    flying = {r.state: int(r.count) for r in held if r.kind == "parcels"}
-    if flying:
-        lines.append(f"  parcels in flight: {compact(flying)}")
-    waiting = {r.state: int(r.count) for r in held if r.kind == "inputs" and r.state != problematic}
-    if waiting:
-        lines.append(f"  inputs still to process: {compact(waiting)}")
-    quota = [r for r in held if r.kind == "feeder" and r.state == "Held"]
-    if quota:
-        lines.append(f"  its feeder {t.feeder} is {quota[0].message}")
-    elif any(r.kind == "feeder" for r in held) and t.feeder:
-        lines.append(
-            f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
-            f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
-        )
     return lines
 
 
-def _failed_actions(member: MemberView) -> list[definition_pb2.Action]:
-    return [a for a in member.actions if a.result == common_pb2.ACTION_RESULT_FAILED]
+def _drain_lines(view: WorkgraphView, member: MemberView) -> list[tuple[bool, str]]:
+    """The drain guard's reasons for the member (GetDrainStatus), each with what helps; its
+    Problematic inputs are an attention item, not repeated here."""
+    t = member.transformation
+    held = member.holding
+    problematic = InputStatus.PROBLEMATIC.value
+    lines: list[tuple[bool, str]] = []
+    if any(r.kind == "status" and r.state == TransformationStatus.PAUSED.value for r in held):
+        lines.append(
+            (HOLD, f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
+        )
+    flying = {r.state: int(r.count) for r in held if r.kind == "parcels"}
+    if flying:
+        lines.append((NORMAL, f"  parcels in flight: {compact(flying)}"))
+    waiting = {r.state: int(r.count) for r in held if r.kind == "inputs" and r.state != problematic}
+    if waiting:
+        lines.append((NORMAL, f"  inputs still to process: {compact(waiting)}"))
+    quota = [r for r in held if r.kind == "feeder" and r.state == QUOTA_HELD]
+    if quota:
+        lines.append((HOLD, f"  its feeder {t.feeder} is {quota[0].message}"))
+    elif any(r.kind == "feeder" for r in held) and t.feeder:
+        lines.append((NORMAL, _feeder_line(view, member)))
+    return lines
+
+
+def _feeder_line(view: WorkgraphView, member: MemberView) -> str:
+    """Why its feeder is still on: an Edge feeder takes its producer's outputs until the producer
+    has ended (`drain` turns off only the outermost feeders); any other may yield more."""
+    t = member.transformation
+    if t.feeder == EDGE_FEEDER:
+        producers = [
+            m.transformation.step
+            for m in view.members
+            if m.transformation.transformation_id in t.upstream_transformation_ids
+        ]
+        return (
+            f"  it takes the outputs of {', '.join(producers) or 'its producer'} as they come: "
+            "its feeder ends once that has ended"
+        )
+    return (
+        f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
+        f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
+    )
 
 
 # -- parcels ------------------------------------------------------------------------------------

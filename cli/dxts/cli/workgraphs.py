@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from dxts.cli import attention
 from dxts.cli.client import Clients, request_id, run
 from dxts.cli.failures import failing_lines, grouped, member_ids
 from dxts.cli.names import entity
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 EXIT_BLOCKED = 3
 EXIT_CANCELLED = 4
 EXIT_TIMEOUT = 5
+# Something needs a person (`Workgraph.attention`): the first item is printed.
+EXIT_ATTENTION = 6
 
 DONE_STATES = {WorkgraphStatus.COMPLETED, WorkgraphStatus.ARCHIVING, WorkgraphStatus.ARCHIVED}
 BLOCKED_STATES = {
@@ -173,7 +176,15 @@ def list_workgraphs(
         print_json([message_dict(w) for w in found])
         return
     rows = table(
-        "workgraph", "label", "type", "status", "owner", "members", "updated", whole=(0, 3)
+        "workgraph",
+        "label",
+        "type",
+        "status",
+        "attention",
+        "owner",
+        "members",
+        "updated",
+        whole=(0, 3),
     )
     for w in found:
         annotations = json.loads(w.annotations_json or "{}")
@@ -181,7 +192,8 @@ def list_workgraphs(
             w.workgraph_id,
             str(annotations.get("label") or annotations.get("id") or ""),
             w.type,
-            name(WorkgraphStatus, w.status) + (" (halted)" if w.halted else ""),
+            attention.status_text(name(WorkgraphStatus, w.status), w),
+            attention.marker(w.attention),
             f"{w.owner_sub}@{w.vo}",
             str(len(w.transformation_ids)),
             when(w.updated_at),
@@ -220,6 +232,7 @@ class MemberView:
             "blocked_by": [message_dict(a) for a in self.blocked_by],
             "actions": [message_dict(a) for a in self.actions],
             "holding": [message_dict(r) for r in self.holding],
+            "attention": [message_dict(a) for a in self.transformation.attention],
         }
 
 
@@ -250,6 +263,7 @@ class WorkgraphView:
             "members": [m.as_json() for m in self.members],
             "approving": [message_dict(a) for a in self.approving],
             "blocked_by": [message_dict(a) for a in self.blocked_by],
+            "attention": [message_dict(a) for a in self.workgraph.attention],
         }
 
 
@@ -324,7 +338,7 @@ def _member_table(view: WorkgraphView) -> Table:
         rows.add_row(
             t.step,
             name(Kind, t.kind),
-            m.status,
+            m.status + (f" {attention.MARK}" if t.attention else ""),
             f"{t.feeder or '-'} {'on' if t.feeder_enabled else 'off'}",
             compact(m.inputs),
             compact(m.parcels),
@@ -356,10 +370,15 @@ def show(
     w = view.workgraph
     label = json.loads(w.annotations_json or "{}").get("label", "")
     console.print(
-        f"[bold]{w.workgraph_id}[/] {label} — {view.status.value}"
-        + (" (halted)" if w.halted else "")
-        + f" — {w.type}, {w.owner_sub}@{w.vo}"
+        f"[bold]{w.workgraph_id}[/] {label} — {attention.status_text(view.status.value, w)}"
+        f" — {w.type}, {w.owner_sub}@{w.vo}"
     )
+    from rich.markup import escape
+
+    for item in w.attention:
+        console.print(
+            f"[bold red]needs attention[/]: {escape(attention.line(item))}", soft_wrap=True
+        )
     for action in view.approving:
         result = name(ActionResult, action.result)
         console.print(f"approving #{action.action_id} {action.action}: {result} {action.message}")
@@ -418,8 +437,9 @@ def watch(
     """Follow a workgraph with a progress bar per member until it ends or is blocked.
 
     A bar counts a member's settled inputs (Processed, Split, NotProcessed) over all of them.
-    Exits 0 once Completed, 3 when blocked (a person is needed), 4 when cancelled, 5 when
-    --timeout passes.
+    Exits 0 once Completed, 3 when blocked (a failed check holds it), 4 when cancelled, 5 when
+    --timeout passes, 6 when it needs attention (Problematic inputs, too many failed parcels,
+    no progress, lost parcels: `dxts why` tells), printing the first reason.
     """
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -504,13 +524,15 @@ def _ending(view: WorkgraphView) -> int | None:
         return EXIT_CANCELLED
     if view.blocked:
         return EXIT_BLOCKED
+    if attention.beyond_checks(view.workgraph.attention):
+        return EXIT_ATTENTION
     return None
 
 
 def _ending_line(view: WorkgraphView, code: int) -> str:
     wg = view.workgraph.workgraph_id
     if code == 0:
-        return f"{wg} {view.status.value}"
+        return f"{wg} {attention.status_text(view.status.value, view.workgraph)}"
     if code == EXIT_BLOCKED:
         held = [(view.status.value, a) for a in view.blocked_by] + [
             (f"{m.transformation.step} {m.status}", a) for m in view.members for a in m.blocked_by
@@ -519,6 +541,9 @@ def _ending_line(view: WorkgraphView, code: int) -> str:
         return f"{wg} blocked: {reasons or 'a person is needed'}"
     if code == EXIT_CANCELLED:
         return f"{wg} Cancelled"
+    if code == EXIT_ATTENTION:
+        first = attention.beyond_checks(view.workgraph.attention)[0]
+        return f"{wg} needs attention: {attention.line(first)}"
     return f"{wg} still {view.status.value}: gave up waiting"
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from dxts.core.config import ACTION_LISTS, DefinitionConfig, resolve_hints
 from dxts.core.errors import InvalidArgument, NotFound
+from dxts.core.lfn import FileNamespace, lfn_problem
 from dxts.core.plugins.points import Phase, PluginKind, Point
 from dxts.cwl.analysis import (
     TRANSFORMATION,
@@ -100,6 +101,7 @@ def validate(
             allow_unknown_plugins=allow_unknown_plugins,
             malformed={p.path for p in schema_problems},
         )
+        problems += _foreign_files(document, analysis, vo)
     problems += policy_problems(analysis, config, vo)
     return Validated(document, analysis, problems)
 
@@ -246,6 +248,36 @@ def _plugins(
                             f"{binding.kind.value} {binding.name}: {violation.description}",
                         )
                     )
+    return problems
+
+
+def _foreign_files(document: LoadedDocument, analysis: Analysis, vo: str) -> list[Problem]:
+    """A List feeder naming a file the submitter's VO may not use (`dxts.core.lfn`): another
+    VO's file, or, feeding a data member (which replicates or removes it), a shared one. Not
+    checked without a VO (`dxts validate` offline): the service checks at submission."""
+    if not vo:
+        return []
+    namespace = FileNamespace()
+    written = {
+        m.source.name
+        for m in analysis.members.values()
+        if m.kind == "Data" and m.source is not None and m.source.kind == "feeder"
+    }
+    problems = []
+    for workflow_input in document.inputs:
+        feeder = workflow_input.feeder
+        if not isinstance(feeder, dict) or feeder.get("name") != "List":
+            continue
+        items = feeder.get("args", {}).get("inputs") if isinstance(feeder.get("args"), dict) else []
+        for index, item in enumerate(items if isinstance(items, list) else []):
+            lfn = item.get("lfn") if isinstance(item, dict) else None
+            if not isinstance(lfn, str) or lfn_problem(lfn) is not None:
+                continue  # the List feeder's own check reports it
+            refusal = namespace.refusal(vo, [lfn], write=workflow_input.id in written)
+            if refusal is not None:
+                path = join("inputs", workflow_input.id, "dirac:Feeder", "args", "inputs", index)
+                message = f"feeder List: {refusal}"
+                problems.append(error(Kind.PLUGIN_ARGS, join(path, "lfn"), message))
     return problems
 
 

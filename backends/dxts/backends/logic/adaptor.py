@@ -12,7 +12,7 @@ from typing import Protocol
 
 from dxts.core.adaptor.model import JobLogs, log_bytes
 from dxts.core.adaptor.protocol import BackendAdaptor
-from dxts.core.errors import InvalidArgument
+from dxts.core.errors import DxtsError, InvalidArgument
 from dxts.core.ids import id_from_str
 
 
@@ -49,6 +49,18 @@ def key_problem(parcel_id: str) -> str | None:
     except InvalidArgument as error:
         return str(error)
     return None
+
+
+def parcel_failure(error: Exception) -> str:
+    """What a parcel's FAILED outcome says when running it raised: the error's own words (an
+    LFN the storage refuses, a request the adaptor cannot read), prefixed by its kind when it
+    is not one of dxts's own errors. Every adaptor turns any exception of one parcel into its
+    outcome with this, so no parcel stays running, and its cancellation ends, whatever broke."""
+    text = str(error).strip().splitlines()
+    words = text[0] if text else ""
+    if isinstance(error, DxtsError):
+        return words or type(error).__name__
+    return f"{type(error).__name__}: {words}" if words else type(error).__name__
 
 
 def directory_logs(

@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.core.adaptor.failures import DEFAULT_ERROR_PATTERN
+from dxts.core.lfn import check_lfn
 
 
 class Storage(Protocol):
@@ -55,11 +56,9 @@ class RunnerSettings(Storage, Protocol):
 
 def replica_path(storage_root: Path, storage_element: str, lfn: str) -> Path:
     """Where a replica of `lfn` at a storage element under `storage_root` lives
-    (`<storage_root>/<storage element>/<LFN>`)."""
-    relative = lfn.lstrip("/")
-    if not relative or ".." in Path(relative).parts:
-        raise ValueError(f"{lfn!r} is not a usable LFN")
-    return storage_root / storage_element / relative
+    (`<storage_root>/<storage element>/<LFN>`); InvalidArgument for an LFN not in its normal
+    form (`dxts.core.lfn`), so the path never leaves the storage element."""
+    return storage_root / storage_element / check_lfn(lfn).lstrip("/")
 
 
 class StorageElements(BaseModel):

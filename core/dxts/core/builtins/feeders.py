@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from dxts.core.catalogue import FileCatalogue, parse_where
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import content_hash
+from dxts.core.lfn import LFN_MAX
 from dxts.core.plugins import (
     FeederProposal,
     FileInput,
@@ -28,7 +29,6 @@ from dxts.core.plugins import (
     SetFeederState,
     Transformation,
 )
-from dxts.core.plugins.proposals import LFN_MAX
 from dxts.core.plugins.protocols.readers import InputOverviewReader, ParcelOutputReader
 from dxts.core.states import InputStatus
 

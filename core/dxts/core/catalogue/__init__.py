@@ -14,15 +14,19 @@ from dxts.core.catalogue.interface import (
     parse_where,
 )
 from dxts.core.catalogue.local import LocalFileCatalogue
+from dxts.core.catalogue.scoped import FileScope, ScopedCatalogue, files_of
 
 __all__ = [
     "CatalogueFile",
     "CataloguePage",
     "CatalogueSettings",
     "FileCatalogue",
+    "FileScope",
     "LocalFileCatalogue",
     "Range",
     "Registered",
+    "ScopedCatalogue",
+    "files_of",
     "load_catalogue",
     "open_catalogue",
     "parse_where",

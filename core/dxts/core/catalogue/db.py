@@ -162,9 +162,13 @@ async def query_page(
     where: dict[str, Condition],
     after: tuple[int, bytes] | None,
     limit: int,
+    prefixes: Sequence[str] | None = None,
 ) -> list[sa.Row[Any]]:
-    """Up to `limit` matching file rows strictly after (Seq, FileID) `after`, in that order."""
+    """Up to `limit` matching file rows strictly after (Seq, FileID) `after`, in that order;
+    with `prefixes`, only those whose LFN starts with one of them."""
     statement = sa.select(files_t)
+    if prefixes is not None:
+        statement = statement.where(sa.or_(*(_under(prefix) for prefix in prefixes)))
     if after is not None:
         seq, file_id = after
         statement = statement.where(
@@ -180,6 +184,15 @@ async def query_page(
         )
     statement = statement.order_by(files_t.c.Seq, files_t.c.FileID).limit(limit)
     return list(await conn.execute(statement))
+
+
+def _under(prefix: str) -> sa.ColumnElement[bool]:
+    """LFN starts with `prefix`, case-sensitively on both databases: LIKE can use the LFN index,
+    and the substring comparison makes it exact where SQLite's LIKE ignores case."""
+    lfn = files_t.c.LFN
+    return sa.and_(
+        lfn.startswith(prefix, autoescape=True), sa.func.substr(lfn, 1, len(prefix)) == prefix
+    )
 
 
 def _matches(condition: Condition) -> sa.ColumnElement[bool]:

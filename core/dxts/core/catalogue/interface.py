@@ -26,7 +26,7 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -46,8 +46,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from dxts.core.catalogue.schema import CHECKSUM_MAX, KEY_MAX, SE_MAX, STRING_VALUE_MAX
 from dxts.core.errors import FieldViolation, InvalidArgument, Unavailable
 from dxts.core.ids import canonical_json
+from dxts.core.lfn import LFN_MAX, lfn_problem
 
-LFN_MAX = 512
 ENTRY_POINT_GROUP = "dxts.catalogues"
 BIGINT = 2**63 - 1
 
@@ -90,6 +90,14 @@ class CatalogueFile(BaseModel):
             if isinstance(value, int) and not -BIGINT <= value <= BIGINT:
                 raise ValueError(f"{key}: {value} is outside the 64-bit range")
         return metadata
+
+    @field_validator("lfn")
+    @classmethod
+    def _normal(cls, lfn: str) -> str:
+        problem = lfn_problem(lfn)
+        if problem is not None:
+            raise ValueError(problem)
+        return lfn
 
     @field_validator("replicas")
     @classmethod
@@ -211,9 +219,11 @@ class FileCatalogue(abc.ABC):
         after: str | None = None,
         limit: int = 1000,
         with_replicas: bool = False,
+        within: Sequence[str] | None = None,
     ) -> CataloguePage:
         """Up to `limit` files matching `where`, registered after watermark `after` (None:
-        from the beginning), in registration order."""
+        from the beginning), in registration order; with `within`, only files whose LFN starts
+        with one of those prefixes (a VO's view: `dxts.core.catalogue.scoped`)."""
 
     @abc.abstractmethod
     async def files(self, lfns: Iterable[str]) -> dict[str, CatalogueFile]:

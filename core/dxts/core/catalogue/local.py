@@ -16,7 +16,7 @@ stand-in for an external catalogue; outputs are registered in batches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,6 +35,7 @@ from dxts.core.catalogue.interface import (
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from dxts.core.ids import new_ids
+from dxts.core.lfn import check_lfn
 
 WATERMARK_VERSION = "w1"
 PAGE_MAX = 10_000
@@ -97,14 +98,18 @@ class LocalFileCatalogue(FileCatalogue):
         after: str | None = None,
         limit: int = 1000,
         with_replicas: bool = False,
+        within: Sequence[str] | None = None,
     ) -> CataloguePage:
         conditions = parse_where(where)
+        prefixes = None if within is None else list(dict.fromkeys(within))
         cursor = _parse_watermark(after)
         if not isinstance(limit, int) or not 0 < limit <= PAGE_MAX:
             raise InvalidArgument(f"a page holds 1 to {PAGE_MAX} files", field="limit")
 
         async def work(conn: AsyncConnection) -> CataloguePage:
-            rows = await db.query_page(conn, conditions, cursor, limit + 1)
+            if prefixes == []:
+                return CataloguePage([], _watermark(cursor), False)
+            rows = await db.query_page(conn, conditions, cursor, limit + 1, prefixes)
             more = len(rows) > limit
             rows = rows[:limit]
             held = await db.find_replicas(conn, [r.FileID for r in rows]) if with_replicas else {}
@@ -201,10 +206,7 @@ def _lfns(lfns: Iterable[str]) -> list[str]:
         raise InvalidArgument("expected a collection of LFNs, got one string", field="lfns")
     wanted = list(dict.fromkeys(lfns))
     for index, lfn in enumerate(wanted):
-        if not isinstance(lfn, str) or not lfn:
-            raise InvalidArgument(
-                f"an LFN is a non-empty string, got {lfn!r}", field=f"lfns[{index}]"
-            )
+        check_lfn(lfn, field=f"lfns[{index}]")
     return wanted
 
 

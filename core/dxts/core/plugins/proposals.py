@@ -36,9 +36,9 @@ from pydantic.dataclasses import dataclass
 
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import canonical_json
+from dxts.core.lfn import LFN_MAX, lfn_problem
 from dxts.core.states import ActionResult as Result
 
-LFN_MAX = 512  # Inputs.LFN / ParcelOutputs.LFN: VARCHAR(512)
 SE_MAX = 64  # DataParcelDeltas.StorageElement: VARCHAR(64)
 MESSAGE_MAX = 512  # Actions.Message: VARCHAR(512); reasons are kept in columns of that size
 BIGINT_MAX = 2**63 - 1
@@ -120,11 +120,19 @@ class Input:
         return xxhash.xxh3_128_digest(self._canonical)
 
 
+def _normal_lfn(lfn: str) -> str:
+    """The one LFN check (`dxts.core.lfn`): every feeder's files pass it."""
+    problem = lfn_problem(lfn)
+    if problem is not None:
+        raise ValueError(problem)
+    return lfn
+
+
 @dataclass(frozen=True, config=_CONFIG, kw_only=True)
 class FileInput(Input):
     """A new input on a file; `lfn_size` is the whole file's size whatever a mask selects."""
 
-    lfn: Annotated[str, Field(min_length=1, max_length=LFN_MAX)]
+    lfn: Annotated[str, Field(min_length=1, max_length=LFN_MAX), AfterValidator(_normal_lfn)]
     lfn_size: Size
 
 

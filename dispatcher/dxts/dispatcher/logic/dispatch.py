@@ -28,6 +28,7 @@ from dxts.core.adaptor.model import DataPayload, Payload, SubmitDisposition, Sub
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.lfn import FileNamespace
 from dxts.core.states import Kind
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
 from dxts.dispatcher.logic.payloads import Materialiser, submissions
@@ -62,6 +63,8 @@ class Dispatcher:
         self.settings = settings
         self.backends = dict(backends)
         self.materialiser = materialiser
+        self.namespace = FileNamespace()  # where each VO's outputs go (DXTS_FILES_NAMESPACE)
+        self._homes: dict[bytes, str] = {}  # ParcelID → its VO's home, from prepare to submit
         self.policy = Policy(settings)
         self.caps = InFlightCaps(settings.vo_in_flight_cap, settings.vo_in_flight_caps)
         self._requirements: dict[bytes, Any] = {}
@@ -165,6 +168,9 @@ class Dispatcher:
             self.materialiser.stored.update(stored)
         chosen: dict[bytes, bytes] = {}
         for parcel in group:
+            if parcel.kind is Kind.COMPUTE:  # its outputs go to its VO's namespace
+                vo = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
+                self._homes[parcel.parcel_id] = self.namespace.home(vo)
             if parcel.kind is Kind.COMPUTE and parcel.resolved_hints_id is None:
                 parcel.resolved_hints_id = await self.materialiser.sidecar(
                     parcel.transformation_id, parcel.vo
@@ -230,7 +236,8 @@ class Dispatcher:
         *,
         recovering: bool,
     ) -> None:
-        subs = submissions(chunk, self._requirements, self.settings.output_lfn_base)
+        homes = {p.parcel_id: self._homes.pop(p.parcel_id, "/") for p in chunk}
+        subs = submissions(chunk, self._requirements, self.settings.output_lfn_base, homes)
         try:
             results = await backend.submit(payload, subs)
         except BackendUnreachable as error:

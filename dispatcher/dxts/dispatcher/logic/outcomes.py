@@ -30,10 +30,9 @@ from dxts.core.adaptor.model import (
     OutcomeAck,
     OutcomeResult,
 )
+from dxts.core.lfn import lfn_problem
 
 log = logging.getLogger(__name__)
-
-LFN_MAX = 512
 
 
 class OutcomeSink(Protocol):
@@ -52,8 +51,9 @@ def manifest_problem(outcome: Outcome) -> str | None:
         where = f"outputs[{i}]"
         if not output.output_name:
             return f"{where} has no output name"
-        if not output.lfn.startswith("/") or len(output.lfn) > LFN_MAX:
-            return f"{where}: {output.lfn[:80]!r} is not an absolute LFN of at most {LFN_MAX}"
+        problem = lfn_problem(output.lfn)
+        if problem is not None:
+            return f"{where}: {output.lfn[:80]!r}: {problem}"
         if output.size < 0:
             return f"{where}: negative size {output.size}"
     if outcome.output_object_json:

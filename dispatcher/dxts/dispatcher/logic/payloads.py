@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from dxts.core.adaptor.model import ComputePayload, ProcessDocument, Submission
@@ -99,6 +99,16 @@ class Materialiser:
             )
         return self._sidecar_of(scope)
 
+    async def vo(self, transformation_id: bytes | None, vo: str | None) -> str:
+        """The VO a parcel works for: a user parcel's own, else its transformation's."""
+        scope = self._scope(transformation_id, vo)
+        if scope is None:
+            assert transformation_id is not None
+            scope = self._scopes.remember(
+                transformation_id, await self.source.transformation_scope(transformation_id)
+            )
+        return str(scope[0])
+
     async def compute_payload(
         self, process_id: bytes, hints_id: bytes, hints: dict[str, Any]
     ) -> ComputePayload:
@@ -124,10 +134,14 @@ class Materialiser:
 
 
 def submissions(
-    parcels: Sequence[Parcel], requirement_sets: dict[bytes, Any], output_lfn_base: str
+    parcels: Sequence[Parcel],
+    requirement_sets: dict[bytes, Any],
+    output_lfn_base: str,
+    homes: Mapping[bytes, str] | None = None,
 ) -> list[Submission]:
     """The per-parcel part of a Submit, in order; each id is rendered once (a batch's parcels
-    share their transformation's)."""
+    share their transformation's). A parcel whose VO's home is in `homes` writes its outputs
+    there, so they belong to the VO of the workgraph that made them."""
     owners: dict[bytes, str] = {}
     sent = []
     for p in parcels:
@@ -142,14 +156,17 @@ def submissions(
                 requirements_json=json_text(requirement_sets.get(p.requirements_id))
                 if p.requirements_id
                 else "",
-                output_prefix=output_prefix(output_lfn_base, owner, key),
+                output_prefix=output_prefix(
+                    output_lfn_base, owner, key, (homes or {}).get(p.parcel_id, "/")
+                ),
                 input_ids=tuple(id_to_str(i) for i in p.input_ids),
             )
         )
     return sent
 
 
-def output_prefix(base: str, owner: str, parcel: str) -> str:
+def output_prefix(base: str, owner: str, parcel: str, home: str = "/") -> str:
     """Where a parcel's outputs go: one LFN directory per parcel, under its transformation's id
-    (`owner`; `user` for a user parcel), so that no two parcels can name the same file."""
-    return f"{base.rstrip('/')}/{owner}/{parcel}"
+    (`owner`; `user` for a user parcel), so that no two parcels can name the same file, in its
+    VO's `home` (`/lhcb/` + `dxts/<owner>/<parcel>`)."""
+    return f"{home}{base.strip('/')}/{owner}/{parcel}"

@@ -41,6 +41,8 @@ class Workgraph(_message.Message):
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     HALTED_FIELD_NUMBER: _builtins.int
+    ATTENTION_FIELD_NUMBER: _builtins.int
+    ENDED_WITH_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     type: _builtins.str
     status: _common_pb2.WorkgraphStatus.ValueType
@@ -51,10 +53,20 @@ class Workgraph(_message.Message):
     hooks_json: _builtins.str
     halted: _builtins.bool
     """Halted (HaltWorkgraph): execution stops packers and hooks and writes off waiting inputs."""
+    ended_with: _builtins.str
+    """How an ended workgraph ended, when not cleanly: e.g. "2 written off, 12 parcels failed"
+    (shown as "Completed with 2 written off, ..."); empty for a clean end or one not ended.
+    """
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def attention(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attention]:
+        """What needs a person now: the workgraph's own items, then its members' (empty when none;
+        filled by GetWorkgraph and ListWorkgraphs for people, not for dxts's own components).
+        """
+
     def __init__(
         self,
         *,
@@ -68,14 +80,62 @@ class Workgraph(_message.Message):
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         halted: _builtins.bool = ...,
+        attention: _abc.Iterable[Global___Attention] | None = ...,
+        ended_with: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "halted", b"halted", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "ended_with", b"ended_with", "halted", b"halted", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Workgraph: _TypeAlias = Workgraph  # noqa: Y015
+
+@_typing.final
+class Attention(_message.Message):
+    """One reason a workgraph or a member needs a person, computed when read (never stored)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    WHAT_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    TODO_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    STEP_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"problematic-inputs", "failure-rate", "no-progress", "action-failed", "backend-lost"."""
+    what: _builtins.str
+    """What is wrong, in words (a failure rate quotes the latest failed parcel's reason)."""
+    todo: _builtins.str
+    """What to do about it, and the command to type."""
+    command: _builtins.str
+    transformation_id: _builtins.str
+    """The member it is about (on a workgraph; empty: the workgraph itself)."""
+    step: _builtins.str
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Since when it has been so, as far as the records tell (unset: not known)."""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        what: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        todo: _builtins.str = ...,
+        command: _builtins.str = ...,
+        transformation_id: _builtins.str = ...,
+        step: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "kind", b"kind", "since", b"since", "step", b"step", "todo", b"todo", "transformation_id", b"transformation_id", "what", b"what"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Attention: _TypeAlias = Attention  # noqa: Y015
 
 @_typing.final
 class Transformation(_message.Message):
@@ -106,6 +166,7 @@ class Transformation(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     HALTED_FIELD_NUMBER: _builtins.int
     REQUIREMENTS_TEMPLATE_JSON_FIELD_NUMBER: _builtins.int
+    ATTENTION_FIELD_NUMBER: _builtins.int
     transformation_id: _builtins.str
     workgraph_id: _builtins.str
     """Empty for a standalone transformation."""
@@ -147,6 +208,12 @@ class Transformation(_message.Message):
 
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def attention(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attention]:
+        """What needs a person now (empty when none; filled by GetWorkgraph, GetTransformation and
+        ListTransformations for people, not for dxts's own components).
+        """
+
     def __init__(
         self,
         *,
@@ -175,10 +242,11 @@ class Transformation(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         halted: _builtins.bool = ...,
         requirements_template_json: _builtins.str = ...,
+        attention: _abc.Iterable[Global___Attention] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import grpc
 
-from dxts.core.catalogue import FileCatalogue, open_catalogue
+from dxts.core.catalogue import FileCatalogue, ScopedCatalogue, open_catalogue
 from dxts.core.component import Component
 from dxts.core.config import DefinitionConfig
 from dxts.core.db import Database
@@ -59,6 +59,7 @@ from dxts.definition.edge.execution_client import (
     NoExecutionClient,
 )
 from dxts.definition.edge.servicer import DefinitionServicer
+from dxts.definition.logic.attention_metrics import AttentionGauges
 from dxts.definition.logic.execution import ExecutionClient, ExecutionFactory
 from dxts.definition.logic.lifecycle.engine import Engine
 from dxts.definition.logic.lifecycle.overview import CountsOverview
@@ -142,14 +143,16 @@ async def build_lifecycle(
     _provide(providers, Siblings, DefinitionSiblings(database))
     _provide(providers, InputOverviewReader, CountsOverview(counts))
     _provide(providers, Registry, registry)
+    # Plugins see the catalogue through the scope of the work they do (`files_of`): the one
+    # provider serves execution's feeders too when both run in one process (`dxts up`).
     if catalogue is not None:
-        _provide(providers, FileCatalogue, catalogue)
+        _provide(providers, FileCatalogue, ScopedCatalogue(catalogue))
     elif not providers.can_provide(FileCatalogue):
 
         async def open_configured() -> FileCatalogue:
             opened = await open_catalogue()
             cleanups.append(opened.close)
-            return opened
+            return ScopedCatalogue(opened)
 
         providers.add_factory(FileCatalogue, open_configured)  # type: ignore[type-abstract]
     check_lifecycle_plugins(registry)
@@ -158,6 +161,15 @@ async def build_lifecycle(
         cleanups.append(locks.dispose)
     engine = Engine(database, registry, counts, execution, settings)
     return lifecycle_of(engine, LifecycleSweep(engine, locks), cleanups)
+
+
+def _attention_gauges(database: Database, settings: DefinitionSettings) -> SweepRunner:
+    """The sweep measuring the attention gauges, beside the lifecycle engine (one per
+    installation's definition service)."""
+    gauges = AttentionGauges(database, settings.attention_rules())
+    interval = settings.attention_metrics_interval_s
+    pacing = Pacing(interval, first_idle_s=interval)
+    return SweepRunner([Sweep("attention-metrics", gauges.measure, pacing)])
 
 
 class Definition(Component):
@@ -228,7 +240,12 @@ async def build_definition(
         definition_pb2_grpc.add_DefinitionServiceServicer_to_server,
         servicer,
     )
-    definition = Definition(services=[service], on_start=on_start, cleanups=cleanups)
+    definition = Definition(
+        services=[service],
+        runner=_attention_gauges(database, settings) if lifecycle is not None else None,
+        on_start=on_start,
+        cleanups=cleanups,
+    )
     if start_sweeps:
         await definition.start()
     return definition

@@ -16,6 +16,7 @@ from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.settings import DataDirSettings, ServiceTokenSettings
+from dxts.definition.logic.attention import AttentionRules
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -45,6 +46,41 @@ class DefinitionSettings(DataDirSettings):
         description="token role of dxts's own components: sees every VO's transformations and "
         "processes (the execution sweeps, the dispatcher), steers nothing",
     )
+
+    attention_failure_rate: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="a member needs attention when more than this share of its last "
+        "`attention_window` ended parcels failed",
+    )
+    attention_window: int = Field(
+        20, ge=1, le=1000, description="how many of a member's last ended parcels the rate counts"
+    )
+    attention_min_ended: int = Field(
+        3, ge=1, description="the fewest ended parcels a failure rate is judged on"
+    )
+    attention_stall_minutes: float = Field(
+        30.0,
+        gt=0,
+        description="a running member with work to do and no parcel ended for this long needs "
+        "attention",
+    )
+
+    attention_metrics_interval_s: float = Field(
+        60.0,
+        gt=0,
+        description="how often the attention gauges are measured (with the lifecycle engine)",
+    )
+
+    def attention_rules(self) -> AttentionRules:
+        """The thresholds of the attention rules (`logic.attention`)."""
+        return AttentionRules(
+            failure_rate=self.attention_failure_rate,
+            window=self.attention_window,
+            min_ended=min(self.attention_min_ended, self.attention_window),
+            stall_s=self.attention_stall_minutes * 60,
+        )
 
     def definition_config(self) -> DefinitionConfig:
         """The installation file's definition defaults (the built-in ones without a file)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.core.catalogue import FileCatalogue
+from dxts.core.catalogue import FileCatalogue, ScopedCatalogue
 from dxts.core.component import Component
 from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
@@ -75,7 +75,8 @@ def install_providers(
         (ConsumerLookup, ConsumerReader(database)),
     ]
     if catalogue is not None:
-        offered.append((FileCatalogue, catalogue))
+        # Plugins see the catalogue through the scope of the work they do (`files_of`).
+        offered.append((FileCatalogue, ScopedCatalogue(catalogue)))
     for annotation, instance in offered:
         if not providers.can_provide(annotation):
             providers.add(annotation, instance)

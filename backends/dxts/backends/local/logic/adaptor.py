@@ -28,7 +28,7 @@ from pathlib import Path
 from dxts.backends.local.logic import data
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.local.store import state
-from dxts.backends.logic.adaptor import directory_logs, key_problem
+from dxts.backends.logic.adaptor import directory_logs, key_problem, parcel_failure
 from dxts.backends.runner import cwl, requirements, sandbox
 from dxts.backends.runner.cwl import JobFailed, Run
 from dxts.core.adaptor.model import (
@@ -260,8 +260,21 @@ class LocalAdaptor:
                 await self._execute(parcel_id)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as error:
                 log.exception("running parcel %s failed unexpectedly", parcel_id)
+                await self._failed_unexpectedly(parcel_id, error)
+
+    async def _failed_unexpectedly(self, parcel_id: str, error: Exception) -> None:
+        """End a parcel whose run broke outside the payload (its state, its payload): FAILED
+        with the error's words, so it neither stays running nor blocks its cancellation."""
+        with contextlib.suppress(Exception):  # the adaptor's own state may be what broke
+            (job,) = await self.store.jobs_by(parcel_ids=[parcel_id])
+            failed = JobFailed(parcel_failure(error))
+            await self.store.finish(
+                parcel_id,
+                state.FAILED,
+                self._outcome(job, state.FAILED, str(failed), failure=failed.failure),
+            )
 
     async def _execute(self, parcel_id: str) -> None:
         run = Run()
@@ -294,7 +307,8 @@ class LocalAdaptor:
                     await data.run_request(
                         json.loads(job.submission.request_json), self.settings, self.catalogue
                     )
-            except JobFailed as error:
+            except Exception as error:  # whatever broke, this parcel's outcome says it
+                failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))
                 if not run.cancelled:
                     await self.store.finish(
                         parcel_id,
@@ -302,10 +316,10 @@ class LocalAdaptor:
                         self._outcome(
                             job,
                             state.FAILED,
-                            str(error),
+                            str(failed),
                             usage=run.usage,
-                            exit_code=error.exit_code,
-                            failure=error.failure,
+                            exit_code=failed.exit_code,
+                            failure=failed.failure,
                         ),
                     )
                     return

@@ -25,6 +25,7 @@ from typing import Any
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.runner.cwl import JobFailed
 from dxts.core.catalogue import FileCatalogue
+from dxts.core.lfn import lfn_problem
 
 
 def _names(value: Any) -> list[str]:
@@ -38,8 +39,12 @@ def _names(value: Any) -> list[str]:
 def _lfns(operation: dict[str, Any], index: int) -> list[str]:
     files = operation.get("Files") or []
     lfns = [f.get("LFN") for f in files if isinstance(f, dict)]
-    if len(lfns) != len(files) or not all(isinstance(lfn, str) and lfn for lfn in lfns):
+    if len(lfns) != len(files):
         raise JobFailed(f'Operations[{index}].Files: each file is {{"LFN": ...}}')
+    for position, lfn in enumerate(lfns):
+        problem = lfn_problem(lfn)
+        if problem is not None:
+            raise JobFailed(f"Operations[{index}].Files[{position}].LFN {lfn!r}: {problem}")
     return lfns  # type: ignore[return-value]
 
 

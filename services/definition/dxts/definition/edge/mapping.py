@@ -15,6 +15,7 @@ from dxts.cwl.compile import Plan
 from dxts.cwl.loading import Bundle
 from dxts.cwl.problems import Problem
 from dxts.definition.logic import processes, queries
+from dxts.definition.logic.attention import Attention, Item
 from dxts.v1 import common_pb2, definition_pb2
 
 # A compiled initial state → the member's status once the workgraph starts (scouting or not).
@@ -54,8 +55,29 @@ def diagnostic_pb(problem: Problem) -> common_pb2.Diagnostic:
     )
 
 
-def workgraph_pb(view: queries.WorkgraphView) -> definition_pb2.Workgraph:
+def attention_pb(item: Item) -> definition_pb2.Attention:
+    found = definition_pb2.Attention(
+        kind=item.kind,
+        what=item.what,
+        todo=item.todo,
+        command=item.command,
+        transformation_id=id_to_str(item.transformation_id) if item.transformation_id else "",
+        step=item.step,
+    )
+    since = to_timestamp(item.since)
+    if since is not None:
+        found.since.CopyFrom(since)
+    return found
+
+
+def workgraph_pb(
+    view: queries.WorkgraphView, attention: Attention | None = None
+) -> definition_pb2.Workgraph:
+    """The workgraph, with its attention items and how it ended when `attention` was read."""
+    wid = view.workgraph_id
     return definition_pb2.Workgraph(
+        attention=[attention_pb(i) for i in attention.workgraphs.get(wid, [])] if attention else [],
+        ended_with=attention.ended_with.get(wid, "") if attention else "",
         workgraph_id=id_to_str(view.workgraph_id),
         type=view.type,
         status=_number(WorkgraphStatus(view.status)),
@@ -69,8 +91,12 @@ def workgraph_pb(view: queries.WorkgraphView) -> definition_pb2.Workgraph:
     )
 
 
-def transformation_pb(view: queries.TransformationView) -> definition_pb2.Transformation:
+def transformation_pb(
+    view: queries.TransformationView, attention: Attention | None = None
+) -> definition_pb2.Transformation:
+    tid = view.transformation_id
     return definition_pb2.Transformation(
+        attention=[attention_pb(i) for i in attention.members.get(tid, [])] if attention else [],
         transformation_id=id_to_str(view.transformation_id),
         workgraph_id=id_to_str(view.workgraph_id) if view.workgraph_id else "",
         step=view.step,

@@ -9,7 +9,7 @@ the caller's own token.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -24,6 +24,7 @@ from dxts.core.locks import LockManager
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.edge.mapping import transformation_pb, workgraph_pb
 from dxts.definition.logic import queries
+from dxts.definition.logic.attention import Attention, attention_of
 from dxts.definition.logic.authorise import Caller
 from dxts.definition.logic.execution import ExecutionClient, ExecutionFactory
 from dxts.definition.settings import DefinitionSettings
@@ -66,6 +67,24 @@ class ServicerBase:
 
     def _viewer(self) -> queries.Viewer:
         return queries.Viewer(current_identity(), self._settings.service_role)
+
+    async def _attention(
+        self,
+        *,
+        workgraphs: Sequence[queries.WorkgraphView] = (),
+        members: Sequence[queries.TransformationView] = (),
+    ) -> Attention | None:
+        """What needs a person among what is read, for a person: dxts's own components (the
+        dispatcher, accounting's sweeps) read workgraphs and members for other reasons, and are
+        spared the reads (None: no items)."""
+        if self._viewer().all_vos:
+            return None
+        return await attention_of(
+            self._database,
+            self._settings.attention_rules(),
+            workgraphs=workgraphs,
+            members=members,
+        )
 
     def _forward(self, context: Context) -> ExecutionClient:
         try:

@@ -157,8 +157,9 @@ class TransformationRpcs(ServicerBase):
     ) -> definition_pb2.GetTransformationResponse:
         tid = required_id(request.transformation_id, "transformation_id")
         detail = await queries.get_transformation(self._database, self._viewer(), tid)
+        attention = await self._attention(members=[detail.transformation])
         return definition_pb2.GetTransformationResponse(
-            transformation=transformation_pb(detail.transformation),
+            transformation=transformation_pb(detail.transformation, attention),
             actions=[action_pb(a) for a in detail.actions],
         )
 
@@ -192,8 +193,9 @@ class TransformationRpcs(ServicerBase):
             limit=_page_size(request.paging),
             after=page_after(request.paging, fingerprint),
         )
+        attention = await self._attention(members=page.items)
         return definition_pb2.ListTransformationsResponse(
-            transformations=[transformation_pb(t) for t in page.items],
+            transformations=[transformation_pb(t, attention) for t in page.items],
             next_page_token=next_page_token(page.last, fingerprint),
         )
 

@@ -66,9 +66,10 @@ class WorkgraphRpcs(ServicerBase):
     ) -> definition_pb2.GetWorkgraphResponse:
         workgraph_id = required_id(request.workgraph_id, "workgraph_id")
         detail = await queries.get_workgraph(self._database, self._viewer(), workgraph_id)
+        attention = await self._attention(workgraphs=[detail.workgraph], members=detail.members)
         return definition_pb2.GetWorkgraphResponse(
-            workgraph=workgraph_pb(detail.workgraph),
-            members=[transformation_pb(m) for m in detail.members],
+            workgraph=workgraph_pb(detail.workgraph, attention),
+            members=[transformation_pb(m, attention) for m in detail.members],
             actions=[action_pb(a) for a in detail.actions],
             stripped_spec_json=json_text(detail.stripped_spec),
         )
@@ -124,8 +125,9 @@ class WorkgraphRpcs(ServicerBase):
             limit=_page_size(request.paging),
             after=after,
         )
+        attention = await self._attention(workgraphs=page.items)
         return definition_pb2.ListWorkgraphsResponse(
-            workgraphs=[workgraph_pb(w) for w in page.items],
+            workgraphs=[workgraph_pb(w, attention) for w in page.items],
             next_page_token=next_page_token(page.last, fingerprint),
         )
 

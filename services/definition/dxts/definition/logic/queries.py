@@ -299,6 +299,16 @@ async def _transformation_views(
     return views
 
 
+async def member_views(conn: Transaction, ids: Sequence[bytes]) -> list[TransformationView]:
+    """The transformations of `ids` (no visibility check: the caller has read their
+    workgraphs), for attention."""
+    if not ids:
+        return []
+    return await _transformation_views(
+        conn, await transformations_db.transformation_rows(conn, ids=ids)
+    )
+
+
 async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes) -> WorkgraphDetail:
     """A workgraph with its members (dataflow edges as upstream ids) and its own actions."""
 

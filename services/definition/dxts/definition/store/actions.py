@@ -148,11 +148,15 @@ async def actions_of(
     *,
     workgraph_id: bytes | None = None,
     transformation_ids: Iterable[bytes] = (),
+    workgraph_ids: Iterable[bytes] = (),
 ) -> list[ActionRecord]:
     """Every action of the owners, by owner, list and position."""
     owners = []
     if workgraph_id is not None:
         owners.append(actions.c.WorkgraphID == workgraph_id)
+    workgraphs = list(workgraph_ids)
+    if workgraphs:
+        owners.append(actions.c.WorkgraphID.in_(workgraphs))
     wanted = list(transformation_ids)
     if wanted:
         owners.append(actions.c.TransformationID.in_(wanted))

@@ -21,6 +21,7 @@ class FeederState(NamedTuple):
     bookmark: Any
     exhausted: bool
     held: str | None = None  # why a quota holds the feeder (execution's HeldReason)
+    updated_at: Any = None  # when execution last wrote the row (a hold's since)
 
 
 async def feeder_states_of(
@@ -31,11 +32,13 @@ async def feeder_states_of(
         return {}
     c = feeder_states.c
     rows = await conn.execute(
-        sa.select(c.TransformationID, c.Bookmark, c.Exhausted, c.HeldReason).where(
+        sa.select(c.TransformationID, c.Bookmark, c.Exhausted, c.HeldReason, c.UpdatedAt).where(
             c.TransformationID.in_(transformation_ids)
         )
     )
     return {
-        bytes(r.TransformationID): FeederState(r.Bookmark, bool(r.Exhausted), r.HeldReason)
+        bytes(r.TransformationID): FeederState(
+            r.Bookmark, bool(r.Exhausted), r.HeldReason, r.UpdatedAt
+        )
         for r in rows
     }

@@ -46,18 +46,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 from uuid import UUID
 
+from dxts.core.catalogue.scoped import FileScope, files_of
 from dxts.core.counters import TRANSFORMATION, Entity
 from dxts.core.db import Database, Isolation, db_now
-from dxts.core.errors import DxtsError
-from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederState
+from dxts.core.errors import DxtsError, PermissionDenied
+from dxts.core.lfn import FileNamespace
+from dxts.core.plugins import FileInput, Input, NoMoreInputs, Point, Registry, SetFeederState
 from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
 from dxts.core.policy import Quotas
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
+from dxts.core.states import Kind
 from dxts.execution import metrics
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
 from dxts.execution.store import feeding as db
@@ -190,12 +193,14 @@ async def run_feeder(
     transformation: ActiveTransformation,
     *,
     batch: int = FEED_BATCH,
+    namespace: FileNamespace | None = None,
     quotas: Quotas | None = None,
     owner_members: Sequence[bytes] = (),
 ) -> FeedResult:
-    """One invocation (the caller holds the feeder lock: the feeder round's `KeyedSweep`).
-    `quotas`: the policy's for the member's VO; `owner_members`: the owner's other Active
-    members (the hourly quota counts their inputs too)."""
+    """One invocation (the caller holds the feeder lock: the feeder round's `KeyedSweep`),
+    as the transformation's VO (`file_scope`). `quotas`: the policy's for the member's VO;
+    `owner_members`: the owner's other Active members (the hourly quota counts their inputs
+    too)."""
     assert transformation.feeder is not None
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         state = await db.feeder_state(conn, transformation.id)
@@ -220,6 +225,7 @@ async def run_feeder(
         pending, bookmark = [], db.KEEP
         return True
 
+    scope = file_scope(transformation, namespace or FileNamespace())
     # A feeder with nothing left to feed is not held at an allowance of 0: only its next input.
     allowed = await allowance(database, transformation, quotas or Quotas(), owner_members)
 
@@ -233,8 +239,12 @@ async def run_feeder(
         feeder_state=state.bookmark if isinstance(state.bookmark, dict) else None,
     )
     try:
-        async for item in stream:
+        async for item in scoped(stream, scope):
             if isinstance(item, Input):
+                if isinstance(item, FileInput) and scope is not None:
+                    problem = scope.refusal([item.lfn])
+                    if problem is not None:
+                        raise PermissionDenied(problem)
                 if allowed.inputs is not None and result.inserted + len(pending) >= allowed.inputs:
                     # At the limit: what is pending may hold inputs already there (a feeder
                     # resumed from an older bookmark yields them again), so commit it and count
@@ -269,6 +279,32 @@ async def run_feeder(
         log.info("feeder %s of %s is exhausted", transformation.feeder, _tid(transformation))
     metrics.RUN_SECONDS.labels(point="Feeder").observe(time.perf_counter() - started)
     return result
+
+
+def file_scope(transformation: ActiveTransformation, namespace: FileNamespace) -> FileScope | None:
+    """Whose files the transformation's feeder may yield: its VO's, and the shared ones too
+    when it only reads them (compute); a data member replicates or removes what it is fed, so
+    it is fed its VO's own files only. None for a transformation of no VO (none is listed so)."""
+    if not transformation.vo:
+        return None
+    return FileScope(transformation.vo, namespace, write=transformation.kind is Kind.DATA)
+
+
+async def scoped(stream: AsyncIterator[Any], scope: FileScope | None) -> AsyncIterator[Any]:
+    """The feeder's items, each produced with `scope` set (`files_of`): the catalogue the
+    feeder is injected with answers only with the files the scope may use."""
+    while True:
+        if scope is None:
+            item = await anext(stream, _END)
+        else:
+            with files_of(scope):
+                item = await anext(stream, _END)
+        if item is _END:
+            return
+        yield item
+
+
+_END = object()
 
 
 async def _commit(

@@ -33,6 +33,7 @@ from dxts.core.catalogue import FileCatalogue
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import new_id
 from dxts.core.kernel.sweeps import KeyedSweep, Pacing, Sweep
+from dxts.core.lfn import FileNamespace
 from dxts.core.locks import LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
@@ -73,6 +74,7 @@ class FeedAndPack:
         self.locks = locks
         self.snapshot = snapshot
         self.settings = settings
+        self.namespace = FileNamespace()  # whose files each transformation may be fed
         self.feeders = keyed(LockKind.FEEDER, locks, settings.sweep_concurrency)
         self.packers = keyed(LockKind.PACKER, locks, settings.sweep_concurrency)
         self._lock_rows: set[bytes] = set()  # outputs whose watermark lock row is there
@@ -95,6 +97,7 @@ class FeedAndPack:
                 self.registry,
                 r,
                 batch=self.settings.feed_batch,
+                namespace=self.namespace,
                 quotas=self.policy.for_vo(r.vo).quotas,
                 owner_members=owned.get((r.vo, r.owner_sub), ()),
             ),

@@ -1,0 +1,133 @@
+"""What definition reads of execution's Parcels and Inputs to tell whether a member needs a
+person (`logic.attention`): each member's last ended parcels (the failed-parcel rate, lost
+parcels, the last progress) and since when its Problematic inputs wait.
+
+Both are bounded reads on execution's (TransformationID, Status) indexes, made when a workgraph
+or member is read: at most `window` parcels per member and status, and one grouped row per
+member with Problematic inputs. Execution alone writes the rows; the reads are declared in
+tests/test_ownership.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dxts.core.schema.execution import inputs, parcels
+from dxts.core.states import InputStatus, ParcelStatus
+
+# The parcel statuses that end an attempt with a verdict (Cancelled is an operator's choice).
+ENDED = (ParcelStatus.DONE, ParcelStatus.PARTIALLY_DONE, ParcelStatus.FAILED)
+# Members per statement: each contributes one sub-select per ended status.
+MEMBERS_PER_READ = 40
+# Where execution keeps a failed parcel's words in Parcels.Annotations (`parcel_annotations`):
+# the recorded reason, and the stored outcome's failure (`dxts.core.adaptor.codec`).
+REASON = "reason"
+OUTCOME = "outcome"
+FAILURE = "failure"
+TOOL_MESSAGE = "tool_message"
+CLASS = "class"
+
+
+@dataclass(frozen=True)
+class EndedParcel:
+    """An ended parcel; a failed one with its reason: the tool's own line when the backend
+    reported one (the failure taxonomy), else the recorded reason, and its failure class."""
+
+    parcel_id: bytes
+    status: str
+    backend: str | None
+    completed_at: datetime | None
+    reason: str = ""
+    failure_class: str = ""
+
+
+async def last_ended_parcels(
+    conn: AsyncConnection, transformation_ids: Sequence[bytes], window: int
+) -> dict[bytes, list[EndedParcel]]:
+    """Per member, its last `window` ended parcels (newest first, by creation: ParcelIDs are
+    UUIDv7), a failed one with its reason. One statement per `MEMBERS_PER_READ` members for the
+    parcels, one for the failed ones' reasons."""
+    c = parcels.c
+    found: dict[bytes, list[EndedParcel]] = {}
+    failed: list[bytes] = []
+    rows: list[sa.Row[Any]] = []
+    for start in range(0, len(transformation_ids), MEMBERS_PER_READ):
+        chunk = transformation_ids[start : start + MEMBERS_PER_READ]
+        parts = [
+            sa.select(c.TransformationID, c.ParcelID, c.Status, c.Backend, c.CompletedAt)
+            .where(c.TransformationID == tid, c.Status == status.value)
+            .order_by(c.ParcelID.desc())
+            .limit(window)
+            .subquery()
+            for tid in chunk
+            for status in ENDED
+        ]
+        rows.extend(await conn.execute(sa.union_all(*(sa.select(part) for part in parts))))
+    for row in rows:
+        parcel_id = bytes(row.ParcelID)
+        if row.Status == ParcelStatus.FAILED:
+            failed.append(parcel_id)
+        found.setdefault(bytes(row.TransformationID), []).append(
+            EndedParcel(parcel_id, row.Status, row.Backend, row.CompletedAt)
+        )
+    reasons = await _reasons(conn, failed)
+    return {
+        tid: sorted(
+            (
+                replace(p, reason=reasons[p.parcel_id][0], failure_class=reasons[p.parcel_id][1])
+                if p.parcel_id in reasons
+                else p
+                for p in ended
+            ),
+            key=lambda p: p.parcel_id,
+            reverse=True,
+        )[:window]
+        for tid, ended in found.items()
+    }
+
+
+async def _reasons(conn: AsyncConnection, parcel_ids: list[bytes]) -> dict[bytes, tuple[str, str]]:
+    """Per failed parcel, (its reason, its failure class) from its annotations."""
+    if not parcel_ids:
+        return {}
+    c = parcels.c
+    rows = await conn.execute(
+        sa.select(c.ParcelID, c.Annotations).where(c.ParcelID.in_(parcel_ids))
+    )
+    return {bytes(r.ParcelID): _reason(r.Annotations) for r in rows}
+
+
+def _reason(annotations: Any) -> tuple[str, str]:
+    """The tool's own line (`outcome.failure.tool_message`) when there is one, else the
+    recorded reason; and the failure class ("" when none was reported)."""
+    if not isinstance(annotations, dict):
+        return "", ""
+    outcome = annotations.get(OUTCOME)
+    failure = outcome.get(FAILURE) if isinstance(outcome, dict) else None
+    failure = failure if isinstance(failure, dict) else {}
+    said = str(failure.get(TOOL_MESSAGE) or annotations.get(REASON) or "")
+    return said, str(failure.get(CLASS) or "")
+
+
+async def problematic_since(
+    conn: AsyncConnection, transformation_ids: Sequence[bytes]
+) -> dict[bytes, datetime]:
+    """Per member with Problematic inputs, when the oldest of them became so (one statement)."""
+    if not transformation_ids:
+        return {}
+    c = inputs.c
+    rows = await conn.execute(
+        sa.select(c.TransformationID, sa.func.min(c.UpdatedAt).label("since"))
+        .where(
+            c.TransformationID.in_(transformation_ids),
+            c.Status == InputStatus.PROBLEMATIC.value,
+        )
+        .group_by(c.TransformationID)
+    )
+    return {bytes(r.TransformationID): r.since for r in rows}
