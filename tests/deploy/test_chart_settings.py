@@ -79,6 +79,7 @@ UNSET_ON_PURPOSE: dict[str, tuple[str, str | None]] = {
     "DXTS_NULL_USAGE": ("unset, the null adaptor reports no usage (as a real backend may)", None),
     "DXTS_NULL_RETAIN_S": ("unset, the null adaptor remembers every job it accepted", None),
     "DXTS_TLS_SERVER_NAME": ("the certificate names every component's Service", None),
+    "DXTS_DISPATCH_VO_IN_FLIGHT_CAP": ("no cap unless dispatcher.voInFlightCap is set", None),
 }
 # The null adaptor calls the dispatcher only when it pushes its reports.
 PUSH_ONLY = {"DXTS_DISPATCHER_ADDRESS", "DXTS_SERVICE_TOKEN_FILE"}

@@ -8,10 +8,22 @@ A tool whose document names its own `stderr:` file keeps it; everything else cwl
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
 TOOL_STDERR_VARIABLE = "DXTS_TOOL_STDERR"
+
+
+class _SharedStderr(io.FileIO):
+    """The tools' stderr file, shared by every step of a workflow: cwltool closes the stream it
+    gave a tool once the tool ends, which would leave the next step a closed file."""
+
+    def close(self) -> None:
+        self.flush()
+
+    def close_at_end(self) -> None:
+        super().close()
 
 
 def main() -> int:
@@ -24,10 +36,13 @@ def main() -> int:
     if not path:
         return cwltool.main()
     args = arg_parser().parse_args(sys.argv[1:])
-    with open(path, "ab") as tool_stderr:
+    tool_stderr = _SharedStderr(path, "a")
+    try:
         context = RuntimeContext(vars(args))
         context.default_stderr = tool_stderr
         return cwltool.main(args=args, runtimeContext=context)
+    finally:
+        tool_stderr.close_at_end()
 
 
 if __name__ == "__main__":
