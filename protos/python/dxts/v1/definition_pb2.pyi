@@ -41,6 +41,7 @@ class Workgraph(_message.Message):
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     HALTED_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     type: _builtins.str
     status: _common_pb2.WorkgraphStatus.ValueType
@@ -51,6 +52,8 @@ class Workgraph(_message.Message):
     hooks_json: _builtins.str
     halted: _builtins.bool
     """Halted (HaltWorkgraph): execution stops packers and hooks and writes off waiting inputs."""
+    handle: _builtins.str
+    """The short name a person types: "wg-42" (see ResolveName)."""
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -68,10 +71,11 @@ class Workgraph(_message.Message):
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         halted: _builtins.bool = ...,
+        handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "halted", b"halted", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "halted", b"halted", "handle", b"handle", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -106,6 +110,7 @@ class Transformation(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     HALTED_FIELD_NUMBER: _builtins.int
     REQUIREMENTS_TEMPLATE_JSON_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
     transformation_id: _builtins.str
     workgraph_id: _builtins.str
     """Empty for a standalone transformation."""
@@ -139,6 +144,8 @@ class Transformation(_message.Message):
     """The requirements template itself (RequirementsTemplateID's content): filled only by
     ListActiveTransformations.
     """
+    handle: _builtins.str
+    """The short name a person types: "wg-42/Reco" for a workgraph's member, else "t-7"."""
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TransformationOutput]: ...
     @_builtins.property
@@ -175,10 +182,11 @@ class Transformation(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         halted: _builtins.bool = ...,
         requirements_template_json: _builtins.str = ...,
+        handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "handle", b"handle", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1945,3 +1953,56 @@ class SubmitJobResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SubmitJobResponse: _TypeAlias = SubmitJobResponse  # noqa: Y015
+
+@_typing.final
+class ResolveNameRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """A handle (wg-42, wg-42/Reco, t-7), a full id, a prefix of at least 4 of an id's hex
+    digits, or WG/STEP (WG itself any of the workgraph's names).
+    """
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveNameRequest: _TypeAlias = ResolveNameRequest  # noqa: Y015
+
+@_typing.final
+class ResolveNameResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"workgraph" or "transformation"."""
+    id: _builtins.str
+    """The full id."""
+    handle: _builtins.str
+    workgraph_id: _builtins.str
+    """The member's workgraph; empty for a workgraph or a standalone transformation."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        id: _builtins.str = ...,
+        handle: _builtins.str = ...,
+        workgraph_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["handle", b"handle", "id", b"id", "kind", b"kind", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveNameResponse: _TypeAlias = ResolveNameResponse  # noqa: Y015

@@ -40,6 +40,10 @@ class ExecutionServiceStub:
     ListParcels: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListParcelsRequest, _execution_pb2.ListParcelsResponse]
     GetParcel: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetParcelRequest, _execution_pb2.GetParcelResponse]
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+    ResolveParcelName: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ResolveParcelNameRequest, _execution_pb2.ResolveParcelNameResponse]
+    """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+    of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+    """
     Provenance: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]
     """Which parcel produced a file, from which inputs, and so on upstream."""
     ListDescendants: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]
@@ -76,6 +80,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     ListParcels: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListParcelsRequest, _execution_pb2.ListParcelsResponse]  # type: ignore[assignment]
     GetParcel: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetParcelRequest, _execution_pb2.GetParcelResponse]  # type: ignore[assignment]
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+    ResolveParcelName: _aio.UnaryUnaryMultiCallable[_execution_pb2.ResolveParcelNameRequest, _execution_pb2.ResolveParcelNameResponse]  # type: ignore[assignment]
+    """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+    of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+    """
     Provenance: _aio.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]  # type: ignore[assignment]
     """Which parcel produced a file, from which inputs, and so on upstream."""
     ListDescendants: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]  # type: ignore[assignment]
@@ -133,6 +141,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.GetParcelResponse, _abc.Awaitable[_execution_pb2.GetParcelResponse]]:
         """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+
+    @_abc_1.abstractmethod
+    def ResolveParcelName(
+        self,
+        request: _execution_pb2.ResolveParcelNameRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ResolveParcelNameResponse, _abc.Awaitable[_execution_pb2.ResolveParcelNameResponse]]:
+        """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+        of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+        """
 
     @_abc_1.abstractmethod
     def Provenance(

@@ -66,6 +66,7 @@ def workgraph_pb(view: queries.WorkgraphView) -> definition_pb2.Workgraph:
         transformation_ids=[id_to_str(t) for t in view.transformation_ids],
         updated_at=to_timestamp(view.updated_at),
         halted=view.halted,
+        handle=view.handle,
     )
 
 
@@ -105,6 +106,7 @@ def transformation_pb(view: queries.TransformationView) -> definition_pb2.Transf
         updated_at=to_timestamp(view.updated_at),
         halted=view.halted,
         requirements_template_json=json_text(view.requirements_template),
+        handle=view.handle,
     )
 
 

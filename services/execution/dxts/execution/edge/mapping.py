@@ -54,8 +54,8 @@ def input_pb(record: InputRecord) -> execution_pb2.Input:
     )
 
 
-def parcel_pb(record: ParcelRecord) -> execution_pb2.Parcel:
-    """A parcel as the contract's Parcel."""
+def parcel_pb(record: ParcelRecord, handle: str = "") -> execution_pb2.Parcel:
+    """A parcel as the contract's Parcel, with its handle when the caller read it."""
     return execution_pb2.Parcel(
         parcel_id=id_text(record.parcel_id),
         transformation_id=id_text(record.transformation_id),
@@ -65,6 +65,7 @@ def parcel_pb(record: ParcelRecord) -> execution_pb2.Parcel:
         annotations_json=json_text(record.annotations),
         updated_at=to_timestamp(record.updated_at),
         completed_at=to_timestamp(record.completed_at),
+        handle=handle,
     )
 
 
