@@ -439,6 +439,7 @@ class Conformance:
         _expect(outcome.parcel_id == parcel.parcel_id, "the outcome names another parcel")
         return f"a parcel in flight across a restart kept its identifier, ended {_result(outcome)}"
 
+
 async def check_adaptor(target: Target, *, timeout_s: float = 120.0) -> list[Verdict]:
     """Every property's verdict, in order."""
     conformance = Conformance(target, timeout_s)

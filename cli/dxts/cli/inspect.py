@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from dxts.cli.client import Clients, run
 from dxts.cli.names import entity, member_id
+from dxts.cli.names import parcel_id as resolve_parcel
 from dxts.cli.output import (
     Output,
     OutputOption,
@@ -91,7 +92,8 @@ def workgraph_reasons(view: WorkgraphView) -> list[str]:
     """Every reason the workgraph is where it is, the workgraph's own first."""
     w = view.workgraph
     reasons = [
-        f"workgraph {w.workgraph_id} is {view.status.value}" + (" (halted)" if w.halted else "")
+        f"workgraph {w.handle or w.workgraph_id} is {view.status.value}"
+        + (" (halted)" if w.halted else "")
     ]
     reasons.extend(_own_reasons(view))
     for member in view.members:
@@ -117,7 +119,7 @@ def _own_reasons(view: WorkgraphView) -> list[str]:
     status = view.status
     reasons = []
     if status is WorkgraphStatus.NEW:
-        reasons.append(f"it has not been started: dxts start {w.workgraph_id}")
+        reasons.append(f"it has not been started: dxts start {w.handle or w.workgraph_id}")
     for action in view.approving:
         if action.result == common_pb2.ACTION_RESULT_FAILED:
             reasons.append(
@@ -142,7 +144,7 @@ def _own_reasons(view: WorkgraphView) -> list[str]:
 
 def member_reasons(view: WorkgraphView, member: MemberView) -> list[str]:
     t = member.transformation
-    who = f"{t.step} ({t.transformation_id})"
+    who = t.handle or f"{t.step} ({t.transformation_id})"
     if member.status in ENDED_MEMBERS:
         return [f"{who} is {member.status}"]
     reasons = [f"{who} is {member.status}"]
@@ -168,12 +170,15 @@ def _drain_lines(view: WorkgraphView, member: MemberView) -> list[str]:
     problematic = InputStatus.PROBLEMATIC.value
     lines = []
     if any(r.kind == "status" and r.state == TransformationStatus.PAUSED.value for r in held):
-        lines.append(f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
+        lines.append(
+            f"  paused: its packer makes no parcels (dxts resume {t.handle or t.transformation_id})"
+        )
     for r in held:
         if r.kind == "inputs" and r.state == problematic:
             lines.append(
                 f"  {r.count} Problematic inputs wait for you: see dxts inputs "
-                f"{t.transformation_id} --status Problematic, then dxts inputs reset or write-off"
+                f"{t.handle or t.transformation_id} --status Problematic, then dxts inputs reset "
+                "or write-off"
             )
     flying = {r.state: int(r.count) for r in held if r.kind == "parcels"}
     if flying:
@@ -184,7 +189,8 @@ def _drain_lines(view: WorkgraphView, member: MemberView) -> list[str]:
     if any(r.kind == "feeder" for r in held) and t.feeder:
         lines.append(
             f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
-            f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
+            f"{t.handle or t.transformation_id}; dxts drain "
+            f"{view.workgraph.handle or view.workgraph.workgraph_id} stops feeding)"
         )
     return lines
 
@@ -205,8 +211,8 @@ def parcels(
     limit: Limit = 100,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """A member's parcels, oldest first, with their status and backend (dxts parcel ID for one
-    in full)."""
+    """A member's parcels, oldest first, with their handle, status and backend (dxts parcel
+    p-N for one in full)."""
 
     _member_items(
         ctx,
@@ -217,7 +223,7 @@ def parcels(
         listing=Listing("ListParcels", "parcels", ParcelStatus),
         headers=("parcel", "kind", "status", "backend", "updated"),
         row=lambda p: (
-            p.parcel_id,
+            p.handle or p.parcel_id,
             name(Kind, p.kind),
             name(ParcelStatus, p.status),
             p.backend or "-",
@@ -228,7 +234,9 @@ def parcels(
 
 def parcel(
     ctx: typer.Context,
-    parcel_id: Annotated[str, typer.Argument(metavar="ID", help="The parcel id.")],
+    parcel_id: Annotated[
+        str, typer.Argument(metavar="PARCEL", help="The parcel: its handle (p-10293) or id.")
+    ],
     logs: Annotated[
         bool,
         typer.Option(
@@ -247,16 +255,19 @@ def parcel(
     if logs:
         _job_logs(ctx, parcel_id, max_bytes, output)
         return
-    got = run(
-        ctx,
-        lambda c: c.execution.GetParcel(execution_pb2.GetParcelRequest(parcel_id=parcel_id)),
-    )
+
+    async def body(c: Clients) -> execution_pb2.GetParcelResponse:
+        found = await resolve_parcel(c, parcel_id)
+        return await c.execution.GetParcel(execution_pb2.GetParcelRequest(parcel_id=found))
+
+    got = run(ctx, body)
     if output is Output.JSON:
         print_json(message_dict(got))
         return
     p, outcome = got.parcel, got.outcome
     typer.echo(
-        f"parcel {p.parcel_id}: {name(Kind, p.kind)}, {name(ParcelStatus, p.status)}"
+        f"parcel {p.handle or p.parcel_id} ({p.parcel_id}): {name(Kind, p.kind)}, "
+        f"{name(ParcelStatus, p.status)}"
         + (f", member {p.transformation_id}" if p.transformation_id else ", user job")
     )
     typer.echo(f"backend   {p.backend or '-'} {got.identifier or '(not dispatched)'}")
@@ -278,12 +289,14 @@ def parcel(
 
 
 def _job_logs(ctx: typer.Context, parcel_id: str, max_bytes: int, output: Output) -> None:
-    got = run(
-        ctx,
-        lambda c: c.dispatcher.GetParcelLogs(
-            dispatcher_pb2.GetParcelLogsRequest(parcel_id=parcel_id, max_bytes=max_bytes)
-        ),
-    )
+
+    async def body(c: Clients) -> dispatcher_pb2.GetParcelLogsResponse:
+        found = await resolve_parcel(c, parcel_id)
+        return await c.dispatcher.GetParcelLogs(
+            dispatcher_pb2.GetParcelLogsRequest(parcel_id=found, max_bytes=max_bytes)
+        )
+
+    got = run(ctx, body)
     if output is Output.JSON:
         print_json(message_dict(got))
         return

@@ -1,0 +1,183 @@
+"""The tables of `dxts list` and `dxts show`, laid out to fit the terminal.
+
+At 80 columns a row is the handle (never cut), the title cut with an ellipsis, the status, the
+progress (settled inputs over all inputs, `done/total`), the attention marker and the labels
+(`campaign=2026`); the wide columns (type, owner, last update) appear only on a terminal at
+least WIDE columns wide, and the full ids are in `--output json`. Nothing wraps: a cell too long
+for its column ends in an ellipsis, so one row stays one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import JustifyMethod
+from rich.table import Table
+
+from dxts.cli.output import compact, name, when
+from dxts.core.states import Kind
+
+# A terminal this wide gets the wide columns (and still leaves the title room).
+WIDE = 140
+# Inputs that have ended (the input machine's terminal states): progress is these over all.
+SETTLED_INPUTS = ("Processed", "Split", "NotProcessed")
+MARKER = "!"
+
+
+def attention_marker(message: Any) -> str:
+    """The attention column of a workgraph or member: MARKER when it needs a person (its
+    `attention` list, where the contract carries one, is not empty), else ""."""
+    described = message.DESCRIPTOR.fields_by_name.get("attention")
+    return MARKER if described is not None and len(message.attention) else ""
+
+
+def status_text(message: Any, status: str) -> str:
+    """The status as the list shows it: "(halted)" added, and how an ended workgraph ended
+    ("Completed with 2 written off") where the contract says so (`ended_with`)."""
+    described = message.DESCRIPTOR.fields_by_name.get("ended_with")
+    ended = str(message.ended_with) if described is not None else ""
+    halted = " (halted)" if getattr(message, "halted", False) else ""
+    return f"{status} with {ended}{halted}" if ended else f"{status}{halted}"
+
+
+def annotations_of(message: Any) -> dict[str, Any]:
+    try:
+        found = json.loads(message.annotations_json or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def title(annotations: Mapping[str, Any]) -> str:
+    """What a workgraph calls itself: the document's label, else its id."""
+    return str(annotations.get("label") or annotations.get("id") or "")
+
+
+def labels_text(annotations: Mapping[str, Any]) -> str:
+    """The labels as typed with --label: "campaign=2026 site=cern"."""
+    labels = annotations.get("labels")
+    if not isinstance(labels, dict):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in labels.items())
+
+
+def progress(inputs: Iterable[Mapping[str, int]]) -> str:
+    """Settled inputs over all inputs, summed over members: "12/40"; "-" with no input yet."""
+    counted = list(inputs)
+    total = sum(sum(m.values()) for m in counted)
+    if not total:
+        return "-"
+    return f"{sum(m.get(s, 0) for m in counted for s in SETTLED_INPUTS)}/{total}"
+
+
+# Between two columns: a space of padding each side and the (blank) divider.
+GAP = 3
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    # 0: never cut (as wide as its widest cell); else its share of the width left over.
+    flex: int = 0
+    justify: JustifyMethod = "left"
+
+
+def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> Table:
+    """A borderless table of `rows` fitting `width`: the fixed columns as wide as their widest
+    cell, the flexible ones sharing what is left by their `flex` (each no wider than it needs,
+    what it does not use going to the others), every cell on one line, cut with an ellipsis."""
+    natural = [max([len(c.header)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
+    left = width - GAP * (len(columns) - 1)
+    left -= sum(n for n, c in zip(natural, columns, strict=True) if not c.flex)
+    allotted = dict(enumerate(natural))
+    flexible = sorted((i for i, c in enumerate(columns) if c.flex), key=lambda i: natural[i])
+    for position, i in enumerate(flexible):
+        weights = sum(columns[j].flex for j in flexible[position:])
+        share = max(left * columns[i].flex // weights, len(columns[i].header), 1)
+        allotted[i] = min(natural[i], share)
+        left -= allotted[i]
+    found = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for i, c in enumerate(columns):
+        found.add_column(
+            c.header,
+            no_wrap=True,
+            overflow="ellipsis",
+            justify=c.justify,
+            min_width=None if c.flex else natural[i],
+            max_width=allotted[i],
+        )
+    for row in rows:
+        found.add_row(*row)
+    return found
+
+
+def workgraph_table(
+    workgraphs: Iterable[Any],
+    statuses: Mapping[str, str],
+    inputs: Mapping[str, Mapping[str, int]],
+    *,
+    width: int,
+) -> Table:
+    """`dxts list`: one row per workgraph. `statuses` by workgraph id ("Active"), `inputs`
+    each member's input counts by status."""
+    wide = width >= WIDE
+    columns = [
+        Column("workgraph"),
+        Column("title", flex=1),
+        Column("status"),
+        Column("progress", justify="right"),
+        Column(MARKER),
+        Column("labels", flex=1),
+    ]
+    if wide:
+        columns += [Column("type"), Column("owner"), Column("updated")]
+    rows = []
+    for w in workgraphs:
+        annotations = annotations_of(w)
+        cells = [
+            w.handle or w.workgraph_id,
+            title(annotations),
+            status_text(w, statuses[w.workgraph_id]),
+            progress(inputs.get(t, {}) for t in w.transformation_ids),
+            attention_marker(w),
+            labels_text(annotations),
+        ]
+        if wide:
+            cells += [w.type, f"{w.owner_sub}@{w.vo}", when(w.updated_at)]
+        rows.append(cells)
+    return fitted(columns, rows, width)
+
+
+def member_table(members: Iterable[Any], *, width: int, actions: Any) -> Table:
+    """`dxts show`: one row per member (a MemberView): its handle, status, progress, attention,
+    feeder and parcels; wide, its kind, inputs by status and what blocks it."""
+    wide = width >= WIDE
+    columns = [
+        Column("member"),
+        Column("status"),
+        Column("progress", justify="right"),
+        Column(MARKER),
+        Column("feeder", flex=1),
+        Column("parcels", flex=2),
+    ]
+    if wide:
+        columns += [Column("kind"), Column("inputs", flex=2), Column("blocked by", flex=2)]
+    rows = []
+    for m in members:
+        t = m.transformation
+        cells = [
+            t.handle or t.step,
+            m.status,
+            progress([m.inputs]),
+            attention_marker(t) or (MARKER if m.blocked else ""),
+            f"{'on' if t.feeder_enabled else 'off'} {t.feeder or '-'}",
+            compact(m.parcels),
+        ]
+        if wide:
+            cells += [name(Kind, t.kind), compact(m.inputs), actions(m)]
+        rows.append(cells)
+    return fitted(columns, rows, width)
