@@ -75,7 +75,7 @@ def open_page(
     async def body(clients: Clients) -> str:
         return (await entity(clients, identifier))[1]
 
-    found = run(ctx, body)
+    found = run(ctx, body)  # before the one-time link: a name naming nothing fails here
     web = connection.web.rstrip("/")
     try:
         path = _sign_in_path(web, connection.token)
