@@ -186,3 +186,17 @@ async def test_open_resolves_the_name_before_asking_the_web_view(
         assert found.exit_code == 1
         assert found.stderr.startswith(f"error: cannot reach the web view at {web}")
         assert len(found.stderr.splitlines()) == 1
+
+
+async def test_list_and_show_print_handles_within_80_columns(
+    dxts: Dxts, workgraph: dict[str, str]
+) -> None:
+    listed = await dxts("list")
+    assert listed.exit_code == 0, listed.output
+    assert all(len(line) <= 80 for line in listed.stdout.splitlines()), listed.stdout
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith(workgraph["handle"])]
+    assert row.split()[-3:] == ["New", "0/0" if "0/0" in row else "-", "campaign=2026"]
+    shown = await dxts("show", workgraph["handle"])
+    assert shown.exit_code == 0, shown.output
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines()), shown.stdout
+    assert "labels campaign=2026" in shown.stdout

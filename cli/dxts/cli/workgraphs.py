@@ -382,7 +382,7 @@ def show(
     from dxts.cli.inspect import holding  # `why`'s reasons (inspect builds on this module)
 
     for reason in holding(view):
-        console.print(f"why: {reason}", soft_wrap=True)
+        console.print(f"why: {reason}", markup=False)  # wrapped at the terminal's width
     member_actions = _action_table(view)
     if member_actions is not None:
         console.print(member_actions)
