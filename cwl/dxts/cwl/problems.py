@@ -47,6 +47,7 @@ class Kind(StrEnum):
     EXPRESSION_TOOL = "expression-tool"
     SCATTER = "scatter"
     WHEN = "when"
+    ENDLESS_FEEDER = "endless-feeder"
 
 
 @dataclass(frozen=True)
