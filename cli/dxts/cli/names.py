@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dxts.cli.client import Clients
 from dxts.core.errors import InvalidArgument
-from dxts.v1 import definition_pb2, execution_pb2
+from dxts.v1 import definition_pb2
 
 
 async def resolve(clients: Clients, text: str, *, field: str) -> definition_pb2.ResolveNameResponse:
@@ -56,6 +56,8 @@ async def entity(clients: Clients, text: str) -> tuple[str, str]:
 
 async def parcel_id(clients: Clients, text: str, *, field: str = "PARCEL") -> str:
     """The parcel id of a parcel's name (p-10293, its id, or a prefix of it)."""
+    from dxts.v1 import execution_pb2  # the parcel verbs only
+
     try:
         found = await clients.execution.ResolveParcelName(
             execution_pb2.ResolveParcelNameRequest(name=text)

@@ -29,7 +29,6 @@ from dxts.cwl.analysis import (
     analyse,
     expression_tool_warning,
 )
-from dxts.cwl.endless import endless_feeders
 from dxts.cwl.hints import check_hint
 from dxts.cwl.loading import LoadedDocument
 from dxts.cwl.plugins import PluginCatalogue
@@ -101,7 +100,6 @@ def validate(
             allow_unknown_plugins=allow_unknown_plugins,
             malformed={p.path for p in schema_problems},
         )
-    problems += endless_feeders(analysis)
     return Validated(document, analysis, problems)
 
 
