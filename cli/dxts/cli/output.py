@@ -11,14 +11,14 @@ import json
 from collections.abc import Iterable
 from datetime import UTC
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
     from google.protobuf.timestamp_pb2 import Timestamp
+    from rich.console import Console
     from rich.table import Table
 
 from dxts.core import states
@@ -36,7 +36,29 @@ OutputOption = Annotated[
     Output, typer.Option("--output", "-o", help="text (tables) or json (for scripts).")
 ]
 
-console = Console(highlight=False)
+
+class _OnFirstUse:
+    """rich's Console, made when first printed to: the commands that print plain lines (`dxts
+    list`) never import it (rich.console is most of a hundred modules)."""
+
+    _made: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            from rich.console import Console
+
+            self._made = Console(highlight=False)
+        return getattr(self._made, name)
+
+
+console = cast("Console", _OnFirstUse())
+
+
+def terminal_width() -> int:
+    """The terminal's width (COLUMNS when set; 80 when not a terminal), as rich would take it."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
 
 
 def table(*headers: str, whole: tuple[int, ...] = (0,)) -> Table:

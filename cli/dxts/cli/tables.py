@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from rich import box
-from rich.console import JustifyMethod
-from rich.table import Table
+from rich.cells import cell_len, set_cell_size
 
 from dxts.cli.output import compact, name, when
 from dxts.core.states import Kind
@@ -26,6 +24,7 @@ WIDE = 140
 # Inputs that have ended (the input machine's terminal states): progress is these over all.
 SETTLED_INPUTS = ("Processed", "Split", "NotProcessed")
 MARKER = "!"
+ELLIPSIS = "…"
 
 
 def attention_marker(message: Any) -> str:
@@ -83,36 +82,45 @@ class Column:
     header: str
     # 0: never cut (as wide as its widest cell); else its share of the width left over.
     flex: int = 0
-    justify: JustifyMethod = "left"
+    justify: Literal["left", "right"] = "left"
 
 
-def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> Table:
-    """A borderless table of `rows` fitting `width`: the fixed columns as wide as their widest
-    cell, the flexible ones sharing what is left by their `flex` (each no wider than it needs,
-    what it does not use going to the others), every cell on one line, cut with an ellipsis."""
-    natural = [max([len(c.header)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
+def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> str:
+    """`rows` under their headers and a rule, fitting `width`: the fixed columns as wide as their
+    widest cell, the flexible ones sharing what is left by their `flex` (each no wider than it
+    needs, what it does not use going to the others), every cell on one line, cut with an
+    ellipsis. Widths are terminal cells (a wide character counts two). Plain text: printing it
+    needs no more of rich than its cell widths, which keeps `dxts list` quick to start."""
+    natural = [
+        max([cell_len(c.header)] + [cell_len(row[i]) for row in rows])
+        for i, c in enumerate(columns)
+    ]
     left = width - GAP * (len(columns) - 1)
     left -= sum(n for n, c in zip(natural, columns, strict=True) if not c.flex)
-    allotted = dict(enumerate(natural))
+    allotted = list(natural)
     flexible = sorted((i for i, c in enumerate(columns) if c.flex), key=lambda i: natural[i])
     for position, i in enumerate(flexible):
         weights = sum(columns[j].flex for j in flexible[position:])
-        share = max(left * columns[i].flex // weights, len(columns[i].header), 1)
+        share = max(left * columns[i].flex // weights, cell_len(columns[i].header), 1)
         allotted[i] = min(natural[i], share)
         left -= allotted[i]
-    found = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for i, c in enumerate(columns):
-        found.add_column(
-            c.header,
-            no_wrap=True,
-            overflow="ellipsis",
-            justify=c.justify,
-            min_width=None if c.flex else natural[i],
-            max_width=allotted[i],
+
+    def line(cells: Sequence[str]) -> str:
+        shown = (
+            _cell(text, allotted[i], right=columns[i].justify == "right")
+            for i, text in enumerate(cells)
         )
-    for row in rows:
-        found.add_row(*row)
-    return found
+        return (" " * GAP).join(shown).rstrip()
+
+    rule = "─" * (sum(allotted) + GAP * (len(columns) - 1))
+    return "\n".join([line([c.header for c in columns]), rule, *(line(row) for row in rows)])
+
+
+def _cell(text: str, width: int, *, right: bool) -> str:
+    if cell_len(text) > width:
+        text = set_cell_size(text, width - 1) + ELLIPSIS
+    padding = " " * (width - cell_len(text))
+    return padding + text if right else text + padding
 
 
 def workgraph_table(
@@ -121,7 +129,7 @@ def workgraph_table(
     inputs: Mapping[str, Mapping[str, int]],
     *,
     width: int,
-) -> Table:
+) -> str:
     """`dxts list`: one row per workgraph. `statuses` by workgraph id ("Active"), `inputs`
     each member's input counts by status."""
     wide = width >= WIDE
@@ -152,7 +160,7 @@ def workgraph_table(
     return fitted(columns, rows, width)
 
 
-def member_table(members: Iterable[Any], *, width: int, actions: Any) -> Table:
+def member_table(members: Iterable[Any], *, width: int, actions: Any) -> str:
     """`dxts show`: one row per member (a MemberView): its handle, status, progress, attention,
     feeder and parcels; wide, its kind, inputs by status and what blocks it."""
     wide = width >= WIDE

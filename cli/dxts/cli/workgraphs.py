@@ -26,6 +26,7 @@ from dxts.cli.output import (
     parse_enum,
     print_json,
     table,
+    terminal_width,
     when,
 )
 from dxts.core.errors import InvalidArgument
@@ -39,7 +40,6 @@ from dxts.core.states import (
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
 
 if TYPE_CHECKING:
-    from rich.table import Table
     from rich.tree import Tree
 
 # `dxts watch` ends with one of these (1 and 2 are every command's: failed call, bad usage).
@@ -179,7 +179,7 @@ def list_workgraphs(
     from dxts.cli.tables import workgraph_table
 
     statuses = {w.workgraph_id: name(WorkgraphStatus, w.status) for w in found}
-    console.print(workgraph_table(found, statuses, inputs, width=console.width))
+    typer.echo(workgraph_table(found, statuses, inputs, width=terminal_width()))
 
 
 # GetCounts' limit on ids per request.
@@ -372,10 +372,10 @@ def show(
         line(f"approving #{action.action_id} {action.action}: {result} {action.message}")
     for action in view.blocked_by:
         line(f"blocked by {_action_text(action)}")
-    console.print(
+    typer.echo(
         member_table(
             view.members,
-            width=console.width,
+            width=terminal_width(),
             actions=lambda m: "; ".join(_action_text(a) for a in m.blocked_by),
         )
     )
@@ -385,7 +385,7 @@ def show(
         console.print(f"why: {reason}", markup=False)  # wrapped at the terminal's width
     member_actions = _action_table(view)
     if member_actions is not None:
-        console.print(member_actions)
+        typer.echo(member_actions)
     console.print(
         f"A member is named as {named}/STEP; an action by its number (dxts force 27 passed)."
     )
@@ -395,7 +395,7 @@ def show(
 CLEAN_UP_STATES = frozenset({"Archiving", "Cancelling"})
 
 
-def _action_table(view: WorkgraphView) -> Table | None:
+def _action_table(view: WorkgraphView) -> str | None:
     from dxts.cli.tables import Column, fitted
 
     columns = [Column("action"), Column("member"), Column("state"), Column("check", flex=1)]
@@ -415,7 +415,7 @@ def _action_table(view: WorkgraphView) -> Table | None:
                     a.message,
                 ]
             )
-    return fitted(columns, rows, console.width) if rows else None
+    return fitted(columns, rows, terminal_width()) if rows else None
 
 
 # -- watch --------------------------------------------------------------------------------------
