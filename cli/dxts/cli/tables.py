@@ -83,6 +83,8 @@ class Column:
     # 0: never cut (as wide as its widest cell); else its share of the width left over.
     flex: int = 0
     justify: Literal["left", "right"] = "left"
+    # A flexible column's width when it is cut: never less than this.
+    least: int = 0
 
 
 def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> str:
@@ -101,7 +103,9 @@ def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int)
     flexible = sorted((i for i, c in enumerate(columns) if c.flex), key=lambda i: natural[i])
     for position, i in enumerate(flexible):
         weights = sum(columns[j].flex for j in flexible[position:])
-        share = max(left * columns[i].flex // weights, cell_len(columns[i].header), 1)
+        share = max(
+            left * columns[i].flex // weights, cell_len(columns[i].header), columns[i].least, 1
+        )
         allotted[i] = min(natural[i], share)
         left -= allotted[i]
 
@@ -133,10 +137,14 @@ def workgraph_table(
     """`dxts list`: one row per workgraph. `statuses` by workgraph id ("Active"), `inputs`
     each member's input counts by status."""
     wide = width >= WIDE
+    shown = list(workgraphs)
+    # A status is never cut before its state's name ("Completed" of "Completed with 2 written
+    # off").
+    states = max((cell_len(statuses[w.workgraph_id]) for w in shown), default=0)
     columns = [
         Column("workgraph"),
         Column("title", flex=1),
-        Column("status"),
+        Column("status", flex=1, least=states),
         Column("progress", justify="right"),
         Column(MARKER),
         Column("labels", flex=1),
@@ -144,7 +152,7 @@ def workgraph_table(
     if wide:
         columns += [Column("type"), Column("owner"), Column("updated")]
     rows = []
-    for w in workgraphs:
+    for w in shown:
         annotations = annotations_of(w)
         cells = [
             w.handle or w.workgraph_id,
