@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from datetime import UTC
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -37,21 +37,19 @@ OutputOption = Annotated[
 ]
 
 
-class _OnFirstUse:
-    """rich's Console, made when first printed to: the commands that print plain lines (`dxts
-    list`) never import it (rich.console is most of a hundred modules)."""
-
-    _made: Console | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            from rich.console import Console
-
-            self._made = Console(highlight=False)
-        return getattr(self._made, name)
+if TYPE_CHECKING:
+    console: Console
 
 
-console = cast("Console", _OnFirstUse())
+def __getattr__(name: str) -> Any:
+    """`console`, rich's Console, made when first imported or used: the commands that print
+    plain lines (`dxts list`) never import rich.console (most of a hundred modules)."""
+    if name == "console":
+        from rich.console import Console
+
+        made = globals()["console"] = Console(highlight=False)
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def terminal_width() -> int:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from dxts.cli import output as output_module
 from dxts.cli.client import Clients, request_id, run
 from dxts.cli.names import entity, resolve
 from dxts.cli.names import workgraph_id as resolve_workgraph
@@ -18,7 +19,6 @@ from dxts.cli.output import (
     Output,
     OutputOption,
     compact,
-    console,
     counts,
     labels,
     message_dict,
@@ -106,7 +106,7 @@ def submit(
     for warning in reply.warnings:
         typer.echo(f"warning  {warning.code}  {warning.path or '.'}  {warning.message}", err=True)
     if dry_run:
-        console.print(_plan_tree(document, reply))
+        output_module.console.print(_plan_tree(document, reply))
     else:
         typer.echo(reply.workgraph_id)
 
@@ -360,7 +360,7 @@ def show(
 
     def line(text: str) -> None:
         """One line, cut with an ellipsis at the terminal's edge."""
-        console.print(text, no_wrap=True, overflow="ellipsis", markup=False)
+        output_module.console.print(text, no_wrap=True, overflow="ellipsis", markup=False)
 
     line(
         f"{named} {title(annotations)} — {status_text(w, view.status.value)} — {w.type}, "
@@ -382,11 +382,11 @@ def show(
     from dxts.cli.inspect import holding  # `why`'s reasons (inspect builds on this module)
 
     for reason in holding(view):
-        console.print(f"why: {reason}", markup=False)  # wrapped at the terminal's width
+        output_module.console.print(f"why: {reason}", markup=False)  # wrapped at the width
     member_actions = _action_table(view)
     if member_actions is not None:
         typer.echo(member_actions)
-    console.print(
+    output_module.console.print(
         f"A member is named as {named}/STEP; an action by its number (dxts force 27 passed)."
     )
 
@@ -446,7 +446,7 @@ def watch(
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}"),
-            console=console,
+            console=output_module.console,
             disable=output is Output.JSON,
         ) as progress:
             bars: dict[str, Any] = {}
@@ -478,7 +478,7 @@ def watch(
     if output is Output.JSON:
         print_json({**view.as_json(), "exit": code})
     else:
-        console.print(_ending_line(view, code))
+        output_module.console.print(_ending_line(view, code))
     raise typer.Exit(code)
 
 
@@ -578,7 +578,7 @@ def logs(
             entry.author,
             entry.message,
         )
-    console.print(rows)
+    output_module.console.print(rows)
 
 
 def _status_change(entry: accounting_pb2.LogEntry) -> str:
