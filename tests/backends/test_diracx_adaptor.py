@@ -20,8 +20,11 @@ from diracx_fixture import DiracXServer, TestPilot, running_diracx
 from dxts.backends.diracx.logic import jdl
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXPolicy
+from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.adaptor.model import (
     ComputePayload,
+    Failure,
+    FailureClass,
     Outcome,
     OutcomeResult,
     ProcessDocument,
@@ -210,8 +213,20 @@ async def test_a_failing_payload_ends_failed_with_diracx_status_and_the_reason(
     assert outcome.result == OutcomeResult.FAILED
     assert outcome.backend_status.startswith("Failed: Application Finished With Errors")
     assert f"DiracX job {run.job_id} Failed" in outcome.message
-    assert "the CWL runner exited with" in outcome.message and "broken tool" in outcome.message
+    assert outcome.message.endswith("the tool exited with 3: broken tool")
     assert outcome.exit_code == 3  # the tool's, not the runner's nor the job's
+
+
+async def test_a_failing_tool_s_class_and_own_line_come_back_from_the_worker(
+    adaptor: DiracXAdaptor, pilot: TestPilot
+) -> None:
+    marked = "Exception in thread main: java.lang.IllegalStateException: no beam energy"
+    (result,) = await submit(adaptor, FAILING_TOOL, parcel({"script": failing_script(marked, 4)}))
+    await pilot.run_waiting()
+    outcome = await poll_one(adaptor, result.identifier)
+    assert outcome.result == OutcomeResult.FAILED
+    assert outcome.failure == Failure(FailureClass.APPLICATION_ERROR, tool_message=marked)
+    assert outcome.exit_code == 4
 
 
 async def test_a_cancelled_parcel_is_killed_in_diracx_and_ends_cancelled(
@@ -280,6 +295,7 @@ async def test_jobs_stalled_or_deleted_in_diracx_are_reported_lost(
     gone = await poll_one(adaptor, deleted_result.identifier)
     assert gone.result == OutcomeResult.FAILED
     assert gone.message.startswith(f"lost: DiracX job {deleted_job} Deleted")
+    assert lost.failure == gone.failure == Failure(FailureClass.LOST)
 
 
 async def test_a_crash_between_diracx_accepting_and_the_adaptor_recording_makes_one_job(

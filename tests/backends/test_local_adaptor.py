@@ -18,6 +18,7 @@ from dxts.backends.edge.servicer import adaptor_service
 from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.runner.cwl import payload_exit_code
+from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.errors import NotFound
 from dxts.core.grpc import DevKeys, GrpcServer, channel
@@ -229,6 +230,46 @@ async def test_a_tool_that_exits_non_zero_is_a_failure(harness: Harness) -> None
         await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier="never-given"))
 
 
+def failing_script_stderr(marked: str) -> str:
+    noise = [f"step {n} of the work: going fine" for n in range(25)]
+    return "\n".join([*noise, marked, *noise, ""])
+
+
+async def test_a_failing_tool_is_classified_with_its_own_line(harness: Harness) -> None:
+    marked = "ERROR: calibration constant 17 missing for run 4411"
+    parcel = submission({"script": failing_script(marked, 5)})
+    (result,) = await harness.submit(compute_payload(FAILING_TOOL), parcel)
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_APPLICATION_ERROR
+    assert outcome.exit_code == 5
+    assert outcome.failure.tool_message == marked  # not the runner's banner, nor its log
+    assert outcome.message == f"the tool exited with 5: {marked}"
+    # The full streams stay available: the runner's log, then the tool's stderr.
+    logs = (
+        await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
+    ).logs
+    assert logs.stderr.startswith("==> runner.log <==\nINFO ")
+    assert logs.stderr.endswith("==> tool.stderr <==\n" + failing_script_stderr(marked))
+
+
+async def test_a_tool_killed_by_a_signal_and_a_broken_document_have_their_classes(
+    harness: Harness,
+) -> None:
+    killed = submission({"script": "echo 'about to die' >&2; kill -9 $$"})
+    broken = {**FAILING_TOOL, "inputs": {"script": {"type": "NoSuchType"}}}
+    (first,) = await harness.submit(compute_payload(FAILING_TOOL), killed)
+    (second,) = await harness.submit(compute_payload(broken), submission({"script": "x"}))
+    outcome = await harness.outcome(first.identifier)
+    assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_KILLED
+    assert outcome.failure.tool_message == "about to die"
+    assert outcome.message == "the tool was killed by SIGKILL: about to die"
+    outcome = await harness.outcome(second.identifier)
+    assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_SETUP_ERROR
+    assert not outcome.HasField("exit_code")
+    assert "NoSuchType" in outcome.message
+
+
 def test_the_payload_exit_code_is_the_last_failed_tool_s_in_the_runner_log() -> None:
     log = (
         "INFO [job step1] completed success\n"
@@ -288,6 +329,9 @@ async def test_lfn_inputs_are_staged_from_a_local_replica(harness: Harness) -> N
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert "cannot stage lfn:/lhcb/nowhere.dst" in outcome.message
     assert not outcome.HasField("exit_code")  # nothing ran
+    failure = outcome.failure
+    assert failure.failure_class == common_pb2.FAILURE_CLASS_STAGE_IN
+    assert (failure.lfn, failure.storage_element) == ("/lhcb/nowhere.dst", "LOCAL, TAPE")
 
 
 async def test_cancel_kills_the_running_process(harness: Harness) -> None:

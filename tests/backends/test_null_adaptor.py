@@ -22,6 +22,7 @@ from dxts.backends.null.logic.adaptor import (
     fate_of,
 )
 from dxts.backends.null.settings import NullRule, NullSettings, NullUsage
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_id
 from dxts.v1 import backend_pb2, common_pb2
@@ -231,3 +232,27 @@ def test_settings_refuse_an_impossible_mix() -> None:
     with pytest.raises(ValidationError):
         NullSettings(report_mode="push")
     assert NullSettings(kind="data").kind.value == "Data"
+
+
+async def test_injected_failures_carry_their_class_and_the_rule_s_tool_line() -> None:
+    oom = NullRule(
+        fate="failure",
+        output_prefix="/oom/",
+        exit_code=137,
+        failure_class=FailureClass.OUT_OF_MEMORY,
+        tool_message="std::bad_alloc",
+    )
+    adaptor = NullAdaptor(NullSettings(failure=1.0, rules=[oom]))
+    drawn, ruled = submission(), submission()
+    ruled.output_prefix = "/oom/p"
+    results = await submit(adaptor, drawn, ruled)
+    reply = await AdaptorServicer(adaptor).Poll(
+        backend_pb2.PollRequest(identifiers=[r.identifier for r in results]), None
+    )
+    failures = {o.parcel_id: o.failure for o in reply.outcomes}
+    assert failures[drawn.parcel_id] == common_pb2.Failure(
+        failure_class=common_pb2.FAILURE_CLASS_APPLICATION_ERROR
+    )
+    assert failures[ruled.parcel_id] == common_pb2.Failure(
+        failure_class=common_pb2.FAILURE_CLASS_OUT_OF_MEMORY, tool_message="std::bad_alloc"
+    )

@@ -21,6 +21,7 @@ from dxts.backends.slurm.edge.commands import array_ranges
 from dxts.backends.slurm.logic import batch
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
+from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
@@ -55,7 +56,10 @@ class Harness(LocalHarness):
         self.keys = DevKeys.load_or_create(tmp / "keys")
         self.token = self.keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
         self.slurm_settings = SlurmSettings(
-            work_dir=tmp / "slurm", storage_elements=["LOCAL"], default_memory_mb=400
+            work_dir=tmp / "slurm",
+            storage_elements=["LOCAL"],
+            default_memory_mb=400,
+            allowed_partitions=["dxts-held"],  # the DOWN partition of the tests' cluster
         )
         self.adaptor: Any = None
         self.server: GrpcServer | None = None
@@ -143,6 +147,23 @@ async def test_a_failing_tool_is_failed_with_slurms_state_and_exit_code(harness:
     assert logs.sandbox == str(batch.job_dir(harness.slurm_settings, result.identifier))
 
 
+async def test_a_failing_tool_s_class_and_own_line_among_its_noise(harness: Harness) -> None:
+    marked = "FATAL: geometry database unreachable (attempt 3)"
+    parcel = submission({"script": failing_script(marked, 6)})
+    (result,) = await harness.submit(compute_payload(FAILING_TOOL), parcel)
+    outcome = await harness.outcome(result.identifier)
+    assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert outcome.backend_status == "FAILED 6:0"
+    assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_APPLICATION_ERROR
+    assert (outcome.exit_code, outcome.failure.tool_message) == (6, marked)
+    logs = (
+        await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
+    ).logs
+    assert logs.stderr.endswith(
+        f"{marked}\n" + "\n".join(f"step {n} of the work: going fine" for n in range(25)) + "\n"
+    )
+
+
 async def test_a_job_over_its_memory_is_killed_and_says_so(harness: Harness) -> None:
     parcel = submission(requirements_json='{"memory_mb": 300}')
     (result,) = await harness.submit(compute_payload(HOG), parcel)
@@ -150,6 +171,7 @@ async def test_a_job_over_its_memory_is_killed_and_says_so(harness: Harness) -> 
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert "OUT_OF_MEMORY" in outcome.backend_status
     assert "memory" in outcome.message.lower()
+    assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_OUT_OF_MEMORY
 
 
 async def test_a_batch_is_one_sbatch_and_a_second_submit_starts_nothing(
@@ -291,6 +313,7 @@ async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
         await harness.stop()
         await harness.start()
     assert (outcome.result, outcome.backend_status) == (common_pb2.OUTCOME_RESULT_FAILED, "LOST")
+    assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_LOST
     unknown = await harness.stub.Poll(backend_pb2.PollRequest(identifiers=[id_to_str(new_id())]))
     assert len(unknown.unknown_identifiers) == 1
 

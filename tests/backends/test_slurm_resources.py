@@ -12,7 +12,12 @@ from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_conformance import tool_payload
 from dxts.v1 import backend_pb2
 
-SETTINGS = SlurmSettings(work_dir=Path("/tmp/unused"), partition="batch", default_memory_mb=700)
+SETTINGS = SlurmSettings(
+    work_dir=Path("/tmp/unused"),
+    partition="batch",
+    allowed_partitions=["short"],
+    default_memory_mb=700,
+)
 
 
 def request(tool_fields: dict[str, object], requirements: str = "") -> Request:
@@ -53,6 +58,7 @@ def test_the_parcels_requirements_win() -> None:
         ('{"cores": 0}', "requirements.cores"),
         ('{"memory_mb": "lots"}', "requirements.memory_mb"),
         ('{"partition": 3}', "requirements.partition"),
+        ('{"partition": "admin-only"}', "'admin-only' is not allowed here"),
         ("[1]", "not an object"),
         ("{", "not JSON"),
     ],

@@ -37,3 +37,18 @@ def test_a_members_reasons_are_the_drain_guards_with_the_command_that_helps() ->
     ]
     member.holding = []
     assert member_reasons(view, member) == ["Sim (tf) is Paused"]
+
+
+def test_a_feeder_held_by_a_quota_says_why_in_the_services_words() -> None:
+    t = definition_pb2.Transformation(
+        transformation_id="tf", step="Sim", feeder="Seeds", feeder_enabled=True
+    )
+    held = "held by a quota: the feeder reached the installation's limit of 30 inputs"
+    reasons = [definition_pb2.DrainReason(kind="feeder", state="Held", message=held)]
+    member = MemberView(t, "Active", {}, {}, holding=reasons)
+    view = WorkgraphView(
+        definition_pb2.Workgraph(workgraph_id="wg", status=common_pb2.WORKGRAPH_STATUS_ACTIVE),
+        [member],
+        [],
+    )
+    assert member_reasons(view, member) == ["Sim (tf) is Active", f"  its feeder Seeds is {held}"]

@@ -246,8 +246,10 @@ def test_files_named_by_the_environment_are_mounted_there(
         (container,) = spec["containers"]
         env = env_of(container)
 
-        # Only the readers of the installation file get it: definition and the dispatcher.
-        assert ("DXTS_CONFIG_FILE" in env) == (component(doc) in {"definition", "dispatcher"})
+        # Only the readers of the installation file get it: definition, execution (the
+        # policy's quotas) and the dispatcher.
+        readers = {"definition", "execution", "dispatcher"}
+        assert ("DXTS_CONFIG_FILE" in env) == (component(doc) in readers)
         if "DXTS_CONFIG_FILE" in env:
             path = env["DXTS_CONFIG_FILE"]["value"]
             config_map = mounted_file(spec, container, path)["configMap"]["name"]

@@ -29,6 +29,8 @@ from prometheus_client import REGISTRY
 
 from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.core.adaptor.model import (
+    Failure,
+    FailureClass,
     Outcome,
     OutcomeAck,
     OutcomeResult,
@@ -445,6 +447,7 @@ async def test_a_parcel_the_backend_lost_fails_after_the_grace_and_frees_its_pla
         for (outcome,) in seen.values():
             assert outcome.result is OutcomeResult.FAILED
             assert outcome.message.startswith("lost by the backend")
+            assert outcome.failure == Failure(FailureClass.LOST)
         assert set((await statuses(database, ids)).values()) == {"Failed"}
         assert await component.forwarder.poll_once(backend) == 0
         loads, _ = await read_loads(database, ["null"])

@@ -10,8 +10,12 @@ import uuid
 from collections.abc import Callable
 
 import httpx
+import sqlalchemy as sa
 from web_support import EDGES, EXAMPLES, STEPS, Browser, Dxts
 
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.ids import id_from_str, new_ids
+from dxts.core.schema import execution
 from dxts.web.sessions import COOKIE
 
 
@@ -99,6 +103,50 @@ async def test_the_workgraph_page_shows_its_members_edges_and_why_it_has_not_fin
     assert (await client.get("/files")).status_code == 200
     opened = await client.get(f"/open/{steps['Merge']}")
     assert opened.headers["location"] == f"/transformations/{steps['Merge']}"
+
+
+async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str], database: Database
+) -> None:
+    _, steps = await submitted(dxts)
+    simulation = id_from_str(steps["Simulation"], field="step")
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        now = await db_now(conn)
+        await conn.execute(
+            sa.insert(execution.parcels),
+            [
+                {
+                    "ParcelID": parcel_id,
+                    "TransformationID": simulation,
+                    "Kind": "Compute",
+                    "Status": "Failed",
+                    "Backend": "null",
+                    "UpdatedAt": now,
+                    "CompletedAt": now,
+                    "Annotations": {
+                        "outcome": {
+                            "result": "OUTCOME_RESULT_FAILED",
+                            "message": f"the CWL runner exited with 1: INFO -c 3.3.{n}",
+                            "exit_code": 3,
+                            "failure": {
+                                "class": "application-error",
+                                "tool_message": f"ERROR: seed {n} is out of range",
+                            },
+                        }
+                    },
+                }
+                for n, parcel_id in enumerate(new_ids(12))
+            ],
+        )
+    client = await browser(token("demo", "olivia"))
+    page = await client.get(f"/transformations/{steps['Simulation']}")
+    assert page.status_code == 200
+    rows = re.findall(r'<tr class="failure-group">(.*?)</tr>', page.text)
+    (row,) = rows
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[0] == "application-error (exit code 3)"
+    assert cells[2].startswith("ERROR: seed ") and cells[3] == "12"
+    assert 'title="ERROR: seed # is out of range"' in row
 
 
 async def test_another_vo_gets_no_page_and_a_bad_id_a_clear_404(

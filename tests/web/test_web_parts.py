@@ -3,14 +3,12 @@ grouping, sign-in tickets, the redirect guard, and why a workgraph has not finis
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
-from dxts.v1 import definition_pb2, execution_pb2
+from dxts.v1 import definition_pb2
 from dxts.web.app import _local
 from dxts.web.graph import Node, layout
-from dxts.web.members import failure_groups
 from dxts.web.plots import cumulative, histogram
 from dxts.web.sessions import Sessions
 from dxts.web.workgraphs import Member, not_finishing
@@ -67,24 +65,6 @@ def test_a_histogram_counts_every_value_once() -> None:
     assert sum(b.count for b in drawn.bars) == 5
     assert drawn.bars[0].count == 4 and drawn.bars[-1].count == 1
     assert histogram("CPU", "s", []) is None
-
-
-def test_failures_are_grouped_by_their_reason_with_examples() -> None:
-    def failed(parcel_id: str, message: str) -> execution_pb2.Parcel:
-        outcome = json.dumps({"outcome": {"message": message}})
-        return execution_pb2.Parcel(parcel_id=parcel_id, annotations_json=outcome)
-
-    groups = failure_groups(
-        [
-            failed("p1", "exit code 3 in /tmp/a/1"),
-            failed("p2", "exit code 4 in /tmp/b/2"),
-            failed("p3", "killed: out of memory"),
-            failed("p4", "exit code 3 in /tmp/c/3"),
-            failed("p5", "exit code 9 in /tmp/d/4"),
-        ]
-    )
-    assert [(g.count, len(g.examples)) for g in groups] == [(4, 3), (1, 1)]
-    assert groups[1].examples == ["p3"]
 
 
 def test_a_sign_in_ticket_works_once() -> None:

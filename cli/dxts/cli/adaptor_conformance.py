@@ -4,10 +4,12 @@ live adaptor over gRPC (`protos/dxts/v1/backend.proto`), whatever language it is
 `dxts adaptor check ADDRESS` and the pytest suite (`pytest -m adaptor_conformance`) run these
 same checks; docs/adaptors.md gives the rules they check. The parcels they submit run one tiny
 CWL tool (`sleep SECONDS`): a compute adaptor must be able to run it; an adaptor that runs
-nothing (the null adaptor) passes as long as its answers keep the contract. What an adaptor
-cannot do it declares in Describe (`limitations`), and the checks then hold it to the declared
-behaviour instead. Two checks need something around the adaptor (`Target`): a way to restart
-it, and a dispatcher stand-in to push outcomes to; without them they are skipped, saying so.
+nothing (the null adaptor) passes as long as its answers keep the contract. One more tool fails
+on purpose (`tool-failure`): the failure taxonomy every adaptor reports (docs/adaptors.md). What
+an adaptor cannot do it declares in Describe (`limitations`), and the checks then hold it to
+the declared behaviour instead. Two checks need something around the adaptor (`Target`): a way
+to restart it, and a dispatcher stand-in to push outcomes to; without them they are skipped,
+saying so.
 """
 
 from __future__ import annotations
@@ -33,6 +35,33 @@ SLEEP = {
     "inputs": {"seconds": {"type": "int", "inputBinding": {"position": 1}}},
     "outputs": {},
 }
+# A tool that fails as payloads do: 50 lines of stderr with one marked error line among them,
+# then an exit status of its own; the adaptor must report the marked line, not the runner's log.
+FAILING_TOOL = {
+    "class": "CommandLineTool",
+    "cwlVersion": "v1.2",
+    "baseCommand": ["sh", "-c"],
+    "inputs": {
+        "script": {"type": "string", "inputBinding": {"position": 1}},
+        "seconds": {"type": "int?"},
+    },
+    "outputs": {},
+}
+TOOL_EXIT_STATUS = 7
+NOISE_LINES = 50
+
+
+def failing_script(marked: str, status: int = TOOL_EXIT_STATUS) -> str:
+    """A shell script writing `NOISE_LINES` ordinary stderr lines with `marked` in the middle,
+    then exiting with `status`."""
+    half = NOISE_LINES // 2
+    noise = (
+        'i=0; while [ $i -lt {n} ]; do echo "step $i of the work: going fine" >&2; i=$((i+1)); done'
+    )
+    rest = noise.format(n=NOISE_LINES - half)
+    return "; ".join([noise.format(n=half), f"echo '{marked}' >&2", rest, f"exit {status}"])
+
+
 LONG_SLEEP_S = 600  # a parcel that must be stopped: it would run for ten minutes
 RESTART_SLEEP_S = 10  # a parcel still running when the adaptor restarts
 LOG_BYTES = 64  # what the logs check asks GetLogs for, of each stream
@@ -40,6 +69,7 @@ MOST_FILLED = 16  # the largest capacity the capacity check fills with parcels
 ACCEPTED = backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
 REFUSED = backend_pb2.SUBMIT_DISPOSITION_REFUSED
 CANCELLED = common_pb2.OUTCOME_RESULT_CANCELLED
+FAILED = common_pb2.OUTCOME_RESULT_FAILED
 NO_LOGS = backend_pb2.LIMITATION_NO_LOGS
 FORGETS_ON_RESTART = backend_pb2.LIMITATION_FORGETS_ON_RESTART
 
@@ -55,6 +85,7 @@ PROPERTIES = (
     "cancel-in-flight",
     "empty-requests",
     "get-logs",
+    "tool-failure",
     "push-mode",
     "capacity",
     "restart-in-flight",
@@ -344,6 +375,43 @@ class Conformance:
             "the logs of a finished job say nothing: no output, and not where it is",
         )
         return f"the end of a finished job's logs (at most {LOG_BYTES} bytes), NOT_FOUND otherwise"
+
+    async def tool_failure(self) -> str:
+        self.runs_the_check_parcels()
+        marked = f"ERROR: the conformance check marked line {id_to_str(new_id())[-12:]}"
+        key = id_to_str(new_id())
+        parcel = backend_pb2.ParcelSubmission(
+            parcel_id=key,
+            parameters_json=json.dumps({"script": failing_script(marked)}),
+            output_prefix=f"/dxts/adaptor-check/{key}",
+        )
+        reply = await self.stub.Submit(
+            backend_pb2.SubmitRequest(payload=tool_payload(FAILING_TOOL), parcels=[parcel])
+        )
+        (result,) = reply.results
+        _expect(result.disposition == ACCEPTED, f"the failing parcel was refused: {result.reason}")
+        outcome = await self.outcome(result.identifier)
+        if NO_LOGS in self.declared.limitations and outcome.result != FAILED:
+            return f"runs nothing (declares no logs): the failing tool ended {_result(outcome)}"
+        _expect(outcome.result == FAILED, f"a tool exiting {TOOL_EXIT_STATUS}: {_result(outcome)}")
+        failure = outcome.failure
+        _expect(
+            failure.failure_class == common_pb2.FAILURE_CLASS_APPLICATION_ERROR,
+            f"class {common_pb2.FailureClass.Name(failure.failure_class)}, not APPLICATION_ERROR",
+        )
+        _expect(
+            outcome.HasField("exit_code") and outcome.exit_code == TOOL_EXIT_STATUS,
+            f"exit code {outcome.exit_code if outcome.HasField('exit_code') else 'unset'}, "
+            f"not the tool's {TOOL_EXIT_STATUS}",
+        )
+        _expect(
+            failure.tool_message == marked,
+            f"the tool's message is {failure.tool_message!r}, not its marked line {marked!r}",
+        )
+        return (
+            f"a tool exiting {TOOL_EXIT_STATUS} after a marked line among {NOISE_LINES}: "
+            "APPLICATION_ERROR, its exit code and exactly that line"
+        )
 
     async def push_mode(self) -> str:
         dispatcher = self.target.dispatcher

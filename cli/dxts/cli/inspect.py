@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from dxts.cli.client import Clients, run
+from dxts.cli.failures import failure_line
 from dxts.cli.names import entity, member_id
 from dxts.cli.names import parcel_id as resolve_parcel
 from dxts.cli.output import (
@@ -186,7 +187,10 @@ def _drain_lines(view: WorkgraphView, member: MemberView) -> list[str]:
     waiting = {r.state: int(r.count) for r in held if r.kind == "inputs" and r.state != problematic}
     if waiting:
         lines.append(f"  inputs still to process: {compact(waiting)}")
-    if any(r.kind == "feeder" for r in held) and t.feeder:
+    quota = [r for r in held if r.kind == "feeder" and r.state == "Held"]
+    if quota:
+        lines.append(f"  its feeder {t.feeder} is {quota[0].message}")
+    elif any(r.kind == "feeder" for r in held) and t.feeder:
         lines.append(
             f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
             f"{t.handle or t.transformation_id}; dxts drain "
@@ -274,6 +278,9 @@ def parcel(
     if got.HasField("outcome"):
         result = common_pb2.OutcomeResult.Name(outcome.result).removeprefix("OUTCOME_RESULT_")
         typer.echo(f"outcome   {result.capitalize()} at {when(outcome.finished_at)}")
+        failed = failure_line(outcome)
+        if failed is not None:
+            typer.echo(f"failure   {failed}")
         typer.echo(f"reason    {outcome.message or '-'}")
         exit_code = f" (exit code {outcome.exit_code})" if outcome.HasField("exit_code") else ""
         typer.echo(f"backend status  {outcome.backend_status or '-'}{exit_code}")

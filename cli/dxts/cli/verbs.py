@@ -27,6 +27,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "why": ("dxts.cli.inspect", "why", "What holds a workgraph or a member, in plain words."),
     "parcels": ("dxts.cli.inspect", "parcels", "A member's parcels, with their status."),
     "parcel": ("dxts.cli.inspect", "parcel", "One parcel: outcome, failure reason, usage, files."),
+    "errors": ("dxts.cli.failures", "errors", "Failures grouped: what is failing, where, why."),
     "start": ("dxts.cli.operate", "start", "Start a New workgraph."),
     "pause": ("dxts.cli.operate", "pause", "Pause a member: its packer stops."),
     "resume": ("dxts.cli.operate", "resume", "Resume a paused member."),

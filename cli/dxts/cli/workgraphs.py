@@ -42,6 +42,8 @@ from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
 if TYPE_CHECKING:
     from rich.tree import Tree
 
+    from dxts.v1 import execution_pb2
+
 # `dxts watch` ends with one of these (1 and 2 are every command's: failed call, bad usage).
 EXIT_BLOCKED = 3
 EXIT_CANCELLED = 4
@@ -549,10 +551,15 @@ def logs(
     newest_first: Annotated[bool, typer.Option(help="Newest entries first.")] = False,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """The log of a workgraph or a transformation: status changes, operations, authors."""
+    """The log of a workgraph or a transformation: status changes, operations, authors; its
+    failures first, grouped (`dxts errors`), each with its class and the tool's own line."""
+    from dxts.cli.failures import failing_lines, grouped, member_ids  # this verb's only
+
+    failing: list[execution_pb2.FailureGroup] = []
 
     async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
         request = accounting_pb2.ListLogRequest(newest_first=newest_first)
+        failing.extend(await grouped(clients, await member_ids(clients, entity_id), None))
         kind, found = await entity(clients, entity_id)
         setattr(request, f"{kind}_id", found)
         entries: list[accounting_pb2.LogEntry] = []
@@ -569,6 +576,8 @@ def logs(
     if output is Output.JSON:
         print_json([message_dict(e) for e in entries])
         return
+    for line in failing_lines(failing):
+        typer.echo(line)
     rows = table("time", "event", "status", "author", "message")
     for entry in entries:
         rows.add_row(

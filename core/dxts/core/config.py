@@ -13,7 +13,10 @@ disagree about what it says. Its sections, each optional:
 * `backend_policy` — which backend gets a parcel the packer did not direct (the dispatcher's
   `BackendPolicy`: per kind, a `default` backend and an optional `route`);
 * `document_limits` — how big, deep and aliased a submitted document may be (`DocumentLimits`),
-  checked before anything parses it, by the definition service and the CLI alike.
+  checked before anything parses it, by the definition service and the CLI alike;
+* `policy` — what no document can change, and the quotas (`dxts.core.policy.Policy`, with
+  per-VO overrides): the approving list's required actions, who may sign off, caps and
+  allow-lists on requirements. `resolve_hints` applies it last, over every layer.
 
 Anything else is refused, naming the section: a misspelt section would otherwise be ignored.
 Plugin settings are not in the file: a plugin's settings class reads the environment.
@@ -42,6 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dxts.core.errors import FieldViolation, InvalidArgument
+from dxts.core.policy import Policy
 
 ACTION_LISTS = ("Finalizing", "Archiving", "Cleaning")
 CONFIG_FILE_VARIABLE = "DXTS_CONFIG_FILE"
@@ -124,6 +128,7 @@ class DefinitionConfig(BaseModel):
     installation: Defaults = Field(default_factory=_builtin)
     vos: dict[str, VODefaults] = Field(default_factory=dict)
     document_limits: DocumentLimits = Field(default_factory=DocumentLimits)
+    policy: Policy = Field(default_factory=Policy)
 
     @field_validator("installation")
     @classmethod
@@ -152,6 +157,7 @@ class _InstallationFile(BaseModel):
     vos: dict[str, VODefaults] = Field(default_factory=dict)
     backend_policy: dict[str, Any] | None = None
     document_limits: DocumentLimits = Field(default_factory=DocumentLimits)
+    policy: Policy = Field(default_factory=Policy)
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,7 @@ def load_installation_config(path: Path | str | None = None) -> InstallationConf
                 "installation": _builtin().model_copy(update=layer),
                 "vos": written.vos,
                 "document_limits": written.document_limits,
+                "policy": written.policy,
             }
         )
     except ValidationError as exc:
@@ -249,7 +256,9 @@ def resolve_hints(
     workgraph_hint: Mapping[str, Any] | None,
     transformation_hint: Mapping[str, Any] | None = None,
 ) -> ResolvedHints:
-    """Installation → VO → type → `dirac:Workgraph` → `dirac:Transformation`, per field.
+    """Installation → VO → type → `dirac:Workgraph` → `dirac:Transformation`, per field, then
+    the VO's policy over all of them: its required approving actions first in the list, and
+    requirements over a `cap`-mode limit lowered to it.
 
     `transformation_hint` is a step's `dirac:Transformation` or a data-management declaration
     (both carry packer, actions, output_sandbox); hooks and requirements_template only a step.
@@ -285,14 +294,15 @@ def resolve_hints(
     if step.get("packer") is not None:
         packer = dict(step["packer"])
     sandbox += [p for p in step.get("output_sandbox") or [] if p not in sandbox]
+    policy = config.policy.for_vo(vo)
     return ResolvedHints(
         type=workgraph_type,
         workgraph_hooks=workgraph_hooks,
-        approving=approving,
+        approving=policy.approving(approving),
         hooks=hooks,
         packer=packer,
         actions={name: actions[name] for name in ACTION_LISTS if actions.get(name)},
         output_sandbox=sandbox,
-        requirements_template=requirements,
+        requirements_template=policy.capped(requirements),
         executing_identity=identity,
     )

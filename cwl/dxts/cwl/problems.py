@@ -10,7 +10,9 @@ or not CWL v1.2 according to cwl-utils), `document-limit` (a file or the bundle 
 installation's `document_limits`, named in the message), `invalid-bundle` (a file key that is
 not a path inside the bundle) and `unresolved-run` (a `run` naming nothing in the
 bundle or the store, or escaping the bundle); and `not-a-job`, a user job that is not a
-CommandLineTool or Workflow (or is a workgraph).
+CommandLineTool or Workflow (or is a workgraph); and `policy`, what the installation's policy
+does not allow (`dxts.core.policy`: a requirement over its cap, a partition or site off the
+allow-list, a sign-off by a role a plain user holds).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Kind(StrEnum):
     SCATTER = "scatter"
     WHEN = "when"
     ENDLESS_FEEDER = "endless-feeder"
+    POLICY = "policy"
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,35 @@ def validate(
             allow_unknown_plugins=allow_unknown_plugins,
             malformed={p.path for p in schema_problems},
         )
+    problems += policy_problems(analysis, config, vo)
     return Validated(document, analysis, problems)
+
+
+def policy_problems(analysis: Analysis, config: DefinitionConfig, vo: str) -> list[Problem]:
+    """What the installation's policy for `vo` refuses (`dxts.core.policy`): a requirement of a
+    member over its cap (its resolved template, whichever layer set the value) or off an
+    allow-list, and a sign-off naming a role it does not allow, each at its path."""
+    policy = config.policy.for_vo(vo)
+    problems = []
+    hint = analysis.workgraph_hint
+    approving = hint.get("approving")
+    for index, binding in enumerate(approving if isinstance(approving, list) else []):
+        args = binding.get("args") if isinstance(binding, dict) else None
+        role = args.get("role") if isinstance(args, dict) else None
+        why = policy.sign_off_problem(role) if isinstance(role, str) else None
+        if why is not None:
+            path = join(WORKGRAPH_HINT_PATH, "approving", index, "args", "role")
+            problems.append(error(Kind.POLICY, path, why))
+    for member in analysis.members.values():
+        if member.step is None:
+            continue
+        template = resolve_hints(
+            config, vo=vo, workgraph_hint=hint, transformation_hint=member.hint
+        ).requirements_template
+        for key, why in policy.requirement_problems(template):
+            path = join(member.hint_path, "requirements_template", key)
+            problems.append(error(Kind.POLICY, path, why))
+    return problems
 
 
 def _not_a_workflow(process_class: Any, written: dict[str, Any]) -> Problem:

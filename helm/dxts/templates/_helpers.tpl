@@ -65,7 +65,8 @@ the settings classes):
                 caller kind (role), which the authorisation table checks
 definition: its lifecycle engine calls accounting and execution, and its clean-up actions
 remove files from the catalogue (forwarded user calls carry the caller's token). execution
-reads definition and registers outputs in the catalogue. accounting calls definition with the
+reads definition, registers outputs in the catalogue, and holds feeders at the installation
+file's quotas. accounting calls definition with the
 caller's token only. The dispatcher calls definition and execution (and the adaptors). The
 local and Slurm adaptors stage inputs through the catalogue; the null adaptor calls the
 dispatcher only when it pushes its reports.
@@ -74,7 +75,7 @@ dispatcher only when it pushes its reports.
 {{- $items := list -}}
 {{- $services := dict
   "definition" (dict "peers" (list "execution" "accounting") "config" true "catalogue" true "token" "service")
-  "execution" (dict "peers" (list "definition") "config" false "catalogue" true "token" "service")
+  "execution" (dict "peers" (list "definition") "config" true "catalogue" true "token" "service")
   "accounting" (dict "peers" (list "definition") "config" false "catalogue" false "token" "")
 -}}
 {{- range $name := list "definition" "execution" "accounting" -}}

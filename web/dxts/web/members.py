@@ -6,7 +6,9 @@ bounded pages, so a member of a million inputs costs a page as much as one of te
 * the parcels in flight (ListParcels by status, first page);
 * the ended parcels (ListParcels by status, up to SAMPLE_PAGES pages): their measured CPU,
   wall time and peak memory (the `usage` annotation execution records from each outcome) and
-  their outcome messages, failures grouped by reason;
+  their outcome messages;
+* the failures grouped by class, backend, site and normalised message (GroupFailures, the call
+  `dxts errors` makes: the same rows);
 * the settled inputs (ListInputs by status, up to SAMPLE_PAGES pages each): processed and
   failed against the time they settled (their `updated_at`).
 
@@ -19,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dxts.core.adaptor.mapping import failure_class_from_proto
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
 from dxts.web import names
 from dxts.web.names import ENDED_PARCELS, IN_FLIGHT_PARCELS
@@ -70,7 +72,11 @@ class ParcelRow:
 
 @dataclass
 class FailureGroup:
-    reason: str
+    failure_class: str  # as people read it: application-error
+    backend: str
+    reason: str  # the normalised message the group shares
+    message: str  # the latest one's own words
+    exit_codes: str
     count: int
     examples: list[str]
 
@@ -120,24 +126,19 @@ def _annotations(parcel: execution_pb2.Parcel) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _reason(message: str) -> str:
-    """A failure's message as a reason shared by its like: first line, numbers and paths
-    folded, so that "exit code 3 on /tmp/a/1" and "... /tmp/b/2" group together."""
-    line = (message.strip().splitlines() or ["(no message)"])[0]
-    line = re.sub(r"/\S+", "…", line)
-    return re.sub(r"\b[0-9a-f-]{8,}\b|\d+", "#", line)[:200]
-
-
-def failure_groups(failed: Sequence[execution_pb2.Parcel]) -> list[FailureGroup]:
-    groups: dict[str, FailureGroup] = {}
-    for parcel in failed:
-        outcome = _annotations(parcel).get("outcome") or {}
-        reason = _reason(str(outcome.get("message") or "") if isinstance(outcome, dict) else "")
-        group = groups.setdefault(reason, FailureGroup(reason, 0, []))
-        group.count += 1
-        if len(group.examples) < EXAMPLES_PER_REASON:
-            group.examples.append(parcel.parcel_id)
-    return sorted(groups.values(), key=lambda g: -g.count)
+def failure_groups(reply: execution_pb2.GroupFailuresResponse) -> list[FailureGroup]:
+    return [
+        FailureGroup(
+            failure_class=failure_class_from_proto(g.failure_class).value,
+            backend=g.backend + (f" at {g.site}" if g.site else ""),
+            reason=g.reason,
+            message=g.message,
+            exit_codes=", ".join(str(c) for c in g.exit_codes),
+            count=g.count,
+            examples=list(g.example_parcel_ids),
+        )
+        for g in reply.groups
+    ]
 
 
 def usage_histograms(ended: Sequence[execution_pb2.Parcel]) -> list[Histogram]:
@@ -218,7 +219,11 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         ),
         _pages(ex.ListParcels, parcels_in(*IN_FLIGHT_PARCELS), 1),
         _pages(ex.ListParcels, parcels_in(*ENDED_PARCELS), SAMPLE_PAGES),
-        _pages(ex.ListParcels, parcels_in("Failed"), SAMPLE_PAGES),
+        ex.GroupFailures(
+            execution_pb2.GroupFailuresRequest(
+                transformation_ids=[transformation_id], examples=EXAMPLES_PER_REASON
+            )
+        ),
         _pages(ex.ListInputs, inputs_in(*PROCESSED), SAMPLE_PAGES),
         _pages(ex.ListInputs, inputs_in(*FAILED), SAMPLE_PAGES),
     )

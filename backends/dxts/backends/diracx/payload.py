@@ -14,8 +14,10 @@ They are the adaptor's `payload_environment`, given to the job as its JDL
 
 It writes `dxts-result.json` (the output sandbox the adaptor reads back) whatever happened:
 `{"outputs": [OutputFile…], "status_report_json": str, "output_object_json": str,
-"usage": {...} | null, "error": str, "exit_code": int | null}` (`exit_code`: the exit status of
-the tool that failed, when one did), and `dxts-runner.log` (the runner's log), and exits 0 when
+"usage": {...} | null, "error": str, "exit_code": int | null, "failure": {...} | null}`
+(`exit_code`: the exit status of the tool that failed, when one did; `failure`: its class and
+the tool's own stderr line, `dxts.core.adaptor.codec.failure_to_json`), `dxts-runner.log` (the
+runner's log) and `dxts-tool.stderr` (the tools' stderr), and exits 0 when
 the parcel succeeded, 1 otherwise, so DiracX's own status (Done or Failed) agrees with the
 result.
 """
@@ -33,16 +35,22 @@ from typing import Any, NamedTuple
 from dxts.backends.runner import cwl
 from dxts.backends.runner.cwl import JobFailed, Run
 from dxts.backends.runner.settings import RunnerEnvironment
-from dxts.core.adaptor.codec import decode_payload, decode_submission
-from dxts.core.adaptor.model import ComputePayload, OutputFile, ResourceUsage
+from dxts.core.adaptor.codec import (
+    decode_payload,
+    decode_submission,
+    failure_from_json,
+    failure_to_json,
+)
+from dxts.core.adaptor.model import ComputePayload, Failure, OutputFile, ResourceUsage
 from dxts.core.catalogue import FileCatalogue, load_catalogue
 
 PAYLOAD_FILE = "dxts-payload.binpb"
 PARCEL_FILE = "dxts-parcel.binpb"
 RESULT_FILE = "dxts-result.json"
 RUNNER_LOG = "dxts-runner.log"
+TOOL_STDERR = "dxts-tool.stderr"
 RUN_DIR = "dxts-run"
-OUTPUT_SANDBOX = (RESULT_FILE, RUNNER_LOG)
+OUTPUT_SANDBOX = (RESULT_FILE, RUNNER_LOG, TOOL_STDERR)
 STORAGE_ELEMENTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ELEMENTS"
 
 
@@ -54,6 +62,7 @@ class Result(NamedTuple):
     usage: ResourceUsage | None
     error: str
     exit_code: int | None = None
+    failure: Failure | None = None
 
 
 def result_document(
@@ -61,6 +70,7 @@ def result_document(
     usage: ResourceUsage | None,
     error: str,
     exit_code: int | None = None,
+    failure: Failure | None = None,
 ) -> dict[str, Any]:
     return {
         "outputs": [dataclasses.asdict(o) for o in collected.outputs],
@@ -69,6 +79,7 @@ def result_document(
         "usage": dataclasses.asdict(usage) if usage is not None else None,
         "error": error,
         "exit_code": exit_code,
+        "failure": failure_to_json(failure) if failure is not None else None,
     }
 
 
@@ -88,11 +99,13 @@ def read_result(text: str) -> Result:
         str(document.get("output_object_json") or ""),
     )
     exit_code = document.get("exit_code")
+    failure = document.get("failure")
     return Result(
         collected,
         usage,
         str(document.get("error") or ""),
         exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+        failure_from_json(failure) if isinstance(failure, dict) else None,
     )
 
 
@@ -131,13 +144,15 @@ async def run(directory: Path) -> dict[str, Any]:
         )
         return result_document(collected, progress.usage, "")
     except JobFailed as error:
-        return result_document(cwl.Collected([]), progress.usage, str(error), error.exit_code)
+        return result_document(
+            cwl.Collected([]), progress.usage, str(error), error.exit_code, error.failure
+        )
     finally:
         if catalogue is not None:
             await catalogue.close()
-        log = run_dir / "runner.log"
-        if log.exists():
-            (directory / RUNNER_LOG).write_bytes(log.read_bytes())
+        for kept, sent in ((cwl.RUNNER_LOG, RUNNER_LOG), (cwl.TOOL_STDERR, TOOL_STDERR)):
+            if (run_dir / kept).exists():
+                (directory / sent).write_bytes((run_dir / kept).read_bytes())
 
 
 async def _ignore(_group: int) -> None:

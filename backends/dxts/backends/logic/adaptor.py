@@ -50,12 +50,22 @@ def key_problem(parcel_id: str) -> str | None:
     return None
 
 
-def directory_logs(directory: Path, stdout: str, stderr: str, max_bytes: int) -> JobLogs:
+def directory_logs(
+    directory: Path, stdout: str, stderr: str, max_bytes: int, *more_stderr: str
+) -> JobLogs:
     """The end (at most `max_bytes`, DEFAULT_LOG_BYTES when 0) of the files `stdout` and
-    `stderr` in a job's `directory`; a file not written yet reads as empty."""
+    `stderr` in a job's `directory`; a file not written yet reads as empty. With `more_stderr`
+    (the tools' stderr kept apart from the runner's log), the stderr is `stderr` then each of
+    them, every non-empty one after a `==> name <==` heading as `tail` shows several files,
+    so that its end is the tools' own."""
     limit = max_bytes if max_bytes > 0 else DEFAULT_LOG_BYTES
     out, out_cut = _tail(directory / stdout, limit)
     err, err_cut = _tail(directory / stderr, limit)
+    if more_stderr:
+        parts = [(name, *_tail(directory / name, limit)) for name in (stderr, *more_stderr)]
+        joined = "".join(f"==> {name} <==\n{text}" for name, text, _ in parts if text).encode()
+        err = joined[-limit:].decode(errors="replace")
+        err_cut = len(joined) > limit or any(cut for _, _, cut in parts)
     return JobLogs(out, err, str(directory), out_cut or err_cut)
 
 

@@ -22,7 +22,9 @@ parcel whose output prefix contains the rule's `output_prefix` (it names the tra
 A split child's descriptor carries an opaque `mask` ("part/parts") beside `split_of` and `part`.
 
 A failure rule may say how the backend reports it: `backend_status` (the raw status, else the
-fate's name), `message` and `exit_code`; and `while_below` limits a rule to parcels asking less
+fate's name), `message`, `exit_code`, the failure's class (`failure_class`, default
+application-error: an injected failure stands for a payload that failed) and the tool's own line
+(`tool_message`); and `while_below` limits a rule to parcels asking less
 than the given requirements (`{"memory_mb": 4000}`: a parcel whose requirements give no
 `memory_mb`, or less than 4000) — out of memory until a retry asks for enough.
 
@@ -44,6 +46,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.settings import ServiceTokenSettings
 from dxts.core.states import Kind
 
@@ -79,6 +82,10 @@ class NullRule(BaseModel):
     backend_status: str | None = Field(None, description="the raw status it reports")
     message: str | None = Field(None, description="a failure's message")
     exit_code: int | None = Field(None, description="the exit code it reports")
+    failure_class: FailureClass = Field(
+        FailureClass.APPLICATION_ERROR, description="the failure's class it reports"
+    )
+    tool_message: str = Field("", description="the tool's own line it reports")
     while_below: dict[str, float] | None = Field(
         None, min_length=1, description="only for parcels asking less than these requirements"
     )

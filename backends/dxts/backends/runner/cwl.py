@@ -7,8 +7,9 @@ In the parcel's directory (`jobs/<identifier>/`, kept afterwards as its output s
 * `resolved-hints.json` — the sidecar the parcel runs under;
 * `job.json` — the parcel's input object, with `lfn:` inputs staged (below) and, when the root
   process declares an input named `dxts-input-ids`, the ids of the inputs the parcel carries;
-* `runner.log` — the runner's stderr (its log and the tool's stderr), `runner.out` — its stdout
-  (the output object), `out/` and `tmp/` — its output and scratch directories;
+* `runner.log` — the runner's stderr (its log), `tool.stderr` — the stderr of the tools it ran
+  (the default runner keeps them apart: `cwltool_main`), `runner.out` — its stdout (the output
+  object), `out/` and `tmp/` — its output and scratch directories;
 * `usage.json` — what the run used (CPU, wall time, peak memory), written by the wrapper the
   runner is started through (`dxts.backends.runner.measure`) and reported as the outcome's
   `usage`, whether the run succeeded or failed.
@@ -21,9 +22,10 @@ element under `<output prefix>/<its path under out/>`, each stored file reported
 manifest with its LFN, size and adler32 checksum, and the output object itself comes back with
 their locations `lfn:<LFN>` (everything else as the runner gave it); the output with id
 `status-report` is the status report (docs/cwl.md): its JSON content is returned as the
-outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome,
-with the exit status of the tool that failed as its `exit_code` when the runner's log names
-one; a parcel cancelled while running has its process group killed and ends CANCELLED.
+outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome
+classified by `failures.runner_failed` (an application error with the exit status of the tool
+that failed as its `exit_code` and the tool's own stderr line, when the runner's log names one);
+a parcel cancelled while running has its process group killed and ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -43,10 +44,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
+from dxts.backends.runner.cwltool_main import TOOL_STDERR_VARIABLE
+from dxts.backends.runner.failures import (
+    TOOL_STDERR,
+    JobFailed,
+    payload_exit_code,
+    runner_failed,
+)
 from dxts.backends.runner.settings import RunnerSettings, Storage
 from dxts.core.adaptor.model import (
     SCHEMAS_FIELD,
     ComputePayload,
+    Failure,
+    FailureClass,
     OutputFile,
     ResourceUsage,
     Submission,
@@ -56,31 +66,16 @@ from dxts.core.catalogue import FileCatalogue
 STATUS_REPORT_OUTPUT = "status-report"
 INPUT_IDS_INPUT = "dxts-input-ids"
 REFERENCE_PREFIX = "proc:sha256-"
-LOG_TAIL = 2000
 USAGE_FILE = "usage.json"
 # The runner's stdout (the output object) and stderr (its log and the tool's stderr).
 RUNNER_STDOUT = "runner.out"
 RUNNER_LOG = "runner.log"
 MEASURE = [sys.executable, "-m", "dxts.backends.runner.measure"]
-# How cwltool logs a tool that ended with an exit status it counts as a failure (a tool killed
-# by a signal is logged otherwise, and has no exit status).
-TOOL_EXITED = re.compile(r"\[job [^\]\n]*\] exited with status: (\d+)")
-
-
-class JobFailed(Exception):
-    """The parcel cannot run or its result cannot be used: a FAILED outcome with this message,
-    and `exit_code` the payload's exit status when it ended with one."""
-
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def payload_exit_code(runner_log: str) -> int | None:
-    """The exit status of the last tool the runner's log says failed; None when none did (the
-    runner failed on its own, or a tool was killed by a signal)."""
-    statuses = TOOL_EXITED.findall(runner_log)
-    return int(statuses[-1]) if statuses else None
+__all__ = [
+    "TOOL_STDERR",
+    "JobFailed",
+    "payload_exit_code",
+]  # where every adaptor has imported them from
 
 
 @dataclass
@@ -240,9 +235,11 @@ async def stage(value: Any, settings: Storage, catalogue: FileCatalogue | None) 
                 local[lfn] = settings.se_path(se, lfn)
                 break
         else:
+            where = ", ".join(settings.storage_elements)
             raise JobFailed(
-                f"cannot stage lfn:{lfn}: no replica at {', '.join(settings.storage_elements)} "
-                f"(catalogue replicas: {', '.join(replicas.get(lfn, ())) or 'none'})"
+                f"cannot stage lfn:{lfn}: no replica at {where} "
+                f"(catalogue replicas: {', '.join(replicas.get(lfn, ())) or 'none'})",
+                failure=Failure(FailureClass.STAGE_IN, lfn=lfn, storage_element=where),
             )
 
     def rewrite(item: Any) -> Any:
@@ -337,7 +334,10 @@ def _store(placement: _Placement, settings: Storage, output_se: str) -> list[Out
         if any(source.is_relative_to(parent) for parent in moved):
             continue  # inside a Directory already moved with it
         if not source.exists():
-            raise JobFailed(f"the runner reported {source.name}, which it did not leave")
+            raise JobFailed(
+                f"the runner reported {source.name}, which it did not leave",
+                failure=Failure(FailureClass.STAGE_OUT, lfn=lfn, storage_element=output_se),
+            )
         target = settings.se_path(output_se, lfn)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_dir():
@@ -434,6 +434,7 @@ async def run_compute(
     tmp.mkdir(exist_ok=True)
     usage_file = job_dir / USAGE_FILE
     usage_file.unlink(missing_ok=True)  # a previous attempt's
+    (job_dir / TOOL_STDERR).unlink(missing_ok=True)
     command = [
         *MEASURE,
         str(usage_file),
@@ -453,7 +454,12 @@ async def run_compute(
         return Collected([])
     with (job_dir / RUNNER_STDOUT).open("wb") as stdout, (job_dir / RUNNER_LOG).open("wb") as log:
         run.process = await asyncio.create_subprocess_exec(
-            *command, cwd=job_dir, stdout=stdout, stderr=log, start_new_session=True
+            *command,
+            cwd=job_dir,
+            stdout=stdout,
+            stderr=log,
+            start_new_session=True,
+            env={**os.environ, TOOL_STDERR_VARIABLE: str(job_dir / TOOL_STDERR)},
         )
         if run.cancelled:  # cancelled while the process was being started
             with contextlib.suppress(ProcessLookupError):
@@ -464,11 +470,7 @@ async def run_compute(
     if run.cancelled:
         return Collected([])
     if code != 0:
-        runner_log = (job_dir / RUNNER_LOG).read_text(errors="replace")
-        raise JobFailed(
-            f"the CWL runner exited with {code}: {runner_log[-LOG_TAIL:]}",
-            payload_exit_code(runner_log),
-        )
+        raise runner_failed(job_dir, code, RUNNER_LOG, settings.error_pattern)
     try:
         output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
     except ValueError as error:

@@ -6,12 +6,22 @@ DiracX job's payload reads it on its worker)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dxts.core.adaptor.failures import DEFAULT_ERROR_PATTERN
 
 
 class Storage(Protocol):
@@ -36,6 +46,11 @@ class RunnerSettings(Storage, Protocol):
 
     @property
     def runner_args(self) -> list[str]: ...
+
+    @property
+    def error_pattern(self) -> str:
+        """What an error line of a tool's stderr matches (the failure's tool message)."""
+        ...
 
 
 def replica_path(storage_root: Path, storage_element: str, lfn: str) -> Path:
@@ -103,18 +118,31 @@ class RunnerEnvironment(BaseSettings):
     storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
     output_se: str | None = Field(None, description="default: the first storage element")
     runner: list[str] = Field(
-        # Not `python -m cwltool`, whose exit status is always 0.
-        default_factory=lambda: [
-            sys.executable,
-            "-c",
-            "import sys, cwltool.main; sys.exit(cwltool.main.main())",
-        ],
+        # cwltool keeping the tools' stderr apart from its log (not `python -m cwltool`, whose
+        # exit status is always 0).
+        default_factory=lambda: [sys.executable, "-m", "dxts.backends.runner.cwltool_main"],
         description="the CWL runner command",
+    )
+    error_pattern: str = Field(
+        DEFAULT_ERROR_PATTERN,
+        description="a regular expression: the last stderr line of a failed tool matching it "
+        "(or a Python traceback's last line) is the failure's message",
     )
     runner_args: list[str] = Field(
         default_factory=lambda: ["--no-container", "--disable-color"],
         description="arguments before the runner's own (outdir, tmpdirs, document, job)",
     )
+
+    @field_validator("error_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(
+                f"error_pattern {pattern!r} is not a regular expression: {error}"
+            ) from None
+        return pattern
 
     @model_validator(mode="after")
     def _storage(self) -> RunnerEnvironment:

@@ -4,12 +4,13 @@ The adaptor prepared everything on the shared filesystem before `sbatch` (`batch
 batch's `tasks.json` maps each array task index to its parcel's directory, output prefix and
 storage; the process tree is materialised once for the batch (`process/`), and each parcel's
 input object (`job.json`, its `lfn:` inputs already staged) is in its own directory. The task
-runs cwltool there (`runner.out`: the output object, `runner.log`: its log), then moves the
-outputs to the output storage element and writes `result.json` — the manifest and the status
-report, exactly as the local adaptor collects them (`dxts.backends.runner.cwl`) — or the
-reason the result cannot be used. It exits with the exit status of the tool that failed where
-the runner's log names one (cwltool itself exits 1 whatever the tool's status), else as the
-runner did, so that Slurm's state and exit code are the tool's.
+runs cwltool there (`runner.out`: the output object, `runner.log`: its log, `tool.stderr`: the
+tools' stderr), then moves the outputs to the output storage element and writes `result.json` —
+the manifest and the status report, exactly as the local adaptor collects them
+(`dxts.backends.runner.cwl`) — or the reason the result cannot be used, with the failure's
+class and the tool's own line (`dxts.backends.runner.failures`). It exits with the exit status
+of the tool that failed where the runner's log names one (cwltool itself exits 1 whatever the
+tool's status), else as the runner did, so that Slurm's state and exit code are the tool's.
 """
 
 from __future__ import annotations
@@ -22,19 +23,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dxts.backends.runner.cwl import (
-    RUNNER_LOG,
-    RUNNER_STDOUT,
-    JobFailed,
-    collect_outputs,
-    payload_exit_code,
-)
+from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, collect_outputs
+from dxts.backends.runner.cwltool_main import TOOL_STDERR_VARIABLE
+from dxts.backends.runner.failures import TOOL_STDERR, JobFailed, runner_failed
 from dxts.backends.runner.settings import StorageElements
+from dxts.core.adaptor.codec import failure_to_json
 from dxts.core.adaptor.model import Submission
 
 TASKS_FILE = "tasks.json"
 RESULT_FILE = "result.json"
-CWLTOOL = "import sys, cwltool.main; sys.exit(cwltool.main.main())"
+RUNNER = "dxts.backends.runner.cwltool_main"
+
+
+def _failed(failed: JobFailed) -> dict[str, Any]:
+    return {"error": str(failed), "failure": failure_to_json(failed.failure)}
 
 
 def write_result(job_dir: Path, result: dict[str, Any]) -> None:
@@ -59,21 +61,33 @@ def run_task(batch_dir: Path, index: int) -> int:
     out.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(exist_ok=True)
     (job_dir / RESULT_FILE).unlink(missing_ok=True)
+    (job_dir / TOOL_STDERR).unlink(missing_ok=True)
     command = [
-        sys.executable, "-c", CWLTOOL, *batch["runner_args"],
+        sys.executable, "-m", RUNNER, *batch["runner_args"],
         "--outdir", str(out), "--tmpdir-prefix", f"{tmp}/", "--tmp-outdir-prefix", f"{tmp}/",
         str(batch_dir / batch["process"]), str(job_dir / "job.json"),
     ]  # fmt: skip
     with (job_dir / RUNNER_STDOUT).open("wb") as stdout, (job_dir / RUNNER_LOG).open("wb") as log:
-        code = subprocess.call(command, cwd=job_dir, stdout=stdout, stderr=log)
+        code = subprocess.call(
+            command,
+            cwd=job_dir,
+            stdout=stdout,
+            stderr=log,
+            env={**os.environ, TOOL_STDERR_VARIABLE: str(job_dir / TOOL_STDERR)},
+        )
     if code != 0:
-        return payload_exit_code((job_dir / RUNNER_LOG).read_text(errors="replace")) or code
+        failed = runner_failed(job_dir, code, RUNNER_LOG, batch.get("error_pattern"))
+        write_result(job_dir, _failed(failed))
+        return failed.exit_code or code
     storage = StorageElements(**batch["storage"])
     submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:
         output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
         collected = collect_outputs(output_object, submission, storage, out)
-    except (JobFailed, ValueError) as error:
+    except JobFailed as error:
+        write_result(job_dir, _failed(error))
+        return 1
+    except ValueError as error:
         write_result(job_dir, {"error": str(error)})
         return 1
     write_result(

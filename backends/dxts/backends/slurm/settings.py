@@ -9,7 +9,8 @@
 * The resource request of a parcel (`dxts.backends.slurm.logic.resources`): its requirements
   (`cores`, `memory_mb`, `wall_time_s`, `partition`), else its CWL ResourceRequirement, else
   `default_cores` / `default_memory_mb` / `default_wall_time_s`; the partition is the
-  installation's policy (`partition`, empty: the cluster's default).
+  installation's policy (`partition`, empty: the cluster's default); a parcel may name only
+  `partition` or one of `allowed_partitions`, and is refused otherwise.
 * `array_size`: the most parcels one `sbatch --array` carries (a Submit of more makes several).
 * `python`: the interpreter a job runs `dxts.backends.slurm.job` with (it must see the same
   dxts on the nodes: by default this one's, right for a shared installation).
@@ -27,6 +28,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dxts.backends.runner.settings import StorageElements
+from dxts.core.adaptor.failures import DEFAULT_ERROR_PATTERN
 
 DEFAULT_WORK_DIR = Path("/var/lib/dxts/storage/slurm")
 
@@ -41,6 +43,11 @@ class SlurmSettings(BaseSettings):
     storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
     output_se: str | None = Field(None, description="default: the first storage element")
     partition: str = ""
+    allowed_partitions: list[str] = Field(
+        default_factory=list,
+        description="the partitions a parcel may name besides `partition` (a parcel naming "
+        "another is refused: the installation's policy, enforced again here)",
+    )
     default_cores: int = Field(1, ge=1)
     default_memory_mb: int = Field(512, ge=1)
     default_wall_time_s: int = Field(3600, ge=60)
@@ -50,6 +57,10 @@ class SlurmSettings(BaseSettings):
     runner_args: list[str] = Field(
         default_factory=lambda: ["--no-container", "--disable-color"],
         description="cwltool's arguments before its own (outdir, tmpdirs, document, job)",
+    )
+    error_pattern: str = Field(
+        DEFAULT_ERROR_PATTERN,
+        description="the last stderr line of a failed tool matching it is the failure's message",
     )
     commands_dir: str = ""
     command_timeout_s: float = Field(60.0, gt=0)

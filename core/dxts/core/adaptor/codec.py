@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from dxts.core.adaptor import mapping
 from dxts.core.adaptor.model import (
+    Failure,
+    FailureClass,
     Outcome,
     OutcomeResult,
     OutputFile,
@@ -67,6 +69,8 @@ _TEXT_FIELDS = (
     "output_object_json",
 )
 _RESULTS = {result.value: result for result in OutcomeResult}
+_FAILURE_CLASSES = {failure_class.value: failure_class for failure_class in FailureClass}
+_FAILURE_TEXTS = ("tool_message", "lfn", "storage_element", "site")
 UsageField = Literal["cpu_seconds", "wall_seconds", "max_memory_bytes"]
 USAGE_FIELDS: tuple[UsageField, ...] = ("cpu_seconds", "wall_seconds", "max_memory_bytes")
 
@@ -123,7 +127,24 @@ def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
         stored["exit_code"] = outcome.exit_code
     if outcome.output_object_json:
         stored["output_object_json"] = outcome.output_object_json
+    if outcome.failure is not None:
+        stored["failure"] = failure_to_json(outcome.failure)
     return stored
+
+
+def failure_to_json(failure: Failure) -> dict[str, str]:
+    """The failure as stored: its class by its name, the texts only when there are any."""
+    stored = {"class": failure.failure_class.value}
+    for name in _FAILURE_TEXTS:
+        if text := getattr(failure, name):
+            stored[name] = text
+    return stored
+
+
+def failure_from_json(stored: Mapping[str, Any]) -> Failure:
+    texts = {name: str(stored.get(name) or "") for name in _FAILURE_TEXTS}
+    failure_class = _FAILURE_CLASSES.get(str(stored.get("class")), FailureClass.UNSPECIFIED)
+    return Failure(failure_class=failure_class, **texts)
 
 
 def _usage_from_json(usage: Mapping[str, Any]) -> ResourceUsage:
@@ -146,6 +167,7 @@ def outcome_from_json(stored: Mapping[str, Any]) -> Outcome:
     usage = stored.get("usage")
     exit_code = stored.get("exit_code")
     finished_at = stored.get("finished_at")
+    failure = stored.get("failure")
     return Outcome(
         parcel_id="",
         result=_RESULTS.get(stored.get("result"), OutcomeResult.UNSPECIFIED),  # type: ignore[arg-type]
@@ -153,5 +175,6 @@ def outcome_from_json(stored: Mapping[str, Any]) -> Outcome:
         finished_at=datetime.fromisoformat(finished_at) if finished_at else None,
         usage=_usage_from_json(usage) if isinstance(usage, dict) else None,
         exit_code=exit_code if isinstance(exit_code, int) else None,
+        failure=failure_from_json(failure) if isinstance(failure, dict) else None,
         **texts,
     )

@@ -17,6 +17,8 @@ from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
     Description,
+    Failure,
+    FailureClass,
     JobLogs,
     Limitation,
     Outcome,
@@ -52,6 +54,7 @@ SUBMIT_DISPOSITIONS = _numbered(
 )
 LIMITATIONS = _numbered(Limitation, backend_pb2.Limitation, "LIMITATION_")
 OUTCOME_RESULTS = _numbered(OutcomeResult, common_pb2.OutcomeResult, "OUTCOME_RESULT_")
+FAILURE_CLASSES = _numbered(FailureClass, common_pb2.FailureClass, "FAILURE_CLASS_")
 OUTCOME_DISPOSITIONS = _numbered(
     OutcomeDisposition, common_pb2.OutcomeDisposition, "OUTCOME_DISPOSITION_"
 )
@@ -174,6 +177,8 @@ def outcome_to_proto(outcome: Outcome) -> common_pb2.Outcome:
         exit_code=outcome.exit_code,
         output_object_json=outcome.output_object_json,
     )
+    if outcome.failure is not None:
+        message.failure.CopyFrom(failure_to_proto(outcome.failure))
     if outcome.usage is not None:
         usage = outcome.usage
         message.usage.SetInParent()
@@ -215,6 +220,32 @@ def outcome_from_proto(message: common_pb2.Outcome) -> Outcome:
         usage=usage,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         output_object_json=message.output_object_json,
+        failure=failure_from_proto(message.failure) if message.HasField("failure") else None,
+    )
+
+
+def failure_class_from_proto(number: int) -> FailureClass:
+    """A contract number as the class people read (`application-error`); unknown: unclassified."""
+    return _decode(FAILURE_CLASSES, number, FailureClass.UNSPECIFIED)
+
+
+def failure_to_proto(failure: Failure) -> common_pb2.Failure:
+    return common_pb2.Failure(
+        failure_class=FAILURE_CLASSES[0][failure.failure_class],  # type: ignore[arg-type]
+        tool_message=failure.tool_message,
+        lfn=failure.lfn,
+        storage_element=failure.storage_element,
+        site=failure.site,
+    )
+
+
+def failure_from_proto(message: common_pb2.Failure) -> Failure:
+    return Failure(
+        failure_class=failure_class_from_proto(message.failure_class),
+        tool_message=message.tool_message,
+        lfn=message.lfn,
+        storage_element=message.storage_element,
+        site=message.site,
     )
 
 

@@ -49,6 +49,35 @@ TERMINAL_RESULTS = frozenset(
 )
 
 
+class FailureClass(StrEnum):
+    """Why a parcel failed, the same from every adaptor (docs/adaptors.md): what failures are
+    grouped by (`dxts errors`) and counted by. The values are how people read and type them."""
+
+    UNSPECIFIED = "unclassified"
+    APPLICATION_ERROR = "application-error"  # the payload exited non-zero: see exit_code
+    OUT_OF_MEMORY = "out-of-memory"
+    TIME_EXCEEDED = "time-exceeded"  # wall-clock or CPU time limit
+    KILLED = "killed"  # a signal, a cancellation or pre-emption from outside
+    LOST = "lost"  # the backend no longer knows the work
+    STAGE_IN = "stage-in"  # an input could not be fetched (Failure.lfn, storage_element)
+    STAGE_OUT = "stage-out"  # an output could not be stored or registered
+    SETUP_ERROR = "setup-error"  # the payload could not be set up or started
+    REFUSED = "refused"  # the backend refused the work
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How a FAILED outcome failed: its class and the payload's own words (`tool_message`: the
+    last error-looking line of its stderr, not the runner's log), for a staging failure the file
+    and storage element, and the site it ran at when the backend knows it."""
+
+    failure_class: FailureClass = FailureClass.UNSPECIFIED
+    tool_message: str = ""
+    lfn: str = ""
+    storage_element: str = ""
+    site: str = ""  # where it ran, when the backend knows
+
+
 class OutcomeDisposition(StrEnum):
     """What recording did with one outcome; the values are the outcomes metrics' labels."""
 
@@ -156,6 +185,7 @@ class Outcome:
     exit_code: int | None = None  # the work's exit status, where the backend knows it
     # The CWL output object, every File and Directory at `lfn:<LFN>` (common.proto's Outcome).
     output_object_json: str = ""
+    failure: Failure | None = None  # why a FAILED outcome failed (None: not classified)
 
 
 @dataclass(frozen=True)

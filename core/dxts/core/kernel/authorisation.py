@@ -181,6 +181,7 @@ RULES: Rules = {
         EXECUTION.ListParcels,
         EXECUTION.GetParcel,
         EXECUTION.ResolveParcelName,
+        EXECUTION.GroupFailures,
         EXECUTION.Provenance,
         EXECUTION.ListDescendants,
         EXECUTION.ResetInputs,

@@ -213,6 +213,8 @@ feeder_states = sa.Table(
     sa.Column("Bookmark", Json(), nullable=True),
     sa.Column("Exhausted", sa.Boolean(), nullable=False, server_default=sa.false()),
     sa.Column("UpdatedAt", Timestamp(), nullable=False),
+    # Why a quota holds the feeder (NULL: it is not held); cleared when it is reset.
+    sa.Column("HeldReason", sa.String(512), nullable=True),
     **MYSQL_TABLE_OPTIONS,
 )
 

@@ -40,6 +40,8 @@ from datetime import UTC, datetime, timedelta
 
 from dxts.core.adaptor.model import (
     CancelledKey,
+    Failure,
+    FailureClass,
     Outcome,
     OutcomeAck,
     OutcomeDisposition,
@@ -169,6 +171,7 @@ class Forwarder:
                 result=result,
                 backend_status="lost",
                 message=f"lost by the backend: {backend.name} no longer knows {identifier}",
+                failure=Failure(FailureClass.LOST) if result is OutcomeResult.FAILED else None,
             )
             for parcel_id, identifier in missing.items()
             if clock - self._unknown_since.setdefault(parcel_id, clock)

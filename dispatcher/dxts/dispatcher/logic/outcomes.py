@@ -22,7 +22,14 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from dxts.core.adaptor.model import TERMINAL_RESULTS, Outcome, OutcomeAck, OutcomeResult
+from dxts.core.adaptor.model import (
+    TERMINAL_RESULTS,
+    Failure,
+    FailureClass,
+    Outcome,
+    OutcomeAck,
+    OutcomeResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,4 +75,5 @@ def as_failure(outcome: Outcome, reason: str) -> Outcome:
         output_object_json="",
         result=OutcomeResult.FAILED,
         message=f"unusable outcome from the backend ({reason}); reported: {outcome.message}",
+        failure=outcome.failure or Failure(FailureClass.STAGE_OUT),
     )

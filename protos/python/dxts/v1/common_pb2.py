@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x64xts/v1/common.proto\x12\x07\x64xts.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n\x06Paging\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\xc4\x01\n\x0bStatusCount\x12,\n\x0cinput_status\x18\x01 \x01(\x0e\x32\x14.dxts.v1.InputStatusH\x00\x12.\n\rparcel_status\x18\x02 \x01(\x0e\x32\x15.dxts.v1.ParcelStatusH\x00\x12>\n\x15transformation_status\x18\x03 \x01(\x0e\x32\x1d.dxts.v1.TransformationStatusH\x00\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\x42\x08\n\x06status\"\xee\x02\n\x07Outcome\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12&\n\x06result\x18\x04 \x01(\x0e\x32\x16.dxts.v1.OutcomeResult\x12$\n\x07outputs\x18\x05 \x03(\x0b\x32\x13.dxts.v1.OutputFile\x12\x1a\n\x12status_report_json\x18\x06 \x01(\t\x12\x16\n\x0e\x62\x61\x63kend_status\x18\x07 \x01(\t\x12\x0f\n\x07message\x18\x08 \x01(\t\x12/\n\x0b\x66inished_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05usage\x18\n \x01(\x0b\x32\x16.dxts.v1.ResourceUsage\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\x12output_object_json\x18\x0c \x01(\tB\x0c\n\n_exit_code\"\x99\x01\n\rResourceUsage\x12\x18\n\x0b\x63pu_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x0cwall_seconds\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1d\n\x10max_memory_bytes\x18\x03 \x01(\x03H\x02\x88\x01\x01\x42\x0e\n\x0c_cpu_secondsB\x0f\n\r_wall_secondsB\x13\n\x11_max_memory_bytes\"g\n\nOutputFile\x12\x13\n\x0boutput_name\x18\x01 \x01(\t\x12\x0b\n\x03lfn\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x04 \x01(\t\x12\x17\n\x0fstorage_element\x18\x05 \x01(\t\"\x87\x01\n\nOutcomeAck\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12\x30\n\x0b\x64isposition\x18\x04 \x01(\x0e\x32\x1b.dxts.v1.OutcomeDisposition\x12\x0f\n\x07message\x18\x05 \x01(\t\"\x84\x01\n\x0e\x44ocumentBundle\x12\x11\n\tmain_path\x18\x01 \x01(\t\x12\x31\n\x05\x66iles\x18\x02 \x03(\x0b\x32\".dxts.v1.DocumentBundle.FilesEntry\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"9\n\nDiagnostic\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"M\n\x07JobLogs\x12\x0e\n\x06stdout\x18\x01 \x01(\t\x12\x0e\n\x06stderr\x18\x02 \x01(\t\x12\x0f\n\x07sandbox\x18\x03 \x01(\t\x12\x11\n\ttruncated\x18\x04 \x01(\x08*=\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cKIND_COMPUTE\x10\x01\x12\r\n\tKIND_DATA\x10\x02*\x92\x03\n\x0fWorkgraphStatus\x12 \n\x1cWORKGRAPH_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14WORKGRAPH_STATUS_NEW\x10\x01\x12\x1d\n\x19WORKGRAPH_STATUS_SCOUTING\x10\x02\x12\x1e\n\x1aWORKGRAPH_STATUS_APPROVING\x10\x03\x12&\n\"WORKGRAPH_STATUS_APPROVING_BLOCKED\x10\x04\x12\x1b\n\x17WORKGRAPH_STATUS_ACTIVE\x10\x05\x12\x1f\n\x1bWORKGRAPH_STATUS_FINALIZING\x10\x06\x12\x1e\n\x1aWORKGRAPH_STATUS_COMPLETED\x10\x07\x12\x1e\n\x1aWORKGRAPH_STATUS_ARCHIVING\x10\x08\x12\x1d\n\x19WORKGRAPH_STATUS_ARCHIVED\x10\t\x12\x1f\n\x1bWORKGRAPH_STATUS_CANCELLING\x10\n\x12\x1e\n\x1aWORKGRAPH_STATUS_CANCELLED\x10\x0b*\xad\x04\n\x14TransformationStatus\x12%\n!TRANSFORMATION_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19TRANSFORMATION_STATUS_NEW\x10\x01\x12 \n\x1cTRANSFORMATION_STATUS_ACTIVE\x10\x02\x12 \n\x1cTRANSFORMATION_STATUS_PAUSED\x10\x03\x12$\n TRANSFORMATION_STATUS_FINALIZING\x10\x04\x12,\n(TRANSFORMATION_STATUS_FINALIZING_BLOCKED\x10\x05\x12#\n\x1fTRANSFORMATION_STATUS_FINALIZED\x10\x06\x12#\n\x1fTRANSFORMATION_STATUS_COMPLETED\x10\x07\x12#\n\x1fTRANSFORMATION_STATUS_ARCHIVING\x10\x08\x12+\n\'TRANSFORMATION_STATUS_ARCHIVING_BLOCKED\x10\t\x12\"\n\x1eTRANSFORMATION_STATUS_ARCHIVED\x10\n\x12$\n TRANSFORMATION_STATUS_CANCELLING\x10\x0b\x12,\n(TRANSFORMATION_STATUS_CANCELLING_BLOCKED\x10\x0c\x12#\n\x1fTRANSFORMATION_STATUS_CANCELLED\x10\r*\xee\x01\n\x0bInputStatus\x12\x1c\n\x18INPUT_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17INPUT_STATUS_UNASSIGNED\x10\x01\x12\x19\n\x15INPUT_STATUS_ASSIGNED\x10\x02\x12\x1a\n\x16INPUT_STATUS_PROCESSED\x10\x03\x12\x16\n\x12INPUT_STATUS_SPLIT\x10\x04\x12\x17\n\x13INPUT_STATUS_FAILED\x10\x05\x12\x1c\n\x18INPUT_STATUS_PROBLEMATIC\x10\x06\x12\x1e\n\x1aINPUT_STATUS_NOT_PROCESSED\x10\x07*\x92\x02\n\x0cParcelStatus\x12\x1d\n\x19PARCEL_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18PARCEL_STATUS_UNASSIGNED\x10\x01\x12\x1a\n\x16PARCEL_STATUS_RESERVED\x10\x02\x12\x1a\n\x16PARCEL_STATUS_ASSIGNED\x10\x03\x12\x1c\n\x18PARCEL_STATUS_COMPLETING\x10\x04\x12\x16\n\x12PARCEL_STATUS_DONE\x10\x05\x12 \n\x1cPARCEL_STATUS_PARTIALLY_DONE\x10\x06\x12\x18\n\x14PARCEL_STATUS_FAILED\x10\x07\x12\x1b\n\x17PARCEL_STATUS_CANCELLED\x10\x08*\x94\x01\n\x0c\x41\x63tionResult\x12\x1d\n\x19\x41\x43TION_RESULT_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41\x43TION_RESULT_PENDING\x10\x01\x12\x18\n\x14\x41\x43TION_RESULT_PASSED\x10\x02\x12\x18\n\x14\x41\x43TION_RESULT_FAILED\x10\x03\x12\x16\n\x12\x41\x43TION_RESULT_DONE\x10\x04*E\n\x06\x45ntity\x12\x16\n\x12\x45NTITY_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x45NTITY_INPUT\x10\x01\x12\x11\n\rENTITY_PARCEL\x10\x02*\x86\x01\n\rOutcomeResult\x12\x1e\n\x1aOUTCOME_RESULT_UNSPECIFIED\x10\x00\x12\x1c\n\x18OUTCOME_RESULT_SUCCEEDED\x10\x01\x12\x19\n\x15OUTCOME_RESULT_FAILED\x10\x02\x12\x1c\n\x18OUTCOME_RESULT_CANCELLED\x10\x03*\xad\x01\n\x12OutcomeDisposition\x12#\n\x1fOUTCOME_DISPOSITION_UNSPECIFIED\x10\x00\x12 \n\x1cOUTCOME_DISPOSITION_RECORDED\x10\x01\x12(\n$OUTCOME_DISPOSITION_ALREADY_RECORDED\x10\x02\x12&\n\"OUTCOME_DISPOSITION_UNKNOWN_PARCEL\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x64xts/v1/common.proto\x12\x07\x64xts.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n\x06Paging\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\xc4\x01\n\x0bStatusCount\x12,\n\x0cinput_status\x18\x01 \x01(\x0e\x32\x14.dxts.v1.InputStatusH\x00\x12.\n\rparcel_status\x18\x02 \x01(\x0e\x32\x15.dxts.v1.ParcelStatusH\x00\x12>\n\x15transformation_status\x18\x03 \x01(\x0e\x32\x1d.dxts.v1.TransformationStatusH\x00\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\x42\x08\n\x06status\"\x91\x03\n\x07Outcome\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12&\n\x06result\x18\x04 \x01(\x0e\x32\x16.dxts.v1.OutcomeResult\x12$\n\x07outputs\x18\x05 \x03(\x0b\x32\x13.dxts.v1.OutputFile\x12\x1a\n\x12status_report_json\x18\x06 \x01(\t\x12\x16\n\x0e\x62\x61\x63kend_status\x18\x07 \x01(\t\x12\x0f\n\x07message\x18\x08 \x01(\t\x12/\n\x0b\x66inished_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x05usage\x18\n \x01(\x0b\x32\x16.dxts.v1.ResourceUsage\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\x12output_object_json\x18\x0c \x01(\t\x12!\n\x07\x66\x61ilure\x18\r \x01(\x0b\x32\x10.dxts.v1.FailureB\x0c\n\n_exit_code\"\x81\x01\n\x07\x46\x61ilure\x12,\n\rfailure_class\x18\x01 \x01(\x0e\x32\x15.dxts.v1.FailureClass\x12\x14\n\x0ctool_message\x18\x02 \x01(\t\x12\x0b\n\x03lfn\x18\x03 \x01(\t\x12\x17\n\x0fstorage_element\x18\x04 \x01(\t\x12\x0c\n\x04site\x18\x05 \x01(\t\"\x99\x01\n\rResourceUsage\x12\x18\n\x0b\x63pu_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x0cwall_seconds\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1d\n\x10max_memory_bytes\x18\x03 \x01(\x03H\x02\x88\x01\x01\x42\x0e\n\x0c_cpu_secondsB\x0f\n\r_wall_secondsB\x13\n\x11_max_memory_bytes\"g\n\nOutputFile\x12\x13\n\x0boutput_name\x18\x01 \x01(\t\x12\x0b\n\x03lfn\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x04 \x01(\t\x12\x17\n\x0fstorage_element\x18\x05 \x01(\t\"\x87\x01\n\nOutcomeAck\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12\x30\n\x0b\x64isposition\x18\x04 \x01(\x0e\x32\x1b.dxts.v1.OutcomeDisposition\x12\x0f\n\x07message\x18\x05 \x01(\t\"\x84\x01\n\x0e\x44ocumentBundle\x12\x11\n\tmain_path\x18\x01 \x01(\t\x12\x31\n\x05\x66iles\x18\x02 \x03(\x0b\x32\".dxts.v1.DocumentBundle.FilesEntry\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"9\n\nDiagnostic\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"M\n\x07JobLogs\x12\x0e\n\x06stdout\x18\x01 \x01(\t\x12\x0e\n\x06stderr\x18\x02 \x01(\t\x12\x0f\n\x07sandbox\x18\x03 \x01(\t\x12\x11\n\ttruncated\x18\x04 \x01(\x08*=\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cKIND_COMPUTE\x10\x01\x12\r\n\tKIND_DATA\x10\x02*\x92\x03\n\x0fWorkgraphStatus\x12 \n\x1cWORKGRAPH_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14WORKGRAPH_STATUS_NEW\x10\x01\x12\x1d\n\x19WORKGRAPH_STATUS_SCOUTING\x10\x02\x12\x1e\n\x1aWORKGRAPH_STATUS_APPROVING\x10\x03\x12&\n\"WORKGRAPH_STATUS_APPROVING_BLOCKED\x10\x04\x12\x1b\n\x17WORKGRAPH_STATUS_ACTIVE\x10\x05\x12\x1f\n\x1bWORKGRAPH_STATUS_FINALIZING\x10\x06\x12\x1e\n\x1aWORKGRAPH_STATUS_COMPLETED\x10\x07\x12\x1e\n\x1aWORKGRAPH_STATUS_ARCHIVING\x10\x08\x12\x1d\n\x19WORKGRAPH_STATUS_ARCHIVED\x10\t\x12\x1f\n\x1bWORKGRAPH_STATUS_CANCELLING\x10\n\x12\x1e\n\x1aWORKGRAPH_STATUS_CANCELLED\x10\x0b*\xad\x04\n\x14TransformationStatus\x12%\n!TRANSFORMATION_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19TRANSFORMATION_STATUS_NEW\x10\x01\x12 \n\x1cTRANSFORMATION_STATUS_ACTIVE\x10\x02\x12 \n\x1cTRANSFORMATION_STATUS_PAUSED\x10\x03\x12$\n TRANSFORMATION_STATUS_FINALIZING\x10\x04\x12,\n(TRANSFORMATION_STATUS_FINALIZING_BLOCKED\x10\x05\x12#\n\x1fTRANSFORMATION_STATUS_FINALIZED\x10\x06\x12#\n\x1fTRANSFORMATION_STATUS_COMPLETED\x10\x07\x12#\n\x1fTRANSFORMATION_STATUS_ARCHIVING\x10\x08\x12+\n\'TRANSFORMATION_STATUS_ARCHIVING_BLOCKED\x10\t\x12\"\n\x1eTRANSFORMATION_STATUS_ARCHIVED\x10\n\x12$\n TRANSFORMATION_STATUS_CANCELLING\x10\x0b\x12,\n(TRANSFORMATION_STATUS_CANCELLING_BLOCKED\x10\x0c\x12#\n\x1fTRANSFORMATION_STATUS_CANCELLED\x10\r*\xee\x01\n\x0bInputStatus\x12\x1c\n\x18INPUT_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17INPUT_STATUS_UNASSIGNED\x10\x01\x12\x19\n\x15INPUT_STATUS_ASSIGNED\x10\x02\x12\x1a\n\x16INPUT_STATUS_PROCESSED\x10\x03\x12\x16\n\x12INPUT_STATUS_SPLIT\x10\x04\x12\x17\n\x13INPUT_STATUS_FAILED\x10\x05\x12\x1c\n\x18INPUT_STATUS_PROBLEMATIC\x10\x06\x12\x1e\n\x1aINPUT_STATUS_NOT_PROCESSED\x10\x07*\x92\x02\n\x0cParcelStatus\x12\x1d\n\x19PARCEL_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n\x18PARCEL_STATUS_UNASSIGNED\x10\x01\x12\x1a\n\x16PARCEL_STATUS_RESERVED\x10\x02\x12\x1a\n\x16PARCEL_STATUS_ASSIGNED\x10\x03\x12\x1c\n\x18PARCEL_STATUS_COMPLETING\x10\x04\x12\x16\n\x12PARCEL_STATUS_DONE\x10\x05\x12 \n\x1cPARCEL_STATUS_PARTIALLY_DONE\x10\x06\x12\x18\n\x14PARCEL_STATUS_FAILED\x10\x07\x12\x1b\n\x17PARCEL_STATUS_CANCELLED\x10\x08*\x94\x01\n\x0c\x41\x63tionResult\x12\x1d\n\x19\x41\x43TION_RESULT_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41\x43TION_RESULT_PENDING\x10\x01\x12\x18\n\x14\x41\x43TION_RESULT_PASSED\x10\x02\x12\x18\n\x14\x41\x43TION_RESULT_FAILED\x10\x03\x12\x16\n\x12\x41\x43TION_RESULT_DONE\x10\x04*E\n\x06\x45ntity\x12\x16\n\x12\x45NTITY_UNSPECIFIED\x10\x00\x12\x10\n\x0c\x45NTITY_INPUT\x10\x01\x12\x11\n\rENTITY_PARCEL\x10\x02*\xb9\x02\n\x0c\x46\x61ilureClass\x12\x1d\n\x19\x46\x41ILURE_CLASS_UNSPECIFIED\x10\x00\x12#\n\x1f\x46\x41ILURE_CLASS_APPLICATION_ERROR\x10\x01\x12\x1f\n\x1b\x46\x41ILURE_CLASS_OUT_OF_MEMORY\x10\x02\x12\x1f\n\x1b\x46\x41ILURE_CLASS_TIME_EXCEEDED\x10\x03\x12\x18\n\x14\x46\x41ILURE_CLASS_KILLED\x10\x04\x12\x16\n\x12\x46\x41ILURE_CLASS_LOST\x10\x05\x12\x1a\n\x16\x46\x41ILURE_CLASS_STAGE_IN\x10\x06\x12\x1b\n\x17\x46\x41ILURE_CLASS_STAGE_OUT\x10\x07\x12\x1d\n\x19\x46\x41ILURE_CLASS_SETUP_ERROR\x10\x08\x12\x19\n\x15\x46\x41ILURE_CLASS_REFUSED\x10\t*\x86\x01\n\rOutcomeResult\x12\x1e\n\x1aOUTCOME_RESULT_UNSPECIFIED\x10\x00\x12\x1c\n\x18OUTCOME_RESULT_SUCCEEDED\x10\x01\x12\x19\n\x15OUTCOME_RESULT_FAILED\x10\x02\x12\x1c\n\x18OUTCOME_RESULT_CANCELLED\x10\x03*\xad\x01\n\x12OutcomeDisposition\x12#\n\x1fOUTCOME_DISPOSITION_UNSPECIFIED\x10\x00\x12 \n\x1cOUTCOME_DISPOSITION_RECORDED\x10\x01\x12(\n$OUTCOME_DISPOSITION_ALREADY_RECORDED\x10\x02\x12&\n\"OUTCOME_DISPOSITION_UNKNOWN_PARCEL\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,42 +35,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DOCUMENTBUNDLE_FILESENTRY']._loaded_options = None
   _globals['_DOCUMENTBUNDLE_FILESENTRY']._serialized_options = b'8\001'
-  _globals['_KIND']._serialized_start=1355
-  _globals['_KIND']._serialized_end=1416
-  _globals['_WORKGRAPHSTATUS']._serialized_start=1419
-  _globals['_WORKGRAPHSTATUS']._serialized_end=1821
-  _globals['_TRANSFORMATIONSTATUS']._serialized_start=1824
-  _globals['_TRANSFORMATIONSTATUS']._serialized_end=2381
-  _globals['_INPUTSTATUS']._serialized_start=2384
-  _globals['_INPUTSTATUS']._serialized_end=2622
-  _globals['_PARCELSTATUS']._serialized_start=2625
-  _globals['_PARCELSTATUS']._serialized_end=2899
-  _globals['_ACTIONRESULT']._serialized_start=2902
-  _globals['_ACTIONRESULT']._serialized_end=3050
-  _globals['_ENTITY']._serialized_start=3052
-  _globals['_ENTITY']._serialized_end=3121
-  _globals['_OUTCOMERESULT']._serialized_start=3124
-  _globals['_OUTCOMERESULT']._serialized_end=3258
-  _globals['_OUTCOMEDISPOSITION']._serialized_start=3261
-  _globals['_OUTCOMEDISPOSITION']._serialized_end=3434
+  _globals['_KIND']._serialized_start=1522
+  _globals['_KIND']._serialized_end=1583
+  _globals['_WORKGRAPHSTATUS']._serialized_start=1586
+  _globals['_WORKGRAPHSTATUS']._serialized_end=1988
+  _globals['_TRANSFORMATIONSTATUS']._serialized_start=1991
+  _globals['_TRANSFORMATIONSTATUS']._serialized_end=2548
+  _globals['_INPUTSTATUS']._serialized_start=2551
+  _globals['_INPUTSTATUS']._serialized_end=2789
+  _globals['_PARCELSTATUS']._serialized_start=2792
+  _globals['_PARCELSTATUS']._serialized_end=3066
+  _globals['_ACTIONRESULT']._serialized_start=3069
+  _globals['_ACTIONRESULT']._serialized_end=3217
+  _globals['_ENTITY']._serialized_start=3219
+  _globals['_ENTITY']._serialized_end=3288
+  _globals['_FAILURECLASS']._serialized_start=3291
+  _globals['_FAILURECLASS']._serialized_end=3604
+  _globals['_OUTCOMERESULT']._serialized_start=3607
+  _globals['_OUTCOMERESULT']._serialized_end=3741
+  _globals['_OUTCOMEDISPOSITION']._serialized_start=3744
+  _globals['_OUTCOMEDISPOSITION']._serialized_end=3917
   _globals['_PAGING']._serialized_start=66
   _globals['_PAGING']._serialized_end=113
   _globals['_STATUSCOUNT']._serialized_start=116
   _globals['_STATUSCOUNT']._serialized_end=312
   _globals['_OUTCOME']._serialized_start=315
-  _globals['_OUTCOME']._serialized_end=681
-  _globals['_RESOURCEUSAGE']._serialized_start=684
-  _globals['_RESOURCEUSAGE']._serialized_end=837
-  _globals['_OUTPUTFILE']._serialized_start=839
-  _globals['_OUTPUTFILE']._serialized_end=942
-  _globals['_OUTCOMEACK']._serialized_start=945
-  _globals['_OUTCOMEACK']._serialized_end=1080
-  _globals['_DOCUMENTBUNDLE']._serialized_start=1083
-  _globals['_DOCUMENTBUNDLE']._serialized_end=1215
-  _globals['_DOCUMENTBUNDLE_FILESENTRY']._serialized_start=1171
-  _globals['_DOCUMENTBUNDLE_FILESENTRY']._serialized_end=1215
-  _globals['_DIAGNOSTIC']._serialized_start=1217
-  _globals['_DIAGNOSTIC']._serialized_end=1274
-  _globals['_JOBLOGS']._serialized_start=1276
-  _globals['_JOBLOGS']._serialized_end=1353
+  _globals['_OUTCOME']._serialized_end=716
+  _globals['_FAILURE']._serialized_start=719
+  _globals['_FAILURE']._serialized_end=848
+  _globals['_RESOURCEUSAGE']._serialized_start=851
+  _globals['_RESOURCEUSAGE']._serialized_end=1004
+  _globals['_OUTPUTFILE']._serialized_start=1006
+  _globals['_OUTPUTFILE']._serialized_end=1109
+  _globals['_OUTCOMEACK']._serialized_start=1112
+  _globals['_OUTCOMEACK']._serialized_end=1247
+  _globals['_DOCUMENTBUNDLE']._serialized_start=1250
+  _globals['_DOCUMENTBUNDLE']._serialized_end=1382
+  _globals['_DOCUMENTBUNDLE_FILESENTRY']._serialized_start=1338
+  _globals['_DOCUMENTBUNDLE_FILESENTRY']._serialized_end=1382
+  _globals['_DIAGNOSTIC']._serialized_start=1384
+  _globals['_DIAGNOSTIC']._serialized_end=1441
+  _globals['_JOBLOGS']._serialized_start=1443
+  _globals['_JOBLOGS']._serialized_end=1520
 # @@protoc_insertion_point(module_scope)

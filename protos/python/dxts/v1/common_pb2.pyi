@@ -245,6 +245,58 @@ ENTITY_INPUT: Entity.ValueType  # 1
 ENTITY_PARCEL: Entity.ValueType  # 2
 Global___Entity: _TypeAlias = Entity  # noqa: Y015
 
+class _FailureClass:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FailureClassEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FailureClass.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FAILURE_CLASS_UNSPECIFIED: _FailureClass.ValueType  # 0
+    FAILURE_CLASS_APPLICATION_ERROR: _FailureClass.ValueType  # 1
+    """The payload ran and exited non-zero on its own (Outcome.exit_code is its status)."""
+    FAILURE_CLASS_OUT_OF_MEMORY: _FailureClass.ValueType  # 2
+    """The payload was killed for using more memory than it was given."""
+    FAILURE_CLASS_TIME_EXCEEDED: _FailureClass.ValueType  # 3
+    """The payload ran past its wall-clock or CPU time limit."""
+    FAILURE_CLASS_KILLED: _FailureClass.ValueType  # 4
+    """The payload was killed or cancelled from outside (a signal, an operator, a pre-emption)."""
+    FAILURE_CLASS_LOST: _FailureClass.ValueType  # 5
+    """The backend no longer knows the work (a node died, its records were lost)."""
+    FAILURE_CLASS_STAGE_IN: _FailureClass.ValueType  # 6
+    """An input could not be fetched (Failure.lfn and Failure.storage_element say which, where)."""
+    FAILURE_CLASS_STAGE_OUT: _FailureClass.ValueType  # 7
+    """An output could not be stored or registered (Failure.lfn and storage_element, when known)."""
+    FAILURE_CLASS_SETUP_ERROR: _FailureClass.ValueType  # 8
+    """The payload could not be set up or started (its document, input object, runner, sandbox)."""
+    FAILURE_CLASS_REFUSED: _FailureClass.ValueType  # 9
+    """The backend refused the work (at submission, or by its policy)."""
+
+class FailureClass(_FailureClass, metaclass=_FailureClassEnumTypeWrapper):
+    """What kind of failure ended a parcel, the same from every adaptor: what a shifter groups
+    failures by, and what decides whether running it again can help.
+    """
+
+FAILURE_CLASS_UNSPECIFIED: FailureClass.ValueType  # 0
+FAILURE_CLASS_APPLICATION_ERROR: FailureClass.ValueType  # 1
+"""The payload ran and exited non-zero on its own (Outcome.exit_code is its status)."""
+FAILURE_CLASS_OUT_OF_MEMORY: FailureClass.ValueType  # 2
+"""The payload was killed for using more memory than it was given."""
+FAILURE_CLASS_TIME_EXCEEDED: FailureClass.ValueType  # 3
+"""The payload ran past its wall-clock or CPU time limit."""
+FAILURE_CLASS_KILLED: FailureClass.ValueType  # 4
+"""The payload was killed or cancelled from outside (a signal, an operator, a pre-emption)."""
+FAILURE_CLASS_LOST: FailureClass.ValueType  # 5
+"""The backend no longer knows the work (a node died, its records were lost)."""
+FAILURE_CLASS_STAGE_IN: FailureClass.ValueType  # 6
+"""An input could not be fetched (Failure.lfn and Failure.storage_element say which, where)."""
+FAILURE_CLASS_STAGE_OUT: FailureClass.ValueType  # 7
+"""An output could not be stored or registered (Failure.lfn and storage_element, when known)."""
+FAILURE_CLASS_SETUP_ERROR: FailureClass.ValueType  # 8
+"""The payload could not be set up or started (its document, input object, runner, sandbox)."""
+FAILURE_CLASS_REFUSED: FailureClass.ValueType  # 9
+"""The backend refused the work (at submission, or by its policy)."""
+Global___FailureClass: _TypeAlias = FailureClass  # noqa: Y015
+
 class _OutcomeResult:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -376,6 +428,7 @@ class Outcome(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     OUTPUT_OBJECT_JSON_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The parcel, when the reporter knows it (adaptors are given it at Submit); otherwise the
     dispatcher resolves it from (backend, identifier) before forwarding.
@@ -417,6 +470,12 @@ class Outcome(_message.Message):
         `usage` annotation (EstimateResourceUsage).
         """
 
+    @_builtins.property
+    def failure(self) -> Global___Failure:
+        """Why a FAILED outcome failed, in the failure taxonomy every adaptor reports (docs/adaptors.md);
+        unset for a success or a cancellation.
+        """
+
     def __init__(
         self,
         *,
@@ -432,16 +491,55 @@ class Outcome(_message.Message):
         usage: Global___ResourceUsage | None = ...,
         exit_code: _builtins.int | None = ...,
         output_object_json: _builtins.str = ...,
+        failure: Global___Failure | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code", "finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code", "failure", b"failure", "finished_at", b"finished_at", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "backend", b"backend", "backend_status", b"backend_status", "exit_code", b"exit_code", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "output_object_json", b"output_object_json", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "backend", b"backend", "backend_status", b"backend_status", "exit_code", b"exit_code", "failure", b"failure", "finished_at", b"finished_at", "identifier", b"identifier", "message", b"message", "output_object_json", b"output_object_json", "outputs", b"outputs", "parcel_id", b"parcel_id", "result", b"result", "status_report_json", b"status_report_json", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
+
+@_typing.final
+class Failure(_message.Message):
+    """Why a parcel failed: the class, and the payload's own words."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAILURE_CLASS_FIELD_NUMBER: _builtins.int
+    TOOL_MESSAGE_FIELD_NUMBER: _builtins.int
+    LFN_FIELD_NUMBER: _builtins.int
+    STORAGE_ELEMENT_FIELD_NUMBER: _builtins.int
+    SITE_FIELD_NUMBER: _builtins.int
+    failure_class: Global___FailureClass.ValueType
+    tool_message: _builtins.str
+    """The tool's own message: the last error-looking line of the payload's stderr (not the
+    runner's log); empty when the payload wrote none. The full streams: GetLogs.
+    """
+    lfn: _builtins.str
+    """The file a stage-in or stage-out failed on, and the storage element, when known."""
+    storage_element: _builtins.str
+    site: _builtins.str
+    """Where the work ran (a grid site, a cluster's partition), when the backend knows it."""
+    def __init__(
+        self,
+        *,
+        failure_class: Global___FailureClass.ValueType = ...,
+        tool_message: _builtins.str = ...,
+        lfn: _builtins.str = ...,
+        storage_element: _builtins.str = ...,
+        site: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure_class", b"failure_class", "lfn", b"lfn", "site", b"site", "storage_element", b"storage_element", "tool_message", b"tool_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Failure: _TypeAlias = Failure  # noqa: Y015
 
 @_typing.final
 class ResourceUsage(_message.Message):

@@ -518,6 +518,139 @@ class ListParcelsResponse(_message.Message):
 Global___ListParcelsResponse: _TypeAlias = ListParcelsResponse  # noqa: Y015
 
 @_typing.final
+class GroupFailuresRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    EXAMPLES_FIELD_NUMBER: _builtins.int
+    examples: _builtins.int
+    """Example parcels (and their inputs) per group: 0 gives the default of 3; at most 10."""
+    @_builtins.property
+    def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The transformations whose failed parcels are grouped: 1 to 500, each one the caller may see
+        (NOT_FOUND otherwise, as GetTransformation answers).
+        """
+
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Only parcels that failed at or after this moment; unset: whenever."""
+
+    def __init__(
+        self,
+        *,
+        transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        examples: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["examples", b"examples", "since", b"since", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GroupFailuresRequest: _TypeAlias = GroupFailuresRequest  # noqa: Y015
+
+@_typing.final
+class FailureGroup(_message.Message):
+    """Failures alike: same class, backend and site, and the same message once its numbers, ids and
+    paths are normalised (so that one tool failing on 12 inputs is one group).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAILURE_CLASS_FIELD_NUMBER: _builtins.int
+    BACKEND_FIELD_NUMBER: _builtins.int
+    SITE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    FIRST_SEEN_FIELD_NUMBER: _builtins.int
+    LAST_SEEN_FIELD_NUMBER: _builtins.int
+    EXAMPLE_PARCEL_IDS_FIELD_NUMBER: _builtins.int
+    EXAMPLE_INPUT_IDS_FIELD_NUMBER: _builtins.int
+    EXIT_CODES_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
+    failure_class: _common_pb2.FailureClass.ValueType
+    backend: _builtins.str
+    site: _builtins.str
+    reason: _builtins.str
+    """The normalised message the group shares."""
+    message: _builtins.str
+    """The latest failure's message in its own words: the tool's line, else the backend's."""
+    count: _builtins.int
+    @_builtins.property
+    def first_seen(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_seen(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def example_parcel_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The latest failed parcels of the group, and the inputs they carried."""
+
+    @_builtins.property
+    def example_input_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def exit_codes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The distinct exit codes of the group's failures, ascending (none: not known)."""
+
+    @_builtins.property
+    def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        failure_class: _common_pb2.FailureClass.ValueType = ...,
+        backend: _builtins.str = ...,
+        site: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        count: _builtins.int = ...,
+        first_seen: _timestamp_pb2.Timestamp | None = ...,
+        last_seen: _timestamp_pb2.Timestamp | None = ...,
+        example_parcel_ids: _abc.Iterable[_builtins.str] | None = ...,
+        example_input_ids: _abc.Iterable[_builtins.str] | None = ...,
+        exit_codes: _abc.Iterable[_builtins.int] | None = ...,
+        transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["first_seen", b"first_seen", "last_seen", b"last_seen"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailureGroup: _TypeAlias = FailureGroup  # noqa: Y015
+
+@_typing.final
+class GroupFailuresResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    PARCELS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    parcels: _builtins.int
+    """How many failed parcels were read; `truncated` when more failed than one call reads (the
+    latest are read).
+    """
+    truncated: _builtins.bool
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___FailureGroup]:
+        """The largest group first."""
+
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___FailureGroup] | None = ...,
+        parcels: _builtins.int = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "parcels", b"parcels", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GroupFailuresResponse: _TypeAlias = GroupFailuresResponse  # noqa: Y015
+
+@_typing.final
 class GetParcelRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

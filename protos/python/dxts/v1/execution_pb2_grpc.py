@@ -60,6 +60,11 @@ class ExecutionServiceStub:
                 request_serializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameResponse.FromString,
                 _registered_method=True)
+        self.GroupFailures = channel.unary_unary(
+                '/dxts.v1.ExecutionService/GroupFailures',
+                request_serializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresResponse.FromString,
+                _registered_method=True)
         self.Provenance = channel.unary_unary(
                 '/dxts.v1.ExecutionService/Provenance',
                 request_serializer=dxts_dot_v1_dot_execution__pb2.ProvenanceRequest.SerializeToString,
@@ -149,6 +154,14 @@ class ExecutionServiceServicer:
     def ResolveParcelName(self, request, context):
         """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
         of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GroupFailures(self, request, context):
+        """What is failing, where and why: the failed parcels of some transformations grouped by
+        (failure class, backend, site, normalised message), with counts and examples.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -260,6 +273,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.ResolveParcelName,
                     request_deserializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameResponse.SerializeToString,
+            ),
+            'GroupFailures': grpc.unary_unary_rpc_method_handler(
+                    servicer.GroupFailures,
+                    request_deserializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresResponse.SerializeToString,
             ),
             'Provenance': grpc.unary_unary_rpc_method_handler(
                     servicer.Provenance,
@@ -452,6 +470,33 @@ class ExecutionService:
             '/dxts.v1.ExecutionService/ResolveParcelName',
             dxts_dot_v1_dot_execution__pb2.ResolveParcelNameRequest.SerializeToString,
             dxts_dot_v1_dot_execution__pb2.ResolveParcelNameResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GroupFailures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.ExecutionService/GroupFailures',
+            dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.SerializeToString,
+            dxts_dot_v1_dot_execution__pb2.GroupFailuresResponse.FromString,
             options,
             channel_credentials,
             insecure,

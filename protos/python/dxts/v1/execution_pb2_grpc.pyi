@@ -44,6 +44,10 @@ class ExecutionServiceStub:
     """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
     of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
     """
+    GroupFailures: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]
+    """What is failing, where and why: the failed parcels of some transformations grouped by
+    (failure class, backend, site, normalised message), with counts and examples.
+    """
     Provenance: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]
     """Which parcel produced a file, from which inputs, and so on upstream."""
     ListDescendants: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]
@@ -83,6 +87,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     ResolveParcelName: _aio.UnaryUnaryMultiCallable[_execution_pb2.ResolveParcelNameRequest, _execution_pb2.ResolveParcelNameResponse]  # type: ignore[assignment]
     """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
     of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+    """
+    GroupFailures: _aio.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]  # type: ignore[assignment]
+    """What is failing, where and why: the failed parcels of some transformations grouped by
+    (failure class, backend, site, normalised message), with counts and examples.
     """
     Provenance: _aio.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]  # type: ignore[assignment]
     """Which parcel produced a file, from which inputs, and so on upstream."""
@@ -150,6 +158,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_execution_pb2.ResolveParcelNameResponse, _abc.Awaitable[_execution_pb2.ResolveParcelNameResponse]]:
         """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
         of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+        """
+
+    @_abc_1.abstractmethod
+    def GroupFailures(
+        self,
+        request: _execution_pb2.GroupFailuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.GroupFailuresResponse, _abc.Awaitable[_execution_pb2.GroupFailuresResponse]]:
+        """What is failing, where and why: the failed parcels of some transformations grouped by
+        (failure class, backend, site, normalised message), with counts and examples.
         """
 
     @_abc_1.abstractmethod

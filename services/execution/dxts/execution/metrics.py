@@ -42,6 +42,13 @@ OUTCOMES = Counter(
     "unknown_parcel).",
     ["disposition"],
 )
+PARCELS_FAILED = Counter(
+    "dxts_execution_parcels_failed",
+    "Parcels a backend's outcome failed, by failure class (application-error, out-of-memory, "
+    "time-exceeded, killed, lost, stage-in, stage-out, setup-error, refused, unclassified) and "
+    "backend.",
+    ["failure_class", "backend"],
+)
 PARCELS_RECORDED = Counter(
     "dxts_execution_parcels_recorded",
     "Completing parcels recorded, by the status they ended in.",

@@ -2,6 +2,7 @@
 
 Tunables are read from `DXTS_EXECUTION_*`; what every component shares keeps its common name:
 `DXTS_DEFINITION_ADDRESS` (the Active transformations and their definitions),
+`DXTS_CONFIG_FILE` (the installation file: its `policy` holds the feeding quotas),
 `DXTS_SERVICE_TOKEN` / `DXTS_SERVICE_TOKEN_FILE` (the credentials of execution's own calls; with
 neither, a token minted from the development key pair in `DXTS_DATA_DIR`, a single machine
 only). The file catalogue is configured by `DXTS_CATALOGUE_*` (`CatalogueSettings`).
@@ -9,9 +10,13 @@ only). The file catalogue is configured by `DXTS_CATALOGUE_*` (`CatalogueSetting
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
+from dxts.core.config import load_installation_config
+from dxts.core.policy import Policy
 from dxts.core.settings import ServiceTokenSettings
 
 
@@ -24,6 +29,11 @@ class ExecutionSettings(ServiceTokenSettings):
         description="host:port of the definition service",
     )
     call_timeout_s: float = Field(30.0, gt=0, description="deadline of execution's own calls")
+    config_file: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
+        description="the installation configuration (YAML): its policy's quotas hold feeders",
+    )
 
     feed_interval_s: float = Field(
         10.0, gt=0, description="longest wait after an idle feeder round (a busy one: none)"
@@ -79,3 +89,7 @@ class ExecutionSettings(ServiceTokenSettings):
         min_length=1,
         description="token role of dxts's own components (every VO; RecordOutcomes)",
     )
+
+    def policy(self) -> Policy:
+        """The installation's policy (`policy` of the installation file; none: no quota)."""
+        return load_installation_config(self.config_file).definition.policy

@@ -30,6 +30,7 @@ killed under it) is CANCELLED too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections import Counter
@@ -50,6 +51,8 @@ from dxts.core.adaptor.model import (
     CancelResult,
     ComputePayload,
     Description,
+    Failure,
+    FailureClass,
     JobLogs,
     Outcome,
     OutcomeResult,
@@ -74,7 +77,9 @@ SUCCEEDED, FAILED, CANCELLED = (
 # DiracX job status → what it means for the parcel (statuses not listed are still under way).
 DONE, FAILED_STATUS, KILLED, DELETED, STALLED = "Done", "Failed", "Killed", "Deleted", "Stalled"
 LOST = (DELETED, STALLED)
-STATUS_FIELDS = ["JobID", "JobName", "Status", "MinorStatus", "ApplicationStatus"]
+SETUP_ERROR = Failure(FailureClass.SETUP_ERROR)  # the payload ran but left no usable result
+STATUS_FIELDS = ["JobID", "JobName", "Status", "MinorStatus", "ApplicationStatus", "Site"]
+NO_SITE = ("", "ANY", "Unknown", "None")  # DiracX's Site before a pilot matched the job
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -322,11 +327,25 @@ class DiracXAdaptor:
     async def _outcome(
         self, job: state.Job, status: dict[str, Any] | None, *, cancelled: bool
     ) -> Outcome | None:
-        """The terminal outcome DiracX's status means, or None while the job is under way."""
+        """The terminal outcome DiracX's status means, or None while the job is under way; a
+        failure names the site the job ran at."""
+        outcome = await self._judged(job, status, cancelled=cancelled)
+        site = str((status or {}).get("Site") or "")
+        if outcome is not None and outcome.failure is not None and site not in NO_SITE:
+            outcome.failure = dataclasses.replace(outcome.failure, site=site)
+        return outcome
+
+    async def _judged(
+        self, job: state.Job, status: dict[str, Any] | None, *, cancelled: bool
+    ) -> Outcome | None:
         assert job.job_id is not None
         if status is None:
             return self._ended(
-                job, FAILED, "Unknown", f"lost: DiracX no longer knows job {job.job_id}"
+                job,
+                FAILED,
+                "Unknown",
+                f"lost: DiracX no longer knows job {job.job_id}",
+                failure=Failure(FailureClass.LOST),
             )
         name = str(status.get("Status"))
         said = f"{name}: {status.get('MinorStatus') or ''}".rstrip(": ")
@@ -338,15 +357,21 @@ class DiracXAdaptor:
         if name == FAILED_STATUS and cancelled:
             return self._ended(job, CANCELLED, said, f"DiracX job {job.job_id} {said} (cancelled)")
         if name == FAILED_STATUS:
-            error, exit_code = await self._payload_failure(job.job_id)
+            error, exit_code, failure = await self._payload_failure(job.job_id)
             message = f"DiracX job {job.job_id} {said}" + (f": {error}" if error else "")
-            return self._ended(job, FAILED, said, message, exit_code=exit_code)
+            return self._ended(job, FAILED, said, message, exit_code=exit_code, failure=failure)
         if name == KILLED:
             return self._ended(job, CANCELLED, said, f"DiracX job {job.job_id} {said}")
         if name in LOST:
             if name == STALLED:
                 await self.client.set_status([job.job_id], KILLED, "stalled: killed by dxts")
-            return self._ended(job, FAILED, said, f"lost: DiracX job {job.job_id} {said}")
+            return self._ended(
+                job,
+                FAILED,
+                said,
+                f"lost: DiracX job {job.job_id} {said}",
+                failure=Failure(FailureClass.LOST),
+            )
         return None
 
     async def _result(self, job_id: int) -> dict[str, bytes]:
@@ -355,31 +380,38 @@ class DiracXAdaptor:
             files.update(sandbox.unpack(await self.client.download_sandbox(pfn)))
         return files
 
-    async def _payload_failure(self, job_id: int) -> tuple[str, int | None]:
-        """The payload's own account of a failure and the failed tool's exit status, when its
-        output sandbox holds them."""
+    async def _payload_failure(self, job_id: int) -> tuple[str, int | None, Failure]:
+        """The payload's own account of a failure, the failed tool's exit status and the
+        failure's class, when its output sandbox holds them (else the payload never ran to
+        the end: killed on its worker)."""
         try:
             files = await self._result(job_id)
             result = worker.read_result(files[worker.RESULT_FILE].decode())
         except (DiracXError, KeyError, ValueError, UnicodeDecodeError):
-            return "", None
-        return result.error, result.exit_code
+            return "", None, Failure(FailureClass.KILLED)
+        return result.error, result.exit_code, result.failure or Failure(FailureClass.SETUP_ERROR)
 
     async def _done(self, job: state.Job, said: str) -> Outcome:
         assert job.job_id is not None
         files = await self._result(job.job_id)
         text = files.get(worker.RESULT_FILE)
         if text is None:
-            return self._ended(
-                job, FAILED, said, f"DiracX job {job.job_id} is Done without {worker.RESULT_FILE}"
-            )
+            message = f"DiracX job {job.job_id} is Done without {worker.RESULT_FILE}"
+            return self._ended(job, FAILED, said, message, failure=SETUP_ERROR)
         try:
             result = worker.read_result(text.decode())
         except (ValueError, UnicodeDecodeError) as problem:
-            return self._ended(job, FAILED, said, f"DiracX job {job.job_id}: {problem}")
+            message = f"DiracX job {job.job_id}: {problem}"
+            return self._ended(job, FAILED, said, message, failure=SETUP_ERROR)
         if result.error:
             return self._ended(
-                job, FAILED, said, result.error, usage=result.usage, exit_code=result.exit_code
+                job,
+                FAILED,
+                said,
+                result.error,
+                usage=result.usage,
+                exit_code=result.exit_code,
+                failure=result.failure or SETUP_ERROR,
             )
         return self._ended(job, SUCCEEDED, said, "", collected=result.collected, usage=result.usage)
 
@@ -393,6 +425,7 @@ class DiracXAdaptor:
         collected: Collected | None = None,
         usage: ResourceUsage | None = None,
         exit_code: int | None = None,
+        failure: Failure | None = None,
     ) -> Outcome:
         return Outcome(
             parcel_id=job.parcel_id,
@@ -407,6 +440,7 @@ class DiracXAdaptor:
             finished_at=datetime.now(UTC),
             usage=usage,
             exit_code=exit_code,
+            failure=failure,
         )
 
     async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:

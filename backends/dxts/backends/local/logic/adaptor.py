@@ -37,6 +37,8 @@ from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
     Description,
+    Failure,
+    FailureClass,
     JobLogs,
     Outcome,
     OutcomeResult,
@@ -95,7 +97,10 @@ class LocalAdaptor:
                 job.parcel_id,
                 state.FAILED,
                 self._outcome(
-                    job, state.FAILED, message="interrupted by a restart of the local backend"
+                    job,
+                    state.FAILED,
+                    message="interrupted by a restart of the local backend",
+                    failure=Failure(FailureClass.KILLED),
                 ),
             )
         for job in await self.store.jobs_in([state.QUEUED]):
@@ -212,11 +217,14 @@ class LocalAdaptor:
         return reply
 
     async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
-        """The runner's stdout and log (its stderr and the tool's) in the job's directory."""
+        """The runner's stdout, and the tools' stderr and the runner's log, in the job's
+        directory."""
         if not await self.store.jobs_by(identifiers=[identifier]):
             raise NotFound("job", identifier)
         job_dir = self.settings.work_dir / "jobs" / identifier
-        return directory_logs(job_dir, cwl.RUNNER_STDOUT, cwl.RUNNER_LOG, max_bytes)
+        return directory_logs(
+            job_dir, cwl.RUNNER_STDOUT, cwl.RUNNER_LOG, max_bytes, cwl.TOOL_STDERR
+        )
 
     async def _cancel(self, job: state.Job) -> None:
         if job.state in state.TERMINAL:
@@ -287,6 +295,7 @@ class LocalAdaptor:
                             str(error),
                             usage=run.usage,
                             exit_code=error.exit_code,
+                            failure=error.failure,
                         ),
                     )
                     return
@@ -318,9 +327,10 @@ class LocalAdaptor:
         collected: cwl.Collected | None = None,
         usage: ResourceUsage | None = None,
         exit_code: int | None = None,
+        failure: Failure | None = None,
     ) -> Outcome:
         """The job's outcome; `usage` is what its run used, when it was measured, and
-        `exit_code` the payload's exit status, when it failed with one."""
+        `exit_code` the payload's exit status and `failure` its class, when it failed."""
         return Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,
@@ -334,6 +344,7 @@ class LocalAdaptor:
             finished_at=datetime.now(UTC),
             usage=usage,
             exit_code=exit_code,
+            failure=failure,
         )
 
 

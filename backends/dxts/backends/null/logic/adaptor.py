@@ -29,6 +29,8 @@ from dxts.core.adaptor.model import (
     CancelledKey,
     CancelResult,
     Description,
+    Failure,
+    FailureClass,
     JobLogs,
     Limitation,
     Outcome,
@@ -369,10 +371,12 @@ class NullAdaptor:
         if job.fate == FAILURE:
             outcome.result = OutcomeResult.FAILED
             outcome.message = "null backend: injected failure"
+            outcome.failure = Failure(FailureClass.APPLICATION_ERROR)
             if job.rule is not None:
                 outcome.backend_status = job.rule.backend_status or outcome.backend_status
                 outcome.message = job.rule.message or outcome.message
                 outcome.exit_code = job.rule.exit_code
+                outcome.failure = Failure(job.rule.failure_class, job.rule.tool_message)
             return outcome
         outcome.result = OutcomeResult.SUCCEEDED
         if job.fate != NO_REPORT and job.input_ids:

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dxts.backends.logic.adaptor import directory_logs, key_problem
-from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, JobFailed
+from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, TOOL_STDERR, JobFailed
 from dxts.backends.slurm.edge.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
 from dxts.backends.slurm.logic import batch, outcomes
 from dxts.backends.slurm.logic.resources import BadRequirements, Request, resource_request
@@ -230,7 +230,11 @@ class SlurmAdaptor:
                     except JobFailed as error:
                         failed.append(
                             outcomes.not_started(
-                                self.settings.name, parcel.parcel_id, identifier, str(error)
+                                self.settings.name,
+                                parcel.parcel_id,
+                                identifier,
+                                str(error),
+                                error.failure,
                             )
                         )
                         tasks.append(None)
@@ -318,12 +322,12 @@ class SlurmAdaptor:
         return False
 
     async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
-        """The task's runner stdout and log, in its directory on the shared filesystem."""
+        """The task's runner stdout, its log and the tools' stderr, in its directory on the
+        shared filesystem."""
         if not await self.store.jobs_by(identifiers=[identifier]):
             raise NotFound("job", identifier)
-        return directory_logs(
-            batch.job_dir(self.settings, identifier), RUNNER_STDOUT, RUNNER_LOG, max_bytes
-        )
+        directory = batch.job_dir(self.settings, identifier)
+        return directory_logs(directory, RUNNER_STDOUT, RUNNER_LOG, max_bytes, TOOL_STDERR)
 
     async def cancel(self, identifiers: Sequence[str], parcel_ids: Sequence[str]) -> CancelResult:
         async with self._lock:

@@ -76,6 +76,7 @@ def prepare_batch(
     table = {
         "process": str(root.relative_to(directory)),
         "runner_args": settings.runner_args,
+        "error_pattern": settings.error_pattern,
         "scontrol": str(Path(settings.commands_dir) / "scontrol")
         if settings.commands_dir
         else "scontrol",

@@ -10,6 +10,10 @@ job wrote its `result.json` manifest; the usage is the accounting's (TotalCPU, e
 batch step's MaxRSS). Slurm's MaxRSS is the peak of the task's processes' resident sets summed
 (jobacct_gather/linux samples the whole process tree), so it bounds from above the contract's
 "largest single process": cwltool's own (~70 MB here) is part of it.
+
+A failure's class (`FailureClass`) is Slurm's where Slurm knows better than the payload
+(OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, PREEMPTED, a signal), else the one the job wrote in its
+`result.json` with the tool's own stderr line (`dxts.backends.runner.failures`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,27 @@ from dxts.backends.slurm.job import RESULT_FILE
 from dxts.backends.slurm.logic import batch
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import Job
-from dxts.core.adaptor.model import Outcome, OutcomeResult, OutputFile, ResourceUsage
+from dxts.core.adaptor.codec import failure_from_json
+from dxts.core.adaptor.model import (
+    Failure,
+    FailureClass,
+    Outcome,
+    OutcomeResult,
+    OutputFile,
+    ResourceUsage,
+)
 
 LOG_TAIL = 2000
 MEMORY_KILL = "exceeded memory limit"  # slurmstepd's words (jobacct_gather OverMemoryKill)
+# Slurm's job states that say why, whatever the payload wrote.
+STATE_CLASSES = {
+    "OUT_OF_MEMORY": FailureClass.OUT_OF_MEMORY,
+    "TIMEOUT": FailureClass.TIME_EXCEEDED,
+    "DEADLINE": FailureClass.TIME_EXCEEDED,
+    "NODE_FAIL": FailureClass.LOST,
+    "PREEMPTED": FailureClass.KILLED,
+    "BOOT_FAIL": FailureClass.SETUP_ERROR,
+}
 
 
 def _outcome(
@@ -36,6 +57,7 @@ def _outcome(
     result: OutcomeResult,
     status: str,
     message: str,
+    failure: Failure | None = None,
 ) -> Outcome:
     return Outcome(
         parcel_id=parcel_id,
@@ -45,14 +67,17 @@ def _outcome(
         backend_status=status,
         message=message,
         finished_at=datetime.now(UTC),
+        failure=failure,
     )
 
 
-def not_started(backend: str, parcel_id: str, identifier: str, reason: str) -> Outcome:
+def not_started(
+    backend: str, parcel_id: str, identifier: str, reason: str, failure: Failure
+) -> Outcome:
     """A parcel that could not be prepared (an input that cannot be staged)."""
     return _outcome(
         backend, parcel_id, identifier, OutcomeResult.FAILED, "NOT_SUBMITTED",
-        reason,
+        reason, failure,
     )  # fmt: skip
 
 
@@ -60,7 +85,7 @@ def not_submitted(backend: str, job: Job, error: str) -> Outcome:
     """A batch Slurm refused (sbatch failed, and Slurm has no job of its name)."""
     return _outcome(
         backend, job.parcel_id, job.identifier, OutcomeResult.FAILED,
-        "NOT_SUBMITTED", f"sbatch refused the job: {error}",
+        "NOT_SUBMITTED", f"sbatch refused the job: {error}", Failure(FailureClass.REFUSED),
     )  # fmt: skip
 
 
@@ -75,6 +100,7 @@ def lost(backend: str, job: Job) -> Outcome:
     return _outcome(
         backend, job.parcel_id, job.identifier, OutcomeResult.FAILED, "LOST",
         f"Slurm has no record of job {job.task} (neither slurmctld nor the accounting)",
+        Failure(FailureClass.LOST),
     )  # fmt: skip
 
 
@@ -121,4 +147,19 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcom
     else:
         detail = _tail(directory / "runner.log") or slurm_log
     outcome.message = f"Slurm job {job.task} ended {status}: {detail}"
+    outcome.failure = _failure(status, record, result)
     return outcome
+
+
+def _failure(status: str, record: TaskRecord, result: dict[str, object]) -> Failure:
+    """Slurm's reason where its state gives one, the job's (`result.json`) otherwise; the
+    tool's line is the job's in either case."""
+    written = result.get("failure")
+    failure = failure_from_json(written) if isinstance(written, dict) else Failure()
+    words = status.split(" ")
+    by_slurm = next((STATE_CLASSES[w] for w in (words[-1], words[0]) if w in STATE_CLASSES), None)
+    if by_slurm is None and failure.failure_class is FailureClass.UNSPECIFIED:
+        by_slurm = FailureClass.KILLED if record.signal else FailureClass.SETUP_ERROR
+    if by_slurm is None:
+        return failure
+    return Failure(by_slurm, failure.tool_message, failure.lfn, failure.storage_element)

@@ -4,7 +4,9 @@ Each value is the first of: the parcel's requirements (`requirements_json`: `cor
 `memory_mb`, `wall_time_s`, `partition`, as the installation's requirements template or a
 scouting estimate fills them), the root process's CWL `ResourceRequirement` (requirement or
 hint: `coresMin`, `ramMin` in MiB, and `ToolTimeLimit.timelimit`), the adaptor's defaults. The
-partition is the installation's policy: the adaptor's `partition` unless the parcel names one.
+partition is the installation's policy: the adaptor's `partition` unless the parcel names one,
+which must be that one or one of `allowed_partitions` (the definition service refuses the
+others at submission; the adaptor refuses them again, whatever reached it).
 Parcels of one Submit with equal requests share one job array.
 """
 
@@ -81,6 +83,12 @@ def resource_request(
     partition = asked.get("partition", settings.partition)
     if not isinstance(partition, str):
         raise BadRequirements(f"requirements.partition must be a string, not {partition!r}")
+    allowed = {settings.partition, *settings.allowed_partitions} - {""}
+    if partition and partition not in allowed:
+        raise BadRequirements(
+            f"requirements.partition {partition!r} is not allowed here (allowed: "
+            f"{', '.join(sorted(allowed)) or 'the cluster default only'})"
+        )
     return Request(
         _positive_int(cores, "cores"),
         _positive_int(memory, "memory_mb"),

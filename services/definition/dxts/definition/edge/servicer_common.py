@@ -62,7 +62,7 @@ class ServicerBase:
         self._execution = execution
 
     def _caller(self) -> Caller:
-        return Caller(current_identity(), self._settings.operator_role)
+        return Caller(current_identity(), self._settings.operator_role, self._config.policy)
 
     def _viewer(self) -> queries.Viewer:
         return queries.Viewer(current_identity(), self._settings.service_role)

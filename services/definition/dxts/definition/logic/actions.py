@@ -68,12 +68,31 @@ async def _lock_action_owner(
 
 
 def _authorise_action(
-    caller: Caller, action: ActionRecord, owner: _ActionOwner, *, sign_off: bool = False
+    caller: Caller,
+    action: ActionRecord,
+    owner: _ActionOwner,
+    *,
+    sign_off: bool = False,
 ) -> None:
     """Who may force or reset an action: whoever may steer its owner; forcing (`sign_off`) an
     action that needs a role also needs that role (or the operator role). Holding the role a
-    sign-off names is enough to force that one action, whoever owns the workgraph."""
+    sign-off names is enough to force that one action, whoever owns the workgraph.
+
+    The installation's policy (`dxts.core.policy`) has the last word on an approving action:
+    a role it does not allow to sign off (one every plain user holds) counts for nothing, the
+    operator role is needed instead; and the submitter may not force her own workgraph's
+    approving actions unless the policy allows it (`self_sign_off`)."""
+    policy = caller.policy.for_vo(owner.vo)
     role = required_role(action, caller) if sign_off else None
+    if role is not None and policy.sign_off_problem(role) is not None:
+        role = caller.operator_role
+    own = caller.identity.vo == owner.vo and caller.identity.sub == owner.sub
+    if sign_off and action.state == APPROVING and own and not policy.self_sign_off:
+        raise PermissionDenied(
+            f"{action.action} (action {action.action_id}) is an approval of your own "
+            "workgraph: the installation wants it signed off by someone else "
+            "(policy.self_sign_off)"
+        )
     if role is not None and role != caller.operator_role and caller.identity.has_role(role):
         return
     if owner.transformation is not None:

@@ -6,22 +6,25 @@ only what it owns, the operator role anything of its VO.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dxts.core.errors import NotFound, PermissionDenied
 from dxts.core.identity import Identity
 from dxts.core.ids import id_to_str
+from dxts.core.policy import Policy
 
 AUTHOR_LENGTH = 64
 
 
 @dataclass(frozen=True)
 class Caller:
-    """The authenticated caller of a command and the role that makes it an operator."""
+    """The authenticated caller of a command, the role that makes it an operator, and the
+    installation's policy its commands answer to (who may sign off, the quotas)."""
 
     identity: Identity
     operator_role: str = "operator"
+    policy: Policy = field(default_factory=Policy)
 
     @property
     def author(self) -> str:

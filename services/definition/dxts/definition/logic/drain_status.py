@@ -16,6 +16,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.states import InputStatus, ParcelStatus, WorkgraphStatus
 from dxts.definition.logic import queries
 from dxts.definition.logic.lifecycle.drain import Holding, holding
+from dxts.definition.store.feeder_states import FeederState, feeder_states_of
 
 W = WorkgraphStatus
 # Past the drain guard: every member drained (what follows is the action lists' business).
@@ -56,9 +57,11 @@ async def drain_status(
     ids = [m.transformation_id for m in detail.members]
     inputs: dict[bytes, dict[InputStatus, int]] = {}
     parcels: dict[bytes, dict[ParcelStatus, int]] = {}
+    feeders: dict[bytes, FeederState] = {}
     if ids:
         async with database.transaction(Isolation.READ_COMMITTED) as conn:
             reading = await TRANSFORMATION.read(conn, {"TransformationID": ids})
+            feeders = await feeder_states_of(conn, ids)
         for (tid, entity, status), values in reading.items():
             if entity == Entity.INPUT.value:
                 inputs.setdefault(bytes(tid), {})[InputStatus(status)] = values["Count"]
@@ -85,8 +88,14 @@ async def drain_status(
                 m.feeder_enabled,
                 inputs.get(m.transformation_id),
                 parcels.get(m.transformation_id),
+                feeder_held=_held(feeders.get(m.transformation_id)),
             ),
         )
         for m in detail.members
     ]
     return DrainStatus(workgraph.workgraph_id, workgraph.status, own, members)
+
+
+def _held(state: FeederState | None) -> str | None:
+    """Why a quota holds the member's feeder (None: it does not)."""
+    return None if state is None else state.held

@@ -72,13 +72,14 @@ async def reset_exhausted(
     request_id: str,
     clear_bookmarks: bool = False,
 ) -> set[bytes]:
-    """Ask execution to reset those of the feeders that said NoMoreInputs (with
+    """Ask execution to reset those of the feeders that said NoMoreInputs or a quota holds (with
     `clear_bookmarks`, every one with a bookmark too); returns the exhausted ones, which were
     off until now whatever their switch said. Nothing is asked when there is nothing to reset."""
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         states = await feeder_states_of(conn, list(transformation_ids))
     exhausted = {tid for tid, state in states.items() if state.exhausted}
-    wanted = sorted(states if clear_bookmarks else exhausted)
+    held = {tid for tid, state in states.items() if state.held}  # released too
+    wanted = sorted(states if clear_bookmarks else exhausted | held)
     if wanted:
         await execution.reset_feeders(
             wanted, clear_bookmarks=clear_bookmarks, request_id=request_id

@@ -31,7 +31,7 @@ from dxts.cwl.analysis import WORKGRAPH
 from dxts.cwl.compile import hash_processes, replace_runs
 from dxts.cwl.hints import check_hint
 from dxts.cwl.loading import Bundle, LoadedDocument, load_document
-from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
+from dxts.cwl.problems import Kind, Problem, Severity, error, join, raise_for_errors
 from dxts.definition.logic.execution import ExecutionClient, UserParcel
 from dxts.definition.logic.submit import resolve_references
 
@@ -100,6 +100,20 @@ async def _store(
     return root_id, requirements_id, body
 
 
+def _policy_problems(document: LoadedDocument, vo: str, config: DefinitionConfig) -> list[Problem]:
+    """The job's requirements the installation's policy refuses (over a cap, off a list)."""
+    hint = document.hint(JOB)
+    body = dict(hint.body) if hint is not None else {}
+    template = resolve_hints(
+        config, vo=vo, workgraph_hint=None, transformation_hint=body
+    ).requirements_template
+    where = hint.path if hint is not None else "hints"
+    return [
+        error(Kind.POLICY, join(where, "requirements_template", key), why)
+        for key, why in config.policy.for_vo(vo).requirement_problems(template)
+    ]
+
+
 async def submit_job(
     database: Database,
     bundle: Bundle,
@@ -125,6 +139,7 @@ async def submit_job(
     problems = check_job(document, loading)
     raise_for_errors(problems)
     assert document is not None
+    raise_for_errors(_policy_problems(document, identity.vo, config))
 
     async def work(conn: Transaction) -> tuple[bytes, bytes | None, dict[str, Any]]:
         return await _store(conn, document, identity.vo, config)

@@ -64,6 +64,7 @@ from dxts.cwl.plugins import PluginCatalogue
 from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
 from dxts.definition.logic import workgraph_commands
 from dxts.definition.logic.authorise import Caller
+from dxts.definition.logic.quotas import check_active_workgraphs
 from dxts.definition.store import processes as processes_db
 from dxts.definition.store import registry as registry_db
 from dxts.definition.store import transformations as transformations_db
@@ -251,6 +252,7 @@ async def submit_workgraph(
         except IdsMismatch as error:
             raise _refused(key, f"that no longer compiles onto its record ({error})") from error
         if not dry_run and ids is None:
+            await check_active_workgraphs(conn, config.policy, vo, sub, starting=False)
             await insert_plan(conn, plan, request_id=key, digest=digest)
         return plan, ids is not None
 

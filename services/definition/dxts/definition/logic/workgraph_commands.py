@@ -28,6 +28,7 @@ from dxts.definition.logic.execution import ExecutionClient
 from dxts.definition.logic.feeders import check_feeder_args, reset_exhausted
 from dxts.definition.logic.locked import HALTED, LockedWorkgraph, Member, lock_workgraph
 from dxts.definition.logic.moves import move_workgraph
+from dxts.definition.logic.quotas import check_active_workgraphs
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
@@ -68,6 +69,9 @@ async def start(
 
     async def apply(conn: Transaction, workgraph: LockedWorkgraph) -> Result:
         _require(workgraph, (W.NEW,), "start")
+        await check_active_workgraphs(
+            conn, caller.policy, workgraph.vo, workgraph.sub, starting=True
+        )
         scouts = await actions_db.approving_count(conn, workgraph_id) > 0 and any(
             m.initial_state == "Active" for m in workgraph.members
         )

@@ -60,6 +60,18 @@ async def insert_workgraph(
     return now
 
 
+async def count_owned(conn: AsyncConnection, vo: str, sub: str, statuses: Iterable[str]) -> int:
+    """How many of the caller's workgraphs are in one of `statuses` (one statement, over the
+    (VO, Sub) index of Ownership): the active-workgraphs quota."""
+    o, w = ownership.c, workgraphs.c
+    count = await conn.scalar(
+        sa.select(sa.func.count())
+        .select_from(ownership.join(workgraphs, w.WorkgraphID == o.WorkgraphID))
+        .where(o["VO"] == vo, o.Sub == sub, w.Status.in_(list(statuses)))
+    )
+    return int(count or 0)
+
+
 class EarlierSubmission(NamedTuple):
     """A workgraph created with a request id: its ids and its creation log row's data."""
 

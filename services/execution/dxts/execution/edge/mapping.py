@@ -10,11 +10,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from dxts.core.adaptor.mapping import FAILURE_CLASSES
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.convert import enum_to_proto, json_text, to_timestamp
 from dxts.core.grpc.requests import Problems
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution.logic.failure_groups import FailureGroup
 from dxts.execution.logic.queries import OutputRow
 from dxts.execution.records import ComputeFacet, InputRecord, ParcelRecord
 from dxts.v1 import execution_pb2
@@ -113,3 +115,20 @@ def selection_of(
     ids = problems.ids(texts, f"selection.{'input_ids' if inputs else 'parcel_ids'}")
     problems.raise_if_any()
     return ids, None
+
+
+def failure_group_pb(found: FailureGroup) -> execution_pb2.FailureGroup:
+    return execution_pb2.FailureGroup(
+        failure_class=FAILURE_CLASSES[0][found.failure_class],  # type: ignore[arg-type]
+        backend=found.backend,
+        site=found.site,
+        reason=found.reason,
+        message=found.message,
+        count=found.count,
+        first_seen=to_timestamp(found.first_seen),
+        last_seen=to_timestamp(found.last_seen),
+        example_parcel_ids=[id_to_str(p) for p in found.examples],
+        example_input_ids=[id_to_str(i) for i in found.example_inputs],
+        exit_codes=sorted(found.exit_codes),
+        transformation_ids=sorted(id_to_str(t) for t in found.transformation_ids),
+    )

@@ -1,7 +1,7 @@
 """ExecutionService: requests to domain calls and results to replies, nothing else.
 
-This part serves reading (ListInputs, GetInput, ListParcels, GetParcel), Flush and
-ResetFeeders; the
+This part serves reading (ListInputs, GetInput, ListParcels, GetParcel, GroupFailures), Flush
+and ResetFeeders; the
 operator, outcome, provenance, user-job and cleaning RPCs come from `OperationsRpcs`.
 
 Rights: what a caller may see of a transformation is decided by the definition side
@@ -18,7 +18,7 @@ from dxts.core.adaptor.mapping import outcome_to_proto
 from dxts.core.db import Database
 from dxts.core.deadlines import time_remaining
 from dxts.core.errors import NotFound
-from dxts.core.grpc.convert import enum_from_proto, json_text
+from dxts.core.grpc.convert import enum_from_proto, from_timestamp, json_text
 from dxts.core.grpc.paging import filters_fingerprint, page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.locks import LockManager
@@ -26,13 +26,14 @@ from dxts.core.plugins import Registry
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.edge.mapping import (
     compute_facet_pb,
+    failure_group_pb,
     id_text,
     input_pb,
     output_pb,
     parcel_pb,
 )
 from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
-from dxts.execution.logic import commands, parcel_names, queries
+from dxts.execution.logic import commands, failure_groups, parcel_names, queries
 from dxts.execution.logic.feeding import reset_feeders
 from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
@@ -220,6 +221,32 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         if detail.submitter is not None:
             reply.vo, reply.owner_sub = detail.submitter.vo, detail.submitter.sub
         return reply
+
+    async def GroupFailures(
+        self, request: execution_pb2.GroupFailuresRequest, context: Context
+    ) -> execution_pb2.GroupFailuresResponse:
+        problems = Problems()
+        tids = problems.ids(request.transformation_ids, "transformation_ids")
+        if not request.transformation_ids:
+            problems.add("transformation_ids", "required: at least one")
+        elif len(request.transformation_ids) > failure_groups.MAX_TRANSFORMATIONS:
+            problems.add("transformation_ids", f"at most {failure_groups.MAX_TRANSFORMATIONS}")
+        if not 0 <= request.examples <= failure_groups.MAX_EXAMPLES:
+            problems.add("examples", f"from 0 to {failure_groups.MAX_EXAMPLES}")
+        problems.raise_if_any()
+        for tid in dict.fromkeys(tids):
+            await self._describe(tid, context)  # NotFound for one the caller may not see
+        grouped = await failure_groups.group_failures(
+            self.database,
+            list(dict.fromkeys(tids)),
+            since=from_timestamp(request.since) if request.HasField("since") else None,
+            examples=request.examples or failure_groups.DEFAULT_EXAMPLES,
+        )
+        return execution_pb2.GroupFailuresResponse(
+            groups=[failure_group_pb(g) for g in grouped.groups],
+            parcels=grouped.parcels,
+            truncated=grouped.truncated,
+        )
 
     # -- flush ------------------------------------------------------------------------------------
 

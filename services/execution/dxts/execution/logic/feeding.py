@@ -12,6 +12,19 @@ rows in batches (`db.feeding.commit_batch`), one transaction each:
 * NoMoreInputs commits what is pending and marks the feeder's own row Exhausted, with a log
   row; an exhausted feeder is not run again until execution is asked to reset it.
 
+Quotas (`policy.quotas`, the installation's and the member's VO's: `dxts.core.policy`): an
+invocation may create at most `inputs_per_invocation` inputs, a member `inputs_per_member` in
+all, the member's owner `inputs_per_user_hour` within the last hour (counted over the owner's
+Active members). The allowance is worked out before the feeder runs, in inputs actually
+created (a feeder resumed from an older bookmark yields inputs already there again, which the
+insert drops and which do not count). The first input beyond it is not written: what is
+pending commits with the bookmark, and the feeder's row is marked held with a reason naming
+the limit (`FeederHeld` in the member's log); a feeder that yields nothing more is not held,
+even at an allowance of 0. A held feeder is not run again until it is reset (an operator
+enabling it again), so one runaway feeder stops itself, not the installation: other members
+and VOs go on, and the member's packer goes on with the inputs it has. `dxts why` shows the
+reason (definition reads the row).
+
 The bookmark and the Exhausted mark are execution's rows (FeederStates), read here under the
 feeder lock; the operator's switch (FeederEnabled) is definition's, and the batch's guard reads
 it (`dxts.execution.store.feeding`).
@@ -43,6 +56,7 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.errors import DxtsError
 from dxts.core.plugins import Input, NoMoreInputs, Point, Registry, SetFeederState
 from dxts.core.plugins.protocols.readers import ParcelOutputReader, ProducedFile
+from dxts.core.policy import Quotas
 from dxts.core.state_machines import LIVE_INPUT_STATES, LIVE_PARCEL_STATES
 from dxts.execution import metrics
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
@@ -52,6 +66,7 @@ from dxts.execution.store import watermark
 log = logging.getLogger(__name__)
 
 FEED_BATCH = 5000
+HOUR_S = 3600
 
 
 def plugin_stream(
@@ -74,6 +89,7 @@ class FeedResult:
     batches: int = 0  # transactions committed
     bookmark: Any = None  # the last bookmark committed, if any
     exhausted: bool = False  # NoMoreInputs committed
+    held: str | None = None  # a quota stopped it: why
     stopped: bool = False  # a batch found the feeder disabled
     error: str | None = None  # why the invocation failed
     failure: BaseException | None = field(default=None, repr=False)
@@ -83,6 +99,12 @@ async def exhausted_feeders(database: Database, transformation_ids: list[bytes])
     """Those of the transformations whose feeder said NoMoreInputs and was not reset since."""
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         return await db.exhausted_among(conn, transformation_ids)
+
+
+async def idle_feeders(database: Database, transformation_ids: list[bytes]) -> set[bytes]:
+    """Those of the transformations whose feeder is exhausted or held by a quota."""
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        return await db.idle_among(conn, transformation_ids)
 
 
 async def reset_feeders(
@@ -100,27 +122,93 @@ async def reset_feeders(
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
+@dataclass(frozen=True)
+class Allowance:
+    """How many inputs this invocation may create, and what to say when it would exceed it."""
+
+    inputs: int | None  # None: no quota applies
+    reason: str = ""
+
+
+async def allowance(
+    database: Database,
+    transformation: ActiveTransformation,
+    quotas: Quotas,
+    owner_members: Sequence[bytes],
+) -> Allowance:
+    """The smallest of what the quotas leave (see the module): each a count read first."""
+    left: list[tuple[int, str]] = []
+    if quotas.inputs_per_invocation is not None:
+        limit = quotas.inputs_per_invocation
+        left.append((limit, f"{limit} inputs per feeder invocation (inputs_per_invocation)"))
+    if quotas.inputs_per_member is not None or quotas.inputs_per_user_hour is not None:
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            if quotas.inputs_per_member is not None:
+                limit = quotas.inputs_per_member
+                have = await _member_inputs(conn, transformation.id)
+                left.append((limit - have, f"{limit} inputs per member (inputs_per_member)"))
+            if quotas.inputs_per_user_hour is not None:
+                limit = quotas.inputs_per_user_hour
+                since = _id_at(time.time() - HOUR_S)
+                members = [transformation.id, *(m for m in owner_members if m != transformation.id)]
+                made = await db.inputs_created_since(conn, members, since)
+                left.append(
+                    (
+                        limit - made,
+                        f"{limit} inputs created per user per hour (inputs_per_user_hour), "
+                        f"for {transformation.owner_sub}",
+                    )
+                )
+    if not left:
+        return Allowance(None)
+    inputs, what = min(left)
+    return Allowance(
+        max(inputs, 0),
+        f"held by a quota: the feeder reached the installation's limit of {what} "
+        f"(policy.quotas of VO {transformation.vo}); the inputs before it are kept, and the "
+        f"feeder goes on from its bookmark when an operator enables it again "
+        f"(dxts feeder enable {_tid(transformation)})",
+    )
+
+
+async def _member_inputs(conn: Any, transformation_id: bytes) -> int:
+    """Every input the member has, in any state (the exact counters, one statement)."""
+    reading = await TRANSFORMATION.read(conn, {"TransformationID": transformation_id})
+    return sum(
+        int(values["Count"]) for (_, entity, _), values in reading.items() if entity == Entity.INPUT
+    )
+
+
+def _id_at(when_s: float) -> bytes:
+    """The smallest UUIDv7 minted at `when_s` (its first 48 bits are the Unix time in ms)."""
+    return max(0, int(when_s * 1000)).to_bytes(6, "big") + bytes(10)
+
+
 async def run_feeder(
     database: Database,
     registry: Registry,
     transformation: ActiveTransformation,
     *,
     batch: int = FEED_BATCH,
+    quotas: Quotas | None = None,
+    owner_members: Sequence[bytes] = (),
 ) -> FeedResult:
-    """One invocation (the caller holds the feeder lock: the feeder round's `KeyedSweep`)."""
+    """One invocation (the caller holds the feeder lock: the feeder round's `KeyedSweep`).
+    `quotas`: the policy's for the member's VO; `owner_members`: the owner's other Active
+    members (the hourly quota counts their inputs too)."""
     assert transformation.feeder is not None
     async with database.transaction(Isolation.READ_COMMITTED) as conn:
         state = await db.feeder_state(conn, transformation.id)
-    if state.exhausted:
-        return FeedResult()  # said NoMoreInputs since the round listed it: nothing to do
+    if state.exhausted or state.held:
+        return FeedResult()  # exhausted or held since the round listed it: nothing to do
     started = time.perf_counter()
     result = FeedResult()
     pending: list[db.NewInput] = []
     bookmark: Any = db.KEEP
 
-    async def commit(exhausted: bool = False) -> bool:
+    async def commit(exhausted: bool = False, held: str | None = None) -> bool:
         nonlocal pending, bookmark
-        outcome = await _commit(database, transformation.id, pending, bookmark, exhausted)
+        outcome = await _commit(database, transformation.id, pending, bookmark, exhausted, held)
         if not outcome.accepted:
             result.stopped = True
             return False
@@ -128,9 +216,12 @@ async def run_feeder(
         result.inserted += outcome.inserted
         if bookmark is not db.KEEP:
             result.bookmark = bookmark
-        result.exhausted = exhausted
+        result.exhausted, result.held = exhausted, held
         pending, bookmark = [], db.KEEP
         return True
+
+    # A feeder with nothing left to feed is not held at an allowance of 0: only its next input.
+    allowed = await allowance(database, transformation, quotas or Quotas(), owner_members)
 
     stream = plugin_stream(
         registry,
@@ -144,6 +235,15 @@ async def run_feeder(
     try:
         async for item in stream:
             if isinstance(item, Input):
+                if allowed.inputs is not None and result.inserted + len(pending) >= allowed.inputs:
+                    # At the limit: what is pending may hold inputs already there (a feeder
+                    # resumed from an older bookmark yields them again), so commit it and count
+                    # what was new before holding the feeder.
+                    if pending and not await commit():
+                        break
+                    if result.inserted >= allowed.inputs:
+                        await commit(held=allowed.reason)
+                        break
                 pending.append(db.NewInput.of(item))
                 result.yielded += 1
                 if len(pending) >= batch and not await commit():
@@ -162,6 +262,8 @@ async def run_feeder(
     finally:
         await stream.aclose()
     metrics.INPUTS_FED.labels(feeder=transformation.feeder).inc(result.inserted)
+    if result.held:
+        log.warning("feeder %s of %s: %s", transformation.feeder, _tid(transformation), result.held)
     if result.exhausted:
         metrics.FEEDERS_EXHAUSTED.labels(feeder=transformation.feeder).inc()
         log.info("feeder %s of %s is exhausted", transformation.feeder, _tid(transformation))
@@ -175,11 +277,18 @@ async def _commit(
     proposals: Sequence[db.NewInput],
     bookmark: Any,
     exhausted: bool,
+    held: str | None = None,
 ) -> db.BatchResult:
     async def work(conn: Any) -> db.BatchResult:
         now = await db_now(conn)
         return await db.commit_batch(
-            conn, transformation_id, proposals, bookmark=bookmark, exhausted=exhausted, now=now
+            conn,
+            transformation_id,
+            proposals,
+            bookmark=bookmark,
+            exhausted=exhausted,
+            held=held,
+            now=now,
         )
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)

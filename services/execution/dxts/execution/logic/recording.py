@@ -32,7 +32,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from dxts.core.adaptor.codec import outcome_to_json
-from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition, OutcomeResult
+from dxts.core.adaptor.model import (
+    FailureClass,
+    Outcome,
+    OutcomeAck,
+    OutcomeDisposition,
+    OutcomeResult,
+)
 from dxts.core.builtins.actions import USAGE
 from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import InvalidArgument
@@ -45,7 +51,7 @@ from dxts.execution.logic.parcel_annotations import (
     usage_annotation,
     with_changes,
 )
-from dxts.execution.metrics import OUTCOMES
+from dxts.execution.metrics import OUTCOMES, PARCELS_FAILED
 from dxts.execution.store import outcomes as store
 from dxts.execution.store.common import writers_side_by_side
 from dxts.execution.store.outcomes import ParcelMove, ParcelRow
@@ -64,6 +70,7 @@ ALREADY = OutcomeDisposition.ALREADY_RECORDED
 UNKNOWN = OutcomeDisposition.UNKNOWN_PARCEL
 SUCCEEDED = OutcomeResult.SUCCEEDED
 CANCELLED = OutcomeResult.CANCELLED
+UNCLASSIFIED = FailureClass.UNSPECIFIED
 
 
 def _ack(outcome: Outcome, disposition: OutcomeDisposition, message: str = "") -> OutcomeAck:
@@ -139,12 +146,22 @@ async def record_outcomes(database: Database, outcomes: Sequence[Outcome]) -> li
     for answered in await each(transactions, lambda call: call(), width=len(transactions)):
         for index, ack in answered.items():
             acks[index] = ack
+    _count_failures(outcomes, acks)
     answers = [ack for ack in acks if ack is not None]
     for answer in answers:
         OUTCOMES.labels(answer.disposition.value).inc()
         if answer.disposition == UNKNOWN:
             log.warning("outcome not recorded for %s: %s", answer.parcel_id, answer.message)
     return answers
+
+
+def _count_failures(outcomes: Sequence[Outcome], acks: Sequence[OutcomeAck | None]) -> None:
+    """The parcels these outcomes failed, counted by class and backend (once committed: a
+    RECORDED ack names the status the parcel took)."""
+    for outcome, ack in zip(outcomes, acks, strict=True):
+        if ack is not None and ack.disposition == RECORDED and ack.message == P.FAILED:
+            failure_class = outcome.failure.failure_class if outcome.failure else UNCLASSIFIED
+            PARCELS_FAILED.labels(failure_class.value, outcome.backend).inc()
 
 
 def _refusal(row: ParcelRow | None, outcome: Outcome) -> OutcomeAck | None:

@@ -37,7 +37,7 @@ from dxts.core.locks import LockKind, LockManager
 from dxts.core.plugins import Registry
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failed_inputs import Handled, handle_failed_inputs
-from dxts.execution.logic.feeding import FeedResult, exhausted_feeders, run_feeder
+from dxts.execution.logic.feeding import FeedResult, exhausted_feeders, idle_feeders, run_feeder
 from dxts.execution.logic.packing import PackResult, run_packer
 from dxts.execution.logic.transformations import (
     ActiveSnapshot,
@@ -76,15 +76,28 @@ class FeedAndPack:
         self.feeders = keyed(LockKind.FEEDER, locks, settings.sweep_concurrency)
         self.packers = keyed(LockKind.PACKER, locks, settings.sweep_concurrency)
         self._lock_rows: set[bytes] = set()  # outputs whose watermark lock row is there
+        self.policy = settings.policy()
 
     async def feed_round(self) -> list[FeedResult]:
-        """Run every feeder that should run and no other replica is running, once."""
-        records = [r for r in await self.snapshot.refresh() if r.feeds]
-        exhausted = await exhausted_feeders(self.database, [r.id for r in records])
-        records = [r for r in records if r.id not in exhausted]
+        """Run every feeder that should run and no other replica is running, once (not the
+        exhausted ones, nor those a quota holds), each with its VO's quotas."""
+        active = await self.snapshot.refresh()
+        owned: dict[tuple[str, str], list[bytes]] = {}
+        for r in active:
+            owned.setdefault((r.vo, r.owner_sub), []).append(r.id)
+        records = [r for r in active if r.feeds]
+        idle = await idle_feeders(self.database, [r.id for r in records])
+        records = [r for r in records if r.id not in idle]
         return await self.feeders.run(
             records,
-            lambda r: run_feeder(self.database, self.registry, r, batch=self.settings.feed_batch),
+            lambda r: run_feeder(
+                self.database,
+                self.registry,
+                r,
+                batch=self.settings.feed_batch,
+                quotas=self.policy.for_vo(r.vo).quotas,
+                owner_members=owned.get((r.vo, r.owner_sub), ()),
+            ),
         )
 
     async def pack_round(self) -> list[PackResult]:

@@ -14,7 +14,8 @@ A batch is one transaction (`commit_batch`):
    is journalled as +N Unassigned.
 3. The feeder's row: the new bookmark and, on NoMoreInputs, Exhausted, with a TransformationLog
    row. A feeder whose row is Exhausted does not run again until execution is asked to reset it
-   (`reset_feeders`, when an operator or a hook enables the feeder again).
+   (`reset_feeders`, when an operator or a hook enables the feeder again). Likewise a feeder
+   held by a quota (`held`: HeldReason, with a `FeederHeld` log row), until it is reset.
 """
 
 from __future__ import annotations
@@ -88,9 +89,11 @@ async def commit_batch(
     *,
     bookmark: Any = KEEP,
     exhausted: bool = False,
+    held: str | None = None,
     now: datetime,
 ) -> BatchResult:
-    """Guard, insert, journal, bookmark and (on NoMoreInputs) exhausted: one transaction's work."""
+    """Guard, insert, journal, bookmark, (on NoMoreInputs) exhausted and (at a quota) `held`
+    with its reason: one transaction's work."""
     INPUT.check(None, InputStatus.UNASSIGNED, Actor.FEEDER)
     open_ = await conn.scalar(
         sa.select(transformations.c.TransformationID)
@@ -119,24 +122,35 @@ async def commit_batch(
     # Validated against the columns already (IGNORE would downgrade their errors to warnings).
     inserted = await insert_rows(conn, inputs, rows, ignore_duplicates=True)
     await journal_input_transition(conn, transformation_id, None, InputStatus.UNASSIGNED, inserted)
-    if bookmark is not KEEP or exhausted:
-        await _save_state(conn, transformation_id, bookmark, exhausted, now)
+    if bookmark is not KEEP or exhausted or held:
+        await _save_state(conn, transformation_id, bookmark, exhausted, now, held=held)
     if exhausted:
         await log_feeder(
             conn, transformation_id, "FeederExhausted", "the feeder reported NoMoreInputs"
         )
+    if held:
+        await log_feeder(conn, transformation_id, "FeederHeld", held)
     return BatchResult(accepted=True, inserted=inserted)
 
 
 async def _save_state(
-    conn: AsyncConnection, transformation_id: bytes, bookmark: Any, exhausted: bool, now: datetime
+    conn: AsyncConnection,
+    transformation_id: bytes,
+    bookmark: Any,
+    exhausted: bool,
+    now: datetime,
+    *,
+    held: str | None = None,
 ) -> None:
-    """Put the feeder's row: the bookmark unless KEEP, Exhausted when it said NoMoreInputs."""
+    """Put the feeder's row: the bookmark unless KEEP, Exhausted when it said NoMoreInputs,
+    the reason it is held when a quota stopped it."""
     changes: dict[str, Any] = {"UpdatedAt": now}
     if bookmark is not KEEP:
         changes["Bookmark"] = bookmark
     if exhausted:
         changes["Exhausted"] = True
+    if held:
+        changes["HeldReason"] = held[:512]
     row = {"TransformationID": transformation_id, "Bookmark": None, **changes}
     if conn.dialect.name == "sqlite":
         lite = sqlite.insert(feeder_states).values(row)
@@ -150,18 +164,52 @@ async def _save_state(
 class FeederState(NamedTuple):
     bookmark: Any
     exhausted: bool
+    held: str | None = None  # why a quota holds it
 
 
 async def feeder_state(conn: AsyncConnection, transformation_id: bytes) -> FeederState:
-    """The feeder's bookmark and whether it is exhausted (no row: neither)."""
+    """The feeder's bookmark, whether it is exhausted and why it is held (no row: none)."""
+    c = feeder_states.c
     row = (
         await conn.execute(
-            sa.select(feeder_states.c.Bookmark, feeder_states.c.Exhausted).where(
-                feeder_states.c.TransformationID == transformation_id
+            sa.select(c.Bookmark, c.Exhausted, c.HeldReason).where(
+                c.TransformationID == transformation_id
             )
         )
     ).first()
-    return FeederState(None, False) if row is None else FeederState(row.Bookmark, row.Exhausted)
+    if row is None:
+        return FeederState(None, False)
+    return FeederState(row.Bookmark, row.Exhausted, row.HeldReason)
+
+
+async def idle_among(conn: AsyncConnection, transformation_ids: Sequence[bytes]) -> set[bytes]:
+    """Those of the transformations whose feeder is exhausted or held (one statement): the
+    feeder round does not run them."""
+    if not transformation_ids:
+        return set()
+    c = feeder_states.c
+    found = await conn.scalars(
+        sa.select(c.TransformationID).where(
+            c.TransformationID.in_(transformation_ids),
+            sa.or_(c.Exhausted.is_(sa.true()), c.HeldReason.is_not(None)),
+        )
+    )
+    return {bytes(transformation_id) for transformation_id in found}
+
+
+async def inputs_created_since(
+    conn: AsyncConnection, transformation_ids: Sequence[bytes], since_id: bytes
+) -> int:
+    """Inputs of these transformations minted at or after `since_id` (a UUIDv7: its first 48
+    bits are the time), one range scan per transformation of the primary key."""
+    if not transformation_ids:
+        return 0
+    count = await conn.scalar(
+        sa.select(sa.func.count())
+        .select_from(inputs)
+        .where(inputs.c.TransformationID.in_(transformation_ids), inputs.c.InputID >= since_id)
+    )
+    return int(count or 0)
 
 
 async def exhausted_among(conn: AsyncConnection, transformation_ids: Sequence[bytes]) -> set[bytes]:
@@ -184,11 +232,11 @@ async def reset_feeders(
     clear_bookmarks: bool,
     now: datetime,
 ) -> int:
-    """No longer exhausted (and, asked for, no bookmark: the feeder starts from the beginning);
-    the rows changed."""
+    """No longer exhausted nor held (and, asked for, no bookmark: the feeder starts from the
+    beginning); the rows changed."""
     if not transformation_ids:
         return 0
-    changes: dict[str, Any] = {"Exhausted": False, "UpdatedAt": now}
+    changes: dict[str, Any] = {"Exhausted": False, "HeldReason": None, "UpdatedAt": now}
     if clear_bookmarks:
         changes["Bookmark"] = None
     result = await conn.execute(

@@ -25,6 +25,7 @@ from dxts.definition.logic.moves import move_workgraph
 from dxts.definition.logic.queries import WorkgraphDetail
 
 T, W = TransformationStatus, WorkgraphStatus
+HELD = "Held"  # the state of a feeder reason when a quota holds the feeder
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,17 @@ def holding(
     feeder_enabled: bool,
     inputs: Mapping[InputStatus, int] | None = None,
     parcels: Mapping[ParcelStatus, int] | None = None,
+    *,
+    feeder_held: str | None = None,
 ) -> list[Holding]:
-    """Every reason a member is not drained (none: it is), in the guard's order."""
+    """Every reason a member is not drained (none: it is), in the guard's order. A feeder a
+    quota holds (`feeder_held`: why) is enabled, and says why it feeds nothing (state Held)."""
     reasons = []
     if status != T.ACTIVE:
         reasons.append(Holding("status", f"it is {status}", state=status))
-    if feeder_enabled:
+    if feeder_enabled and feeder_held:
+        reasons.append(Holding("feeder", feeder_held, state=HELD))
+    elif feeder_enabled:
         reasons.append(Holding("feeder", "its feeder is enabled"))
     for kind, counts, live in (
         ("inputs", inputs, LIVE_INPUT_STATES),

@@ -1,0 +1,162 @@
+"""GroupFailures over a served execution component, on SQLite and MariaDB: a tool failing on 12
+inputs is one group with its count, exit code, examples and their inputs; a lost parcel is a
+group of its own; the caller's VO bounds what it may group (another VO's user gets NOT_FOUND);
+bad arguments get one clear answer; the failed-parcel counter counts by class and backend."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import runner_support as s
+from google.protobuf.timestamp_pb2 import Timestamp
+from prometheus_client import REGISTRY
+from recording_world import World, feed, outcome, pack
+from test_execution_grpc import CALLERS, ByVO
+
+from dxts.core.catalogue import FileCatalogue
+from dxts.core.db import Database
+from dxts.core.errors import InvalidArgument, NotFound
+from dxts.core.grpc import DevKeys, GrpcServer, channel
+from dxts.core.ids import id_to_str
+from dxts.core.settings import ServerSettings
+from dxts.execution.component import build_execution
+from dxts.execution.edge.servicer_operations import record_outcome_messages
+from dxts.execution.settings import ExecutionSettings
+from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
+
+FAILED = common_pb2.OUTCOME_RESULT_FAILED
+APPLICATION_ERROR = common_pb2.FAILURE_CLASS_APPLICATION_ERROR
+
+
+@pytest.fixture
+async def stubs(
+    database: Database,
+    world: World,
+    catalogue: FileCatalogue,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[dict[str, Any]]:
+    """ExecutionService stubs as each caller of `CALLERS`, the world's transformation in lhcb."""
+    component = await build_execution(
+        database,
+        settings=ExecutionSettings(),
+        registry=s.registry({}),
+        catalogue=catalogue,
+        definition_client=ByVO([world.record()]),
+        start_sweeps=False,
+    )
+    keys = DevKeys.load_or_create(tmp_path_factory.mktemp("keys"))
+    server = GrpcServer(
+        component.services, settings=ServerSettings(listen="127.0.0.1:0"), verifier=keys.verifier()
+    )
+    try:
+        async with server:
+            opened = {
+                name: channel(server.address, token=keys.issue(vo, sub, roles))
+                for name, (vo, sub, roles) in CALLERS.items()
+            }
+            try:
+                yield {
+                    name: execution_pb2_grpc.ExecutionServiceStub(ch)  # type: ignore[misc]
+                    for name, ch in opened.items()
+                }
+            finally:
+                for ch in opened.values():
+                    await ch.close()
+    finally:
+        await component.stop()
+
+
+def failed(parcel_id: bytes, failure: common_pb2.Failure, message: str, **fields: Any) -> Any:
+    sent = outcome(parcel_id, result=FAILED, message=message)
+    sent.failure.CopyFrom(failure)
+    for name, value in fields.items():
+        setattr(sent, name, value)
+    return sent
+
+
+def failed_count(failure_class: str, backend: str) -> float:
+    labels = {"failure_class": failure_class, "backend": backend}
+    return REGISTRY.get_sample_value("dxts_execution_parcels_failed_total", labels) or 0.0
+
+
+async def test_mixed_failures_group_by_class_backend_and_normalised_message(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    inputs = await feed(database, world, 14)
+    parcel_ids = await pack(database, world, [[i] for i in inputs])
+    tool_failures = [
+        failed(
+            p,
+            common_pb2.Failure(
+                failure_class=APPLICATION_ERROR, tool_message=f"ERROR: seed {n} is out of range"
+            ),
+            f"the tool exited with 3: ERROR: seed {n} is out of range",
+            exit_code=3,
+        )
+        for n, p in enumerate(parcel_ids[:12])
+    ]
+    lost = failed(
+        parcel_ids[12],
+        common_pb2.Failure(failure_class=common_pb2.FAILURE_CLASS_LOST),
+        "lost by the backend: null no longer knows 0192f0a4-3c1e-7b3a-9d2e-1f0e2d3c4b5a",
+    )
+    before = failed_count("application-error", "null")
+    await record_outcome_messages(
+        database, [*tool_failures, lost, outcome(parcel_ids[13], report={})]
+    )
+    assert failed_count("application-error", "null") == before + 12
+
+    tid = id_to_str(world.transformation_id)
+    reply = await stubs["alice"].GroupFailures(
+        execution_pb2.GroupFailuresRequest(transformation_ids=[tid, tid])
+    )
+    assert (reply.parcels, reply.truncated) == (13, False)
+    tool, gone = reply.groups
+    assert (tool.failure_class, tool.backend, tool.count) == (APPLICATION_ERROR, "null", 12)
+    assert tool.reason == "ERROR: seed # is out of range"
+    assert tool.message.startswith("ERROR: seed ") and list(tool.exit_codes) == [3]
+    assert list(tool.transformation_ids) == [tid]
+    shown = {id_to_str(p) for p in parcel_ids[:12]}
+    assert len(tool.example_parcel_ids) == 3 and set(tool.example_parcel_ids) <= shown
+    by_parcel = {id_to_str(p): id_to_str(i) for p, i in zip(parcel_ids, inputs, strict=True)}
+    assert sorted(tool.example_input_ids) == sorted(by_parcel[p] for p in tool.example_parcel_ids)
+    assert tool.first_seen.ToDatetime() <= tool.last_seen.ToDatetime()
+    assert (gone.failure_class, gone.count) == (common_pb2.FAILURE_CLASS_LOST, 1)
+    assert gone.reason == "lost by the backend: null no longer knows <id>"
+
+    # Only the failures since a moment, and as many examples as asked.
+    later = Timestamp()
+    later.FromDatetime(datetime.now(UTC) + timedelta(hours=1))
+    reply = await stubs["bob"].GroupFailures(
+        execution_pb2.GroupFailuresRequest(transformation_ids=[tid], since=later)
+    )
+    assert (list(reply.groups), reply.parcels) == ([], 0)
+    reply = await stubs["alice"].GroupFailures(
+        execution_pb2.GroupFailuresRequest(transformation_ids=[tid], examples=10)
+    )
+    assert len(reply.groups[0].example_parcel_ids) == 10
+
+
+async def test_another_vo_and_bad_arguments_are_refused(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    (p,) = await pack(database, world, [await feed(database, world, 1)])
+    await record_outcome_messages(
+        database, [failed(p, common_pb2.Failure(failure_class=APPLICATION_ERROR), "secret")]
+    )
+    tid = id_to_str(world.transformation_id)
+    with pytest.raises(NotFound):
+        await stubs["carol"].GroupFailures(
+            execution_pb2.GroupFailuresRequest(transformation_ids=[tid])
+        )
+    for bad in (
+        execution_pb2.GroupFailuresRequest(),
+        execution_pb2.GroupFailuresRequest(transformation_ids=["nonsense"]),
+        execution_pb2.GroupFailuresRequest(transformation_ids=[tid] * 501),
+        execution_pb2.GroupFailuresRequest(transformation_ids=[tid], examples=11),
+    ):
+        with pytest.raises(InvalidArgument):
+            await stubs["alice"].GroupFailures(bad)
