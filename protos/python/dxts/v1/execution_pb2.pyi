@@ -571,6 +571,7 @@ class FailureGroup(_message.Message):
     EXAMPLE_INPUT_IDS_FIELD_NUMBER: _builtins.int
     EXIT_CODES_FIELD_NUMBER: _builtins.int
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
+    EXAMPLE_PARCEL_HANDLES_FIELD_NUMBER: _builtins.int
     failure_class: _common_pb2.FailureClass.ValueType
     backend: _builtins.str
     site: _builtins.str
@@ -595,6 +596,10 @@ class FailureGroup(_message.Message):
 
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def example_parcel_handles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The handles of example_parcel_ids, in the same order ("p-10293")."""
+
     def __init__(
         self,
         *,
@@ -610,10 +615,11 @@ class FailureGroup(_message.Message):
         example_input_ids: _abc.Iterable[_builtins.str] | None = ...,
         exit_codes: _abc.Iterable[_builtins.int] | None = ...,
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
+        example_parcel_handles: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["first_seen", b"first_seen", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_handles", b"example_parcel_handles", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

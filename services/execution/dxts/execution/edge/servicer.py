@@ -242,8 +242,11 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             since=from_timestamp(request.since) if request.HasField("since") else None,
             examples=request.examples or failure_groups.DEFAULT_EXAMPLES,
         )
+        named = await parcel_names.handles_of(
+            self.database, [p for g in grouped.groups for p in g.examples]
+        )
         return execution_pb2.GroupFailuresResponse(
-            groups=[failure_group_pb(g) for g in grouped.groups],
+            groups=[failure_group_pb(g, named) for g in grouped.groups],
             parcels=grouped.parcels,
             truncated=grouped.truncated,
         )
