@@ -69,6 +69,7 @@ DISPATCHER = {
     "DiracXIDs",
     "GlideInIDs",
     "BackendIDs",
+    "InFlightLocks",
     # ResolvedHintsID only: the sidecar the dispatcher resolves (a ComputeParcels column).
     "ComputeParcels",
 }
@@ -137,6 +138,11 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         **{
             name: "requirements are resolved against the content-addressed rows at claim time"
             for name in ("Requirements", "ResolvedHints")
+        },
+        **{
+            name: "a claim under a cap on each VO's parcels in flight finds a parcel's VO "
+            "(its transformation's owner) in the transaction that counts and reserves"
+            for name in ("Transformations", "Ownership")
         },
     },
 }

@@ -22,12 +22,14 @@ from diracx_fixture import pilot_running_every_job, running_diracx
 from dxts_relay_adaptor import RelayAdaptor
 from slurm_cluster import slurm_conf
 
+from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.edge.dispatcher_client import GrpcOutcomeReporter
 from dxts.backends.local.logic.adaptor import LocalAdaptor
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullSettings
+from dxts.backends.slurm.edge.commands import Slurm
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_conformance import PROPERTIES, Conformance, Target
@@ -47,8 +49,6 @@ class Place:
     dispatcher: str  # where the dispatcher stand-in listens, for an adaptor in push mode
 
 
-
-
 @contextlib.asynccontextmanager
 async def null(place: Place) -> AsyncIterator[Build]:
     yield lambda: NullAdaptor(NullSettings(delay_s=0.5, capacity=CAPACITY))
@@ -63,9 +63,7 @@ async def null_push(place: Place) -> AsyncIterator[Build]:
         dispatcher_address=place.dispatcher,
         push_interval_s=0.2,
     )
-    yield lambda: NullAdaptor(
-        settings, reporter=GrpcOutcomeReporter(place.dispatcher, token=None)
-    )
+    yield lambda: NullAdaptor(settings, reporter=GrpcOutcomeReporter(place.dispatcher, token=None))
 
 
 @contextlib.asynccontextmanager
@@ -85,7 +83,7 @@ async def relay(place: Place) -> AsyncIterator[Build]:
 async def slurm(place: Place) -> AsyncIterator[Build]:
     slurm_conf()
     settings = SlurmSettings(work_dir=place.work, capacity=CAPACITY)
-    yield lambda: SlurmAdaptor(settings)
+    yield lambda: SlurmAdaptor(settings, slurm=Slurm(settings))
 
 
 @contextlib.asynccontextmanager
@@ -94,7 +92,7 @@ async def diracx(place: Place) -> AsyncIterator[Build]:
     with running_diracx(place.work / "server") as server:
         async with pilot_running_every_job(server, place.work / "pilot"):
             settings = server.adaptor_settings(place.work / "adaptor", capacity=CAPACITY)
-            yield lambda: DiracXAdaptor(settings)
+            yield lambda: DiracXAdaptor(settings, DiracXClient.for_settings(settings))
 
 
 # Every adaptor the suite checks (tests/conftest.py runs slurm and diracx in their servers'

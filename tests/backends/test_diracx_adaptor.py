@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from diracx_fixture import DiracXServer, TestPilot, running_diracx
 
+from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic import jdl
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.diracx.settings import DiracXPolicy
@@ -91,7 +92,7 @@ async def adaptor(server: DiracXServer, tmp_path: Path) -> AsyncIterator[DiracXA
         payload_environment=site_environment(tmp_path),
         policy=DiracXPolicy(cpu_power=10, max_memory_mb=8192, banned_sites=["LCG.Broken.ch"]),
     )
-    running = DiracXAdaptor(settings)
+    running = DiracXAdaptor(settings, DiracXClient.for_settings(settings))
     await running.start()
     yield running
     await running.stop()
@@ -314,7 +315,9 @@ async def test_a_crash_between_diracx_accepting_and_the_adaptor_recording_makes_
     (first_job,) = await jobs_named(server, submitted.parcel_id)  # DiracX has the job
     await adaptor.stop()
 
-    restarted = DiracXAdaptor(adaptor.settings)  # the same state, a new process
+    restarted = DiracXAdaptor(  # the same state, a new process
+        adaptor.settings, DiracXClient.for_settings(adaptor.settings)
+    )
     await restarted.start()
     try:
         (result,) = await submit(restarted, WRITER, submitted)

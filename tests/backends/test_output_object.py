@@ -128,7 +128,7 @@ def test_the_diracx_payloads_result_carries_the_output_object() -> None:
         '{"out": {"class": "File", "location": "lfn:/dxts/t/p/out.txt"}, "n": 1152921504606846977}',
     )
     document = worker.result_document(collected, None, "")
-    assert worker.read_result(json.dumps(document)) == (collected, None, "", None)
+    assert worker.read_result(json.dumps(document)) == (collected, None, "", None, None)
 
 
 async def test_a_default_file_passed_through_comes_back(harness: Harness) -> None:

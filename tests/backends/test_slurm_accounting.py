@@ -45,8 +45,9 @@ def test_a_task_that_ran_waits_for_its_batch_step_for_a_grace_period(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1000.0]
+    settings = SlurmSettings(work_dir=tmp_path)
     monkeypatch.setattr(slurm_adaptor.time, "monotonic", lambda: clock[0])
-    adaptor = slurm_adaptor.SlurmAdaptor(SlurmSettings(work_dir=tmp_path))
+    adaptor = slurm_adaptor.SlurmAdaptor(settings, slurm=Slurm(settings))
     ended = TaskRecord(state="COMPLETED")  # sacct said it ended; its batch step is not there yet
     assert adaptor._step_still_to_come("a", ended)
     clock[0] += slurm_adaptor.ACCOUNTING_GRACE_S - 1

@@ -6,8 +6,10 @@ across a crash between sbatch and its record, usage from Slurm's accounting, los
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,15 @@ from slurm_cluster import slurm_conf
 from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
 from test_local_adaptor import Harness as LocalHarness
 
-from dxts.backends.slurm.edge.commands import array_ranges
-from dxts.backends.slurm.logic import batch
+from dxts.backends.slurm.edge.commands import Slurm, array_ranges
+from dxts.backends.slurm.logic import batch, outcomes
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
+from dxts.backends.slurm.logic.cluster import TaskRecord
 from dxts.backends.slurm.settings import SlurmSettings
+from dxts.backends.slurm.store.state import Job
 from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
@@ -65,7 +70,8 @@ class Harness(LocalHarness):
         self.server: GrpcServer | None = None
 
     async def start(self, **overrides: Any) -> Any:
-        self.adaptor = SlurmAdaptor(self.slurm_settings.model_copy(update=overrides))
+        settings = self.slurm_settings.model_copy(update=overrides)
+        self.adaptor = SlurmAdaptor(settings, slurm=Slurm(settings))
         await self.adaptor.start()
         self.server = await serve_adaptor(self.adaptor, self.keys.verifier())
         self.channel = channel(self.server.address, token=self.token, default_timeout=60)
@@ -217,6 +223,34 @@ async def test_a_large_batch_is_one_array_and_one_scancel(harness: Harness) -> N
         assert outcome.result == common_pb2.OUTCOME_RESULT_CANCELLED
 
 
+@pytest.mark.parametrize(
+    ("state", "signal", "written", "expected"),
+    [
+        ("TIMEOUT", 15, None, FailureClass.TIME_EXCEEDED),
+        ("NODE_FAIL", 0, None, FailureClass.LOST),
+        ("PREEMPTED", 0, None, FailureClass.KILLED),
+        ("FAILED", 9, None, FailureClass.KILLED),
+        ("FAILED", 0, None, FailureClass.SETUP_ERROR),
+        ("FAILED", 0, "application-error", FailureClass.APPLICATION_ERROR),
+        ("OUT_OF_MEMORY", 9, "killed", FailureClass.OUT_OF_MEMORY),
+    ],
+)
+def test_slurm_s_state_classifies_a_failure_before_what_the_job_wrote(
+    tmp_path: Path, state: str, signal: int, written: str | None, expected: FailureClass
+) -> None:
+    settings = SlurmSettings(work_dir=tmp_path)
+    job = Job(id_to_str(new_id()), "task", "batch", 0, "17", datetime.now(UTC), None)
+    directory = batch.job_dir(settings, job.identifier)
+    directory.mkdir(parents=True)
+    if written is not None:
+        result = {"error": "it failed", "failure": {"class": written, "tool_message": "ERROR: x"}}
+        (directory / "result.json").write_text(json.dumps(result))
+    record = TaskRecord(state, exit_code=0, signal=signal, started=True)
+    failure = outcomes.from_record(settings, job, record).failure
+    assert failure is not None and failure.failure_class is expected
+    assert failure.tool_message == ("ERROR: x" if written else "")
+
+
 def test_array_ranges_are_compact() -> None:
     assert array_ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     assert array_ranges([3]) == "3"
@@ -321,4 +355,4 @@ async def test_a_job_slurm_does_not_know_is_lost(harness: Harness) -> None:
 async def test_without_a_cluster_the_adaptor_does_not_start(tmp_path: Path) -> None:
     settings = SlurmSettings(work_dir=tmp_path / "slurm", commands_dir=str(tmp_path / "none"))
     with pytest.raises(Unavailable, match=r"no Slurm cluster answers .*cannot run scontrol"):
-        await SlurmAdaptor(settings).start()
+        await SlurmAdaptor(settings, slurm=Slurm(settings)).start()

@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -159,6 +160,24 @@ def check_completed(up: Up, workgraph: str) -> None:
     assert by_step["Reconstruction"]["input_counts"]["Processed"] == 2
     assert by_step["Merge"]["input_counts"]["Processed"] == 2
     assert by_step["DatasetReplication"]["input_counts"]["Processed"] == 1
+
+
+def test_dxts_up_keeps_its_data_directory_to_its_user(up: Up) -> None:
+    up.data_dir.chmod(0o755)  # as a data directory made by hand, or by an older dxts up
+    up.start()
+    try:
+        made = [p for p in up.data_dir.rglob("*") if p.name != "up.err"]
+        assert {p.name for p in made} >= {"dxts.sqlite", "catalogue.sqlite", "connection.json"}
+        assert any(p.name.endswith(".pem") for p in made)
+        modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [up.data_dir, *made]}
+        opened = {
+            str(p): oct(mode)
+            for p, mode in modes.items()
+            if mode != (0o700 if p.is_dir() else 0o600)
+        }
+        assert not opened, opened
+    finally:
+        up.stop()
 
 
 def test_the_demo_runs_to_completed(up: Up, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from cli_support import EXAMPLES, Dxts
 
 from dxts.cli.operate import IN_MOTION
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 
 async def submitted(dxts: Dxts, *, start: bool = True) -> tuple[str, dict[str, str]]:
@@ -32,7 +33,7 @@ async def test_halt_and_cancel(dxts: Dxts) -> None:
     halted = await dxts("halt", workgraph, "--reason", "bad conditions")
     assert (halted.exit_code, halted.stdout) == (
         0,
-        f"{handle} Active (halted): {IN_MOTION['HaltWorkgraph']}\n",
+        f"{handle} Active (halted): {IN_MOTION[Definition.HaltWorkgraph]}\n",
     )
 
     other, _ = await submitted(dxts)

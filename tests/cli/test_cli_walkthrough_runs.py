@@ -26,6 +26,7 @@ from typer.testing import CliRunner, Result
 
 from dxts.cli.main import app
 from dxts.cli.operate import IN_MOTION
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 ROOT = Path(__file__).parents[2]
 DXTS = [sys.executable, "-c", "import sys; from dxts.cli.main import app; sys.exit(app())"]
@@ -236,7 +237,7 @@ def scouted(seeds: int, scouting_events: int) -> Check:
 
 
 def member_line(
-    step: str, status: str, feeder: str, rpc: str | None = None
+    step: str, status: str, feeder: str, rpc: Callable[..., object] | None = None
 ) -> Callable[[Walk], str]:
     """What a steering verb prints of a member (the walkthrough's first workgraph or the current
     one): its id, status and feeder, and what the verb set in motion."""
@@ -248,7 +249,7 @@ def member_line(
     return line
 
 
-def workgraph_line(status: str, rpc: str | None = None) -> Callable[[Walk], str]:
+def workgraph_line(status: str, rpc: Callable[..., object] | None = None) -> Callable[[Walk], str]:
     def line(walk: Walk) -> str:
         said = f"{walk.handle()} {status}"
         return f"{said}: {IN_MOTION[rpc]}" if rpc else said
@@ -344,7 +345,7 @@ SCRIPT: list[tuple[str, Check]] = [
     ("dxts validate examples/scout-approve.cwl", lambda w, r: valid(r)),
     ("WG=$(dxts submit examples/scout-approve.cwl)", lambda w, r: submitted(w)),
     ("dxts show $WG", shows(lambda w: w.member_handle("Simulation"), lambda w: "New")),
-    ("dxts start $WG", says(workgraph_line("Scouting", "StartWorkgraph"))),
+    ("dxts start $WG", says(workgraph_line("Scouting", Definition.StartWorkgraph))),
     ("dxts watch $WG --timeout 600", scouted(2, 4000)),
     ("dxts why $WG", shows(lambda w: f"#{w.blocking_action()} ManualApproval failed")),
     ("dxts parcels $WG/Simulation --status failed", shows(lambda w: "0 parcels")),
@@ -374,18 +375,18 @@ SCRIPT: list[tuple[str, Check]] = [
     ("dxts watch $WG --timeout 600", scouted(5, 10000)),
     (
         "dxts pause $WG/Reconstruction",
-        says(member_line("Reconstruction", "Paused", "on", "PauseTransformation")),
+        says(member_line("Reconstruction", "Paused", "on", Definition.PauseTransformation)),
     ),
     ('dxts force ACTION passed --message "scout looks right"', says(action_line("Passed"))),
     ("dxts show $WG", and_then(lambda w, r: ok(r), last_seed_simulated)),
     (
         "dxts pause $WG/Simulation",
-        says(member_line("Simulation", "Paused", "off", "PauseTransformation")),
+        says(member_line("Simulation", "Paused", "off", Definition.PauseTransformation)),
     ),
     (
         "dxts resume $WG/Reconstruction",
         and_then(
-            says(member_line("Reconstruction", "Active", "on", "ResumeTransformation")),
+            says(member_line("Reconstruction", "Active", "on", Definition.ResumeTransformation)),
             lone_file_held,
         ),
     ),
@@ -414,24 +415,24 @@ SCRIPT: list[tuple[str, Check]] = [
     ("dxts feeder enable $WG/Simulation", says(member_line("Simulation", "Paused", "on"))),
     (
         "dxts resume $WG/Simulation",
-        says(member_line("Simulation", "Active", "on", "ResumeTransformation")),
+        says(member_line("Simulation", "Active", "on", Definition.ResumeTransformation)),
     ),
     ("dxts watch $WG --timeout 600", completed),
     ("WG2=$(dxts submit examples/scout-approve.cwl)", lambda w, r: submitted(w)),
-    ("dxts start $WG2", says(workgraph_line("Scouting", "StartWorkgraph"))),
+    ("dxts start $WG2", says(workgraph_line("Scouting", Definition.StartWorkgraph))),
     ("dxts watch $WG2 --timeout 600", scouted(2, 4000)),
     (
         "dxts pause $WG2/Simulation",
-        says(member_line("Simulation", "Paused", "on", "PauseTransformation")),
+        says(member_line("Simulation", "Paused", "on", Definition.PauseTransformation)),
     ),
     (
         'dxts force ACTION passed --message "a second copy, to end it early"',
         says(action_line("Passed")),
     ),
     ("dxts show $WG2", active_again),
-    ("dxts drain $WG2", says(workgraph_line("Active", "DrainWorkgraph"))),
-    ("dxts halt $WG2", says(workgraph_line("Active (halted)", "HaltWorkgraph"))),
-    ("dxts cancel $WG2", says(workgraph_line("Cancelling (halted)", "CancelWorkgraph"))),
+    ("dxts drain $WG2", says(workgraph_line("Active", Definition.DrainWorkgraph))),
+    ("dxts halt $WG2", says(workgraph_line("Active (halted)", Definition.HaltWorkgraph))),
+    ("dxts cancel $WG2", says(workgraph_line("Cancelling (halted)", Definition.CancelWorkgraph))),
     ("dxts watch $WG2 --timeout 600", lambda w, r: watched_to(4, f"{w.current} Cancelled")(w, r)),
     (
         "dxts return-to-active $WG",

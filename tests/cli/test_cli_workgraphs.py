@@ -14,6 +14,7 @@ from dxts.cli.operate import IN_MOTION
 from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_from_str
 from dxts.core.schema.accounting import workgraph_log
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> Non
     handle = simulation["handle"].partition("/")[0]
     assert (started.exit_code, started.stdout) == (
         0,
-        f"{handle} Active: {IN_MOTION['StartWorkgraph']}\n",
+        f"{handle} Active: {IN_MOTION[Definition.StartWorkgraph]}\n",
     )
     tf, named = simulation["transformation_id"], simulation["handle"]
     assert simulation["feeder_enabled"] is True
@@ -141,7 +142,7 @@ async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> Non
     paused = await dxts("pause", tf)
     assert (paused.exit_code, paused.stdout) == (
         0,
-        f"{named} Paused, feeder on: {IN_MOTION['PauseTransformation']}\n",
+        f"{named} Paused, feeder on: {IN_MOTION[Definition.PauseTransformation]}\n",
     )
     assert (await members(dxts, workgraph))["Simulation"]["status"] == "Paused"
     resumed = await dxts("resume", tf, "-o", "json")

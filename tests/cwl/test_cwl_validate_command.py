@@ -115,6 +115,15 @@ def test_an_invalid_document_prints_every_problem_and_exits_1() -> None:
     )
 
 
+def test_a_step_name_with_a_slash_is_a_problem_not_a_traceback() -> None:
+    document = FIXTURES / "invalid" / "step-name-slash.cwl"
+    result = runner.invoke(app, ["validate", str(document), "--bundle", str(FIXTURES)])
+    assert result.exit_code == 1, result.output
+    assert ["error", "invalid-name", "steps.s/im"] in [line[:3] for line in lines(result.output)]
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+
+
 def test_a_document_outside_the_bundle_is_refused() -> None:
     result = runner.invoke(
         app, ["validate", str(EXAMPLES / "simulation.cwl"), "--bundle", str(FIXTURES / "invalid")]

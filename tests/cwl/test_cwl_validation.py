@@ -80,6 +80,15 @@ def test_the_shared_examples_are_valid_with_only_experiment_plugins_unknown(name
                 ("orphan-output", "steps.merge.out.merged"),
             },
         ),
+        (
+            "step-name-slash.cwl",
+            {
+                ("invalid-name", "steps.s/im"),
+                # left out, so its consumer's source names nothing and nothing drives it
+                ("unknown-source", "steps.merge.in.input-data"),
+                ("no-driving-input", "steps.merge.in"),
+            },
+        ),
         ("orphan-output.cwl", {("orphan-output", "steps.sim.out.log-files")}),
         ("cycle.cwl", {("cycle", "steps.sim")}),
         (

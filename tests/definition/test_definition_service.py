@@ -228,6 +228,17 @@ async def test_a_request_id_reused_for_other_labels_is_refused(
     assert await count_workgraphs(database) == before
 
 
+async def test_a_step_name_with_a_slash_is_a_validation_problem(stubs: dict[str, Stub]) -> None:
+    files = {"wg.cwl": seeds_workgraph("gauss.cwl").replace("  sim:", '  "s/im":')}
+    files["gauss.cwl"] = (FIXTURES / "examples" / "transformations" / "gauss.cwl").read_text()
+    files["wg.cwl"] = files["wg.cwl"].replace("sim/sim-files", "s/im/sim-files")
+    with pytest.raises(InvalidArgument) as refused:
+        await stubs["owner"].SubmitWorkgraph(
+            pb.SubmitWorkgraphRequest(bundle=bundle("wg.cwl", files))
+        )
+    assert "steps.s/im" in {v.field for v in refused.value.violations}
+
+
 async def test_a_bundle_without_its_main_document_is_refused(stubs: dict[str, Stub]) -> None:
     with pytest.raises(InvalidArgument) as refused:
         await stubs["owner"].SubmitWorkgraph(
@@ -429,8 +440,111 @@ async def test_the_process_store_registry_and_lineage(
     lineage = await stubs["owner"].ProcessLineage(pb.ProcessLineageRequest(process_id=process_id))
     assert planned["MCSimulation"].transformation_id in lineage.transformation_ids
     assert [(v.name, v.version) for v in lineage.versions] == [("gauss", "1.0")]
-    hidden = await stubs["outsider"].ProcessLineage(pb.ProcessLineageRequest(process_id=process_id))
-    assert list(hidden.transformation_ids) == [] and list(hidden.versions) == []
+    with pytest.raises(NotFound):
+        await stubs["outsider"].ProcessLineage(pb.ProcessLineageRequest(process_id=process_id))
+
+
+PRIVATE_WORKFLOW = """
+cwlVersion: v1.2
+class: Workflow
+doc: lhcb's private recipe around the shared tool
+inputs:
+  seed: {type: {type: array, items: [File, string]}}
+outputs:
+  sim-files: {type: "File[]", outputSource: run/sim-files}
+steps:
+  run:
+    run: gauss.cwl
+    in: {seed: seed}
+    out: [sim-files]
+"""
+
+
+def seeds_workgraph(run: str) -> str:
+    return f"""
+cwlVersion: v1.2
+class: Workflow
+$namespaces: {{dirac: https://diracgrid.org/cwl#}}
+hints:
+  dirac:Workgraph: {{schema_version: "1.0", type: Test}}
+inputs:
+  events:
+    type: {{type: array, items: [File, string]}}
+    dirac:Feeder: {{name: Seeds, args: {{target_events: 10, events_per_seed: 10}}}}
+steps:
+  sim:
+    hints: {{dirac:Transformation: {{}}}}
+    run: {run}
+    in: {{seed: events}}
+    out: [sim-files]
+outputs:
+  sims: {{type: "File[]", outputSource: sim/sim-files}}
+"""
+
+
+async def test_another_vos_processes_are_not_found_and_leave_no_trace_in_lineage(
+    stubs: dict[str, Stub],
+) -> None:
+    gauss = (FIXTURES / "examples" / "transformations" / "gauss.cwl").read_text()
+    private = await stubs["owner"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(
+            bundle=bundle(
+                "wg.cwl",
+                {
+                    "wg.cwl": seeds_workgraph("private.cwl"),
+                    "private.cwl": PRIVATE_WORKFLOW,
+                    "gauss.cwl": gauss,
+                },
+            )
+        )
+    )
+    shared = await stubs["outsider"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(
+            bundle=bundle("wg.cwl", {"wg.cwl": seeds_workgraph("gauss.cwl"), "gauss.cwl": gauss})
+        )
+    )
+    recipe = private.plan[0].process_id
+    tool = shared.plan[0].process_id
+    tree = await stubs["owner"].GetProcessTree(pb.GetProcessTreeRequest(process_id=recipe))
+    assert tool in {p.process_id for p in tree.processes}  # the same tool, stored once
+
+    for rpc, request in (
+        ("GetProcess", pb.GetProcessRequest(process_id=recipe)),
+        ("GetProcessTree", pb.GetProcessTreeRequest(process_id=recipe)),
+        ("ProcessLineage", pb.ProcessLineageRequest(process_id=recipe)),
+    ):
+        with pytest.raises(NotFound):
+            await getattr(stubs["outsider"], rpc)(request)
+    with pytest.raises(NotFound):  # the same answer as for a hash nobody stored
+        await stubs["outsider"].GetProcess(pb.GetProcessRequest(process_id="ab" * 32))
+
+    theirs = await stubs["outsider"].ProcessLineage(pb.ProcessLineageRequest(process_id=tool))
+    assert list(theirs.composed_by) == []
+    assert list(theirs.transformation_ids) == [shared.plan[0].transformation_id]  # theirs only
+    ours = await stubs["owner"].ProcessLineage(pb.ProcessLineageRequest(process_id=tool))
+    assert list(ours.composed_by) == [recipe]
+    assert private.plan[0].transformation_id in ours.transformation_ids
+    assert shared.plan[0].transformation_id not in ours.transformation_ids
+    # Nor does publishing it, or naming it by hash in a document, make it the outsider's.
+    with pytest.raises(NotFound):
+        await stubs["outsider"].PublishProcess(
+            pb.PublishProcessRequest(name="mine", version="1", process_id=recipe)
+        )
+    borrowing = seeds_workgraph(f"proc:sha256-{recipe}")
+    with pytest.raises(InvalidArgument) as refused:
+        await stubs["outsider"].SubmitWorkgraph(
+            pb.SubmitWorkgraphRequest(bundle=bundle("wg.cwl", {"wg.cwl": borrowing}))
+        )
+    assert "not in the process store of VO 'atlas'" in str(refused.value)
+    with pytest.raises(NotFound):
+        await stubs["outsider"].GetProcess(pb.GetProcessRequest(process_id=recipe))
+    reused = await stubs["colleague"].SubmitWorkgraph(
+        pb.SubmitWorkgraphRequest(bundle=bundle("wg.cwl", {"wg.cwl": borrowing}), dry_run=True)
+    )
+    assert reused.plan[0].process_id == recipe  # its own VO runs it by hash
+    got = await stubs["colleague"].GetProcess(pb.GetProcessRequest(process_id=recipe))
+    assert "private recipe" in got.process.document_json
+    assert (await stubs["service"].GetProcess(pb.GetProcessRequest(process_id=recipe))).process
 
 
 # -- user jobs -----------------------------------------------------------------------------------
@@ -484,7 +598,8 @@ async def test_a_user_job_reaches_execution_as_its_submitter(
     assert parcel.annotations["labels"] == {"purpose": "test"}
     claims = jwt.decode(execution.tokens[-1], options={"verify_signature": False})
     assert claims["sub"] == "carl"  # execution is called with the submitter's own token
-    tree = await stubs["colleague"].GetProcessTree(
+    # A job's process is no VO's by hash (no transformation runs it): the dispatcher reads it.
+    tree = await stubs["service"].GetProcessTree(
         pb.GetProcessTreeRequest(process_id=reply.process_id)
     )
     assert len(tree.processes) == 2 and tree.processes[-1].process_id == reply.process_id

@@ -710,6 +710,28 @@ async def test_force_checks_the_result_and_the_running_list(
     assert await snapshot(database, fixture) == before
 
 
+async def test_force_authorises_before_it_looks_at_the_result(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    """A caller who may not steer the action learns nothing of its kind from a wrong result:
+    the same refusal as for a right one, and for another VO the same as for no action."""
+    fixture = await build_workgraph(database, status="Active", members=MEMBERS_UNDER["Active"])
+    housekeeping = fixture.actions["simulate/Archiving/1"]
+    for result in (common_pb2.ACTION_RESULT_PASSED, common_pb2.ACTION_RESULT_DONE):
+        with pytest.raises(PermissionDenied):
+            await stubs["colleague"].ForceAction(
+                pb.ForceActionRequest(action_id=housekeeping, result=result)
+            )
+    answers = []
+    for action_id in (housekeeping, 10**15):
+        with pytest.raises(NotFound) as hidden:
+            await stubs["outsider"].ForceAction(
+                pb.ForceActionRequest(action_id=action_id, result=common_pb2.ACTION_RESULT_PASSED)
+            )
+        answers.append(str(hidden.value).replace(str(action_id), "N"))
+    assert answers[0] == answers[1]
+
+
 async def test_reset_clears_a_result_and_records_who(
     database: Database, stubs: dict[str, Stub]
 ) -> None:

@@ -86,12 +86,14 @@ async def empty(database: Database) -> None:
             await conn.execute(table.delete())
 
 
-async def transformation(database: Database, kind: Kind = Kind.COMPUTE) -> bytes:
+async def transformation(
+    database: Database, kind: Kind = Kind.COMPUTE, *, vo: str = "lhcb"
+) -> bytes:
     ownership_id, transformation_id = new_id(), new_id()
 
     async def work(conn: Any) -> None:
         await conn.execute(
-            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO="lhcb", Sub="me")
+            sa.insert(definition.ownership).values(OwnershipID=ownership_id, VO=vo, Sub="me")
         )
         await conn.execute(
             sa.insert(definition.transformations).values(
@@ -121,6 +123,7 @@ async def parcels(
     inputs_per_parcel: int = 0,
     request: Any = None,
     deltas: Sequence[tuple[str, StorageDelta]] = (),
+    vo: str = "lhcb",
 ) -> list[bytes]:
     """`count` Unassigned parcels, with their facet, inputs (Assigned, linked) and journals; a
     user parcel (UserParcels row) when `transformation_id` is None."""
@@ -148,7 +151,7 @@ async def parcels(
             if tid is None:
                 await conn.execute(
                     sa.insert(execution.user_parcels),
-                    [{"ParcelID": p, "VO": "lhcb", "Sub": "user"} for p in chunk],
+                    [{"ParcelID": p, "VO": vo, "Sub": "user"} for p in chunk],
                 )
             if kind is Kind.COMPUTE:
                 (process_id,) = await content_store.put_processes(conn, [process or TOOL])

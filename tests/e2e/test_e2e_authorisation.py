@@ -29,6 +29,7 @@ from dxts.core.kernel.authorisation import (
     contract_methods,
     kinds_of,
 )
+from dxts.core.kernel.bounds import limit_of
 from dxts.v1 import accounting_pb2, accounting_pb2_grpc, common_pb2
 
 # Which running component serves each contract's service.
@@ -181,3 +182,48 @@ async def test_a_rebuild_is_the_operators_vo_or_an_admins_every_vo(
     await corrupt(world, sim)
     async with accounting(world, CallerKind.ADMIN, vo="belle") as admin:
         assert corrected(await admin.Rebuild(everything)) == {id_to_str(sim)}
+
+
+# -- bounds, on the real servers -----------------------------------------------------------------
+
+
+def over_the_bound(descriptor: Any) -> tuple[Any, str] | None:
+    """A request of `descriptor`'s type with its first list or text field one over its bound,
+    and that field's name (None: a request without such a field)."""
+    request = message_factory.GetMessageClass(descriptor)()
+    for field in descriptor.fields:
+        limit = limit_of(field)
+        if limit is None or field.message_type is not None:
+            continue
+        if field.is_repeated:
+            getattr(request, field.name).extend(
+                ["x"] * (limit + 1) if field.type == field.TYPE_STRING else [0] * (limit + 1)
+            )
+        else:
+            setattr(request, field.name, "x" * (limit + 1))
+        return request, field.name
+    return None
+
+
+async def test_every_rpc_of_every_component_refuses_a_request_over_its_bound(
+    world: World,
+) -> None:
+    token = token_of(world, CallerKind.ADMIN)
+    wrong = []
+    for method, descriptor in sorted(contract_methods().items()):
+        built = over_the_bound(descriptor.input_type)
+        if built is None:
+            continue
+        request, field = built
+        address = world.stack.address(SERVED_BY[descriptor.containing_service.full_name])
+        async with grpc.aio.insecure_channel(address) as ch:
+            stub = ch.unary_unary(method, request_serializer=type(request).SerializeToString)
+            try:
+                await stub(request, metadata=[("authorization", f"Bearer {token}")], timeout=30)
+                wrong.append(f"{method}: accepted")
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.INVALID_ARGUMENT or field not in (
+                    error.details() or ""
+                ):
+                    wrong.append(f"{method}: {error.code()} {error.details()}")
+    assert not wrong, "\n".join(wrong)

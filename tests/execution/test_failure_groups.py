@@ -5,6 +5,7 @@ bad arguments get one clear answer; the failed-parcel counter counts by class an
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -108,6 +109,16 @@ async def test_mixed_failures_group_by_class_backend_and_normalised_message(
         database, [*tool_failures, lost, outcome(parcel_ids[13], report={})]
     )
     assert failed_count("application-error", "null") == before + 12
+    # Recorded with the parcel: its class, exit code and the tool's line, as GetParcel gives it.
+    shown = await stubs["alice"].GetParcel(
+        execution_pb2.GetParcelRequest(parcel_id=id_to_str(parcel_ids[7]))
+    )
+    assert shown.outcome.failure == tool_failures[7].failure
+    assert shown.outcome.exit_code == 3
+    assert json.loads(shown.parcel.annotations_json)["outcome"]["failure"] == {
+        "class": "application-error",
+        "tool_message": "ERROR: seed 7 is out of range",
+    }
 
     tid = id_to_str(world.transformation_id)
     reply = await stubs["alice"].GroupFailures(

@@ -28,11 +28,19 @@ SERVER_SIDE = (
     "dxts.dispatcher",
     "dxts.backends",
 )
+# The clients: they pick an RPC at run time (a steering verb, a listing) by the servicer's
+# method too (`dxts.core.grpc.calls`: `method_on(stub, DefinitionServiceServicer.StartWorkgraph)`),
+# so that a renamed RPC fails at import and under the type checker, not when someone clicks.
+CLIENTS = ("dxts.cli", "dxts.web", "dxts.bench")
 # Strings that spell a method's name and mean something else, by module and why.
 NOT_RPC_NAMES = {
     ("dxts.definition", "logic/lifecycle/operations.py", "Flush"): (
         "the transformation-log event of a hook asking for a flush, not a command's name"
     ),
+    **{
+        ("dxts.web", "steering.py", title): "a button's title, the English word"
+        for title in ("Cancel", "Flush")
+    },
 }
 
 
@@ -46,17 +54,25 @@ def rpc_spellings() -> frozenset[str]:
 
 
 def typed_rpc_names(path: Path, spellings: frozenset[str]) -> Iterator[tuple[int, str]]:
-    """(line, text) of every string constant of `path` spelling an RPC."""
+    """(line, text) of every string constant of `path` spelling an RPC, and of every request
+    class name built from a string (`getattr(pb, f"{rpc}Request")`)."""
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         value = node.value if isinstance(node, ast.Constant) else None
         if isinstance(value, str) and value in spellings:
             yield node.lineno, value
+        elif (
+            isinstance(node, ast.JoinedStr)
+            and any(isinstance(part, ast.FormattedValue) for part in node.values)
+            and isinstance(node.values[-1], ast.Constant)
+            and str(node.values[-1].value).endswith(("Request", "Response"))
+        ):
+            yield node.lineno, ast.unparse(node)
 
 
-def test_no_server_side_module_types_an_rpc_name() -> None:
+def test_no_module_types_an_rpc_name() -> None:
     spellings = rpc_spellings()
     found = []
-    for component in SERVER_SIDE:
+    for component in (*SERVER_SIDE, *CLIENTS):
         root = REPO / PACKAGE_DIRS[component]
         for path in sorted(root.rglob("*.py")):
             module = path.relative_to(root).as_posix()
@@ -82,10 +98,15 @@ def test_the_scanner_sees_every_spelling(tmp_path: Path) -> None:
         'C = {"/dxts.v1.ExecutionService/Flush": 1}\n'
         'D = "dxts.v1.AccountingService.Rebuild"\n'
         'E = "StartWorkgraph is mentioned in prose"\n'
+        'F = getattr(stub, "ListWorkgraphs")\n'
+        'G = getattr(definition_pb2, f"{rpc}Request")\n'
+        'H = f"{count} requests"\n'
     )
     assert sorted(typed_rpc_names(offender, rpc_spellings())) == [
         (1, "StartWorkgraph"),
         (2, "DefinitionService.SubmitWorkgraph"),
         (3, "/dxts.v1.ExecutionService/Flush"),
         (4, "dxts.v1.AccountingService.Rebuild"),
+        (6, "ListWorkgraphs"),
+        (7, "f'{rpc}Request'"),
     ]

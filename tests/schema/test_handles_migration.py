@@ -1,4 +1,4 @@
-"""Migration 0009 numbers the parcels already there: after the upgrade every parcel has a handle
+"""Migration 0010 numbers the parcels already there: after the upgrade every parcel has a handle
 number, in id (creation) order, and the next parcel created takes a number after them; a
 downgrade drops the handle tables (SQLite and MariaDB)."""
 
@@ -61,7 +61,7 @@ def _tables(connection: sa.Connection) -> set[str]:
 
 
 async def test_the_parcels_already_there_are_numbered_in_creation_order(db_url: str) -> None:
-    await upgrade(db_url, "0008")
+    await upgrade(db_url, "0009")
     await run_on_connection(db_url, _seed)
     await upgrade(db_url)
     numbered = await run_on_connection(db_url, _numbers)
@@ -71,6 +71,6 @@ async def test_the_parcels_already_there_are_numbered_in_creation_order(db_url: 
     after = await run_on_connection(db_url, _numbers)
     # After them (MariaDB's INSERT ... SELECT reserves numbers in chunks: there may be a gap).
     assert after[-1][1] == newest and after[-1][0] > max(n for n, _ in numbered)
-    await run_on_connection(db_url, lambda c: command.downgrade(alembic_config(c), "0008"))
+    await run_on_connection(db_url, lambda c: command.downgrade(alembic_config(c), "0009"))
     handles = {"WorkgraphHandles", "TransformationHandles", "ParcelHandles"}
     assert not handles & await run_on_connection(db_url, _tables)

@@ -219,3 +219,89 @@ async def test_an_unknown_verb_is_not_found(
     client = await browser(token("demo", "olivia"))
     assert (await client.get(f"/workgraphs/{workgraph}/steer/nonsense")).status_code == 404
     assert (await client.get("/actions/not-a-number/steer/reset")).status_code == 404
+
+
+async def test_signing_in_and_out_from_another_site_is_refused(
+    anonymous: Callable[[], httpx.AsyncClient],
+    browser: Browser,
+    token: Callable[[str, str], str],
+) -> None:
+    elsewhere = {"Origin": "https://evil.example"}
+    async with anonymous() as client:
+        forced = await client.post(
+            "/signin", data={"token": token("demo", "mallory"), "next": "/"}, headers=elsewhere
+        )
+        assert forced.status_code == 403 and "set-cookie" not in forced.headers
+        by_referer = await client.post(
+            "/signin",
+            data={"token": token("demo", "mallory")},
+            headers={"Referer": "https://evil.example/page"},
+        )
+        assert by_referer.status_code == 403
+
+    client = await browser(token("demo", "olivia"))
+    page = await client.get("/workgraphs")
+    csrf = csrf_of(page.text)
+    for forged in (
+        {"data": {"csrf": csrf}, "headers": elsewhere},  # the token, from another site
+        {"data": {}, "headers": {}},  # this site, without the token
+    ):
+        refused = await client.post("/signout", **forged)  # type: ignore[arg-type]
+        assert refused.status_code == 403 and "set-cookie" not in refused.headers
+        assert (await client.get("/workgraphs")).status_code == 200  # still signed in
+    out = await client.post("/signout", data={"csrf": csrf})
+    assert out.status_code == 303
+    assert (await client.get("/workgraphs")).status_code == 303
+
+
+async def test_back_links_and_next_stay_on_this_site(
+    dxts: Dxts,
+    browser: Browser,
+    anonymous: Callable[[], httpx.AsyncClient],
+    token: Callable[[str, str], str],
+) -> None:
+    workgraph, _ = await submitted(dxts)
+    client = await browser(token("demo", "olivia"))
+    for away in (
+        "/\\evil.example",
+        "//evil.example",
+        "https://evil.example/",
+        "/\t/evil.example",
+        "\\\\evil.example",
+        "javascript:alert(1)",
+    ):
+        page = await client.get(f"/workgraphs/{workgraph}/steer/start", params={"back": away})
+        assert page.status_code == 200
+        assert "evil" not in page.text and "javascript:" not in page.text, away
+        async with anonymous() as stranger:
+            form = await stranger.get("/signin", params={"next": away})
+            assert "evil" not in form.text and "javascript:" not in form.text, away
+    fine = await client.get(
+        f"/workgraphs/{workgraph}/steer/start", params={"back": "/workgraphs?status=Active"}
+    )
+    assert "/workgraphs?status=Active" in fine.text.replace("&amp;", "&")
+
+
+async def test_every_response_carries_the_security_headers(
+    anonymous: Callable[[], httpx.AsyncClient],
+    browser: Browser,
+    token: Callable[[str, str], str],
+) -> None:
+    client = await browser(token("demo", "olivia"))
+    async with anonymous() as stranger:
+        responses = [
+            await client.get("/workgraphs"),
+            await client.get("/workgraphs?fragment=1"),
+            await client.get("/nowhere"),
+            await client.get("/static/web.css"),
+            await stranger.get("/workgraphs"),  # a redirect to sign in
+            await stranger.get("/signin"),
+            await stranger.get("/healthz"),
+        ]
+    for response in responses:
+        headers = response.headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"], response.url
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert headers["x-frame-options"] == "DENY"
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"] == "same-origin"

@@ -44,10 +44,12 @@ from dxts.bench.harness import scratch_database
 from dxts.core.counters import TRANSFORMATION
 from dxts.core.db import Database, Isolation
 from dxts.core.grpc import channel
+from dxts.core.grpc.calls import method_on, request_type
 from dxts.core.ids import id_from_str
 from dxts.core.schema import definition, execution
 from dxts.core.states import InputStatus, ParcelStatus, WorkgraphStatus
 from dxts.v1 import common_pb2, definition_pb2, definition_pb2_grpc
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 RC = Isolation.READ_COMMITTED
 PACE_S = 0.2
@@ -351,15 +353,13 @@ class Run:
             )
         )
         await self._call(
-            "StartWorkgraph", workgraph_id=reply.workgraph_id, reason="the fault suite"
+            Definition.StartWorkgraph, workgraph_id=reply.workgraph_id, reason="the fault suite"
         )
         return id_from_str(reply.workgraph_id)
 
-    async def _call(self, method: str, **fields: Any) -> Any:
-        request = getattr(definition_pb2, f"{method}Request")(
-            request_id=str(uuid.uuid4()), **fields
-        )
-        return await getattr(self.definition, method)(request, timeout=30)
+    async def _call(self, method: Callable[..., object], **fields: Any) -> Any:
+        request = request_type(method)(request_id=str(uuid.uuid4()), **fields)
+        return await method_on(self.definition, method)(request, timeout=30)
 
     async def one(self, fault: str) -> FaultReport:
         workgraph_id = await self.submit()

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dxts.backends.slurm.edge.commands import Slurm
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.bench.harness import Bench, Operation
@@ -56,7 +57,7 @@ class _Submitter:
 
     def __init__(self, work_dir: Path, array_size: int, parcels: int) -> None:
         settings = SlurmSettings(work_dir=work_dir, partition=HELD_PARTITION, array_size=array_size)
-        self.adaptor = SlurmAdaptor(settings)
+        self.adaptor = SlurmAdaptor(settings, slurm=Slurm(settings))
         self.parcels = parcels
         self.payload = payload_from_proto(tool_payload(TOOL))
         self.identifiers: list[str] = []

@@ -17,7 +17,7 @@ import typer
 from dxts.cli.client import Clients, run
 from dxts.cli.names import entity
 from dxts.cli.output import Output, OutputOption, message_dict, print_json, when
-from dxts.core.adaptor.mapping import failure_class_from_proto
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.errors import InvalidArgument
 from dxts.v1 import common_pb2, definition_pb2, execution_pb2
 
@@ -28,8 +28,11 @@ UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 def class_name(number: int) -> str:
-    """A failure class as people read it: `application-error`."""
-    return failure_class_from_proto(number).value
+    """A failure class as people read it: `application-error` (the contract's names are the
+    model's; a number it does not know reads unclassified)."""
+    known = number in common_pb2.FailureClass.values()
+    name = common_pb2.FailureClass.Name(number) if known else "FAILURE_CLASS_UNSPECIFIED"  # type: ignore[arg-type]
+    return FailureClass[name.removeprefix("FAILURE_CLASS_")].value
 
 
 def failure_line(outcome: common_pb2.Outcome) -> str | None:

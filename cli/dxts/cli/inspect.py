@@ -29,6 +29,7 @@ from dxts.cli.output import (
     when,
 )
 from dxts.cli.workgraphs import MemberView, WorkgraphView, gather
+from dxts.core.grpc.calls import method_on, request_type
 from dxts.core.states import (
     InputStatus,
     Kind,
@@ -37,6 +38,7 @@ from dxts.core.states import (
     WorkgraphStatus,
 )
 from dxts.v1 import common_pb2, definition_pb2, dispatcher_pb2, execution_pb2
+from dxts.v1.execution_pb2_grpc import ExecutionServiceServicer as Execution
 
 ENDED_MEMBERS = {
     TransformationStatus.COMPLETED.value,
@@ -224,7 +226,7 @@ def parcels(
         status,
         limit,
         output,
-        listing=Listing("ListParcels", "parcels", ParcelStatus),
+        listing=Listing(Execution.ListParcels, "parcels", ParcelStatus),
         headers=("parcel", "kind", "status", "backend", "updated"),
         row=lambda p: (
             p.handle or p.parcel_id,
@@ -347,7 +349,7 @@ def list_inputs(
         status,
         limit,
         output,
-        listing=Listing("ListInputs", "inputs", InputStatus),
+        listing=Listing(Execution.ListInputs, "inputs", InputStatus),
         headers=("input", "status", "errors", "last parcel", "lfn"),
         row=lambda i: (
             i.input_id,
@@ -363,7 +365,7 @@ def list_inputs(
 class Listing:
     """One of execution's paged List calls of a member's items, filtered by status."""
 
-    rpc: str
+    rpc: Callable[..., object]
     field: str
     statuses: type[StrEnum]
 
@@ -383,11 +385,13 @@ def _member_items(
     and their count, or JSON."""
 
     async def body(clients: Clients) -> list[Any]:
-        request = getattr(execution_pb2, f"{listing.rpc}Request")(
+        request = request_type(listing.rpc)(
             transformation_id=await member_id(clients, transformation),
             statuses=[parse_enum(listing.statuses, s, field="--status") for s in status or []],
         )
-        return await _pages(getattr(clients.execution, listing.rpc), request, listing.field, limit)
+        return await _pages(
+            method_on(clients.execution, listing.rpc), request, listing.field, limit
+        )
 
     found = run(ctx, body)
     if output is Output.JSON:

@@ -15,9 +15,12 @@ from dxts.cli.inspect import ListByDefault, list_inputs
 from dxts.cli.names import action_number, member_id, workgraph_id
 from dxts.cli.output import Output, OutputOption, message_dict, name, parse_enum, print_json
 from dxts.core.errors import InvalidArgument
+from dxts.core.grpc.calls import method_on, request_type
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.states import ActionResult, InputStatus, TransformationStatus, WorkgraphStatus
 from dxts.v1 import definition_pb2, execution_pb2
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
+from dxts.v1.execution_pb2_grpc import ExecutionServiceServicer as Execution
 
 WG = Annotated[str, typer.Argument(metavar="WG", help="The workgraph id.")]
 TF = Annotated[
@@ -43,7 +46,7 @@ def _report(
 
 def _steer(
     ctx: typer.Context,
-    rpc: str,
+    rpc: Callable[..., object],
     *,
     output: Output,
     reason: str,
@@ -58,8 +61,8 @@ def _steer(
             target = {"workgraph_id": await workgraph_id(c, workgraph)}
         else:
             target = {"transformation_id": await member_id(c, member or "")}
-        request = getattr(pb, f"{rpc}Request")(request_id=request_id(), reason=reason, **target)
-        return await getattr(c.definition, rpc)(request)
+        request = request_type(rpc)(request_id=request_id(), reason=reason, **target)
+        return await method_on(c.definition, rpc)(request)
 
     entity_line = _workgraph if workgraph is not None else _transformation
     _report(ctx, call, output, lambda reply: f"{entity_line(reply)}: {IN_MOTION[rpc]}")
@@ -67,12 +70,14 @@ def _steer(
 
 # What each steering verb sets in motion, said after the entity's new state.
 IN_MOTION = {
-    "StartWorkgraph": "started; its feeders read inputs and its packers make parcels",
-    "DrainWorkgraph": "draining; feeders are off, the work in flight finishes, then it completes",
-    "HaltWorkgraph": "halted; parcels in flight are being cancelled and waiting inputs written off",
-    "CancelWorkgraph": "cancelling; its members remove their outputs, then end Cancelled",
-    "PauseTransformation": "paused; no new parcels, those in flight finish (dxts resume)",
-    "ResumeTransformation": "resumed; its packer makes parcels again",
+    Definition.StartWorkgraph: "started; its feeders read inputs and its packers make parcels",
+    Definition.DrainWorkgraph: "draining; feeders are off, the work in flight finishes, "
+    "then it completes",
+    Definition.HaltWorkgraph: "halted; parcels in flight are being cancelled and waiting inputs "
+    "written off",
+    Definition.CancelWorkgraph: "cancelling; its members remove their outputs, then end Cancelled",
+    Definition.PauseTransformation: "paused; no new parcels, those in flight finish (dxts resume)",
+    Definition.ResumeTransformation: "resumed; its packer makes parcels again",
 }
 
 
@@ -101,28 +106,28 @@ def start(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Start a New workgraph (Scouting when it scouts, else Active)."""
-    _steer(ctx, "StartWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
+    _steer(ctx, Definition.StartWorkgraph, workgraph=workgraph_id, reason=reason, output=output)
 
 
 def drain(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Stop feeding new inputs and let the work in flight finish; it then completes."""
-    _steer(ctx, "DrainWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
+    _steer(ctx, Definition.DrainWorkgraph, workgraph=workgraph_id, reason=reason, output=output)
 
 
 def halt(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Stop everything: cancel the parcels in flight and write off every waiting input."""
-    _steer(ctx, "HaltWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
+    _steer(ctx, Definition.HaltWorkgraph, workgraph=workgraph_id, reason=reason, output=output)
 
 
 def cancel(
     ctx: typer.Context, workgraph_id: WG, reason: Reason = "", output: OutputOption = Output.TEXT
 ) -> None:
     """Cancel a workgraph: its members clean up (outputs removed) and end Cancelled."""
-    _steer(ctx, "CancelWorkgraph", workgraph=workgraph_id, reason=reason, output=output)
+    _steer(ctx, Definition.CancelWorkgraph, workgraph=workgraph_id, reason=reason, output=output)
 
 
 def extend_scout(
@@ -194,7 +199,9 @@ def pause(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Pause a member: its packer stops; in-flight work finishes."""
-    _steer(ctx, "PauseTransformation", member=transformation_id, reason=reason, output=output)
+    _steer(
+        ctx, Definition.PauseTransformation, member=transformation_id, reason=reason, output=output
+    )
 
 
 def resume(
@@ -204,7 +211,9 @@ def resume(
     output: OutputOption = Output.TEXT,
 ) -> None:
     """Resume a paused member."""
-    _steer(ctx, "ResumeTransformation", member=transformation_id, reason=reason, output=output)
+    _steer(
+        ctx, Definition.ResumeTransformation, member=transformation_id, reason=reason, output=output
+    )
 
 
 def flush(ctx: typer.Context, transformation_id: TF, reason: Reason = "") -> None:
@@ -490,7 +499,7 @@ def inputs_reset(
     """Problematic inputs back to Unassigned, their error count cleared."""
     _select_inputs(
         ctx,
-        "ResetInputs",
+        Execution.ResetInputs,
         transformation_id,
         ids,
         status,
@@ -512,7 +521,7 @@ def inputs_write_off(
     """Unassigned, Failed or Problematic inputs to NotProcessed: they will not be processed."""
     _select_inputs(
         ctx,
-        "WriteOffInputs",
+        Execution.WriteOffInputs,
         transformation_id,
         ids,
         status,
@@ -524,7 +533,7 @@ def inputs_write_off(
 
 def _select_inputs(
     ctx: typer.Context,
-    rpc: str,
+    rpc: Callable[..., object],
     transformation_id: str,
     ids: list[str] | None,
     statuses: list[str] | None,
@@ -536,12 +545,12 @@ def _select_inputs(
     selection is reported by `run` like the service's own errors)."""
 
     async def call(c: Clients) -> Any:
-        request = getattr(execution_pb2, f"{rpc}Request")(
+        request = request_type(rpc)(
             request_id=request_id(),
             transformation_id=await member_id(c, transformation_id),
             selection=_selection(ids, statuses),
             reason=reason,
         )
-        return await getattr(c.execution, rpc)(request)
+        return await method_on(c.execution, rpc)(request)
 
     _report(ctx, call, output, line)

@@ -16,6 +16,9 @@ adaptor). Everything a restart must find again lives in the data directory:
     dev-only-jwt-*.pem     the development token key pair
     connection.json        the addresses, web URL and token the `dxts` commands read (while it runs)
     up.log                 the components' log
+
+All of it is the user's alone: `dxts up` sets its umask to 077 and closes the directory (0700),
+so every directory it makes is 0700 and every file (databases, keys, tokens) 0600.
 """
 
 from __future__ import annotations
@@ -460,6 +463,15 @@ async def _until_signalled() -> None:
             loop.remove_signal_handler(number)
 
 
+def _private(directory: Path) -> None:
+    """The data directory holds the databases, the signing key, the operator's token and the
+    storage: its user's alone. Everything this process creates from here on is 0700 (a
+    directory) or 0600 (a file, a database), and a directory made before is closed too."""
+    os.umask(0o077)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    directory.chmod(0o700)
+
+
 def up(
     data_dir_option: Annotated[
         Path | None,
@@ -513,7 +525,7 @@ def up(
     carries on.
     """
     directory = data_dir(data_dir_option)
-    directory.mkdir(parents=True, exist_ok=True)
+    _private(directory)
     try:
         url = async_database_url(
             db_url

@@ -173,6 +173,13 @@ def is_unreachable(error: BaseException) -> bool:
     return isinstance(error, OSError | ConnectionError)
 
 
+def _unreachable(cause: object) -> Unavailable:
+    """What a caller hears when the database does not answer: the driver's own words (hosts,
+    ports) go to this process's log only."""
+    log.warning("database unreachable: %s", cause)
+    return Unavailable("the database is unreachable; retry later")
+
+
 class Database:
     """One engine for one URL, with the transaction discipline every component follows."""
 
@@ -317,10 +324,10 @@ class Database:
             conn = await self.engine.connect()
         except exc.DBAPIError as error:
             if is_unreachable(error):
-                raise Unavailable(f"database unreachable: {error.orig}") from error
+                raise _unreachable(error.orig) from error
             raise
         except OSError as error:
-            raise Unavailable(f"database unreachable: {error}") from error
+            raise _unreachable(error) from error
         thread_id: int | None = None
         try:
             if not self.is_sqlite:
@@ -343,7 +350,7 @@ class Database:
         except exc.DBAPIError as error:
             await conn.close()
             if is_unreachable(error):
-                raise Unavailable(f"database unreachable: {error.orig}") from error
+                raise _unreachable(error.orig) from error
             raise
         except BaseException:
             await conn.close()

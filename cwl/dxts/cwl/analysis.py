@@ -9,6 +9,7 @@ is treated as absent here, so one mistake is not reported three times.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -81,6 +82,11 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
+# What a step or a data-management declaration may be called (see `_add`).
+MEMBER_NAME_LENGTH = 128
+MEMBER_NAME = re.compile(rf"^[^/\x00-\x1f\x7f]{{1,{MEMBER_NAME_LENGTH}}}$")
+
+
 def analyse(doc: LoadedDocument) -> Analysis:
     workgraph = doc.hint(WORKGRAPH)
     analysis = Analysis(
@@ -121,6 +127,19 @@ def step_hint(step: Step) -> dict[str, Any] | None:
 
 
 def _add(analysis: Analysis, member: Member) -> None:
+    if not MEMBER_NAME.match(member.name):
+        # Left out of the analysis: sources (`step/output`) and handles (`WG/STEP`) could not
+        # name it, and whatever consumes it is reported as an unknown source.
+        analysis.problems.append(
+            error(
+                Kind.INVALID_NAME,
+                join(member.path, "id") if member.kind == "Data" else member.path,
+                f"{member.name!r} cannot name a member: a name is 1 to {MEMBER_NAME_LENGTH} "
+                "characters without `/` (it separates a step from its output and a workgraph "
+                "from its member) or control characters",
+            )
+        )
+        return
     if member.name in analysis.members:
         analysis.problems.append(
             error(

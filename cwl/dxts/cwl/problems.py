@@ -38,6 +38,7 @@ class Kind(StrEnum):
     NOT_A_JOB = "not-a-job"
     BARE_STEP = "bare-step"
     HINT_SCHEMA = "hint-schema"
+    INVALID_NAME = "invalid-name"
     UNKNOWN_SOURCE = "unknown-source"
     ORPHAN_OUTPUT = "orphan-output"
     CYCLE = "cycle"

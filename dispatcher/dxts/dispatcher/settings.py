@@ -16,17 +16,21 @@
   `DXTS_SERVICE_TOKEN_FILE`; with neither, a token minted from the development key pair in
   `DXTS_DATA_DIR` (a single machine only).
 * Tunables: `DXTS_DISPATCH_*` (batch sizes, lease, intervals, timeouts).
+* The cap on each VO's parcels in flight: `DXTS_DISPATCH_VO_IN_FLIGHT_CAP` for every VO, and
+  `DXTS_DISPATCH_VO_IN_FLIGHT_CAPS` (JSON, VO → cap) overriding it per VO; enforced by the claim
+  (`dxts.dispatcher.store.quota`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import load_installation_config
+from dxts.core.kernel.bounds import MAX_BATCH  # what one request may carry
 from dxts.core.settings import ServiceTokenSettings
 from dxts.core.states import Kind
 
@@ -127,9 +131,11 @@ class DispatcherSettings(ServiceTokenSettings):
     )
 
     claim_batch: int = Field(100, ge=1, description="parcels per claim transaction")
-    submit_batch: int = Field(500, ge=1, description="parcels per Submit call")
-    poll_batch: int = Field(1000, ge=1, description="identifiers per Poll call")
-    outcome_batch: int = Field(500, ge=1, description="outcomes per RecordOutcomes call")
+    submit_batch: int = Field(500, ge=1, le=MAX_BATCH, description="parcels per Submit call")
+    poll_batch: int = Field(1000, ge=1, le=MAX_BATCH, description="identifiers per Poll call")
+    outcome_batch: int = Field(
+        500, ge=1, le=MAX_BATCH, description="outcomes per RecordOutcomes call"
+    )
     claimers: int = Field(2, ge=1, description="concurrent claim loops per kind in a replica")
     lease_s: float = Field(
         300.0, gt=0, description="a Reserved parcel older than this is re-submitted"
@@ -149,6 +155,16 @@ class DispatcherSettings(ServiceTokenSettings):
     call_timeout_s: float = Field(30.0, gt=0, description="deadline of every adaptor call")
     refusal_backoff_s: float = Field(
         5.0, ge=0, description="pause claiming for a backend that refused work"
+    )
+    vo_in_flight_cap: int | None = Field(
+        None,
+        ge=0,
+        description="parcels in flight (Reserved, Assigned, Completing) a VO may have at most, "
+        "checked when parcels are claimed (unset: no cap)",
+    )
+    vo_in_flight_caps: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="per VO, a cap replacing vo_in_flight_cap (JSON object: VO → parcels)",
     )
     output_lfn_base: str = Field("/dxts", description="LFN prefix of every parcel's outputs")
 

@@ -3,6 +3,11 @@
 Every page is a stable URL; the part of it that changes while work runs is also served alone
 (`?fragment=1`) and re-fetched by static/live.js every few seconds, so a page follows its
 workgraph without a reload (and reads complete without JavaScript).
+
+Every form that changes something (signing in and out, steering) is refused when its Origin
+(or Referer) names another site, and the ones made for a session carry its CSRF token; every
+redirect a request can choose (`next`, `back`) stays on this site; every response carries the
+security headers of `SECURITY_HEADERS` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dxts.core.errors import (
     DxtsError,
@@ -91,10 +99,56 @@ class Web:
         return response
 
 
+# What a browser is told of every response: scripts, styles and fetches from this site only
+# (the bars' widths are the one inline style), never framed, no type sniffing, and no URL of
+# a page (ids, LFNs) sent to another site.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; "
+        "style-src-attr 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+class SecurityHeaders:
+    """ASGI middleware: `SECURITY_HEADERS` on every HTTP response, pages, redirects, static
+    files and errors alike."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def _local(path: str) -> str:
-    """`path` if it is a path of this site, else "/" (no redirect to another site)."""
+    """`path` if it is a path of this site, else "/" (no redirect to another site): it starts
+    with one `/`, and has no backslash or control character (which browsers read as `/` or
+    drop, so `/\\evil.example` would leave the site)."""
     parts = urlsplit(path)
-    if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
+    if (
+        parts.scheme
+        or parts.netloc
+        or not path.startswith("/")
+        or path.startswith("//")
+        or "\\" in path
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)
+    ):
         return "/"
     return path
 
@@ -140,6 +194,8 @@ def build_app(web: Web) -> Starlette:
         return t(request, "signin.html", {"next": _local(request.query_params.get("next", "/"))})
 
     async def signin(request: Request) -> Response:
+        if not _same_origin(request):
+            return t(request, "error.html", {"message": "cross-site request refused"}, 403)
         form = await request.form()
         token = str(form.get("token", "")).strip()
         target = _local(str(form.get("next", "/")))
@@ -160,7 +216,11 @@ def build_app(web: Web) -> Starlette:
     async def signout(request: Request) -> Response:
         session = web.session_of(request)
         form = await request.form()
-        if session is not None and session.csrf_matches(str(form.get("csrf", ""))):
+        if not _same_origin(request) or (
+            session is not None and not session.csrf_matches(str(form.get("csrf", "")))
+        ):
+            return t(request, "error.html", {"message": "cross-site request refused"}, 403)
+        if session is not None:
             web.sessions.close(session.id)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(COOKIE, path="/")
@@ -297,7 +357,12 @@ def build_app(web: Web) -> Starlette:
         yield
         await web.services.close()
 
-    return Starlette(routes=routes, exception_handlers={404: not_found}, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        exception_handlers={404: not_found},
+        lifespan=lifespan,
+        middleware=[Middleware(SecurityHeaders)],
+    )
 
 
 def _back(what: str, target: str) -> str:

@@ -4,11 +4,13 @@ user's token and a fresh request id. What the service refuses is shown as it ref
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dxts.v1 import common_pb2, definition_pb2
+from dxts.core.grpc.calls import method_on, request_type
+from dxts.v1 import common_pb2
+from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 from dxts.web.services import UserClients
 
 
@@ -16,52 +18,96 @@ from dxts.web.services import UserClients
 class Verb:
     name: str
     title: str
-    rpc: str
+    rpc: Callable[..., object]  # the servicer's method: a renamed RPC fails at import
     explains: str
     danger: bool = False
+
+    @property
+    def asks_message(self) -> bool:
+        """Forcing an action records a message on it; every other verb asks a reason."""
+        return self.rpc is Definition.ForceAction
 
 
 WORKGRAPH_VERBS = {
     v.name: v
     for v in (
         Verb(
-            "start", "Start", "StartWorkgraph", "Start the workgraph (scouting first if it scouts)."
+            "start",
+            "Start",
+            Definition.StartWorkgraph,
+            "Start the workgraph (scouting first if it scouts).",
         ),
-        Verb("drain", "Drain", "DrainWorkgraph", "Stop feeding; the work in flight finishes."),
+        Verb(
+            "drain",
+            "Drain",
+            Definition.DrainWorkgraph,
+            "Stop feeding; the work in flight finishes.",
+        ),
         Verb(
             "halt",
             "Halt",
-            "HaltWorkgraph",
+            Definition.HaltWorkgraph,
             "Cancel the parcels in flight and write off every waiting input.",
             danger=True,
         ),
         Verb(
             "cancel",
             "Cancel",
-            "CancelWorkgraph",
+            Definition.CancelWorkgraph,
             "Cancel the workgraph: its members clean up (outputs removed).",
             danger=True,
         ),
-        Verb("return", "Return to Active", "ReturnToActive", "Back to Active from Finalizing."),
+        Verb(
+            "return",
+            "Return to Active",
+            Definition.ReturnToActive,
+            "Back to Active from Finalizing.",
+        ),
     )
 }
 MEMBER_VERBS = {
     v.name: v
     for v in (
-        Verb("pause", "Pause", "PauseTransformation", "Stop packing and submitting new parcels."),
-        Verb("resume", "Resume", "ResumeTransformation", "Carry on from where it was paused."),
-        Verb("flush", "Flush", "FlushTransformation", "Pack what the packer holds back now."),
-        Verb("feeder-enable", "Enable feeder", "SetFeeder", "Let the feeder add inputs again."),
-        Verb("feeder-disable", "Disable feeder", "SetFeeder", "Stop the feeder adding inputs."),
+        Verb(
+            "pause",
+            "Pause",
+            Definition.PauseTransformation,
+            "Stop packing and submitting new parcels.",
+        ),
+        Verb(
+            "resume",
+            "Resume",
+            Definition.ResumeTransformation,
+            "Carry on from where it was paused.",
+        ),
+        Verb(
+            "flush", "Flush", Definition.FlushTransformation, "Pack what the packer holds back now."
+        ),
+        Verb(
+            "feeder-enable",
+            "Enable feeder",
+            Definition.SetFeeder,
+            "Let the feeder add inputs again.",
+        ),
+        Verb(
+            "feeder-disable",
+            "Disable feeder",
+            Definition.SetFeeder,
+            "Stop the feeder adding inputs.",
+        ),
     )
 }
 ACTION_VERBS = {
     v.name: v
     for v in (
-        Verb("force-passed", "Force Passed", "ForceAction", "Record the action as Passed."),
-        Verb("force-done", "Force Done", "ForceAction", "Record the action as Done."),
-        Verb("force-failed", "Force Failed", "ForceAction", "Record the action as Failed."),
-        Verb("reset", "Reset", "ResetAction", "Forget its result: it runs again."),
+        Verb(
+            "force-passed", "Force Passed", Definition.ForceAction, "Record the action as Passed."
+        ),
+        Verb("force-done", "Force Done", Definition.ForceAction, "Record the action as Done."),
+        Verb(
+            "force-failed", "Force Failed", Definition.ForceAction, "Record the action as Failed."
+        ),
+        Verb("reset", "Reset", Definition.ResetAction, "Forget its result: it runs again."),
     )
 }
 _FORCED = {
@@ -74,7 +120,7 @@ _FORCED = {
 def _request(verb: Verb, target: str, reason: str) -> Any:
     """The verb's request for `target` (a workgraph, transformation or action id)."""
     request_id = str(uuid.uuid4())
-    build = getattr(definition_pb2, f"{verb.rpc}Request")
+    build = request_type(verb.rpc)
     if verb in WORKGRAPH_VERBS.values():
         return build(request_id=request_id, workgraph_id=target, reason=reason)
     if verb.name.startswith("feeder-"):
@@ -98,4 +144,4 @@ async def steer(
 ) -> None:
     """Call the verb's RPC; a refusal raises the domain error the service answered."""
     verb = verbs[name]
-    await getattr(clients.definition, verb.rpc)(_request(verb, target, reason))
+    await method_on(clients.definition, verb.rpc)(_request(verb, target, reason))

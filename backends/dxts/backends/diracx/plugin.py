@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
 from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE
 from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
@@ -41,4 +42,4 @@ def create(site: Site, kind: Kind) -> Created:
         raise ValueError("the DiracX adaptor runs compute parcels only")
     chosen = settings(site)
     log.info("compute parcels become jobs of DiracX at %s as %s", chosen.url, chosen.username)
-    return Created(DiracXAdaptor(chosen), chosen.name)
+    return Created(DiracXAdaptor(chosen, DiracXClient.for_settings(chosen)), chosen.name)

@@ -8,6 +8,7 @@ from typing import Any
 
 from dxts.backends.logic.adaptor import Adaptor
 from dxts.core.adaptor import mapping
+from dxts.core.adaptor.model import MAX_LOG_BYTES
 from dxts.core.grpc import Service
 from dxts.v1 import backend_pb2, backend_pb2_grpc
 
@@ -68,7 +69,8 @@ class AdaptorServicer(backend_pb2_grpc.BackendAdaptorServiceServicer):
     async def GetLogs(
         self, request: backend_pb2.GetLogsRequest, context: Any
     ) -> backend_pb2.GetLogsResponse:
-        logs = await self.adaptor.logs(request.identifier, max(0, request.max_bytes))
+        asked = min(max(0, request.max_bytes), MAX_LOG_BYTES)  # the cap, whatever the adaptor
+        logs = await self.adaptor.logs(request.identifier, asked)
         return backend_pb2.GetLogsResponse(logs=mapping.logs_to_proto(logs))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from dxts.core.adaptor.model import DEFAULT_LOG_BYTES, JobLogs
+from dxts.core.adaptor.model import JobLogs, log_bytes
 from dxts.core.adaptor.protocol import BackendAdaptor
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_from_str
@@ -53,18 +53,19 @@ def key_problem(parcel_id: str) -> str | None:
 def directory_logs(
     directory: Path, stdout: str, stderr: str, max_bytes: int, *more_stderr: str
 ) -> JobLogs:
-    """The end (at most `max_bytes`, DEFAULT_LOG_BYTES when 0) of the files `stdout` and
-    `stderr` in a job's `directory`; a file not written yet reads as empty. With `more_stderr`
-    (the tools' stderr kept apart from the runner's log), the stderr is `stderr` then each of
-    them, every non-empty one after a `==> name <==` heading as `tail` shows several files,
-    so that its end is the tools' own."""
-    limit = max_bytes if max_bytes > 0 else DEFAULT_LOG_BYTES
+    """The end (at most `max_bytes`, capped at MAX_LOG_BYTES; DEFAULT_LOG_BYTES when 0) of the
+    files `stdout` and `stderr` in a job's `directory`; a file not written yet reads as empty;
+    only that end of each file is read, however long the file. With `more_stderr` (the tools'
+    stderr kept apart from the runner's log), the stderr is `stderr` then each of them, every
+    non-empty one after a `==> name <==` heading as `tail` shows several files, so that its end
+    is the tools' own."""
+    limit = log_bytes(max_bytes)
     out, out_cut = _tail(directory / stdout, limit)
     err, err_cut = _tail(directory / stderr, limit)
     if more_stderr:
         parts = [(name, *_tail(directory / name, limit)) for name in (stderr, *more_stderr)]
         joined = "".join(f"==> {name} <==\n{text}" for name, text, _ in parts if text).encode()
-        err = joined[-limit:].decode(errors="replace")
+        err = joined[-limit:].decode(errors="ignore")  # a character cut in two: dropped
         err_cut = len(joined) > limit or any(cut for _, _, cut in parts)
     return JobLogs(out, err, str(directory), out_cut or err_cut)
 
@@ -74,6 +75,6 @@ def _tail(path: Path, limit: int) -> tuple[str, bool]:
         with path.open("rb") as file:
             size = file.seek(0, 2)
             file.seek(max(0, size - limit))
-            return file.read().decode(errors="replace"), size > limit
+            return file.read(limit).decode(errors="replace"), size > limit
     except FileNotFoundError:
         return "", False

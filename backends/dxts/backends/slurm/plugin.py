@@ -5,6 +5,7 @@ cluster's nodes must share)."""
 from __future__ import annotations
 
 from dxts.backends.plugins import Created, Site
+from dxts.backends.slurm.edge.commands import Slurm
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.core.states import Kind
@@ -20,4 +21,4 @@ def create(site: Site, kind: Kind) -> Created:
         storage_elements=list(site.storage_elements),
         output_se=site.storage_elements[0],
     )
-    return Created(SlurmAdaptor(settings, site.catalogue), settings.name)
+    return Created(SlurmAdaptor(settings, site.catalogue, slurm=Slurm(settings)), settings.name)

@@ -229,8 +229,15 @@ class Description:
     limitations: frozenset[Limitation] = frozenset()
 
 
-# What GetLogs returns of each stream when the caller sets no limit.
+# What GetLogs returns of each stream when the caller sets no limit, and the most it returns
+# whatever the caller asks (both streams together stay well inside one gRPC message).
 DEFAULT_LOG_BYTES = 64 * 1024
+MAX_LOG_BYTES = 1024 * 1024
+
+
+def log_bytes(asked: int) -> int:
+    """How much of each stream to read for a caller asking `asked` bytes (0: the default)."""
+    return min(asked, MAX_LOG_BYTES) if asked > 0 else DEFAULT_LOG_BYTES
 
 
 @dataclass(frozen=True)

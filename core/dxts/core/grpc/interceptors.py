@@ -3,6 +3,10 @@
 * `StatusInterceptor` — the one place domain errors become status codes (see `errors`), RPCs
   are counted and timed for Prometheus, and the caller's deadline is made current for the
   calls the handler makes (see `deadlines`).
+* `RequestInterceptor` — parses the request itself, so that bytes that are no message of the
+  method's type are INVALID_ARGUMENT (one log line, no traceback) rather than the transport's
+  UNKNOWN, and checks it against the bounds of `dxts.core.kernel.bounds` before anything else
+  runs, token or no token: the same answer for anyone, and no work for an oversized request.
 * `AuthInterceptor` — verifies the bearer token, makes the caller's Identity current and checks
   the authorisation table (`dxts.core.kernel.authorisation`) before any handler runs; health
   checking and reflection are exempt. It raises Unauthenticated or PermissionDenied, which the
@@ -16,20 +20,26 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 from grpc.aio import ServicerContext
 
 from dxts.core import deadlines
+from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.auth import TokenVerifier, bearer_token
 from dxts.core.grpc.errors import rich_status, to_grpc_status
 from dxts.core.grpc.metrics import RPC_SECONDS, RPCS_HANDLED
 from dxts.core.identity import acting_as
 from dxts.core.kernel.authorisation import Rules, authorise_call, serving
+from dxts.core.kernel.bounds import check_request
+
+log = logging.getLogger(__name__)
 
 # Services reachable without a token: probes and tooling must work before anyone logs in.
 UNAUTHENTICATED_SERVICES = (
@@ -137,6 +147,71 @@ class StatusInterceptor(_WrappingInterceptor):
 def _count(method: str, code: grpc.StatusCode, started: float) -> None:
     RPCS_HANDLED.labels(method=method, code=code.name).inc()
     RPC_SECONDS.labels(method=method).observe(time.perf_counter() - started)
+
+
+def _raw(data: bytes) -> bytes:
+    """The request as it came: `RequestInterceptor` parses it where a failure is the caller's."""
+    return data
+
+
+class RequestInterceptor(grpc.aio.ServerInterceptor):
+    """Each request parsed and bounded before the authorisation check and the handler (see the
+    module docstring). Methods with streamed requests are left to their handlers: no contract
+    has one."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if (
+            handler is None
+            or method.startswith(UNAUTHENTICATED_SERVICES)
+            or handler.request_streaming
+            or handler.request_deserializer is None
+        ):
+            return handler
+        parse: Callable[[bytes], Any] = handler.request_deserializer
+
+        def parsed(behavior: Callable[..., Any]) -> Callable[..., Any]:
+            if inspect.isasyncgenfunction(behavior):
+
+                async def streamed(raw: bytes, context: Context) -> AsyncIterator[Any]:
+                    async for response in behavior(_checked(parse, raw, method), context):
+                        yield response
+
+                return streamed
+
+            async def unary(raw: bytes, context: Context) -> Any:
+                return await behavior(_checked(parse, raw, method), context)
+
+            return unary
+
+        io = {"request_deserializer": _raw, "response_serializer": handler.response_serializer}
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(parsed(handler.unary_unary), **io)
+        return grpc.unary_stream_rpc_method_handler(parsed(handler.unary_stream), **io)
+
+
+def _checked(parse: Callable[[bytes], Any], raw: bytes, method: str) -> Any:
+    """The request `raw` encodes, within its bounds; INVALID_ARGUMENT (and one log line)
+    otherwise."""
+    try:
+        request = parse(raw)
+    except DecodeError:
+        log.warning("%s: refused a request that is no well-formed message", method)
+        raise InvalidArgument(
+            "not a well-formed protobuf message of this method's request type", field="request"
+        ) from None
+    if isinstance(request, Message):
+        try:
+            check_request(request)
+        except InvalidArgument as error:
+            log.warning("%s: refused a request over its bounds: %.300s", method, error)
+            raise
+    return request
 
 
 class AuthInterceptor(_WrappingInterceptor):

@@ -36,7 +36,7 @@ from grpc_reflection.v1alpha import reflection
 
 from dxts.core.db import Database
 from dxts.core.grpc.auth import TokenVerifier
-from dxts.core.grpc.interceptors import AuthInterceptor, StatusInterceptor
+from dxts.core.grpc.interceptors import AuthInterceptor, RequestInterceptor, StatusInterceptor
 from dxts.core.grpc.tls import ServerCredentials, TlsSettings
 from dxts.core.kernel.authorisation import Rules
 from dxts.core.settings import ServerSettings
@@ -98,7 +98,11 @@ class GrpcServer:
         self.health_interval_s = health_interval_s
         self.health = health.aio.HealthServicer()
         self._server = grpc.aio.server(
-            interceptors=[StatusInterceptor(), AuthInterceptor(verifier, extra_rules)],
+            interceptors=[
+                StatusInterceptor(),
+                RequestInterceptor(),
+                AuthInterceptor(verifier, extra_rules),
+            ],
             options=list(options),
         )
         for service in services:

@@ -233,3 +233,14 @@ output_watermarks = sa.Table(
     ),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# Not in the seed schema: the dispatcher's own row per VO whose parcels in flight are capped,
+# locked by every claim that would take that VO's parcels, so that two claimers never both see
+# room the other is taking (`dxts.dispatcher.store.quota`). Created put-if-absent by the first
+# claim of the VO; it holds nothing but the lock.
+in_flight_locks = sa.Table(
+    "InFlightLocks",
+    metadata,
+    sa.Column("VO", sa.String(32), primary_key=True),
+    **MYSQL_TABLE_OPTIONS,
+)

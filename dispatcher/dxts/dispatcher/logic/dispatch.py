@@ -36,6 +36,7 @@ from dxts.dispatcher.metrics import CLAIMED, RECOVERED, REFUSED, SUBMITTED, UNRE
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.dispatcher.store import claiming, recording
 from dxts.dispatcher.store.claiming import Parcel
+from dxts.dispatcher.store.quota import InFlightCaps
 from dxts.dispatcher.store.transitions import COMPLETING
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class Dispatcher:
         self.backends = dict(backends)
         self.materialiser = materialiser
         self.policy = Policy(settings)
+        self.caps = InFlightCaps(settings.vo_in_flight_cap, settings.vo_in_flight_caps)
         self._requirements: dict[bytes, Any] = {}
 
     # -- claiming ---------------------------------------------------------------------------
@@ -91,7 +93,7 @@ class Dispatcher:
             return chosen if chosen in names else None
 
         async def work(conn: Any) -> tuple[list[Parcel], list[bytes]]:
-            held = await claiming.claim(conn, kind, size, sorted(names), choose)
+            held = await claiming.claim(conn, kind, size, sorted(names), choose, self.caps)
             await claiming.load_payloads(conn, held)
             return held, await self._record_known_sidecars(conn, held)
 

@@ -1,14 +1,19 @@
 """A parcel's job logs, for a person asking why it failed (`DispatcherService.GetParcelLogs`):
 the dispatcher is the one component that knows which backend holds a parcel under which
 identifier, and the only caller the adaptors answer, so it asks the adaptor on the person's
-behalf — after checking the parcel is of the person's VO, as execution does for GetParcel."""
+behalf — after checking the parcel is of the person's VO, as execution does for GetParcel.
+It asks for no more than the adaptors' cap (`MAX_LOG_BYTES`), whatever the person asked, and
+when the adaptor does not answer the person hears so with a reference to the dispatcher's log,
+never the transport's own words (addresses, internal errors)."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dxts.core.adaptor.model import JobLogs
+from dxts.core.adaptor.model import MAX_LOG_BYTES, JobLogs
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition, NotFound, Unavailable
 from dxts.core.identity import Identity
@@ -17,6 +22,8 @@ from dxts.core.kernel.authorisation import CallerKind
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
 from dxts.dispatcher.logic.payloads import DefinitionSource
 from dxts.dispatcher.store.identifiers import parcel_place
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,12 @@ async def parcel_logs(
         )
     identifier = id_to_str(place.identifier)
     try:
-        logs = await backend.logs(identifier, max_bytes)
+        logs = await backend.logs(identifier, min(max_bytes, MAX_LOG_BYTES))
     except BackendUnreachable as error:
-        raise Unavailable(str(error)) from None
+        reference = uuid.uuid4()
+        log.warning("logs of parcel %s (reference %s): %s", shown, reference, error)
+        raise Unavailable(
+            f"backend {place.backend} did not give the logs of parcel {shown}; the "
+            f"dispatcher's log says why (reference {reference})"
+        ) from None
     return ParcelLogs(place.backend, identifier, logs)

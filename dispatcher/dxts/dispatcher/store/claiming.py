@@ -27,6 +27,7 @@ from dxts.core.schema.execution import (
     user_parcels,
 )
 from dxts.core.states import Kind
+from dxts.dispatcher.store import quota
 from dxts.dispatcher.store.transitions import RESERVED, UNASSIGNED, id_list, journal
 
 
@@ -102,6 +103,7 @@ async def claim(
     batch: int,
     backends: Sequence[str],
     choose: Any,
+    caps: quota.InFlightCaps | None = None,
 ) -> list[Parcel]:
     """Unassigned → Reserved for up to `batch` parcels of `kind`, in key order.
 
@@ -109,11 +111,24 @@ async def claim(
     disjoint batches; parcels the packer directed to a backend not configured here are left for
     a dispatcher that has it. `choose(parcel_id, kind, forced)` names each parcel's backend;
     the backend is written with the reservation, so that a re-submission after a crash goes to
-    the backend that may already have accepted it.
+    the backend that may already have accepted it. Under `caps`, a VO takes no more than its
+    room for parcels in flight (`quota`), and a VO at its cap is left out of the claim.
     """
+    statement = _CLAIM
+    if caps:
+        statement = _CLAIM.where(*quota.not_of(await quota.full_vos(conn, caps)))
     rows = (
-        await conn.execute(_CLAIM, {"kind": kind.value, "backends": list(backends), "batch": batch})
+        await conn.execute(
+            statement, {"kind": kind.value, "backends": list(backends), "batch": batch}
+        )
     ).all()
+    if caps and rows:
+        pairs = [
+            (bytes(r.ParcelID), bytes(r.TransformationID) if r.TransformationID else None)
+            for r in rows
+        ]
+        kept = await quota.within_caps(conn, pairs, caps)
+        rows = [row for row in rows if bytes(row.ParcelID) in kept]
     claimed = []
     for row in rows:
         backend = choose(bytes(row.ParcelID), kind, row.Backend)

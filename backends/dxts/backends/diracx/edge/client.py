@@ -18,21 +18,30 @@ from typing import Any
 import httpx
 
 from dxts.backends.diracx.logic import sandbox
+from dxts.backends.diracx.logic.service import DiracXError
+from dxts.backends.diracx.settings import DiracXSettings
 
 SOURCE = "dxts"
 MAX_PER_PAGE = 10000
 
 
-class DiracXError(Exception):
-    """DiracX could not be reached or refused a call: one line saying which and why, and the
-    HTTP status DiracX answered (None: no answer)."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class DiracXClient:
+    """The `DiracXService` the adaptor is given in production (`for_settings`)."""
+
+    @classmethod
+    def for_settings(cls, settings: DiracXSettings) -> DiracXClient:
+        """The client of the adaptor's own DiracX identity."""
+        return cls(
+            settings.url,
+            api_key=settings.api_key.get_secret_value(),
+            vo=settings.vo,
+            group=settings.group,
+            username=settings.username,
+            refresh_margin_s=settings.refresh_margin_s,
+            verify=settings.verify_tls,
+            timeout_s=settings.timeout_s,
+        )
+
     def __init__(
         self,
         url: str,

@@ -39,8 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dxts.backends.diracx import payload as worker
-from dxts.backends.diracx.edge.client import DiracXClient, DiracXError
 from dxts.backends.diracx.logic import jdl, sandbox
+from dxts.backends.diracx.logic.service import DiracXError, DiracXService
 from dxts.backends.diracx.settings import DiracXSettings
 from dxts.backends.diracx.store import state
 from dxts.backends.logic.adaptor import key_problem
@@ -90,18 +90,10 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 class DiracXAdaptor:
     """The `Adaptor` (dxts.backends.logic.adaptor) of one DiracX identity."""
 
-    def __init__(self, settings: DiracXSettings, client: DiracXClient | None = None) -> None:
+    def __init__(self, settings: DiracXSettings, client: DiracXService) -> None:
+        """`client`: DiracX as `settings`' identity (`DiracXClient.for_settings`)."""
         self.settings = settings
-        self.client = client or DiracXClient(
-            settings.url,
-            api_key=settings.api_key.get_secret_value(),
-            vo=settings.vo,
-            group=settings.group,
-            username=settings.username,
-            refresh_margin_s=settings.refresh_margin_s,
-            verify=settings.verify_tls,
-            timeout_s=settings.timeout_s,
-        )
+        self.client = client
         self.state = state.State(settings.work_dir)
         self.tally: Counter[str] = Counter()  # since this start: submits, jobs_created, found
         self._submitting = asyncio.Lock()

@@ -15,59 +15,21 @@ import asyncio
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from dxts.backends.slurm.logic.cluster import WHOLE_ARRAY, SlurmError, TaskRecord
 from dxts.backends.slurm.settings import SlurmSettings
 
-# Slurm's job states after which nothing more happens (sacct's spelling; CANCELLED carries
-# "by <uid>" after it).
-TERMINAL_STATES = frozenset(
-    {
-        "BOOT_FAIL",
-        "CANCELLED",
-        "COMPLETED",
-        "DEADLINE",
-        "FAILED",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "PREEMPTED",
-        "TIMEOUT",
-        "REVOKED",
-    }
-)
 SACCT_FIELDS = "JobID,State,ExitCode,TotalCPU,ElapsedRaw,MaxRSS"
 _TASK = re.compile(r"^(\d+)_(\d+)$")
 _STEP = re.compile(r"^(\d+)_(\d+)\.batch$")
 _PENDING_RANGE = re.compile(r"^(\d+)_\[(.*)\]$")
 _WHOLE = re.compile(r"^(\d+)$")
-# The task index of a record that is the whole array's: an array cancelled before any task was
-# split off from it is one line under the array's own job id.
-WHOLE_ARRAY = -1
-
-
-class SlurmError(Exception):
-    """A Slurm command failed (its message is Slurm's)."""
-
-
-@dataclass
-class TaskRecord:
-    """What Slurm's accounting says of one array task."""
-
-    state: str  # e.g. COMPLETED, FAILED, "CANCELLED by 0", PENDING, RUNNING
-    exit_code: int = 0
-    signal: int = 0
-    cpu_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    max_rss_bytes: int | None = None  # from the batch step; None until it is recorded
-    started: bool = False  # the batch step exists: the task ran
-
-    @property
-    def terminal(self) -> bool:
-        return self.state.split(" ")[0] in TERMINAL_STATES
 
 
 class Slurm:
+    """The `SlurmCluster` the adaptor is given in production: Slurm's own commands."""
+
     def __init__(self, settings: SlurmSettings) -> None:
         self.settings = settings
         self.calls = 0  # commands run, for the tests and the benchmark

@@ -32,8 +32,8 @@ from typing import Any
 
 from dxts.backends.logic.adaptor import directory_logs, key_problem
 from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, TOOL_STDERR, JobFailed
-from dxts.backends.slurm.edge.commands import WHOLE_ARRAY, Slurm, SlurmError, TaskRecord
 from dxts.backends.slurm.logic import batch, outcomes
+from dxts.backends.slurm.logic.cluster import WHOLE_ARRAY, SlurmCluster, SlurmError, TaskRecord
 from dxts.backends.slurm.logic.resources import BadRequirements, Request, resource_request
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import NewBatch, NewJob, State
@@ -72,15 +72,16 @@ class SlurmAdaptor:
         settings: SlurmSettings,
         catalogue: FileCatalogue | None = None,
         *,
+        slurm: SlurmCluster,
         owns_catalogue: bool = False,
-        slurm: Slurm | None = None,
     ) -> None:
-        """`owns_catalogue`: the adaptor opens and closes the catalogue with itself (as a
-        process of its own; `dxts up` shares one it opens itself)."""
+        """`slurm`: the cluster's commands (`dxts.backends.slurm.edge.commands.Slurm`).
+        `owns_catalogue`: the adaptor opens and closes the catalogue with itself (as a process
+        of its own; `dxts up` shares one it opens itself)."""
         self.settings = settings
         self.catalogue = catalogue
         self.owns_catalogue = owns_catalogue
-        self.slurm = slurm or Slurm(settings)
+        self.slurm = slurm
         self.store = State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started = 0  # array tasks handed to Slurm, since this start

@@ -22,9 +22,9 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dxts.backends.slurm.edge.commands import TaskRecord
 from dxts.backends.slurm.job import RESULT_FILE
 from dxts.backends.slurm.logic import batch
+from dxts.backends.slurm.logic.cluster import TaskRecord
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.backends.slurm.store.state import Job
 from dxts.core.adaptor.codec import failure_from_json

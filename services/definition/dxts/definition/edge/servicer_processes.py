@@ -22,7 +22,7 @@ class ProcessRpcs(ServicerBase):
         self, request: definition_pb2.GetProcessRequest, context: Context
     ) -> definition_pb2.GetProcessResponse:
         view = await processes.get_process(
-            self._database, required_hash(request.process_id, "process_id")
+            self._database, self._viewer(), required_hash(request.process_id, "process_id")
         )
         return definition_pb2.GetProcessResponse(process=process_pb(view))
 
@@ -30,7 +30,7 @@ class ProcessRpcs(ServicerBase):
         self, request: definition_pb2.GetProcessTreeRequest, context: Context
     ) -> definition_pb2.GetProcessTreeResponse:
         root = required_hash(request.process_id, "process_id")
-        tree = await processes.process_tree(self._database, root)
+        tree = await processes.process_tree(self._database, self._viewer(), root)
         return definition_pb2.GetProcessTreeResponse(
             root_process_id=hash_to_str(root), processes=[process_pb(p) for p in tree]
         )

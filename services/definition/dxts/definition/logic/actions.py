@@ -201,6 +201,9 @@ async def force_action(
 
     def admit(identity: Identity, target: tuple[ActionRecord, _ActionOwner]) -> None:
         action, owner = target
+        # Authorised first: what the action is (its list, what it may be forced to) is told
+        # only to a caller who may steer it.
+        _authorise_action(caller, action, owner, sign_off=True)
         allowed = FORCEABLE.get(action.state, set())
         if result not in allowed:
             raise InvalidArgument(
@@ -208,7 +211,6 @@ async def force_action(
                 f"{', '.join(sorted(a.value for a in allowed))}, not {result}",
                 field="result",
             )
-        _authorise_action(caller, action, owner, sign_off=True)
         _require_list_running(action, owner)
 
     async def apply(conn: Transaction, target: tuple[ActionRecord, _ActionOwner]) -> Result:

@@ -1,20 +1,24 @@
 """The process store and its registry, as the gRPC contract offers them.
 
 Stored processes are content-addressed and shared: identical bodies submitted by two VOs are
-one row, and knowing a hash is what reading it takes (the dispatcher materialises payloads with
-`process_tree`). Names are per VO: a caller publishes, resolves and lists only its own VO's
-(another VO's names are NOT_FOUND, as if absent); lineage lists only the transformations the
-caller may see.
+one row. Knowing a hash is not what reading it takes: a process is a VO's when a transformation
+of that VO runs it, or its registry names it, or either holds for a process containing it; to
+anyone else it is NOT_FOUND, as if absent, and lineage leaves out the processes containing it
+that are not the caller's. dxts's components (the dispatcher materialising payloads with
+`process_tree`) read every process. Names are per VO: a caller publishes, resolves and lists
+only its own VO's; lineage lists only the transformations the caller may see.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound, PermissionDenied
+from dxts.core.identity import Identity
 from dxts.core.ids import hash_to_str
 from dxts.definition.logic import registry
 from dxts.definition.logic.queries import Viewer
@@ -62,8 +66,64 @@ async def _views(conn: Transaction, ids: set[bytes]) -> dict[bytes, ProcessView]
     }
 
 
-async def get_process(database: Database, process_id: bytes) -> ProcessView:
+@dataclass(frozen=True)
+class _Family:
+    """A process's lineage, the transformations running it, and which of the process and the
+    processes containing it the caller may see."""
+
+    lineage: registry.Lineage
+    running: list[transformations_db.TransformationRecord]
+    visible: frozenset[bytes]
+
+
+async def _family(conn: Transaction, viewer: Viewer, process_id: bytes) -> _Family:
+    """The process's family; NotFound when the process is absent or not the caller's."""
+    found = await registry.lineage(conn, process_id)
+    running = {t for t, _ in found.transformations}
+    rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
+    family = {process_id, *found.composed_by}
+    if viewer.all_vos:
+        return _Family(found, rows, frozenset(family))
+    own = {r.transformation_id for r in rows if viewer.sees(r.vo)}
+    used = {p for t, p in found.transformations if t in own}
+    used |= await registry_db.named_by(conn, viewer.identity.vo, family)
+    visible = _contained(used, found.links)
+    if process_id not in visible:
+        raise NotFound("process", hash_to_str(process_id))
+    return _Family(found, rows, frozenset(visible))
+
+
+async def owned_by(conn: Transaction, vo: str, process_ids: Iterable[bytes]) -> set[bytes]:
+    """Those of `process_ids` that are `vo`'s: what a document of the VO may run by hash (a
+    handful per document, each looked up like a read of it)."""
+    viewer = Viewer(Identity(vo, ""))
+    owned = set()
+    for process_id in set(process_ids):
+        try:
+            await _family(conn, viewer, process_id)
+        except NotFound:
+            continue
+        owned.add(process_id)
+    return owned
+
+
+def _contained(roots: set[bytes], links: frozenset[tuple[bytes, bytes]]) -> set[bytes]:
+    """`roots` and every process they contain, following (parent, child) `links`."""
+    children: dict[bytes, list[bytes]] = {}
+    for parent, child in links:
+        children.setdefault(parent, []).append(child)
+    reached, frontier = set(roots), list(roots)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in reached:
+                reached.add(child)
+                frontier.append(child)
+    return reached
+
+
+async def get_process(database: Database, viewer: Viewer, process_id: bytes) -> ProcessView:
     async def work(conn: Transaction) -> ProcessView:
+        await _family(conn, viewer, process_id)
         found = await _views(conn, {process_id})
         if process_id not in found:
             raise NotFound("process", hash_to_str(process_id))
@@ -72,10 +132,12 @@ async def get_process(database: Database, process_id: bytes) -> ProcessView:
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
-async def process_tree(database: Database, root: bytes) -> list[ProcessView]:
-    """The root and everything it references, each once, children before their parents."""
+async def process_tree(database: Database, viewer: Viewer, root: bytes) -> list[ProcessView]:
+    """The root and everything it references, each once, children before their parents (what a
+    caller may see of the root it may see of all it contains)."""
 
     async def work(conn: Transaction) -> list[ProcessView]:
+        await _family(conn, viewer, root)
         tree = await registry.process_tree(conn, root)
         views = await _views(conn, set(tree))
         ordered: list[ProcessView] = []
@@ -107,13 +169,15 @@ def _version(vo: str, name: str, entry: registry.RegistryEntry) -> VersionView:
 async def publish(
     database: Database, viewer: Viewer, *, vo: str, name: str, version: str, process_id: bytes
 ) -> VersionView:
-    """Name a stored process in the caller's VO (author: the caller)."""
+    """Name a stored process of the caller's VO in its registry (author: the caller)."""
     vo = _own_vo(viewer, vo)
     if vo != viewer.identity.vo:
         raise PermissionDenied(f"a process is published in the caller's own VO, not in {vo!r}")
     author = viewer.identity.sub[:64]
 
     async def work(conn: Transaction) -> VersionView:
+        if not await owned_by(conn, vo, [process_id]):  # another VO's is not to be named
+            raise NotFound("process", hash_to_str(process_id))
         await registry.publish(
             conn, vo=vo, name=name, version=version, process_id=process_id, author=author
         )
@@ -156,14 +220,13 @@ async def versions(database: Database, viewer: Viewer, *, vo: str, name: str) ->
 
 async def lineage(database: Database, viewer: Viewer, process_id: bytes) -> LineageView:
     async def work(conn: Transaction) -> LineageView:
-        found = await registry.lineage(conn, process_id)
-        running = {t for t, _ in found.transformations}
-        rows = await transformations_db.transformation_rows(conn, ids=running) if running else []
+        family = await _family(conn, viewer, process_id)
+        found, rows = family.lineage, family.running
         names = await registry_db.registry_names(conn, viewer.identity.vo, process_id)
         return LineageView(
             process_id,
             found.references,
-            found.composed_by,
+            tuple(p for p in found.composed_by if p in family.visible),
             tuple(
                 VersionView(r.vo, r.name, r.version, r.process_id, r.author, r.created_at)
                 for r in names

@@ -36,6 +36,7 @@ class Lineage:
     references: tuple[bytes, ...]  # what it runs directly
     composed_by: tuple[bytes, ...]  # every stored process containing it, transitively
     transformations: tuple[tuple[bytes, bytes], ...]  # (TransformationID, the ProcessID it runs)
+    links: frozenset[tuple[bytes, bytes]] = frozenset()  # (parent, child) among composed_by
 
 
 def _check_name(name: str, version: str) -> None:
@@ -109,10 +110,12 @@ async def lineage(conn: Transaction, process_id: bytes) -> Lineage:
         raise NotFound("process", hash_to_str(process_id))
     children = await processes_db.process_children(conn, [process_id])
     ancestors: set[bytes] = set()
+    links: set[tuple[bytes, bytes]] = set()
     frontier = {process_id}
     while frontier:
-        parents = {parent for parent, _ in await processes_db.process_parents(conn, frontier)}
-        frontier = parents - ancestors - {process_id}
+        found = await processes_db.process_parents(conn, frontier)
+        links |= found
+        frontier = {parent for parent, _ in found} - ancestors - {process_id}
         ancestors |= frontier
     running = await processes_db.transformations_running(conn, ancestors | {process_id})
     return Lineage(
@@ -120,4 +123,5 @@ async def lineage(conn: Transaction, process_id: bytes) -> Lineage:
         references=tuple(sorted(child for _, child in children)),
         composed_by=tuple(sorted(ancestors)),
         transformations=tuple(running),
+        links=frozenset(links),
     )

@@ -62,10 +62,9 @@ from dxts.cwl.compile import IdsMismatch, Plan, PlanIds, compile_plan
 from dxts.cwl.loading import Bundle, LoadedDocument
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
-from dxts.definition.logic import workgraph_commands
+from dxts.definition.logic import processes, workgraph_commands
 from dxts.definition.logic.authorise import Caller
 from dxts.definition.logic.quotas import check_active_workgraphs
-from dxts.definition.store import processes as processes_db
 from dxts.definition.store import registry as registry_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
@@ -102,9 +101,10 @@ class Submitted:
 async def resolve_references(
     conn: Transaction, document: LoadedDocument, vo: str
 ) -> tuple[dict[str, bytes], list[Problem]]:
-    """Registry names → hashes (once, now), and a problem for every reference naming nothing."""
+    """Registry names → hashes (once, now), and a problem for every reference naming nothing
+    the VO may run: a hash is another VO's process as much as an absent one."""
     references = stored_references(document)
-    stored = await processes_db.existing_processes(conn, [h for _, _, h, _ in references if h])
+    stored = await processes.owned_by(conn, vo, [h for _, _, h, _ in references if h])
     names = await registry_db.registry_lookup(conn, vo, [n for _, _, _, n in references if n])
     resolved: dict[str, bytes] = {}
     problems = []
@@ -114,8 +114,9 @@ async def resolve_references(
                 error(
                     Kind.UNRESOLVED_RUN,
                     path,
-                    f"{text} is not in the process store (references are resolved against "
-                    "dxts's own store only): store the process first, or submit it in the bundle",
+                    f"{text} is not in the process store of VO {vo!r} (references are resolved "
+                    "against dxts's own store only): store the process first, or submit it in "
+                    "the bundle",
                 )
             )
         elif named is not None:

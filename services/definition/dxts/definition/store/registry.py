@@ -75,3 +75,17 @@ async def registry_names(
         .order_by(process_registry.c.Name, process_registry.c.CreatedAt)
     )
     return [_registered(row) for row in result]
+
+
+async def named_by(conn: AsyncConnection, vo: str, process_ids: Iterable[bytes]) -> set[bytes]:
+    """Those of `process_ids` that a name@version of `vo` points at."""
+    wanted = list(set(process_ids))
+    if not wanted:
+        return set()
+    result = await conn.execute(
+        sa.select(process_registry.c.ProcessID)
+        .filter_by(VO=vo)
+        .where(process_registry.c.ProcessID.in_(wanted))
+        .distinct()
+    )
+    return {bytes(row[0]) for row in result}

@@ -18,6 +18,7 @@ import grpc
 
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.ids import hash_from_str, id_from_str, id_to_str
+from dxts.core.kernel.bounds import MAX_ITEMS
 from dxts.core.states import Kind, TransformationStatus
 from dxts.execution.logic.transformations import ActiveTransformation, Description, Output
 from dxts.v1 import common_pb2, definition_pb2, definition_pb2_grpc
@@ -83,7 +84,11 @@ class GrpcTransformations:
     async def listed(self, transformation_ids: Collection[bytes]) -> list[ActiveTransformation]:
         if not transformation_ids:  # no ids asks for every Active one
             return []
-        return await self._list([id_to_str(tid) for tid in sorted(transformation_ids)])
+        ids = [id_to_str(tid) for tid in sorted(transformation_ids)]
+        found: list[ActiveTransformation] = []
+        for start in range(0, len(ids), MAX_ITEMS):  # as many ids as a request may carry
+            found.extend(await self._list(ids[start : start + MAX_ITEMS]))
+        return found
 
     async def _list(self, ids: Collection[str]) -> list[ActiveTransformation]:
         found: list[ActiveTransformation] = []

@@ -4,8 +4,8 @@ The short names a person types (`wg-42`, `t-7`, `p-10293`): one table per kind, 
 AUTO_INCREMENT primary key, the entity's id unique and referencing it. The upgrade numbers the
 rows already there in id order (UUIDv7: creation order), each kind in one INSERT ... SELECT.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-03 22:00:00.000000
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0008"
+revision: str = "0010"
+down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
