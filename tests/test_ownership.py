@@ -48,6 +48,8 @@ DEFINITION = {
     "Requirements",
     "ResolvedHints",
     "Actions",
+    "WorkgraphHandles",
+    "TransformationHandles",
 }
 EXECUTION = {
     "Inputs",
@@ -60,6 +62,7 @@ EXECUTION = {
     "ParcelOutputs",
     "OutputWatermarks",
     "FeederStates",
+    "ParcelHandles",
 }
 DISPATCHER = {
     "Parcels",

@@ -30,7 +30,9 @@ def test_an_empty_document_is_an_error_for_validate(tmp_path: Path) -> None:
     empty.write_text("")
     result = runner.invoke(app, ["validate", str(empty)])
     assert result.exit_code == 1
-    assert result.stdout == "error  invalid-cwl  .  empty.cwl: is empty\n"
+    assert result.stdout == (
+        "error  invalid-cwl  .  empty.cwl: is empty\nempty.cwl: 1 error, not accepted\n"
+    )
 
 
 def test_validate_names_a_missing_file_as_such(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from dxts.core.db import Database, Isolation, db_now
 from dxts.core.grpc import DevKeys
 from dxts.core.ids import id_from_str, id_to_str, new_ids
 from dxts.core.schema import execution
+from dxts.core.schema.handles import parcel_handles
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +78,8 @@ async def failing(dxts: Dxts, database: Database) -> dict[str, Any]:
                 for parcel_id, (tid, outcome) in zip(ids, outcomes, strict=True)
             ],
         )
+        # Numbered as execution numbers the parcels it creates (their handles, p-N).
+        await conn.execute(sa.insert(parcel_handles), [{"ParcelID": p} for p in ids])
     return {"wg": wg, "parcels": [id_to_str(p) for p in ids]}
 
 
@@ -95,6 +98,8 @@ async def test_errors_groups_a_tools_failures_in_one_row(
     assert tool["reason"] == "ERROR: seed # bad" and tool["backend"] == "null"
     assert len(tool["example_parcel_ids"]) == 3
     assert set(tool["example_parcel_ids"]) <= set(failing["parcels"][:12])
+    handles = tool["example_parcel_handles"]  # issue 32: the names a person types
+    assert len(handles) == 3 and all(h.startswith("p-") for h in handles), handles
     assert (staging["count"], staging["failure_class"]) == (1, "stage-in")
 
     text = await dxts("errors", wg)
@@ -104,6 +109,7 @@ async def test_errors_groups_a_tools_failures_in_one_row(
     assert seen.startswith("  last ") and ", first " in seen
     assert said.startswith("  ERROR: seed ") and said.endswith(" bad")
     assert examples.startswith("  e.g. parcels ")
+    assert examples.removeprefix("  e.g. parcels ").split(", ")[0] in handles
     assert rest[0].startswith("1 failed  stage-in  on null")
 
     one = json.loads((await dxts("errors", f"{wg}/Reconstruction", "-o", "json")).stdout)

@@ -29,10 +29,11 @@ async def submitted(dxts: Dxts, *, start: bool = True) -> tuple[str, dict[str, s
 
 async def test_halt_and_cancel(dxts: Dxts) -> None:
     workgraph, _ = await submitted(dxts)
+    handle = json.loads((await dxts("show", workgraph, "-o", "json")).stdout)["workgraph"]["handle"]
     halted = await dxts("halt", workgraph, "--reason", "bad conditions")
     assert (halted.exit_code, halted.stdout) == (
         0,
-        f"{workgraph} Active (halted): {IN_MOTION[Definition.HaltWorkgraph]}\n",
+        f"{handle} Active (halted): {IN_MOTION[Definition.HaltWorkgraph]}\n",
     )
 
     other, _ = await submitted(dxts)

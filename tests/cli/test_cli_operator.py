@@ -37,6 +37,10 @@ async def member_ids(dxts: Dxts, workgraph: str) -> dict[str, str]:
     }
 
 
+async def handle_of(dxts: Dxts, workgraph: str) -> str:
+    return str((await shown(dxts, workgraph))["workgraph"]["handle"])
+
+
 async def test_a_member_is_named_as_workgraph_slash_step(dxts: Dxts, workgraph: str) -> None:
     tf = (await member_ids(dxts, workgraph))["Simulation"]
     logged = await dxts("logs", f"{workgraph}/Simulation", "-o", "json")
@@ -47,23 +51,24 @@ async def test_a_member_is_named_as_workgraph_slash_step(dxts: Dxts, workgraph: 
     missing = await dxts("parcels", f"{workgraph}/Nope")
     assert missing.exit_code == 1
     assert missing.stderr == (
-        f"error  TF  workgraph {workgraph} has no member 'Nope' (its members: "
+        f"error  TF  {await handle_of(dxts, workgraph)} has no member 'Nope' (its members: "
         "DatasetReplication, Merge, Reconstruction, Simulation)\n"
     )
 
 
 async def test_an_id_of_the_other_kind_is_recognised(dxts: Dxts, workgraph: str) -> None:
     tf = (await member_ids(dxts, workgraph))["Merge"]
+    handle = await handle_of(dxts, workgraph)
     paused = await dxts("pause", workgraph)
     assert paused.exit_code == 1
     assert paused.stderr == (
         f"error  TF  {workgraph} is a workgraph, not a member: name a member as "
-        f"{workgraph}/STEP (see `dxts show {workgraph}`)\n"
+        f"{handle}/STEP (see `dxts show {handle}`)\n"
     )
     drained = await dxts("drain", tf)
     assert drained.exit_code == 1
     assert drained.stderr == (
-        f"error  WG  {tf} is a member (Merge) of workgraph {workgraph}, not a workgraph\n"
+        f"error  WG  {tf} is a member ({handle}/Merge) of {handle}, not a workgraph\n"
     )
 
 
@@ -114,8 +119,8 @@ async def test_an_ambiguous_or_too_short_prefix_is_refused_naming_the_candidates
     short = await dxts("pause", shared[:3])
     assert short.exit_code == 1
     assert short.stderr == (
-        f"error  TF  {shared[:3]!r} is too short to name anything: give at least 4 characters "
-        "of an id\n"
+        f"error  TF  {shared[:3]!r} is too short to name anything: give a handle (wg-42) or at "
+        "least 4 hex digits of an id\n"
     )
     nothing = await dxts("show", "ffff")
     assert (nothing.exit_code, nothing.stderr) == (
@@ -124,14 +129,16 @@ async def test_an_ambiguous_or_too_short_prefix_is_refused_naming_the_candidates
     )
 
 
-async def test_show_prints_member_ids_and_how_to_name_them(dxts: Dxts, workgraph: str) -> None:
+async def test_show_prints_member_handles_and_how_to_name_them(dxts: Dxts, workgraph: str) -> None:
     result = await dxts("show", workgraph)
     assert result.exit_code == 0, result.output
-    for tf in (await member_ids(dxts, workgraph)).values():
-        assert tf in result.stdout
-    assert f"as {workgraph}/STEP" in " ".join(result.stdout.split())
+    handle = await handle_of(dxts, workgraph)
+    assert workgraph in result.stdout  # the full id, under the title
+    for step in await member_ids(dxts, workgraph):
+        assert f"\n{handle}/{step} " in result.stdout
+    assert f"as {handle}/STEP" in " ".join(result.stdout.split())
     # `why`'s reasons, under the table.
-    assert f"why: it has not been started: dxts start {workgraph}\n" in result.stdout
+    assert f"why: it has not been started: dxts start {handle}\n" in result.stdout
 
 
 async def test_json_is_plain_nested_json_with_plain_status_names(
@@ -181,15 +188,16 @@ async def test_feeder_args_change_the_named_keys_and_feeder_show_reads_them(dxts
 async def test_why_says_what_holds_a_new_workgraph(dxts: Dxts, workgraph: str) -> None:
     result = await dxts("why", workgraph)
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == f"it has not been started: dxts start {workgraph}"
+    handle = await handle_of(dxts, workgraph)
+    assert result.stdout.splitlines()[0] == f"it has not been started: dxts start {handle}"
     every = (await dxts("why", workgraph, "--all")).stdout.splitlines()
     assert every[:2] == [
-        f"workgraph {workgraph} is New",
-        f"it has not been started: dxts start {workgraph}",
+        f"workgraph {handle} is New",
+        f"it has not been started: dxts start {handle}",
     ]
     member = await dxts("why", f"{workgraph}/Merge", "--all")
     assert member.exit_code == 0, member.output
-    assert member.stdout.startswith("Merge (")
+    assert member.stdout.startswith(f"{handle}/Merge is ")
 
 
 async def test_parcels_and_a_parcel_that_does_not_exist(dxts: Dxts, workgraph: str) -> None:
@@ -207,7 +215,7 @@ async def test_the_logs_of_a_parcel_never_dispatched_or_unknown_are_one_line(
     assert (missing.exit_code, missing.stderr) == (1, f"error: parcel {NO_SUCH_ID} not found\n")
     malformed = await dxts("parcel", "not-an-id", "--logs")
     assert malformed.exit_code == 1
-    assert malformed.stderr == "error  parcel_id  'not-an-id' is not a UUID\n"
+    assert malformed.stderr == "error: parcel not-an-id not found\n"
 
 
 async def test_an_empty_document_is_refused_in_one_line(dxts: Dxts, tmp_path: Path) -> None:

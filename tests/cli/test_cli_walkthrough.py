@@ -55,7 +55,7 @@ def verb_of(args: list[str]) -> tuple[str, typer.main.TyperCommand]:
 
 def test_the_example_validates() -> None:
     result = CliRunner().invoke(app, ["validate", str(EXAMPLES / "scout-approve.cwl")])
-    assert (result.exit_code, result.output) == (0, "")
+    assert (result.exit_code, result.output) == (0, "scout-approve.cwl: valid, 2 members\n")
 
 
 def test_every_command_shown_is_a_real_verb_with_real_options() -> None:

@@ -107,6 +107,14 @@ class Walk:
     def member_id(self, step: str) -> str:
         return str(self.member(step)["transformation"]["transformation_id"])
 
+    def member_handle(self, step: str) -> str:
+        """What the commands print of a member: `wg-1/Simulation`."""
+        return str(self.member(step)["transformation"]["handle"])
+
+    def handle(self) -> str:
+        """What the commands print of the current workgraph: `wg-1`."""
+        return str(self.show()["workgraph"]["handle"])
+
     def blocking_action(self) -> int:
         (action,) = self.show()["blocked_by"]
         return int(action["action_id"])
@@ -165,9 +173,9 @@ def ok(result: Result) -> None:
     assert result.exit_code == 0, result.output
 
 
-def quiet(result: Result) -> None:
-    """Nothing to say: `validate` on a valid document."""
-    assert (result.exit_code, result.output) == (0, "")
+def valid(result: Result) -> None:
+    """`validate` on a valid document: its one-line verdict."""
+    assert (result.exit_code, result.output) == (0, "scout-approve.cwl: valid, 2 members\n")
 
 
 def says(expected: Callable[[Walk], str]) -> Check:
@@ -235,7 +243,7 @@ def member_line(
     one): its id, status and feeder, and what the verb set in motion."""
 
     def line(walk: Walk) -> str:
-        said = f"{walk.member_id(step)} {status}, feeder {feeder}"
+        said = f"{walk.member_handle(step)} {status}, feeder {feeder}"
         return f"{said}: {IN_MOTION[rpc]}" if rpc else said
 
     return line
@@ -243,7 +251,7 @@ def member_line(
 
 def workgraph_line(status: str, rpc: Callable[..., object] | None = None) -> Callable[[Walk], str]:
     def line(walk: Walk) -> str:
-        said = f"{walk.current} {status}"
+        said = f"{walk.handle()} {status}"
         return f"{said}: {IN_MOTION[rpc]}" if rpc else said
 
     return line
@@ -334,21 +342,21 @@ def refused(expected: Callable[[Walk], str]) -> Check:
 
 
 SCRIPT: list[tuple[str, Check]] = [
-    ("dxts validate examples/scout-approve.cwl", lambda w, r: quiet(r)),
+    ("dxts validate examples/scout-approve.cwl", lambda w, r: valid(r)),
     ("WG=$(dxts submit examples/scout-approve.cwl)", lambda w, r: submitted(w)),
-    ("dxts show $WG", shows(lambda w: w.member_id("Simulation"), lambda w: "New")),
+    ("dxts show $WG", shows(lambda w: w.member_handle("Simulation"), lambda w: "New")),
     ("dxts start $WG", says(workgraph_line("Scouting", Definition.StartWorkgraph))),
     ("dxts watch $WG --timeout 600", scouted(2, 4000)),
     ("dxts why $WG", shows(lambda w: f"#{w.blocking_action()} ManualApproval failed")),
     ("dxts parcels $WG/Simulation --status failed", shows(lambda w: "0 parcels")),
-    ("dxts parcel PARCEL", shows(lambda w: f"parcel {w.parcel()}: Compute, Done", Walk.lfn)),
+    ("dxts parcel PARCEL", shows(lambda w: f"({w.parcel()}): Compute, Done", Walk.lfn)),
     ("dxts parcel PARCEL --logs", shows(lambda w: "sandbox", lambda w: "-- stdout")),
     ("dxts inputs $WG/Simulation --status problematic", shows(lambda w: "0 inputs")),
     ("dxts logs $WG/Simulation", requirements_logged),
     ("dxts provenance LFN", shows(lambda w: w.parcel(), lambda w: "Done")),
     ("dxts descendants LFN", descended),
     ("dxts logs $WG/Simulation", requirements_logged),
-    ("dxts parcel PARCEL", shows(lambda w: f"parcel {w.parcel()}: Compute, Done")),
+    ("dxts parcel PARCEL", shows(lambda w: f"({w.parcel()}): Compute, Done")),
     ("dxts feeder show $WG/Simulation", shows(lambda w: '"scouting_events": 4000')),
     (
         "dxts feeder args $WG/Simulation scouting_events=6000",

@@ -100,7 +100,9 @@ async def test_list_filters_and_parses_as_json(dxts: Dxts, workgraph: str) -> No
     none = json.loads((await dxts("list", "--status", "completed", "-o", "json")).stdout)
     assert none == []
     table = await dxts("list", "--type", "MCSimulation")
-    assert table.exit_code == 0 and workgraph[:8] in table.stdout
+    handle = found[0]["handle"]
+    assert handle.startswith("wg-")
+    assert table.exit_code == 0 and f"\n{handle} " in table.stdout, table.stdout
 
 
 async def test_an_unknown_id_is_one_line(dxts: Dxts) -> None:
@@ -115,8 +117,10 @@ async def test_an_unknown_id_is_one_line(dxts: Dxts) -> None:
 
 async def test_a_malformed_id_is_one_line(dxts: Dxts) -> None:
     result = await dxts("show", "not-an-id")
-    assert result.exit_code == 1
-    assert len(result.stderr.splitlines()) == 1 and "workgraph_id" in result.stderr
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "error: workgraph or member not-an-id not found\n",
+    )
 
 
 async def members(dxts: Dxts, workgraph: str) -> dict[str, dict]:
@@ -126,27 +130,28 @@ async def members(dxts: Dxts, workgraph: str) -> dict[str, dict]:
 
 async def test_an_operator_steers_a_workgraph(dxts: Dxts, workgraph: str) -> None:
     started = await dxts("start", workgraph, "--reason", "go")
+    simulation = (await members(dxts, workgraph))["Simulation"]["transformation"]
+    handle = simulation["handle"].partition("/")[0]
     assert (started.exit_code, started.stdout) == (
         0,
-        f"{workgraph} Active: {IN_MOTION[Definition.StartWorkgraph]}\n",
+        f"{handle} Active: {IN_MOTION[Definition.StartWorkgraph]}\n",
     )
-    simulation = (await members(dxts, workgraph))["Simulation"]["transformation"]
-    tf = simulation["transformation_id"]
+    tf, named = simulation["transformation_id"], simulation["handle"]
     assert simulation["feeder_enabled"] is True
 
     paused = await dxts("pause", tf)
     assert (paused.exit_code, paused.stdout) == (
         0,
-        f"{tf} Paused, feeder on: {IN_MOTION[Definition.PauseTransformation]}\n",
+        f"{named} Paused, feeder on: {IN_MOTION[Definition.PauseTransformation]}\n",
     )
     assert (await members(dxts, workgraph))["Simulation"]["status"] == "Paused"
     resumed = await dxts("resume", tf, "-o", "json")
     assert json.loads(resumed.stdout)["transformation"]["status"] == "Active"
 
     off = await dxts("feeder", "disable", tf)
-    assert off.stdout == f"{tf} Active, feeder off\n"
+    assert off.stdout == f"{named} Active, feeder off\n"
     on = await dxts("feeder", "enable", tf)
-    assert on.stdout == f"{tf} Active, feeder on\n"
+    assert on.stdout == f"{named} Active, feeder on\n"
     args = {"target_events": 4000, "events_per_seed": 2000}
     changed = await dxts("feeder", "args", tf, json.dumps(args), "-o", "json")
     assert changed.exit_code == 0, changed.output

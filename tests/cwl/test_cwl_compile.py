@@ -264,6 +264,7 @@ def test_a_process_reference_is_kept_and_checked_only_at_submission_offline() ->
     assert {(p.kind, p.path) for p in problems} == {
         (Kind.UNRESOLVED_RUN, "steps.MCSimulation.run"),
         (Kind.UNRESOLVED_RUN, "steps.MCMerge.run"),
+        (Kind.ENDLESS_FEEDER, "inputs.events.dirac:Feeder"),  # nothing stops its Seeds
     }
     assert plan is not None
     assert plan.member("MCSimulation").process_id == gauss_hash

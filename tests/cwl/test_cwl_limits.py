@@ -110,9 +110,7 @@ def test_the_bundle_limits_count_every_file() -> None:
     (refused,) = errors(Bundle.from_mapping("main.cwl", files), DocumentLimits(max_bundle_files=5))
     assert "the bundle has 11 files" in refused.message
     assert "document_limits.max_bundle_files = 5" in refused.message
-    (refused,) = errors(
-        Bundle.from_mapping("main.cwl", files), DocumentLimits(max_bundle_bytes=40)
-    )
+    (refused,) = errors(Bundle.from_mapping("main.cwl", files), DocumentLimits(max_bundle_bytes=40))
     assert "document_limits.max_bundle_bytes = 40" in refused.message
 
 

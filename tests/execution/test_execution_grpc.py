@@ -546,3 +546,36 @@ async def test_the_entry_point_refuses_to_start_without_the_definition_service(
     _, errors = await asyncio.wait_for(process.communicate(), timeout=30)
     assert process.returncode == 1
     assert "DXTS_DEFINITION_ADDRESS is not set" in errors.decode()
+
+
+async def test_packed_parcels_have_handles_resolved_in_the_callers_vo(
+    database: Database, definitions: ByVO, stubs: dict[str, Any]
+) -> None:
+    """Issue 32: the packer's batch numbers its parcels (p-N) in the statement style of the
+    batch; ResolveParcelName takes the handle, the id or a prefix of it, within the caller's VO."""
+    t = await made(database, definitions, 3, annotations={"driving_input": "input-data"})
+    await run_packer(database, s.registry({}), t)
+    listed_parcels = await stubs["bob"].ListParcels(
+        execution_pb2.ListParcelsRequest(transformation_id=id_to_str(t.id))
+    )
+    handles = [p.handle for p in listed_parcels.parcels]
+    assert len(set(handles)) == 3 and all(h.startswith("p-") for h in handles), handles
+    numbers = [int(h.removeprefix("p-")) for h in handles]
+    assert numbers == sorted(numbers)  # numbered in the batch's (id) order
+    first = listed_parcels.parcels[0]
+    for name in (first.handle, first.handle.upper(), first.parcel_id, first.parcel_id[:-1]):
+        found = await stubs["bob"].ResolveParcelName(
+            execution_pb2.ResolveParcelNameRequest(name=name)
+        )
+        assert (found.parcel_id, found.handle) == (first.parcel_id, first.handle), name
+    shown = await stubs["bob"].GetParcel(execution_pb2.GetParcelRequest(parcel_id=first.parcel_id))
+    assert shown.parcel.handle == first.handle
+    for name in (first.handle, first.parcel_id):
+        with pytest.raises(NotFound):
+            await stubs["carol"].ResolveParcelName(
+                execution_pb2.ResolveParcelNameRequest(name=name)
+            )
+    with pytest.raises(NotFound):
+        await stubs["bob"].ResolveParcelName(execution_pb2.ResolveParcelNameRequest(name="p-0"))
+    with pytest.raises(InvalidArgument):
+        await stubs["bob"].ResolveParcelName(execution_pb2.ResolveParcelNameRequest(name="wg-1"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 import typer
@@ -14,20 +14,20 @@ import typer
 from dxts.cli.connection import DATA_DIR_VARIABLE, ENVIRONMENT, Connection, Options
 from dxts.core.errors import DxtsError, InvalidArgument, Unauthenticated, Unavailable
 from dxts.core.grpc.client import channel
-from dxts.cwl.problems import Kind as ProblemKind
-from dxts.v1 import (
-    accounting_pb2_grpc,
-    definition_pb2_grpc,
-    dispatcher_pb2_grpc,
-    execution_pb2_grpc,
-)
+
+if TYPE_CHECKING:
+    from dxts.v1 import (
+        accounting_pb2_grpc,
+        definition_pb2_grpc,
+        dispatcher_pb2_grpc,
+        execution_pb2_grpc,
+    )
 
 T = TypeVar("T")
 
 # A failed call or a refused request (2 is a usage error, as typer reports them; `watch` adds
 # its own, see workgraphs.py).
 EXIT_FAILED = 1
-DOCUMENT_PROBLEMS = frozenset(kind.value for kind in ProblemKind)
 
 
 class Clients:
@@ -53,20 +53,31 @@ class Clients:
             self._channels[service] = channel(address, token=self.connection.token)
         return self._channels[service]
 
+    # Each service's stubs are imported when first asked for: a command loads only the
+    # contracts it calls (a module of stubs costs milliseconds of every command's start).
+
     @property
     def definition(self) -> definition_pb2_grpc.DefinitionServiceAsyncStub:
+        from dxts.v1 import definition_pb2_grpc
+
         return definition_pb2_grpc.DefinitionServiceStub(self._channel("definition"))
 
     @property
     def execution(self) -> execution_pb2_grpc.ExecutionServiceAsyncStub:
+        from dxts.v1 import execution_pb2_grpc
+
         return execution_pb2_grpc.ExecutionServiceStub(self._channel("execution"))
 
     @property
     def accounting(self) -> accounting_pb2_grpc.AccountingServiceAsyncStub:
+        from dxts.v1 import accounting_pb2_grpc
+
         return accounting_pb2_grpc.AccountingServiceStub(self._channel("accounting"))
 
     @property
     def dispatcher(self) -> dispatcher_pb2_grpc.DispatcherServiceAsyncStub:
+        from dxts.v1 import dispatcher_pb2_grpc
+
         return dispatcher_pb2_grpc.DispatcherServiceStub(self._channel("dispatcher"))
 
     async def close(self) -> None:
@@ -121,10 +132,17 @@ def fail_line(text: str) -> None:
     typer.echo(" ".join(text.split("\n")), err=True)
 
 
+def _document_problems() -> frozenset[str]:
+    """The kinds of document problems (imported only when a call failed)."""
+    from dxts.cwl.problems import Kind
+
+    return frozenset(kind.value for kind in Kind)
+
+
 def problem_line(path: str, description: str) -> str:
     """A problem as `dxts validate` prints it: `error  kind  path  message` (the server sends a
     document problem's kind as its description's `kind: ` prefix), else `error  path  message`."""
     kind, separator, message = description.partition(": ")
-    if separator and kind in DOCUMENT_PROBLEMS:
+    if separator and kind in _document_problems():
         return f"error  {kind}  {path or '.'}  {message}"
     return f"error  {path or '.'}  {description}"

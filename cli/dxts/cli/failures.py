@@ -156,6 +156,15 @@ def errors(
         inputs = ", ".join(found.example_input_ids)
         typer.echo(
             "  e.g. parcels "
-            + ", ".join(found.example_parcel_ids)
+            + ", ".join(_handles_or_ids(found))
             + (f" (inputs {inputs})" if inputs else "")
         )
+
+
+def _handles_or_ids(found: execution_pb2.FailureGroup) -> list[str]:
+    """The example parcels by handle (p-10293), by id where the service gave none."""
+    handles = list(found.example_parcel_handles)
+    return [
+        (handles[i] if i < len(handles) else "") or parcel
+        for i, parcel in enumerate(found.example_parcel_ids)
+    ]

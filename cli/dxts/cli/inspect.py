@@ -16,6 +16,7 @@ from dxts.cli import attention
 from dxts.cli.client import Clients, run
 from dxts.cli.failures import failure_line
 from dxts.cli.names import entity, member_id
+from dxts.cli.names import parcel_id as resolve_parcel
 from dxts.cli.output import (
     Output,
     OutputOption,
@@ -96,7 +97,7 @@ def why(
         return found, [
             *map(attention.line, chosen[0].transformation.attention),
             *_said(member_lines(view, chosen[0]), everything=all_),
-        ] or [_quiet(f"{member.step} ({found})", chosen[0].status)]
+        ] or [_quiet(member.handle or f"{member.step} ({found})", chosen[0].status)]
 
     subject, reasons = run(ctx, body)
     if output is Output.JSON:
@@ -129,13 +130,16 @@ def workgraph_reasons(view: WorkgraphView, *, everything: bool = True) -> list[s
     `everything`, the statuses and normal states too."""
     w = view.workgraph
     lines: list[tuple[bool, str]] = [
-        (NORMAL, f"workgraph {w.workgraph_id} is {view.status.value}" + _halted(w.halted))
+        (
+            NORMAL,
+            f"workgraph {w.handle or w.workgraph_id} is {view.status.value}" + _halted(w.halted),
+        )
     ]
     lines.extend((HOLD, reason) for reason in _own_reasons(view))
     for member in view.members:
         lines.extend(member_lines(view, member))
     reasons = [*map(attention.line, w.attention), *_said(lines, everything=everything)]
-    return reasons or [_quiet(f"workgraph {w.workgraph_id}", view.status.value)]
+    return reasons or [_quiet(f"workgraph {w.handle or w.workgraph_id}", view.status.value)]
 
 
 def _halted(halted: bool) -> str:
@@ -161,7 +165,7 @@ def _own_reasons(view: WorkgraphView) -> list[str]:
     status = view.status
     reasons = []
     if status is WorkgraphStatus.NEW:
-        reasons.append(f"it has not been started: dxts start {w.workgraph_id}")
+        reasons.append(f"it has not been started: dxts start {w.handle or w.workgraph_id}")
     for action in view.approving:
         if action.result == common_pb2.ACTION_RESULT_PENDING and status in (
             WorkgraphStatus.APPROVING,
@@ -186,9 +190,8 @@ def member_reasons(view: WorkgraphView, member: MemberView) -> list[str]:
 def member_lines(view: WorkgraphView, member: MemberView) -> list[tuple[bool, str]]:
     """The member's status (normal), then what holds it and its normal states, each marked."""
     t = member.transformation
-    lines: list[tuple[bool, str]] = [
-        (NORMAL, f"{t.step} ({t.transformation_id}) is {member.status}")
-    ]
+    who = t.handle or f"{t.step} ({t.transformation_id})"
+    lines: list[tuple[bool, str]] = [(NORMAL, f"{who} is {member.status}")]
     if member.status in ENDED_MEMBERS:
         return lines
     lines.extend(_drain_lines(view, member))
@@ -211,7 +214,11 @@ def _drain_lines(view: WorkgraphView, member: MemberView) -> list[tuple[bool, st
     lines: list[tuple[bool, str]] = []
     if any(r.kind == "status" and r.state == TransformationStatus.PAUSED.value for r in held):
         lines.append(
-            (HOLD, f"  paused: its packer makes no parcels (dxts resume {t.transformation_id})")
+            (
+                HOLD,
+                f"  paused: its packer makes no parcels (dxts resume "
+                f"{t.handle or t.transformation_id})",
+            )
         )
     flying = {r.state: int(r.count) for r in held if r.kind == "parcels"}
     if flying:
@@ -243,7 +250,8 @@ def _feeder_line(view: WorkgraphView, member: MemberView) -> str:
         )
     return (
         f"  its feeder {t.feeder} is on: more inputs may come (dxts feeder show "
-        f"{t.transformation_id}; dxts drain {view.workgraph.workgraph_id} stops feeding)"
+        f"{t.handle or t.transformation_id}; dxts drain "
+        f"{view.workgraph.handle or view.workgraph.workgraph_id} stops feeding)"
     )
 
 
@@ -259,8 +267,8 @@ def parcels(
     limit: Limit = 100,
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """A member's parcels, oldest first, with their status and backend (dxts parcel ID for one
-    in full)."""
+    """A member's parcels, oldest first, with their handle, status and backend (dxts parcel
+    p-N for one in full)."""
 
     _member_items(
         ctx,
@@ -271,7 +279,7 @@ def parcels(
         listing=Listing(Execution.ListParcels, "parcels", ParcelStatus),
         headers=("parcel", "kind", "status", "backend", "updated"),
         row=lambda p: (
-            p.parcel_id,
+            p.handle or p.parcel_id,
             name(Kind, p.kind),
             name(ParcelStatus, p.status),
             p.backend or "-",
@@ -282,7 +290,9 @@ def parcels(
 
 def parcel(
     ctx: typer.Context,
-    parcel_id: Annotated[str, typer.Argument(metavar="ID", help="The parcel id.")],
+    parcel_id: Annotated[
+        str, typer.Argument(metavar="PARCEL", help="The parcel: its handle (p-10293) or id.")
+    ],
     logs: Annotated[
         bool,
         typer.Option(
@@ -301,16 +311,19 @@ def parcel(
     if logs:
         _job_logs(ctx, parcel_id, max_bytes, output)
         return
-    got = run(
-        ctx,
-        lambda c: c.execution.GetParcel(execution_pb2.GetParcelRequest(parcel_id=parcel_id)),
-    )
+
+    async def body(c: Clients) -> execution_pb2.GetParcelResponse:
+        found = await resolve_parcel(c, parcel_id)
+        return await c.execution.GetParcel(execution_pb2.GetParcelRequest(parcel_id=found))
+
+    got = run(ctx, body)
     if output is Output.JSON:
         print_json(message_dict(got))
         return
     p, outcome = got.parcel, got.outcome
     typer.echo(
-        f"parcel {p.parcel_id}: {name(Kind, p.kind)}, {name(ParcelStatus, p.status)}"
+        f"parcel {p.handle or p.parcel_id} ({p.parcel_id}): {name(Kind, p.kind)}, "
+        f"{name(ParcelStatus, p.status)}"
         + (f", member {p.transformation_id}" if p.transformation_id else ", user job")
     )
     typer.echo(f"backend   {p.backend or '-'} {got.identifier or '(not dispatched)'}")
@@ -335,12 +348,14 @@ def parcel(
 
 
 def _job_logs(ctx: typer.Context, parcel_id: str, max_bytes: int, output: Output) -> None:
-    got = run(
-        ctx,
-        lambda c: c.dispatcher.GetParcelLogs(
-            dispatcher_pb2.GetParcelLogsRequest(parcel_id=parcel_id, max_bytes=max_bytes)
-        ),
-    )
+
+    async def body(c: Clients) -> dispatcher_pb2.GetParcelLogsResponse:
+        found = await resolve_parcel(c, parcel_id)
+        return await c.dispatcher.GetParcelLogs(
+            dispatcher_pb2.GetParcelLogsRequest(parcel_id=found, max_bytes=max_bytes)
+        )
+
+    got = run(ctx, body)
     if output is Output.JSON:
         print_json(message_dict(got))
         return

@@ -11,6 +11,7 @@ import yaml
 
 from dxts.cli.client import Clients, connection_of, request_id, run
 from dxts.cli.documents import bundle
+from dxts.cli.names import parcel_id as resolve_parcel
 from dxts.cli.output import (
     Output,
     OutputOption,
@@ -81,22 +82,25 @@ def job_submit(
 @job_app.command("status")
 def job_status(
     ctx: typer.Context,
-    parcel_id: Annotated[str, typer.Argument(metavar="ID", help="The job's parcel id.")],
+    parcel_id: Annotated[
+        str, typer.Argument(metavar="PARCEL", help="The job's parcel: p-10293, or its id.")
+    ],
     output: OutputOption = Output.TEXT,
 ) -> None:
     """A user job: its status, the backend's outcome, the files it produced."""
-    reply = run(
-        ctx,
-        lambda c: c.execution.GetUserParcel(
-            execution_pb2.GetUserParcelRequest(parcel_id=parcel_id)
-        ),
-    )
+
+    async def body(c: Clients) -> execution_pb2.GetUserParcelResponse:
+        found = await resolve_parcel(c, parcel_id)
+        return await c.execution.GetUserParcel(execution_pb2.GetUserParcelRequest(parcel_id=found))
+
+    reply = run(ctx, body)
     if output is Output.JSON:
         print_json(message_dict(reply))
         return
     parcel, outcome = reply.parcel, reply.outcome
     console.print(
-        f"[bold]{parcel.parcel_id}[/] {name(ParcelStatus, parcel.status)}"
+        f"[bold]{parcel.handle or parcel.parcel_id}[/] {parcel.parcel_id} "
+        f"{name(ParcelStatus, parcel.status)}"
         f" — backend {parcel.backend or '-'}, {reply.owner_sub}@{reply.vo}, updated "
         f"{when(parcel.updated_at)}"
     )

@@ -12,7 +12,7 @@ import typer
 
 from dxts.cli.client import Clients, request_id, run
 from dxts.cli.inspect import ListByDefault, list_inputs
-from dxts.cli.names import member_id, workgraph_id
+from dxts.cli.names import action_number, member_id, workgraph_id
 from dxts.cli.output import Output, OutputOption, message_dict, name, parse_enum, print_json
 from dxts.core.errors import InvalidArgument
 from dxts.core.grpc.calls import method_on, request_type
@@ -83,13 +83,15 @@ IN_MOTION = {
 
 def _workgraph(reply: Any) -> str:
     w = reply.workgraph
-    return f"{w.workgraph_id} {name(WorkgraphStatus, w.status)}" + (" (halted)" if w.halted else "")
+    halted = " (halted)" if w.halted else ""
+    return f"{w.handle or w.workgraph_id} {name(WorkgraphStatus, w.status)}{halted}"
 
 
 def _transformation(reply: Any) -> str:
     t = reply.transformation
     feeder = "on" if t.feeder_enabled else "off"
-    return f"{t.transformation_id} {name(TransformationStatus, t.status)}, feeder {feeder}"
+    status = name(TransformationStatus, t.status)
+    return f"{t.handle or t.transformation_id} {status}, feeder {feeder}"
 
 
 def _action(reply: Any) -> str:
@@ -241,7 +243,9 @@ FORCEABLE = {
 
 def force(
     ctx: typer.Context,
-    action_id: Annotated[int, typer.Argument(metavar="ACTION", help="The action id (dxts show).")],
+    action_id: Annotated[
+        str, typer.Argument(metavar="ACTION", help="The action's number (27, or '#27').")
+    ],
     result: Annotated[str, typer.Argument(metavar="RESULT", help="passed, done or failed.")],
     message: Annotated[str, typer.Option(help="Why (kept on the action).")] = "",
     output: OutputOption = Output.TEXT,
@@ -255,7 +259,7 @@ def force(
         return await c.definition.ForceAction(
             pb.ForceActionRequest(
                 request_id=request_id(),
-                action_id=action_id,
+                action_id=action_number(action_id),
                 result=enum_to_proto(chosen),  # type: ignore[arg-type]
                 message=message,
             )
@@ -266,7 +270,9 @@ def force(
 
 def reset(
     ctx: typer.Context,
-    action_id: Annotated[int, typer.Argument(metavar="ACTION", help="The action id (dxts show).")],
+    action_id: Annotated[
+        str, typer.Argument(metavar="ACTION", help="The action's number (27, or '#27').")
+    ],
     reason: Reason = "",
     output: OutputOption = Output.TEXT,
 ) -> None:
@@ -274,7 +280,9 @@ def reset(
     _report(
         ctx,
         lambda c: c.definition.ResetAction(
-            pb.ResetActionRequest(request_id=request_id(), action_id=action_id, reason=reason)
+            pb.ResetActionRequest(
+                request_id=request_id(), action_id=action_number(action_id), reason=reason
+            )
         ),
         output,
         _action,

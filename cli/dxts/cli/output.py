@@ -11,14 +11,15 @@ import json
 from collections.abc import Iterable
 from datetime import UTC
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from google.protobuf import json_format
-from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from rich.console import Console
+    from rich.table import Table
 
 from dxts.core import states
 from dxts.core.errors import InvalidArgument
@@ -35,11 +36,33 @@ OutputOption = Annotated[
     Output, typer.Option("--output", "-o", help="text (tables) or json (for scripts).")
 ]
 
-console = Console(highlight=False)
+
+if TYPE_CHECKING:
+    console: Console
+
+
+def __getattr__(name: str) -> Any:
+    """`console`, rich's Console, made when first imported or used: the commands that print
+    plain lines (`dxts list`) never import rich.console (most of a hundred modules)."""
+    if name == "console":
+        from rich.console import Console
+
+        made = globals()["console"] = Console(highlight=False)
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def terminal_width() -> int:
+    """The terminal's width (COLUMNS when set; 80 when not a terminal), as rich would take it."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
 
 
 def table(*headers: str, whole: tuple[int, ...] = (0,)) -> Table:
     """A table whose columns at the `whole` positions (ids, names) are never wrapped or cut."""
+    from rich.table import Table
+
     found = Table(*headers)
     for position in whole:
         found.columns[position].no_wrap = True
@@ -50,6 +73,8 @@ def message_dict(message: Message) -> dict[str, Any]:
     """A contract message as plain nested JSON: protobuf's mapping (field names as in the
     .proto, every field present), with each `x_json` text field as the value `x` it holds and
     each state enum as the core spells it ("Completed", not "WORKGRAPH_STATUS_COMPLETED")."""
+    from google.protobuf import json_format  # for --output json only
+
     found = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )

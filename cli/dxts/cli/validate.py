@@ -18,7 +18,7 @@ from dxts.core.plugins.registry import Registry
 from dxts.cwl.check import check_document
 from dxts.cwl.compile import Plan
 from dxts.cwl.loading import Bundle
-from dxts.cwl.problems import Severity
+from dxts.cwl.problems import Problem, Severity
 
 
 def validate(
@@ -42,7 +42,8 @@ def validate(
     """Validate a workgraph and compile it, with no server and no database.
 
     Plugin names are checked against the plugins installed here. Prints every problem, one
-    per line (`error|warning  kind  path  message`); exits 1 if any is an error.
+    per line (`error|warning  kind  path  message`), then a one-line verdict; exits 1 if any is
+    an error.
     """
     if not document.is_file():
         what = "is a directory, not a document" if document.is_dir() else "no such file"
@@ -78,8 +79,26 @@ def validate(
             typer.echo(json.dumps(compiled.as_json(), indent=2))
         else:
             Console().print(_tree(compiled))
+    if not (plan and output is Output.JSON):  # the plan alone, for scripts
+        typer.echo(verdict(document, problems, compiled))
     if any(p.severity is Severity.ERROR for p in problems):
         raise typer.Exit(1)
+
+
+def verdict(document: Path, problems: list[Problem], compiled: Plan | None) -> str:
+    """The last line: whether the document would be accepted, and what it holds.
+
+    "mc-demo.cwl: valid, 4 members (1 warning)" or "mc-demo.cwl: 2 errors, not accepted"."""
+    errors = sum(p.severity is Severity.ERROR for p in problems)
+    warnings = len(problems) - errors
+    if errors or compiled is None:
+        return f"{document.name}: {_count(errors, 'error')}, not accepted"
+    noted = f" ({_count(warnings, 'warning')})" if warnings else ""
+    return f"{document.name}: valid, {_count(len(compiled.members), 'member')}{noted}"
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
 
 
 def _tree(plan: Plan) -> Tree:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -13,15 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dxts.cli import attention
+from dxts.cli import output as output_module
 from dxts.cli.client import Clients, request_id, run
-from dxts.cli.failures import failing_lines, grouped, member_ids
-from dxts.cli.names import entity
+from dxts.cli.names import entity, resolve
 from dxts.cli.names import workgraph_id as resolve_workgraph
 from dxts.cli.output import (
     Output,
     OutputOption,
     compact,
-    console,
     counts,
     labels,
     message_dict,
@@ -29,8 +27,10 @@ from dxts.cli.output import (
     parse_enum,
     print_json,
     table,
+    terminal_width,
     when,
 )
+from dxts.core.errors import InvalidArgument
 from dxts.core.states import (
     ActionResult,
     InputStatus,
@@ -38,11 +38,12 @@ from dxts.core.states import (
     TransformationStatus,
     WorkgraphStatus,
 )
-from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
+from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
 
 if TYPE_CHECKING:
-    from rich.table import Table
     from rich.tree import Tree
+
+    from dxts.v1 import execution_pb2
 
 # `dxts watch` ends with one of these (1 and 2 are every command's: failed call, bad usage).
 EXIT_BLOCKED = 3
@@ -110,7 +111,7 @@ def submit(
     for warning in reply.warnings:
         typer.echo(f"warning  {warning.code}  {warning.path or '.'}  {warning.message}", err=True)
     if dry_run:
-        console.print(_plan_tree(document, reply))
+        output_module.console.print(_plan_tree(document, reply))
     else:
         typer.echo(reply.workgraph_id)
 
@@ -153,7 +154,9 @@ def list_workgraphs(
 ) -> None:
     """List workgraphs, newest last."""
 
-    async def body(clients: Clients) -> list[definition_pb2.Workgraph]:
+    async def body(
+        clients: Clients,
+    ) -> tuple[list[definition_pb2.Workgraph], dict[str, dict[str, int]]]:
         request = definition_pb2.ListWorkgraphsRequest(
             statuses=[parse_enum(WorkgraphStatus, s, field="--status") for s in status or []],  # type: ignore[misc]
             type=type_,
@@ -169,36 +172,38 @@ def list_workgraphs(
             if not page.next_page_token:
                 break
             request.paging.page_token = page.next_page_token
-        return found[:limit]
+        found = found[:limit]
+        if output is Output.JSON:
+            return found, {}
+        return found, await input_counts(clients, [t for w in found for t in w.transformation_ids])
 
-    found = run(ctx, body)
+    found, inputs = run(ctx, body)
     if output is Output.JSON:
         print_json([message_dict(w) for w in found])
         return
-    rows = table(
-        "workgraph",
-        "label",
-        "type",
-        "status",
-        "attention",
-        "owner",
-        "members",
-        "updated",
-        whole=(0, 3),
-    )
-    for w in found:
-        annotations = json.loads(w.annotations_json or "{}")
-        rows.add_row(
-            w.workgraph_id,
-            str(annotations.get("label") or annotations.get("id") or ""),
-            w.type,
-            attention.status_text(name(WorkgraphStatus, w.status), w),
-            attention.marker(w.attention),
-            f"{w.owner_sub}@{w.vo}",
-            str(len(w.transformation_ids)),
-            when(w.updated_at),
+    from dxts.cli.tables import workgraph_table
+
+    statuses = {w.workgraph_id: name(WorkgraphStatus, w.status) for w in found}
+    typer.echo(workgraph_table(found, statuses, inputs, width=terminal_width()))
+
+
+# GetCounts' limit on ids per request.
+COUNTS_PER_CALL = 1000
+
+
+async def input_counts(clients: Clients, ids: list[str]) -> dict[str, dict[str, int]]:
+    """Each transformation's input counts by status, in as few GetCounts as allowed (one for
+    up to COUNTS_PER_CALL members)."""
+    found: dict[str, dict[str, int]] = {}
+    for start in range(0, len(ids), COUNTS_PER_CALL):
+        reply = await clients.accounting.GetCounts(
+            accounting_pb2.GetCountsRequest(
+                transformation_ids=ids[start : start + COUNTS_PER_CALL],
+                entity=common_pb2.ENTITY_INPUT,
+            )
         )
-    console.print(rows)
+        found.update({c.transformation_id: counts(c.counts) for c in reply.counts})
+    return found
 
 
 # -- show ---------------------------------------------------------------------------------------
@@ -322,104 +327,105 @@ def _action_text(action: definition_pb2.Action) -> str:
     return f"#{action.action_id} {action.action}: {action.message or 'failed'}"
 
 
-def _member_table(view: WorkgraphView) -> Table:
-    rows = table(
-        "member",
-        "kind",
-        "status",
-        "feeder",
-        "inputs",
-        "parcels",
-        "blocked by",
-        whole=(0, 2),
-    )
-    for m in view.members:
-        t = m.transformation
-        rows.add_row(
-            t.step,
-            name(Kind, t.kind),
-            m.status + (f" {attention.MARK}" if t.attention else ""),
-            f"{t.feeder or '-'} {'on' if t.feeder_enabled else 'off'}",
-            compact(m.inputs),
-            compact(m.parcels),
-            "\n".join(_action_text(a) for a in m.blocked_by),
-        )
-    return rows
-
-
 def show(
     ctx: typer.Context,
-    workgraph_id: Annotated[str, typer.Argument(metavar="WG", help="The workgraph id.")],
+    workgraph_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="WG", help="The workgraph (wg-42, or its id), or a member as WG/STEP."
+        ),
+    ],
     output: OutputOption = Output.TEXT,
 ) -> None:
-    """A workgraph and its members, with their exact counts.
+    """A workgraph and its members, with their exact counts (WG/STEP shows the member's
+    workgraph).
 
     Per member: status, feeder on/off, inputs and parcels by status, and the failed action
     holding up a blocked member.
     """
 
     async def body(clients: Clients) -> WorkgraphView:
-        return await gather(
-            clients, await resolve_workgraph(clients, workgraph_id), actions=True, drain=True
-        )
+        found = await resolve(clients, workgraph_id, field="WG")
+        if found.kind == "workgraph":
+            return await gather(clients, found.id, actions=True, drain=True)
+        if not found.workgraph_id:
+            raise InvalidArgument(f"{found.handle} is in no workgraph", field="WG")
+        # A member: its workgraph, with that member's row only.
+        view = await gather(clients, found.workgraph_id, actions=True, drain=True)
+        view.members = [m for m in view.members if m.transformation.transformation_id == found.id]
+        return view
 
     view = run(ctx, body)
     if output is Output.JSON:
         print_json(view.as_json())
         return
-    w = view.workgraph
-    label = json.loads(w.annotations_json or "{}").get("label", "")
-    console.print(
-        f"[bold]{w.workgraph_id}[/] {label} — {attention.status_text(view.status.value, w)}"
-        f" — {w.type}, {w.owner_sub}@{w.vo}"
-    )
-    from rich.markup import escape
+    from dxts.cli.tables import annotations_of, labels_text, member_table, title
 
+    w = view.workgraph
+    named = w.handle or w.workgraph_id
+    annotations = annotations_of(w)
+
+    def line(text: str) -> None:
+        """One line, cut with an ellipsis at the terminal's edge."""
+        output_module.console.print(text, no_wrap=True, overflow="ellipsis", markup=False)
+
+    line(
+        f"{named} {title(annotations)} — {attention.status_text(view.status.value, w)} — "
+        f"{w.type}, "
+        f"{w.owner_sub}@{w.vo}"
+    )
+    line(f"id {w.workgraph_id}  labels {labels_text(annotations) or '-'}")
     for item in w.attention:
-        console.print(
-            f"[bold red]needs attention[/]: {escape(attention.line(item))}", soft_wrap=True
-        )
+        line(f"needs attention: {attention.line(item)}")
     for action in view.approving:
         result = name(ActionResult, action.result)
-        console.print(f"approving #{action.action_id} {action.action}: {result} {action.message}")
+        line(f"approving #{action.action_id} {action.action}: {result} {action.message}")
     for action in view.blocked_by:
-        console.print(f"blocked by {_action_text(action)}")
-    console.print(_member_table(view))
-    for m in view.members:
-        console.print(f"{m.transformation.step:<{STEP_WIDTH}} {m.transformation.transformation_id}")
+        line(f"blocked by {_action_text(action)}")
+    typer.echo(
+        member_table(
+            view.members,
+            width=terminal_width(),
+            actions=lambda m: "; ".join(_action_text(a) for a in m.blocked_by),
+        )
+    )
     from dxts.cli.inspect import holding  # `why`'s reasons (inspect builds on this module)
 
     for reason in holding(view):
-        console.print(f"why: {reason}", soft_wrap=True)
+        output_module.console.print(f"why: {reason}", markup=False)  # wrapped at the width
     member_actions = _action_table(view)
-    if member_actions.row_count:
-        console.print(member_actions)
-    console.print(
-        f"A member is named by its id or as {w.workgraph_id}/STEP; an action by its #id "
-        "(dxts force ID passed, dxts reset ID)."
+    if member_actions is not None:
+        typer.echo(member_actions)
+    output_module.console.print(
+        f"A member is named as {named}/STEP; an action by its number (dxts force 27 passed)."
     )
 
 
 # Cleaning up after the end (Archiving, Cancelling) is shown only when it is under way.
 CLEAN_UP_STATES = frozenset({"Archiving", "Cancelling"})
-STEP_WIDTH = 20
 
 
-def _action_table(view: WorkgraphView) -> Table:
-    rows = table("action", "member", "state", "check", "result", "message", whole=(0, 1))
+def _action_table(view: WorkgraphView) -> str | None:
+    from dxts.cli.tables import Column, fitted
+
+    columns = [Column("action"), Column("member"), Column("state"), Column("check", flex=1)]
+    columns += [Column("result"), Column("message", flex=2)]
+    rows = []
     for m in view.members:
         for a in m.actions:
             if a.state in CLEAN_UP_STATES and not m.status.startswith(a.state):
                 continue
-            rows.add_row(
-                f"#{a.action_id}",
-                m.transformation.step,
-                a.state,
-                a.action,
-                name(ActionResult, a.result),
-                a.message,
+            rows.append(
+                [
+                    f"#{a.action_id}",
+                    m.transformation.handle or m.transformation.step,
+                    a.state,
+                    a.action,
+                    name(ActionResult, a.result),
+                    a.message,
+                ]
             )
-    return rows
+    return fitted(columns, rows, terminal_width()) if rows else None
 
 
 # -- watch --------------------------------------------------------------------------------------
@@ -451,7 +457,7 @@ def watch(
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}"),
-            console=console,
+            console=output_module.console,
             disable=output is Output.JSON,
         ) as progress:
             bars: dict[str, Any] = {}
@@ -483,7 +489,7 @@ def watch(
     if output is Output.JSON:
         print_json({**view.as_json(), "exit": code})
     else:
-        console.print(_ending_line(view, code))
+        output_module.console.print(_ending_line(view, code))
     raise typer.Exit(code)
 
 
@@ -561,6 +567,8 @@ def logs(
 ) -> None:
     """The log of a workgraph or a transformation: status changes, operations, authors; its
     failures first, grouped (`dxts errors`), each with its class and the tool's own line."""
+    from dxts.cli.failures import failing_lines, grouped, member_ids  # this verb's only
+
     failing: list[execution_pb2.FailureGroup] = []
 
     async def body(clients: Clients) -> list[accounting_pb2.LogEntry]:
@@ -593,7 +601,7 @@ def logs(
             entry.author,
             entry.message,
         )
-    console.print(rows)
+    output_module.console.print(rows)
 
 
 def _status_change(entry: accounting_pb2.LogEntry) -> str:

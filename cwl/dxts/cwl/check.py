@@ -16,6 +16,7 @@ from schema_salad.utils import yaml_no_ts
 from dxts.core.config import DefinitionConfig
 from dxts.core.deadlines import checkpoint
 from dxts.cwl.compile import Plan, compile_plan
+from dxts.cwl.endless import endless_feeders
 from dxts.cwl.loading import (
     DEFAULT_GRAPH_ENTRY,
     Bundle,
@@ -88,10 +89,15 @@ def check_document(
     sub: str = "",
     allow_unknown_plugins: bool = False,
 ) -> tuple[list[Problem], Plan | None]:
-    """Validate and compile without a database: every problem, and the plan if there is no error."""
+    """Validate and compile without a database: every problem, and the plan if there is no error;
+    a workgraph that cannot end by itself is warned about here (`endless_feeders`)."""
     config = config or DefinitionConfig()
     checked = validate_bundle(bundle, catalogue, config, vo, allow_unknown_plugins)
     problems = list(checked.problems)
+    if checked.analysis is not None and checked.ok:
+        # Advice for whoever is writing the document (`dxts validate`), not a refusal: a
+        # submission is not told again.
+        problems += endless_feeders(checked.analysis)
     if checked.document is not None and checked.analysis is not None:
         for path, text, _, named in stored_references(checked.document):
             problems.append(

@@ -28,4 +28,3 @@ class PluginCatalogue(Protocol):
     ) -> Any:
         """Raise InvalidArgument (fields under `name_field`/`args_field`) if the plugin cannot
         be bound at `point` or `args` are invalid for it in `phase`."""
-

@@ -50,6 +50,7 @@ class Kind(StrEnum):
     EXPRESSION_TOOL = "expression-tool"
     SCATTER = "scatter"
     WHEN = "when"
+    ENDLESS_FEEDER = "endless-feeder"
     POLICY = "policy"
 
 

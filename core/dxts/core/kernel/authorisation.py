@@ -171,6 +171,8 @@ RULES: Rules = {
         DEFINITION.GetProcessTree,
         DEFINITION.GetTransformation,
     ),
+    # A name a person typed (a handle, an id's prefix, WG/STEP), resolved in the caller's VO.
+    **_rows(PEOPLE_AND_SERVICES, DEFINITION.ResolveName),
     # Execution: people read and steer inputs and parcels of their VO; the lifecycle too.
     **_rows(
         PEOPLE_AND_SERVICES,
@@ -178,6 +180,7 @@ RULES: Rules = {
         EXECUTION.GetInput,
         EXECUTION.ListParcels,
         EXECUTION.GetParcel,
+        EXECUTION.ResolveParcelName,
         EXECUTION.GroupFailures,
         EXECUTION.Provenance,
         EXECUTION.ListDescendants,

@@ -6,7 +6,7 @@ counter tables are derived from their declarations (see `dxts.core.counters`).
 """
 
 from dxts.core.counters import instances as counters  # registers the counter tables
-from dxts.core.schema import accounting, definition, execution
+from dxts.core.schema import accounting, definition, execution, handles
 from dxts.core.schema.metadata import metadata
 
-__all__ = ["accounting", "counters", "definition", "execution", "metadata"]
+__all__ = ["accounting", "counters", "definition", "execution", "handles", "metadata"]

@@ -43,6 +43,7 @@ class Workgraph(_message.Message):
     HALTED_FIELD_NUMBER: _builtins.int
     ATTENTION_FIELD_NUMBER: _builtins.int
     ENDED_WITH_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     type: _builtins.str
     status: _common_pb2.WorkgraphStatus.ValueType
@@ -57,6 +58,8 @@ class Workgraph(_message.Message):
     """How an ended workgraph ended, when not cleanly: e.g. "2 written off, 12 parcels failed"
     (shown as "Completed with 2 written off, ..."); empty for a clean end or one not ended.
     """
+    handle: _builtins.str
+    """The short name a person types: "wg-42" (see ResolveName)."""
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -82,10 +85,11 @@ class Workgraph(_message.Message):
         halted: _builtins.bool = ...,
         attention: _abc.Iterable[Global___Attention] | None = ...,
         ended_with: _builtins.str = ...,
+        handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "ended_with", b"ended_with", "halted", b"halted", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "ended_with", b"ended_with", "halted", b"halted", "handle", b"handle", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -105,7 +109,9 @@ class Attention(_message.Message):
     TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
     STEP_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
-    """"problematic-inputs", "failure-rate", "no-progress", "action-failed", "backend-lost"."""
+    """"failure-rate", "backend-lost", "action-failed", "problematic-inputs", "feeder-held",
+    "no-progress".
+    """
     what: _builtins.str
     """What is wrong, in words (a failure rate quotes the latest failed parcel's reason)."""
     todo: _builtins.str
@@ -167,6 +173,7 @@ class Transformation(_message.Message):
     HALTED_FIELD_NUMBER: _builtins.int
     REQUIREMENTS_TEMPLATE_JSON_FIELD_NUMBER: _builtins.int
     ATTENTION_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
     transformation_id: _builtins.str
     workgraph_id: _builtins.str
     """Empty for a standalone transformation."""
@@ -200,6 +207,8 @@ class Transformation(_message.Message):
     """The requirements template itself (RequirementsTemplateID's content): filled only by
     ListActiveTransformations.
     """
+    handle: _builtins.str
+    """The short name a person types: "wg-42/Reco" for a workgraph's member, else "t-7"."""
     @_builtins.property
     def outputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TransformationOutput]: ...
     @_builtins.property
@@ -243,10 +252,11 @@ class Transformation(_message.Message):
         halted: _builtins.bool = ...,
         requirements_template_json: _builtins.str = ...,
         attention: _abc.Iterable[Global___Attention] | None = ...,
+        handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "executing_identity", b"executing_identity", "feeder", b"feeder", "feeder_args_json", b"feeder_args_json", "feeder_enabled", b"feeder_enabled", "feeder_state_json", b"feeder_state_json", "halted", b"halted", "handle", b"handle", "hooks_json", b"hooks_json", "kind", b"kind", "outputs", b"outputs", "owner_sub", b"owner_sub", "packer", b"packer", "packer_args_json", b"packer_args_json", "process_id", b"process_id", "requirements_template_id", b"requirements_template_id", "requirements_template_json", b"requirements_template_json", "scouting", b"scouting", "status", b"status", "step", b"step", "transformation_id", b"transformation_id", "type", b"type", "updated_at", b"updated_at", "upstream_transformation_ids", b"upstream_transformation_ids", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2013,3 +2023,56 @@ class SubmitJobResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SubmitJobResponse: _TypeAlias = SubmitJobResponse  # noqa: Y015
+
+@_typing.final
+class ResolveNameRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """A handle (wg-42, wg-42/Reco, t-7), a full id, a prefix of at least 4 of an id's hex
+    digits, or WG/STEP (WG itself any of the workgraph's names).
+    """
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveNameRequest: _TypeAlias = ResolveNameRequest  # noqa: Y015
+
+@_typing.final
+class ResolveNameResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    WORKGRAPH_ID_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"workgraph" or "transformation"."""
+    id: _builtins.str
+    """The full id."""
+    handle: _builtins.str
+    workgraph_id: _builtins.str
+    """The member's workgraph; empty for a workgraph or a standalone transformation."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        id: _builtins.str = ...,
+        handle: _builtins.str = ...,
+        workgraph_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["handle", b"handle", "id", b"id", "kind", b"kind", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveNameResponse: _TypeAlias = ResolveNameResponse  # noqa: Y015

@@ -130,6 +130,11 @@ class DefinitionServiceStub:
                 request_serializer=dxts_dot_v1_dot_definition__pb2.GetTransformationRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_definition__pb2.GetTransformationResponse.FromString,
                 _registered_method=True)
+        self.ResolveName = channel.unary_unary(
+                '/dxts.v1.DefinitionService/ResolveName',
+                request_serializer=dxts_dot_v1_dot_definition__pb2.ResolveNameRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_definition__pb2.ResolveNameResponse.FromString,
+                _registered_method=True)
         self.ListTransformations = channel.unary_unary(
                 '/dxts.v1.DefinitionService/ListTransformations',
                 request_serializer=dxts_dot_v1_dot_definition__pb2.ListTransformationsRequest.SerializeToString,
@@ -303,6 +308,14 @@ class DefinitionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveName(self, request, context):
+        """What a name a person typed stands for: a handle (wg-42, wg-42/Reco, t-7), a full id, an
+        id's prefix, or WG/STEP; the caller's VO only (another VO's is "not found").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListTransformations(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -458,6 +471,11 @@ def add_DefinitionServiceServicer_to_server(servicer, server):
                     servicer.GetTransformation,
                     request_deserializer=dxts_dot_v1_dot_definition__pb2.GetTransformationRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_definition__pb2.GetTransformationResponse.SerializeToString,
+            ),
+            'ResolveName': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveName,
+                    request_deserializer=dxts_dot_v1_dot_definition__pb2.ResolveNameRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_definition__pb2.ResolveNameResponse.SerializeToString,
             ),
             'ListTransformations': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTransformations,
@@ -1018,6 +1036,33 @@ class DefinitionService:
             '/dxts.v1.DefinitionService/GetTransformation',
             dxts_dot_v1_dot_definition__pb2.GetTransformationRequest.SerializeToString,
             dxts_dot_v1_dot_definition__pb2.GetTransformationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveName(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.DefinitionService/ResolveName',
+            dxts_dot_v1_dot_definition__pb2.ResolveNameRequest.SerializeToString,
+            dxts_dot_v1_dot_definition__pb2.ResolveNameResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -67,6 +67,10 @@ class DefinitionServiceStub:
     """
     GetTransformation: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetTransformationRequest, _definition_pb2.GetTransformationResponse]
     """Transformations."""
+    ResolveName: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ResolveNameRequest, _definition_pb2.ResolveNameResponse]
+    """What a name a person typed stands for: a handle (wg-42, wg-42/Reco, t-7), a full id, an
+    id's prefix, or WG/STEP; the caller's VO only (another VO's is "not found").
+    """
     ListTransformations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ListTransformationsRequest, _definition_pb2.ListTransformationsResponse]
     ListActiveTransformations: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ListActiveTransformationsRequest, _definition_pb2.ListActiveTransformationsResponse]
     """Every Active transformation (or those asked for by id) with what the execution sweeps need."""
@@ -113,6 +117,10 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     """
     GetTransformation: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetTransformationRequest, _definition_pb2.GetTransformationResponse]  # type: ignore[assignment]
     """Transformations."""
+    ResolveName: _aio.UnaryUnaryMultiCallable[_definition_pb2.ResolveNameRequest, _definition_pb2.ResolveNameResponse]  # type: ignore[assignment]
+    """What a name a person typed stands for: a handle (wg-42, wg-42/Reco, t-7), a full id, an
+    id's prefix, or WG/STEP; the caller's VO only (another VO's is "not found").
+    """
     ListTransformations: _aio.UnaryUnaryMultiCallable[_definition_pb2.ListTransformationsRequest, _definition_pb2.ListTransformationsResponse]  # type: ignore[assignment]
     ListActiveTransformations: _aio.UnaryUnaryMultiCallable[_definition_pb2.ListActiveTransformationsRequest, _definition_pb2.ListActiveTransformationsResponse]  # type: ignore[assignment]
     """Every Active transformation (or those asked for by id) with what the execution sweeps need."""
@@ -270,6 +278,16 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.GetTransformationResponse, _abc.Awaitable[_definition_pb2.GetTransformationResponse]]:
         """Transformations."""
+
+    @_abc_1.abstractmethod
+    def ResolveName(
+        self,
+        request: _definition_pb2.ResolveNameRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_definition_pb2.ResolveNameResponse, _abc.Awaitable[_definition_pb2.ResolveNameResponse]]:
+        """What a name a person typed stands for: a handle (wg-42, wg-42/Reco, t-7), a full id, an
+        id's prefix, or WG/STEP; the caller's VO only (another VO's is "not found").
+        """
 
     @_abc_1.abstractmethod
     def ListTransformations(

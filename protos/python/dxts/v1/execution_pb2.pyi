@@ -115,6 +115,7 @@ class Parcel(_message.Message):
     ANNOTATIONS_JSON_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     transformation_id: _builtins.str
     """Empty for a user parcel."""
@@ -122,6 +123,8 @@ class Parcel(_message.Message):
     status: _common_pb2.ParcelStatus.ValueType
     backend: _builtins.str
     annotations_json: _builtins.str
+    handle: _builtins.str
+    """The short name a person types: "p-10293" (see ResolveParcelName)."""
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -137,10 +140,11 @@ class Parcel(_message.Message):
         annotations_json: _builtins.str = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         completed_at: _timestamp_pb2.Timestamp | None = ...,
+        handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "backend", b"backend", "completed_at", b"completed_at", "kind", b"kind", "parcel_id", b"parcel_id", "status", b"status", "transformation_id", b"transformation_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "backend", b"backend", "completed_at", b"completed_at", "handle", b"handle", "kind", b"kind", "parcel_id", b"parcel_id", "status", b"status", "transformation_id", b"transformation_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -567,6 +571,7 @@ class FailureGroup(_message.Message):
     EXAMPLE_INPUT_IDS_FIELD_NUMBER: _builtins.int
     EXIT_CODES_FIELD_NUMBER: _builtins.int
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
+    EXAMPLE_PARCEL_HANDLES_FIELD_NUMBER: _builtins.int
     failure_class: _common_pb2.FailureClass.ValueType
     backend: _builtins.str
     site: _builtins.str
@@ -591,6 +596,10 @@ class FailureGroup(_message.Message):
 
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def example_parcel_handles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The handles of example_parcel_ids, in the same order ("p-10293")."""
+
     def __init__(
         self,
         *,
@@ -606,10 +615,11 @@ class FailureGroup(_message.Message):
         example_input_ids: _abc.Iterable[_builtins.str] | None = ...,
         exit_codes: _abc.Iterable[_builtins.int] | None = ...,
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
+        example_parcel_handles: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["first_seen", b"first_seen", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_handles", b"example_parcel_handles", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1380,3 +1390,44 @@ class GetUserParcelResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetUserParcelResponse: _TypeAlias = GetUserParcelResponse  # noqa: Y015
+
+@_typing.final
+class ResolveParcelNameRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveParcelNameRequest: _TypeAlias = ResolveParcelNameRequest  # noqa: Y015
+
+@_typing.final
+class ResolveParcelNameResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARCEL_ID_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    parcel_id: _builtins.str
+    handle: _builtins.str
+    def __init__(
+        self,
+        *,
+        parcel_id: _builtins.str = ...,
+        handle: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["handle", b"handle", "parcel_id", b"parcel_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveParcelNameResponse: _TypeAlias = ResolveParcelNameResponse  # noqa: Y015

@@ -55,6 +55,11 @@ class ExecutionServiceStub:
                 request_serializer=dxts_dot_v1_dot_execution__pb2.GetParcelRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_execution__pb2.GetParcelResponse.FromString,
                 _registered_method=True)
+        self.ResolveParcelName = channel.unary_unary(
+                '/dxts.v1.ExecutionService/ResolveParcelName',
+                request_serializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameResponse.FromString,
+                _registered_method=True)
         self.GroupFailures = channel.unary_unary(
                 '/dxts.v1.ExecutionService/GroupFailures',
                 request_serializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.SerializeToString,
@@ -141,6 +146,14 @@ class ExecutionServiceServicer:
 
     def GetParcel(self, request, context):
         """A parcel with its facet, inputs, outputs, backend identifier and outcome.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveParcelName(self, request, context):
+        """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+        of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -255,6 +268,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.GetParcel,
                     request_deserializer=dxts_dot_v1_dot_execution__pb2.GetParcelRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_execution__pb2.GetParcelResponse.SerializeToString,
+            ),
+            'ResolveParcelName': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveParcelName,
+                    request_deserializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_execution__pb2.ResolveParcelNameResponse.SerializeToString,
             ),
             'GroupFailures': grpc.unary_unary_rpc_method_handler(
                     servicer.GroupFailures,
@@ -425,6 +443,33 @@ class ExecutionService:
             '/dxts.v1.ExecutionService/GetParcel',
             dxts_dot_v1_dot_execution__pb2.GetParcelRequest.SerializeToString,
             dxts_dot_v1_dot_execution__pb2.GetParcelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveParcelName(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.ExecutionService/ResolveParcelName',
+            dxts_dot_v1_dot_execution__pb2.ResolveParcelNameRequest.SerializeToString,
+            dxts_dot_v1_dot_execution__pb2.ResolveParcelNameResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,10 @@ class ExecutionServiceStub:
     ListParcels: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListParcelsRequest, _execution_pb2.ListParcelsResponse]
     GetParcel: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetParcelRequest, _execution_pb2.GetParcelResponse]
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+    ResolveParcelName: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ResolveParcelNameRequest, _execution_pb2.ResolveParcelNameResponse]
+    """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+    of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+    """
     GroupFailures: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]
     """What is failing, where and why: the failed parcels of some transformations grouped by
     (failure class, backend, site, normalised message), with counts and examples.
@@ -80,6 +84,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     ListParcels: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListParcelsRequest, _execution_pb2.ListParcelsResponse]  # type: ignore[assignment]
     GetParcel: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetParcelRequest, _execution_pb2.GetParcelResponse]  # type: ignore[assignment]
     """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+    ResolveParcelName: _aio.UnaryUnaryMultiCallable[_execution_pb2.ResolveParcelNameRequest, _execution_pb2.ResolveParcelNameResponse]  # type: ignore[assignment]
+    """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+    of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+    """
     GroupFailures: _aio.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]  # type: ignore[assignment]
     """What is failing, where and why: the failed parcels of some transformations grouped by
     (failure class, backend, site, normalised message), with counts and examples.
@@ -141,6 +149,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.GetParcelResponse, _abc.Awaitable[_execution_pb2.GetParcelResponse]]:
         """A parcel with its facet, inputs, outputs, backend identifier and outcome."""
+
+    @_abc_1.abstractmethod
+    def ResolveParcelName(
+        self,
+        request: _execution_pb2.ResolveParcelNameRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ResolveParcelNameResponse, _abc.Awaitable[_execution_pb2.ResolveParcelNameResponse]]:
+        """The parcel a name a person typed stands for: its handle (p-10293), its full id or a prefix
+        of at least 4 of its hex digits; the caller's VO only (another VO's is "not found").
+        """
 
     @_abc_1.abstractmethod
     def GroupFailures(

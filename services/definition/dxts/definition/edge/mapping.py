@@ -88,6 +88,7 @@ def workgraph_pb(
         transformation_ids=[id_to_str(t) for t in view.transformation_ids],
         updated_at=to_timestamp(view.updated_at),
         halted=view.halted,
+        handle=view.handle,
     )
 
 
@@ -131,6 +132,7 @@ def transformation_pb(
         updated_at=to_timestamp(view.updated_at),
         halted=view.halted,
         requirements_template_json=json_text(view.requirements_template),
+        handle=view.handle,
     )
 
 

@@ -20,10 +20,11 @@ from dxts.core.grpc.requests import (
     page_after,
     required_id,
 )
+from dxts.core.ids import id_to_str
 from dxts.core.states import ActionResult, Kind, TransformationStatus
 from dxts.definition.edge.mapping import action_pb, transformation_pb
 from dxts.definition.edge.servicer_common import Context, ServicerBase
-from dxts.definition.logic import actions, queries, transformation_commands
+from dxts.definition.logic import actions, names, queries, transformation_commands
 from dxts.definition.logic.feeders import UNSET
 from dxts.v1 import definition_pb2
 
@@ -161,6 +162,17 @@ class TransformationRpcs(ServicerBase):
         return definition_pb2.GetTransformationResponse(
             transformation=transformation_pb(detail.transformation, attention),
             actions=[action_pb(a) for a in detail.actions],
+        )
+
+    async def ResolveName(
+        self, request: definition_pb2.ResolveNameRequest, context: Context
+    ) -> definition_pb2.ResolveNameResponse:
+        found = await names.resolve(self._database, self._viewer(), request.name)
+        return definition_pb2.ResolveNameResponse(
+            kind=found.kind,
+            id=id_to_str(found.id),
+            handle=found.handle,
+            workgraph_id=id_to_str(found.workgraph_id) if found.workgraph_id else "",
         )
 
     async def ListTransformations(

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound
+from dxts.core.handles import handle, member_handle
 from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.authorisation import CallerKind
@@ -25,6 +26,7 @@ from dxts.core.states import WorkgraphStatus
 from dxts.cwl.compile import EDGE_ARGUMENT, EDGE_FEEDER
 from dxts.definition.logic.locked import HALTED
 from dxts.definition.store import actions as actions_db
+from dxts.definition.store import handles as handles_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.actions import ActionRecord
@@ -77,6 +79,7 @@ class WorkgraphView:
     hooks: dict[str, Any] | None
     transformation_ids: tuple[bytes, ...]
     updated_at: datetime
+    handle: str = ""  # wg-42
 
     @property
     def halted(self) -> bool:
@@ -119,6 +122,7 @@ class TransformationView:
     # Only for the execution sweeps (ListActiveTransformations).
     feeder_state: Any = None
     requirements_template: Any = None
+    handle: str = ""  # wg-42/Reco, or t-7 standalone
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,7 @@ def action_view(row: ActionRecord) -> ActionView:
 
 async def _workgraph_views(conn: Transaction, rows: list[WorkgraphRecord]) -> list[WorkgraphView]:
     members = await workgraphs_db.member_ids(conn, [r.ownership_id for r in rows])
+    numbers = await handles_db.workgraph_numbers(conn, [r.workgraph_id for r in rows])
     return [
         WorkgraphView(
             workgraph_id=r.workgraph_id,
@@ -212,6 +217,9 @@ async def _workgraph_views(conn: Transaction, rows: list[WorkgraphRecord]) -> li
             hooks=r.hooks,
             transformation_ids=tuple(members.get(r.ownership_id, [])),
             updated_at=r.updated_at,
+            handle=handle("workgraph", numbers[r.workgraph_id])
+            if r.workgraph_id in numbers
+            else "",
         )
         for r in rows
     ]
@@ -255,6 +263,10 @@ async def _transformation_views(
         if for_execution
         else {}
     )
+    numbers = await handles_db.transformation_numbers(conn, ids)
+    workgraph_numbers = await handles_db.workgraph_numbers(
+        conn, {r.workgraph_id for r in rows if r.workgraph_id is not None}
+    )
     views = []
     for r in rows:
         tid = r.transformation_id
@@ -294,6 +306,11 @@ async def _transformation_views(
                 updated_at=r.updated_at,
                 feeder_state=feeders[tid].bookmark if for_execution and tid in feeders else None,
                 requirements_template=templates.get(template_id) if template_id else None,
+                handle=member_handle(
+                    workgraph_numbers.get(r.workgraph_id) if r.workgraph_id else None,
+                    str(annotations.get("id") or ""),
+                    numbers.get(tid),
+                ),
             )
         )
     return views

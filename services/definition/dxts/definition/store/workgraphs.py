@@ -26,6 +26,7 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
+from dxts.definition.store import handles
 from dxts.definition.store.transformations import STATE_COLUMNS, TransformationState, state_record
 
 
@@ -46,6 +47,7 @@ async def insert_workgraph(
     # executemany form: one multi-row INSERT per table from the driver, without SQLAlchemy
     # compiling a bind parameter per cell (measured: half the cost of a 50-step submission).
     await conn.execute(sa.insert(transformations), [{**m, "UpdatedAt": now} for m in members])
+    await handles.mint(conn, workgraph["WorkgraphID"], [m["TransformationID"] for m in members])
     if compute:
         await conn.execute(sa.insert(compute_transformations), compute)
     if outputs:

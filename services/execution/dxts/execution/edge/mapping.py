@@ -7,6 +7,7 @@ recording treats as a failure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -56,8 +57,8 @@ def input_pb(record: InputRecord) -> execution_pb2.Input:
     )
 
 
-def parcel_pb(record: ParcelRecord) -> execution_pb2.Parcel:
-    """A parcel as the contract's Parcel."""
+def parcel_pb(record: ParcelRecord, handle: str = "") -> execution_pb2.Parcel:
+    """A parcel as the contract's Parcel, with its handle when the caller read it."""
     return execution_pb2.Parcel(
         parcel_id=id_text(record.parcel_id),
         transformation_id=id_text(record.transformation_id),
@@ -67,6 +68,7 @@ def parcel_pb(record: ParcelRecord) -> execution_pb2.Parcel:
         annotations_json=json_text(record.annotations),
         updated_at=to_timestamp(record.updated_at),
         completed_at=to_timestamp(record.completed_at),
+        handle=handle,
     )
 
 
@@ -116,7 +118,10 @@ def selection_of(
     return ids, None
 
 
-def failure_group_pb(found: FailureGroup) -> execution_pb2.FailureGroup:
+def failure_group_pb(
+    found: FailureGroup, handles: Mapping[bytes, str] | None = None
+) -> execution_pb2.FailureGroup:
+    """A group as the contract's, its example parcels with their handles when read."""
     return execution_pb2.FailureGroup(
         failure_class=FAILURE_CLASSES[0][found.failure_class],  # type: ignore[arg-type]
         backend=found.backend,
@@ -127,6 +132,7 @@ def failure_group_pb(found: FailureGroup) -> execution_pb2.FailureGroup:
         first_seen=to_timestamp(found.first_seen),
         last_seen=to_timestamp(found.last_seen),
         example_parcel_ids=[id_to_str(p) for p in found.examples],
+        example_parcel_handles=[(handles or {}).get(p, "") for p in found.examples],
         example_input_ids=[id_to_str(i) for i in found.example_inputs],
         exit_codes=sorted(found.exit_codes),
         transformation_ids=sorted(id_to_str(t) for t in found.transformation_ids),

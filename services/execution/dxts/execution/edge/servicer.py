@@ -27,12 +27,13 @@ from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.edge.mapping import (
     compute_facet_pb,
     failure_group_pb,
+    id_text,
     input_pb,
     output_pb,
     parcel_pb,
 )
 from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
-from dxts.execution.logic import commands, failure_groups, queries
+from dxts.execution.logic import commands, failure_groups, parcel_names, queries
 from dxts.execution.logic.feeding import reset_feeders
 from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
@@ -151,23 +152,47 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             after=page_after(request.paging, fingerprint),
             limit=page_size(request.paging),
         )
+        named = await parcel_names.handles_of(self.database, [r.parcel_id for r in page.items])
         return execution_pb2.ListParcelsResponse(
-            parcels=[parcel_pb(row) for row in page.items],
+            parcels=[parcel_pb(row, named.get(row.parcel_id, "")) for row in page.items],
             next_page_token=next_page_token(page.last, fingerprint),
         )
 
-    async def GetParcel(
-        self, request: execution_pb2.GetParcelRequest, context: Context
-    ) -> execution_pb2.GetParcelResponse:
-        parcel_id = required_id(request.parcel_id, "parcel_id")
+    async def ResolveParcelName(
+        self, request: execution_pb2.ResolveParcelNameRequest, context: Context
+    ) -> execution_pb2.ResolveParcelNameResponse:
+        seen = []
+        for parcel_id in await parcel_names.candidates(self.database, request.name):
+            try:
+                await self._visible_parcel(parcel_id, request.name, context)
+            except NotFound:
+                continue
+            seen.append(parcel_id)
+        named = await parcel_names.handles_of(self.database, seen)
+        found, handle = parcel_names.the_one(request.name, [(i, named.get(i, "")) for i in seen])
+        return execution_pb2.ResolveParcelNameResponse(parcel_id=id_text(found), handle=handle)
+
+    async def _visible_parcel(
+        self, parcel_id: bytes, shown_as: str, context: Context
+    ) -> queries.ParcelDetail:
+        """The parcel's detail, NotFound (as `shown_as`) when the caller may not see it."""
         detail = await queries.get_parcel(self.database, parcel_id)
         parcel = detail.parcel
         if parcel.transformation_id is not None:
             await self._describe(parcel.transformation_id, context)
         elif detail.submitter is None or not self._caller().sees(detail.submitter.vo):
-            raise NotFound("parcel", request.parcel_id)
+            raise NotFound("parcel", shown_as)
+        return detail
+
+    async def GetParcel(
+        self, request: execution_pb2.GetParcelRequest, context: Context
+    ) -> execution_pb2.GetParcelResponse:
+        parcel_id = required_id(request.parcel_id, "parcel_id")
+        detail = await self._visible_parcel(parcel_id, request.parcel_id, context)
+        parcel = detail.parcel
+        named = await parcel_names.handles_of(self.database, [parcel.parcel_id])
         reply = execution_pb2.GetParcelResponse(
-            parcel=parcel_pb(parcel),
+            parcel=parcel_pb(parcel, named.get(parcel.parcel_id, "")),
             inputs=[input_pb(i) for i in detail.inputs],
             outputs=[output_pb(o) for o in detail.outputs],
             identifier=detail.identifier,
@@ -217,8 +242,11 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             since=from_timestamp(request.since) if request.HasField("since") else None,
             examples=request.examples or failure_groups.DEFAULT_EXAMPLES,
         )
+        named = await parcel_names.handles_of(
+            self.database, [p for g in grouped.groups for p in g.examples]
+        )
         return execution_pb2.GroupFailuresResponse(
-            groups=[failure_group_pb(g) for g in grouped.groups],
+            groups=[failure_group_pb(g, named) for g in grouped.groups],
             parcels=grouped.parcels,
             truncated=grouped.truncated,
         )

@@ -57,6 +57,7 @@ from dxts.execution.logic import (
     commands,
     lineage,
     operations,
+    parcel_names,
     recording,
     user_parcels,
 )
@@ -356,8 +357,9 @@ class OperationsRpcs:
         record = view.record
         if not self._caller().sees(record.submitter.vo):
             raise NotFound("user parcel", request.parcel_id)
+        named = await parcel_names.handles_of(self.database, [parcel_id])
         reply = execution_pb2.GetUserParcelResponse(
-            parcel=parcel_pb(record.parcel),
+            parcel=parcel_pb(record.parcel, named.get(parcel_id, "")),
             compute=compute_facet_pb(record.compute),
             outputs=[
                 execution_pb2.ParcelOutput(

@@ -49,6 +49,7 @@ from dxts.core.schema.execution import (
 )
 from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
+from dxts.execution.store import handles
 from dxts.execution.store.common import case_size, chunked
 
 AUTHOR = "execution"
@@ -243,6 +244,7 @@ async def _insert_parcels(
             for p in new
         ],
     )
+    await handles.mint(conn, [p.parcel_id for p in new])
     if target.kind is Kind.COMPUTE:
         await _compute_facets(conn, target, new)
     else:

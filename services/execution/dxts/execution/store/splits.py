@@ -23,6 +23,7 @@ from dxts.core.schema.execution import (
     parcels,
 )
 from dxts.core.states import ParcelStatus
+from dxts.execution.store import handles
 from dxts.execution.store.common import chunked
 from dxts.execution.store.outcomes import ParcelRow, journal_parcel_moves
 
@@ -118,6 +119,7 @@ async def insert_born_done_parcels(
         if r.facet is not None
     ]
     await insert_rows(conn, parcels, rows)
+    await handles.mint(conn, [r.parcel_id for r in recovered])
     await insert_rows(conn, compute_parcels, facets)
     await journal_parcel_moves(
         conn,

@@ -18,6 +18,7 @@ from dxts.execution.records import (
     Submitter,
     UserParcelRecord,
 )
+from dxts.execution.store import handles
 
 
 async def insert_user_parcel(
@@ -42,6 +43,7 @@ async def insert_user_parcel(
                 UpdatedAt=now,
             )
         )
+        await handles.mint(conn, [parcel_id])
         await conn.execute(
             sa.insert(user_parcels).values(ParcelID=parcel_id, VO=owner.vo, Sub=owner.sub)
         )

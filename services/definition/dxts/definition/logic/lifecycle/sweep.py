@@ -453,9 +453,7 @@ class LifecycleSweep:
 
     async def _standalone_moves(self, transformation_id: bytes) -> int:
         """1 when the transformation left its list's state, else 0 (its lifecycle lock held)."""
-        found = await queries.get_transformation(
-            self.engine.database, SERVICE, transformation_id
-        )
+        found = await queries.get_transformation(self.engine.database, SERVICE, transformation_id)
         member = found.transformation
         if member.workgraph_id is not None:
             return 0
