@@ -99,11 +99,11 @@ def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int)
     # The floors above (headers, `least`) may overrun the width: take it back from the
     # flexible columns with the most room above their own floor, one cell at a time.
     floors = {i: columns[i].least or FLOOR for i in flexible}
-    while left < 0:
-        i = max(flexible, key=lambda j: allotted[j] - floors[j], default=None)
-        if i is None or allotted[i] <= floors[i]:
+    while left < 0 and flexible:
+        widest = max(flexible, key=lambda j: allotted[j] - floors[j])
+        if allotted[widest] <= floors[widest]:
             break
-        allotted[i] -= 1
+        allotted[widest] -= 1
         left += 1
 
     def line(cells: Sequence[str]) -> str:
