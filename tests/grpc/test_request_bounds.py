@@ -201,3 +201,17 @@ async def test_an_entry_of_a_list_is_named_by_its_index(address: str) -> None:
     )
     error = await refusal(address, METHODS["/dxts.v1.ExecutionService/RecordOutcomes"], request)
     assert [v.field for v in error.violations] == ["outcomes[1].message"]
+
+
+def test_a_process_document_may_be_as_large_as_a_bundles_file() -> None:
+    """A compiled process carries what its bundle's file held (the conformance suite's EDAM
+    ontology in `$schemas` is 2.6 MB): its JSON is bounded like a bundle's file, not like a
+    small JSON argument, in the adaptor's payload and in the registry alike."""
+    from dxts.core.kernel.bounds import MAX_DOCUMENT, check_request
+    from dxts.v1 import backend_pb2, definition_pb2
+
+    megabytes = "x" * (3 << 20)
+    check_request(backend_pb2.ProcessDocument(document_json=megabytes))
+    check_request(definition_pb2.Process(document_json=megabytes))
+    with pytest.raises(InvalidArgument, match="document_json"):
+        check_request(backend_pb2.ProcessDocument(document_json="x" * (MAX_DOCUMENT + 1)))

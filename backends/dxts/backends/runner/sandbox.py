@@ -27,6 +27,7 @@ inputs passed through), or a symbolic link in `out/` leading out of it, fails th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pwd
@@ -218,7 +219,24 @@ def enter(boxed: Boxed | None, job_dir: Path, parameters_json: str, staged: Any)
     if boxed is None:
         return Entered(dict(os.environ), job_dir)
     original = json.loads(parameters_json) if parameters_json else {}
-    return _enter(boxed.box, job_dir, staged_replicas(original, staged))
+    return _enter(boxed.box, job_dir, with_secondary_files(staged_replicas(original, staged)))
+
+
+def with_secondary_files(replicas: set[Path]) -> set[Path]:
+    """The replicas and the files beside each that a tool's `secondaryFiles` may name: CWL finds
+    them by pattern next to the primary file (`.bai` added to `A.bam`, or `^.bai` in place of
+    its extension), not in the input object, so staging leaves them out. Only siblings named
+    after the primary file are shown, nothing else of its directory."""
+    found = set(replicas)
+    for replica in replicas:
+        prefixes = {replica.name + "."} | ({replica.stem + "."} if replica.suffix else set())
+        with contextlib.suppress(OSError):
+            found.update(
+                sibling
+                for sibling in replica.parent.iterdir()
+                if sibling.name.startswith(tuple(prefixes)) and sibling.is_file()
+            )
+    return found
 
 
 def _enter(box: Box, job_dir: Path, staged: set[Path]) -> Entered:

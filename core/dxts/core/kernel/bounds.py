@@ -71,6 +71,9 @@ LIMITS: Mapping[str, int] = {
     _field(definition_pb2.ListWorkgraphsRequest, "labels"): MAX_LABELS,
     _field(common_pb2.DocumentBundle, "files"): MAX_BUNDLE_FILES,
     _map_value(common_pb2.DocumentBundle, "files"): MAX_DOCUMENT,
+    # A stored process is a bundle's file compiled (an ontology in `$schemas` is megabytes).
+    _field(definition_pb2.Process, "document_json"): MAX_DOCUMENT,
+    _field(backend_pb2.ProcessDocument, "document_json"): MAX_DOCUMENT,
     _map_value(definition_pb2.ExtendScoutRequest, "feeder_args_json"): MAX_JSON_TEXT,
     _field(backend_pb2.SubmitRequest, "parcels"): MAX_BATCH,
     _field(backend_pb2.ParcelSubmission, "input_ids"): MAX_PARCEL_INPUTS,

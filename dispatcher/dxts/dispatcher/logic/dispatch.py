@@ -244,6 +244,16 @@ class Dispatcher:
             UNREACHABLE.labels(backend.name, error.rpc).inc()
             log.warning("%s; %d parcels stay Reserved for recovery", error, len(chunk))
             return
+        except InvalidArgument as error:
+            # The adaptor refused the request as a whole (over one of its bounds): said in its
+            # words, in one line, not as a failed sweep; the parcels wait for the lease.
+            log.error(
+                "%s refused the request of %d parcels: %s; they stay Reserved for recovery",
+                backend.name,
+                len(chunk),
+                error,
+            )
+            return
         by_key = {sub.parcel_id: p for sub, p in zip(subs, chunk, strict=True)}
         accepted: dict[bytes, bytes] = {}
         refused: list[Parcel] = []
