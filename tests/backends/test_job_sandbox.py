@@ -256,3 +256,14 @@ def test_a_missing_job_user_stops_the_adaptor_with_one_clear_line() -> None:
         sandbox.confinement("bwrap", "no-such-dxts-user", False, [])
     with pytest.raises(sandbox.SandboxError, match="must not run as root"):
         sandbox.confinement("none", "", False, [])
+
+
+def test_the_box_shows_an_inputs_secondary_files_and_nothing_else_beside_it(
+    tmp_path: Path,
+) -> None:
+    """CWL finds secondary files by pattern beside the primary (`A.bam.bai`, `A.bai`), not in
+    the input object: they are shown with it; another file of the same directory is not."""
+    for name in ("A.bam", "A.bam.bai", "A.bai", "B.bam", "AB.bam"):
+        (tmp_path / name).write_text(name)
+    shown = sandbox.with_secondary_files({tmp_path / "A.bam"})
+    assert {p.name for p in shown} == {"A.bam", "A.bam.bai", "A.bai"}
