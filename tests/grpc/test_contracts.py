@@ -66,9 +66,7 @@ def test_every_generated_file_names_its_source() -> None:
 
 
 def test_each_service_lives_in_its_own_file() -> None:
-    services = {
-        name: file.name for file in SERVICE_FILES for name in file.services_by_name
-    }
+    services = {name: file.name for file in SERVICE_FILES for name in file.services_by_name}
     assert services == {
         "DefinitionService": "dxts/v1/definition.proto",
         "ExecutionService": "dxts/v1/execution.proto",
@@ -80,7 +78,17 @@ def test_each_service_lives_in_its_own_file() -> None:
 
 def test_mutating_requests_carry_a_request_id() -> None:
     """Every RPC whose name says it changes something takes an idempotency key."""
-    readers = ("Get", "List", "Resolve", "Describe", "Poll", "Provenance", "Process", "Dispatcher")
+    readers = (
+        "Get",
+        "List",
+        "Group",
+        "Resolve",
+        "Describe",
+        "Poll",
+        "Provenance",
+        "Process",
+        "Dispatcher",
+    )
     # Submit and Cancel on an adaptor are keyed by parcel id / identifier (docs/adaptors.md).
     keyed_otherwise = {("BackendAdaptorService", "Submit"), ("BackendAdaptorService", "Cancel")}
     missing = []
