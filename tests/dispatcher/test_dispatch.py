@@ -388,3 +388,36 @@ async def test_recovery_leaves_fresh_reservations_alone(
     assert not adaptor.submits
     await crashing.stop()
     await patient.stop()
+
+
+class RefusingAdaptor(NullAdaptor):
+    """An adaptor refusing every Submit as a whole, as one over its request bounds does."""
+
+    async def submit(self, payload: Any, parcels: Sequence[Any]) -> list[Any]:
+        from dxts.core.errors import InvalidArgument
+
+        raise InvalidArgument("at most 1048576 characters (test)", field="document_json")
+
+
+async def test_a_request_the_adaptor_refuses_whole_leaves_its_parcels_reserved_and_the_round_on(
+    database: Database, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The claim round does not fail on the adaptor's INVALID_ARGUMENT: its words are logged in
+    one line naming the backend, and the parcels wait Reserved for recovery."""
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 3, transformation_id=tid)
+    server = await serve(RefusingAdaptor(NullSettings()), keys)
+    component = await dispatcher(
+        database, [{**COMPUTE, "address": f"127.0.0.1:{server.port}"}], keys
+    )
+    try:
+        with caplog.at_level("ERROR", logger="dxts.dispatcher"):
+            assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3
+        assert set((await statuses(database, ids)).values()) == {"Reserved"}
+        refused = [r for r in caplog.records if "refused the request of 3 parcels" in r.message]
+        assert len(refused) == 1 and "1048576 characters" in refused[0].message
+        assert refused[0].exc_info is None
+    finally:
+        await component.stop()
+        await server.stop(grace=0)
