@@ -64,7 +64,6 @@ class Dispatcher:
         self.backends = dict(backends)
         self.materialiser = materialiser
         self.namespace = FileNamespace()  # where each VO's outputs go (DXTS_FILES_NAMESPACE)
-        self._homes: dict[bytes, str] = {}  # ParcelID → its VO's home, from prepare to submit
         self.policy = Policy(settings)
         self.caps = InFlightCaps(settings.vo_in_flight_cap, settings.vo_in_flight_caps)
         self._requirements: dict[bytes, Any] = {}
@@ -134,8 +133,9 @@ class Dispatcher:
             by_backend.setdefault(parcel.backend, []).append(parcel)
         for name, group in by_backend.items():
             backend = self.backends[name]
+            homes: dict[bytes, str] = {}  # ParcelID → its VO's home (where its outputs go)
             try:
-                batches = await self._prepare(group)
+                batches = await self._prepare(group, homes)
             except (Unavailable, NotFound, InvalidArgument) as error:
                 # Left Reserved: the recovery sweep tries again after the lease.
                 log.error(
@@ -144,10 +144,13 @@ class Dispatcher:
                 continue
             for payload, parcels in batches:
                 for chunk in chunks(parcels, self.settings.submit_batch):
-                    await self._submit_chunk(backend, payload, chunk, recovering=recovering)
+                    await self._submit_chunk(backend, payload, chunk, homes, recovering=recovering)
 
-    async def _prepare(self, group: Sequence[Parcel]) -> list[tuple[Payload, list[Parcel]]]:
-        """Group parcels by what they share, each group with its one materialised payload."""
+    async def _prepare(
+        self, group: Sequence[Parcel], homes: dict[bytes, str]
+    ) -> list[tuple[Payload, list[Parcel]]]:
+        """Group parcels by what they share, each group with its one materialised payload;
+        each compute parcel's VO home put in `homes`."""
         wanted = {p.requirements_id for p in group if p.requirements_id} - self._requirements.keys()
         unknown_sidecars = {
             p.resolved_hints_id
@@ -170,7 +173,7 @@ class Dispatcher:
         for parcel in group:
             if parcel.kind is Kind.COMPUTE:  # its outputs go to its VO's namespace
                 vo = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
-                self._homes[parcel.parcel_id] = self.namespace.home(vo)
+                homes[parcel.parcel_id] = self.namespace.home(vo)
             if parcel.kind is Kind.COMPUTE and parcel.resolved_hints_id is None:
                 parcel.resolved_hints_id = await self.materialiser.sidecar(
                     parcel.transformation_id, parcel.vo
@@ -233,10 +236,10 @@ class Dispatcher:
         backend: Backend,
         payload: Payload,
         chunk: Sequence[Parcel],
+        homes: Mapping[bytes, str],
         *,
         recovering: bool,
     ) -> None:
-        homes = {p.parcel_id: self._homes.pop(p.parcel_id, "/") for p in chunk}
         subs = submissions(chunk, self._requirements, self.settings.output_lfn_base, homes)
         try:
             results = await backend.submit(payload, subs)
