@@ -206,6 +206,9 @@ async def test_a_failing_tool_s_class_and_own_line_among_its_noise(harness: Harn
     assert outcome.backend_status == "FAILED 6:0"
     assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_APPLICATION_ERROR
     assert (outcome.exit_code, outcome.failure.tool_message) == (6, marked)
+    (job,) = await harness.adaptor.store.jobs_by(identifiers=[result.identifier])
+    node = await asyncio.to_thread(sacct, job.task, "NodeList")
+    assert node and outcome.failure.site == node  # where Slurm ran it
     logs = (
         await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
     ).logs
@@ -289,10 +292,11 @@ def test_slurm_s_state_classifies_a_failure_before_what_the_job_wrote(
     if written is not None:
         result = {"error": "it failed", "failure": {"class": written, "tool_message": "ERROR: x"}}
         (directory / "result.json").write_text(json.dumps(result))
-    record = TaskRecord(state, exit_code=0, signal=signal, started=True)
+    record = TaskRecord(state, exit_code=0, signal=signal, started=True, nodes="wn042")
     failure = outcomes.from_record(settings, job, record).failure
     assert failure is not None and failure.failure_class is expected
     assert failure.tool_message == ("ERROR: x" if written else "")
+    assert failure.site == "wn042"  # where Slurm ran it, whoever classified it
 
 
 def test_array_ranges_are_compact() -> None:

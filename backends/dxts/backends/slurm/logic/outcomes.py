@@ -13,7 +13,8 @@ batch step's MaxRSS). Slurm's MaxRSS is the peak of the task's processes' reside
 
 A failure's class (`FailureClass`) is Slurm's where Slurm knows better than the payload
 (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, PREEMPTED, a signal), else the one the job wrote in its
-`result.json` with the tool's own stderr line (`dxts.backends.runner.failures`).
+`result.json` with the tool's own stderr line (`dxts.backends.runner.failures`). Its site is
+where Slurm ran it: the task's nodes (sacct's NodeList), when it was given any.
 """
 
 from __future__ import annotations
@@ -168,13 +169,17 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcom
 
 def _failure(status: str, record: TaskRecord, result: dict[str, object]) -> Failure:
     """Slurm's reason where its state gives one, the job's (`result.json`) otherwise; the
-    tool's line is the job's in either case."""
+    tool's line is the job's in either case, the site the nodes Slurm ran it on."""
     written = result.get("failure")
     failure = failure_from_json(written) if isinstance(written, dict) else Failure()
     words = status.split(" ")
     by_slurm = next((STATE_CLASSES[w] for w in (words[-1], words[0]) if w in STATE_CLASSES), None)
     if by_slurm is None and failure.failure_class is FailureClass.UNSPECIFIED:
         by_slurm = FailureClass.KILLED if record.signal else FailureClass.SETUP_ERROR
-    if by_slurm is None:
-        return failure
-    return Failure(by_slurm, failure.tool_message, failure.lfn, failure.storage_element)
+    return Failure(
+        by_slurm or failure.failure_class,
+        failure.tool_message,
+        failure.lfn,
+        failure.storage_element,
+        record.nodes or failure.site,
+    )
