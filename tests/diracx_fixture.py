@@ -31,7 +31,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from joserfc import jwt
+from joserfc.jwk import KeySet
 
 from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic import sandbox
@@ -39,6 +42,7 @@ from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "diracx"
+VENV_PYTHON = ROOT / ".venv-diracx" / "bin" / "python"
 START_TIMEOUT_S = 600  # the first run installs the pinned packages
 PAYLOAD_COMMAND = [sys.executable, "-m", PAYLOAD_MODULE]
 
@@ -50,6 +54,51 @@ class DiracXServer:
     vo: str
     api_key: str
     users: dict[str, list[str]]
+    # Another VO of the same installation and its users (the VO boundary tests).
+    other_vo: dict[str, Any] = field(default_factory=dict)
+
+    def tokens(self, username: str, group: str, vo: str | None = None) -> dict[str, Any]:
+        """An access and a refresh token DiracX issues to `username` as `group` (its legacy
+        exchange: what `dirac login` would give after the identity provider's sign-in)."""
+        reply = httpx.get(
+            f"{self.url}/api/auth/legacy-exchange",
+            params={"preferred_username": username, "scope": f"vo:{vo or self.vo} group:{group}"},
+            headers={"Authorization": f"Bearer diracx:legacy:{self.api_key}"},
+            timeout=60,
+        )
+        reply.raise_for_status()
+        return dict(reply.json())
+
+    def access_token(self, role: str) -> str:
+        """The access token of one of `users` (by its role name) or of the other VO's."""
+        if role in self.users:
+            return str(self.tokens(*self.users[role])["access_token"])
+        username, group = self.other_vo["users"][role]
+        return str(self.tokens(username, group, self.other_vo["vo"])["access_token"])
+
+    def mint(self, claims: dict[str, Any], *, key: Any = None, kid: str | None = None) -> str:
+        """A token signed offline with the installation's own signing key (as DiracX's tests
+        mint theirs), or with `key` under DiracX's key id: claims a test chooses."""
+        keys = KeySet.import_key_set(json.loads((self.directory / "jwks.json").read_text()))
+        signing = next(k for k in keys.keys if "sign" in (k.get("key_ops") or []))
+        header = {"alg": "Ed25519", "kid": kid or signing.kid}
+        return jwt.encode(header, claims, key or signing, algorithms=["Ed25519"])
+
+    def rotate_keys(self) -> None:
+        """DiracX's own key rotation (the old key stays, for verifying only); the server
+        signs with the new key once restarted."""
+        subprocess.run(
+            [
+                str(VENV_PYTHON),
+                "-m",
+                "diracx.logic",
+                "rotate-jwk",
+                "--jwks-path",
+                str(self.directory / "jwks.json"),
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     def client(self, role: str = "adaptor", **options: Any) -> DiracXClient:
         username, group = self.users[role]
@@ -81,12 +130,14 @@ class DiracXServer:
 
 
 @contextlib.contextmanager
-def running_diracx(directory: Path) -> Iterator[DiracXServer]:
-    """`scripts/diracx run` in `directory` until the block ends (its process group is ended)."""
+def running_diracx(directory: Path, port: int | None = None) -> Iterator[DiracXServer]:
+    """`scripts/diracx run` in `directory` until the block ends (its process group is ended);
+    on `port` (the same URL again after a restart) or a free one."""
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / "diracx.json").unlink(missing_ok=True)
     log = (directory / "run.log").open("ab")
     process = subprocess.Popen(
-        [str(SCRIPT), "run", str(directory)],
+        [str(SCRIPT), "run", str(directory), *([str(port)] if port else [])],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -100,7 +151,14 @@ def running_diracx(directory: Path) -> Iterator[DiracXServer]:
                 pytest.fail(f"DiracX did not start: {(directory / 'run.log').read_text()[-3000:]}")
             time.sleep(0.2)
         found = json.loads(description.read_text())
-        yield DiracXServer(directory, found["url"], found["vo"], found["api_key"], found["users"])
+        yield DiracXServer(
+            directory,
+            found["url"],
+            found["vo"],
+            found["api_key"],
+            found["users"],
+            found.get("other_vo", {}),
+        )
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)

@@ -15,6 +15,7 @@ from cwl_support import (
     catalogue,
     counting_mint,
     example,
+    fixture,
     list_form_bundle,
     nested_bundle,
 )
@@ -333,3 +334,14 @@ def test_a_symlink_out_of_a_directory_bundle_is_not_followed(tmp_path: Path) -> 
     assert [(p.kind, p.path) for p in problems if p.kind is Kind.UNRESOLVED_RUN] == [
         (Kind.UNRESOLVED_RUN, "steps.MCSimulation.run")
     ]
+
+
+def test_a_joined_step_input_records_the_output_it_joins() -> None:
+    """ByPartner names its partner by step input: the compiler records which output each of the
+    step's other inputs sourced from a step joins (the driving input and constants aside)."""
+    plan = compiled(fixture("partner-join.cwl"))
+    compare = plan.member("compare")
+    assert edge_of(plan, compare) == ("reco-a", "reco-files")
+    reco_b = plan.member("reco-b").outputs[0]
+    assert compare.annotations["joined"] == {"b": id_to_str(reco_b.output_id)}
+    assert "joined" not in plan.member("reco-a").annotations

@@ -1,5 +1,6 @@
 """RetryWith and WriteOff through execution's runners, on SQLite and MariaDB: the hook is shown
-the failed parcel's raw status, exit code, message and requirements; a RetryWith is kept on the
+the failed parcel's raw status, exit code, message, failure class, tool message and
+requirements; a RetryWith is kept on the
 failed parcel and followed by the packing core (the raised requirements over the template, the
 backend named set on the next parcel); a WriteOff ends the input NotProcessed; every decision is
 logged with its note, and the counters stay exact."""
@@ -25,14 +26,22 @@ from dxts.v1 import common_pb2
 RULES = [
     {"name": "site", "match": {"message": "(?i)site .* banned"}, "action": "elsewhere",
      "backend": "other"},
-    {"name": "oom", "match": {"raw_status": "OUT_OF_MEMORY", "exit_code": 137},
+    {"name": "oom", "match": {"failure_class": "out-of-memory", "exit_code": 137},
      "action": "raise", "raise": {"memory_mb": {"factor": 3, "max": 5000}}},
-    {"name": "missing", "match": {"message": "No such file"}, "action": "give_up"},
+    {"name": "missing", "match": {"failure_class": ["application-error", "stage-in"],
+                                  "message": "No such file"}, "action": "give_up"},
 ]  # fmt: skip
 HOOKS = {"HandleFailedInput": {"hook": "RetryByRules", "args": {"rules": RULES}}}
 
 
-def failed(parcel_id: bytes, status: str, message: str, exit_code: int) -> common_pb2.Outcome:
+def failed(
+    parcel_id: bytes,
+    status: str,
+    message: str,
+    exit_code: int,
+    failure_class: common_pb2.FailureClass.ValueType = common_pb2.FAILURE_CLASS_UNSPECIFIED,
+    tool_message: str = "",
+) -> common_pb2.Outcome:
     return common_pb2.Outcome(
         parcel_id=id_to_str(parcel_id),
         backend="null",
@@ -41,6 +50,7 @@ def failed(parcel_id: bytes, status: str, message: str, exit_code: int) -> commo
         backend_status=status,
         message=message,
         exit_code=exit_code,
+        failure=common_pb2.Failure(failure_class=failure_class, tool_message=tool_message),
     )
 
 
@@ -99,8 +109,16 @@ async def test_retry_directives_reach_the_next_parcels_and_write_offs_end_the_in
         database,
         [
             failed(banned, "Failed", "Site LCG.CERN.cern banned", 1),
-            failed(oom, "OUT_OF_MEMORY", "killed", 137),
-            failed(missing, "Failed", "open calib.db: No such file or directory", 2),
+            failed(oom, "Failed", "killed", 137, common_pb2.FAILURE_CLASS_OUT_OF_MEMORY),
+            # The rule's words are the tool's own line, not the backend's message.
+            failed(
+                missing,
+                "Failed",
+                "the payload exited with 2",
+                2,
+                common_pb2.FAILURE_CLASS_APPLICATION_ERROR,
+                "ERROR: open calib.db: No such file or directory",
+            ),
         ],
     )
     assert {ack.disposition for ack in acks} == {common_pb2.OUTCOME_DISPOSITION_RECORDED}
@@ -121,7 +139,7 @@ async def test_retry_directives_reach_the_next_parcels_and_write_offs_end_the_in
         "rule site: retried on other",
     ]
     assert [r.Message for r in logs if r.EventType == "InputWrittenOff"] == [
-        "rule missing: null Failed exit code 2: open calib.db: No such file or directory"
+        "rule missing: null Failed exit code 2: ERROR: open calib.db: No such file or directory"
     ]
 
     assert (await run_packer(database, registry, t)).parcels == 2

@@ -266,7 +266,9 @@ async def test_scouting_operations_are_applied_and_accept_moves_to_approving(
     )
     further = {**SEEDS, "scouting_events": 500}
     engine.script.queue(
-        "scout", {world.uid("sim"): Operation(feeder_args=further, feeder_enabled=True)}, Accept()
+        "scout",
+        {world.uid("sim"): Operation(feeder_args=further, feeder_enabled=True)},
+        Accept("early, the failure threshold is crossed"),
     )
     engine.script.queue("scout-check", ActionResult.pending())
     assert (await engine.sweep(world))[0] == "Scouting"
@@ -274,8 +276,14 @@ async def test_scouting_operations_are_applied_and_accept_moves_to_approving(
     assert (row.FeederArgs, row.FeederEnabled) == (further, True)
     assert await engine.sweep(world) == ("Approving", {"sim": "Active", "held": "New"})
     workgraph_log, _ = await logs(database, world)
-    assert [(r.NewStatus, r.Author) for r in workgraph_log if r.EventType == "StateChange"] == [
-        ("Approving", "hook ScriptedScout")
+    assert [
+        (r.NewStatus, r.Author, r.Message) for r in workgraph_log if r.EventType == "StateChange"
+    ] == [
+        (
+            "Approving",
+            "hook ScriptedScout",
+            "scout accepted: early, the failure threshold is crossed",
+        )
     ]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.builtins.hooks import RetrySettings
 from dxts.core.builtins.retry_rules import (
     RetryByRulesArgs,
@@ -43,6 +44,16 @@ RULES: list[dict[str, Any]] = [
     {"name": "flaky", "match": {"exit_code": 75, "backend": "slurm"}, "action": "retry",
      "max_errors": 2},
 ]  # fmt: skip
+# By the failure taxonomy: the class every adaptor reports, whatever its raw status says.
+BY_CLASS: list[dict[str, Any]] = [
+    {"name": "memory", "match": {"failure_class": "out-of-memory"}, "action": "raise",
+     "raise": {"memory_mb": {"factor": 2, "max": 8000, "start": 1000}}},
+    {"name": "staging", "match": {"failure_class": ["stage-in", "stage-out"]},
+     "action": "elsewhere", "backend": "diracx"},
+    {"name": "calibration", "match": {"failure_class": "application-error",
+                                      "message": "calibration"}, "action": "give_up"},
+    {"name": "mystery", "match": {"failure_class": "unclassified"}, "action": "set_aside"},
+]  # fmt: skip
 
 
 def failure(
@@ -51,6 +62,8 @@ def failure(
     exit_code: int | None = 1,
     message: str | None = None,
     reason: str | None = None,
+    failure_class: FailureClass | None = None,
+    tool_message: str | None = None,
     **requirements: Any,
 ) -> Parcel:
     return Parcel(
@@ -63,6 +76,8 @@ def failure(
         exit_code=exit_code,
         message=message,
         requirements=requirements,
+        failure_class=failure_class,
+        tool_message=tool_message,
     )
 
 
@@ -104,6 +119,43 @@ def test_the_first_rule_whose_every_criterion_holds_fires(
     assert rules is not None
     rule = first_match(rules, parcel)
     assert (rule.name if rule else None) == fired
+
+
+@pytest.mark.parametrize(
+    ("parcel", "fired"),
+    [
+        (failure(failure_class=FailureClass.OUT_OF_MEMORY, raw_status="FAILED 0:9"), "memory"),
+        (failure(failure_class=FailureClass.STAGE_IN), "staging"),
+        (failure(failure_class=FailureClass.STAGE_OUT), "staging"),
+        # the message criterion also reads the tool's own line
+        (failure(failure_class=FailureClass.APPLICATION_ERROR, message="exited with 3",
+                 tool_message="ERROR: no calibration for run 7"), "calibration"),
+        (failure(failure_class=FailureClass.APPLICATION_ERROR, message="exited with 3"), None),
+        (failure(failure_class=FailureClass.TIME_EXCEEDED), None),
+        # a parcel with no recorded class, and one an adaptor left unclassified
+        (failure(), "mystery"),
+        (failure(failure_class=FailureClass.UNSPECIFIED), "mystery"),
+        (None, None),
+    ],
+)  # fmt: skip
+def test_a_rule_matches_on_the_failure_class(parcel: Parcel | None, fired: str | None) -> None:
+    rules = RetryByRulesArgs.model_validate({"rules": BY_CLASS}).rules
+    assert rules is not None
+    rule = first_match(rules, parcel)
+    assert (rule.name if rule else None) == fired
+
+
+def test_a_decision_on_a_class_gives_the_tools_own_line_as_its_reason() -> None:
+    parcel = failure(
+        failure_class=FailureClass.APPLICATION_ERROR,
+        message="the payload exited with 3",
+        tool_message="ERROR: no calibration for run 7",
+        exit_code=3,
+    )
+    assert decide(parcel, rules=BY_CLASS) == WriteOff(
+        reason="rule calibration: slurm FAILED 1:0 exit code 3: ERROR: no calibration for run 7",
+        note="rule calibration: written off",
+    )
 
 
 def decide(
@@ -223,6 +275,10 @@ def test_the_rules_come_from_the_settings_when_the_binding_gives_none() -> None:
          "rules[0].raise.memory_mb.factor"),
         ([{"name": "x", "action": "retry"}, {"name": "x", "action": "give_up"}], "rules"),
         ([{"name": "x", "action": "again"}], "rules[0].action"),
+        ([{"name": "x", "action": "retry", "match": {"failure_class": "oom"}}],
+         "rules[0].match.failure_class[0]"),
+        ([{"name": "x", "action": "retry", "match": {"failure_class": []}}],
+         "rules[0].match.failure_class"),
     ],
 )  # fmt: skip
 def test_bad_rules_are_refused_at_the_field(rules: list[dict[str, Any]], path: str) -> None:

@@ -205,7 +205,8 @@ def test_the_example_production_is_followed_on_its_page_to_completed(
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#parcels tr[data-parcel]")) == 2
     screenshot(chrome, "member")
     chrome.get(f"{up.web}/workgraphs")
-    assert workgraph in text_of(chrome, "#workgraphs")
+    text_of(chrome, "#workgraphs")
+    assert chrome.find_elements(By.CSS_SELECTOR, f'#workgraphs tr[data-workgraph="{workgraph}"]')
     screenshot(chrome, "list")
 
 

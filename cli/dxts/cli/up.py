@@ -58,6 +58,8 @@ from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError, Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier
+from dxts.core.grpc.auth import Authenticator
+from dxts.core.grpc.diracx_issuer import authenticator
 from dxts.core.grpc.ports import free_port
 from dxts.core.locks import LockManager
 from dxts.core.migrations import upgrade
@@ -116,7 +118,7 @@ class Stack:
         self,
         name: str,
         services: list[Service],
-        verifier: TokenVerifier,
+        verifier: Authenticator,
         database: Database | None,
         *,
         host: str = "127.0.0.1",
@@ -152,7 +154,7 @@ class Stack:
 
 
 async def _serve_adaptor(
-    stack: Stack, name: str, adaptor: Adaptor, verifier: TokenVerifier, host: str
+    stack: Stack, name: str, adaptor: Adaptor, verifier: Authenticator, host: str
 ) -> str:
     await adaptor.start()
     stack.on_stop(adaptor.stop)
@@ -163,7 +165,7 @@ async def compose(
     database: Database,
     *,
     data_dir: Path,
-    verifier: TokenVerifier,
+    verifier: Authenticator,
     catalogue: FileCatalogue,
     ports: Ports | None = None,
     workers: int = 2,
@@ -378,7 +380,7 @@ async def _run(
     _say(
         f"database {sa.make_url(url).render_as_string(hide_password=True)}: {revisions.describe()}"
     )
-    verifier = TokenVerifier.from_settings(AuthSettings(), dev_key_dir=directory)
+    verifier = authenticator(TokenVerifier.from_settings(AuthSettings(), dev_key_dir=directory))
     catalogue_settings = CatalogueSettings()
     if not os.environ.get("DXTS_CATALOGUE_URL"):
         catalogue_settings.url = f"sqlite+aiosqlite:///{directory / 'catalogue.sqlite'}"

@@ -32,6 +32,7 @@ from typing import TypeVar
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
 from dxts.core.db import Database, open_database
 from dxts.core.grpc import Service, TokenVerifier
+from dxts.core.grpc.diracx_issuer import authenticator
 from dxts.core.grpc.process import run_process, serve_component
 from dxts.core.kernel.sweeps import SweepRunner
 from dxts.core.settings import AuthSettings, DatabaseSettings, DataDirSettings, ServerSettings
@@ -134,8 +135,10 @@ async def serve_until_signalled(
                     stack,
                     component.services,
                     settings=ServerSettings(),
-                    verifier=TokenVerifier.from_settings(
-                        AuthSettings(), dev_key_dir=DataDirSettings().data_dir
+                    verifier=authenticator(
+                        TokenVerifier.from_settings(
+                            AuthSettings(), dev_key_dir=DataDirSettings().data_dir
+                        )
                     ),
                     database=process.opened_database,
                     log=log,

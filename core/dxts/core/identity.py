@@ -23,9 +23,18 @@ class Identity:
     vo: str
     sub: str
     roles: frozenset[str] = frozenset()
+    # What people call the caller (a DiracX `preferred_username`) and the DiracX group its
+    # token was issued for; empty for dxts's own tokens, where `sub` is the name.
+    name: str = ""
+    group: str = ""
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
+
+    @property
+    def display_name(self) -> str:
+        """The name logs and pages show: the DiracX user name, else the subject."""
+        return self.name or self.sub
 
 
 _current_identity: ContextVar[Identity | None] = ContextVar("dxts_identity", default=None)

@@ -88,6 +88,50 @@ class AuthSettings(BaseSettings):
     algorithms: list[str] = ["EdDSA", "RS256", "ES256", "HS256"]
 
 
+# The roles DiracX security properties give a dxts caller by default: only people's roles, never
+# a component's (a DiracX token must never act as the dispatcher, an adaptor or a service).
+DIRACX_PROPERTY_ROLES: dict[str, list[str]] = {
+    "NormalUser": ["user"],
+    "ProductionManagement": ["operator"],
+    "ServiceAdministrator": ["admin"],
+}
+
+
+class DiracXAuthSettings(BaseSettings):
+    """Trust a DiracX installation's access tokens beside dxts's own (`DXTS_AUTH_DIRACX_*`).
+
+    With `url` set, a token whose issuer is that installation is verified with the keys it
+    publishes (found through its OpenID configuration) and mapped to a dxts identity: the VO
+    from `vo` (one of `vos`), the roles from `dirac_properties` (`property_roles`) and
+    `dirac_group` (`group_roles`). The components keep their own tokens from dxts's key.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="DXTS_AUTH_DIRACX_", extra="ignore")
+
+    url: str | None = Field(None, description="the DiracX installation's URL (its issuer)")
+    vos: list[str] = Field(
+        default_factory=list, description="the VOs whose DiracX users may call this dxts"
+    )
+    audience: str | None = Field(
+        None,
+        description="the `aud` a token must carry; None: as DiracX 0.7 issues them, with no "
+        "`aud` (a token that names an audience is meant for someone else and is refused)",
+    )
+    keys_refresh_s: float = Field(
+        300.0,
+        gt=0,
+        description="the JWKS is fetched again after this long, and at most this often when "
+        "a token names a key it does not hold (key rotation without a restart)",
+    )
+    property_roles: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DIRACX_PROPERTY_ROLES.items()},
+        description="DiracX security property -> the dxts roles it gives",
+    )
+    group_roles: dict[str, list[str]] = Field(
+        default_factory=dict, description="DiracX group -> the dxts roles it gives"
+    )
+
+
 class ServerSettings(BaseSettings):
     """Where a component's gRPC and metrics servers listen."""
 

@@ -424,6 +424,22 @@ def _member(
                 # The step input the pool feeds: the packers put each parcel's inputs there in
                 # the CWL input object (the others are joined, or constant).
                 "driving_input": member.driving_input if step else None,
+                # The step's other inputs sourced from one step output each, by input: the
+                # output they join (ByPartner finds its partner output here by input name).
+                "joined": _joined(member, output_ids),
             }
         ),
     )
+
+
+def _joined(member: Member, output_ids: Mapping[str, bytes]) -> dict[str, str]:
+    """Step input → TransformationOutputID of the output it joins (the driving input aside)."""
+    if member.step is None:
+        return {}
+    return {
+        step_input.id: id_to_str(output_ids[step_input.sources[0]])
+        for step_input in member.step.inputs
+        if step_input.id != member.driving_input
+        and len(step_input.sources) == 1
+        and step_input.sources[0] in output_ids
+    }

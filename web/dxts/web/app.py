@@ -39,7 +39,7 @@ from dxts.core.errors import (
     Unavailable,
 )
 from dxts.v1 import common_pb2, definition_pb2
-from dxts.web import files, members, names, steering, workgraphs
+from dxts.web import errors, files, members, names, steering, workgraphs
 from dxts.web.services import Services, UserClients
 from dxts.web.sessions import COOKIE, Session, Sessions
 from dxts.web.settings import WebSettings
@@ -239,14 +239,12 @@ def build_app(web: Web) -> Starlette:
 
     async def workgraph_list(request: Request, session: Session) -> Response:
         q = request.query_params
-        filters = workgraphs.Filters(q.get("status", ""), q.get("label", ""), q.get("owner", ""))
-        listed, next_token = await workgraphs.list_workgraphs(
-            web.clients(session), filters, q.get("page", "")
-        )
+        filters = workgraphs.Filters.of(q)
+        listing = await workgraphs.list_workgraphs(web.clients(session), filters)
         context = {
-            "listed": listed,
+            "listing": listing,
             "filters": filters,
-            "next_token": next_token,
+            "sorts": workgraphs.SORTS,
             "statuses": list(workgraphs.WORKGRAPH_STATUSES),
             "now": datetime.now(UTC),
         }
@@ -271,6 +269,15 @@ def build_app(web: Web) -> Starlette:
             "action_verbs": steering.ACTION_VERBS,
         }
         return t(request, template, context)
+
+    async def error_groups(request: Request, session: Session) -> Response:
+        q = request.query_params
+        now = datetime.now(UTC)
+        found = await errors.errors_page(
+            web.clients(session), q.get("since", ""), q.get("wg", "").strip(), now
+        )
+        template = "errors_live.html" if q.get("fragment") else "errors.html"
+        return t(request, template, {"e": found, "windows": list(errors.WINDOWS), "now": now})
 
     async def file(request: Request, session: Session) -> Response:
         lfn = request.query_params.get("lfn", "").strip()
@@ -343,6 +350,7 @@ def build_app(web: Web) -> Starlette:
             page(web, steer_page(steering.ACTION_VERBS, "action", "action")),
             methods=["GET", "POST"],
         ),
+        Route("/errors", page(web, error_groups)),
         Route("/files", page(web, file)),
         Route("/open/{id}", page(web, open_id)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

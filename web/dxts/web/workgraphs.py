@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
 from dxts.web import names
@@ -20,13 +22,26 @@ from dxts.web.graph import Drawing, Node, layout
 from dxts.web.names import SETTLED_INPUTS
 from dxts.web.services import UserClients
 
-LIST_PAGE = 100
+# The list reads at most this many workgraphs (pages of the contract's maximum), then searches,
+# sorts and pages them here: the contract filters by status, type, VO, owner and label, and
+# has neither a text search nor an order by trouble.
+LIST_READ = 2000
+READ_PAGE = 1000
+ROWS = 100
 LOG_ENTRIES = 40
 COUNTS_PER_CALL = 1000  # GetCounts' limit on ids per request
 WORKGRAPH_STATUSES = {
     names.workgraph_status(number): number
     for number in common_pb2.WorkgraphStatus.values()
     if number
+}
+SORTS = {
+    "trouble": "trouble first",
+    "activity": "last activity",
+    "handle": "handle",
+    "title": "title",
+    "status": "status",
+    "progress": "least done",
 }
 
 
@@ -38,10 +53,49 @@ class ListedWorkgraph:
     settled: int
     total: int
     updated: datetime | None
+    title: str = ""
+    processed: int = 0
+    written_off: int = 0
+    failed: int = 0  # inputs Failed (to be retried) or Problematic (waiting for a person)
 
     @property
     def progress(self) -> float:
         return self.settled / self.total if self.total else 0.0
+
+    @property
+    def handle(self) -> str:
+        return self.workgraph.handle or self.workgraph.workgraph_id
+
+    @property
+    def needs_attention(self) -> bool:
+        return bool(self.workgraph.attention)
+
+    @property
+    def clean(self) -> bool:
+        """Nothing written off, failing or ended badly: a finished one reads "Completed"."""
+        return not (self.written_off or self.failed or self.workgraph.ended_with)
+
+    def share(self, count: int) -> float:
+        """`count` as a percentage of every input, for the bar's segments."""
+        return 100 * count / self.total if self.total else 0.0
+
+    @property
+    def trouble(self) -> int:
+        """0: needs a person now; 1: not clean (write-offs, failures); 2: fine."""
+        return 0 if self.needs_attention else 1 if not self.clean else 2
+
+    def matches(self, text: str) -> bool:
+        """The search: `text` in the handle, id, title, type, owner or any label."""
+        wanted = text.lower()
+        haystack = [
+            self.handle,
+            self.workgraph.workgraph_id,
+            self.title,
+            self.workgraph.type,
+            self.workgraph.owner_sub,
+            *(f"{k}={v}" for k, v in self.labels.items()),
+        ]
+        return any(wanted in field.lower() for field in haystack)
 
 
 @dataclass
@@ -49,11 +103,54 @@ class Filters:
     status: str = ""
     label: str = ""  # key=value
     owner: str = ""
+    search: str = ""
+    attention: str = ""  # "yes": only those needing a person; "no": only the others
+    vo: str = ""
+    type: str = ""
+    sort: str = "trouble"
+    page: int = 0
+
+    @classmethod
+    def of(cls, query: Any) -> Filters:
+        """The filters a query string asks for; anything unknown reads as no filter."""
+        sort = query.get("sort", "trouble")
+        try:
+            page = max(0, int(query.get("page", "0") or 0))
+        except ValueError:
+            page = 0
+        return cls(
+            status=query.get("status", ""),
+            label=query.get("label", ""),
+            owner=query.get("owner", "").strip(),
+            search=query.get("q", "").strip(),
+            attention=query.get("attention", "") if query.get("attention") in ("yes", "no") else "",
+            vo=query.get("vo", "").strip(),
+            type=query.get("type", "").strip(),
+            sort=sort if sort in SORTS else "trouble",
+            page=page,
+        )
+
+    def query(self, **changed: Any) -> str:
+        """This listing's query string, with `changed` (a link to another sort or page)."""
+        values = {
+            "q": self.search,
+            "status": self.status,
+            "attention": self.attention,
+            "vo": self.vo,
+            "type": self.type,
+            "owner": self.owner,
+            "label": self.label,
+            "sort": self.sort,
+            "page": self.page,
+        } | changed
+        return urlencode({k: v for k, v in values.items() if v not in ("", 0, "trouble")})
 
     def request(self, page_token: str) -> definition_pb2.ListWorkgraphsRequest:
         request = definition_pb2.ListWorkgraphsRequest(
-            paging=common_pb2.Paging(page_size=LIST_PAGE, page_token=page_token),
+            paging=common_pb2.Paging(page_size=READ_PAGE, page_token=page_token),
             owner_sub=self.owner,
+            vo=self.vo,
+            type=self.type,
         )
         if self.status in WORKGRAPH_STATUSES:
             request.statuses.append(WORKGRAPH_STATUSES[self.status])
@@ -63,6 +160,19 @@ class Filters:
         return request
 
 
+@dataclass
+class Listing:
+    rows: list[ListedWorkgraph]
+    matched: int  # how many matched the filters (of those read)
+    read: int
+    more_unread: bool  # LIST_READ were read and the service had more
+    attention: int  # how many matched ones need a person
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.matched // ROWS))
+
+
 def labels_of(annotations_json: str) -> dict[str, str]:
     """The labels among a workgraph's or transformation's annotations."""
     try:
@@ -70,6 +180,15 @@ def labels_of(annotations_json: str) -> dict[str, str]:
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+def title_of(annotations_json: str) -> str:
+    """What a workgraph calls itself: its document's label, else its id (as `dxts list`)."""
+    try:
+        found = json.loads(annotations_json or "{}") or {}
+    except ValueError:
+        return ""
+    return str(found.get("label") or found.get("id") or "") if isinstance(found, dict) else ""
 
 
 async def input_counts(clients: UserClients, ids: list[str]) -> dict[str, dict[str, int]]:
@@ -92,14 +211,36 @@ async def input_counts(clients: UserClients, ids: list[str]) -> dict[str, dict[s
     return found
 
 
-async def list_workgraphs(
-    clients: UserClients, filters: Filters, page_token: str = ""
-) -> tuple[list[ListedWorkgraph], str]:
-    page = await clients.definition.ListWorkgraphs(filters.request(page_token))
-    ids = [t for w in page.workgraphs for t in w.transformation_ids]
+def _sort_key(sort: str) -> Callable[[ListedWorkgraph], Any]:
+    def recent(w: ListedWorkgraph) -> float:
+        return -(w.updated.timestamp() if w.updated else 0.0)
+
+    return {
+        "trouble": lambda w: (w.trouble, recent(w)),
+        "activity": recent,
+        "handle": lambda w: (len(w.handle), w.handle),
+        "title": lambda w: (w.title.lower(), w.handle),
+        "status": lambda w: (w.status, recent(w)),
+        "progress": lambda w: (w.progress, recent(w)),
+    }[sort]
+
+
+async def list_workgraphs(clients: UserClients, filters: Filters) -> Listing:
+    """The workgraphs the filters match, trouble first unless another order is asked, one
+    page of ROWS. The contract's filters narrow what is read; the search, the attention filter,
+    the order and the paging are applied here to at most LIST_READ workgraphs."""
+    read: list[definition_pb2.Workgraph] = []
+    token = ""
+    while len(read) < LIST_READ:
+        page = await clients.definition.ListWorkgraphs(filters.request(token))
+        read.extend(page.workgraphs)
+        token = page.next_page_token
+        if not token:
+            break
+    ids = [t for w in read for t in w.transformation_ids]
     counted = await input_counts(clients, ids) if ids else {}
     listed = []
-    for w in page.workgraphs:
+    for w in read:
         members = [counted.get(t, {}) for t in w.transformation_ids]
         listed.append(
             ListedWorkgraph(
@@ -109,9 +250,25 @@ async def list_workgraphs(
                 settled=sum(m.get(s, 0) for m in members for s in SETTLED_INPUTS),
                 total=sum(sum(m.values()) for m in members),
                 updated=names.when(w.updated_at),
+                title=title_of(w.annotations_json),
+                processed=sum(m.get("Processed", 0) + m.get("Split", 0) for m in members),
+                written_off=sum(m.get("NotProcessed", 0) for m in members),
+                failed=sum(m.get("Failed", 0) + m.get("Problematic", 0) for m in members),
             )
         )
-    return listed, page.next_page_token
+    if filters.search:
+        listed = [w for w in listed if w.matches(filters.search)]
+    if filters.attention:
+        listed = [w for w in listed if w.needs_attention == (filters.attention == "yes")]
+    listed.sort(key=_sort_key(filters.sort))
+    start = filters.page * ROWS
+    return Listing(
+        rows=listed[start : start + ROWS],
+        matched=len(listed),
+        read=len(read),
+        more_unread=bool(token),
+        attention=sum(w.needs_attention for w in listed),
+    )
 
 
 # -- one workgraph ------------------------------------------------------------------------------

@@ -189,6 +189,16 @@ async def _fed_all_produced(
     return True
 
 
+def early(seen: Fates) -> str:
+    """The log's words for a scout accepted at once because it is failing."""
+    return f"early, the failure threshold is crossed: {seen.describe()}"
+
+
+def settled(seen: Fates) -> str:
+    """The log's words for a scout accepted once its sample settled."""
+    return f"the sample settled: {seen.describe()}"
+
+
 @hook("ScoutingToApproving")
 async def scout_until_settled(
     *,
@@ -204,8 +214,9 @@ async def scout_until_settled(
     sample and, fed by an Edge, it holds every file its producer has made."""
     running = [t for t in transformations if t.status == TransformationStatus.ACTIVE]
     overviews = {t.id: input_overviews.get(t.id, {}) for t in running}
-    if fates(overviews.values()).failing(args.threshold(settings)):
-        return Accept()
+    seen = fates(overviews.values())
+    if seen.failing(args.threshold(settings)):
+        return Accept(early(seen))
     sampled = _event_stage(running, args, workgraph)
     if sampled:
         return sampled
@@ -219,7 +230,7 @@ async def scout_until_settled(
     by_name = {member_name(t): t for t in transformations}
     following = _rung(args.stages, by_name) + 1
     if following >= len(args.stages):
-        return Accept()
+        return Accept(settled(seen))
     unknown = sorted(set(args.stages[following]) - set(by_name))
     if unknown:
         raise ValueError(f"stage {following + 1} names no member called {', '.join(unknown)}")

@@ -1,9 +1,11 @@
 """RetryByRules (HandleFailedInput): the fate of a Failed input decided by ordered rules that
 match its parcel's failure.
 
-A rule matches the parcel the input last failed in by the backend's raw status (a regular
-expression, searched), its exit code (one of a list), a regular expression searched in its
-failure message (the backend's words, else the reason dxts recorded) and the backend's name;
+A rule matches the parcel the input last failed in by its failure class (one of a list: the
+taxonomy every adaptor reports, `out-of-memory`, `application-error`…), the backend's raw status
+(a regular expression, searched), its exit code (one of a list), a regular expression searched in
+its failure message (the backend's words, else the reason dxts recorded) and in the tool's own
+error line, and the backend's name;
 every criterion a rule gives must hold, and a rule with none matches every failure. The first
 rule that matches decides:
 
@@ -40,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.builtins.hooks import RetrySettings
 from dxts.core.plugins import (
     InputRecord,
@@ -71,6 +74,9 @@ class Match(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    failure_class: list[FailureClass] | None = Field(
+        None, min_length=1, description="one of these (`unclassified`: no adaptor classified it)"
+    )
     raw_status: str | None = Field(None, description="searched in the backend's raw status")
     exit_code: list[int] | None = Field(None, min_length=1, description="one of these")
     message: str | None = Field(None, description="searched in the failure message")
@@ -83,12 +89,21 @@ class Match(BaseModel):
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, int) and not isinstance(value, bool) else value
 
+    @field_validator("failure_class", mode="before")
+    @classmethod
+    def _one_or_many_classes(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
     def matches(self, parcel: Parcel | None) -> bool:
         if parcel is None:  # failed before any parcel: only a catch-all rule applies
             return self == Match()
-        text = parcel.message or parcel.reason or ""
+        text = "\n".join(filter(None, (parcel.message or parcel.reason, parcel.tool_message)))
         return (
-            (self.raw_status is None or re.search(self.raw_status, parcel.raw_status or ""))
+            (
+                self.failure_class is None
+                or (parcel.failure_class or FailureClass.UNSPECIFIED) in self.failure_class
+            )
+            and (self.raw_status is None or re.search(self.raw_status, parcel.raw_status or ""))
             is not None
             and (self.exit_code is None or parcel.exit_code in self.exit_code)
             and (self.message is None or re.search(self.message, text) is not None)
@@ -182,7 +197,7 @@ def failure_of(parcel: Parcel | None) -> str:
         said.append(parcel.raw_status)
     if parcel.exit_code is not None:
         said.append(f"exit code {parcel.exit_code}")
-    text = parcel.message or parcel.reason
+    text = parcel.tool_message or parcel.message or parcel.reason  # the tool's words first
     return " ".join(said) + (f": {text}" if text else "")
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -57,6 +57,13 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
             return token.strip()
         raise Unauthenticated("the authorization metadata is not 'Bearer <token>'")
     raise Unauthenticated("missing bearer token (authorization metadata)")
+
+
+class Authenticator(Protocol):
+    """What the server verifies bearer tokens with: one issuer (`TokenVerifier`) or several
+    (`diracx_issuer.TrustedIssuers`); may fetch keys, hence a coroutine."""
+
+    async def authenticate(self, token: str) -> Identity: ...
 
 
 class TokenVerifier:
@@ -131,6 +138,9 @@ class TokenVerifier:
         return DevKeys.load_or_create(dev_key_dir).verifier(
             issuer=settings.issuer, audience=settings.audience
         )
+
+    async def authenticate(self, token: str) -> Identity:
+        return self.verify(token)
 
     def verify(self, token: str) -> Identity:
         """The identity a token proves; Unauthenticated for anything that does not verify."""

@@ -32,7 +32,7 @@ from grpc.aio import ServicerContext
 
 from dxts.core import deadlines
 from dxts.core.errors import InvalidArgument
-from dxts.core.grpc.auth import TokenVerifier, bearer_token
+from dxts.core.grpc.auth import Authenticator, bearer_token
 from dxts.core.grpc.errors import rich_status, to_grpc_status
 from dxts.core.grpc.metrics import RPC_SECONDS, RPCS_HANDLED
 from dxts.core.identity import acting_as
@@ -221,13 +221,13 @@ class AuthInterceptor(_WrappingInterceptor):
 
     exempt = UNAUTHENTICATED_SERVICES
 
-    def __init__(self, verifier: TokenVerifier, extra_rules: Rules | None = None) -> None:
+    def __init__(self, verifier: Authenticator, extra_rules: Rules | None = None) -> None:
         self._verifier = verifier
         self._extra_rules = extra_rules
 
     @asynccontextmanager
     async def around(self, context: Context, method: str) -> AsyncIterator[None]:
-        identity = self._verifier.verify(bearer_token(context.invocation_metadata()))
+        identity = await self._verifier.authenticate(bearer_token(context.invocation_metadata()))
         authorise_call(method, identity, extra_rules=self._extra_rules)
         with acting_as(identity):
             yield

@@ -14,7 +14,7 @@ from typing import Any
 
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError
-from dxts.core.grpc.auth import TokenVerifier
+from dxts.core.grpc.auth import Authenticator
 from dxts.core.grpc.metrics import start_metrics_server
 from dxts.core.grpc.server import GrpcServer, Service
 from dxts.core.grpc.tls import TlsSettings
@@ -26,7 +26,7 @@ async def serve_component(
     services: Sequence[Service],
     *,
     settings: ServerSettings,
-    verifier: TokenVerifier,
+    verifier: Authenticator,
     database: Database | None = None,
     tls: TlsSettings | None = None,
     log: logging.Logger,

@@ -35,7 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from dxts.core.db import Database
-from dxts.core.grpc.auth import TokenVerifier
+from dxts.core.grpc.auth import Authenticator
 from dxts.core.grpc.interceptors import AuthInterceptor, RequestInterceptor, StatusInterceptor
 from dxts.core.grpc.tls import ServerCredentials, TlsSettings
 from dxts.core.kernel.authorisation import Rules
@@ -80,7 +80,7 @@ class GrpcServer:
         services: Sequence[Service],
         *,
         settings: ServerSettings,
-        verifier: TokenVerifier,
+        verifier: Authenticator,
         database: Database | None = None,
         health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
         options: Iterable[tuple[str, Any]] = (),

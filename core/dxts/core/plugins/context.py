@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from dxts.core.adaptor.model import FailureClass
 from dxts.core.states import (
     InputStatus,
     Kind,
@@ -71,8 +72,10 @@ class Parcel:
     """The parcel an input last ran in; `reason` is why it failed, as reported, if known.
 
     From the backend's outcome, when it reported one: `raw_status` (its own status string),
-    `exit_code` (where it knows it) and `message` (why it failed, in its words). `requirements`
-    are those the parcel was sent with (a compute parcel's, merged over the template)."""
+    `exit_code` (where it knows it), `message` (why it failed, in its words), `failure_class`
+    (the failure taxonomy's class, the same from every adaptor) and `tool_message` (the
+    payload's own error line). `requirements` are those the parcel was sent with (a compute
+    parcel's, merged over the template)."""
 
     id: UUID
     kind: Kind
@@ -84,3 +87,5 @@ class Parcel:
     exit_code: int | None = None
     message: str | None = None
     requirements: dict[str, Any] = field(default_factory=dict)
+    failure_class: FailureClass | None = None
+    tool_message: str | None = None

@@ -259,7 +259,11 @@ class Operation:
 
 @dataclass(frozen=True, config=_CONFIG)
 class Accept:
-    """ScoutingToApproving: the scout is done; the workgraph moves to Approving."""
+    """ScoutingToApproving: the scout is done; the workgraph moves to Approving. `reason` says
+    why in the workgraph's log ("scout accepted: <reason>"): a scout accepted early because it
+    is failing must not read like one that settled."""
+
+    reason: Message = ""
 
 
 # Every HandleFailedInput decision may carry a `note`: why it was taken (a rule's name, say),

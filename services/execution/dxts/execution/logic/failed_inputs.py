@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from dxts.core.adaptor.codec import failure_from_json
 from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import DxtsError
 from dxts.core.ids import id_to_str
@@ -103,6 +104,8 @@ def _parcel(row: FailedInput) -> Parcel | None:
     outcome = annotations.get(OUTCOME)
     outcome = outcome if isinstance(outcome, dict) else {}
     exit_code = outcome.get("exit_code")
+    failure = outcome.get("failure")
+    failure = failure_from_json(failure) if isinstance(failure, dict) else None
     return Parcel(
         id=UUID(bytes=row.last_parcel_id),
         kind=Kind(row.parcel_kind),
@@ -114,6 +117,8 @@ def _parcel(row: FailedInput) -> Parcel | None:
         exit_code=exit_code if isinstance(exit_code, int) else None,
         message=outcome.get("message") or None,
         requirements=row.requirements if isinstance(row.requirements, dict) else {},
+        failure_class=failure.failure_class if failure else None,
+        tool_message=(failure.tool_message or None) if failure else None,
     )
 
 

@@ -185,7 +185,7 @@ class LifecycleSweep:
         if not ok:
             return False
         if isinstance(result, Accept):
-            return await self._accept(workgraph.workgraph_id, name)
+            return await self._accept(workgraph.workgraph_id, name, result.reason)
         await self._apply(
             owner,
             {key.bytes: op for key, op in result.items()},
@@ -196,7 +196,7 @@ class LifecycleSweep:
         )
         return False
 
-    async def _accept(self, workgraph_id: bytes, hook: str) -> bool:
+    async def _accept(self, workgraph_id: bytes, hook: str, reason: str) -> bool:
         async def work(conn: Transaction) -> bool:
             locked = await lock_workgraph(conn, workgraph_id)
             if locked.status != W.SCOUTING:
@@ -207,7 +207,7 @@ class LifecycleSweep:
                 W.APPROVING,
                 actor=Actor.HOOK,
                 author=hook_author(hook),
-                message="scout accepted",
+                message=f"scout accepted: {reason}" if reason else "scout accepted",
             )
             return True
 
