@@ -32,6 +32,7 @@ from e2e_world import (
     workgraph,
 )
 
+from dxts.core.catalogue import CatalogueFile
 from dxts.core.db import Database
 from dxts.core.ids import id_from_str
 from dxts.core.schema import execution
@@ -188,3 +189,68 @@ async def test_a_staged_scout_climbs_three_stages_and_is_signed_off(
 
 def _args(value: Any) -> dict[str, Any]:
     return dict(json.loads(value) if isinstance(value, str) else value or {})
+
+
+# -- stripping with ancestors ---------------------------------------------------------------------
+
+
+async def _lineage(world: World) -> None:
+    """Four RAW files, each reconstructed into one RDST whose metadata names its RAW parent."""
+    raw = [CatalogueFile(lfn=f"/lhcb/e2e/strip/raw{n}", size=5) for n in range(4)]
+    rdst = [
+        CatalogueFile(
+            lfn=f"/lhcb/e2e/strip/rdst{n}",
+            size=3,
+            metadata={"file_type": "RDST", "run": 7, "ancestors": [f"/lhcb/e2e/strip/raw{n}"]},
+        )
+        for n in range(4)
+    ]
+    await world.catalogue.register([*raw, *rdst])
+
+
+def stripping() -> dict[str, Any]:
+    strip = {
+        "hints": {
+            "dirac:Transformation": {
+                "driving_input": "files",
+                "packer": {
+                    "name": "AncestorLookup",
+                    "args": {"ancestor_input": "raw", "group_size": 2},
+                },
+            }
+        },
+        "run": tool("raw"),
+        "in": {"files": "rdst"},
+        "out": ["out", "status-report"],
+    }
+    rdst = {
+        "type": {"type": "array", "items": ["File", "string"]},
+        "dirac:Feeder": {
+            "name": "LHCbAncestors",
+            "args": {"file_type": "RDST", "exhaust_after_pass": True},
+        },
+    }
+    return workgraph({"rdst": rdst}, {"Strip": strip}, {"stripped": "Strip/out"})
+
+
+async def test_a_stripping_is_fed_its_files_ancestors_from_the_catalogues_lineage(
+    database: Database, tmp_path: Path
+) -> None:
+    async with running(database, tmp_path) as world:
+        await _lineage(world)
+        wg = await world.submit(stripping())
+        await world.start(wg)
+        await world.reach(wg, W.COMPLETED)
+        await check_invariants(world, wg)
+
+        fed = {r.LFN: r.Descriptor for r in await world.inputs(wg, "Strip")}
+        assert fed == {
+            f"/lhcb/e2e/strip/rdst{n}": {"run": 7, "ancestors": [f"/lhcb/e2e/strip/raw{n}"]}
+            for n in range(4)
+        }
+        parameters = await _done_parameters(world, wg, "Strip")
+        assert len(parameters) == 2
+        for carried in parameters:
+            rdst = [_lfn(f).removeprefix("/lhcb/e2e/strip/rdst") for f in carried["files"]]
+            raw = [_lfn(f).removeprefix("/lhcb/e2e/strip/raw") for f in carried["raw"]]
+            assert rdst == raw and len(rdst) == 2  # each file with its own ancestor

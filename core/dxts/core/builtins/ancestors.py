@@ -37,6 +37,7 @@ from dxts.core.plugins import (
     FeederProposal,
     FileInput,
     InputRecord,
+    NoMoreInputs,
     PackerProposal,
     PluginArgs,
     SetFeederState,
@@ -141,6 +142,8 @@ async def lhcb_ancestors(
         yield SetFeederState({"query": fingerprint, "watermark": watermark})
         if not page.more:
             break
+    if feeder_args.exhaust_after_pass:
+        yield NoMoreInputs()
 
 
 class AncestorLookupArgs(PackArgs, LineageArgs):
