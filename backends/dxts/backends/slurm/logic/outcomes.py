@@ -23,6 +23,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dxts.backends.logic.adaptor import parcel_failure
 from dxts.backends.slurm.job import RESULT_FILE
 from dxts.backends.slurm.logic import batch
 from dxts.backends.slurm.logic.account import read_no_link
@@ -95,6 +96,19 @@ def cancelled_unsubmitted(backend: str, job: Job) -> Outcome:
     return _outcome(
         backend, job.parcel_id, job.identifier, OutcomeResult.CANCELLED,
         "NOT_SUBMITTED", "cancelled before it was handed to Slurm",
+    )  # fmt: skip
+
+
+def unreadable(backend: str, job: Job, record: TaskRecord, error: Exception) -> Outcome:
+    """A task that ended, whose outcome could not be read (what it left breaks the reader):
+    FAILED in the error's own words, Slurm's state kept as the raw status."""
+    state = record.state.split(" ")[0]
+    return _outcome(
+        backend, job.parcel_id, job.identifier, OutcomeResult.FAILED,
+        f"{state} {record.exit_code}:{record.signal}",
+        f"Slurm job {job.task} ended {state}; its outcome cannot be read: "
+        f"{parcel_failure(error)}",
+        Failure(FailureClass.UNSPECIFIED, tool_message=parcel_failure(error)),
     )  # fmt: skip
 
 
