@@ -246,10 +246,12 @@ class World:
     # -- operators ------------------------------------------------------------------------------
 
     async def submit(self, document: Mapping[str, Any]) -> Submitted:
+        return await self.submit_bundle(bundle(document))
+
+    async def submit_bundle(self, files: common_pb2.DocumentBundle) -> Submitted:
+        """Submit a bundle as it is (a document with the tools beside it, say)."""
         reply = await self.definition.SubmitWorkgraph(
-            definition_pb2.SubmitWorkgraphRequest(
-                request_id=str(uuid.uuid4()), bundle=bundle(document)
-            )
+            definition_pb2.SubmitWorkgraphRequest(request_id=str(uuid.uuid4()), bundle=files)
         )
         got = await self.definition.GetWorkgraph(
             definition_pb2.GetWorkgraphRequest(workgraph_id=reply.workgraph_id)
@@ -369,9 +371,17 @@ class World:
             return list(rows)
 
     async def parcels(self, wg: Submitted, name: str) -> list[Any]:
+        """The member's Parcels rows, each with `Directed`: where execution directs it (its
+        DirectedParcels row), None for a parcel the dispatcher's policy places."""
+        directed = execution.directed_parcels
         async with self.database.transaction(RC) as conn:
             rows = await conn.execute(
-                sa.select(execution.parcels)
+                sa.select(execution.parcels, directed.c.Backend.label("Directed"))
+                .select_from(
+                    execution.parcels.outerjoin(
+                        directed, directed.c.ParcelID == execution.parcels.c.ParcelID
+                    )
+                )
                 .where(execution.parcels.c.TransformationID == wg.tid(name))
                 .order_by(execution.parcels.c.ParcelID)
             )
