@@ -8,8 +8,10 @@ traded again before it expires."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
+import tarfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -351,3 +353,51 @@ async def test_the_token_is_traded_again_before_it_expires(server: DiracXServer)
         await client.search([], ["JobID"])  # and the new one is accepted
     finally:
         await client.close()
+
+
+async def test_an_error_with_one_parcel_of_a_submit_is_its_failed_outcome(
+    adaptor: DiracXAdaptor,
+) -> None:
+    """Whatever raises for one parcel before DiracX is asked (here its requirements, which are
+    not JSON) is that parcel's FAILED outcome in the error's own words: the Submit is not
+    failed whole, the other parcel becomes its job, and a repeated Submit answers the same."""
+    broken, good = parcel(), parcel()
+    broken = dataclasses.replace(broken, requirements_json="{")
+    results = await submit(adaptor, WRITER, broken, good)
+    assert [r.disposition for r in results] == [SubmitDisposition.ACCEPTED] * 2
+    failed = await poll_one(adaptor, results[0].identifier)
+    assert (failed.result, failed.backend_status) == (OutcomeResult.FAILED, "NOT_SUBMITTED")
+    assert failed.message.startswith("JSONDecodeError: Expecting property name")
+    assert failed.failure == Failure(FailureClass.SETUP_ERROR)
+    assert await job_of(adaptor, good.parcel_id)
+    assert (await submit(adaptor, WRITER, broken))[0].identifier == results[0].identifier
+
+
+async def test_an_error_reading_one_job_s_end_is_its_failed_outcome_and_the_poll_goes_on(
+    adaptor: DiracXAdaptor, pilot: TestPilot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever raises reading one ended job (here its output sandbox, which is no archive)
+    is that parcel's FAILED outcome in the error's words; the Poll answers for the other."""
+    unreadable, readable = parcel(), parcel()
+    results = await submit(adaptor, FAILING, unreadable, readable)
+    unreadable_job = await job_of(adaptor, unreadable.parcel_id)
+    await pilot.run_waiting()
+    read = adaptor._result
+
+    async def breaking(job_id: int) -> dict[str, bytes]:
+        if job_id == unreadable_job:
+            raise tarfile.ReadError("file could not be opened successfully")
+        return await read(job_id)
+
+    monkeypatch.setattr(adaptor, "_result", breaking)
+    reply = await adaptor.poll([r.identifier for r in results])
+    ended = {o.identifier: o for o in reply.outcomes}
+    failed, other = ended[results[0].identifier], ended[results[1].identifier]
+    assert failed.result == other.result == OutcomeResult.FAILED
+    assert failed.message == (
+        f"DiracX job {unreadable_job} Failed; its outcome cannot be read: "
+        "ReadError: file could not be opened successfully"
+    )
+    assert failed.failure is not None
+    assert failed.failure.tool_message == "ReadError: file could not be opened successfully"
+    assert other.message.endswith("the tool exited with 3: broken tool")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -246,6 +247,7 @@ async def test_a_failing_tool_is_classified_with_its_own_line(harness: Harness) 
     assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_APPLICATION_ERROR
     assert outcome.exit_code == 5
     assert outcome.failure.tool_message == marked  # not the runner's banner, nor its log
+    assert outcome.failure.site == harness.settings.site == socket.gethostname()
     assert outcome.message == f"the tool exited with 5: {marked}"
     # The full streams stay available: the runner's log, then the tool's stderr.
     logs = (
@@ -253,6 +255,14 @@ async def test_a_failing_tool_is_classified_with_its_own_line(harness: Harness) 
     ).logs
     assert logs.stderr.startswith("==> runner.log <==\nINFO ")
     assert logs.stderr.endswith("==> tool.stderr <==\n" + failing_script_stderr(marked))
+
+
+def test_the_site_a_failure_names_is_the_installation_s_else_the_host_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert LocalSettings().site == socket.gethostname()
+    monkeypatch.setenv("DXTS_LOCAL_SITE", "CERN-T0-batch")
+    assert LocalSettings().site == "CERN-T0-batch"
 
 
 async def test_a_tool_killed_by_a_signal_and_a_broken_document_have_their_classes(

@@ -1,5 +1,6 @@
 """Reading Slurm's accounting (`sacct --parsable2`) into task records: a task's exit status is
-the batch step's when the allocation's line still says 0:0 for a failed task; a task that ran
+the batch step's when the allocation's line still says 0:0 for a failed task, its nodes the
+allocation's NodeList; a task that ran
 is reported once its batch step (its usage) is recorded, or after a grace period."""
 
 from __future__ import annotations
@@ -25,18 +26,20 @@ class CannedSacct(Slurm):
 
 async def test_a_failed_tasks_exit_status_is_the_batch_steps_when_its_line_says_0_0() -> None:
     out = (
-        "41_0|FAILED|0:0|00:01.2|3|\n"
-        "41_0.batch|FAILED|1:0|00:01.2|3|20M\n"
-        "41_1|FAILED|2:0|00:01.0|2|\n"
-        "41_1.batch|FAILED|2:0|00:01.0|2|10M\n"
-        "41_2|COMPLETED|0:0|00:01.0|2|\n"
-        "41_2.batch|COMPLETED|0:0|00:01.0|2|10M\n"
+        "41_0|FAILED|0:0|00:01.2|3||node7\n"
+        "41_0.batch|FAILED|1:0|00:01.2|3|20M|node7\n"
+        "41_1|FAILED|2:0|00:01.0|2||node[1-2]\n"
+        "41_1.batch|FAILED|2:0|00:01.0|2|10M|node1\n"
+        "41_2|COMPLETED|0:0|00:01.0|2||node3\n"
+        "41_2.batch|COMPLETED|0:0|00:01.0|2|10M|node3\n"
+        "41_3|CANCELLED by 0|0:0|00:00:00|0||None assigned\n"
     )
     records = await CannedSacct(out).records(["41"])
-    assert [(r.state, r.exit_code, r.started) for _, r in sorted(records.items())] == [
-        ("FAILED", 1, True),
-        ("FAILED", 2, True),
-        ("COMPLETED", 0, True),
+    assert [(r.state, r.exit_code, r.started, r.nodes) for _, r in sorted(records.items())] == [
+        ("FAILED", 1, True, "node7"),
+        ("FAILED", 2, True, "node[1-2]"),  # the allocation's nodes, as sacct writes them
+        ("COMPLETED", 0, True, "node3"),
+        ("CANCELLED by 0", 0, False, ""),  # given no node: no site
     ]
     assert records[("41", 0)].max_rss_bytes == 20 * 1024 * 1024
 

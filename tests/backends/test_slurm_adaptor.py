@@ -206,6 +206,9 @@ async def test_a_failing_tool_s_class_and_own_line_among_its_noise(harness: Harn
     assert outcome.backend_status == "FAILED 6:0"
     assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_APPLICATION_ERROR
     assert (outcome.exit_code, outcome.failure.tool_message) == (6, marked)
+    (job,) = await harness.adaptor.store.jobs_by(identifiers=[result.identifier])
+    node = await asyncio.to_thread(sacct, job.task, "NodeList")
+    assert node and outcome.failure.site == node  # where Slurm ran it
     logs = (
         await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
     ).logs
@@ -289,10 +292,11 @@ def test_slurm_s_state_classifies_a_failure_before_what_the_job_wrote(
     if written is not None:
         result = {"error": "it failed", "failure": {"class": written, "tool_message": "ERROR: x"}}
         (directory / "result.json").write_text(json.dumps(result))
-    record = TaskRecord(state, exit_code=0, signal=signal, started=True)
+    record = TaskRecord(state, exit_code=0, signal=signal, started=True, nodes="wn042")
     failure = outcomes.from_record(settings, job, record).failure
     assert failure is not None and failure.failure_class is expected
     assert failure.tool_message == ("ERROR: x" if written else "")
+    assert failure.site == "wn042"  # where Slurm ran it, whoever classified it
 
 
 def test_array_ranges_are_compact() -> None:
@@ -402,3 +406,56 @@ async def test_without_a_cluster_the_adaptor_does_not_start(tmp_path: Path) -> N
     settings = SlurmSettings(work_dir=tmp_path / "slurm", commands_dir=str(tmp_path / "none"))
     with pytest.raises(Unavailable, match=r"no Slurm cluster answers .*cannot run scontrol"):
         await SlurmAdaptor(settings, slurm=Slurm(settings)).start()
+
+
+async def test_an_error_preparing_one_parcel_is_its_failed_outcome_and_the_others_run(
+    harness: Harness,
+) -> None:
+    """Whatever raises while one parcel of a Submit is prepared (here its parameters, which
+    are not JSON) is that parcel's FAILED outcome in the error's own words; the Submit is not
+    refused whole and the other parcel of it runs."""
+    broken = submission()
+    broken.parameters_json = "{"
+    good = submission({"message": "fine"})
+    results = await harness.submit(compute_payload(WRITER), broken, good)
+    assert [r.disposition for r in results] == [ACCEPTED, ACCEPTED]
+    failed = await harness.outcome(results[0].identifier, tries=1)
+    assert failed.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert failed.backend_status == "NOT_SUBMITTED"
+    assert failed.message.startswith("JSONDecodeError: Expecting property name")
+    assert failed.failure.failure_class == common_pb2.FAILURE_CLASS_SETUP_ERROR
+    ran = await harness.outcome(results[1].identifier)
+    assert ran.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, ran.message
+
+
+async def test_an_error_reading_one_task_s_end_is_its_failed_outcome_and_the_poll_goes_on(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever raises while one ended task's outcome is read (here the reader itself, as
+    what a task left could make it) is that parcel's FAILED outcome with Slurm's state; the
+    Poll answers for the other parcels too."""
+    unreadable, readable = submission({"message": "a"}), submission({"message": "b"})
+    read = outcomes.from_record
+
+    def breaking(settings: Any, job: Job, record: TaskRecord) -> Any:
+        if job.parcel_id == unreadable.parcel_id:
+            raise OSError(5, "Input/output error")
+        return read(settings, job, record)
+
+    monkeypatch.setattr(outcomes, "from_record", breaking)
+    results = await harness.submit(compute_payload(WRITER), unreadable, readable)
+    assert [r.disposition for r in results] == [ACCEPTED, ACCEPTED]
+    identifiers = [r.identifier for r in results]
+    ended: dict[str, common_pb2.Outcome] = {}
+    for _ in range(1800):  # a bound, not a timing: a job takes tens of seconds here
+        reply = await harness.stub.Poll(backend_pb2.PollRequest(identifiers=identifiers))
+        ended.update((o.identifier, o) for o in reply.outcomes)
+        if len(ended) == 2:
+            break
+        await asyncio.sleep(0.1)
+    failed, succeeded = ended[identifiers[0]], ended[identifiers[1]]
+    assert failed.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert failed.backend_status == "COMPLETED 0:0"
+    assert failed.message.endswith("cannot be read: OSError: [Errno 5] Input/output error")
+    assert failed.failure.tool_message == "OSError: [Errno 5] Input/output error"
+    assert succeeded.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, succeeded.message

@@ -324,3 +324,39 @@ async def test_the_gauges_count_attention_per_vo_and_kind_and_clear_when_it_goes
     await gauges.measure()
     assert sample("dxts_attention_items", kind="problematic-inputs") == 0
     assert sample("dxts_workgraphs_needing_attention") == 0
+
+
+async def test_parcels_the_backend_refused_need_attention_in_its_words(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    """A whole Submit refused fails its parcels with class `refused`: the member says so,
+    quoting the adaptor's words, and the workgraph carries it by step (list, why, web)."""
+    fixture = await build_workgraph(database, status="Active", members=RUNNING)
+    sim = fixture.ids["simulate"]
+    await add_parcels(database, sim, "Done", 9, backend="slurm")
+    await add_parcels(
+        database,
+        sim,
+        "Failed",
+        1,
+        reason="slurm refused the submission: requirements.cores: at most 4 cores",
+        failure={"class": "refused", "tool_message": "requirements.cores: at most 4 cores"},
+        backend="slurm",
+    )
+    workgraph, members = await read(stubs, fixture)
+    assert [(i.kind, i.what) for i in members["simulate"].attention] == [
+        (
+            "backend-refused",
+            "1 of its last parcels were refused by slurm: requirements.cores: at most 4 cores",
+        )
+    ]
+    (item,) = workgraph.attention
+    assert item.kind == "backend-refused" and item.step == "simulate"
+    # Another class of failure is not a refusal.
+    other = await build_workgraph(database, status="Active", members=RUNNING)
+    await add_parcels(database, other.ids["simulate"], "Done", 9)
+    await add_parcels(
+        database, other.ids["simulate"], "Failed", 1, failure={"class": "application-error"}
+    )
+    _, members = await read(stubs, other)
+    assert "backend-refused" not in [i.kind for i in members["simulate"].attention]

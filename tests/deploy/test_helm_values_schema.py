@@ -47,6 +47,11 @@ from chart_render import CHART, VALUES, Helm
             id="local-adaptor-does-not-push",
         ),
         pytest.param(
+            "storageEndpoints:\n  SITE: root://h:1094/relative\n",
+            "/storageEndpoints/SITE",
+            id="storage-endpoint-single-slash",
+        ),
+        pytest.param(
             "catalogue:\n  existingSecret: c\n  url: mysql+asyncmy://u:p@h/c\n",
             "set catalogue.existingSecret or catalogue.url, not both",
             id="two-catalogue-sources",

@@ -1,6 +1,6 @@
 """The chart's web component (dxts-web): off by default; when enabled one Deployment and one
-Service, probed over HTTP, pointed at the three services it calls, holding no database
-credential, locked down like every other dxts pod."""
+Service, probed over HTTP, pointed at the three services and the dispatcher it calls, holding
+no database credential, locked down like every other dxts pod."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_it_calls_the_services_and_holds_no_database_credential(
     (container,) = of_kind(manifests, "Deployment")[WEB]["spec"]["template"]["spec"]["containers"]
     env = {entry["name"]: entry for entry in container["env"]}
     services = of_kind(manifests, "Service")
-    for peer in ("definition", "execution", "accounting"):
+    for peer in ("definition", "execution", "accounting", "dispatcher"):
         host, _, port = env[f"DXTS_{peer.upper()}_ADDRESS"]["value"].rpartition(":")
         assert host == f"{RELEASE}-dxts-{peer}" and host in services
         assert int(port) in {p["port"] for p in services[host]["spec"]["ports"]}

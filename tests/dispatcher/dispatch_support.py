@@ -4,8 +4,9 @@ adaptor servers over gRPC, and the exact-counter check.
 * Parcels are created as execution creates them: rows and creation journals in one transaction.
 * `FakeDefinition` serves process trees from the Processes table and a fixed scope, counting
   calls; `FakeExecution` is the outcome sink, recording what it was given and, when asked to,
-  applying execution's transitions (Assigned → Completing / Failed, Completing → Cancelled) with
-  their journals, so that a recorded parcel leaves the poll, as with the real service.
+  applying execution's transitions (Assigned → Completing / Failed, Completing → Cancelled,
+  Reserved → Failed for a whole Submit refused) with their journals, so that a recorded
+  parcel leaves the poll, as with the real service.
 """
 
 from __future__ import annotations
@@ -385,7 +386,9 @@ class FakeExecution:
                 )
             ).one()
             source = row.Status
-            if source == "Assigned" and outcome.result is OutcomeResult.FAILED:
+            refused = outcome.failure is not None and outcome.failure.failure_class == "refused"
+            failed = outcome.result is OutcomeResult.FAILED
+            if failed and (source == "Assigned" or (source == "Reserved" and refused)):
                 target = "Failed"
             elif source == "Assigned":
                 target = "Completing"

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from dispatch_support import (
     SCOPE,
     FakeDefinition,
+    FakeExecution,
     Keys,
     assert_counters_exact,
     dispatcher,
@@ -32,6 +33,8 @@ from dxts.backends.null.settings import NullSettings
 from dxts.core.adaptor.model import (
     ComputePayload,
     DataPayload,
+    FailureClass,
+    OutcomeResult,
     Payload,
     Submission,
     SubmitResult,
@@ -399,25 +402,67 @@ class RefusingAdaptor(NullAdaptor):
         raise InvalidArgument("at most 1048576 characters (test)", field="document_json")
 
 
-async def test_a_request_the_adaptor_refuses_whole_leaves_its_parcels_reserved_and_the_round_on(
+async def test_a_request_the_adaptor_refuses_whole_fails_its_parcels_in_its_words(
     database: Database, keys: Keys, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The claim round does not fail on the adaptor's INVALID_ARGUMENT: its words are logged in
-    one line naming the backend, and the parcels wait Reserved for recovery."""
+    """The adaptor's INVALID_ARGUMENT on a whole Submit (the request is over one of its bounds,
+    and would be refused on every retry) fails each parcel: a FAILED outcome of class `refused`
+    in the adaptor's words goes to execution, the round goes on, and one log line says it."""
     await empty(database)
     tid = await transformation(database)
     ids = await parcels(database, 3, transformation_id=tid)
     server = await serve(RefusingAdaptor(NullSettings()), keys)
+    sink = FakeExecution(database)
     component = await dispatcher(
-        database, [{**COMPUTE, "address": f"127.0.0.1:{server.port}"}], keys
+        database, [{**COMPUTE, "address": f"127.0.0.1:{server.port}"}], keys, sink=sink
     )
     try:
         with caplog.at_level("ERROR", logger="dxts.dispatcher"):
             assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 3
-        assert set((await statuses(database, ids)).values()) == {"Reserved"}
+        assert set((await statuses(database, ids)).values()) == {"Failed"}
+        forwarded = sink.by_parcel()
+        assert set(forwarded) == set(ids)
+        for (outcome,) in forwarded.values():
+            assert outcome.result is OutcomeResult.FAILED and outcome.identifier == ""
+            assert outcome.backend == "null"
+            assert outcome.failure is not None
+            assert outcome.failure.failure_class is FailureClass.REFUSED
+            assert "at most 1048576 characters (test)" in outcome.failure.tool_message
+            assert outcome.message.startswith("null refused the submission: ")
         refused = [r for r in caplog.records if "refused the request of 3 parcels" in r.message]
         assert len(refused) == 1 and "1048576 characters" in refused[0].message
         assert refused[0].exc_info is None
+        await assert_counters_exact(database)
+    finally:
+        await component.stop()
+        await server.stop(grace=0)
+
+
+async def test_a_refused_request_stays_reserved_while_execution_cannot_record_it(
+    database: Database, keys: Keys
+) -> None:
+    """Execution away: nothing records the refusal, so the parcels wait Reserved for the
+    recovery sweep, which submits them again (and, refused again, fails them then)."""
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 2, transformation_id=tid)
+    server = await serve(RefusingAdaptor(NullSettings()), keys)
+    sink = FakeExecution(database)
+    sink.unavailable = True
+    component = await dispatcher(
+        database,
+        [{**COMPUTE, "address": f"127.0.0.1:{server.port}"}],
+        keys,
+        sink=sink,
+        lease_s=0.001,
+    )
+    try:
+        assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 2
+        assert set((await statuses(database, ids)).values()) == {"Reserved"}
+        sink.unavailable = False
+        await asyncio.sleep(0.05)  # past the lease
+        assert await component.dispatcher.recover_once(Kind.COMPUTE) == 2
+        assert set((await statuses(database, ids)).values()) == {"Failed"}
     finally:
         await component.stop()
         await server.stop(grace=0)

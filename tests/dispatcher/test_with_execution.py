@@ -17,10 +17,23 @@ from dispatch_support import (
     transformation,
 )
 
+from dxts.backends.null.logic.adaptor import NullAdaptor
 from dxts.backends.null.settings import NullUsage
 from dxts.core.adaptor.mapping import ack_from_proto, outcome_to_proto
-from dxts.core.adaptor.model import Outcome, OutcomeAck, OutcomeDisposition
+from dxts.core.adaptor.model import (
+    Failure,
+    FailureClass,
+    Outcome,
+    OutcomeAck,
+    OutcomeDisposition,
+    OutcomeResult,
+    Payload,
+    Submission,
+    SubmitResult,
+)
+from dxts.core.counters import journal_parcels
 from dxts.core.db import Database, Isolation
+from dxts.core.errors import InvalidArgument
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import Kind
@@ -92,3 +105,101 @@ async def test_cancellations_requested_by_execution_are_confirmed(
     assert [states[p] for p in ids] == ["Cancelled", "Cancelled", "Cancelled", "Assigned"]
     await assert_counters_exact(database)
     await component.stop()
+
+
+class RefusingNull(NullAdaptor):
+    """The null adaptor refusing every Submit as a whole, as one over its request bounds does."""
+
+    async def submit(self, payload: Payload, parcels: Sequence[Submission]) -> list[SubmitResult]:
+        raise InvalidArgument("at most 4 cores per job (test)", field="requirements.cores")
+
+
+async def test_a_submit_refused_whole_fails_its_parcels_through_execution(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    """Execution records the dispatcher's word: Reserved → Failed with the adaptor's words and
+    class `refused`, the inputs Failed (ErrorCount + 1) for their retry rules, the counters
+    exact; a second record of it changes nothing."""
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 4, transformation_id=tid, inputs_per_parcel=2)
+    _, address = await null_adaptors(RefusingNull)
+    sink = Execution(database)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+    try:
+        assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 4
+        assert {a.disposition for a in sink.acks} == {OutcomeDisposition.RECORDED}
+        assert set((await statuses(database, ids)).values()) == {"Failed"}
+        async with database.transaction(Isolation.READ_COMMITTED) as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(
+                        execution.parcels.c.Annotations, execution.parcels.c.CompletedAt
+                    ).where(execution.parcels.c.ParcelID.in_(ids))
+                )
+            ).all()
+            held = (
+                await conn.execute(
+                    sa.select(execution.inputs.c.Status, execution.inputs.c.ErrorCount).where(
+                        execution.inputs.c.TransformationID == tid
+                    )
+                )
+            ).all()
+        for row in rows:
+            assert row.CompletedAt is not None
+            assert row.Annotations["reason"] == (
+                "null refused the submission: requirements.cores: at most 4 cores per job (test)"
+            )
+            assert row.Annotations["outcome"]["failure"]["class"] == "refused"
+        assert sorted(held) == [("Failed", 1)] * 8
+        again = await sink.record(
+            [
+                Outcome(
+                    parcel_id=id_to_str(ids[0]),
+                    backend="null",
+                    result=OutcomeResult.FAILED,
+                    failure=Failure(FailureClass.REFUSED, "again"),
+                )
+            ]
+        )
+        assert [a.disposition for a in again] == [OutcomeDisposition.ALREADY_RECORDED]
+        await assert_counters_exact(database)
+    finally:
+        await component.stop()
+
+
+async def test_only_a_refused_submission_from_its_own_backend_ends_a_reserved_parcel(
+    database: Database,
+) -> None:
+    """A Reserved parcel ends only on the dispatcher's record of a refusal by the backend it
+    was reserved for: another backend's, one carrying an identifier (the backend accepted
+    something), or one of another class is not recorded."""
+    await empty(database)
+    tid = await transformation(database)
+    ids = await parcels(database, 1, transformation_id=tid, inputs_per_parcel=1)
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        await conn.execute(
+            sa.update(execution.parcels)
+            .where(execution.parcels.c.ParcelID.in_(ids))
+            .values(Status="Reserved", Backend="null")
+        )
+        await journal_parcels(conn, {(tid, "Unassigned", "Reserved"): 1})
+    refused = Failure(FailureClass.REFUSED, "no")
+    unrecordable = [
+        Outcome(id_to_str(ids[0]), "slurm", "", OutcomeResult.FAILED, failure=refused),
+        Outcome(id_to_str(ids[0]), "null", "42", OutcomeResult.FAILED, failure=refused),
+        Outcome(
+            id_to_str(ids[0]),
+            "null",
+            "",
+            OutcomeResult.FAILED,
+            failure=Failure(FailureClass.APPLICATION_ERROR, "no"),
+        ),
+        Outcome(id_to_str(ids[0]), "null", "", OutcomeResult.SUCCEEDED),
+    ]
+    sink = Execution(database)
+    for outcome in unrecordable:
+        (ack,) = await sink.record([outcome])
+        assert ack.disposition is OutcomeDisposition.UNKNOWN_PARCEL, outcome
+    assert set((await statuses(database, ids)).values()) == {"Reserved"}
+    await assert_counters_exact(database)

@@ -1,5 +1,5 @@
 """MariaDB only: the packer against real concurrency — its lock, SKIP LOCKED at the claim, and
-a packer killed in the middle of writing a batch."""
+a packer cancelled, or its connection killed, in the middle of writing a batch."""
 
 from __future__ import annotations
 
@@ -161,9 +161,19 @@ async def test_a_packer_killed_mid_batch_leaves_no_half_written_parcel(
         with pytest.raises(asyncio.CancelledError):
             await running
     else:
+        # The batch's connection is lost (a node or proxy failing over looks the same): the
+        # batch is replayed whole on a new connection, waits on the held row again, and
+        # commits once it is free.
         await _kill_waiting(mariadb)
+        assert await s.waiting_on_a_lock(mariadb), "the replayed batch waits on the row again"
+        release.set()
+        await holder
         result = await asyncio.wait_for(running, GUARD_S)
-        assert result.error is not None and result.parcels == 0
+        assert result.error is None and (result.parcels, result.assigned) == (8, 8)
+        assert await parcels_of(mariadb, t.id) == 8
+        assert s.by_status(await s.input_rows(mariadb, t.id)) == {"Assigned": 8}
+        await s.assert_counters_exact(mariadb, t.id)
+        return
     release.set()
     await holder
     assert await parcels_of(mariadb, t.id) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,15 +23,19 @@ from dxts.web.settings import WebSettings
 
 
 @pytest.fixture(scope="module")
-def dev_keys(tmp_path_factory: pytest.TempPathFactory) -> DevKeys:
-    return DevKeys.load_or_create(tmp_path_factory.mktemp("keys"))
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dxts-data")
 
 
 @pytest.fixture(scope="module")
-async def stack(
-    database: Database, tmp_path_factory: pytest.TempPathFactory, dev_keys: DevKeys
-) -> AsyncIterator[Stack]:
-    data_dir = tmp_path_factory.mktemp("dxts-data")
+def dev_keys(data_dir: Path) -> DevKeys:
+    """The data directory's key pair, as `dxts up` has it: the components' own tokens (the
+    dispatcher asking definition for a parcel's VO) and the people's are signed alike."""
+    return DevKeys.load_or_create(data_dir)
+
+
+@pytest.fixture(scope="module")
+async def stack(database: Database, data_dir: Path, dev_keys: DevKeys) -> AsyncIterator[Stack]:
     catalogue = await open_catalogue(
         CatalogueSettings(url=f"sqlite+aiosqlite:///{data_dir / 'catalogue.sqlite'}")
     )
@@ -51,6 +56,7 @@ async def web(stack: Stack) -> AsyncIterator[Web]:
             definition_address=stack.address("definition"),
             execution_address=stack.address("execution"),
             accounting_address=stack.address("accounting"),
+            dispatcher_address=stack.address("dispatcher"),
         )
     )
     yield served

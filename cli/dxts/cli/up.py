@@ -15,6 +15,7 @@ adaptor). Everything a restart must find again lives in the data directory:
                            sandbox; slurm/ must be on storage the cluster's nodes share)
     dev-only-jwt-*.pem     the development token key pair
     connection.json        the addresses, web URL and token the `dxts` commands read (while it runs)
+    web-port               the web view's port, served on again at the next start (--web-port)
     up.log                 the components' log
 
 All of it is the user's alone: `dxts up` sets its umask to 077 and closes the directory (0700),
@@ -405,7 +406,7 @@ async def _run(
             catalogue_url=local_catalogue,
         )
         exit_stack.push_async_callback(stack.stop)
-        web = await serve_web(stack, ports)
+        web = await serve_web(stack, ports, directory)
         exit_stack.push_async_callback(web.stop)
         token = keys.issue(vo, getpass.getuser(), ("operator", "user"), lifetime=TOKEN_LIFETIME)
         connection = Connection(
@@ -439,17 +440,47 @@ async def _run(
     _say("dxts up: stopped")
 
 
-async def serve_web(stack: Stack, ports: Ports) -> WebServer:
-    """The web view (dxts-web) over the composed services, on `ports.web` (0: a free port)."""
-    web = WebServer(
-        WebSettings(
-            listen=f"{ports.host}:{ports.web}",
+WEB_PORT_FILE = "web-port"
+
+
+def recorded_web_port(directory: Path) -> int:
+    """The web view's port the last `dxts up` of this data directory served on (0: none)."""
+    try:
+        return int((directory / WEB_PORT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+async def serve_web(stack: Stack, ports: Ports, directory: Path | None = None) -> WebServer:
+    """The web view (dxts-web) over the composed services, on `ports.web`; without one, on the
+    port recorded in the data directory (`web-port`) by the last start, so that open tabs and
+    bookmarks survive a restart; else (or when that port is taken now) on a free port. The
+    port served on is recorded for the next start."""
+    recorded = recorded_web_port(directory) if directory is not None and not ports.web else 0
+
+    def settings(port: int) -> WebSettings:
+        return WebSettings(
+            listen=f"{ports.host}:{port}",
             definition_address=stack.address("definition"),
             execution_address=stack.address("execution"),
             accounting_address=stack.address("accounting"),
+            dispatcher_address=stack.address("dispatcher"),
         )
-    )
+
+    try:
+        web = WebServer(settings(ports.web or recorded))
+    except OSError as error:
+        if not recorded:
+            raise
+        _say(
+            f"web view: port {recorded} (recorded in {WEB_PORT_FILE}) is taken "
+            f"({error.strerror}): serving on a free port instead"
+        )
+        web = WebServer(settings(0))
     await web.start()
+    if directory is not None:
+        port = web.address.rpartition(":")[2]
+        (directory / WEB_PORT_FILE).write_text(f"{port}\n")
     return web
 
 
@@ -493,7 +524,13 @@ def up(
     definition_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
     execution_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
     accounting_port: Annotated[int, typer.Option(help="0: a free port.")] = 0,
-    web_port: Annotated[int, typer.Option(help="The web view's port (0: a free port).")] = 0,
+    web_port: Annotated[
+        int,
+        typer.Option(
+            help="The web view's port (0: the one this data directory's last start used, "
+            "recorded in its web-port file, else a free port)."
+        ),
+    ] = 0,
     vo: Annotated[str, typer.Option(help="The VO of the token the commands use.")] = "local",
     workers: Annotated[
         int, typer.Option(min=1, help="Parcels the local backend runs at once.")

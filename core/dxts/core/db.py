@@ -2,9 +2,14 @@
 
 * `Database.transaction(isolation)` opens one transaction at the isolation level the caller's
   argument needs (stated at every call site, never inherited from a pool default).
-* `Database.run(fn, isolation=...)` runs a whole transaction function and retries it on a
-  deadlock (MySQL error 1213) with jittered exponential backoff, raising `Aborted` when the
-  retries are exhausted; a database that cannot be reached raises `Unavailable`.
+* `Database.run(fn, isolation=...)` runs a whole transaction function and replays it on a
+  deadlock or a Galera certification failure (MySQL error 1213, `Aborted` when the retries are
+  exhausted) and on a lost connection, on a new one, for up to `failover_wait_s`
+  (`dxts.core.replay` says when and why that is safe); a database that cannot be reached
+  raises `Unavailable`.
+* On a Galera node every session reads causally (`wsrep_sync_wait=1`): a read waits until the
+  node has applied every write the cluster committed before it, so a transaction replayed on
+  another node after a failover sees the commits made through the one that died.
 * Cancellation (a gRPC deadline cancels the task running a query) invalidates the connection and
   kills the query on the server, so a pooled connection never hands a stale result to its next
   user.
@@ -20,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import re
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +40,9 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
 from dxts.core.errors import Aborted, InvalidArgument, Unavailable
+from dxts.core.replay import MYSQL_DEADLOCK as MYSQL_DEADLOCK
+from dxts.core.replay import ConnectionLost, replaying
+from dxts.core.replay import is_deadlock as is_deadlock
 from dxts.core.settings import DatabaseSettings
 
 log = logging.getLogger(__name__)
@@ -46,11 +53,13 @@ T = TypeVar("T")
 # journals, locks and logs, and never reads itself (its SQL is theirs).
 Transaction: TypeAlias = AsyncConnection
 
-MYSQL_DEADLOCK = 1213
 MYSQL_DUPLICATE_KEY = 1062
 # Client-side codes meaning the server is gone or unreachable (CR_CONN_HOST_ERROR,
 # CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONNECTION_ERROR, ER_CON_COUNT_ERROR...).
 MYSQL_UNREACHABLE = {1040, 1042, 1043, 1047, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+# ER_ERROR_DURING_COMMIT: on a Galera node that lost the primary component under a write, the
+# provider's "Not connected to Primary Component" (the node then answers 1047 until it is back).
+MYSQL_ERROR_DURING_COMMIT = 1180
 
 MIN_MARIADB = (10, 6)
 MIN_MYSQL = (8, 0)
@@ -106,6 +115,7 @@ class ServerInfo:
     version: tuple[int, ...]
     version_string: str
     wait_timeout_s: int | None
+    galera: bool = False  # a node of a Galera cluster (wsrep_on)
 
 
 def parse_server_version(version_string: str) -> tuple[str, tuple[int, ...]]:
@@ -140,10 +150,6 @@ def mysql_error_code(error: BaseException) -> int | None:
     return None
 
 
-def is_deadlock(error: BaseException) -> bool:
-    return isinstance(error, exc.DBAPIError) and mysql_error_code(error) == MYSQL_DEADLOCK
-
-
 def is_duplicate_key(error: BaseException) -> bool:
     """A unique key refused the row: another transaction inserted the same key first."""
     return isinstance(error, exc.IntegrityError) and mysql_error_code(error) == MYSQL_DUPLICATE_KEY
@@ -168,16 +174,18 @@ def is_unreachable(error: BaseException) -> bool:
         code = mysql_error_code(error)
         if code in MYSQL_UNREACHABLE:
             return True
+        if code == MYSQL_ERROR_DURING_COMMIT:
+            return "primary component" in str(error.orig).lower()
         message = str(error.orig).lower()
         return "unable to open database" in message
     return isinstance(error, OSError | ConnectionError)
 
 
-def _unreachable(cause: object) -> Unavailable:
+def _unreachable(cause: object) -> ConnectionLost:
     """What a caller hears when the database does not answer: the driver's own words (hosts,
     ports) go to this process's log only."""
     log.warning("database unreachable: %s", cause)
-    return Unavailable("the database is unreachable; retry later")
+    return ConnectionLost("the database is unreachable; retry later")
 
 
 class Database:
@@ -253,7 +261,11 @@ class Database:
             pool_reset_on_return=None,
             isolation_level=DEFAULT_ISOLATION.value,
         )
-        event.listen(self._engine.sync_engine, "connect", _set_mysql_session)
+        event.listen(
+            self._engine.sync_engine,
+            "connect",
+            _set_galera_session if self.server.galera else _set_mysql_session,
+        )
         return self.server
 
     async def _probe_server(self) -> ServerInfo:
@@ -265,12 +277,15 @@ class Database:
                         sa.text("SELECT VERSION(), @@wait_timeout, @@log_bin, @@binlog_format")
                     )
                 ).one()
+                # SHOW, not @@wsrep_on: a server built without wsrep has no such variable.
+                wsrep = (await conn.execute(sa.text("SHOW VARIABLES LIKE 'wsrep_on'"))).first()
         except exc.DBAPIError as error:
             raise Unavailable(f"cannot reach the database at {self.url!r}: {error.orig}") from error
         except OSError as error:
             raise Unavailable(f"cannot reach the database at {self.url!r}: {error}") from error
         finally:
             await probe.dispose()
+        galera = wsrep is not None and str(wsrep[1]).upper() == "ON"
         version_string, wait_timeout, log_bin, binlog_format = row
         flavour, numbers = check_server_version(version_string)
         if int(log_bin or 0) and str(binlog_format).upper() != "ROW":
@@ -278,7 +293,7 @@ class Database:
                 f"the server writes a {binlog_format} binary log: FOR UPDATE SKIP LOCKED "
                 "needs binlog_format=ROW wherever a binary log is on"
             )
-        return ServerInfo(flavour, numbers, version_string, int(wait_timeout))
+        return ServerInfo(flavour, numbers, version_string, int(wait_timeout), galera)
 
     def _sqlite_engine(self) -> AsyncEngine:
         engine = create_async_engine(
@@ -390,24 +405,19 @@ class Database:
         isolation: Isolation,
         retries: int | None = None,
     ) -> T:
-        """Run `work(conn)` as one transaction, retrying the whole of it on deadlock."""
-        attempts = (self.settings.deadlock_retries if retries is None else retries) + 1
-        delay = 0.005
-        for attempt in range(1, attempts + 1):
-            try:
-                async with self.transaction(isolation) as conn:
-                    return await work(conn)
-            except exc.DBAPIError as error:
-                if not is_deadlock(error):
-                    raise
-                if attempt == attempts:
-                    raise Aborted(
-                        f"deadlock persisted after {attempts} attempts; retry the operation"
-                    ) from error
-                log.info("deadlock on attempt %d/%d; retrying", attempt, attempts)
-                await asyncio.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """Run `work(conn)` as one transaction, replaying the whole of it on a deadlock (at
+        most `retries` times, default `deadlock_retries`) or on a lost connection (for up to
+        `failover_wait_s`), as `dxts.core.replay` describes."""
+
+        async def attempt() -> T:
+            async with self.transaction(isolation) as conn:
+                return await work(conn)
+
+        return await replaying(
+            attempt,
+            deadlock_retries=self.settings.deadlock_retries if retries is None else retries,
+            failover_wait_s=self.settings.failover_wait_s,
+        )
 
     async def ping(self) -> bool:
         """True when the database answers a trivial query (health checks)."""
@@ -440,6 +450,18 @@ def _set_mysql_session(dbapi_connection: Any, record: Any) -> None:
         "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', "
         "eq_range_index_dive_limit = 0"
     )
+    cursor.close()
+
+
+def _set_galera_session(dbapi_connection: Any, record: Any) -> None:
+    """A session on a Galera node: as on any server, and reading causally (wsrep_sync_wait=1:
+    a SELECT first waits until this node has applied what the cluster committed before it).
+    Through a proxy the node a pooled connection reaches is the writer of the moment; after a
+    failover it is a node that may still be applying the old writer's last commits, and a
+    transaction deciding from what it reads must see them."""
+    _set_mysql_session(dbapi_connection, record)
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET wsrep_sync_wait = 1")
     cursor.close()
 
 

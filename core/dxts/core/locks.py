@@ -19,6 +19,15 @@ Sweeps never wait. A caller that must serialise rather than skip (a request that
 applied twice concurrently) passes `wait=seconds`: `GET_LOCK(name, seconds)` on the server, a
 short poll on SQLite; the result is still falsy if the lock stayed taken that long.
 
+A hold taken by `try_hold` is registered for the block (`dxts.core.replay.holding`): a
+transaction replayed inside it after a lost connection first reasserts it (`Held.reassert`), so
+work that needs the lock never goes on without it. On a Galera cluster behind a proxy that sends
+every connection to one node, GET_LOCK is node-local, but every holder asks the same node, so it
+still excludes; when that node dies its locks die with it and with their connections, and the
+holder finds that out at its next reassertion and takes the lock again on the new node (or
+learns that another replica did first). Correctness never rests on the lock alone: the writes
+under it are conditional, so a second holder in the moment of a failover changes nothing twice.
+
 Names are stable across versions (replicas of two releases must compute the same name during a
 rolling upgrade): `dxts:<kind>:<key>` when that is at most 64 characters of `[a-z0-9_.:-]`
 (MySQL's GET_LOCK limit; MySQL compares names case-insensitively, MariaDB does not, so only
@@ -44,8 +53,9 @@ from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from dxts.core.db import Database, is_unreachable
-from dxts.core.errors import InvalidArgument, Unavailable
+from dxts.core.errors import InvalidArgument
 from dxts.core.ids import UUID_BYTES, id_to_str
+from dxts.core.replay import ConnectionLost, holding
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +156,17 @@ class Held:
     def __bool__(self) -> bool:
         return self.acquired
 
+    @property
+    def description(self) -> str:
+        return self.lock.name
+
     async def still_held(self) -> bool:
         """Whether the lock is still ours (a server lock is lost with a killed connection)."""
         return self.acquired
+
+    async def reassert(self) -> bool:
+        """Keep the lock, or take it again if its connection was lost; whether it is ours."""
+        return await self.still_held()
 
     async def release(self) -> None:
         self.acquired = False
@@ -157,9 +175,10 @@ class Held:
 class _ServerHeld(Held):
     """A GET_LOCK held on its own connection; releasing also closes the connection."""
 
-    def __init__(self, lock: Lock, conn: AsyncConnection, name: str) -> None:
+    def __init__(self, manager: LockManager, lock: Lock, conn: AsyncConnection, name: str) -> None:
         super().__init__(lock)
         self.acquired = True
+        self._manager = manager
         self._conn = conn
         self.server_name = name
 
@@ -174,6 +193,25 @@ class _ServerHeld(Held):
         except Exception:
             return False
         return bool(owner)
+
+    async def reassert(self) -> bool:
+        if not self.acquired:
+            return False
+        if await self.still_held():
+            return True
+        # Its connection is gone, and the lock with it: take it again on a new one (after a
+        # failover, on the node the proxy sends connections to now).
+        log.warning("lock %s was lost with its connection; taking it again", self.server_name)
+        with contextlib.suppress(Exception):
+            await self._conn.invalidate()
+        with contextlib.suppress(Exception):
+            await self._conn.close()
+        again = await self._manager.acquire(self.lock)
+        if isinstance(again, _ServerHeld):
+            self._conn = again._conn
+            return True
+        self.acquired = False
+        return False
 
     async def release(self) -> None:
         if not self.acquired:
@@ -232,7 +270,7 @@ class LockManager:
             conn = await self._engine.connect()
         except (exc.DBAPIError, OSError) as error:
             if is_unreachable(error):
-                raise Unavailable(f"cannot open a lock connection: {error}") from error
+                raise ConnectionLost(f"cannot open a lock connection: {error}") from error
             raise
         try:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -249,7 +287,7 @@ class LockManager:
                 await conn.close()
             raise
         if got == 1:
-            return _ServerHeld(lock, conn, self.server_name(lock))
+            return _ServerHeld(self, lock, conn, self.server_name(lock))
         await conn.close()
         return Held(lock)
 
@@ -277,7 +315,11 @@ class LockManager:
         the block raised."""
         held = await self.acquire(lock, wait=wait)
         try:
-            yield held
+            if held:
+                with holding(held):
+                    yield held
+            else:
+                yield held
         finally:
             await held.release()
 

@@ -67,6 +67,12 @@ class DatabaseSettings(BaseSettings):
         60, ge=0, description="pool_recycle is the server's wait_timeout less this margin"
     )
     deadlock_retries: int = Field(5, ge=0)
+    failover_wait_s: float = Field(
+        20.0,
+        ge=0,
+        description="how long a transaction that lost its connection is replayed for while the "
+        "database fails over (a proxy moving to another Galera node, a node regaining quorum)",
+    )
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
 
 

@@ -289,6 +289,7 @@ PARCEL = StateMachine(
             (P.RESERVED, P.UNASSIGNED, Actor.DISPATCHER, "submission refused"),
             ((P.RESERVED, P.ASSIGNED), P.COMPLETING, CORE, "finished, or cancellation requested"),
             (P.ASSIGNED, P.FAILED, CORE, "backend reports failure"),
+            (P.RESERVED, P.FAILED, CORE, "backend refused the whole submission"),
             (P.COMPLETING, P.DONE, CORE, "outcome recorded, every input succeeded"),
             (P.COMPLETING, P.PARTIALLY_DONE, CORE, "outcome recorded, some inputs succeeded"),
             (P.COMPLETING, P.CANCELLED, CORE, "backend confirms cancellation"),

@@ -209,7 +209,7 @@ async def build_dispatcher(
         for b in settings.backends
     }
     locks = LockManager(database)
-    dispatcher = Dispatcher(database, settings, backends, Materialiser(definition, config))
+    dispatcher = Dispatcher(database, settings, backends, Materialiser(definition, config), sink)
     forwarder = Forwarder(database, settings, backends, sink, locks)
     servicer = DispatcherServicer(forwarder, definition)
     component = DispatcherComponent(

@@ -39,7 +39,7 @@ from dxts.core.errors import (
     Unavailable,
 )
 from dxts.v1 import common_pb2, definition_pb2
-from dxts.web import errors, files, members, names, steering, workgraphs
+from dxts.web import errors, files, inputs, members, names, parcels, steering, workgraphs
 from dxts.web.services import Services, UserClients
 from dxts.web.sessions import COOKIE, Session, Sessions
 from dxts.web.settings import WebSettings
@@ -64,6 +64,7 @@ class Web:
             css=names.css_class,
             age=names.age,
             poll_ms=int(settings.poll_seconds * 1000),
+            actionable=steering.actionable,
         )
 
     def render(
@@ -279,6 +280,30 @@ def build_app(web: Web) -> Starlette:
         template = "errors_live.html" if q.get("fragment") else "errors.html"
         return t(request, template, {"e": found, "windows": list(errors.WINDOWS), "now": now})
 
+    async def parcel(request: Request, session: Session) -> Response:
+        now = datetime.now(UTC)
+        found = await parcels.parcel_page(web.clients(session), request.path_params["name"], now)
+        context = {
+            "p": found,
+            "now": now,
+            "parameters": parcels.parameters(found.got),
+            "full_log_bytes": parcels.FULL_LOG_BYTES,
+        }
+        return t(request, "parcel.html", context)
+
+    async def parcel_log(request: Request, session: Session) -> Response:
+        """One stream of the job's log as plain text, up to the adaptors' cap."""
+        stream = request.path_params["stream"]
+        if stream not in ("stdout", "stderr"):
+            raise HTTPException(404, f"no such stream: {stream}")
+        clients = web.clients(session)
+        parcel_id = await parcels.resolve(clients, request.path_params["name"])
+        found = await parcels.job_logs(clients, parcel_id, parcels.FULL_LOG_BYTES)
+        if found.missing:
+            return Response(f"no logs: {found.missing}\n", status_code=409, media_type="text/plain")
+        text = found.stdout if stream == "stdout" else found.stderr
+        return Response(text, media_type="text/plain; charset=utf-8")
+
     async def file(request: Request, session: Session) -> Response:
         lfn = request.query_params.get("lfn", "").strip()
         found = await files.lineage(web.clients(session), lfn) if lfn else None
@@ -324,6 +349,43 @@ def build_app(web: Web) -> Starlette:
 
         return handler
 
+    async def input_verb(request: Request, session: Session) -> Response:
+        """Write off or reset a member's inputs: a confirmation page, then the call."""
+        target = str(request.path_params["tf"])
+        name = request.path_params["verb"]
+        if name not in inputs.INPUT_VERBS:
+            raise HTTPException(404, f"no such verb: {name}")
+        verb = inputs.INPUT_VERBS[name]
+        clients = web.clients(session)
+        member = (
+            await clients.definition.GetTransformation(
+                definition_pb2.GetTransformationRequest(transformation_id=target)
+            )
+        ).transformation
+        back = _local(request.query_params.get("back") or f"/transformations/{target}")
+        asked = request.query_params if request.method == "GET" else await request.form()
+        context: dict[str, Any] = {"verb": verb, "member": member, "back": back, "chosen": None}
+        try:
+            chosen = inputs.selection_of(
+                verb,
+                [str(i) for i in asked.getlist("input")],
+                str(asked.get("status", "")),
+            )
+        except InvalidArgument as error:
+            return t(request, "inputs_confirm.html", {**context, "refused": str(error)}, 400)
+        context["chosen"] = chosen
+        if request.method == "GET":
+            return t(request, "inputs_confirm.html", context)
+        if not _same_origin(request) or not session.csrf_matches(str(asked.get("csrf", ""))):
+            return t(request, "error.html", {"message": "cross-site request refused"}, 403)
+        try:
+            await inputs.act(clients, verb, target, chosen, str(asked.get("reason", "")))
+        except (NotFound, PermissionDenied, Unauthenticated, Unavailable):
+            raise
+        except DxtsError as error:
+            return t(request, "inputs_confirm.html", {**context, "refused": str(error)}, 409)
+        return RedirectResponse(back, status_code=303)
+
     routes = [
         Route("/", home),
         Route("/healthz", healthz),
@@ -346,11 +408,18 @@ def build_app(web: Web) -> Starlette:
             methods=["GET", "POST"],
         ),
         Route(
+            "/transformations/{tf}/inputs/{verb}",
+            page(web, input_verb),
+            methods=["GET", "POST"],
+        ),
+        Route(
             "/actions/{action:int}/steer/{verb}",
             page(web, steer_page(steering.ACTION_VERBS, "action", "action")),
             methods=["GET", "POST"],
         ),
         Route("/errors", page(web, error_groups)),
+        Route("/parcels/{name}", page(web, parcel)),
+        Route("/parcels/{name}/logs/{stream}", page(web, parcel_log)),
         Route("/files", page(web, file)),
         Route("/open/{id}", page(web, open_id)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

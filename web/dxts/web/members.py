@@ -38,6 +38,7 @@ SAMPLE_PAGES = 1
 RECENT = 12
 LOG_ENTRIES = 40
 EXAMPLES_PER_REASON = 3
+WAITING_SHOWN = 100
 # The usage annotation (cpu_hours, wall_hours, memory_gb) → what a histogram shows.
 MEASURES = (
     ("cpu_hours", "CPU", "s", 1 / 3600),
@@ -96,6 +97,12 @@ class MemberPage:
     log: list[accounting_pb2.LogEntry]
     sampled_parcels: int
     sampled_inputs: int
+    # Inputs waiting for a person (Problematic) or failed and to be retried, first page.
+    waiting: list[tuple[execution_pb2.Input, str]] = field(default_factory=list)
+
+    @property
+    def problematic(self) -> int:
+        return self.inputs.get("Problematic", 0)
 
     @property
     def ended_parcels(self) -> int:
@@ -247,4 +254,8 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         log=list(log.entries),
         sampled_parcels=len(ended),
         sampled_inputs=len(processed_inputs) + len(failed_inputs),
+        waiting=sorted(
+            ((i, names.named_input_status(i.status)) for i in failed_inputs[:WAITING_SHOWN]),
+            key=lambda pair: pair[1] != "Problematic",
+        ),
     )

@@ -17,6 +17,7 @@ from dxts.core.grpc import channel
 from dxts.v1 import (
     accounting_pb2_grpc,
     definition_pb2_grpc,
+    dispatcher_pb2_grpc,
     execution_pb2_grpc,
 )
 from dxts.web.settings import WebSettings
@@ -39,12 +40,16 @@ class _AsUser:
 
 
 class UserClients:
-    """The three services, called as one user."""
+    """The three services (and the dispatcher, where the web was told where it is), called
+    as one user."""
 
     def __init__(self, services: Services, token: str) -> None:
         self.definition: Any = _AsUser(services.definition_stub, token)
         self.execution: Any = _AsUser(services.execution_stub, token)
         self.accounting: Any = _AsUser(services.accounting_stub, token)
+        self.dispatcher: Any | None = (
+            _AsUser(services.dispatcher_stub, token) if services.dispatcher_stub else None
+        )
 
 
 class Services:
@@ -61,6 +66,11 @@ class Services:
         self.definition_stub = definition_pb2_grpc.DefinitionServiceStub(definition)
         self.execution_stub = execution_pb2_grpc.ExecutionServiceStub(execution)
         self.accounting_stub = accounting_pb2_grpc.AccountingServiceStub(accounting)
+        self.dispatcher_stub: Any | None = None
+        if settings.dispatcher_address:
+            dispatcher = channel(settings.dispatcher_address, default_timeout=timeout)
+            self._channels.append(dispatcher)
+            self.dispatcher_stub = dispatcher_pb2_grpc.DispatcherServiceStub(dispatcher)
 
     def as_user(self, token: str) -> UserClients:
         return UserClients(self, token)

@@ -22,6 +22,12 @@ class WebSettings(BaseSettings):
         "127.0.0.1:50053",
         validation_alias=AliasChoices("DXTS_ACCOUNTING_ADDRESS", "accounting_address"),
     )
+    dispatcher_address: str | None = Field(
+        None,
+        validation_alias=AliasChoices("DXTS_DISPATCHER_ADDRESS", "dispatcher_address"),
+        description="where a parcel page asks for the job's logs (GetParcelLogs); unset: the "
+        "pages say the logs are not reachable from here",
+    )
     secure_cookies: bool = Field(
         False, description="mark the session cookie Secure (served over https, behind TLS)"
     )

@@ -1,5 +1,10 @@
 """The steering verbs of the pages: the CLI's, each one definition RPC, called with the
-user's token and a fresh request id. What the service refuses is shown as it refused it."""
+user's token and a fresh request id. What the service refuses is shown as it refused it.
+
+A page offers a verb only in the states it can be used from (`Verb.when`, read from the state
+machines of dxts.core.state_machines and the services' own preconditions): a Completed
+workgraph offers none, a member's Pause shows only while it is Active. The service still
+decides: a verb offered a moment too late is refused in its words."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dxts.core.grpc.calls import method_on, request_type
+from dxts.core.state_machines import TRANSFORMATION, WORKGRAPH, Actor
+from dxts.core.states import TransformationStatus, WorkgraphStatus
 from dxts.v1 import common_pb2
 from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 from dxts.web.services import UserClients
@@ -21,11 +28,32 @@ class Verb:
     rpc: Callable[..., object]  # the servicer's method: a renamed RPC fails at import
     explains: str
     danger: bool = False
+    # The states the verb can be used from; empty: any.
+    when: frozenset[str] = frozenset()
+    # For the feeder verbs: offered only when the feeder is the other way (None: either).
+    feeder_on: bool | None = None
+
+    def offered(self, status: str, feeder_enabled: bool | None = None) -> bool:
+        """Whether a page in `status` offers the verb."""
+        if self.when and status not in self.when:
+            return False
+        return self.feeder_on is None or feeder_enabled is None or feeder_enabled == self.feeder_on
 
     @property
     def asks_message(self) -> bool:
         """Forcing an action records a message on it; every other verb asks a reason."""
         return self.rpc is Definition.ForceAction
+
+
+W, T = WorkgraphStatus, TransformationStatus
+OP = Actor.OPERATOR
+# The feeder can be changed while the member runs (the definition service's FEEDER_STATES).
+FEEDER_STATES = frozenset({T.NEW, T.ACTIVE, T.PAUSED})
+
+
+def _from(machine: Any, *targets: str) -> frozenset[str]:
+    """The states an operator can move to one of `targets` from."""
+    return frozenset(s for target in targets for s in machine.sources_of(target, OP))
 
 
 WORKGRAPH_VERBS = {
@@ -36,12 +64,14 @@ WORKGRAPH_VERBS = {
             "Start",
             Definition.StartWorkgraph,
             "Start the workgraph (scouting first if it scouts).",
+            when=frozenset({W.NEW}),
         ),
         Verb(
             "drain",
             "Drain",
             Definition.DrainWorkgraph,
             "Stop feeding; the work in flight finishes.",
+            when=frozenset({W.ACTIVE}),
         ),
         Verb(
             "halt",
@@ -49,6 +79,7 @@ WORKGRAPH_VERBS = {
             Definition.HaltWorkgraph,
             "Cancel the parcels in flight and write off every waiting input.",
             danger=True,
+            when=frozenset({W.ACTIVE}),
         ),
         Verb(
             "cancel",
@@ -56,12 +87,14 @@ WORKGRAPH_VERBS = {
             Definition.CancelWorkgraph,
             "Cancel the workgraph: its members clean up (outputs removed).",
             danger=True,
+            when=_from(WORKGRAPH, W.CANCELLING),
         ),
         Verb(
             "return",
             "Return to Active",
             Definition.ReturnToActive,
             "Back to Active from Finalizing.",
+            when=frozenset({W.FINALIZING}),
         ),
     )
 }
@@ -73,27 +106,37 @@ MEMBER_VERBS = {
             "Pause",
             Definition.PauseTransformation,
             "Stop packing and submitting new parcels.",
+            when=_from(TRANSFORMATION, T.PAUSED),
         ),
         Verb(
             "resume",
             "Resume",
             Definition.ResumeTransformation,
             "Carry on from where it was paused.",
+            when=frozenset({T.PAUSED}),
         ),
         Verb(
-            "flush", "Flush", Definition.FlushTransformation, "Pack what the packer holds back now."
+            "flush",
+            "Flush",
+            Definition.FlushTransformation,
+            "Pack what the packer holds back now.",
+            when=frozenset({T.ACTIVE}),
         ),
         Verb(
             "feeder-enable",
             "Enable feeder",
             Definition.SetFeeder,
             "Let the feeder add inputs again.",
+            when=FEEDER_STATES,
+            feeder_on=False,
         ),
         Verb(
             "feeder-disable",
             "Disable feeder",
             Definition.SetFeeder,
             "Stop the feeder adding inputs.",
+            when=FEEDER_STATES,
+            feeder_on=True,
         ),
     )
 }
@@ -110,6 +153,16 @@ ACTION_VERBS = {
         Verb("reset", "Reset", Definition.ResetAction, "Forget its result: it runs again."),
     )
 }
+# An action can be forced or reset when it is the one holding its owner: it failed, or has not
+# finished, in the state the owner is in.
+STUCK_RESULTS = (common_pb2.ACTION_RESULT_FAILED, common_pb2.ACTION_RESULT_PENDING)
+
+
+def actionable(action: Any, owner_status: str) -> bool:
+    """Whether a page offers Force/Reset on `action` of an owner in `owner_status`."""
+    return bool(action.state) and action.state in owner_status and action.result in STUCK_RESULTS
+
+
 _FORCED = {
     "force-passed": common_pb2.ACTION_RESULT_PASSED,
     "force-done": common_pb2.ACTION_RESULT_DONE,

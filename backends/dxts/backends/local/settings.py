@@ -15,6 +15,8 @@
   network; default not), `sandbox_paths` (more read-only paths jobs see, e.g. site software),
   `default_wall_time_s` (a parcel that asks for none) and `max_wall_time_s` (the installation's
   cap on what a parcel asks).
+* `site`: where its parcels run, as a failure names it (`dxts errors` groups by it); by default
+  the machine's host name.
 * `catalogue`: whether the adaptor opens the installation's file catalogue (the chart turns it
   off when the adaptors are given no catalogue credential of their own).
 * The file catalogue used to find `lfn:` inputs' replicas (and updated by data requests) is the
@@ -23,6 +25,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,6 +55,7 @@ class LocalSettings(RunnerEnvironment):
     job_user: str = Field("dxts-job", description="the user jobs run as (when run as root)")
     sandbox_network: bool = False
     sandbox_paths: list[Path] = Field(default_factory=list, description="read-only for jobs")
+    site: str = Field(default_factory=socket.gethostname, max_length=128)
     catalogue: bool = Field(True, description="open the file catalogue (false: lfn: inputs fail)")
     default_wall_time_s: int = Field(3600, ge=1)
     max_wall_time_s: int = Field(86400, ge=1)

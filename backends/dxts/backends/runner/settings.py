@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     AliasChoices,
@@ -19,10 +19,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from dxts.core.adaptor.failures import DEFAULT_ERROR_PATTERN
 from dxts.core.lfn import check_lfn
+from dxts.core.storage import StorageEndpoint, parse_endpoints
 
 
 class Storage(Protocol):
@@ -116,6 +117,12 @@ class RunnerEnvironment(BaseSettings):
     )
     storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
     output_se: str | None = Field(None, description="default: the first storage element")
+    # The installation's XRootD SEs (dxts.core.storage), under the installation-wide name.
+    storage_endpoints: Annotated[dict[str, StorageEndpoint], NoDecode] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("DXTS_STORAGE_ENDPOINTS", "storage_endpoints"),
+        description="SE name -> root://host:port//prefix (dxts.core.storage)",
+    )
     runner: list[str] = Field(
         # cwltool keeping the tools' stderr apart from its log (not `python -m cwltool`, whose
         # exit status is always 0).
@@ -131,6 +138,11 @@ class RunnerEnvironment(BaseSettings):
         default_factory=lambda: ["--no-container", "--disable-color"],
         description="arguments before the runner's own (outdir, tmpdirs, document, job)",
     )
+
+    @field_validator("storage_endpoints", mode="before")
+    @classmethod
+    def _endpoints(cls, value: Any) -> dict[str, StorageEndpoint]:
+        return parse_endpoints(value)
 
     @field_validator("error_pattern")
     @classmethod

@@ -4,7 +4,11 @@ One round (`dispatch_once`) claims a batch of one kind (one transaction), record
 its compute parcels (one transaction, before anything is submitted, so a re-submission sends
 the same payload), submits it to each chosen backend in batches sharing one payload, and
 records what each Submit answered (one transaction per Submit): accepted parcels get their
-identifier row and go to Assigned together, refused ones go back to Unassigned. A parcel whose
+identifier row and go to Assigned together, refused ones go back to Unassigned. A Submit the
+adaptor refuses as a whole (INVALID_ARGUMENT: the request is over one of its bounds, and would
+be refused again on every retry) fails its parcels: a FAILED outcome of class `refused` in the
+adaptor's words per parcel, recorded by execution (Reserved → Failed, the inputs Failed for
+their retry rules), which the member's attention shows (`backend-refused`). A parcel whose
 submission did not get an answer (adaptor down or too slow, a payload that could not be built)
 stays Reserved: the recovery sweep (`recover_once`) re-submits Reserved parcels older than the
 lease with the same key, and since every adaptor's Submit is idempotent on the ParcelID it gets
@@ -24,13 +28,23 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dxts.core import content_store
-from dxts.core.adaptor.model import DataPayload, Payload, SubmitDisposition, SubmitResult
+from dxts.core.adaptor.model import (
+    DataPayload,
+    Failure,
+    FailureClass,
+    Outcome,
+    OutcomeResult,
+    Payload,
+    SubmitDisposition,
+    SubmitResult,
+)
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.lfn import FileNamespace
 from dxts.core.states import Kind
 from dxts.dispatcher.logic.backends import Backend, BackendUnreachable
+from dxts.dispatcher.logic.outcomes import OutcomeSink
 from dxts.dispatcher.logic.payloads import Materialiser, submissions
 from dxts.dispatcher.logic.policy import Policy
 from dxts.dispatcher.metrics import CLAIMED, RECOVERED, REFUSED, SUBMITTED, UNREACHABLE
@@ -58,8 +72,10 @@ class Dispatcher:
         settings: DispatcherSettings,
         backends: Mapping[str, Backend],
         materialiser: Materialiser,
+        sink: OutcomeSink,
     ) -> None:
         self.database = database
+        self.sink = sink  # execution, which records the parcels a whole Submit refusal fails
         self.settings = settings
         self.backends = dict(backends)
         self.materialiser = materialiser
@@ -248,14 +264,7 @@ class Dispatcher:
             log.warning("%s; %d parcels stay Reserved for recovery", error, len(chunk))
             return
         except InvalidArgument as error:
-            # The adaptor refused the request as a whole (over one of its bounds): said in its
-            # words, in one line, not as a failed sweep; the parcels wait for the lease.
-            log.error(
-                "%s refused the request of %d parcels: %s; they stay Reserved for recovery",
-                backend.name,
-                len(chunk),
-                error,
-            )
+            await self._fail_refused(backend, chunk, error)
             return
         by_key = {sub.parcel_id: p for sub, p in zip(subs, chunk, strict=True)}
         accepted: dict[bytes, bytes] = {}
@@ -286,6 +295,47 @@ class Dispatcher:
             await self._record_accepted(backend, accepted, claimed, recovering=recovering)
         if refused:
             await self._record_refused(backend, refused, results)
+
+    async def _fail_refused(
+        self, backend: Backend, chunk: Sequence[Parcel], error: InvalidArgument
+    ) -> None:
+        """The adaptor refused the request as a whole (over one of its bounds): the same
+        request would be refused again, so each parcel fails, class `refused`, in the adaptor's
+        words, recorded by execution; said in one line, not as a failed sweep. Execution
+        away: the parcels stay Reserved and the recovery sweep submits them again."""
+        words = str(error)
+        outcomes = [
+            Outcome(
+                parcel_id=id_to_str(parcel.parcel_id),
+                backend=backend.name,
+                result=OutcomeResult.FAILED,
+                backend_status="refused",
+                message=f"{backend.name} refused the submission: {words}",
+                failure=Failure(FailureClass.REFUSED, tool_message=words),
+            )
+            for parcel in chunk
+        ]
+        REFUSED.labels(backend.name).inc(len(chunk))
+        backend.state.refusals += len(chunk)
+        try:
+            for batch in chunks(outcomes, self.settings.outcome_batch):
+                await self.sink.record(batch)
+        except Unavailable as failure:
+            log.error(
+                "%s refused the request of %d parcels: %s; not recorded (%s): they stay "
+                "Reserved for recovery",
+                backend.name,
+                len(chunk),
+                words,
+                failure,
+            )
+            return
+        log.error(
+            "%s refused the request of %d parcels: %s; they failed (class refused)",
+            backend.name,
+            len(chunk),
+            words,
+        )
 
     async def _record_accepted(
         self,

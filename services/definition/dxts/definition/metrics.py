@@ -10,7 +10,8 @@ from prometheus_client import Gauge
 ATTENTION_ITEMS = Gauge(
     "dxts_attention_items",
     "Reasons running workgraphs and their members need a person now, per VO and kind "
-    "(problematic-inputs, failure-rate, no-progress, action-failed, backend-lost).",
+    "(problematic-inputs, failure-rate, no-progress, action-failed, backend-lost, "
+    "backend-refused).",
     ["vo", "kind"],
 )
 WORKGRAPHS_NEEDING_ATTENTION = Gauge(

@@ -20,6 +20,10 @@ Deleted, Stalled or a job DiracX no longer knows → FAILED as lost (a stalled j
 first, so it cannot come back and run beside its retry). A terminal outcome is stored and
 answered again without asking DiracX.
 
+Whatever raises for one parcel (its description before DiracX is asked, reading its job's end)
+is that parcel's FAILED outcome in the error's own words (`parcel_failure`), never the whole
+Submit's or Poll's failure; DiracX being away still fails the call (UNAVAILABLE).
+
 Cancel sets the jobs Killed (DiracX passes the kill to the job's pilot) and remembers it; the
 CANCELLED outcome follows through Poll once DiracX says Killed. DiracX ignores a status older
 than the job's last one, so a Kill that crossed a pilot's Matched or Running may not take: Poll
@@ -34,16 +38,16 @@ import dataclasses
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from dxts.backends.diracx import payload as worker
-from dxts.backends.diracx.logic import jdl, sandbox
+from dxts.backends.diracx.logic import jdl, sandbox, search
 from dxts.backends.diracx.logic.service import DiracXError, DiracXService
 from dxts.backends.diracx.settings import DiracXSettings
 from dxts.backends.diracx.store import state
-from dxts.backends.logic.adaptor import key_problem
+from dxts.backends.logic.adaptor import key_problem, parcel_failure
 from dxts.backends.runner.cwl import Collected
 from dxts.core.adaptor.codec import encode_payload, encode_submission
 from dxts.core.adaptor.model import (
@@ -78,13 +82,7 @@ SUCCEEDED, FAILED, CANCELLED = (
 DONE, FAILED_STATUS, KILLED, DELETED, STALLED = "Done", "Failed", "Killed", "Deleted", "Stalled"
 LOST = (DELETED, STALLED)
 SETUP_ERROR = Failure(FailureClass.SETUP_ERROR)  # the payload ran but left no usable result
-STATUS_FIELDS = ["JobID", "JobName", "Status", "MinorStatus", "ApplicationStatus", "Site"]
 NO_SITE = ("", "ANY", "Unknown", "None")  # DiracX's Site before a pilot matched the job
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class DiracXAdaptor:
@@ -162,6 +160,7 @@ class DiracXAdaptor:
         tombstones = await self.state.tombstoned(keys)
         in_flight = await self.state.in_flight()
         to_place: list[tuple[Submission, str]] = []
+        broken: dict[str, str] = {}  # ParcelID → why it cannot become a job
         for parcel in parcels:
             key = parcel.parcel_id
             self.tally["submits"] += 1
@@ -183,6 +182,8 @@ class DiracXAdaptor:
             except jdl.RequirementsProblem as error:
                 results[key] = SubmitResult.refused(key, str(error))
                 continue
+            except Exception as error:  # whatever broke, this parcel's outcome says it
+                broken[key] = parcel_failure(error)
             if job is None:
                 in_flight += 1
             to_place.append((parcel, job.slot_id if job is not None else ""))
@@ -190,6 +191,9 @@ class DiracXAdaptor:
         new_slots = {p.parcel_id: next(fresh) for p, slot in to_place if not slot}
         await self.state.reserve(new_slots)
         slots = {p.parcel_id: slot or new_slots[p.parcel_id] for p, slot in to_place}
+        if broken:
+            await self._not_placed(broken, slots, results)
+            to_place = [(p, slot) for p, slot in to_place if p.parcel_id not in broken]
         try:
             await self._place(payload, [p for p, _ in to_place])
         except DiracXError as error:
@@ -207,6 +211,22 @@ class DiracXAdaptor:
                 results[parcel.parcel_id] = SubmitResult.accepted(
                     parcel.parcel_id, slots[parcel.parcel_id]
                 )
+
+    async def _not_placed(
+        self, broken: dict[str, str], slots: dict[str, str], results: dict[str, SubmitResult]
+    ) -> None:
+        """Accept the parcels that broke before DiracX was asked, each with its FAILED outcome
+        in the error's own words (answered by the next Poll): never a Submit failed whole for
+        one parcel, nor a parcel left with no end."""
+        unsubmitted = [state.Job(key, slots[key], None, None) for key in broken]  # no JobID
+        await self.state.finish(
+            [
+                self._ended(job, FAILED, "NOT_SUBMITTED", words, failure=SETUP_ERROR)
+                for job, words in zip(unsubmitted, broken.values(), strict=True)
+            ]
+        )
+        for key in broken:
+            results[key] = SubmitResult.accepted(key, slots[key])
 
     def _description(self, parcel: Submission, sandboxes: list[str]) -> str:
         requirements = json.loads(parcel.requirements_json) if parcel.requirements_json else {}
@@ -226,7 +246,7 @@ class DiracXAdaptor:
         JobID is recorded as soon as DiracX gives it."""
         if not parcels:
             return
-        found = await self._jobs_named([p.parcel_id for p in parcels])
+        found = await search.jobs_named(self.client, [p.parcel_id for p in parcels])
         await self.state.record_jobs(found)
         self.tally["jobs_found_again"] += len(found)
         rest = [p for p in parcels if p.parcel_id not in found]
@@ -235,7 +255,7 @@ class DiracXAdaptor:
         shared = await self.client.upload_sandbox(
             sandbox.pack({worker.PAYLOAD_FILE: encode_payload(payload)})
         )
-        for chunk in _chunks(rest, self.settings.batch):
+        for chunk in search.chunks(rest, self.settings.batch):
             descriptions = []
             for parcel in chunk:
                 own = await self.client.upload_sandbox(
@@ -248,28 +268,6 @@ class DiracXAdaptor:
             )
             self.tally["jobs_created"] += len(job_ids)
 
-    async def _jobs_named(self, parcel_ids: Sequence[str]) -> dict[str, int]:
-        """ParcelID → the DiracX job already carrying its name (the oldest, should there be
-        more than one)."""
-        found: dict[str, int] = {}
-        for chunk in _chunks(list(parcel_ids), 500):
-            rows = await self.client.search(
-                [
-                    {
-                        "parameter": "JobName",
-                        "operator": "in",
-                        "values": [jdl.job_name(p) for p in chunk],
-                    }
-                ],
-                ["JobID", "JobName"],
-            )
-            for row in rows:
-                parcel_id = jdl.parcel_of(row.get("JobName"))
-                if parcel_id is not None:
-                    job_id = int(row["JobID"])
-                    found[parcel_id] = min(job_id, found.get(parcel_id, job_id))
-        return found
-
     async def poll(self, identifiers: Sequence[str]) -> PollResult:
         jobs = await self.state.by_slot(list(identifiers))
         reply = PollResult(unknown_identifiers=[i for i in identifiers if i not in jobs])
@@ -278,12 +276,11 @@ class DiracXAdaptor:
         if not pending:
             return reply
         try:
-            statuses = await self._statuses(list(pending))
+            statuses = await search.statuses(self.client, list(pending))
             cancelled = await self.state.kills_requested(list(pending))
             fresh, kill_again = [], []
             for job_id, job in pending.items():
-                status = statuses.get(job_id)
-                outcome = await self._outcome(job, status, cancelled=job_id in cancelled)
+                outcome = await self._read(job, statuses.get(job_id), job_id in cancelled)
                 if outcome is not None:
                     fresh.append(outcome)
                 elif job_id in cancelled:
@@ -307,14 +304,20 @@ class DiracXAdaptor:
             return JobLogs(sandbox="not submitted to DiracX yet")
         return JobLogs(sandbox=f"the output sandbox of DiracX job {job_id}")
 
-    async def _statuses(self, job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-        statuses: dict[int, dict[str, Any]] = {}
-        for chunk in _chunks(list(job_ids), 500):
-            rows = await self.client.search(
-                [{"parameter": "JobID", "operator": "in", "values": list(chunk)}], STATUS_FIELDS
-            )
-            statuses.update({int(row["JobID"]): row for row in rows})
-        return statuses
+    async def _read(
+        self, job: state.Job, status: dict[str, Any] | None, cancelled: bool
+    ) -> Outcome | None:
+        """`_outcome`, and whatever raises reading one job's end (but DiracX being away) that
+        job's FAILED outcome in the error's own words: the Poll answers for the others."""
+        try:
+            return await self._outcome(job, status, cancelled=cancelled)
+        except DiracXError:
+            raise
+        except Exception as error:
+            words = parcel_failure(error)
+            said = str((status or {}).get("Status"))
+            message = f"DiracX job {job.job_id} {said}; its outcome cannot be read: {words}"
+            return self._ended(job, FAILED, said, message, failure=Failure(tool_message=words))
 
     async def _outcome(
         self, job: state.Job, status: dict[str, Any] | None, *, cancelled: bool
@@ -442,7 +445,7 @@ class DiracXAdaptor:
             by_key = await self.state.by_parcel(list(parcel_ids))
             unplaced = [k for k, j in by_key.items() if j.job_id is None]
             try:
-                found = await self._jobs_named(unplaced) if unplaced else {}
+                found = await search.jobs_named(self.client, unplaced) if unplaced else {}
             except DiracXError as error:
                 raise Unavailable(f"DiracX: {error}") from None
             await self.state.record_jobs(found)

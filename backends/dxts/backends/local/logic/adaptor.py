@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -368,7 +369,10 @@ class LocalAdaptor:
         failure: Failure | None = None,
     ) -> Outcome:
         """The job's outcome; `usage` is what its run used, when it was measured, and
-        `exit_code` the payload's exit status and `failure` its class, when it failed."""
+        `exit_code` the payload's exit status and `failure` its class, when it failed (with
+        this adaptor's site, where it ran)."""
+        if failure is not None and not failure.site:
+            failure = dataclasses.replace(failure, site=self.settings.site)
         return Outcome(
             parcel_id=job.parcel_id,
             backend=self.settings.name,

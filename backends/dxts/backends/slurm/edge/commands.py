@@ -20,7 +20,9 @@ from pathlib import Path
 from dxts.backends.slurm.logic.cluster import WHOLE_ARRAY, SlurmError, TaskRecord
 from dxts.backends.slurm.settings import SlurmSettings
 
-SACCT_FIELDS = "JobID,State,ExitCode,TotalCPU,ElapsedRaw,MaxRSS"
+SACCT_FIELDS = "JobID,State,ExitCode,TotalCPU,ElapsedRaw,MaxRSS,NodeList"
+# sacct's NodeList of a job that was given no node.
+NO_NODE = "None assigned"
 _TASK = re.compile(r"^(\d+)_(\d+)$")
 _STEP = re.compile(r"^(\d+)_(\d+)\.batch$")
 _PENDING_RANGE = re.compile(r"^(\d+)_\[(.*)\]$")
@@ -124,7 +126,7 @@ class Slurm:
         found: dict[tuple[str, int], TaskRecord] = {}
         steps: dict[tuple[str, int], tuple[str, str]] = {}  # the batch step's (rss, exit code)
         for line in out.splitlines():
-            job, state, exit_code, cpu, elapsed, rss = (line.split("|") + [""] * 6)[:6]
+            job, state, exit_code, cpu, elapsed, rss, nodes = (line.split("|") + [""] * 7)[:7]
             if (step := _STEP.match(job)) is not None:
                 steps[(step.group(1), int(step.group(2)))] = (rss, exit_code)
                 continue
@@ -144,6 +146,7 @@ class Slurm:
                 signal=int(signal or 0),
                 cpu_seconds=_seconds(cpu),
                 wall_seconds=float(elapsed or 0),
+                nodes="" if nodes == NO_NODE else nodes,
             )
         for key, (rss, exit_code) in steps.items():
             if key in found:

@@ -16,6 +16,11 @@ state becomes an outcome (recorded, so later Polls do not ask again) with Slurm'
 code as the raw status and the accounting's CPU time, elapsed time and peak memory as its usage.
 A task Slurm does not know `lost_after_s` after its submission is reported lost (FAILED).
 
+Whatever raises for one parcel (preparing its files, reading what its task left) is that
+parcel's FAILED outcome in the error's own words (`parcel_failure`), never the whole Submit's
+or Poll's failure: the other parcels go on, and this one neither stays running nor blocks its
+cancellation.
+
 Data parcels are not this adaptor's: they are refused, and go to the local data adaptor.
 """
 
@@ -30,7 +35,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dxts.backends.logic.adaptor import directory_logs, key_problem
+from dxts.backends.logic.adaptor import directory_logs, key_problem, parcel_failure
 from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, TOOL_STDERR, JobFailed
 from dxts.backends.runner.sandbox import JobUser
 from dxts.backends.slurm.logic import account, batch, outcomes
@@ -233,14 +238,16 @@ class SlurmAdaptor:
                             )
                         )
                         account.hand_over(batch.job_dir(self.settings, identifier), self.account)
-                    except JobFailed as error:
+                    except Exception as error:  # whatever broke, this parcel's outcome says it
+                        why = error if isinstance(error, JobFailed) else None
+                        why = why or JobFailed(parcel_failure(error))
                         failed.append(
                             outcomes.not_started(
                                 self.settings.name,
                                 parcel.parcel_id,
                                 identifier,
-                                str(error),
-                                error.failure,
+                                str(why),
+                                why.failure,
                             )
                         )
                         tasks.append(None)
@@ -306,7 +313,10 @@ class SlurmAdaptor:
             if record is not None and record.terminal:
                 if self._step_still_to_come(job.identifier, record):
                     continue
-                fresh.append(outcomes.from_record(self.settings, job, record))
+                try:
+                    fresh.append(outcomes.from_record(self.settings, job, record))
+                except Exception as error:  # what one task left must not stop every Poll
+                    fresh.append(outcomes.unreadable(self.settings.name, job, record, error))
             elif (
                 record is None
                 and (now - job.created_at).total_seconds() > self.settings.lost_after_s

@@ -46,6 +46,7 @@ class TaskRecord:
     wall_seconds: float = 0.0
     max_rss_bytes: int | None = None  # from the batch step; None until it is recorded
     started: bool = False  # the batch step exists: the task ran
+    nodes: str = ""  # the nodes it ran on (sacct's NodeList); "" before it was given any
 
     @property
     def terminal(self) -> bool:

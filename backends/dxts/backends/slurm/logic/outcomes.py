@@ -13,7 +13,8 @@ batch step's MaxRSS). Slurm's MaxRSS is the peak of the task's processes' reside
 
 A failure's class (`FailureClass`) is Slurm's where Slurm knows better than the payload
 (OUT_OF_MEMORY, TIMEOUT, NODE_FAIL, PREEMPTED, a signal), else the one the job wrote in its
-`result.json` with the tool's own stderr line (`dxts.backends.runner.failures`).
+`result.json` with the tool's own stderr line (`dxts.backends.runner.failures`). Its site is
+where Slurm ran it: the task's nodes (sacct's NodeList), when it was given any.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dxts.backends.logic.adaptor import parcel_failure
 from dxts.backends.slurm.job import RESULT_FILE
 from dxts.backends.slurm.logic import batch
 from dxts.backends.slurm.logic.account import read_no_link
@@ -97,6 +99,19 @@ def cancelled_unsubmitted(backend: str, job: Job) -> Outcome:
     )  # fmt: skip
 
 
+def unreadable(backend: str, job: Job, record: TaskRecord, error: Exception) -> Outcome:
+    """A task that ended, whose outcome could not be read (what it left breaks the reader):
+    FAILED in the error's own words, Slurm's state kept as the raw status."""
+    state = record.state.split(" ")[0]
+    return _outcome(
+        backend, job.parcel_id, job.identifier, OutcomeResult.FAILED,
+        f"{state} {record.exit_code}:{record.signal}",
+        f"Slurm job {job.task} ended {state}; its outcome cannot be read: "
+        f"{parcel_failure(error)}",
+        Failure(FailureClass.UNSPECIFIED, tool_message=parcel_failure(error)),
+    )  # fmt: skip
+
+
 def lost(backend: str, job: Job) -> Outcome:
     return _outcome(
         backend, job.parcel_id, job.identifier, OutcomeResult.FAILED, "LOST",
@@ -154,13 +169,17 @@ def from_record(settings: SlurmSettings, job: Job, record: TaskRecord) -> Outcom
 
 def _failure(status: str, record: TaskRecord, result: dict[str, object]) -> Failure:
     """Slurm's reason where its state gives one, the job's (`result.json`) otherwise; the
-    tool's line is the job's in either case."""
+    tool's line is the job's in either case, the site the nodes Slurm ran it on."""
     written = result.get("failure")
     failure = failure_from_json(written) if isinstance(written, dict) else Failure()
     words = status.split(" ")
     by_slurm = next((STATE_CLASSES[w] for w in (words[-1], words[0]) if w in STATE_CLASSES), None)
     if by_slurm is None and failure.failure_class is FailureClass.UNSPECIFIED:
         by_slurm = FailureClass.KILLED if record.signal else FailureClass.SETUP_ERROR
-    if by_slurm is None:
-        return failure
-    return Failure(by_slurm, failure.tool_message, failure.lfn, failure.storage_element)
+    return Failure(
+        by_slurm or failure.failure_class,
+        failure.tool_message,
+        failure.lfn,
+        failure.storage_element,
+        record.nodes or failure.site,
+    )

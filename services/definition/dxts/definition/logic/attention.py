@@ -8,6 +8,9 @@ A member needs attention when (in the order its items come)
   (the tool's line when its backend reported one, else the recorded reason);
 * its backend lost parcels (`backend-lost`): a failed parcel of class `lost` (the backend no
   longer knew it);
+* its backend refused its submissions (`backend-refused`): a failed parcel of class `refused`
+  (the adaptor refused the whole Submit, over one of its bounds: every retry will be refused
+  too until the document or the backend changes), quoting the adaptor's words;
 * one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
   signs off the check;
 * it has Problematic inputs (`problematic-inputs`): they wait for a decision;
@@ -64,6 +67,7 @@ RUNNING_WORKGRAPHS = frozenset({W.ACTIVE, W.SCOUTING})
 # the dispatcher's words (`forwarding._lost`).
 LOST = FailureClass.LOST.value
 LOST_PREFIX = "lost by the backend"
+REFUSED = FailureClass.REFUSED.value
 REASON_CHARS = 300  # of a failure's reason quoted in an item
 
 
@@ -212,6 +216,28 @@ def _backend_lost(facts: MemberFacts) -> list[Item]:
     ]
 
 
+def _backend_refused(facts: MemberFacts) -> list[Item]:
+    refused = [
+        p
+        for p in facts.last_ended
+        if p.status == ParcelStatus.FAILED and p.failure_class == REFUSED
+    ]
+    if not refused:
+        return []
+    backends = sorted({p.backend or "?" for p in refused})
+    return [
+        Item(
+            "backend-refused",
+            f"{len(refused)} of its last parcels were refused by {', '.join(backends)}: "
+            f"{_quoted(refused[0].reason)}",
+            min((p.completed_at for p in refused if p.completed_at), default=None),
+            "the backend will refuse the same request again: change what it names (the "
+            "document, its requirements) or the backend's bounds, then reset the inputs",
+            f"dxts parcels {facts.name} --status Failed",
+        )
+    ]
+
+
 def _stalled(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
     member = facts.member
     if (
@@ -246,6 +272,7 @@ def _stalled(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
 _MEMBER_RULES: tuple[Callable[[MemberFacts, AttentionRules], list[Item]], ...] = (
     _failure_rate,
     lambda facts, rules: _backend_lost(facts),
+    lambda facts, rules: _backend_refused(facts),
     lambda facts, rules: _failed_checks(facts.actions, facts.member.status),
     lambda facts, rules: _problematic(facts),
     lambda facts, rules: _feeder_held(facts),

@@ -18,7 +18,11 @@ Decisions the backend contract leaves to this project:
 * A backend that cancels an Assigned parcel nobody asked it to cancel has failed it: Failed,
   inputs Failed (there is no Assigned → Cancelled edge, and the inputs deserve a retry).
 * An outcome for a parcel still Unassigned or Reserved is not recorded (UNKNOWN_PARCEL with the
-  reason): it cannot have run; the adaptor reports it again once the parcel is Assigned.
+  reason): it cannot have run; the adaptor reports it again once the parcel is Assigned. The
+  one exception is the dispatcher's record of a Submit its backend refused as a whole
+  (`refused_submission`: FAILED, class `refused`, no identifier, from the backend the parcel
+  was reserved for): that parcel goes Reserved → Failed, its inputs Failed, since the same
+  request would be refused again.
 * An outcome from a backend other than the parcel's is not recorded either (UNKNOWN_PARCEL).
 """
 
@@ -164,12 +168,28 @@ def _count_failures(outcomes: Sequence[Outcome], acks: Sequence[OutcomeAck | Non
             PARCELS_FAILED.labels(failure_class.value, outcome.backend).inc()
 
 
+def refused_submission(outcome: Outcome) -> bool:
+    """Whether `outcome` is the dispatcher's record of a Submit refused as a whole: FAILED,
+    class `refused`, with no identifier (the backend accepted nothing)."""
+    return (
+        outcome.result == OutcomeResult.FAILED
+        and outcome.failure is not None
+        and outcome.failure.failure_class == FailureClass.REFUSED
+        and not outcome.identifier
+    )
+
+
 def _refusal(row: ParcelRow | None, outcome: Outcome) -> OutcomeAck | None:
     """Why the outcome cannot be this parcel's, as its ack; None when it can."""
     if row is None:
         return _ack(outcome, UNKNOWN, f"no parcel {outcome.parcel_id}")
     if row.backend and outcome.backend and row.backend != outcome.backend:
         return _ack(outcome, UNKNOWN, f"parcel runs on {row.backend}, not on {outcome.backend}")
+    reserved_for_it = (
+        row.status == P.RESERVED and row.backend is not None and row.backend == outcome.backend
+    )
+    if reserved_for_it and refused_submission(outcome):
+        return None
     if row.status in (P.UNASSIGNED, P.RESERVED):
         return _ack(outcome, UNKNOWN, f"parcel is {row.status}: it has not been dispatched")
     return None
@@ -178,7 +198,8 @@ def _refusal(row: ParcelRow | None, outcome: Outcome) -> OutcomeAck | None:
 def _move_for(row: ParcelRow, outcome: Outcome) -> ParcelMove | None:
     """What the outcome does to the parcel; None when it was recorded before."""
     waiting = row.status == P.COMPLETING and OUTCOME not in row.annotations
-    if row.status != P.ASSIGNED and not waiting:
+    refused = row.status == P.RESERVED  # `_refusal` let only a refused submission through
+    if row.status != P.ASSIGNED and not (waiting or refused):
         return None
     stored = outcome_to_json(outcome)
     annotations = with_changes(row.annotations, **{OUTCOME: stored})

@@ -1,0 +1,38 @@
+"""The three real XRootD storage elements the storage tests run on (`scripts/xrootd`): started on
+first use when CI has not started them already, and never faked."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "xrootd"
+DATA_DIR = Path(os.environ.get("DXTS_XROOTD_DIR", "/tmp/dxts-xrootd"))
+
+
+def xrootd_environment() -> dict[str, str]:
+    """The servers' settings (`scripts/xrootd env`), the servers started now if they are down;
+    also set in os.environ, for the client library and the commands a test runs."""
+    if subprocess.run([SCRIPT, "status"], capture_output=True).returncode != 0:
+        started = subprocess.run([SCRIPT, "start"], capture_output=True, text=True)
+        assert started.returncode == 0, f"scripts/xrootd start failed: {started.stderr}"
+    lines = subprocess.run([SCRIPT, "env"], capture_output=True, text=True, check=True).stdout
+    settings = {}
+    for line in lines.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        settings[name] = shlex.split(value)[0]
+    os.environ.update(settings)
+    return settings
+
+
+def endpoints() -> dict[str, str]:
+    """SE name -> root:// URL of its dxts folder."""
+    text = xrootd_environment()["DXTS_STORAGE_ENDPOINTS"]
+    return dict(pair.split("=", 1) for pair in text.split(","))
+
+
+def data_path(se: str, url_path: str) -> Path:
+    """Where the server keeps the file at `url_path` (e.g. `/dxts/x`) on disk."""
+    return DATA_DIR / se / "data" / url_path.lstrip("/")
