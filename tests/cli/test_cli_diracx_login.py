@@ -239,3 +239,39 @@ async def test_logout_revokes_and_forgets_the_sign_in(
     assert status == "REVOKED"
     again = await as_user("bob", "logout")
     assert (again.exit_code, again.stdout.strip()) == (0, "not signed in")
+
+
+async def test_a_refused_sign_in_is_one_line_naming_the_login(
+    stack: Stack, diracx: DiracXServer, tmp_path: Path
+) -> None:
+    """A pilot's DiracX identity (GenericPilot) gives no dxts role: the server's refusal, and
+    where the token came from."""
+    signed_in_with_dirac(diracx, tmp_path, "pilot")
+    logged = await asyncio.to_thread(
+        run_as, stack, tmp_path, "pilot", "login", "dxts", "--diracx-url", diracx.url
+    )
+    assert logged.exit_code == 0, logged.output
+    refused = await asyncio.to_thread(run_as, stack, tmp_path, "pilot", "whoami")
+    assert refused.exit_code == 1
+    assert refused.stderr == (
+        "error: the DiracX group 'pilot' (properties GenericPilot, LimitedDelegation) gives no "
+        "dxts role (signed in with `dxts login`: is that sign-in current? run it again)\n"
+    )
+
+
+async def test_a_refresh_diracx_refuses_is_one_line(
+    stack: Stack, diracx: DiracXServer, tmp_path: Path
+) -> None:
+    path = signed_in_with_dirac(diracx, tmp_path, "alice")
+    logged = await asyncio.to_thread(
+        run_as, stack, tmp_path, "alice", "login", "dxts", "--diracx-url", diracx.url
+    )
+    assert logged.exit_code == 0, logged.output
+    stored = json.loads(path.read_text())
+    path.write_text(
+        json.dumps({**stored, "expires_on": int(time.time()) - 60, "refresh_token": "forged"})
+    )
+    refused = await asyncio.to_thread(run_as, stack, tmp_path, "alice", "whoami")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("error: DiracX refused to refresh the sign-in (")
+    assert len(refused.stderr.splitlines()) == 1
