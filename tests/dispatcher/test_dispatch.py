@@ -113,7 +113,9 @@ async def test_parcels_are_claimed_submitted_and_recorded(
         submission = sent[id_to_str(parcel_id)]
         assert sorted(submission.input_ids) == sorted(id_to_str(i) for i in links[parcel_id])
         assert submission.output_prefix == f"/lhcb/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}"
+        assert submission.vo == "lhcb"
     for parcel_id in users:
+        assert sent[id_to_str(parcel_id)].vo == "lhcb"
         assert not sent[id_to_str(parcel_id)].input_ids
         assert sent[id_to_str(parcel_id)].output_prefix == f"/lhcb/dxts/user/{id_to_str(parcel_id)}"
 
@@ -195,6 +197,8 @@ async def test_data_parcels_carry_their_request_and_move_their_quantities(
     assert {json.dumps(json.loads(p.request_json), sort_keys=True) for p in sent.parcels} == {
         json.dumps(request, sort_keys=True)
     }
+    # Whose files they may touch: the VO of their transformation (its scope).
+    assert {p.vo for p in sent.parcels} == {SCOPE[0]}
     await assert_counters_exact(database)
     await component.stop()
 

@@ -53,6 +53,7 @@ from dxts.core.adaptor.model import (
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_ids
+from dxts.core.lfn import FileNamespace
 from dxts.core.states import Kind
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class LocalAdaptor:
     def __init__(self, settings: LocalSettings, catalogue: FileCatalogue | None = None) -> None:
         self.settings = settings
         self.catalogue = catalogue
+        self.namespace = FileNamespace()  # whose files a data parcel may touch (DXTS_FILES_*)
         self.store = state.State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started: Counter[str] = Counter()  # jobs started per key, since this start
@@ -306,7 +308,10 @@ class LocalAdaptor:
                     )
                 else:
                     await data.run_request(
-                        json.loads(job.submission.request_json), self.settings, self.catalogue
+                        json.loads(job.submission.request_json),
+                        self.settings,
+                        self.catalogue,
+                        data.VOFiles(job.submission.vo, self.namespace),
                     )
             except Exception as error:  # whatever broke, this parcel's outcome says it
                 failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))

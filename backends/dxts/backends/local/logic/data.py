@@ -13,6 +13,12 @@ operations in order. The local backend understands the three a data transformati
 `TargetSE`/`SourceSE` may be a comma-separated string (RMS) or a list. Every step is idempotent
 (a replica already in place is not copied again, a missing one is not an error to remove), so a
 request interrupted by a restart can be run again. An empty request succeeds at once.
+
+Every operation changes the files it names (a copy registers a replica), so each must be a file
+of the VO the parcel works for (`ParcelSubmission.vo`, under that VO's namespace,
+`DXTS_FILES_NAMESPACE`): a request naming another VO's file, or a parcel that does not say its
+VO, fails before anything is touched, in one line naming the file and whose it is. Shared
+prefixes are readable by every VO, never changed by another.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from dxts.backends.local.settings import LocalSettings
 from dxts.backends.runner.cwl import JobFailed
+from dxts.core.adaptor.model import Failure, FailureClass
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.lfn import lfn_problem
+from dxts.core.lfn import FileNamespace, lfn_problem
 
 
 def _names(value: Any) -> list[str]:
@@ -59,10 +67,30 @@ def _local_ses(settings: LocalSettings, ses: Iterable[str], index: int, what: st
     return names
 
 
+@dataclass(frozen=True)
+class VOFiles:
+    """The VO a data parcel works for, and where each VO's files are."""
+
+    vo: str
+    namespace: FileNamespace
+
+    def check(self, lfns: list[str]) -> None:
+        """JobFailed unless every one of `lfns` is the VO's to change."""
+        if not self.vo:
+            raise JobFailed(
+                "the parcel does not say which VO it works for, so it may change no file "
+                "(a dispatcher older than ParcelSubmission.vo)"
+            )
+        refused = self.namespace.refusal(self.vo, lfns, write=True)
+        if refused is not None:
+            raise JobFailed(refused, failure=Failure(FailureClass.REFUSED, tool_message=refused))
+
+
 async def run_request(
-    request: Any, settings: LocalSettings, catalogue: FileCatalogue | None
+    request: Any, settings: LocalSettings, catalogue: FileCatalogue | None, files: VOFiles
 ) -> None:
-    """Carry out the request; JobFailed (with what went wrong) when it cannot be."""
+    """Carry out the request, on `files.vo`'s files only; JobFailed (with what went wrong)
+    when it cannot be."""
     if request in (None, {}):
         return
     operations = request.get("Operations") if isinstance(request, dict) else None
@@ -72,11 +100,14 @@ async def run_request(
         return
     if catalogue is None:
         raise JobFailed("data requests need a file catalogue, and none is configured")
+    named: list[list[str]] = []
     for index, operation in enumerate(operations):
         if not isinstance(operation, dict):
             raise JobFailed(f"Operations[{index}] is not an object")
+        named.append(_lfns(operation, index))
+    files.check([lfn for lfns in named for lfn in lfns])  # before anything is touched
+    for index, (operation, lfns) in enumerate(zip(operations, named, strict=True)):
         kind = operation.get("Type")
-        lfns = _lfns(operation, index)
         if kind == "ReplicateAndRegister":
             targets = _local_ses(settings, _names(operation.get("TargetSE")), index, "TargetSE")
             await _replicate(lfns, targets, _names(operation.get("SourceSE")), settings, catalogue)
