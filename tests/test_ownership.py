@@ -50,6 +50,7 @@ DEFINITION = {
     "Actions",
     "WorkgraphHandles",
     "TransformationHandles",
+    "WorkgraphQuotaLocks",
 }
 EXECUTION = {
     "Inputs",
