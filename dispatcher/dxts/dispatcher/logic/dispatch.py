@@ -106,8 +106,8 @@ class Dispatcher:
             return 0
         names = {b.name for b in available}
 
-        def choose(parcel_id: bytes, parcel_kind: Kind, forced: str | None) -> str | None:
-            chosen = self.policy.choose(parcel_id, parcel_kind, forced)
+        def choose(parcel_id: bytes, parcel_kind: Kind, directed: str | None) -> str | None:
+            chosen = self.policy.choose(parcel_id, parcel_kind, directed)
             return chosen if chosen in names else None
 
         async def work(conn: Any) -> tuple[list[Parcel], list[bytes]]:
@@ -383,9 +383,7 @@ class Dispatcher:
         results: Sequence[SubmitResult],
     ) -> None:
         moved = await self.database.run(
-            lambda conn: recording.record_refused(
-                conn, [p.parcel_id for p in refused], [p.parcel_id for p in refused if not p.forced]
-            ),
+            lambda conn: recording.record_refused(conn, [p.parcel_id for p in refused]),
             isolation=RC,
         )
         REFUSED.labels(backend.name).inc(len(refused))

@@ -4,8 +4,8 @@ A submission or start by an owner (VO, Sub) under `policy.quotas.active_workgrap
 locks the owner's row here before counting the owner's workgraphs, so that two at once take
 turns and never both pass at the limit. The rows are created by the first such command.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-04 09:20:00.000000
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011"
-down_revision: str | Sequence[str] | None = "0010"
+revision: str = "0012"
+down_revision: str | Sequence[str] | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
