@@ -91,6 +91,10 @@ class DefinitionServiceStub:
     naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
     normal form.
     """
+    GetCaller: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetCallerRequest, _definition_pb2.GetCallerResponse]
+    """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+    subject, and for a DiracX user the DiracX name and group and the roles they map to here.
+    """
 
 @_typing.type_check_only
 class DefinitionServiceAsyncStub(DefinitionServiceStub):
@@ -147,6 +151,10 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     `dxts file` asks before it touches storage or the catalogue. PERMISSION_DENIED, in one line
     naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
     normal form.
+    """
+    GetCaller: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetCallerRequest, _definition_pb2.GetCallerResponse]  # type: ignore[assignment]
+    """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+    subject, and for a DiracX user the DiracX name and group and the roles they map to here.
     """
 
 class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -381,6 +389,16 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         `dxts file` asks before it touches storage or the catalogue. PERMISSION_DENIED, in one line
         naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
         normal form.
+        """
+
+    @_abc_1.abstractmethod
+    def GetCaller(
+        self,
+        request: _definition_pb2.GetCallerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_definition_pb2.GetCallerResponse, _abc.Awaitable[_definition_pb2.GetCallerResponse]]:
+        """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+        subject, and for a DiracX user the DiracX name and group and the roles they map to here.
         """
 
 def add_DefinitionServiceServicer_to_server(servicer: DefinitionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
