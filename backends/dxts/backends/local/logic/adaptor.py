@@ -290,6 +290,7 @@ class LocalAdaptor:
             job_dir = self.settings.work_dir / "jobs" / job.identifier
             job_dir.mkdir(parents=True, exist_ok=True)
             collected = cwl.Collected([])
+            files_failed = ""
             try:
                 if run.cancelled:
                     pass
@@ -305,9 +306,7 @@ class LocalAdaptor:
                         self._boxed(payload, job.submission),
                     )
                 else:
-                    await data.run_request(
-                        json.loads(job.submission.request_json), self.settings, self.catalogue
-                    )
+                    collected, files_failed = await self._data(job.submission.request_json)
             except Exception as error:  # whatever broke, this parcel's outcome says it
                 failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))
                 if not run.cancelled:
@@ -331,7 +330,7 @@ class LocalAdaptor:
                 self._outcome(
                     job,
                     ended,
-                    "cancelled on request" if run.cancelled else "",
+                    "cancelled on request" if run.cancelled else files_failed,
                     collected=collected,
                     usage=run.usage,
                 ),
@@ -342,6 +341,18 @@ class LocalAdaptor:
         finally:
             self._runs.pop(parcel_id, None)
             self.finished()
+
+    async def _data(self, request_json: str) -> tuple[cwl.Collected, str]:
+        """Carry out a data request: a status report of each input's fate and the files that
+        failed, in their own words; JobFailed when every file failed (the first one's class),
+        or some did and the request does not say which inputs they stand for."""
+        report = await data.run_request(json.loads(request_json), self.settings, self.catalogue)
+        status_report = report.status_report()
+        if report.failures and (len(report.failures) == len(report.inputs) or not status_report):
+            first = next(iter(report.failures.values()))
+            raise JobFailed(report.summary(), failure=first.failure)
+        text = json.dumps(status_report, sort_keys=True) if status_report else ""
+        return cwl.Collected([], report=text), report.summary()
 
     def _boxed(self, payload: ComputePayload, submission: Submission) -> sandbox.Boxed:
         """The parcel's box and wall time (JobFailed: its requirements cannot be read)."""
