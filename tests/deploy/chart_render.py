@@ -36,6 +36,7 @@ VALUE_SETS = {
     "default": [],
     "external-db": [VALUES / "external-db.yaml"],
     "everything": [VALUES / "everything.yaml"],
+    "galera": [VALUES / "galera.yaml"],
 }
 
 

@@ -172,7 +172,7 @@ def test_the_lists_above_name_real_settings() -> None:
         assert default.startswith(("sqlite", "127.0.0.1")), name
 
 
-@pytest.mark.parametrize("value_set", ["default", "external-db", "everything"])
+@pytest.mark.parametrize("value_set", ["default", "external-db", "everything", "galera"])
 def test_every_variable_a_deployment_sets_is_read_by_its_component(
     rendered: dict[str, Manifests], value_set: str
 ) -> None:
@@ -186,7 +186,7 @@ def test_every_variable_a_deployment_sets_is_read_by_its_component(
         assert not unread, f"{component} is given {sorted(unread)}, which it never reads"
 
 
-@pytest.mark.parametrize("value_set", ["default", "external-db", "everything"])
+@pytest.mark.parametrize("value_set", ["default", "external-db", "everything", "galera"])
 def test_every_setting_a_component_needs_in_a_cluster_is_set(
     rendered: dict[str, Manifests], value_set: str
 ) -> None:
@@ -213,3 +213,21 @@ def test_every_setting_a_component_needs_in_a_cluster_is_set(
             alternative = UNSET_ON_PURPOSE[name][1]
             if alternative is not None:
                 assert alternative in env, f"{where} is unset, but so is {alternative}"
+
+
+def test_the_failover_wait_is_given_to_every_component_with_a_database(
+    rendered: dict[str, Manifests],
+) -> None:
+    """`database.failoverWaitSeconds` (values/galera.yaml) reaches each pod that reads
+    DXTS_DB_URL, and no other; unset, the setting's own default holds."""
+    with_database = 0
+    for component, container in deployments(rendered, "galera"):
+        env = {entry["name"]: entry for entry in container["env"]}
+        if "DXTS_DB_URL" in env:
+            with_database += 1
+            assert env["DXTS_DB_FAILOVER_WAIT_S"]["value"] == "30", component
+        else:
+            assert "DXTS_DB_FAILOVER_WAIT_S" not in env, component
+    assert with_database >= 4
+    for _, container in deployments(rendered, "default"):
+        assert "DXTS_DB_FAILOVER_WAIT_S" not in {entry["name"] for entry in container["env"]}

@@ -463,6 +463,11 @@ async def run_suite(
 
 
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    if "--galera" in arguments:  # the Galera cluster's faults: dxts.bench.chaos_galera
+        from dxts.bench import chaos_galera
+
+        return chaos_galera.main([a for a in arguments if a != "--galera"])
     parser = argparse.ArgumentParser(prog="python -m dxts.bench.chaos", description=__doc__)
     parser.add_argument("--seeds", type=int, default=1000, help="seeds per workgraph")
     parser.add_argument(
@@ -471,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", action="append", choices=FAULTS, help="(default: all)")
     parser.add_argument("--pause-s", type=float, default=PAUSE_S)
     parser.add_argument("--keep", action="store_true", help="keep the cluster's logs")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     directory = Path(tempfile.mkdtemp(prefix="dxts-chaos-"))
     try:

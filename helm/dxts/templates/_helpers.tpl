@@ -198,6 +198,10 @@ Their jobs run user code, so whatever the adaptor holds is the most exposed secr
     secretKeyRef:
       name: {{ .secretName }}
       key: {{ .root.Values.database.existingSecretKey }}
+{{- with .root.Values.database.failoverWaitSeconds }}
+- name: DXTS_DB_FAILOVER_WAIT_S
+  value: {{ . | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Environment of every long-running dxts container: listening ports, token checks. */}}
