@@ -246,10 +246,12 @@ class World:
     # -- operators ------------------------------------------------------------------------------
 
     async def submit(self, document: Mapping[str, Any]) -> Submitted:
+        return await self.submit_bundle(bundle(document))
+
+    async def submit_bundle(self, files: common_pb2.DocumentBundle) -> Submitted:
+        """Submit a bundle as it is (a document with the tools beside it, say)."""
         reply = await self.definition.SubmitWorkgraph(
-            definition_pb2.SubmitWorkgraphRequest(
-                request_id=str(uuid.uuid4()), bundle=bundle(document)
-            )
+            definition_pb2.SubmitWorkgraphRequest(request_id=str(uuid.uuid4()), bundle=files)
         )
         got = await self.definition.GetWorkgraph(
             definition_pb2.GetWorkgraphRequest(workgraph_id=reply.workgraph_id)

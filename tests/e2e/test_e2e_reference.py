@@ -32,9 +32,10 @@ from e2e_world import (
     workgraph,
 )
 
+from dxts.backends.null.settings import NullSettings
 from dxts.core.catalogue import CatalogueFile
 from dxts.core.db import Database
-from dxts.core.ids import id_from_str
+from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import ActionResult
 
@@ -254,3 +255,64 @@ async def test_a_stripping_is_fed_its_files_ancestors_from_the_catalogues_lineag
             rdst = [_lfn(f).removeprefix("/lhcb/e2e/strip/rdst") for f in carried["files"]]
             raw = [_lfn(f).removeprefix("/lhcb/e2e/strip/raw") for f in carried["raw"]]
             assert rdst == raw and len(rdst) == 2  # each file with its own ancestor
+
+
+# -- a simulation whose histograms are merged ------------------------------------------------------
+
+
+def histogrammed(source: str) -> dict[str, Any]:
+    """A step of the world's tool with a second output, `hist`, its monitoring histograms,
+    merged at Finalizing."""
+    made = step(
+        source,
+        actions={"Finalizing": [{"action": "MergeHistograms", "args": {"output": "hist"}}]},
+    )
+    made["run"]["outputs"]["hist"] = {"type": "File", "outputBinding": {"glob": "hist.json"}}
+    made["out"] = ["out", "hist", "status-report"]
+    return made
+
+
+async def _merge_parcels(world: World) -> list[Any]:
+    p, c = execution.parcels, execution.compute_parcels
+    async with world.database.transaction(RC) as conn:
+        rows = await conn.execute(
+            sa.select(p.c.ParcelID, p.c.Status, p.c.TransformationID, c.c.Parameters)
+            .select_from(p.join(c, c.c.ParcelID == p.c.ParcelID))
+            .where(p.c.TransformationID.is_(None))
+        )
+        return list(rows)
+
+
+async def test_a_simulations_histograms_are_merged_in_one_last_parcel_per_member(
+    database: Database, tmp_path: Path
+) -> None:
+    null = NullSettings(name="null", outputs=["out", "hist"])
+    async with running(database, tmp_path, null=null) as world:
+        wg = await world.submit(
+            workgraph(
+                {"seeds": seeds(4)},
+                {"Sim": histogrammed("seeds"), "Reco": histogrammed("Sim/out")},
+                {"recos": "Reco/out", "sim-histograms": "Sim/hist", "reco-histograms": "Reco/hist"},
+                hooks={"Active": {"hook": "OutputTarget", "args": {"target_events": 4}}},
+            )
+        )
+        await world.start(wg)
+        await world.reach(wg, W.COMPLETED)
+        await check_invariants(world, wg)
+
+        actions = await world.actions(wg)
+        merges = await _merge_parcels(world)
+        assert len(merges) == 2 and {m.Status for m in merges} == {"Done"}
+        for name in ("Sim", "Reco"):
+            histograms = sorted(await world.produced(wg, f"{name}/hist"))
+            assert len(histograms) == 4
+            (merge,) = [
+                m
+                for m in merges
+                if sorted(_lfn(f) for f in m.Parameters["histograms"]) == histograms
+            ]
+            merged = actions[f"{name}/Finalizing/1"]
+            assert (merged.Result, merged.Message) == (
+                ActionResult.PASSED,
+                f"merged 4 histograms under hist in parcel {id_to_str(bytes(merge.ParcelID))}",
+            )

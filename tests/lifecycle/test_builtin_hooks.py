@@ -164,8 +164,16 @@ async def test_scout_takes_its_sample_from_the_event_stages_one_per_round() -> N
     assert await scout([on_second, reco], half, scout_round=1, event_stages=stages) == {}
     done = {on_second.id: {I.PROCESSED: 8}, reco.id: {I.PROCESSED: 4}}
     assert accepted(await scout([on_second, reco], done, scout_round=1, event_stages=stages))
-    # Past the last stage the last is kept; a larger sample an operator gave is kept too.
-    assert accepted(await scout([on_second, reco], done, scout_round=5, event_stages=stages))
+    # Past the last stage the scout grows by the last step (40) a round: round 2 asks 120,
+    # round 5 240 events.
+    for round_, events in ((2, 120), (5, 240)):
+        grown = await scout([on_second, reco], done, scout_round=round_, event_stages=stages)
+        assert grown == {
+            on_second.id: Operation(
+                feeder_args={**bare, "scouting_events": events}, feeder_enabled=True
+            )
+        }
+    # A larger sample an operator gave is kept.
     larger = member("sim", args={**bare, "scouting_events": 100})
     over = {larger.id: {I.PROCESSED: 10}, reco.id: {I.PROCESSED: 5}}
     assert accepted(await scout([larger, reco], over, scout_round=1, event_stages=stages))
@@ -470,3 +478,42 @@ async def test_an_extended_scout_is_not_settled_before_its_sample_is_issued() ->
     sim = member("sim", args={**SEEDS, "scouting_events": 60})  # 6 seeds of 10 events
     assert await scout([sim], {sim.id: {I.PROCESSED: 4}}) != Accept()
     assert accepted(await scout([sim], {sim.id: {I.PROCESSED: 6}}))
+
+
+async def test_extend_scout_grows_a_sample_without_stages_and_a_query_fraction() -> None:
+    """ExtendScout without arguments grows the scout whatever feeds it: a Seeds member's own
+    first sample again per round, a Query member's scouting fraction likewise (up to every
+    file); the first sample is remembered on the member so that later rounds count from it."""
+    sim = member("sim", args={**SEEDS, "scouting_events": 30})
+    query = member("strip", feeder="Query", args={"scouting_fraction": 0.25})
+    runs = member("spruce", feeder="Query", args={"scouting_runs": [7]})
+    settled = {sim.id: {I.PROCESSED: 3}, query.id: {I.PROCESSED: 2}, runs.id: {I.PROCESSED: 1}}
+    assert accepted(await scout([sim, query, runs], settled))  # round 0: as given
+    grown = await scout([sim, query, runs], settled, scout_round=1)
+    assert grown == {
+        sim.id: Operation(
+            feeder_args={**SEEDS, "scouting_events": 60},
+            feeder_enabled=True,
+            remember={"scout_base": 30},
+        ),
+        query.id: Operation(
+            feeder_args={"scouting_fraction": 0.5},
+            feeder_enabled=True,
+            remember={"scout_base": 0.25},
+        ),
+    }  # named runs cannot grow: they are kept
+    # Round 3 counts from the remembered first sample; the fraction stops at every file.
+    sim3 = member(
+        "sim",
+        args={**SEEDS, "scouting_events": 60},
+        annotations={HOOK_MEMORY: {"scout_base": 30}},
+    )
+    query3 = member(
+        "strip",
+        feeder="Query",
+        args={"scouting_fraction": 0.5},
+        annotations={HOOK_MEMORY: {"scout_base": 0.25}},
+    )
+    third = await scout([sim3, query3], {}, scout_round=3)
+    assert third[sim3.id].feeder_args == {**SEEDS, "scouting_events": 120}
+    assert third[query3.id].feeder_args == {"scouting_fraction": 1.0}

@@ -37,7 +37,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from dxts.core.builtins.feeders import IN_FLIGHT
+from dxts.core.builtins.feeders import IN_FLIGHT, BuiltinSettings
 from dxts.core.builtins.thresholds import Fates, SuccessRateSettings, ThresholdArgs, fates
 from dxts.core.plugins import (
     Accept,
@@ -62,6 +62,11 @@ TARGET = "target"
 # The workgraph's scout round as ExtendScout records it in its annotations (0 when absent).
 SCOUT_ROUND = "scout_round"
 SCOUTING_EVENTS = "scouting_events"
+SCOUTING_FRACTION = "scouting_fraction"
+# The catalogue feeders whose scout is a fraction of their selection.
+QUERY_FEEDERS = frozenset({"Query", "LHCbAncestors"})
+# What ScoutUntilSettled remembers of a member (Operation.remember): its first scout sample.
+SCOUT_BASE = "scout_base"
 # What PeriodicFlush remembers (Operation.remember): that it paused the member on failures, then
 # the counts the window after the operator's resume starts from.
 PAUSED_ON_FAILURES = "paused_on_failures"
@@ -147,27 +152,70 @@ def scout_round(annotations: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def stage_events(stages: list[int], round_: int) -> int:
+    """The sample of a scout round on a ladder of event stages: the round's stage, and past the
+    last one more step per round (the last step: the last stage less the one before it)."""
+    if round_ < len(stages):
+        return stages[round_]
+    step = stages[-1] - stages[-2] if len(stages) > 1 else stages[-1]
+    return stages[-1] + (round_ - len(stages) + 1) * step
+
+
+def _grown(
+    member: Transformation, key: str, current: float, wanted: float, *, base: bool
+) -> Operation | None:
+    """Raise `key` of a member's feeder arguments to `wanted` (None: it is there already),
+    remembering the first sample (`base`) when the growth is counted from it."""
+    if current >= wanted:
+        return None
+    memory = None
+    if base:
+        memory = {**_memory(member), SCOUT_BASE: _memory(member).get(SCOUT_BASE) or current}
+    return Operation(
+        feeder_args={**member.feeder_args, key: wanted}, feeder_enabled=True, remember=memory
+    )
+
+
 def _event_stage(
-    running: list[Transformation], args: ScoutArgs, workgraph: Workgraph
+    running: list[Transformation],
+    args: ScoutArgs,
+    workgraph: Workgraph,
+    fraction: float,
 ) -> dict[UUID, Operation]:
-    """The round's event stage for each running Seeds member whose sample is below it (the
-    stage is a floor: a larger sample an operator gave is kept); past the last stage, the last.
-    A Seeds member with no sample and no event stages to take one from is an error."""
+    """Each running member's sample for the workgraph's scout round (ExtendScout without
+    arguments advances it), where it is below it (a sample is a floor: a larger one an operator
+    gave is kept). A Seeds member takes the round's event stage, one more step per round past
+    the last; without event stages, its own first sample again per round (round r: r + 1 times
+    it). A Query-fed member's scouting fraction grows the same way (up to every file); one
+    scouting named runs keeps them. The first sample is remembered (`scout_base`) when a round
+    first grows it. A Seeds member with no sample and no event stages is an error."""
+    round_ = scout_round(workgraph.annotations)
     seeds = [t for t in running if t.feeder == SEEDS_FEEDER]
-    if not args.event_stages:
-        bare = [member_name(t) for t in seeds if not t.feeder_args.get(SCOUTING_EVENTS)]
-        if bare:
-            raise ValueError(
-                f"{', '.join(bare)}: no scout sample (give the Seeds feeder scouting_events or "
-                "this hook event_stages)"
-            )
-        return {}
-    wanted = args.event_stages[min(scout_round(workgraph.annotations), len(args.event_stages) - 1)]
-    return {
-        t.id: Operation(feeder_args={**t.feeder_args, SCOUTING_EVENTS: wanted}, feeder_enabled=True)
-        for t in seeds
-        if int(t.feeder_args.get(SCOUTING_EVENTS) or 0) < wanted
-    }
+    bare = [member_name(t) for t in seeds if not t.feeder_args.get(SCOUTING_EVENTS)]
+    if bare and not args.event_stages:
+        raise ValueError(
+            f"{', '.join(bare)}: no scout sample (give the Seeds feeder scouting_events or "
+            "this hook event_stages)"
+        )
+    operations: dict[UUID, Operation] = {}
+    for member in running:
+        memory, feeder = _memory(member), member.feeder_args
+        operation = None
+        if member.feeder == SEEDS_FEEDER:
+            events = int(feeder.get(SCOUTING_EVENTS) or 0)
+            if args.event_stages:
+                wanted = stage_events(args.event_stages, round_)
+            else:
+                wanted = int(memory.get(SCOUT_BASE) or events) * (round_ + 1)
+            staged = bool(args.event_stages)
+            operation = _grown(member, SCOUTING_EVENTS, events, wanted, base=not staged)
+        elif member.feeder in QUERY_FEEDERS and round_ and not feeder.get("scouting_runs"):
+            share = float(feeder.get(SCOUTING_FRACTION) or fraction)
+            grown = min(1.0, float(memory.get(SCOUT_BASE) or share) * (round_ + 1))
+            operation = _grown(member, SCOUTING_FRACTION, share, grown, base=True)
+        if operation is not None:
+            operations[member.id] = operation
+    return operations
 
 
 async def _fed_all_produced(
@@ -208,6 +256,7 @@ async def scout_until_settled(
     args: ScoutArgs,
     settings: SuccessRateSettings,
     execution: ExecutionView | None = None,
+    builtins: BuiltinSettings | None = None,
 ) -> Accept | dict[UUID, Operation]:
     """Accept a settled (or plainly failing) scout; otherwise set the round's sample, climb the
     ladder or flush. A member is settled when none of its inputs is still work, it has had its
@@ -217,7 +266,8 @@ async def scout_until_settled(
     seen = fates(overviews.values())
     if seen.failing(args.threshold(settings)):
         return Accept(early(seen))
-    sampled = _event_stage(running, args, workgraph)
+    fraction = (builtins or BuiltinSettings()).scouting_fraction
+    sampled = _event_stage(running, args, workgraph, fraction)
     if sampled:
         return sampled
     if not all(_settled(t, overviews[t.id]) for t in running):

@@ -20,13 +20,12 @@ runs on the kernel's sweep runner; without them (tests of the service alone) not
 
 Both are `dxts.core.component.Component`s: `start` runs the sweep, `stop` ends it.
 
-The engine's registry provides what the built-in hooks and actions ask for by annotation:
-`Counts`, `ExecutionView`, `ExecutionControl` (the peers, over gRPC: `edge`), `Siblings` (a
+The engine's registry provides what the built-in hooks and actions ask for by annotation: `Counts`,
+`ExecutionView`, `ExecutionControl`, `FinalParcels` (the peers, over gRPC: `edge`), `Siblings` (a
 workgraph's members, read here), `FileCatalogue` (the configured catalogue, opened on first use),
 the `Registry` itself and an `InputOverviewReader` over `Counts` (ReconcileFeederInputs re-runs
-feeders, which are injected what execution's registry gives them: the standalone process shares
-no registry with execution). Tests pass doubles for the
-peers and a registry of their own plugins.
+feeders, which are injected what execution's registry gives them: the standalone process shares no
+registry with execution). Tests pass doubles for the peers and a registry of their own plugins.
 """
 
 from __future__ import annotations
@@ -47,7 +46,13 @@ from dxts.core.kernel.authorisation import CallerKind
 from dxts.core.kernel.sweeps import Pacing, Sweep, SweepRunner
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Providers
-from dxts.core.plugins.protocols.lifecycle import Counts, ExecutionControl, ExecutionView, Siblings
+from dxts.core.plugins.protocols.lifecycle import (
+    Counts,
+    ExecutionControl,
+    ExecutionView,
+    FinalParcels,
+    Siblings,
+)
 from dxts.core.plugins.protocols.readers import InputOverviewReader
 from dxts.core.plugins.registry import Registry
 from dxts.cwl.plugins import PluginCatalogue
@@ -140,6 +145,7 @@ async def build_lifecycle(
     _provide(providers, Counts, counts)
     _provide(providers, ExecutionView, execution)
     _provide(providers, ExecutionControl, execution)
+    _provide(providers, FinalParcels, execution)
     _provide(providers, Siblings, DefinitionSiblings(database))
     _provide(providers, InputOverviewReader, CountsOverview(counts))
     _provide(providers, Registry, registry)

@@ -140,6 +140,35 @@ class ExecutionControl(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FinalParcel:
+    """Where a parcel the lifecycle asked for stands: its status and, once it failed, why (in
+    the backend's words)."""
+
+    id: UUID
+    status: ParcelStatus
+    message: str = ""
+
+
+class FinalParcels(Protocol):
+    """One last parcel a transformation's Finalizing list asks for (MergeHistograms): a parcel
+    of the transformation's owner running `process` over `parameters`, belonging to no
+    transformation (it is not counted, and carries no inputs). Idempotent by `request_id`: the
+    same request answers the parcel it created."""
+
+    async def create_final_parcel(
+        self,
+        transformation_id: UUID,
+        *,
+        process: dict[str, Any],
+        parameters: dict[str, Any],
+        annotations: dict[str, Any],
+        request_id: str,
+    ) -> UUID: ...
+
+    async def final_parcel(self, parcel_id: UUID) -> FinalParcel: ...
+
+
 def needed(service: S | None, what: str) -> S:
     """The injected service, or Unavailable naming it when this process does not provide it."""
     if service is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 from uuid import UUID
 
 import grpc
@@ -32,11 +33,13 @@ from dxts.core.plugins.protocols.lifecycle import (
     SUCCEEDED_PARCELS,
     CleanMode,
     CleanStep,
+    FinalParcel,
     OutputRecord,
     ParcelRecord,
 )
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.definition.logic.execution import UserParcel
+from dxts.definition.logic.lifecycle.final_parcels import owner_and_process
 from dxts.definition.logic.lifecycle.views import declared_outputs, output_producer
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 
@@ -333,6 +336,24 @@ class GrpcExecution:
         )
         return CleanStep(reply.rows_deleted, reply.complete)
 
+    async def create_final_parcel(
+        self,
+        transformation_id: UUID,
+        *,
+        process: dict[str, Any],
+        parameters: dict[str, Any],
+        annotations: dict[str, Any],
+        request_id: str,
+    ) -> UUID:
+        vo, sub, process_id = await owner_and_process(self._database, transformation_id, process)
+        parcel = UserParcel(vo, sub, process_id, None, parameters, annotations)
+        return UUID(bytes=await self._forward.create_user_parcel(parcel, request_id=request_id))
+
+    async def final_parcel(self, parcel_id: UUID) -> FinalParcel:
+        reply = await self._stub.GetParcel(execution_pb2.GetParcelRequest(parcel_id=str(parcel_id)))
+        status = enum_from_proto(ParcelStatus, reply.parcel.status, field="status")
+        return FinalParcel(parcel_id, status, reply.outcome.message)
+
 
 def _no_execution() -> Unavailable:
     return Unavailable("the lifecycle needs the execution service: set DXTS_EXECUTION_ADDRESS")
@@ -384,4 +405,18 @@ class NoExecution:
     async def clean_transformation(
         self, transformation_id: UUID, mode: CleanMode, *, request_id: str
     ) -> CleanStep:
+        raise _no_execution()
+
+    async def create_final_parcel(
+        self,
+        transformation_id: UUID,
+        *,
+        process: dict[str, Any],
+        parameters: dict[str, Any],
+        annotations: dict[str, Any],
+        request_id: str,
+    ) -> UUID:
+        raise _no_execution()
+
+    async def final_parcel(self, parcel_id: UUID) -> FinalParcel:
         raise _no_execution()

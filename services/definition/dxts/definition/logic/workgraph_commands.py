@@ -114,7 +114,8 @@ async def extend_scout(
     """Approving or ApprovingBlocked → Scouting ("scout further"): the running members' feeders
     are enabled again, with new arguments where given (checked for the scout and after it).
     Without arguments the workgraph's scout round (`scout_round` in its annotations) advances:
-    the scouting hook's ladder (ScoutUntilSettled's `event_stages`) takes its next stage."""
+    the scouting hook grows the sample (ScoutUntilSettled: the next of its `event_stages`, one
+    more step past the last, or each member's first sample again)."""
     new_args = dict(feeder_args or {})
     workgraph = await _read_workgraph(database, workgraph_id)
     if workgraph.status in (W.APPROVING, W.APPROVING_BLOCKED):
