@@ -17,8 +17,9 @@ declared in `DECLARED_LOCKS` with its reason (and failing when stale) like a rea
 Columns: on a table two sides write (Parcels, ComputeParcels), each insert, update and delete
 is resolved to the columns it writes (`.values(Col=...)`, `.values({...})` or a local dict with
 literal keys, executemany rows built from literal keys, `insert_rows(conn, table, rows)`); each
-column has one writing side in `COLUMN_WRITERS` or is one of the few `SHARED_COLUMNS`, and a
-statement whose columns cannot be told from the source fails until it is made explicit.
+column has one writing side in `COLUMN_WRITERS` or is one of the `TRANSITION_COLUMNS` (Parcels
+.Status and UpdatedAt, split by transition and held to it by tests/test_parcel_transitions.py),
+and a statement whose columns cannot be told from the source fails until it is made explicit.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ EXECUTION = {
     "OutputWatermarks",
     "FeederStates",
     "ParcelHandles",
+    "DirectedParcels",
 }
 DISPATCHER = {
     "Parcels",
@@ -139,6 +141,8 @@ DECLARED_READS: dict[str, dict[str, str]] = {
             "its parcel, so what is submitted is what was claimed"
             for name in ("ParcelInputs", "DataParcels", "DataParcelDeltas", "UserParcels")
         },
+        "DirectedParcels": "a claim takes a parcel execution directed to a backend only for that "
+        "backend, so it reads the direction in the transaction that reserves the parcel",
         **{
             name: "requirements are resolved against the content-addressed rows at claim time"
             for name in ("Requirements", "ResolvedHints")
@@ -322,6 +326,11 @@ DECLARED_LOCKS: dict[str, dict[str, str]] = {
     "dxts.execution": {
         "Transformations": "a feeder's batch reads the operator's switch under a shared lock, "
         "so that disabling the feeder waits for the batch or the batch sees it disabled",
+    },
+    "dxts.dispatcher": {
+        "DirectedParcels": "the claim's SKIP LOCKED read joins a parcel's direction, and a "
+        "locking read locks every row it reads: the row of an Unassigned parcel, which "
+        "execution writes only in the transaction creating the parcel and deletes only with it",
     },
 }
 
@@ -628,20 +637,27 @@ COLUMN_WRITERS: dict[tuple[str, str], tuple[str, str]] = {
         ("ComputeParcels", column): (EXECUTION_SIDE, "execution creates a parcel's facet")
         for column in ("ParcelID", "ProcessID", "RequirementsID", "Parameters")
     },
+    ("Parcels", "Backend"): (
+        DISPATCHER_SIDE,
+        "the backend the dispatcher reserves a parcel for, cleared when that backend refuses "
+        "it; where execution directs a parcel is execution's own DirectedParcels row",
+    ),
+    ("ComputeParcels", "ResolvedHintsID"): (
+        DISPATCHER_SIDE,
+        "the sidecar the dispatcher resolves when it claims a parcel; a split's recovery "
+        "parcel (never dispatched) shows its recovered parcel's, read through `recovery_of`",
+    ),
 }
-# Columns both sides write: the one list of the shared columns that remain, each with how the
-# writes split. Kept short: a new entry needs a reason no table could be split by.
-SHARED_COLUMNS: dict[tuple[str, str], str] = {
-    ("Parcels", "Status"): "split by transition: the dispatcher moves Unassigned → Reserved → "
-    "Assigned and Reserved → Unassigned, execution creates parcels and moves them from "
-    "Assigned on (and cancels them); each move is one conditional UPDATE on the source state",
-    ("Parcels", "UpdatedAt"): "stamped by the transition that moves a parcel, whichever side "
-    "makes it; the dispatcher's lease on a Reserved parcel is also this stamp",
-    ("Parcels", "Backend"): "the packer may direct a parcel to a backend when execution creates "
-    "it; the dispatcher names the backend it reserves a parcel for, and clears its own choice "
-    "when the backend refuses the parcel",
-    ("ComputeParcels", "ResolvedHintsID"): "the dispatcher resolves a claimed parcel's hints; "
-    "execution copies them into the born-Done recovery parcel of a split (never dispatched)",
+# The columns both sides write, split by transition rather than by column: which side takes which
+# move of a parcel is the parcel state machine's (its dispatcher edges and the others), and
+# tests/test_parcel_transitions.py holds every statement of each side to its own moves. Nothing
+# else is written by both sides.
+TRANSITION_COLUMNS: dict[tuple[str, str], str] = {
+    ("Parcels", "Status"): "the dispatcher moves Unassigned → Reserved → Assigned and Reserved → "
+    "Unassigned; execution creates parcels and makes every other move (from Reserved or "
+    "Assigned on, and cancellations), each a conditional UPDATE on the state it moves from",
+    ("Parcels", "UpdatedAt"): "stamped by the statement that moves a parcel, whichever side "
+    "takes the move; besides, the dispatcher renews its lease on a Reserved parcel it holds",
 }
 SIDES = (EXECUTION_SIDE, DISPATCHER_SIDE)
 
@@ -667,9 +683,9 @@ def shared_writes(component: str) -> tuple[dict[tuple[str, str], list[str]], lis
 
 
 def test_the_shared_tables_are_the_declared_ones() -> None:
-    declared = {table for table, _ in COLUMN_WRITERS} | {table for table, _ in SHARED_COLUMNS}
+    declared = {table for table, _ in COLUMN_WRITERS} | {table for table, _ in TRANSITION_COLUMNS}
     assert declared == shared_tables()
-    assert not set(COLUMN_WRITERS) & set(SHARED_COLUMNS)
+    assert not set(COLUMN_WRITERS) & set(TRANSITION_COLUMNS)
     assert {side for side, _ in COLUMN_WRITERS.values()} <= set(MAY_WRITE)
 
 
@@ -681,7 +697,7 @@ def column_violations(
     """What `component`'s writes of shared tables do against the declarations."""
     violations = list(unresolved)
     for key, places in sorted(found.items()):
-        if key in SHARED_COLUMNS:
+        if key in TRANSITION_COLUMNS:
             continue
         owner = COLUMN_WRITERS.get(key, ("(undeclared)", ""))[0]
         if owner != component:
@@ -696,8 +712,9 @@ def test_shared_tables_are_written_column_by_column_as_declared(component: str) 
     found, unresolved = shared_writes(component)
     violations = column_violations(component, found, unresolved)
     assert not violations, (
-        "on a table two sides write, each column has one writer (COLUMN_WRITERS) or is one of "
-        "the SHARED_COLUMNS; a statement's columns must be literal:\n" + "\n".join(violations)
+        "on a table two sides write, each column has one writer (COLUMN_WRITERS) or is split by "
+        "transition (TRANSITION_COLUMNS); a statement's columns must be literal:\n"
+        + "\n".join(violations)
     )
 
 
@@ -710,8 +727,8 @@ def stale_column_declarations(written: dict[str, set[tuple[str, str]]]) -> list[
         if (table, column) not in written.get(side, set())
     ]
     stale.extend(
-        f"{table}.{column}: shared, but not written by both sides"
-        for table, column in sorted(SHARED_COLUMNS)
+        f"{table}.{column}: split by transition, but not written by both sides"
+        for table, column in sorted(TRANSITION_COLUMNS)
         if not all((table, column) in written.get(side, set()) for side in SIDES)
     )
     return stale
@@ -762,11 +779,11 @@ def test_the_scanner_sees_writes_per_column(tmp_path: Path) -> None:
 
 def test_each_column_rule_catches_a_violation() -> None:
     """A column the other side owns, an undeclared column, an unresolvable statement: each
-    fails; a shared column does not."""
+    fails; a column split by transition does not."""
     found = {
         ("Parcels", "CompletedAt"): ["d.py:1"],  # execution's
         ("Parcels", "Priority"): ["d.py:2"],  # declared nowhere
-        ("Parcels", "Status"): ["d.py:3"],  # shared
+        ("Parcels", "Status"): ["d.py:3"],  # split by transition
     }
     assert column_violations(
         DISPATCHER_SIDE, found, ["d.py:4 writes Parcels: columns not literal"]
@@ -775,10 +792,10 @@ def test_each_column_rule_catches_a_violation() -> None:
         "d.py:1 writes Parcels.CompletedAt (owner: dxts.execution)",
         "d.py:2 writes Parcels.Priority (owner: (undeclared))",
     ]
-    written = {side: set(COLUMN_WRITERS) | set(SHARED_COLUMNS) for side in SIDES}
-    written[DISPATCHER_SIDE].discard(("Parcels", "Backend"))
+    written = {side: set(COLUMN_WRITERS) | set(TRANSITION_COLUMNS) for side in SIDES}
+    written[DISPATCHER_SIDE].discard(("Parcels", "UpdatedAt"))
     written[EXECUTION_SIDE].discard(("Parcels", "CompletedAt"))
     assert stale_column_declarations(written) == [
         "Parcels.CompletedAt: dxts.execution no longer writes it",
-        "Parcels.Backend: shared, but not written by both sides",
+        "Parcels.UpdatedAt: split by transition, but not written by both sides",
     ]

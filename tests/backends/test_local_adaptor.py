@@ -455,7 +455,7 @@ async def test_data_requests_move_replicas_between_storage_elements(harness: Har
     (result,) = await harness.submit(
         data,
         backend_pb2.ParcelSubmission(
-            parcel_id=id_to_str(new_id()), request_json=json.dumps(request)
+            parcel_id=id_to_str(new_id()), request_json=json.dumps(request), vo="lhcb"
         ),
     )
     outcome = await harness.outcome(result.identifier)
@@ -468,7 +468,9 @@ async def test_data_requests_move_replicas_between_storage_elements(harness: Har
     bad = {"Operations": [{"Type": "ReplicateAndRegister", "TargetSE": "MARS", "Files": files}]}
     (result,) = await harness.submit(
         data,
-        backend_pb2.ParcelSubmission(parcel_id=id_to_str(new_id()), request_json=json.dumps(bad)),
+        backend_pb2.ParcelSubmission(
+            parcel_id=id_to_str(new_id()), request_json=json.dumps(bad), vo="lhcb"
+        ),
     )
     outcome = await harness.outcome(result.identifier)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
@@ -522,3 +524,49 @@ async def test_any_error_of_one_parcel_becomes_its_failed_outcome(
     outcome = await harness.outcome(result.identifier, tries=100)
     assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
     assert outcome.message == "OSError: [Errno 28] No space left on device"
+
+
+async def test_a_data_parcel_changes_only_files_of_its_own_vo(harness: Harness) -> None:
+    """Issue 33, finding 1, at the data adaptor: VO belle's data parcel naming VO lhcb's file
+    (alone, or beside its own) fails, class `refused`, naming the file and whose it is, and
+    neither file is touched; a parcel that does not say its VO changes nothing either; its own
+    file it removes."""
+    theirs, mine = "/lhcb/raw/private.raw", "/belle/raw/own.raw"
+    for lfn in (theirs, mine):
+        path = harness.settings.se_path("LOCAL", lfn)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"data")
+    await harness.catalogue.register(
+        [CatalogueFile(lfn=lfn, size=4, replicas=("LOCAL",)) for lfn in (theirs, mine)]
+    )
+    data = backend_pb2.Payload(data=backend_pb2.DataPayload())
+
+    async def remove(vo: str, *lfns: str) -> common_pb2.Outcome:
+        request = {"Operations": [{"Type": "RemoveFile", "Files": [{"LFN": x} for x in lfns]}]}
+        (result,) = await harness.submit(
+            data,
+            backend_pb2.ParcelSubmission(
+                parcel_id=id_to_str(new_id()), request_json=json.dumps(request), vo=vo
+            ),
+        )
+        return await harness.outcome(result.identifier, tries=100)
+
+    for outcome in (await remove("belle", theirs), await remove("belle", mine, theirs)):
+        assert outcome.result == common_pb2.OUTCOME_RESULT_FAILED
+        assert outcome.message.startswith(
+            f"{theirs} is VO lhcb's file: VO belle may change or remove only files under /belle/"
+        )
+        assert outcome.failure.failure_class == common_pb2.FAILURE_CLASS_REFUSED
+    unsaid = await remove("", mine)
+    assert unsaid.result == common_pb2.OUTCOME_RESULT_FAILED
+    assert "does not say which VO" in unsaid.message
+    assert await harness.catalogue.replicas([theirs, mine]) == {
+        theirs: ("LOCAL",),
+        mine: ("LOCAL",),
+    }
+    assert harness.settings.se_path("LOCAL", theirs).read_bytes() == b"data"
+    assert harness.settings.se_path("LOCAL", mine).read_bytes() == b"data"
+    own = await remove("belle", mine)
+    assert own.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, own.message
+    assert await harness.catalogue.replicas([theirs, mine]) == {theirs: ("LOCAL",)}
+    assert not harness.settings.se_path("LOCAL", mine).exists()

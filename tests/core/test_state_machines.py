@@ -120,6 +120,7 @@ EXPECTED = {
         Reserved > Unassigned : {DISP}
         Reserved, Assigned > Completing : {CORE}
         Assigned > Failed : {CORE}
+        Reserved > Failed : {CORE}
         Completing > Done : {CORE}
         Completing > PartiallyDone : {CORE}
         Completing > Cancelled : {CORE}

@@ -127,7 +127,8 @@ async def parcels(
     vo: str = "lhcb",
 ) -> list[bytes]:
     """`count` Unassigned parcels, with their facet, inputs (Assigned, linked) and journals; a
-    user parcel (UserParcels row) when `transformation_id` is None."""
+    user parcel (UserParcels row) when `transformation_id` is None; directed to `backend` (a
+    DirectedParcels row, as the packer writes it) when one is given."""
     ids = new_ids(count)
     tid = transformation_id
     for start in range(0, count, SEED_BATCH):
@@ -143,12 +144,16 @@ async def parcels(
                         "TransformationID": tid,
                         "Kind": kind.value,
                         "Status": "Unassigned",
-                        "Backend": backend,
                         "UpdatedAt": now,
                     }
                     for p in chunk
                 ],
             )
+            if backend is not None:  # directed, as a packer directs a parcel
+                await conn.execute(
+                    sa.insert(execution.directed_parcels),
+                    [{"ParcelID": p, "Backend": backend} for p in chunk],
+                )
             if tid is None:
                 await conn.execute(
                     sa.insert(execution.user_parcels),

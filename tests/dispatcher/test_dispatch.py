@@ -113,7 +113,9 @@ async def test_parcels_are_claimed_submitted_and_recorded(
         submission = sent[id_to_str(parcel_id)]
         assert sorted(submission.input_ids) == sorted(id_to_str(i) for i in links[parcel_id])
         assert submission.output_prefix == f"/lhcb/dxts/{id_to_str(tid)}/{id_to_str(parcel_id)}"
+        assert submission.vo == "lhcb"
     for parcel_id in users:
+        assert sent[id_to_str(parcel_id)].vo == "lhcb"
         assert not sent[id_to_str(parcel_id)].input_ids
         assert sent[id_to_str(parcel_id)].output_prefix == f"/lhcb/dxts/user/{id_to_str(parcel_id)}"
 
@@ -195,6 +197,8 @@ async def test_data_parcels_carry_their_request_and_move_their_quantities(
     assert {json.dumps(json.loads(p.request_json), sort_keys=True) for p in sent.parcels} == {
         json.dumps(request, sort_keys=True)
     }
+    # Whose files they may touch: the VO of their transformation (its scope).
+    assert {p.vo for p in sent.parcels} == {SCOPE[0]}
     await assert_counters_exact(database)
     await component.stop()
 
@@ -234,6 +238,60 @@ async def test_the_packers_backend_is_kept_and_a_fraction_is_routed(
     assert {p for p, r in rows.items() if r.Backend == "second"} == routed | set(forced)
     assert set(second.submits) == {id_to_str(p) for p in routed | set(forced)}
     assert set(first.submits) == {id_to_str(p) for p in set(free) - routed}
+    await component.stop()
+
+
+async def directions(database: Database, ids: Sequence[bytes]) -> dict[bytes, str]:
+    table = execution.directed_parcels
+
+    async def work(conn: Any) -> dict[bytes, str]:
+        rows = await conn.execute(sa.select(table).where(table.c.ParcelID.in_(list(ids))))
+        return {bytes(r.ParcelID): r.Backend for r in rows}
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
+
+
+async def test_a_direction_is_executions_row_and_outlives_a_refusal(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    """The dispatcher writes Parcels.Backend alone: a refused parcel goes back to Unassigned with
+    the backend it was reserved for cleared, while the direction (execution's DirectedParcels
+    row) stays and still holds it to its backend; a parcel directed to a backend this
+    dispatcher lacks is never claimed."""
+    await empty(database)
+    tid = await transformation(database)
+    directed = await parcels(database, 6, transformation_id=tid, backend="second")
+    elsewhere = await parcels(database, 2, transformation_id=tid, backend="absent")
+    first, first_address = await null_adaptors()
+    second, second_address = await null_adaptors(name="second", capacity=2, delay_s=3600)
+    component = await dispatcher(
+        database,
+        [
+            {**COMPUTE, "address": first_address},
+            {"name": "second", "address": second_address, "kind": "compute", "adaptor": "null"},
+        ],
+        keys,
+        claim_batch=12,
+        refusal_backoff_s=3600,
+    )
+    component.backends["second"].state.capacity = 0  # as if its limit were not known yet
+
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 6
+    rows = await parcel_rows(database, directed + elsewhere)
+    assigned = {p for p in directed if rows[p].Status == "Assigned"}
+    assert len(assigned) == 2 and {rows[p].Backend for p in assigned} == {"second"}
+    assert {id_to_str(p) for p in assigned} <= set(second.submits)
+    assert {(r.Status, r.Backend) for p, r in rows.items() if p not in assigned} == {
+        ("Unassigned", None)
+    }
+    assert await directions(database, directed + elsewhere) == {
+        **{p: "second" for p in directed},
+        **{p: "absent" for p in elsewhere},
+    }
+    # "second" backs off after refusing: its parcels wait for it rather than go to "null".
+    assert await component.dispatcher.dispatch_once(Kind.COMPUTE) == 0
+    assert not first.submits
+    await assert_counters_exact(database)
     await component.stop()
 
 

@@ -33,6 +33,7 @@ from dxts.core.adaptor.model import (
     FailureClass,
     Outcome,
     OutcomeAck,
+    OutcomeDisposition,
     OutcomeResult,
     OutputFile,
     Payload,
@@ -41,7 +42,7 @@ from dxts.core.adaptor.model import (
     Submission,
     SubmitResult,
 )
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.errors import PermissionDenied
 from dxts.core.grpc import GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
@@ -49,6 +50,7 @@ from dxts.core.settings import ServerSettings
 from dxts.core.states import Kind
 from dxts.dispatcher.logic.backends import read_loads
 from dxts.dispatcher.logic.forwarding import POLL_LANES
+from dxts.dispatcher.store import claiming
 from dxts.v1 import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc
 
 COMPUTE = {"name": "null", "address": "", "kind": "compute"}
@@ -346,6 +348,56 @@ async def test_pushed_outcomes_are_forwarded_and_status_is_served(
     finally:
         await server.stop(grace=0)
         await component.stop()
+
+
+async def test_an_outcome_pushed_before_its_submit_is_recorded_is_not_a_bad_one(
+    database: Database, keys: Keys, null_adaptors: Any
+) -> None:
+    """An adaptor may push an outcome before the dispatcher has recorded the identifier its
+    Submit answered (the parcel is still Reserved for that backend): the push is answered
+    UNKNOWN_PARCEL, to be pushed again, and is not counted a bad outcome; the same push naming
+    a parcel not Reserved for that backend is."""
+    await empty(database)
+    tid = await transformation(database)
+    held, other = (
+        await parcels(database, 1, transformation_id=tid),
+        await parcels(database, 1, transformation_id=tid),
+    )
+    _adaptor, address = await null_adaptors()
+    sink = FakeExecution(database)
+    component = await dispatcher(database, [{**COMPUTE, "address": address}], keys, sink=sink)
+
+    async def reserve(conn: Any) -> list[Any]:
+        return await claiming.claim(conn, Kind.COMPUTE, 1, ["null"], lambda *_: "null")
+
+    (reserved,) = await database.run(reserve, isolation=Isolation.READ_COMMITTED)
+    assert [reserved.parcel_id] == held
+    backend = component.backends["null"]
+
+    def pushed(parcel_id: bytes) -> Outcome:
+        return Outcome(
+            parcel_id=id_to_str(parcel_id),
+            identifier=id_to_str(new_id()),
+            result=OutcomeResult.SUCCEEDED,
+        )
+
+    before = metric(
+        "dxts_dispatcher_bad_outcomes_total", backend="null", reason="unknown_identifier"
+    )
+    (early,) = await component.forwarder.report("null", [pushed(held[0])])
+    assert early.disposition is OutcomeDisposition.UNKNOWN_PARCEL
+    assert "not recorded yet" in early.message
+    assert backend.state.bad_outcomes == 0
+    (stranger,) = await component.forwarder.report("null", [pushed(other[0])])
+    assert stranger.disposition is OutcomeDisposition.UNKNOWN_PARCEL
+    assert backend.state.bad_outcomes == 1
+    after = metric(
+        "dxts_dispatcher_bad_outcomes_total", backend="null", reason="unknown_identifier"
+    )
+    assert after - before == 1
+    assert not sink.outcomes
+    assert await statuses(database, held + other) == {held[0]: "Reserved", other[0]: "Unassigned"}
+    await component.stop()
 
 
 async def test_a_forged_report_is_refused_and_changes_nothing(

@@ -371,9 +371,17 @@ class World:
             return list(rows)
 
     async def parcels(self, wg: Submitted, name: str) -> list[Any]:
+        """The member's Parcels rows, each with `Directed`: where execution directs it (its
+        DirectedParcels row), None for a parcel the dispatcher's policy places."""
+        directed = execution.directed_parcels
         async with self.database.transaction(RC) as conn:
             rows = await conn.execute(
-                sa.select(execution.parcels)
+                sa.select(execution.parcels, directed.c.Backend.label("Directed"))
+                .select_from(
+                    execution.parcels.outerjoin(
+                        directed, directed.c.ParcelID == execution.parcels.c.ParcelID
+                    )
+                )
                 .where(execution.parcels.c.TransformationID == wg.tid(name))
                 .order_by(execution.parcels.c.ParcelID)
             )

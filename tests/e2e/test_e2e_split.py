@@ -92,12 +92,12 @@ async def test_splits_carry_masks_and_lineage(launch_mariadb: Launch) -> None:
         split_parcel = parcels[bytes(parents[5].LastParcelID)]
         assert split_parcel.Status == "PartiallyDone"
         done, retried = (parcels[bytes(c.LastParcelID)] for c in children[5])
-        assert (done.Backend, done.Status) == ("recovery", "Done")
+        assert (done.Backend, done.Directed, done.Status) == (None, "recovery", "Done")
         assert (retried.Backend, retried.Status) == ("null", "Done")
         # Never submitted: the backend accepted only the parcels of the null backend.
         null_parcels = sum(p.Backend == "null" for p in parcels.values())
         assert (await world.backend_counters())["accepted"] == null_parcels
-        assert sum(p.Backend == "recovery" for p in parcels.values()) == 1
+        assert sum(p.Directed == "recovery" for p in parcels.values()) == 1
         failed = parcels[bytes(parents[2].LastParcelID)]
         assert failed.Status == "Failed"
         assert {c.ErrorCount for c in children[5]} == {0, 1}  # the failed portion failed once

@@ -167,10 +167,15 @@ async def rows(database: Database, table: sa.Table, **where: Any) -> list[Any]:
         return list(await conn.execute(statement))
 
 
+def _is_recovery(parcel: Any) -> bool:
+    """A split's born-Done recovery parcel (it names the parcel it recovers)."""
+    return "recovery_of" in (parcel.Annotations or {})
+
+
 async def parcels_in(database: Database, world: World, *statuses: str) -> list[Any]:
     found = await rows(database, execution.parcels, TransformationID=world.transformation_id)
     return sorted(
-        (p for p in found if p.Status in statuses and p.Backend != "recovery"),
+        (p for p in found if p.Status in statuses and not _is_recovery(p)),
         key=lambda p: bytes(p.ParcelID),
     )
 
@@ -320,7 +325,7 @@ async def check(database: Database, model: Model) -> None:
             last = parcels[bytes(row.LastParcelID)]
             assert last.Status in ("Done", "PartiallyDone")
             assert bytes(last.ParcelID) in carried_by[input_id]
-            if last.Backend == "recovery":  # only a split child is claimed by one
+            if _is_recovery(last):  # only a split child is claimed by one
                 assert row.ParentInputID is not None and last.Status == "Done"
     # Parcels with no live state left hold no Assigned input.
     for parcel_id, parcel in parcels.items():

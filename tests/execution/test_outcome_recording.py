@@ -30,14 +30,16 @@ from recording_world import (
     user_parcel,
 )
 
+from dxts.core import content_store
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages as record_outcomes
 from dxts.execution.logic import completing as completion
 from dxts.execution.logic import recording
 from dxts.execution.logic.completing import Recorder
+from dxts.execution.logic.queries import get_parcel
 from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.store import outcomes as db
 from dxts.execution.store import splits as split_store
@@ -252,6 +254,7 @@ async def test_every_report_action_and_the_recovery_split(
     ok, bad, untried, split, unnamed = await feed(database, world, 5)
     await _set_error_count(database, world, split, 2)
     (p,) = await pack(database, world, [[ok, bad, untried, split, unnamed]])
+    sidecar = await _resolve_hints(database, p)
     child = {"lfn": "/lhcb/in/split.dst", "lfn_size": 5000}
     fates = report(
         **{
@@ -296,19 +299,42 @@ async def test_every_report_action_and_the_recovery_split(
     )
     # The born-Done recovery parcel claims the processed child, and nothing else.
     recovery = await parcel(database, bytes(done_child.LastParcelID))
+    # Never dispatched: no backend of the dispatcher's, directed (execution's row) to `recovery`.
     assert (recovery.Status, recovery.Backend, recovery.TransformationID) == (
         "Done",
-        "recovery",
+        None,
         world.transformation_id,
     )
+    (directed,) = await rows_of(database, execution.directed_parcels, ParcelID=recovery.ParcelID)
+    assert directed.Backend == "recovery"
     assert recovery.Annotations == {"recovery_of": id_to_str(p)}
     assert row.Annotations["recovery_parcel_id"] == id_to_str(recovery.ParcelID)
     links = await rows_of(database, execution.parcel_inputs, ParcelID=recovery.ParcelID)
     assert [bytes(link.InputID) for link in links] == [bytes(done_child.InputID)]
     (facet,) = await rows_of(database, execution.compute_parcels, ParcelID=recovery.ParcelID)
     (original,) = await rows_of(database, execution.compute_parcels, ParcelID=p)
-    assert facet.ProcessID == original.ProcessID
+    assert (facet.ProcessID, facet.RequirementsID) == (original.ProcessID, original.RequirementsID)
+    # The sidecar is the dispatcher's column, not copied: shown through the recovered parcel.
+    assert facet.ResolvedHintsID is None and bytes(original.ResolvedHintsID) == sidecar
+    shown = await get_parcel(database, bytes(recovery.ParcelID))
+    assert shown.parcel.backend == "recovery"
+    assert shown.compute is not None and shown.compute.resolved_hints_id == sidecar
     await assert_counters_exact(database)
+
+
+async def _resolve_hints(database: Database, parcel_id: bytes) -> bytes:
+    """Record a sidecar on the parcel, as the dispatcher does when it claims it."""
+
+    async def work(conn: Any) -> bytes:
+        hints_id = await content_store.put_resolved_hints(conn, {"cpu": {"cores": 2}})
+        await conn.execute(
+            sa.update(execution.compute_parcels)
+            .where(execution.compute_parcels.c.ParcelID == parcel_id)
+            .values(ResolvedHintsID=hints_id)
+        )
+        return hints_id
+
+    return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
 async def test_a_report_of_splits_only_succeeding_in_part(

@@ -23,6 +23,7 @@ from dxts.core.plugins import (
     InputRecord,
     StorageDelta,
 )
+from dxts.core.policy import Policy
 from dxts.core.schema import definition, execution
 from dxts.core.states import InputStatus, Kind
 from dxts.execution.logic.feeding import run_feeder
@@ -122,6 +123,15 @@ async def mixed_requirements(*, inputs: AsyncIterator[InputRecord]) -> AsyncIter
         yield ComputeParcel(inputs=[record.id], requirements=added)
 
 
+async def greedy(*, inputs: AsyncIterator[InputRecord]) -> AsyncIterator[Any]:
+    """Parcel by parcel: memory over a lowering cap, cores over a refusing one, a partition off
+    the allow-list, nothing added."""
+    additions = [{"memory_mb": 64000}, {"cores": 64}, {"partition": "admin-only"}, None]
+    records = [record async for record in inputs]
+    for record, added in zip(records, additions, strict=True):
+        yield ComputeParcel(inputs=[record.id], requirements=added)
+
+
 async def raising(*, inputs: AsyncIterator[InputRecord]) -> AsyncIterator[Any]:
     async for record in inputs:
         yield ComputeParcel(inputs=[record.id])
@@ -158,6 +168,7 @@ def plugins(database: Database) -> Any:
                 "WrongKind": wrong_kind,
                 "Raising": raising,
                 "MixedRequirements": mixed_requirements,
+                "Greedy": greedy,
                 "WriteOffOne": write_off_one(database),
             }
         }
@@ -304,9 +315,7 @@ async def test_parcels_adding_the_same_requirements_share_one_merged_set(
         template,
     ]
     parcels = await parcel_rows(database, t.id)
-    assert [p.RequirementsID for p in parcels] == [
-        content_hash(e) if e else None for e in expected
-    ]
+    assert [p.RequirementsID for p in parcels] == [content_hash(e) if e else None for e in expected]
     table = definition.requirements
     async with database.transaction(RC) as conn:
         stored = dict(
@@ -454,10 +463,45 @@ async def test_a_withheld_input_is_offered_once_the_database_clock_passes_its_ti
         times = (now - timedelta(seconds=1), now + timedelta(hours=1), None)
         for row, until in zip(rows, times, strict=True):
             await conn.execute(
-                sa.update(table)
-                .where(table.c.InputID == row.InputID)
-                .values(DelayedUntil=until)
+                sa.update(table).where(table.c.InputID == row.InputID).values(DelayedUntil=until)
             )
     result = await run_packer(database, plugins, t)
     assert result.offered == 2
     assert [r.lfn for r in SEEN["inputs"]] == [rows[0].LFN, rows[2].LFN]
+
+
+POLICY = Policy.model_validate(
+    {
+        "requirements": {
+            "memory_mb": {"max": 4096, "mode": "cap"},
+            "cores": {"max": 8},
+            "partitions": ["short"],
+        }
+    }
+)
+
+
+async def test_a_packers_requirements_are_held_to_the_policy(
+    database: Database, plugins: Any
+) -> None:
+    """What a packer adds to a parcel's requirements cannot lift the installation's policy:
+    memory over a `cap` limit is lowered to it; cores over a `refuse` limit, or a partition off
+    the allow-list, make no parcel: the inputs are set aside Problematic, the limit named."""
+    t = await fed(database, plugins, 4, packer="Greedy")
+    result = await run_packer(database, plugins, t, policy=POLICY)
+    assert (result.parcels, result.assigned, result.problematic) == (2, 2, 2)
+    rows = await s.input_rows(database, t.id)
+    assert [r.Status for r in rows] == ["Assigned", "Problematic", "Problematic", "Assigned"]
+    parcels = await parcel_rows(database, t.id)
+    capped = {**s.TEMPLATE, "memory_mb": 4096}
+    assert [p.RequirementsID for p in parcels] == [content_hash(capped), content_hash(s.TEMPLATE)]
+    logged = [r for r in await s.log_rows(database, t.id) if r.EventType == "InputProblematic"]
+    reasons = {r.Data["input_id"]: r.Message for r in logged}
+    assert reasons == {
+        str(UUID(bytes=rows[1].InputID)): "its parcel's requirements are refused: cores 64 is "
+        "over the installation's limit of 8 (policy.requirements.cores.max)",
+        str(UUID(bytes=rows[2].InputID)): "its parcel's requirements are refused: admin-only "
+        "not allowed: the installation allows the partitions short only "
+        "(policy.requirements.partitions)",
+    }
+    await s.assert_counters_exact(database, t.id)

@@ -55,15 +55,19 @@ def failed(
 
 
 async def parcels(database: Database, tid: bytes) -> list[Any]:
-    """The transformation's parcels in creation order, with the requirements each asks."""
+    """The transformation's parcels in creation order, with the requirements each asks and
+    the backend it is directed to (its DirectedParcels row; None when it has none)."""
     p, c, r = execution.parcels.c, execution.compute_parcels.c, definition.requirements.c
+    d = execution.directed_parcels.c
     async with database.transaction(s.RC) as conn:
         rows = await conn.execute(
-            sa.select(p.ParcelID, p.Status, p.Backend, p.Annotations, r.Requirements)
+            sa.select(
+                p.ParcelID, p.Status, d.Backend.label("Directed"), p.Annotations, r.Requirements
+            )
             .select_from(
-                execution.parcels.join(execution.compute_parcels, c.ParcelID == p.ParcelID).join(
-                    definition.requirements, r.RequirementsID == c.RequirementsID
-                )
+                execution.parcels.join(execution.compute_parcels, c.ParcelID == p.ParcelID)
+                .join(definition.requirements, r.RequirementsID == c.RequirementsID)
+                .outerjoin(execution.directed_parcels, d.ParcelID == p.ParcelID)
             )
             .where(p.TransformationID == tid)
             .order_by(p.ParcelID)
@@ -150,8 +154,8 @@ async def test_retry_directives_reach_the_next_parcels_and_write_offs_end_the_in
         newest = {
             retried[bytes(i)]: again[bytes(p)] for p, i in links if bytes(p) not in (banned, oom)
         }
-    assert (newest["/lhcb/r0"].Backend, newest["/lhcb/r0"].Requirements) == ("other", s.TEMPLATE)
-    assert (newest["/lhcb/r1"].Backend, newest["/lhcb/r1"].Requirements) == (
+    assert (newest["/lhcb/r0"].Directed, newest["/lhcb/r0"].Requirements) == ("other", s.TEMPLATE)
+    assert (newest["/lhcb/r1"].Directed, newest["/lhcb/r1"].Requirements) == (
         None,
         {**s.TEMPLATE, "memory_mb": 5000},
     )

@@ -22,6 +22,7 @@ from dxts.core.db import Database, Isolation
 from dxts.core.ids import content_hash, id_to_str
 from dxts.core.kernel.authorisation import rpc, serving
 from dxts.core.plugins import ActionResult
+from dxts.core.policy import Policy
 from dxts.core.schema.definition import compute_transformations, requirements
 from dxts.core.states import ActionResult as Result
 from dxts.definition.logic import actions
@@ -247,3 +248,50 @@ async def test_independent_members_run_together(database: Database, engine: Rig)
     engine.script.queue("par-x", ActionResult.pending("deleting"))
     assert await engine.sweep(world) == ("Archiving", {"x": "Archiving", "y": "Archived"})
     assert await engine.sweep(world) == ("Archived", {"x": "Archived", "y": "Archived"})
+
+
+async def test_an_actions_requirements_are_held_to_the_policy(
+    database: Database, engine: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an approving action (EstimateResourceUsage's kind) writes into a template cannot
+    lift the installation's policy for the workgraph's VO: memory over a `cap` limit is
+    lowered to it, and the member's log says so; cores over a `refuse` limit are not applied:
+    the action is Failed naming the limit, and the workgraph blocks for a person."""
+    policy = Policy.model_validate(
+        {
+            "vos": {
+                "lhcb": {
+                    "requirements": {"memory_mb": {"max": 4096, "mode": "cap"}, "cores": {"max": 8}}
+                }
+            }
+        }
+    )
+    monkeypatch.setattr(engine.lifecycle.engine, "policy", policy)
+    world = await build(
+        database,
+        {"sim": Member()},
+        status="Approving",
+        approving=[("ScriptedApproval", {"key": "big"}), ("ScriptedApproval", {"key": "huge"})],
+    )
+    before = await template_of(database, world.ids["sim"])
+    engine.script.queue(
+        "big", ActionResult.passed(updated_requirements={world.uid("sim"): {"memory_mb": 64000}})
+    )
+    engine.script.queue(
+        "huge", ActionResult.passed(updated_requirements={world.uid("sim"): {"cores": 64}})
+    )
+    assert (await engine.sweep(world))[0] == "ApprovingBlocked"
+    assert await template_of(database, world.ids["sim"]) == {**before, "memory_mb": 4096}
+    rows = await action_rows(database, world)
+    assert results(rows, "workgraph/Approving/1", "workgraph/Approving/2") == ["Passed", "Failed"]
+    assert rows["workgraph/Approving/2"].Message == (
+        "ScriptedApproval proposed requirements over the installation's policy: "
+        f"{id_to_str(world.ids['sim'])}: cores 64 is over the installation's limit of 8 "
+        "(policy.requirements.cores.max)"
+    )
+    _, member_log = await logs(database, world)
+    (changed,) = [r for r in member_log if r.EventType == "Requirements"]
+    assert changed.Message.endswith(
+        "(lowered to the installation's policy: memory_mb 64000 → 4096)"
+    )
+    assert changed.Data["capped_by_policy"] == {"memory_mb": 64000}

@@ -23,6 +23,9 @@ from dxts.backends.local.settings import LocalSettings
 from dxts.core import transfers
 from dxts.core.adaptor.model import FailureClass
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
+from dxts.core.lfn import FileNamespace
+
+LHCB = data.VOFiles("lhcb", FileNamespace())  # every file here is under /lhcb/
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +103,7 @@ async def test_replicas_are_copied_verified_and_registered(
         settings.storage_endpoints["XRD-A"].url("/x"), settings.storage_endpoints["XRD-C"].url("/x")
     )
     report = await data.run_request(
-        replicate(list(files), "XRD-B", "XRD-C", "LOCAL"), settings, catalogue
+        replicate(list(files), "XRD-B", "XRD-C", "LOCAL"), settings, catalogue, LHCB
     )
     assert report.failures == {}
     assert report.status_report() == {f"input-{lfn}": {"action": "SUCCESS"} for lfn in files}
@@ -114,7 +117,7 @@ async def test_replicas_are_copied_verified_and_registered(
     assert {lfn: set(ses) for lfn, ses in held.items()} == {
         lfn: {"XRD-A", "XRD-B", "XRD-C", "LOCAL"} for lfn in files
     }
-    again = await data.run_request(replicate(list(files), "XRD-B"), settings, catalogue)
+    again = await data.run_request(replicate(list(files), "XRD-B"), settings, catalogue, LHCB)
     assert again.failures == {}
 
 
@@ -127,7 +130,7 @@ async def test_a_corrupted_source_is_refused_and_nothing_is_registered(
     await catalogue.register(
         [CatalogueFile(lfn=lfn, size=len(good), checksum=adler32(good), replicas=("XRD-A",))]
     )
-    report = await data.run_request(replicate([lfn], "XRD-B"), settings, catalogue)
+    report = await data.run_request(replicate([lfn], "XRD-B"), settings, catalogue, LHCB)
     failure = report.failures[lfn].failure
     assert failure.failure_class is FailureClass.STAGE_OUT
     assert failure.storage_element == "XRD-B"
@@ -151,7 +154,7 @@ async def test_a_missing_source_fails_in_the_servers_words(
             CatalogueFile(lfn=gone, size=5, checksum=adler32(b"gone\n"), replicas=("XRD-A",)),
         ]
     )
-    report = await data.run_request(replicate([there, gone], "XRD-B"), settings, catalogue)
+    report = await data.run_request(replicate([there, gone], "XRD-B"), settings, catalogue, LHCB)
     assert list(report.failures) == [gone]
     failure = report.failures[gone].failure
     assert failure.failure_class is FailureClass.STAGE_IN
@@ -179,11 +182,11 @@ async def test_removal_deletes_replicas_and_forgets_them(
     )
     files = [{"LFN": lfn} for lfn in lfns]
     request = {"Operations": [{"Type": "RemoveReplica", "TargetSE": "XRD-B", "Files": files}]}
-    assert (await data.run_request(request, settings, catalogue)).failures == {}
+    assert (await data.run_request(request, settings, catalogue, LHCB)).failures == {}
     assert not any(on_disk(settings, "XRD-B", lfn).exists() for lfn in lfns)
     assert await catalogue.replicas(lfns) == {lfn: ("XRD-A",) for lfn in lfns}
     request = {"Operations": [{"Type": "RemoveFile", "Files": files}]}
-    assert (await data.run_request(request, settings, catalogue)).failures == {}
+    assert (await data.run_request(request, settings, catalogue, LHCB)).failures == {}
     assert not any(on_disk(settings, "XRD-A", lfn).exists() for lfn in lfns)
     assert await catalogue.files(lfns) == {}
 
@@ -235,7 +238,7 @@ async def test_a_silent_server_is_failed_at_the_timeout_and_nothing_kept(
     put_private("A", settings.storage_endpoints["DOOMED-A"].path(lfn), payload)
     os.kill(server_pid("A"), signal.SIGSTOP)
     try:
-        report = await data.run_request(replicate([lfn], "XRD-B"), settings, catalogue)
+        report = await data.run_request(replicate([lfn], "XRD-B"), settings, catalogue, LHCB)
     finally:
         os.kill(server_pid("A"), signal.SIGCONT)
     failure = report.failures[lfn].failure
@@ -272,7 +275,7 @@ async def test_a_server_killed_mid_transfer_fails_the_file_with_its_reason(
         settings.storage_endpoints["DOOMED-B"].path(lfn).lstrip("/"),
     )
     running = asyncio.create_task(
-        data.run_request(replicate([lfn], "DOOMED-B"), settings, catalogue)
+        data.run_request(replicate([lfn], "DOOMED-B"), settings, catalogue, LHCB)
     )
     victim = server_pid("B")
     assert await asyncio.to_thread(_appears, target, 60), "the copy never reached the server"

@@ -11,14 +11,33 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dxts.core.states import Kind
 
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///dxts.sqlite"
 # The async driver dxts runs each database with, for a URL that names the database only (the
 # `mysql://user@host/db` a MariaDB user types).
 ASYNC_DRIVERS = {"mysql": "asyncmy", "mariadb": "asyncmy", "sqlite": "aiosqlite"}
+
+
+def parse_kind(value: Any) -> Any:
+    """ "compute", "Compute" and "KIND_COMPUTE" all mean Kind.COMPUTE: the chart writes
+    lowercase, the protocol's enum names carry the prefix. Anything else is left for the
+    field's own validation to refuse."""
+    if isinstance(value, str):
+        text = value.removeprefix("KIND_").lower()
+        for member in Kind:
+            if member.value.lower() == text:
+                return member
+    return value
+
+
+# The kind of parcels a setting names (a backend's, an adaptor's), spelled as `parse_kind` reads.
+KindSetting = Annotated[Kind, BeforeValidator(parse_kind)]
 
 
 def async_database_url(url: str) -> str:

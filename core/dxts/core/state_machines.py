@@ -283,7 +283,7 @@ PARCEL = StateMachine(
     edges=_edges(
         [
             (None, P.UNASSIGNED, CORE, "packer, or user job submission"),
-            (None, P.DONE, CORE, "recovery parcel (Backend 'recovery'), never submitted"),
+            (None, P.DONE, CORE, "recovery parcel (directed to 'recovery'), never submitted"),
             (P.UNASSIGNED, P.RESERVED, Actor.DISPATCHER, "dispatcher claims"),
             (P.RESERVED, P.ASSIGNED, Actor.DISPATCHER, "backend accepted"),
             (P.RESERVED, P.UNASSIGNED, Actor.DISPATCHER, "submission refused"),

@@ -24,29 +24,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from dxts.core.config import load_installation_config
 from dxts.core.kernel.bounds import MAX_BATCH  # what one request may carry
-from dxts.core.settings import ServiceTokenSettings
+from dxts.core.settings import KindSetting, ServiceTokenSettings
 from dxts.core.states import Kind
 
 # The Backend of the born-Done recovery parcels, which are never submitted: never a configured
 # backend.
 RESERVED_BACKEND_NAMES = frozenset({"recovery"})
-
-
-def _kind(value: Any) -> Any:
-    """ "compute"/"Compute"/"KIND_COMPUTE" all mean Kind.COMPUTE (the chart writes lowercase)."""
-    if isinstance(value, str):
-        text = value.removeprefix("KIND_").lower()
-        for member in Kind:
-            if member.value.lower() == text:
-                return member
-    return value
 
 
 class BackendConfig(BaseModel):
@@ -56,15 +46,10 @@ class BackendConfig(BaseModel):
 
     name: str = Field(min_length=1, max_length=32, description="Parcels.Backend value")
     address: str = Field(min_length=1, description="host:port of the adaptor's gRPC server")
-    kind: Kind = Kind.COMPUTE
+    kind: KindSetting = Kind.COMPUTE
     adaptor: str = Field(
         "", max_length=64, description="adaptor type (BackendIDs.Adaptor); default: the name"
     )
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _parse_kind(cls, value: Any) -> Any:
-        return _kind(value)
 
     @field_validator("name")
     @classmethod

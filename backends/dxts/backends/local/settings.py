@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from dxts.backends.runner.settings import RunnerEnvironment
+from dxts.core.settings import KindSetting
 from dxts.core.states import Kind
 
 # The Helm chart mounts the local backend's storage volume here: work area and storage elements.
@@ -48,7 +49,7 @@ class LocalSettings(RunnerEnvironment):
     model_config = SettingsConfigDict(env_prefix="DXTS_LOCAL_", extra="ignore")
 
     name: str = Field("local", min_length=1, max_length=32)
-    kind: Kind = Kind.COMPUTE
+    kind: KindSetting = Kind.COMPUTE
     work_dir: Path = DEFAULT_WORK_DIR
     workers: int = Field(2, ge=1)
     capacity: int = Field(0, ge=0)
@@ -65,12 +66,3 @@ class LocalSettings(RunnerEnvironment):
     transfer_parallel: int = Field(16, ge=1, description="copies and storage calls at once")
     default_wall_time_s: int = Field(3600, ge=1)
     max_wall_time_s: int = Field(86400, ge=1)
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _parse_kind(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            for member in Kind:
-                if member.value.lower() == value.removeprefix("KIND_").lower():
-                    return member
-        return value

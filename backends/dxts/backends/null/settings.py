@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from dxts.core.adaptor.model import FailureClass
-from dxts.core.settings import ServiceTokenSettings
+from dxts.core.settings import KindSetting, ServiceTokenSettings
 from dxts.core.states import Kind
 
 # A rule may also say not_tried: the job ran but reached none of its inputs (NOT_TRIED each).
@@ -119,7 +119,7 @@ class NullSettings(ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="DXTS_NULL_", extra="ignore")
 
     name: str = Field("null", min_length=1, max_length=32)
-    kind: Kind = Kind.COMPUTE
+    kind: KindSetting = Kind.COMPUTE
     delay_s: float = Field(0.0, ge=0, description="from acceptance to the outcome")
     failure: float = Field(0.0, ge=0, le=1)
     split: float = Field(0.0, ge=0, le=1)
@@ -143,15 +143,6 @@ class NullSettings(ServiceTokenSettings):
         description="how long a job is remembered after its outcome was reported (polled, or"
         " pushed and acknowledged); None: for the adaptor's lifetime",
     )
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _parse_kind(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            for member in Kind:
-                if member.value.lower() == value.removeprefix("KIND_").lower():
-                    return member
-        return value
 
     @model_validator(mode="after")
     def _mix(self) -> NullSettings:

@@ -111,6 +111,7 @@ def submission_to_proto(submission: Submission) -> backend_pb2.ParcelSubmission:
         requirements_json=submission.requirements_json,
         output_prefix=submission.output_prefix,
         input_ids=submission.input_ids,
+        vo=submission.vo,
     )
 
 
@@ -122,6 +123,7 @@ def submission_from_proto(message: backend_pb2.ParcelSubmission) -> Submission:
         requirements_json=message.requirements_json,
         output_prefix=message.output_prefix,
         input_ids=tuple(message.input_ids),
+        vo=message.vo,
     )
 
 

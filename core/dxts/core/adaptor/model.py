@@ -128,6 +128,7 @@ class Submission:
     requirements_json: str = ""
     output_prefix: str = ""
     input_ids: tuple[str, ...] = ()
+    vo: str = ""  # whose files a data parcel may touch ("": not said)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Execution side: the bulk rows, written constantly by the system.
 
 Owned by execution, except the Parcels transitions Unassigned → Reserved → Assigned (and back
-on a refused submission) and the backend identifier tables, which belong to the dispatcher.
+on a refused submission), Parcels.Backend, ComputeParcels.ResolvedHintsID and the backend
+identifier tables, which belong to the dispatcher.
 The bulk tables lead their keys with the transformation so that each transformation's rows are
 contiguous and cleaning is a range delete.
 """
@@ -231,6 +232,21 @@ output_watermarks = sa.Table(
         sa.ForeignKey("TransformationOutputs.TransformationOutputID"),
         primary_key=True,
     ),
+    **MYSQL_TABLE_OPTIONS,
+)
+
+# Not in the seed schema: where execution directs a parcel, its own row per parcel so directed,
+# written with the parcel (a packer's choice of backend, or `recovery` for a split's born-Done
+# recovery parcel, which is never dispatched). Parcels.Backend is the dispatcher's alone: the
+# backend it reserved the parcel for, cleared when that backend refuses it. The dispatcher's
+# claim reads this row (a directed parcel goes to its backend or waits for a dispatcher that has
+# it); a parcel without one goes where the dispatcher's policy chooses.
+directed_parcels = sa.Table(
+    "DirectedParcels",
+    metadata,
+    sa.Column("ParcelID", Uuid(), sa.ForeignKey("Parcels.ParcelID"), primary_key=True),
+    sa.Column("Backend", sa.String(32), nullable=False),
+    sa.Index(None, "Backend"),
     **MYSQL_TABLE_OPTIONS,
 )
 

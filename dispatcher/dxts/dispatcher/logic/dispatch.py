@@ -106,8 +106,8 @@ class Dispatcher:
             return 0
         names = {b.name for b in available}
 
-        def choose(parcel_id: bytes, parcel_kind: Kind, forced: str | None) -> str | None:
-            chosen = self.policy.choose(parcel_id, parcel_kind, forced)
+        def choose(parcel_id: bytes, parcel_kind: Kind, directed: str | None) -> str | None:
+            chosen = self.policy.choose(parcel_id, parcel_kind, directed)
             return chosen if chosen in names else None
 
         async def work(conn: Any) -> tuple[list[Parcel], list[bytes]]:
@@ -149,9 +149,9 @@ class Dispatcher:
             by_backend.setdefault(parcel.backend, []).append(parcel)
         for name, group in by_backend.items():
             backend = self.backends[name]
-            homes: dict[bytes, str] = {}  # ParcelID → its VO's home (where its outputs go)
+            vos: dict[bytes, str] = {}  # ParcelID → the VO it works for
             try:
-                batches = await self._prepare(group, homes)
+                batches = await self._prepare(group, vos)
             except (Unavailable, NotFound, InvalidArgument) as error:
                 # Left Reserved: the recovery sweep tries again after the lease.
                 log.error(
@@ -160,13 +160,13 @@ class Dispatcher:
                 continue
             for payload, parcels in batches:
                 for chunk in chunks(parcels, self.settings.submit_batch):
-                    await self._submit_chunk(backend, payload, chunk, homes, recovering=recovering)
+                    await self._submit_chunk(backend, payload, chunk, vos, recovering=recovering)
 
     async def _prepare(
-        self, group: Sequence[Parcel], homes: dict[bytes, str]
+        self, group: Sequence[Parcel], vos: dict[bytes, str]
     ) -> list[tuple[Payload, list[Parcel]]]:
         """Group parcels by what they share, each group with its one materialised payload;
-        each compute parcel's VO home put in `homes`."""
+        each parcel's VO put in `vos`."""
         wanted = {p.requirements_id for p in group if p.requirements_id} - self._requirements.keys()
         unknown_sidecars = {
             p.resolved_hints_id
@@ -187,9 +187,7 @@ class Dispatcher:
             self.materialiser.stored.update(stored)
         chosen: dict[bytes, bytes] = {}
         for parcel in group:
-            if parcel.kind is Kind.COMPUTE:  # its outputs go to its VO's namespace
-                vo = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
-                homes[parcel.parcel_id] = self.namespace.home(vo)
+            vos[parcel.parcel_id] = await self.materialiser.vo(parcel.transformation_id, parcel.vo)
             if parcel.kind is Kind.COMPUTE and parcel.resolved_hints_id is None:
                 parcel.resolved_hints_id = await self.materialiser.sidecar(
                     parcel.transformation_id, parcel.vo
@@ -252,11 +250,13 @@ class Dispatcher:
         backend: Backend,
         payload: Payload,
         chunk: Sequence[Parcel],
-        homes: Mapping[bytes, str],
+        vos: Mapping[bytes, str],
         *,
         recovering: bool,
     ) -> None:
-        subs = submissions(chunk, self._requirements, self.settings.output_lfn_base, homes)
+        subs = submissions(
+            chunk, self._requirements, self.settings.output_lfn_base, vos, self.namespace
+        )
         try:
             results = await backend.submit(payload, subs)
         except BackendUnreachable as error:
@@ -383,9 +383,7 @@ class Dispatcher:
         results: Sequence[SubmitResult],
     ) -> None:
         moved = await self.database.run(
-            lambda conn: recording.record_refused(
-                conn, [p.parcel_id for p in refused], [p.parcel_id for p in refused if not p.forced]
-            ),
+            lambda conn: recording.record_refused(conn, [p.parcel_id for p in refused]),
             isolation=RC,
         )
         REFUSED.labels(backend.name).inc(len(refused))

@@ -48,7 +48,7 @@ from dxts.core.adaptor.model import (
     OutcomeResult,
     ReportMode,
 )
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import InvalidArgument, NotFound, Unavailable
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.kernel.lanes import in_flight
@@ -60,7 +60,11 @@ from dxts.dispatcher.logic.outcomes import OutcomeSink, as_failure, manifest_pro
 from dxts.dispatcher.metrics import BAD_OUTCOMES, CANCELS, OUTCOMES, UNREACHABLE
 from dxts.dispatcher.settings import DispatcherSettings
 from dxts.dispatcher.store.forwarding import assigned_page, cancel_requests
-from dxts.dispatcher.store.identifiers import insert_identifiers, parcels_of_identifiers
+from dxts.dispatcher.store.identifiers import (
+    insert_identifiers,
+    parcels_of_identifiers,
+    reserved_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -352,26 +356,36 @@ class Forwarder:
 
     async def report(self, backend_name: str, outcomes: Sequence[Outcome]) -> list[OutcomeAck]:
         """Outcomes an adaptor pushed: one ack per outcome, in order. Raises Unavailable when
-        execution cannot take them now (the adaptor pushes again)."""
+        execution cannot take them now (the adaptor pushes again).
+
+        An adaptor may push an outcome before its Submit's answer is recorded (the identifier
+        is not in BackendIDs yet): an outcome naming a parcel Reserved for this backend is
+        answered UNKNOWN_PARCEL, to be pushed again, and is not a bad outcome. The Reserved
+        parcels are read before the identifiers, so a recording committed in between is seen
+        by the second read."""
         backend = self.backends.get(backend_name)
         if backend is None:
             raise NotFound("backend", backend_name)
-        identifiers: dict[str, bytes] = {}
-        for outcome in outcomes:
-            try:
-                identifiers[outcome.identifier] = id_from_str(outcome.identifier)
-            except InvalidArgument:
-                continue
-        found = await self.database.run(
-            lambda conn: parcels_of_identifiers(
+        identifiers = {
+            o.identifier: raw for o in outcomes if (raw := _parsed(o.identifier)) is not None
+        }
+        named = {raw for o in outcomes if (raw := _parsed(o.parcel_id)) is not None}
+
+        async def work(conn: Transaction) -> tuple[set[bytes], dict[bytes, bytes]]:
+            early = await reserved_for(conn, backend.name, named)
+            found = await parcels_of_identifiers(
                 conn, backend.name, backend.adaptor, identifiers.values()
-            ),
-            isolation=RC,
-        )
+            )
+            return early, found
+
+        early, found = await self.database.run(work, isolation=RC)
         expected = {text: found[raw] for text, raw in identifiers.items() if raw in found}
         forward: list[tuple[int, Outcome]] = []
         acks: list[OutcomeAck | None] = []
         for outcome in outcomes:
+            if outcome.identifier not in expected and _parsed(outcome.parcel_id) in early:
+                acks.append(_unknown(backend.name, outcome, NOT_RECORDED_YET))
+                continue
             checked = self._checked(backend, outcome, expected)
             if checked is None:
                 acks.append(_unknown(backend.name, outcome))
@@ -384,11 +398,26 @@ class Forwarder:
         return [ack for ack in acks if ack is not None]
 
 
-def _unknown(backend: str, outcome: Outcome) -> OutcomeAck:
+NOT_RECORDED_YET = "the parcel's identifier is not recorded yet: report it again"
+
+
+def _parsed(text: str) -> bytes | None:
+    """The id `text` spells, or None."""
+    try:
+        return id_from_str(text) if text else None
+    except InvalidArgument:
+        return None
+
+
+def _unknown(
+    backend: str,
+    outcome: Outcome,
+    message: str = "no parcel of this backend has that identifier",
+) -> OutcomeAck:
     return OutcomeAck(
         parcel_id=outcome.parcel_id,
         backend=backend,
         identifier=outcome.identifier,
         disposition=OutcomeDisposition.UNKNOWN_PARCEL,
-        message="no parcel of this backend has that identifier",
+        message=message,
     )

@@ -21,6 +21,8 @@ from dxts.core.adaptor.model import ComputePayload, ProcessDocument, Submission
 from dxts.core.config import DefinitionConfig, resolve_hints
 from dxts.core.errors import InvalidArgument
 from dxts.core.ids import content_hash, hash_to_str, id_to_str
+from dxts.core.lfn import FileNamespace
+from dxts.core.states import Kind
 from dxts.dispatcher.store.claiming import Parcel
 
 CACHE_SIZE = 1024
@@ -137,11 +139,15 @@ def submissions(
     parcels: Sequence[Parcel],
     requirement_sets: dict[bytes, Any],
     output_lfn_base: str,
-    homes: Mapping[bytes, str] | None = None,
+    vos: Mapping[bytes, str] | None = None,
+    namespace: FileNamespace | None = None,
 ) -> list[Submission]:
     """The per-parcel part of a Submit, in order; each id is rendered once (a batch's parcels
-    share their transformation's). A parcel whose VO's home is in `homes` writes its outputs
-    there, so they belong to the VO of the workgraph that made them."""
+    share their transformation's). A parcel whose VO is in `vos` carries it (a data adaptor
+    touches only that VO's files) and, a compute one, writes its outputs in that VO's home of
+    `namespace`, so they belong to the VO of the workgraph that made them."""
+    vos = vos or {}
+    namespace = namespace or FileNamespace()
     owners: dict[bytes, str] = {}
     sent = []
     for p in parcels:
@@ -157,12 +163,18 @@ def submissions(
                 if p.requirements_id
                 else "",
                 output_prefix=output_prefix(
-                    output_lfn_base, owner, key, (homes or {}).get(p.parcel_id, "/")
+                    output_lfn_base, owner, key, _home(p, vos.get(p.parcel_id), namespace)
                 ),
                 input_ids=tuple(id_to_str(i) for i in p.input_ids),
+                vo=vos.get(p.parcel_id, ""),
             )
         )
     return sent
+
+
+def _home(parcel: Parcel, vo: str | None, namespace: FileNamespace) -> str:
+    """Where a compute parcel's outputs go: its VO's home ("/" when its VO is not known)."""
+    return namespace.home(vo) if vo and parcel.kind is Kind.COMPUTE else "/"
 
 
 def output_prefix(base: str, owner: str, parcel: str, home: str = "/") -> str:

@@ -30,10 +30,11 @@ class Policy:
         """The kinds some backend takes: the ones worth claiming."""
         return [kind for kind, policy in self._kinds.items() if policy is not None]
 
-    def choose(self, parcel_id: bytes, kind: Kind, forced: str | None) -> str | None:
-        """The backend for one parcel; None when nothing configured here takes it."""
-        if forced is not None:
-            return forced if forced in self.known else None
+    def choose(self, parcel_id: bytes, kind: Kind, directed: str | None) -> str | None:
+        """The backend for one parcel (the one execution `directed` it to, if any); None when
+        nothing configured here takes it."""
+        if directed is not None:
+            return directed if directed in self.known else None
         policy = self._kinds[kind]
         if policy is None:
             return None

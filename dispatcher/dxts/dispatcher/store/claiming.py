@@ -22,6 +22,7 @@ from dxts.core.schema.execution import (
     PARCELS_BY_KIND_AND_STATUS,
     compute_parcels,
     data_parcels,
+    directed_parcels,
     parcel_inputs,
     parcels,
     user_parcels,
@@ -39,7 +40,6 @@ class Parcel:
     transformation_id: bytes | None
     kind: Kind
     backend: str
-    forced: bool  # the packer (or an earlier claim) set the backend, not this claim's policy
     process_id: bytes | None = None
     requirements_id: bytes | None = None
     resolved_hints_id: bytes | None = None
@@ -49,13 +49,25 @@ class Parcel:
     vo: str | None = None  # user parcels
 
 
+# Where execution directs a parcel is its DirectedParcels row (execution's, read here): a
+# directed parcel goes to that backend, or waits for a dispatcher that has it.
 _CLAIM = (
-    sa.select(parcels.c.ParcelID, parcels.c.TransformationID, parcels.c.Backend)
+    sa.select(
+        parcels.c.ParcelID,
+        parcels.c.TransformationID,
+        directed_parcels.c.Backend.label("Directed"),
+    )
+    .select_from(
+        parcels.outerjoin(directed_parcels, directed_parcels.c.ParcelID == parcels.c.ParcelID)
+    )
     .with_hint(parcels, PARCELS_BY_KIND_AND_STATUS, "mysql")
     .where(
         parcels.c.Kind == sa.bindparam("kind"),
         parcels.c.Status == UNASSIGNED,
-        sa.or_(parcels.c.Backend.is_(None), parcels.c.Backend.in_(id_list("backends"))),
+        sa.or_(
+            directed_parcels.c.Backend.is_(None),
+            directed_parcels.c.Backend.in_(id_list("backends")),
+        ),
     )
     .order_by(parcels.c.ParcelID)
     .limit(sa.bindparam("batch", type_=sa.Integer()))
@@ -108,8 +120,8 @@ async def claim(
     """Unassigned → Reserved for up to `batch` parcels of `kind`, in key order.
 
     Rides the (Kind, Status) index with `FOR UPDATE SKIP LOCKED`, so concurrent claimers take
-    disjoint batches; parcels the packer directed to a backend not configured here are left for
-    a dispatcher that has it. `choose(parcel_id, kind, forced)` names each parcel's backend;
+    disjoint batches; parcels execution directed to a backend not configured here are left for
+    a dispatcher that has it. `choose(parcel_id, kind, directed)` names each parcel's backend;
     the backend is written with the reservation, so that a re-submission after a crash goes to
     the backend that may already have accepted it. Under `caps`, a VO takes no more than its
     room for parcels in flight (`quota`), and a VO at its cap is left out of the claim.
@@ -131,7 +143,7 @@ async def claim(
         rows = [row for row in rows if bytes(row.ParcelID) in kept]
     claimed = []
     for row in rows:
-        backend = choose(bytes(row.ParcelID), kind, row.Backend)
+        backend = choose(bytes(row.ParcelID), kind, row.Directed)
         if backend is not None:
             claimed.append(
                 Parcel(
@@ -139,7 +151,6 @@ async def claim(
                     bytes(row.TransformationID) if row.TransformationID else None,
                     kind,
                     backend,
-                    forced=row.Backend is not None,
                 )
             )
     if not claimed:
@@ -186,7 +197,7 @@ async def claim_stale(
         return []
     await conn.execute(
         sa.update(parcels)
-        .where(parcels.c.ParcelID.in_([row.ParcelID for row in rows]))
+        .where(parcels.c.ParcelID.in_([row.ParcelID for row in rows]), parcels.c.Status == RESERVED)
         .values(UpdatedAt=now)
     )
     return [
@@ -195,7 +206,6 @@ async def claim_stale(
             bytes(row.TransformationID) if row.TransformationID else None,
             kind,
             row.Backend,
-            forced=True,
         )
         for row in rows
     ]

@@ -12,6 +12,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dxts.core.schema.execution import backend_ids, parcels, user_parcels
+from dxts.core.states import ParcelStatus
 
 IDENTIFIER = backend_ids.c.Identifier
 
@@ -67,6 +68,24 @@ async def parcels_of_identifiers(
         )
     )
     return {bytes(row[0]): bytes(row[1]) for row in rows}
+
+
+async def reserved_for(
+    conn: AsyncConnection, backend: str, parcel_ids: Iterable[bytes]
+) -> set[bytes]:
+    """The parcels among `parcel_ids` Reserved for `backend`: submitted to it (or about to be),
+    their identifiers not recorded yet."""
+    wanted = sorted(set(parcel_ids))
+    if not wanted:
+        return set()
+    rows = await conn.execute(
+        sa.select(parcels.c.ParcelID).where(
+            parcels.c.ParcelID.in_(wanted),
+            parcels.c.Status == ParcelStatus.RESERVED.value,
+            parcels.c.Backend == backend,
+        )
+    )
+    return {bytes(row[0]) for row in rows}
 
 
 @dataclass(frozen=True)

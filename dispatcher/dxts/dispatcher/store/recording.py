@@ -83,31 +83,18 @@ async def record_as_claimed(
     return Recorded(assigned=ids, not_reserved={}, conflicts=[])
 
 
-async def record_refused(
-    conn: AsyncConnection, refused: Iterable[bytes], clear_backend: Iterable[bytes]
-) -> list[bytes]:
-    """Reserved → Unassigned for parcels the backend refused (not an attempt). A backend this
-    dispatcher's policy chose is cleared, so that the next claim chooses again; one the packer
-    directed stays."""
+async def record_refused(conn: AsyncConnection, refused: Iterable[bytes]) -> list[bytes]:
+    """Reserved → Unassigned for parcels the backend refused (not an attempt), the backend they
+    were reserved for cleared, so that the next claim chooses again (a parcel execution directed
+    to a backend keeps its direction: its DirectedParcels row, which the claim reads)."""
     state = await lock_parcels(conn, refused)
     movable = sorted(p for p, (_, _, status) in state.items() if status == RESERVED)
     if not movable:
         return []
-    now = await db_now(conn)
-    clear = set(clear_backend)
-    cleared = [p for p in movable if p in clear]
-    kept = [p for p in movable if p not in clear]
-    if cleared:
-        await conn.execute(
-            sa.update(parcels)
-            .where(parcels.c.ParcelID.in_(cleared), parcels.c.Status == RESERVED)
-            .values(Status=UNASSIGNED, UpdatedAt=now, Backend=None)
-        )
-    if kept:
-        await conn.execute(
-            sa.update(parcels)
-            .where(parcels.c.ParcelID.in_(kept), parcels.c.Status == RESERVED)
-            .values(Status=UNASSIGNED, UpdatedAt=now)
-        )
+    await conn.execute(
+        sa.update(parcels)
+        .where(parcels.c.ParcelID.in_(movable), parcels.c.Status == RESERVED)
+        .values(Status=UNASSIGNED, UpdatedAt=await db_now(conn), Backend=None)
+    )
     await journal(conn, [(p, state[p][0], state[p][1]) for p in movable], RESERVED, UNASSIGNED)
     return movable

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from dxts.v1 import common_pb2 as dxts_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x64xts/v1/backend.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\"\x11\n\x0f\x44\x65scribeRequest\"\xa0\x02\n\x10\x44\x65scribeResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x04kind\x18\x02 \x01(\x0e\x32\r.dxts.v1.Kind\x12(\n\x0breport_mode\x18\x03 \x01(\x0e\x32\x13.dxts.v1.ReportMode\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0f\n\x07version\x18\x05 \x01(\t\x12\x39\n\x08\x63ounters\x18\x06 \x03(\x0b\x32\'.dxts.v1.DescribeResponse.CountersEntry\x12(\n\x0blimitations\x18\x07 \x03(\x0e\x32\x13.dxts.v1.Limitation\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"f\n\x07Payload\x12*\n\x07\x63ompute\x18\x01 \x01(\x0b\x32\x17.dxts.v1.ComputePayloadH\x00\x12$\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x14.dxts.v1.DataPayloadH\x00\x42\t\n\x07payload\"\x89\x01\n\x0e\x43omputePayload\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12+\n\tprocesses\x18\x02 \x03(\x0b\x32\x18.dxts.v1.ProcessDocument\x12\x19\n\x11resolved_hints_id\x18\x03 \x01(\t\x12\x1b\n\x13resolved_hints_json\x18\x04 \x01(\t\"<\n\x0fProcessDocument\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12\x15\n\rdocument_json\x18\x02 \x01(\t\"\r\n\x0b\x44\x61taPayload\"\x99\x01\n\x10ParcelSubmission\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x17\n\x0fparameters_json\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\x12\x19\n\x11requirements_json\x18\x04 \x01(\t\x12\x15\n\routput_prefix\x18\x05 \x01(\t\x12\x11\n\tinput_ids\x18\x06 \x03(\t\"^\n\rSubmitRequest\x12!\n\x07payload\x18\x01 \x01(\x0b\x32\x10.dxts.v1.Payload\x12*\n\x07parcels\x18\x02 \x03(\x0b\x32\x19.dxts.v1.ParcelSubmission\"v\n\x0cSubmitResult\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12/\n\x0b\x64isposition\x18\x02 \x01(\x0e\x32\x1a.dxts.v1.SubmitDisposition\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"8\n\x0eSubmitResponse\x12&\n\x07results\x18\x01 \x03(\x0b\x32\x15.dxts.v1.SubmitResult\"\"\n\x0bPollRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\"O\n\x0cPollResponse\x12\"\n\x08outcomes\x18\x01 \x03(\x0b\x32\x10.dxts.v1.Outcome\x12\x1b\n\x13unknown_identifiers\x18\x02 \x03(\t\"8\n\rCancelRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\x12\x12\n\nparcel_ids\x18\x02 \x03(\t\"R\n\x0e\x43\x61ncelResponse\x12\x1b\n\x13unknown_identifiers\x18\x01 \x03(\t\x12#\n\x04keys\x18\x02 \x03(\x0b\x32\x15.dxts.v1.CancelledKey\"5\n\x0c\x43\x61ncelledKey\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x12\n\nidentifier\x18\x02 \x01(\t\"7\n\x0eGetLogsRequest\x12\x12\n\nidentifier\x18\x01 \x01(\t\x12\x11\n\tmax_bytes\x18\x02 \x01(\x03\"1\n\x0fGetLogsResponse\x12\x1e\n\x04logs\x18\x01 \x01(\x0b\x32\x10.dxts.v1.JobLogs*U\n\nReportMode\x12\x1b\n\x17REPORT_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10REPORT_MODE_PULL\x10\x01\x12\x14\n\x10REPORT_MODE_PUSH\x10\x02*c\n\nLimitation\x12\x1a\n\x16LIMITATION_UNSPECIFIED\x10\x00\x12\x16\n\x12LIMITATION_NO_LOGS\x10\x01\x12!\n\x1dLIMITATION_FORGETS_ON_RESTART\x10\x02*x\n\x11SubmitDisposition\x12\"\n\x1eSUBMIT_DISPOSITION_UNSPECIFIED\x10\x00\x12\x1f\n\x1bSUBMIT_DISPOSITION_ACCEPTED\x10\x01\x12\x1e\n\x1aSUBMIT_DISPOSITION_REFUSED\x10\x02\x32\xc1\x02\n\x15\x42\x61\x63kendAdaptorService\x12?\n\x08\x44\x65scribe\x12\x18.dxts.v1.DescribeRequest\x1a\x19.dxts.v1.DescribeResponse\x12\x39\n\x06Submit\x12\x16.dxts.v1.SubmitRequest\x1a\x17.dxts.v1.SubmitResponse\x12\x33\n\x04Poll\x12\x14.dxts.v1.PollRequest\x1a\x15.dxts.v1.PollResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.dxts.v1.CancelRequest\x1a\x17.dxts.v1.CancelResponse\x12<\n\x07GetLogs\x12\x17.dxts.v1.GetLogsRequest\x1a\x18.dxts.v1.GetLogsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x64xts/v1/backend.proto\x12\x07\x64xts.v1\x1a\x14\x64xts/v1/common.proto\"\x11\n\x0f\x44\x65scribeRequest\"\xa0\x02\n\x10\x44\x65scribeResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x04kind\x18\x02 \x01(\x0e\x32\r.dxts.v1.Kind\x12(\n\x0breport_mode\x18\x03 \x01(\x0e\x32\x13.dxts.v1.ReportMode\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x03\x12\x0f\n\x07version\x18\x05 \x01(\t\x12\x39\n\x08\x63ounters\x18\x06 \x03(\x0b\x32\'.dxts.v1.DescribeResponse.CountersEntry\x12(\n\x0blimitations\x18\x07 \x03(\x0e\x32\x13.dxts.v1.Limitation\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"f\n\x07Payload\x12*\n\x07\x63ompute\x18\x01 \x01(\x0b\x32\x17.dxts.v1.ComputePayloadH\x00\x12$\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x14.dxts.v1.DataPayloadH\x00\x42\t\n\x07payload\"\x89\x01\n\x0e\x43omputePayload\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12+\n\tprocesses\x18\x02 \x03(\x0b\x32\x18.dxts.v1.ProcessDocument\x12\x19\n\x11resolved_hints_id\x18\x03 \x01(\t\x12\x1b\n\x13resolved_hints_json\x18\x04 \x01(\t\"<\n\x0fProcessDocument\x12\x12\n\nprocess_id\x18\x01 \x01(\t\x12\x15\n\rdocument_json\x18\x02 \x01(\t\"\r\n\x0b\x44\x61taPayload\"\xa5\x01\n\x10ParcelSubmission\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x17\n\x0fparameters_json\x18\x02 \x01(\t\x12\x14\n\x0crequest_json\x18\x03 \x01(\t\x12\x19\n\x11requirements_json\x18\x04 \x01(\t\x12\x15\n\routput_prefix\x18\x05 \x01(\t\x12\x11\n\tinput_ids\x18\x06 \x03(\t\x12\n\n\x02vo\x18\x07 \x01(\t\"^\n\rSubmitRequest\x12!\n\x07payload\x18\x01 \x01(\x0b\x32\x10.dxts.v1.Payload\x12*\n\x07parcels\x18\x02 \x03(\x0b\x32\x19.dxts.v1.ParcelSubmission\"v\n\x0cSubmitResult\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12/\n\x0b\x64isposition\x18\x02 \x01(\x0e\x32\x1a.dxts.v1.SubmitDisposition\x12\x12\n\nidentifier\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"8\n\x0eSubmitResponse\x12&\n\x07results\x18\x01 \x03(\x0b\x32\x15.dxts.v1.SubmitResult\"\"\n\x0bPollRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\"O\n\x0cPollResponse\x12\"\n\x08outcomes\x18\x01 \x03(\x0b\x32\x10.dxts.v1.Outcome\x12\x1b\n\x13unknown_identifiers\x18\x02 \x03(\t\"8\n\rCancelRequest\x12\x13\n\x0bidentifiers\x18\x01 \x03(\t\x12\x12\n\nparcel_ids\x18\x02 \x03(\t\"R\n\x0e\x43\x61ncelResponse\x12\x1b\n\x13unknown_identifiers\x18\x01 \x03(\t\x12#\n\x04keys\x18\x02 \x03(\x0b\x32\x15.dxts.v1.CancelledKey\"5\n\x0c\x43\x61ncelledKey\x12\x11\n\tparcel_id\x18\x01 \x01(\t\x12\x12\n\nidentifier\x18\x02 \x01(\t\"7\n\x0eGetLogsRequest\x12\x12\n\nidentifier\x18\x01 \x01(\t\x12\x11\n\tmax_bytes\x18\x02 \x01(\x03\"1\n\x0fGetLogsResponse\x12\x1e\n\x04logs\x18\x01 \x01(\x0b\x32\x10.dxts.v1.JobLogs*U\n\nReportMode\x12\x1b\n\x17REPORT_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10REPORT_MODE_PULL\x10\x01\x12\x14\n\x10REPORT_MODE_PUSH\x10\x02*c\n\nLimitation\x12\x1a\n\x16LIMITATION_UNSPECIFIED\x10\x00\x12\x16\n\x12LIMITATION_NO_LOGS\x10\x01\x12!\n\x1dLIMITATION_FORGETS_ON_RESTART\x10\x02*x\n\x11SubmitDisposition\x12\"\n\x1eSUBMIT_DISPOSITION_UNSPECIFIED\x10\x00\x12\x1f\n\x1bSUBMIT_DISPOSITION_ACCEPTED\x10\x01\x12\x1e\n\x1aSUBMIT_DISPOSITION_REFUSED\x10\x02\x32\xc1\x02\n\x15\x42\x61\x63kendAdaptorService\x12?\n\x08\x44\x65scribe\x12\x18.dxts.v1.DescribeRequest\x1a\x19.dxts.v1.DescribeResponse\x12\x39\n\x06Submit\x12\x16.dxts.v1.SubmitRequest\x1a\x17.dxts.v1.SubmitResponse\x12\x33\n\x04Poll\x12\x14.dxts.v1.PollRequest\x1a\x15.dxts.v1.PollResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.dxts.v1.CancelRequest\x1a\x17.dxts.v1.CancelResponse\x12<\n\x07GetLogs\x12\x17.dxts.v1.GetLogsRequest\x1a\x18.dxts.v1.GetLogsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DESCRIBERESPONSE_COUNTERSENTRY']._loaded_options = None
   _globals['_DESCRIBERESPONSE_COUNTERSENTRY']._serialized_options = b'8\001'
-  _globals['_REPORTMODE']._serialized_start=1539
-  _globals['_REPORTMODE']._serialized_end=1624
-  _globals['_LIMITATION']._serialized_start=1626
-  _globals['_LIMITATION']._serialized_end=1725
-  _globals['_SUBMITDISPOSITION']._serialized_start=1727
-  _globals['_SUBMITDISPOSITION']._serialized_end=1847
+  _globals['_REPORTMODE']._serialized_start=1551
+  _globals['_REPORTMODE']._serialized_end=1636
+  _globals['_LIMITATION']._serialized_start=1638
+  _globals['_LIMITATION']._serialized_end=1737
+  _globals['_SUBMITDISPOSITION']._serialized_start=1739
+  _globals['_SUBMITDISPOSITION']._serialized_end=1859
   _globals['_DESCRIBEREQUEST']._serialized_start=56
   _globals['_DESCRIBEREQUEST']._serialized_end=73
   _globals['_DESCRIBERESPONSE']._serialized_start=76
@@ -56,27 +56,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DATAPAYLOAD']._serialized_start=672
   _globals['_DATAPAYLOAD']._serialized_end=685
   _globals['_PARCELSUBMISSION']._serialized_start=688
-  _globals['_PARCELSUBMISSION']._serialized_end=841
-  _globals['_SUBMITREQUEST']._serialized_start=843
-  _globals['_SUBMITREQUEST']._serialized_end=937
-  _globals['_SUBMITRESULT']._serialized_start=939
-  _globals['_SUBMITRESULT']._serialized_end=1057
-  _globals['_SUBMITRESPONSE']._serialized_start=1059
-  _globals['_SUBMITRESPONSE']._serialized_end=1115
-  _globals['_POLLREQUEST']._serialized_start=1117
-  _globals['_POLLREQUEST']._serialized_end=1151
-  _globals['_POLLRESPONSE']._serialized_start=1153
-  _globals['_POLLRESPONSE']._serialized_end=1232
-  _globals['_CANCELREQUEST']._serialized_start=1234
-  _globals['_CANCELREQUEST']._serialized_end=1290
-  _globals['_CANCELRESPONSE']._serialized_start=1292
-  _globals['_CANCELRESPONSE']._serialized_end=1374
-  _globals['_CANCELLEDKEY']._serialized_start=1376
-  _globals['_CANCELLEDKEY']._serialized_end=1429
-  _globals['_GETLOGSREQUEST']._serialized_start=1431
-  _globals['_GETLOGSREQUEST']._serialized_end=1486
-  _globals['_GETLOGSRESPONSE']._serialized_start=1488
-  _globals['_GETLOGSRESPONSE']._serialized_end=1537
-  _globals['_BACKENDADAPTORSERVICE']._serialized_start=1850
-  _globals['_BACKENDADAPTORSERVICE']._serialized_end=2171
+  _globals['_PARCELSUBMISSION']._serialized_end=853
+  _globals['_SUBMITREQUEST']._serialized_start=855
+  _globals['_SUBMITREQUEST']._serialized_end=949
+  _globals['_SUBMITRESULT']._serialized_start=951
+  _globals['_SUBMITRESULT']._serialized_end=1069
+  _globals['_SUBMITRESPONSE']._serialized_start=1071
+  _globals['_SUBMITRESPONSE']._serialized_end=1127
+  _globals['_POLLREQUEST']._serialized_start=1129
+  _globals['_POLLREQUEST']._serialized_end=1163
+  _globals['_POLLRESPONSE']._serialized_start=1165
+  _globals['_POLLRESPONSE']._serialized_end=1244
+  _globals['_CANCELREQUEST']._serialized_start=1246
+  _globals['_CANCELREQUEST']._serialized_end=1302
+  _globals['_CANCELRESPONSE']._serialized_start=1304
+  _globals['_CANCELRESPONSE']._serialized_end=1386
+  _globals['_CANCELLEDKEY']._serialized_start=1388
+  _globals['_CANCELLEDKEY']._serialized_end=1441
+  _globals['_GETLOGSREQUEST']._serialized_start=1443
+  _globals['_GETLOGSREQUEST']._serialized_end=1498
+  _globals['_GETLOGSRESPONSE']._serialized_start=1500
+  _globals['_GETLOGSRESPONSE']._serialized_end=1549
+  _globals['_BACKENDADAPTORSERVICE']._serialized_start=1862
+  _globals['_BACKENDADAPTORSERVICE']._serialized_end=2183
 # @@protoc_insertion_point(module_scope)

@@ -294,6 +294,7 @@ class ParcelSubmission(_message.Message):
     REQUIREMENTS_JSON_FIELD_NUMBER: _builtins.int
     OUTPUT_PREFIX_FIELD_NUMBER: _builtins.int
     INPUT_IDS_FIELD_NUMBER: _builtins.int
+    VO_FIELD_NUMBER: _builtins.int
     parcel_id: _builtins.str
     """The idempotency key: a second Submit of an accepted parcel id returns the same identifier
     and starts nothing.
@@ -306,6 +307,10 @@ class ParcelSubmission(_message.Message):
     """Matching criteria (sites, memory, ...), when any."""
     output_prefix: _builtins.str
     """Where outputs go (LFN prefix)."""
+    vo: _builtins.str
+    """The VO the parcel works for (its transformation's, or a user parcel's): a data adaptor
+    touches only that VO's files (docs/security.md); empty from a dispatcher before it.
+    """
     @_builtins.property
     def input_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The inputs this parcel carries (transformation parcels; none for a user parcel): the keys
@@ -321,10 +326,11 @@ class ParcelSubmission(_message.Message):
         requirements_json: _builtins.str = ...,
         output_prefix: _builtins.str = ...,
         input_ids: _abc.Iterable[_builtins.str] | None = ...,
+        vo: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_ids", b"input_ids", "output_prefix", b"output_prefix", "parameters_json", b"parameters_json", "parcel_id", b"parcel_id", "request_json", b"request_json", "requirements_json", b"requirements_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_ids", b"input_ids", "output_prefix", b"output_prefix", "parameters_json", b"parameters_json", "parcel_id", b"parcel_id", "request_json", b"request_json", "requirements_json", b"requirements_json", "vo", b"vo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

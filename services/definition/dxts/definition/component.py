@@ -39,7 +39,7 @@ import grpc
 
 from dxts.core.catalogue import FileCatalogue, ScopedCatalogue, open_catalogue
 from dxts.core.component import Component
-from dxts.core.config import DefinitionConfig
+from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.db import Database
 from dxts.core.grpc import Service, channel
 from dxts.core.kernel.authorisation import CallerKind
@@ -55,6 +55,7 @@ from dxts.core.plugins.protocols.lifecycle import (
 )
 from dxts.core.plugins.protocols.readers import InputOverviewReader
 from dxts.core.plugins.registry import Registry
+from dxts.core.policy import Policy
 from dxts.cwl.plugins import PluginCatalogue
 from dxts.definition.edge.accounting_client import GrpcCounts, NoCounts
 from dxts.definition.edge.execution_client import (
@@ -119,11 +120,12 @@ async def build_lifecycle(
     execution: Any = None,
     catalogue: FileCatalogue | None = None,
     locks: LockManager | None = None,
+    policy: Policy | None = None,
 ) -> Lifecycle:
     """The engine over a started `database`. `counts` defaults to accounting at
     `settings.accounting_address`, `execution` (an ExecutionView and ExecutionControl) to
     execution at `execution_address`, each answering UNAVAILABLE when not configured; `registry`
-    to the installed plugins."""
+    to the installed plugins; `policy` to the installation file's (`DXTS_CONFIG_FILE`)."""
     cleanups: list[Callable[[], object]] = []
     token = service_token(settings, data_dir)
     if counts is None:
@@ -165,7 +167,9 @@ async def build_lifecycle(
     if locks is None:
         locks = LockManager(database)
         cleanups.append(locks.dispose)
-    engine = Engine(database, registry, counts, execution, settings)
+    if policy is None:
+        policy = load_installation_config().definition.policy
+    engine = Engine(database, registry, counts, execution, settings, policy)
     return lifecycle_of(engine, LifecycleSweep(engine, locks), cleanups)
 
 
@@ -220,6 +224,7 @@ async def build_definition(
                 return refuse
 
     registry = catalogue if catalogue is not None else Registry.discover()
+    config = config or settings.definition_config()
     if lifecycle is not None:
         engine = await build_lifecycle(
             database,
@@ -227,6 +232,7 @@ async def build_definition(
             execution_address=settings.execution_address,
             data_dir=settings.data_dir,
             registry=registry if isinstance(registry, Registry) else None,
+            policy=config.policy,
         )
         on_start.append(engine.start)
         cleanups.append(engine.stop)
@@ -237,7 +243,7 @@ async def build_definition(
         database,
         settings=settings,
         catalogue=registry,
-        config=config or settings.definition_config(),
+        config=config,
         execution=execution,
         locks=locks,
     )

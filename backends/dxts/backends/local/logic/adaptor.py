@@ -53,6 +53,7 @@ from dxts.core.adaptor.model import (
 from dxts.core.catalogue import FileCatalogue
 from dxts.core.errors import NotFound
 from dxts.core.ids import id_to_str, new_ids
+from dxts.core.lfn import FileNamespace
 from dxts.core.states import Kind
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class LocalAdaptor:
     def __init__(self, settings: LocalSettings, catalogue: FileCatalogue | None = None) -> None:
         self.settings = settings
         self.catalogue = catalogue
+        self.namespace = FileNamespace()  # whose files a data parcel may touch (DXTS_FILES_*)
         self.store = state.State(settings.work_dir)
         self.submits: Counter[str] = Counter()  # Submits naming each key, since this start
         self.started: Counter[str] = Counter()  # jobs started per key, since this start
@@ -306,7 +308,7 @@ class LocalAdaptor:
                         self._boxed(payload, job.submission),
                     )
                 else:
-                    collected, files_failed = await self._data(job.submission.request_json)
+                    collected, files_failed = await self._data(job.submission)
             except Exception as error:  # whatever broke, this parcel's outcome says it
                 failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))
                 if not run.cancelled:
@@ -342,11 +344,16 @@ class LocalAdaptor:
             self._runs.pop(parcel_id, None)
             self.finished()
 
-    async def _data(self, request_json: str) -> tuple[cwl.Collected, str]:
+    async def _data(self, submission: Submission) -> tuple[cwl.Collected, str]:
         """Carry out a data request: a status report of each input's fate and the files that
         failed, in their own words; JobFailed when every file failed (the first one's class),
         or some did and the request does not say which inputs they stand for."""
-        report = await data.run_request(json.loads(request_json), self.settings, self.catalogue)
+        report = await data.run_request(
+            json.loads(submission.request_json),
+            self.settings,
+            self.catalogue,
+            data.VOFiles(submission.vo, self.namespace),
+        )
         status_report = report.status_report()
         if report.failures and (len(report.failures) == len(report.inputs) or not status_report):
             first = next(iter(report.failures.values()))

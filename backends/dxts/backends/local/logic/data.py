@@ -20,6 +20,12 @@ replica is never removed after its copy failed). Every step is idempotent (a rep
 place with the right checksum is not copied again, a missing one is not an error to remove), so
 a request interrupted by a restart can be run again. Request mistakes (no Operations, an unknown
 SE or operation, a bad LFN) fail the whole parcel at once.
+
+Every operation changes the files it names (a copy registers a replica), so each must be a file
+of the VO the parcel works for (`ParcelSubmission.vo`, under that VO's namespace,
+`DXTS_FILES_NAMESPACE`): a request naming another VO's file, or a parcel that does not say its
+VO, fails before anything is touched, in one line naming the file and whose it is. Shared
+prefixes are readable by every VO, never changed by another.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from dxts.backends.runner.failures import JobFailed
 from dxts.core import transfers
 from dxts.core.adaptor.model import Failure, FailureClass
 from dxts.core.catalogue import CatalogueFile, FileCatalogue
-from dxts.core.lfn import lfn_problem
+from dxts.core.lfn import FileNamespace, lfn_problem
 
 T = TypeVar("T")
 SHOWN = 3  # failures quoted in a parcel's message
@@ -84,6 +90,25 @@ class RequestReport:
             for lfn, ids in self.inputs.items()
             for input_id in ids
         }
+
+
+@dataclass(frozen=True)
+class VOFiles:
+    """The VO a data parcel works for, and where each VO's files are."""
+
+    vo: str
+    namespace: FileNamespace
+
+    def check(self, lfns: list[str]) -> None:
+        """JobFailed unless every one of `lfns` is the VO's to change."""
+        if not self.vo:
+            raise JobFailed(
+                "the parcel does not say which VO it works for, so it may change no file "
+                "(a dispatcher older than ParcelSubmission.vo)"
+            )
+        refused = self.namespace.refusal(self.vo, lfns, write=True)
+        if refused is not None:
+            raise JobFailed(refused, failure=Failure(FailureClass.REFUSED, tool_message=refused))
 
 
 def _names(value: Any) -> list[str]:
@@ -135,10 +160,10 @@ def _ses(settings: LocalSettings, ses: Iterable[str], index: int, what: str) -> 
 
 
 async def run_request(
-    request: Any, settings: LocalSettings, catalogue: FileCatalogue | None
+    request: Any, settings: LocalSettings, catalogue: FileCatalogue | None, files: VOFiles
 ) -> RequestReport:
-    """Carry out the request: each file's fate in the report; JobFailed (with what is wrong)
-    when the request itself cannot be carried out."""
+    """Carry out the request, on `files.vo`'s files only: each file's fate in the report;
+    JobFailed (with what is wrong) when the request itself cannot be carried out."""
     report = RequestReport()
     if request in (None, {}):
         return report
@@ -161,6 +186,7 @@ async def run_request(
         else:
             raise JobFailed(f"Operations[{index}]: the local backend cannot do {kind!r}")
         steps.append((kind, lfns, targets, _names(operation.get("SourceSE"))))
+    files.check([lfn for step in steps for lfn in step[1]])  # before anything is touched
     for kind, lfns, targets, sources in steps:
         still = [lfn for lfn in lfns if lfn not in report.failures]
         if kind == "ReplicateAndRegister":

@@ -268,6 +268,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             record,
             claim_chunk=self.settings.claim_chunk,
             batch=self.settings.pack_batch,
+            policy=self.settings.policy().for_vo(record.vo),
             budget_s=(
                 FLUSH_WAIT_S if remaining is None else min(FLUSH_WAIT_S, remaining - FLUSH_MARGIN_S)
             ),

@@ -22,6 +22,7 @@ from dxts.core.ids import id_to_str
 from dxts.core.kernel.commands import LogScope, Request, Result, run_serialised_command
 from dxts.core.locks import LockManager
 from dxts.core.plugins import Registry
+from dxts.core.policy import Policy
 from dxts.execution.logic import operations, packing
 from dxts.execution.logic.packing import PackResult
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
@@ -141,6 +142,7 @@ async def flush(
     claim_chunk: int,
     batch: int,
     budget_s: float,
+    policy: Policy | None = None,
 ) -> PackResult:
     """One packer invocation with flush=True once per request id, once the running one (a
     sweep's), if any, has finished — waiting `budget_s` at most, else Aborted (retry)."""
@@ -157,6 +159,7 @@ async def flush(
                 flush=True,
                 claim_chunk=claim_chunk,
                 batch=batch,
+                policy=policy,
             )
             if result.ran:
                 return {name: getattr(result, name) for name in PACK_COUNTS} | {

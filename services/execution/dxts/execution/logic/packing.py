@@ -71,11 +71,13 @@ from dxts.core.plugins.protocols.readers import (
     Partner,
     PartnerLookup,
 )
+from dxts.core.policy import Policy
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
 from dxts.execution.logic.after_review import review
 from dxts.execution.logic.failed_inputs import merge_directives
 from dxts.execution.logic.feeding import plugin_stream
+from dxts.execution.logic.requirement_policy import held_to_policy
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformation
 from dxts.execution.store import failed_inputs as failed_db
 from dxts.execution.store import packing as db
@@ -119,6 +121,7 @@ async def pack(
     claim_chunk: int = CLAIM_CHUNK,
     batch: int = PACK_BATCH,
     minted_before: bytes | None = None,
+    policy: Policy | None = None,
 ) -> PackResult:
     """Run the transformation's packer once if it may run and nobody else is running it."""
     if not transformation.packs:
@@ -134,6 +137,7 @@ async def pack(
             claim_chunk=claim_chunk,
             batch=batch,
             minted_before=minted_before,
+            policy=policy,
         )
 
 
@@ -232,9 +236,11 @@ async def run_packer(
     claim_chunk: int = CLAIM_CHUNK,
     batch: int = PACK_BATCH,
     minted_before: bytes | None = None,
+    policy: Policy | None = None,
 ) -> PackResult:
     """One invocation (the caller holds the packer lock), offered the claimable inputs minted
-    before `minted_before` (all of them without it)."""
+    before `minted_before` (all of them without it); the parcels' requirements held to
+    `policy`, the member's VO's (`requirement_policy`; None: not held)."""
     started = time.perf_counter()
     result = PackResult()
     target = db.Target(
@@ -270,11 +276,11 @@ async def run_packer(
                 await _decide(offer, pending, transformation.kind, proposal, f"yield[{index}]")
                 index += 1
                 if pending.size >= batch:
-                    await _write(database, target, pending, result)
+                    await _write(database, target, pending, result, policy)
                     offer.batch_written()
                     pending = db.Batch()
             if pending:
-                await _write(database, target, pending, result)
+                await _write(database, target, pending, result, policy)
         finally:
             await stream.aclose()
     except Exception as error:
@@ -323,11 +329,17 @@ async def _decide(offer: _Offer, pending: db.Batch, kind: Kind, proposal: Any, w
 
 
 async def _write(
-    database: Database, target: db.Target, pending: db.Batch, result: PackResult
+    database: Database,
+    target: db.Target,
+    pending: db.Batch,
+    result: PackResult,
+    policy: Policy | None,
 ) -> None:
     async def work(conn: Any) -> db.Written:
         if pending.retried:
             await _follow_retry_directives(conn, target, pending)
+        if policy is not None and target.kind is Kind.COMPUTE:
+            held_to_policy(target, pending, policy)
         return await db.write_batch(conn, target, pending, now=await db_now(conn))
 
     written = await database.run(work, isolation=Isolation.READ_COMMITTED)

@@ -8,12 +8,13 @@ with each other even while they move.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from dxts.core.db import Database, Isolation, Transaction
 from dxts.core.errors import NotFound
-from dxts.core.ids import id_to_str
+from dxts.core.ids import id_from_str, id_to_str
+from dxts.execution.logic.parcel_annotations import RECOVERY_OF
 from dxts.execution.records import (
     ComputeFacet,
     DataFacet,
@@ -134,6 +135,20 @@ class ParcelDetail:
     submitter: Submitter | None  # for a user parcel
 
 
+async def _compute_facet(conn: Transaction, row: ParcelRecord) -> ComputeFacet | None:
+    """The parcel's compute facet. A split's born-Done recovery parcel was never dispatched, so
+    the sidecar the dispatcher resolved is its recovered parcel's (`recovery_of`), read through
+    that parcel: ComputeParcels.ResolvedHintsID has one writer, the dispatcher."""
+    facet = await db.compute_facet(conn, row.parcel_id)
+    recovers = (row.annotations or {}).get(RECOVERY_OF)
+    if facet is None or facet.resolved_hints_id is not None or not isinstance(recovers, str):
+        return facet
+    recovered = await db.compute_facet(conn, id_from_str(recovers, field=RECOVERY_OF))
+    if recovered is None:
+        return facet
+    return replace(facet, resolved_hints_id=recovered.resolved_hints_id)
+
+
 async def get_parcel(database: Database, parcel_id: bytes) -> ParcelDetail:
     async def work(conn: Transaction) -> ParcelDetail:
         row = await db.parcel_row(conn, parcel_id)
@@ -145,7 +160,7 @@ async def get_parcel(database: Database, parcel_id: bytes) -> ParcelDetail:
             carried = found.get(parcel_id, [])
         return ParcelDetail(
             parcel=row,
-            compute=await db.compute_facet(conn, parcel_id),
+            compute=await _compute_facet(conn, row),
             data=await db.data_facet(conn, parcel_id),
             inputs=carried,
             outputs=await outputs_of(conn, [parcel_id]),

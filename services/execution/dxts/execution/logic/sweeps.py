@@ -123,6 +123,7 @@ class FeedAndPack:
                 claim_chunk=self.settings.claim_chunk,
                 batch=self.settings.pack_batch,
                 minted_before=minted_before,
+                policy=self.policy.for_vo(r.vo),
             ),
         )
 

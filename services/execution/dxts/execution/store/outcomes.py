@@ -35,7 +35,7 @@ from dxts.core.schema.execution import (
     parcel_outputs,
     parcels,
 )
-from dxts.core.state_machines import INPUT, Actor
+from dxts.core.state_machines import INPUT, PARCEL, Actor
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.store.common import case_size, chunked
 
@@ -225,10 +225,18 @@ def _annotating_move(size: int, completed: bool, hexed: bool) -> sa.Update:
 async def move_parcels(conn: AsyncConnection, moves: Sequence[ParcelMove], now: datetime) -> None:
     """Apply moves of parcels this transaction has locked, and journal them (the transformation
     counter, and the data counter for data parcels): one UPDATE per (from, to) and chunk, the
-    parcels whose annotations change given theirs through a CASE on the ParcelID."""
+    parcels whose annotations change given theirs through a CASE on the ParcelID.
+
+    Each (from, to) that moves is checked against the parcel machine as execution's
+    (`Actor.CORE`) before anything is written (a "move" to the same status only annotates): the
+    dispatcher's moves (Unassigned → Reserved → Assigned and back) are refused here, so the two
+    writers of Parcels.Status split by transition (tests/test_parcel_transitions.py)."""
     groups: dict[tuple[str, str, bool], list[ParcelMove]] = defaultdict(list)
     for move in moves:
         groups[(move.row.status, move.target, move.completed)].append(move)
+    for source, target, _ in groups:
+        if source != target:
+            PARCEL.check(source, target, Actor.CORE)
     for (source, target, completed), group in groups.items():
         for chunk in chunked(group):
             ids = [m.row.parcel_id for m in chunk]

@@ -9,10 +9,11 @@ transaction holds at that moment are skipped, never waited on. Why the locks are
 while the packer decides is in `dxts.execution.logic.packing`.
 
 A batch (`write_batch`) is one transaction: the merged requirement sets (content-addressed),
-the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas) and their
-ParcelInputs, then the inputs moved by conditional UPDATEs — Assigned (with LastParcelID, the
-parcel the batch put each in), Problematic, or only DelayedUntil set — each required
-to match exactly the rows the batch names while they are still Unassigned, then the journals
+the parcels with their facets (ComputeParcels or DataParcels + DataParcelDeltas), their
+ParcelInputs and a DirectedParcels row for each the packer directed to a backend, then the
+inputs moved by conditional UPDATEs — Assigned (with LastParcelID, the parcel the batch put
+each in), Problematic, or only DelayedUntil set — each required to match exactly the rows the
+batch names while they are still Unassigned, then the journals
 (inputs, parcels, the data counter). A short row count raises `ClaimLost` and the whole batch
 rolls back: nothing is assigned twice and nothing half-written.
 """
@@ -43,6 +44,7 @@ from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
+    directed_parcels,
     inputs,
     parcel_inputs,
     parcels,
@@ -238,12 +240,16 @@ async def _insert_parcels(
                 "Kind": target.kind.value,
                 "Status": ParcelStatus.UNASSIGNED.value,
                 "Annotations": {"metadata": p.decided.metadata} if p.decided.metadata else None,
-                "Backend": p.decided.backend,
                 "UpdatedAt": now,
             }
             for p in new
         ],
     )
+    directed = [
+        {"ParcelID": p.parcel_id, "Backend": p.decided.backend} for p in new if p.decided.backend
+    ]
+    if directed:
+        await insert_rows(conn, directed_parcels, directed)
     await handles.mint(conn, [p.parcel_id for p in new])
     if target.kind is Kind.COMPUTE:
         await _compute_facets(conn, target, new)

@@ -3,8 +3,9 @@
 Every list is ordered by its primary key within the filters and continues strictly after the
 last key of the previous page, so a page never repeats or skips a row that stays put. The
 input filters ride the (TransformationID, Status), (TransformationID, LFN) and
-(TransformationID, ParentInputID) indexes; the parcel filters the (TransformationID, Status),
-(Kind, Status) and (Backend, Status) ones.
+(TransformationID, ParentInputID) indexes; the parcel filters the (TransformationID, Status)
+and (Kind, Status) ones. A backend filter matches the backend a parcel shows (`SHOWN_BACKEND`:
+the one it was reserved for, or the one it is directed to), so it narrows what those read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dxts.core.schema.execution import (
     compute_parcels,
     data_parcel_deltas,
     data_parcels,
+    directed_parcels,
     inputs,
     parcel_inputs,
     parcels,
@@ -35,6 +37,18 @@ from dxts.execution.records import (
 )
 
 CHILDREN_SHOWN = 1000
+
+# A parcel's backend as shown: the one the dispatcher reserved it for (Parcels.Backend), or
+# until then the one execution directs it to (DirectedParcels: a packer's choice, or `recovery`
+# for a split's born-Done recovery parcel, which is never dispatched).
+SHOWN_BACKEND = sa.func.coalesce(parcels.c.Backend, directed_parcels.c.Backend)
+SHOWN_PARCELS = parcels.outerjoin(
+    directed_parcels, directed_parcels.c.ParcelID == parcels.c.ParcelID
+)
+SHOWN_COLUMNS = (
+    *(column for column in parcels.c if column.name != "Backend"),
+    SHOWN_BACKEND.label("Backend"),
+)
 
 
 async def list_inputs(
@@ -80,8 +94,10 @@ async def parcels_of_input(
 ) -> list[ParcelRecord]:
     """Every parcel that carried the input, oldest first (ParcelInputs keeps them all)."""
     rows = await conn.execute(
-        sa.select(parcels)
-        .select_from(parcel_inputs.join(parcels, parcels.c.ParcelID == parcel_inputs.c.ParcelID))
+        sa.select(*SHOWN_COLUMNS)
+        .select_from(
+            parcel_inputs.join(SHOWN_PARCELS, parcels.c.ParcelID == parcel_inputs.c.ParcelID)
+        )
         .where(
             parcel_inputs.c.TransformationID == transformation_id,
             parcel_inputs.c.InputID == input_id,
@@ -117,7 +133,7 @@ async def list_parcels(
 ) -> list[ParcelRecord]:
     """Parcels matching every filter given; `user_vo` narrows to that VO's user parcels."""
     c = parcels.c
-    source: sa.FromClause = parcels
+    source: sa.FromClause = SHOWN_PARCELS
     conditions: list[sa.ColumnElement[bool]] = []
     if transformation_id is not None:
         conditions.append(c.TransformationID == transformation_id)
@@ -126,7 +142,7 @@ async def list_parcels(
     if kind is not None:
         conditions.append(c.Kind == kind)
     if backend:
-        conditions.append(c.Backend == backend)
+        conditions.append(sa.literal(backend) == SHOWN_BACKEND)
     if process_id is not None:
         source = source.join(compute_parcels, compute_parcels.c.ParcelID == c.ParcelID)
         conditions.append(compute_parcels.c.ProcessID == process_id)
@@ -137,14 +153,22 @@ async def list_parcels(
     if after is not None:
         conditions.append(c.ParcelID > after)
     rows = await conn.execute(
-        sa.select(parcels).select_from(source).where(*conditions).order_by(c.ParcelID).limit(limit)
+        sa.select(*SHOWN_COLUMNS)
+        .select_from(source)
+        .where(*conditions)
+        .order_by(c.ParcelID)
+        .limit(limit)
     )
     return [ParcelRecord.of(row) for row in rows]
 
 
 async def parcel_row(conn: AsyncConnection, parcel_id: bytes) -> ParcelRecord | None:
     row = (
-        await conn.execute(sa.select(parcels).where(parcels.c.ParcelID == parcel_id))
+        await conn.execute(
+            sa.select(*SHOWN_COLUMNS)
+            .select_from(SHOWN_PARCELS)
+            .where(parcels.c.ParcelID == parcel_id)
+        )
     ).one_or_none()
     return ParcelRecord.of(row) if row is not None else None
 

@@ -18,6 +18,7 @@ from dxts.core.counters import journal_inputs
 from dxts.core.schema.execution import (
     INPUTS_BY_HASH,
     compute_parcels,
+    directed_parcels,
     inputs,
     parcel_inputs,
     parcels,
@@ -56,35 +57,34 @@ async def insert_inputs(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]
 
 async def compute_facets(
     conn: AsyncConnection, parcel_ids: Sequence[bytes]
-) -> dict[bytes, tuple[bytes, bytes | None, bytes | None]]:
-    """ParcelID → (ProcessID, RequirementsID, ResolvedHintsID) of compute parcels."""
+) -> dict[bytes, tuple[bytes, bytes | None]]:
+    """ParcelID → (ProcessID, RequirementsID) of compute parcels."""
     c = compute_parcels.c
     found = {}
     for chunk in chunked(sorted(set(parcel_ids))):
         rows = await conn.execute(
-            sa.select(c.ParcelID, c.ProcessID, c.RequirementsID, c.ResolvedHintsID).where(
-                c.ParcelID.in_(chunk)
-            )
+            sa.select(c.ParcelID, c.ProcessID, c.RequirementsID).where(c.ParcelID.in_(chunk))
         )
         for row in rows:
             found[bytes(row.ParcelID)] = (
                 bytes(row.ProcessID),
                 bytes(row.RequirementsID) if row.RequirementsID else None,
-                bytes(row.ResolvedHintsID) if row.ResolvedHintsID else None,
             )
     return found
 
 
 @dataclass(frozen=True)
 class RecoveryParcel:
-    """A born-Done recovery parcel claiming the SUCCESS split portions of `recovers`, with the
-    compute facet it copies from it (None for a data parcel)."""
+    """A born-Done recovery parcel claiming the SUCCESS split portions of `recovers`, directed
+    to `backend`, with the compute facet it copies from it (None for a data parcel): what ran,
+    with which requirements. The sidecar the dispatcher resolved for `recovers` is not copied
+    (ComputeParcels.ResolvedHintsID is the dispatcher's): it is read through `recovery_of`."""
 
     parcel_id: bytes
     recovers: ParcelRow
     backend: str
     annotations: dict[str, Any]
-    facet: tuple[bytes, bytes | None, bytes | None] | None  # compute_facets' triple
+    facet: tuple[bytes, bytes | None] | None  # compute_facets' pair
 
 
 async def insert_born_done_parcels(
@@ -100,7 +100,6 @@ async def insert_born_done_parcels(
             "TransformationID": r.recovers.transformation_id,
             "Kind": r.recovers.kind,
             "Status": ParcelStatus.DONE,
-            "Backend": r.backend,
             "Annotations": r.annotations,
             "UpdatedAt": now,
             "CompletedAt": now,
@@ -112,13 +111,15 @@ async def insert_born_done_parcels(
             "ParcelID": r.parcel_id,
             "ProcessID": r.facet[0],
             "RequirementsID": r.facet[1],
-            "ResolvedHintsID": r.facet[2],
             "Parameters": None,
         }
         for r in recovered
         if r.facet is not None
     ]
     await insert_rows(conn, parcels, rows)
+    await insert_rows(
+        conn, directed_parcels, [{"ParcelID": r.parcel_id, "Backend": r.backend} for r in recovered]
+    )
     await handles.mint(conn, [r.parcel_id for r in recovered])
     await insert_rows(conn, compute_parcels, facets)
     await journal_parcel_moves(

@@ -7,9 +7,12 @@ workgraph row first), owner still in the list's state — records the result wit
 have forced or reset it meanwhile), writes an `ActionRun` log row, and:
 
 * Passed / Done: applies the action's updated requirements (merged key by key over each
-  member's template, a null removing a key, stored content-addressed and pointed at by
+  member's template, a null removing a key, held to the installation's policy for the owner's
+  VO: a value over a `cap` limit lowered to it, stored content-addressed and pointed at by
   ComputeTransformations.RequirementsTemplateID); if it was the last, the owner leaves the
-  state (`finish`) in the same transaction; otherwise the runner goes on to the next action;
+  state (`finish`) in the same transaction; otherwise the runner goes on to the next action.
+  Requirements over a `refuse` limit or outside an allow-list are not applied: the action is
+  recorded Failed, its message naming the limit, and the owner blocks as on any failure;
 * Pending: stops; the action runs again on a later sweep;
 * Failed: the owner moves to the state's blocked counterpart in the same transaction.
 
@@ -32,6 +35,7 @@ from dxts.core.errors import InvalidArgument
 from dxts.core.ids import hash_to_str, id_to_str
 from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.plugins import ActionResult
+from dxts.core.policy import Policy
 from dxts.core.state_machines import BLOCKED_COUNTERPART, Actor
 from dxts.core.states import ActionResult as Result
 from dxts.definition.logic.lifecycle.engine import Engine, Owner
@@ -83,15 +87,16 @@ class Locked:
     status: str
     workgraph: LockedWorkgraph | None
     standalone: bool
+    vo: str
 
 
 async def _lock(conn: Transaction, owner: ListOwner) -> Locked:
     if owner.transformation_id is None:
         assert owner.workgraph_id is not None
         workgraph = await lock_workgraph(conn, owner.workgraph_id)
-        return Locked(workgraph.status, workgraph, False)
+        return Locked(workgraph.status, workgraph, False, workgraph.vo)
     locked = await lock_transformation(conn, owner.transformation_id)
-    return Locked(locked.status, locked.workgraph, locked.standalone)
+    return Locked(locked.status, locked.workgraph, locked.standalone, locked.vo)
 
 
 async def _rows(
@@ -162,9 +167,38 @@ async def apply_requirements(
     *,
     action: str,
     derivations: Mapping[uuid.UUID, dict[str, Any]] | None = None,
+    policy: Policy | None = None,
 ) -> None:
-    """Merge each update over the member's template and point the member at the stored result;
-    the member's log says which action wrote it and, when the action said, from what."""
+    """Merge each update over the member's template, within `policy` (the owner's VO's: values
+    over a `cap` limit lowered), and point the member at the stored result; the member's log
+    says which action wrote it, from what when the action said, and what the policy lowered."""
+    policy = policy or Policy()
+    merged_templates = await _merged(conn, targets, updated, action)
+    entries = []
+    derived = {key.bytes: value for key, value in (derivations or {}).items()}
+    for tid, merged in merged_templates.items():
+        held = policy.capped(merged)
+        (template_id,) = await content_store.put_requirements(conn, [held])
+        await transformations_db.set_template(conn, tid, template_id)
+        data: dict[str, Any] = {"requirements_id": hash_to_str(template_id), "requirements": held}
+        if tid in derived:
+            data["derived"] = derived[tid]
+        lowered = {key: merged[key] for key in held if held[key] != merged[key]}
+        message = f"requirements template updated by {action}"
+        if lowered:
+            data["capped_by_policy"] = lowered
+            message += " (lowered to the installation's policy: " + ", ".join(
+                f"{key} {merged[key]:g} → {held[key]:g}" for key in sorted(lowered)
+            ) + ")"
+        entries.append(LogEntry(tid, "Requirements", AUTHOR, message=message, data=data))
+    await log_transformations(conn, entries)
+
+
+async def _merged(
+    conn: Transaction, targets: set[bytes], updated: Mapping[uuid.UUID, dict[str, Any]], action: str
+) -> dict[bytes, dict[str, Any]]:
+    """Each update merged over its member's template (a null removing a key); InvalidArgument
+    for a member the action may not touch."""
     wanted = {key.bytes: value for key, value in updated.items()}
     templates = await transformations_db.templates(conn, [t for t in wanted if t in targets])
     for tid in wanted:
@@ -174,26 +208,31 @@ async def apply_requirements(
                 "member of this workgraph",
                 field=f"updated_requirements[{id_to_str(tid)}]",
             )
-    entries = []
-    derived = {key.bytes: value for key, value in (derivations or {}).items()}
-    for tid, update in wanted.items():
-        merged = {**templates[tid], **update}
-        merged = {key: value for key, value in merged.items() if value is not None}
-        (template_id,) = await content_store.put_requirements(conn, [merged])
-        await transformations_db.set_template(conn, tid, template_id)
-        data = {"requirements_id": hash_to_str(template_id), "requirements": merged}
-        if tid in derived:
-            data["derived"] = derived[tid]
-        entries.append(
-            LogEntry(
-                tid,
-                "Requirements",
-                AUTHOR,
-                message=f"requirements template updated by {action}",
-                data=data,
-            )
-        )
-    await log_transformations(conn, entries)
+    return {
+        tid: {k: v for k, v in {**templates[tid], **update}.items() if v is not None}
+        for tid, update in wanted.items()
+    }
+
+
+async def over_policy(
+    conn: Transaction,
+    targets: set[bytes],
+    updated: Mapping[uuid.UUID, dict[str, Any]],
+    action: str,
+    policy: Policy,
+) -> str | None:
+    """Why the updated requirements cannot be applied under `policy` (a value over a `refuse`
+    limit, a name off an allow-list), naming each member and limit; None when they can."""
+    problems = [
+        f"{id_to_str(tid)}: {why}"
+        for tid, merged in (await _merged(conn, targets, updated, action)).items()
+        for _, why in policy.requirement_problems(merged)
+    ]
+    if not problems:
+        return None
+    return f"{action} proposed requirements over the installation's policy: " + "; ".join(
+        problems
+    )
 
 
 async def _settle(
@@ -218,29 +257,39 @@ async def _settle(
                 return Progress.BLOCKED
             await finish(conn, locked)
             return Progress.FINISHED
+        policy = engine.policy.for_vo(locked.vo)
+        targets = _allowed_targets(owner, locked)
+        verdict = result
+        if result.result in GOOD and result.updated_requirements:
+            refused = await over_policy(
+                conn, targets, result.updated_requirements, following.action, policy
+            )
+            if refused is not None:  # not applied: the action failed, naming the limit
+                verdict = ActionResult.failed(refused)
         recorded = await actions_db.record_result(
             conn,
             following.action_id,
             seen=following.result,
-            result=result.result,
-            message=result.message or None,
+            result=verdict.result,
+            message=verdict.message or None,
             now=await db_now(conn),
         )
         if not recorded:
             return None  # forced or reset meanwhile
-        await _log(conn, owner, following, result)
-        if result.result is Result.FAILED:
+        await _log(conn, owner, following, verdict)
+        if verdict.result is Result.FAILED:
             await _block(conn, owner, locked, f"action {following.action} failed")
             return Progress.BLOCKED
-        if result.result is Result.PENDING:
+        if verdict.result is Result.PENDING:
             return Progress.PENDING
-        if result.updated_requirements:
+        if verdict.updated_requirements:
             await apply_requirements(
                 conn,
-                _allowed_targets(owner, locked),
-                result.updated_requirements,
+                targets,
+                verdict.updated_requirements,
                 action=following.action,
-                derivations=result.derivations,
+                derivations=verdict.derivations,
+                policy=policy,
             )
         if all(r.result in GOOD for r in await _rows(engine, owner, conn)):
             await finish(conn, locked)

@@ -24,6 +24,7 @@ from dxts.core.logs import LogEntry, log_transformations, log_workgraphs
 from dxts.core.plugins.points import Phase, Point
 from dxts.core.plugins.protocols.lifecycle import Counts
 from dxts.core.plugins.registry import Registry
+from dxts.core.policy import Policy
 from dxts.definition.logic.execution import LifecycleControl
 from dxts.definition.logic.lifecycle.views import AUTHOR
 from dxts.definition.settings import LifecycleSettings
@@ -71,6 +72,8 @@ class Engine:
     counts: Counts
     control: LifecycleControl
     settings: LifecycleSettings
+    # The installation's policy: what an action's requirements are held to (`actions_runner`).
+    policy: Policy = field(default_factory=Policy)
     _reported: dict[tuple[Owner, str], str] = field(default_factory=dict)
 
     async def call(
