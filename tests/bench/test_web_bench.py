@@ -19,7 +19,13 @@ def test_tiny_on_sqlite_prints_one_latency_per_page(
     url = f"sqlite+aiosqlite:///{tmp_path / 'bench.sqlite'}"
     assert main(["web", "--scale", "tiny", "--db-url", url]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert [f["figure"] for f in lines] == ["workgraph_page_ms", "member_page_ms", "list_page_ms"]
+    assert [f["figure"] for f in lines] == [
+        "workgraph_page_ms",
+        "member_page_ms",
+        "list_page_ms",
+        "errors_page_ms",
+        "parcel_page_ms",
+    ]
     for figure in lines:
         assert figure["benchmark"] == "web" and figure["unit"] == "ms"
         assert figure["value"] > 0 and figure["baseline"] > 0

@@ -11,10 +11,12 @@ from uuid import UUID
 import runner_support as s
 import sqlalchemy as sa
 from definition_double import InMemoryTransformations
+from test_after_wait import consumer
 from test_builtin_packers import Step, facets, files
 
 from dxts.core.db import Database
 from dxts.core.schema import execution
+from dxts.core.states import InputStatus
 from dxts.execution.logic.feeding import run_feeder
 from dxts.execution.logic.packing import run_packer
 
@@ -25,6 +27,7 @@ async def _world(
     plugins: Any,
     partner_statuses: list[str],
     packer_args: dict[str, Any],
+    **annotations: Any,
 ) -> Any:
     """Reconstructions A and B of the same raw files (B's input for file n in
     `partner_statuses[n]`), and a comparison fed with A's files whose `other` input joins B's."""
@@ -41,7 +44,11 @@ async def _world(
         feeder_args={"transformation_output_id": str(UUID(bytes=a.output_id))},
         packer="ByPartner",
         packer_args=packer_args,
-        annotations={"driving_input": "mine", "joined": {"other": str(UUID(bytes=b.output_id))}},
+        annotations={
+            "driving_input": "mine",
+            "joined": {"other": str(UUID(bytes=b.output_id))},
+            **annotations,
+        },
     )
     driving = files([(f"/lhcb/recoA/{n}", 2, None) for n in range(len(partner_statuses))])
     await run_feeder(database, plugins, replace(consumer, feeder="List", feeder_args=driving))
@@ -106,3 +113,27 @@ async def test_by_partner_refuses_a_step_that_joins_nothing_it_names(
     )
     assert await facets(database, consumer.id) == []
     assert {r.Status for r in await s.input_rows(database, consumer.id)} == {"Unassigned"}
+
+
+async def test_by_partner_waits_after_a_staging_of_the_partner_files(
+    database: Database, plugins: Any, definitions: InMemoryTransformations
+) -> None:
+    """`after` a member fed the partner files (a staging, never fed the driving files): a set
+    waits until that member has processed its partner's files, instead of for ever."""
+    staging = await consumer(
+        database,
+        plugins,
+        {"/lhcb/recoB/0": InputStatus.PROCESSED, "/lhcb/recoB/1": InputStatus.ASSIGNED},
+    )
+    consumer_t = await _world(
+        database,
+        definitions,
+        plugins,
+        ["Processed", "Processed"],
+        {"after_delay_s": 0.01},
+        after=[str(UUID(bytes=staging.id))],
+    )
+    result = await run_packer(database, plugins, replace(consumer_t, feeder_enabled=False))
+    assert (result.parcels, result.delayed, result.problematic) == (1, 1, 0)
+    (parcel,) = await facets(database, consumer_t.id)
+    assert parcel.Parameters["other"] == [{"class": "File", "location": "lfn:/lhcb/recoB/0"}]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from test_web_attention import quarantine
 from test_web_pages import csrf_of, submitted
 from test_web_triage import failed_parcels
-from web_support import Browser, Dxts
+from web_support import EXAMPLES, Browser, Dxts
 
 from dxts.core.db import Database
 
@@ -126,3 +126,29 @@ async def test_failed_inputs_are_written_off_and_reset_from_the_member_page(
     assert 'data-status="NotProcessed" data-count="2"' in after
     assert 'data-status="Unassigned"' in after and 'data-status="Problematic"' not in after
     assert 'id="write-off-all"' not in after
+
+
+async def test_user_jobs_are_listed_with_their_owner_and_the_parcel_page(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
+) -> None:
+    submitted_job = await dxts(
+        "job",
+        "submit",
+        str(EXAMPLES / "simulate-job.cwl"),
+        "--inputs",
+        str(EXAMPLES / "simulate-job.yaml"),
+    )
+    assert submitted_job.exit_code == 0, submitted_job.output
+    job = submitted_job.stdout.strip()
+    client = await browser(token("demo", "olivia"))
+    page = await client.get("/jobs")
+    assert page.status_code == 200
+    row = page.text.split(f'<tr data-job="{job}">')[1].split("</tr>")[0]
+    assert "olivia" in row and "Unassigned" in row and f'href="/parcels/{job}"' in row
+    assert job not in (await client.get("/jobs", params={"status": "Done"})).text
+    parcel = (await client.get(f"/parcels/{job}")).text
+    assert "a user job of olivia (demo)" in parcel
+    assert "it has not reached a backend yet (it is Unassigned)" in parcel
+    stranger = await browser(token("other-vo", "mallory"))
+    assert job not in (await stranger.get("/jobs")).text
+    assert (await stranger.get(f"/parcels/{job}")).status_code == 404

@@ -67,6 +67,35 @@ def test_a_histogram_counts_every_value_once() -> None:
     assert histogram("CPU", "s", []) is None
 
 
+def test_a_histogram_bins_by_the_spread_with_a_count_axis_and_failures_apart() -> None:
+    """A 0.2 MB spread around 100 MB is binned in tenths, not stretched over 24 bins of
+    nothing; the count axis reads 0 to the tallest bin; failed parcels are bars of their own."""
+    drawn = histogram(
+        "Peak memory", "MB", {"succeeded": [100.0, 100.1, 100.15, 100.2], "failed": [100.05]}
+    )
+    assert drawn is not None and drawn.count == 5 and drawn.failed == 1
+    assert len({(b.low, b.high) for b in drawn.bars}) <= 3
+    assert drawn.y_ticks[0][1] == "0"
+    assert drawn.y_ticks[-1][1] == str(
+        max(sum(b.count for b in drawn.bars if b.low == low) for low in {b.low for b in drawn.bars})
+    )
+    assert {b.kind for b in drawn.bars} == {"succeeded", "failed"}
+    assert sum(b.count for b in drawn.bars if b.kind == "failed") == 1
+    assert drawn.x_ticks[0][1] == "100.0"
+    drawn_width = max(b.x + b.width for b in drawn.bars) - min(b.x for b in drawn.bars)
+    assert drawn_width < drawn.width / 2  # a narrow spread is drawn narrow
+
+
+def test_progress_spans_the_members_run_not_up_to_now() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    events = {"processed": [start + timedelta(seconds=s) for s in (10, 20)], "failed": []}
+    finished = cumulative(
+        events, start + timedelta(days=1), start=start, end=start + timedelta(seconds=20)
+    )
+    assert finished is not None
+    assert [label for _, label in finished.x_labels] == ["00:00:00", "00:00:20"]
+
+
 def test_a_sign_in_ticket_works_once() -> None:
     sessions = Sessions(session_seconds=60, ticket_seconds=60)
     ticket = sessions.issue_ticket("token")

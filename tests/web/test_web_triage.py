@@ -109,6 +109,10 @@ async def test_the_errors_page_groups_failures_as_dxts_errors_does(
     examples = re.findall(r'href="/parcels/([^"]+)"', row)
     assert examples == cli[0]["example_parcel_ids"]
 
+    panel = (await client.get(f"/workgraphs/{workgraph}")).text
+    shown = r'id="failures">.*data-count="12".*ERROR: seed \d+ is out of range'
+    assert re.search(shown, panel, re.S)
+
     everywhere = (await client.get("/errors")).text
     assert "ERROR: seed" in everywhere  # across productions: every member of the VO
     recent = (await client.get("/errors", params={"since": "1h", "wg": workgraph})).text

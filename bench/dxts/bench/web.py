@@ -17,7 +17,10 @@ the cost of rendering:
 
 * `workgraph_page_ms`: GET /workgraphs/WG (graph layout, counts, reasons, log);
 * `member_page_ms`: GET /transformations/TF of the member with `inputs` inputs;
-* `list_page_ms`: GET /workgraphs (its progress counted over every member).
+* `list_page_ms`: GET /workgraphs (its progress counted over every member);
+* `errors_page_ms`: GET /errors?wg=WG (GroupFailures over every member, its failed parcels);
+* `parcel_page_ms`: GET /parcels/P of a failed parcel of the big member (GetParcel, its
+  member; no dispatcher is served here, so no logs are asked for).
 """
 
 from __future__ import annotations
@@ -45,11 +48,11 @@ from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition
 from dxts.core.grpc import DevKeys
-from dxts.core.ids import hash_from_str, id_from_str, new_ids
+from dxts.core.ids import hash_from_str, id_from_str, id_to_str, new_ids
 from dxts.core.schema import execution
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.v1 import common_pb2, definition_pb2
-from dxts.web import members, workgraphs
+from dxts.web import errors, members, parcels, workgraphs
 from dxts.web.app import Web, build_app
 from dxts.web.settings import WebSettings
 
@@ -85,6 +88,7 @@ async def run(bench: Bench, params: WebParams) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     async with _served(bench.database) as (web, token):
         workgraph, member = await _seed(bench.database, web, token, params)
+        failed = await _a_failed_parcel(bench.database, member)
         session = web.sessions.open(token)
         clients = web.clients(session)
         app = build_app(web)
@@ -114,6 +118,16 @@ async def run(bench: Bench, params: WebParams) -> None:
                     "list_page_ms",
                     "/workgraphs",
                     lambda: workgraphs.list_workgraphs(clients, workgraphs.Filters()),
+                ),
+                (
+                    "errors_page_ms",
+                    f"/errors?wg={workgraph}",
+                    lambda: errors.errors_page(clients, "", workgraph),
+                ),
+                (
+                    "parcel_page_ms",
+                    f"/parcels/{failed}",
+                    lambda: parcels.parcel_page(clients, failed, _aware_now()),
                 ),
             ]
             for figure, path, reads in pages:
@@ -208,6 +222,22 @@ async def _seed(database: Database, web: Web, token: str, params: WebParams) -> 
         params.parcels,
     )
     return workgraph, first.transformation_id
+
+
+async def _a_failed_parcel(database: Database, member: str) -> str:
+    parcels_table = execution.parcels
+    async with database.transaction(RC) as conn:
+        found = await conn.scalar(
+            sa.select(parcels_table.c.ParcelID)
+            .where(
+                parcels_table.c.TransformationID == id_from_str(member),
+                parcels_table.c.Status == ParcelStatus.FAILED.value,
+            )
+            .limit(1)
+        )
+    if found is None:
+        raise FailedPrecondition("the seeding made no failed parcel")
+    return id_to_str(bytes(found))
 
 
 def _input_status(number: int) -> InputStatus:

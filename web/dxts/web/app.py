@@ -39,7 +39,17 @@ from dxts.core.errors import (
     Unavailable,
 )
 from dxts.v1 import common_pb2, definition_pb2
-from dxts.web import errors, files, inputs, members, names, parcels, steering, workgraphs
+from dxts.web import (
+    errors,
+    files,
+    inputs,
+    jobs,
+    members,
+    names,
+    parcels,
+    steering,
+    workgraphs,
+)
 from dxts.web.services import Services, UserClients
 from dxts.web.sessions import COOKIE, Session, Sessions
 from dxts.web.settings import WebSettings
@@ -280,6 +290,20 @@ def build_app(web: Web) -> Starlette:
         template = "errors_live.html" if q.get("fragment") else "errors.html"
         return t(request, template, {"e": found, "windows": list(errors.WINDOWS), "now": now})
 
+    async def user_jobs(request: Request, session: Session) -> Response:
+        q = request.query_params
+        status, token = q.get("status", ""), q.get("page", "")
+        rows, next_token = await jobs.jobs_page(web.clients(session), status, token)
+        context = {
+            "rows": rows,
+            "next_token": next_token,
+            "status": status,
+            "page": token,
+            "statuses": jobs.JOB_STATUSES,
+            "now": datetime.now(UTC),
+        }
+        return t(request, "jobs_live.html" if q.get("fragment") else "jobs.html", context)
+
     async def parcel(request: Request, session: Session) -> Response:
         now = datetime.now(UTC)
         found = await parcels.parcel_page(web.clients(session), request.path_params["name"], now)
@@ -418,6 +442,7 @@ def build_app(web: Web) -> Starlette:
             methods=["GET", "POST"],
         ),
         Route("/errors", page(web, error_groups)),
+        Route("/jobs", page(web, user_jobs)),
         Route("/parcels/{name}", page(web, parcel)),
         Route("/parcels/{name}/logs/{stream}", page(web, parcel_log)),
         Route("/files", page(web, file)),

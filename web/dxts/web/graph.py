@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-NODE_WIDTH = 210
-NODE_HEIGHT = 74
+NODE_WIDTH = 240
+NODE_HEIGHT = 80
 GAP_X = 70
 GAP_Y = 18
 PAD = 12

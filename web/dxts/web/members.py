@@ -149,10 +149,18 @@ def failure_groups(reply: execution_pb2.GroupFailuresResponse) -> list[FailureGr
 
 
 def usage_histograms(ended: Sequence[execution_pb2.Parcel]) -> list[Histogram]:
+    """CPU, wall time and peak memory of the ended parcels, failed ones counted apart."""
     found = []
-    measured = [_annotations(p).get("usage") or {} for p in ended]
+    failed = common_pb2.PARCEL_STATUS_FAILED
+    measured = [
+        ("failed" if p.status == failed else "succeeded", _annotations(p).get("usage") or {})
+        for p in ended
+    ]
     for key, title, unit, scale in MEASURES:
-        values = [float(u[key]) for u in measured if isinstance(u, dict) and key in u]
+        values: dict[str, list[float]] = {"succeeded": [], "failed": []}
+        for kind, usage in measured:
+            if isinstance(usage, dict) and key in usage:
+                values[kind].append(float(usage[key]))
         drawn = histogram(title, unit, values, scale=scale)
         if drawn is not None:
             found.append(drawn)
@@ -210,6 +218,7 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         failed,
         processed_inputs,
         failed_inputs,
+        first_input,
     ) = await asyncio.gather(
         clients.accounting.GetCounts(
             accounting_pb2.GetCountsRequest(transformation_ids=ids, entity=common_pb2.ENTITY_INPUT)
@@ -233,6 +242,11 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         ),
         _pages(ex.ListInputs, inputs_in(*PROCESSED), SAMPLE_PAGES),
         _pages(ex.ListInputs, inputs_in(*FAILED), SAMPLE_PAGES),
+        ex.ListInputs(
+            execution_pb2.ListInputsRequest(
+                transformation_id=transformation_id, paging=common_pb2.Paging(page_size=1)
+            )
+        ),
     )
     flying = flying[: RECENT // 2]
     times = {
@@ -240,9 +254,14 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         "failed": [t for i in failed_inputs if (t := names.when(i.updated_at))],
     }
     transformation = got.transformation
+    status = names.transformation_status(transformation.status)
+    # From its first input (a UUIDv7: when it was fed) to its end once finished, else now.
+    began = names.created_at(first_input.inputs[0].input_id) if first_input.inputs else None
+    settled = [t for series in times.values() for t in series]
+    ended_at = max(settled) if status in names.FINISHED and settled else None
     return MemberPage(
         transformation=transformation,
-        status=names.transformation_status(transformation.status),
+        status=status,
         actions=list(got.actions),
         inputs=names.counts(input_counts.counts[0].counts),
         parcels=names.counts(parcel_counts.counts[0].counts),
@@ -250,7 +269,7 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         recent=[parcel_row(p) for p in ended[len(flying) - RECENT :]][::-1],
         failures=failure_groups(failed),
         usage=usage_histograms(ended),
-        progress=cumulative(times, now),
+        progress=cumulative(times, now, start=began, end=ended_at),
         log=list(log.entries),
         sampled_parcels=len(ended),
         sampled_inputs=len(processed_inputs) + len(failed_inputs),

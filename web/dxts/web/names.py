@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -72,6 +73,18 @@ def when(stamp: Timestamp) -> datetime | None:
     if not stamp.seconds and not stamp.nanos:
         return None
     return stamp.ToDatetime(tzinfo=UTC)
+
+
+def created_at(identifier: str) -> datetime | None:
+    """When a parcel or input was made: the millisecond timestamp of its id (a UUIDv7);
+    None for an id of another kind."""
+    try:
+        value = uuid.UUID(identifier)
+    except ValueError:
+        return None
+    if value.version != 7:
+        return None
+    return datetime.fromtimestamp((value.int >> 80) / 1000, UTC)
 
 
 def age(moment: datetime | None, now: datetime | None = None) -> str:

@@ -17,9 +17,8 @@ packer made it), finished on the backend (the outcome's `finished_at`), complete
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from dxts.core.adaptor.mapping import failure_class_from_proto
@@ -64,17 +63,6 @@ class ParcelPage:
     @property
     def in_flight(self) -> bool:
         return self.status in names.IN_FLIGHT_PARCELS
-
-
-def created_at(parcel_id: str) -> datetime | None:
-    """When the parcel was made: the millisecond timestamp of its UUIDv7."""
-    try:
-        value = uuid.UUID(parcel_id)
-    except ValueError:
-        return None
-    if value.version != 7:
-        return None
-    return datetime.fromtimestamp((value.int >> 80) / 1000, UTC)
 
 
 def failure_text(outcome: common_pb2.Outcome) -> str:
@@ -171,7 +159,7 @@ async def parcel_page(clients: UserClients, name: str, now: datetime) -> ParcelP
     history = [
         (what, moment)
         for what, moment in (
-            ("created", created_at(parcel_id)),
+            ("created", names.created_at(parcel_id)),
             ("finished on the backend", names.when(got.outcome.finished_at)),
             ("completed", names.when(parcel.completed_at)),
             ("last change", names.when(parcel.updated_at)),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 WIDTH = 560
 HEIGHT = 180
@@ -15,6 +15,8 @@ MARGIN_LEFT = 56
 MARGIN_BOTTOM = 24
 MARGIN_TOP = 10
 MARGIN_RIGHT = 12
+HIST_HEIGHT = 120
+MIN_SLOTS = 10
 
 
 @dataclass
@@ -45,13 +47,22 @@ def _y(value: float, top: float) -> float:
     return HEIGHT - MARGIN_BOTTOM - (value / (top or 1.0)) * usable
 
 
-def cumulative(times: Mapping[str, Sequence[datetime]], now: datetime) -> Plot | None:
-    """One rising step line per series: how many of its events happened by each moment.
-    None when there is nothing to draw."""
+def cumulative(
+    times: Mapping[str, Sequence[datetime]],
+    now: datetime,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> Plot | None:
+    """One rising step line per series: how many of its events happened by each moment, from
+    `start` (the member's start; else the first event) to `end` (its end once finished; else
+    now), so a finished member's line spans its own run rather than a step squeezed to the
+    left of "now". None when there is nothing to draw."""
     stamps = [t.timestamp() for series in times.values() for t in series]
     if not stamps:
         return None
-    low, high = min(stamps), max(max(stamps), now.timestamp())
+    low = min([*stamps, *([start.timestamp()] if start else [])])
+    high = max([*stamps, (end or now).timestamp()])
     top = max(len(series) for series in times.values())
     drawn = []
     for name, series in times.items():
@@ -63,7 +74,7 @@ def cumulative(times: Mapping[str, Sequence[datetime]], now: datetime) -> Plot |
         drawn.append(Series(name, " ".join(points), len(series)))
     ticks = [(round(_y(v, top)), f"{v:,}") for v in sorted({0, top // 2, top})]
     labels = [
-        (round(_x(v, low, high)), datetime.fromtimestamp(v).strftime("%H:%M:%S"))
+        (round(_x(v, low, high)), datetime.fromtimestamp(v, UTC).strftime("%H:%M:%S"))
         for v in (low, high)
     ]
     return Plot(drawn, ticks, labels)
@@ -78,6 +89,7 @@ class Bar:
     count: int
     low: str
     high: str
+    kind: str = "succeeded"  # or "failed": drawn apart, stacked in one bin
 
 
 @dataclass
@@ -89,40 +101,115 @@ class Histogram:
     median: str
     low: str
     high: str
+    y_ticks: list[tuple[int, str]] = field(default_factory=list)  # (y position, count)
+    x_ticks: list[tuple[int, str]] = field(default_factory=list)  # (x position, value)
+    failed: int = 0
     width: int = WIDTH
-    height: int = 90
+    height: int = HIST_HEIGHT
+    left: int = MARGIN_LEFT
+    bottom: int = HIST_HEIGHT - MARGIN_BOTTOM
+
+
+def nice(step: float) -> float:
+    """The round step (1, 2 or 5 times a power of ten) at least `step`."""
+    if step <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(step))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= step * (1 - 1e-9))
+
+
+def bin_width(values: Sequence[float], max_bins: int) -> float:
+    """A round bin width from the data's spread (Freedman-Diaconis: twice the interquartile
+    range over the cube root of the count), never more than `max_bins` bins across the range.
+    A spread of nothing gets one bin a tenth of the value wide."""
+    low, high = values[0], values[-1]
+    if high == low:
+        return nice(abs(low) / 10 or 1.0)
+    quartile = len(values) // 4
+    spread = values[-1 - quartile] - values[quartile]
+    width = 2 * spread / len(values) ** (1 / 3) if spread else (high - low) / max_bins
+    return nice(max(width, (high - low) / max_bins))
 
 
 def histogram(
-    name: str, unit: str, values: Sequence[float], *, bins: int = 24, scale: float = 1.0
+    name: str,
+    unit: str,
+    values: Sequence[float] | Mapping[str, Sequence[float]],
+    *,
+    bins: int = 24,
+    scale: float = 1.0,
 ) -> Histogram | None:
-    """The distribution of `values` (divided by `scale` for display) in equal-width bins."""
-    if not values:
+    """The distribution of `values` (divided by `scale` for display) in round bins chosen from
+    their spread, with a count axis; values given by kind ({"succeeded": [...], "failed":
+    [...]}) are counted apart and stacked, failed on top."""
+    kinds = dict(values) if isinstance(values, Mapping) else {"succeeded": values}
+    shown_by_kind = {k: sorted(v / scale for v in vs) for k, vs in kinds.items()}
+    shown = sorted(v for vs in shown_by_kind.values() for v in vs)
+    if not shown:
         return None
-    shown = sorted(v / scale for v in values)
-    low, high = shown[0], shown[-1]
-    width = (high - low) / bins or 1.0
-    filled = [0] * bins
-    for value in shown:
-        filled[min(bins - 1, math.floor((value - low) / width))] += 1
-    tallest = max(filled)
-    usable_w, usable_h = WIDTH - 2 * MARGIN_RIGHT, 90 - 16
-    bar_w = usable_w / bins
-    bars = [
-        Bar(
-            x=round(MARGIN_RIGHT + i * bar_w),
-            y=round(usable_h - count / tallest * usable_h),
-            width=max(1, round(bar_w) - 1),
-            height=round(count / tallest * usable_h),
-            count=count,
-            low=_number(low + i * width),
-            high=_number(low + (i + 1) * width),
-        )
-        for i, count in enumerate(filled)
+    width = bin_width(shown, bins)
+    start = math.floor(shown[0] / width) * width
+    count = max(1, math.floor((shown[-1] - start) / width) + 1)
+    filled = {k: [0] * count for k in shown_by_kind}
+    for kind, listed in shown_by_kind.items():
+        for value in listed:
+            filled[kind][min(count - 1, math.floor((value - start) / width))] += 1
+    totals = [sum(f[i] for f in filled.values()) for i in range(count)]
+    tallest = max(totals)
+    usable_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    usable_h = HIST_HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+    # At least MIN_SLOTS bins' room: two bins of a narrow spread are two narrow bars, not
+    # the whole width.
+    slots = max(count, MIN_SLOTS)
+    bar_w = usable_w / slots
+    bottom = HIST_HEIGHT - MARGIN_BOTTOM
+    bars = []
+    for i in range(count):
+        base = 0
+        for kind in ("succeeded", "failed"):
+            here = filled.get(kind, [0] * count)[i]
+            if not here:
+                continue
+            height = here / tallest * usable_h
+            bars.append(
+                Bar(
+                    x=round(MARGIN_LEFT + i * bar_w),
+                    y=round(bottom - (base + here) / tallest * usable_h),
+                    width=max(1, round(bar_w) - 1),
+                    height=max(1, round(height)),
+                    count=here,
+                    low=_number(start + i * width, width),
+                    high=_number(start + (i + 1) * width, width),
+                    kind=kind,
+                )
+            )
+            base += here
+    step = max(1, math.ceil(slots / 6))
+    x_ticks = [
+        (round(MARGIN_LEFT + i * bar_w), _number(start + i * width, width))
+        for i in range(0, slots + 1, step)
+    ]
+    y_ticks = [
+        (round(bottom - v / tallest * usable_h), f"{v:,}")
+        for v in sorted({0, tallest // 2, tallest})
     ]
     median = shown[len(shown) // 2]
-    return Histogram(name, unit, bars, len(shown), _number(median), _number(low), _number(high))
+    return Histogram(
+        name,
+        unit,
+        bars,
+        len(shown),
+        _number(median),
+        _number(shown[0]),
+        _number(shown[-1]),
+        y_ticks=y_ticks,
+        x_ticks=x_ticks,
+        failed=len(shown_by_kind.get("failed", [])),
+    )
 
 
-def _number(value: float) -> str:
+def _number(value: float, step: float | None = None) -> str:
+    """`value` with as many decimals as `step` (a bin width) needs to tell its edges apart."""
+    if step is not None and step < 1:
+        return f"{value:,.{-math.floor(math.log10(step))}f}"
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
-from dxts.web import names
+from dxts.web import errors, names
 from dxts.web.graph import Drawing, Node, layout
 from dxts.web.names import SETTLED_INPUTS
 from dxts.web.services import UserClients
@@ -29,6 +29,7 @@ LIST_READ = 2000
 READ_PAGE = 1000
 ROWS = 100
 LOG_ENTRIES = 40
+FAILURE_GROUPS_SHOWN = 5
 COUNTS_PER_CALL = 1000  # GetCounts' limit on ids per request
 WORKGRAPH_STATUSES = {
     names.workgraph_status(number): number
@@ -300,6 +301,9 @@ class WorkgraphPage:
     reasons: list[str]
     labels: dict[str, str]
     blocking: list[tuple[str, definition_pb2.Action]]
+    # Its members' failures grouped as /errors and `dxts errors` group them, largest first.
+    failures: list[errors.ErrorGroup] = field(default_factory=list)
+    failure_groups: int = 0
 
 
 def _failed_or_pending(actions: Any) -> list[definition_pb2.Action]:
@@ -341,7 +345,9 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
             )
         )
     blocked = [m for m in members if m.status.endswith("Blocked") or m.status == "Finalizing"]
-    details = await asyncio.gather(
+    ids = [m.transformation.transformation_id for m in members]
+    failing, *details = await asyncio.gather(
+        errors.grouped(clients, ids, None, examples=3) if ids else _no_failures(),
         *(
             clients.definition.GetTransformation(
                 definition_pb2.GetTransformationRequest(
@@ -349,8 +355,14 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
                 )
             )
             for m in blocked
-        )
+        ),
     )
+    known = {
+        m.transformation.transformation_id: errors.MemberName(
+            m.transformation.transformation_id, m.step, workgraph_id
+        )
+        for m in members
+    }
     for member, detail in zip(blocked, details, strict=True):
         member.blocked_by = _failed_or_pending(
             a for a in detail.actions if a.state in member.status
@@ -382,7 +394,13 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
         reasons=not_finishing(status, got.workgraph, members),
         labels=labels_of(got.workgraph.annotations_json),
         blocking=blocking,
+        failures=[errors.group_of(g, known) for g in failing[0][:FAILURE_GROUPS_SHOWN]],
+        failure_groups=len(failing[0]),
     )
+
+
+async def _no_failures() -> tuple[list[Any], int, bool]:
+    return [], 0, False
 
 
 def not_finishing(

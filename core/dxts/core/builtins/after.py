@@ -90,3 +90,59 @@ async def screen(
     if waiting:
         proposals.append(DelayInput(waiting, datetime.now(UTC) + timedelta(seconds=delay_s)))
     return ready, proposals
+
+
+def _companion_verdict(
+    record: InputRecord, companions: Sequence[str], consumed: Consumed
+) -> tuple[bool, str | None]:
+    """Per consumer: its verdict on the record's own file when it was fed that file, else on
+    every companion file (the files staged for it: its partner's, its ancestors)."""
+    assert record.lfn is not None
+    ready = True
+    for consumer, files in consumed.items():
+        names = [record.lfn] if record.lfn in files or not companions else list(companions)
+        for name in names:
+            go, reason = verdict(name, {consumer: files})
+            if reason is not None:
+                return False, f"{name}: {reason}" if name != record.lfn else reason
+            ready = ready and go
+    return ready, None
+
+
+async def screen_with_companions(
+    chunk: Sequence[InputRecord],
+    companions: Mapping[UUID, Sequence[str]],
+    *,
+    after: Sequence[UUID],
+    consumers: ConsumerLookup | None,
+    delay_s: float,
+) -> tuple[list[InputRecord], list[PackerProposal]]:
+    """The `after` wait of a packer that carries other files beside each input (ByPartner's
+    partners, AncestorLookup's ancestors): a member waited on that was fed the input's own file
+    judges that file, one that was not judges the companions — a staging of the raw ancestors
+    or of the partner files is waited on for those files, never for a file it will not see."""
+    if not after:
+        return list(chunk), []
+    if consumers is None:
+        raise FailedPrecondition("the `after` wait needs a ConsumerLookup and none is provided")
+    names = {r.lfn for r in chunk if r.lfn is not None}
+    names |= {name for listed in companions.values() for name in listed}
+    found = await consumers.consumed(sorted(names), consumers=after) if names else {}
+    consumed: Consumed = {consumer: found.get(consumer, {}) for consumer in after}
+    ready: list[InputRecord] = []
+    proposals: list[PackerProposal] = []
+    waiting: list[UUID] = []
+    for record in chunk:
+        if record.lfn is None:
+            ready.append(record)
+            continue
+        go, reason = _companion_verdict(record, companions.get(record.id, ()), consumed)
+        if reason is not None:
+            proposals.append(BadInput(record.id, reason))
+        elif go:
+            ready.append(record)
+        else:
+            waiting.append(record.id)
+    if waiting:
+        proposals.append(DelayInput(waiting, datetime.now(UTC) + timedelta(seconds=delay_s)))
+    return ready, proposals

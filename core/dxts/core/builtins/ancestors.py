@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
-from dxts.core.builtins.after import after_of, screen
+from dxts.core.builtins.after import after_of, screen_with_companions
 from dxts.core.builtins.feeders import BuiltinSettings, QueryArgs, in_sample
 from dxts.core.builtins.packers import PackArgs, chunks, cwl_value, driving_input
 from dxts.core.catalogue import FileCatalogue
@@ -209,13 +209,22 @@ async def ancestor_lookup(
     after = after_of(transformation)
     group: list[tuple[InputRecord, list[str]]] = []
     async for claimed in chunks(inputs):
-        chunk, withheld = await screen(
-            claimed, after=after, consumers=consumers, delay_s=packer_args.after_delay_s
+        lineages = await _lineages(claimed, lineage)
+        # Only a file whose lineage is complete waits on `after` (for its ancestors); the
+        # others are set aside below.
+        complete = [r for r in claimed if r.lfn and lineages[r.lfn][0] and not lineages[r.lfn][1]]
+        companions = {r.id: lineages[str(r.lfn)][0] for r in complete}
+        screened, withheld = await screen_with_companions(
+            complete,
+            companions,
+            after=after,
+            consumers=consumers,
+            delay_s=packer_args.after_delay_s,
         )
         for proposal in withheld:
             yield proposal
-        lineages = await _lineages(chunk, lineage)
-        for record in chunk:
+        passed = {r.id for r in screened}
+        for record in (r for r in claimed if r.id in passed or r.id not in companions):
             if record.lfn is None:
                 yield BadInput(record.id, "an input with ancestors is a file: this one has none")
                 continue

@@ -31,7 +31,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from dxts.core.builtins.after import after_of, screen
+from dxts.core.builtins.after import after_of, screen_with_companions
 from dxts.core.builtins.packers import PackArgs, chunks, cwl_value, driving_input
 from dxts.core.builtins.thresholds import listed
 from dxts.core.errors import InvalidArgument
@@ -169,13 +169,23 @@ async def by_partner(
     until = datetime.now(UTC) + timedelta(minutes=packer_args.delay_minutes)
     after = after_of(transformation)
     async for claimed in chunks(inputs):
-        chunk, withheld = await screen(
-            claimed, after=after, consumers=consumers, delay_s=packer_args.after_delay_s
+        lfns = [record.lfn for record in claimed if record.lfn is not None]
+        found = await partners.partners(lfns, driving_output=driving, partner_output=partner_output)
+        # Only a set whose partner is ready waits on `after` (for its partner's files); the
+        # others are delayed or set aside on their partner's account below.
+        joined = [r for r in claimed if r.lfn and found[r.lfn].state is PartnerState.READY]
+        companions = {r.id: [f.lfn for f in found[str(r.lfn)].files] for r in joined}
+        screened, withheld = await screen_with_companions(
+            joined,
+            companions,
+            after=after,
+            consumers=consumers,
+            delay_s=packer_args.after_delay_s,
         )
         for proposal in withheld:
             yield proposal
-        lfns = [record.lfn for record in chunk if record.lfn is not None]
-        found = await partners.partners(lfns, driving_output=driving, partner_output=partner_output)
+        passed = {r.id for r in screened}
+        chunk = [r for r in claimed if r.id in passed or r.id not in companions]
         waiting = []
         for record in chunk:
             if record.lfn is None:
