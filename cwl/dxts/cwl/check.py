@@ -26,6 +26,7 @@ from dxts.cwl.loading import (
     plain,
 )
 from dxts.cwl.plugins import PluginCatalogue
+from dxts.cwl.positions import located
 from dxts.cwl.problems import Kind, Problem, Severity, warning
 from dxts.cwl.validation import Validated, validate
 
@@ -109,6 +110,7 @@ def check_document(
                     + (" (the plan shows no hash for what runs it)" if named else ""),
                 )
             )
+    problems = located(problems, bundle)
     if not checked.ok or checked.document is None or checked.analysis is None:
         return problems, None
     checkpoint("compiling the plan")

@@ -60,10 +60,17 @@ class Problem:
     kind: Kind
     path: str
     message: str
+    # (line, column) of the path in the main document as written, 1-based, where known
+    # (`dxts.cwl.positions`).
+    position: tuple[int, int] | None = None
 
     def line(self) -> str:
-        """The CLI's one-line form: `error  kind  path  message`."""
-        return f"{self.severity.value}  {self.kind.value}  {self.path or '.'}  {self.message}"
+        """The CLI's one-line form: `error  kind  path  message`, then `(line L, column C)`
+        when the position is known."""
+        text = f"{self.severity.value}  {self.kind.value}  {self.path or '.'}  {self.message}"
+        if self.position is None:
+            return text
+        return f"{text}  (line {self.position[0]}, column {self.position[1]})"
 
 
 def error(kind: Kind, path: str, message: str) -> Problem:
