@@ -1,8 +1,12 @@
-"""Start-up: `dxts --help` and the read verbs import only what they need (issue 18). The time
-itself is measured by `python -m dxts.bench cli`; here, what is imported."""
+"""Start-up: `dxts --help` and the read verbs import only what they need (issues 18 and 32). The
+time itself is measured by `python -m dxts.bench cli`; here, what is imported: besides the
+modules that must never come in, `dxts list` answering a running service is held to an
+allow-list (the packages, dxts's own modules, the few of rich), so that a new import on its path
+fails here and is added on purpose or made lazy."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -10,6 +14,8 @@ import sys
 from typer.testing import CliRunner
 
 from dxts.cli.main import VERBS, app
+from dxts.cli.up import Stack
+from dxts.core.grpc import DevKeys
 
 # Run in a fresh interpreter: the command line, then the top-level packages it imported.
 PROBE = """
@@ -38,16 +44,100 @@ SERVER_SIDE = (
 )
 
 
-def imported(*args: str) -> set[str]:
+# What `dxts list` may import beyond the interpreter's own start-up and the standard library,
+# answering a running service: the packages, by their top-level name (grpc registers the
+# grpc_* packages beside it as it starts; typer brings the last three)...
+LIST_PACKAGES = {
+    "dxts",
+    "google",
+    "grpc",
+    "grpc_health",
+    "grpc_reflection",
+    "grpc_tools",
+    "typer",
+    "annotated_doc",
+    "shellingham",
+    "typing_extensions",
+    "rich",
+    "cython_runtime",
+}
+# ... dxts's own modules (the client side of the verb, its tables and the contracts it reads)...
+LIST_DXTS_MODULES = {
+    "dxts",
+    "dxts.cli",
+    "dxts.cli.attention",
+    "dxts.cli.client",
+    "dxts.cli.connection",
+    "dxts.cli.conversion",
+    "dxts.cli.entry",
+    "dxts.cli.main",
+    "dxts.cli.names",
+    "dxts.cli.output",
+    "dxts.cli.tables",
+    "dxts.cli.verbs",
+    "dxts.cli.workgraphs",
+    "dxts.core",
+    "dxts.core.deadlines",
+    "dxts.core.errors",
+    "dxts.core.grpc",
+    "dxts.core.grpc.client",
+    "dxts.core.grpc.convert",
+    "dxts.core.grpc.errors",
+    "dxts.core.states",
+    "dxts.v1",
+    "dxts.v1.accounting_pb2",
+    "dxts.v1.common_pb2",
+    "dxts.v1.definition_pb2",
+    "dxts.v1.definition_pb2_grpc",
+}
+# ... and of rich, only the cell widths the plain tables are cut by.
+LIST_RICH_MODULES = {"rich", "rich._extension", "rich.cells", "rich._unicode_data"}
+
+
+def imported(*args: str, env: dict[str, str] | None = None) -> set[str]:
+    """The modules loaded by `dxts ARGS` in a fresh interpreter; with no `env`, against no
+    service (the read verb fails fast on a closed port, after its imports)."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
         text=True,
         check=False,
-        # No service: the read verb fails fast on a closed port, after its imports.
-        env={"PATH": "", "HOME": "/nonexistent", "DXTS_DEFINITION_ADDRESS": "127.0.0.1:1"},
+        env=env or {"PATH": "", "HOME": "/nonexistent", "DXTS_DEFINITION_ADDRESS": "127.0.0.1:1"},
     )
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def beyond_the_interpreter(modules: set[str]) -> set[str]:
+    """`modules` less what a bare interpreter (its site hooks) loads and the standard library."""
+    bare = subprocess.run(
+        [sys.executable, "-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "", "HOME": "/nonexistent"},
+    )
+    started = set(json.loads(bare.stdout)) | {"__main__"}
+    return {
+        m
+        for m in modules - started
+        if m.split(".")[0] not in sys.stdlib_module_names and not m.startswith("_cython_")
+    }
+
+
+def outside_the_allow_list(modules: set[str]) -> list[str]:
+    """The modules of `modules` (beyond the interpreter) that `dxts list` may not import."""
+
+    def allowed(module: str) -> bool:
+        package = module.split(".")[0]
+        if package == "dxts":
+            return module in LIST_DXTS_MODULES
+        if package == "rich":  # a listed module, or inside a listed package other than rich
+            return module in LIST_RICH_MODULES or any(
+                module.startswith(f"{r}.") for r in LIST_RICH_MODULES - {"rich"}
+            )
+        return package in LIST_PACKAGES
+
+    return sorted(m for m in beyond_the_interpreter(modules) if not allowed(m))
 
 
 def loaded(modules: set[str], prefix: str) -> bool:
@@ -96,6 +186,32 @@ def test_a_read_verb_imports_the_client_side_only() -> None:
     assert loaded(modules, "grpc") and loaded(modules, "dxts.cli.workgraphs")
     for heavy in ("yaml", "pydantic", "rich.progress", "dxts.cli.up", *SERVER_SIDE):
         assert not loaded(modules, heavy), heavy
+
+
+async def test_list_answering_a_service_imports_only_the_allow_list(
+    stack: Stack, dev_keys: DevKeys
+) -> None:
+    env = {
+        "PATH": "",
+        "HOME": "/nonexistent",
+        "DXTS_TOKEN": dev_keys.issue("demo", "olivia", ["user"]),
+        **{
+            f"DXTS_{name.upper()}_ADDRESS": stack.address(name)
+            for name in ("definition", "execution", "accounting", "dispatcher")
+        },
+    }
+    modules = await asyncio.to_thread(imported, "list", env=env)
+    assert loaded(modules, "dxts.cli.workgraphs") and "dxts.v1.definition_pb2" in modules
+    assert outside_the_allow_list(modules) == []
+    # The rich error details are read only when a call fails.
+    assert not loaded(modules, "grpc_status") and not loaded(modules, "google.rpc")
+
+
+def test_the_allow_list_catches_a_module_beyond_it() -> None:
+    allowed = {"dxts.cli.tables", "grpc.aio", "rich.cells", "json"}
+    assert outside_the_allow_list(allowed) == []
+    for stray in ("sqlalchemy.engine", "dxts.cli.up", "rich.console", "yaml"):
+        assert outside_the_allow_list(allowed | {stray}) == [stray]
 
 
 def test_options_are_converted_and_refused_as_typer_does_without_pydantic() -> None:

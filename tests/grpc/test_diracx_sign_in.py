@@ -23,6 +23,7 @@ from dxts.core.grpc import DevKeys, GrpcServer, channel, diracx_issuer
 from dxts.core.grpc.diracx_issuer import DiracXIssuer, TrustedIssuers, authenticator
 from dxts.core.identity import Identity
 from dxts.core.settings import DiracXAuthSettings, ServerSettings
+from dxts.web.sessions import Session
 
 
 @pytest.fixture(scope="module")
@@ -245,3 +246,10 @@ async def test_diracx_rotating_its_keys_needs_no_dxts_restart(
         assert key_id(after) != key_id(before)
         assert (await issuer.authenticate(after)).name == "manager"
         assert (await issuer.authenticate(before)).name == "alice"
+
+
+def test_the_web_view_names_the_diracx_user(diracx: DiracXServer, dev_keys: DevKeys) -> None:
+    signed_in = Session(diracx.access_token("manager"), expires=time.monotonic() + 60)
+    assert (signed_in.subject, signed_in.vo) == ("manager", "dxts")
+    own = Session(dev_keys.issue("dxts", "olivia", ["operator"]), expires=time.monotonic() + 60)
+    assert own.subject == "olivia"

@@ -4,6 +4,7 @@ call becomes one line on the terminal. Where the services are is `connection`'s 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -11,7 +12,14 @@ from typing import TYPE_CHECKING, TypeVar
 import grpc
 import typer
 
-from dxts.cli.connection import DATA_DIR_VARIABLE, ENVIRONMENT, Connection, Options
+from dxts.cli.connection import (
+    DATA_DIR_VARIABLE,
+    ENVIRONMENT,
+    LOGIN_FILE,
+    Connection,
+    Options,
+    running_data_dir,
+)
 from dxts.core.errors import DxtsError, InvalidArgument, Unauthenticated, Unavailable
 from dxts.core.grpc.client import channel
 
@@ -118,7 +126,7 @@ def run(ctx: typer.Context, body: Callable[[Clients], Awaitable[T]]) -> T:
             fail_line(problem_line(violation.field, violation.description))
         raise typer.Exit(EXIT_FAILED) from None
     except Unauthenticated as error:
-        fail_line(f"error: {error} (is DXTS_TOKEN, or the token `dxts up` wrote, current?)")
+        fail_line(f"error: {error} ({_token_hint(ctx)})")
         raise typer.Exit(EXIT_FAILED) from None
     except DxtsError as error:
         fail_line(f"error: {error}")
@@ -126,6 +134,15 @@ def run(ctx: typer.Context, body: Callable[[Clients], Awaitable[T]]) -> T:
     except grpc.aio.AioRpcError as error:
         fail_line(f"error: {error.code().name.lower()}: {error.details()}")
         raise typer.Exit(EXIT_FAILED) from None
+
+
+def _token_hint(ctx: typer.Context) -> str:
+    """Where the refused token came from, for the one line saying it was refused."""
+    options = options_of(ctx)
+    given = options.values.get("token") or os.environ.get(ENVIRONMENT["token"])
+    if not given and (running_data_dir(options.data_dir) / LOGIN_FILE).is_file():
+        return "signed in with `dxts login`: is that sign-in current? run it again"
+    return "is DXTS_TOKEN, or the token `dxts up` wrote, current?"
 
 
 def fail_line(text: str) -> None:

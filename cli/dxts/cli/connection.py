@@ -6,7 +6,9 @@ Each value is taken from the first place that has it:
 1. the command's global options (`dxts --definition HOST:PORT ... show WG`);
 2. the environment: DXTS_DEFINITION_ADDRESS, DXTS_EXECUTION_ADDRESS, DXTS_ACCOUNTING_ADDRESS,
    DXTS_DISPATCHER_ADDRESS, DXTS_TOKEN;
-3. the connection file `dxts up` writes into its data directory (`connection.json`).
+3. for the token, the DiracX sign-in `dxts login` noted in the data directory
+   (`dxts.cli.diracx_credentials`);
+4. the connection file `dxts up` writes into its data directory (`connection.json`).
 
 The data directory is `--data-dir`, else DXTS_DATA_DIR, else the one the running `dxts up`
 recorded in ~/.dxts/current (so `dxts up --data-dir X` is found by the other commands), else
@@ -24,6 +26,8 @@ from typing import Any
 from dxts.core.errors import InvalidArgument
 
 CONNECTION_FILE = "connection.json"
+# Where `dxts login` notes the DiracX it signed in to (dxts.cli.diracx_credentials).
+LOGIN_FILE = "diracx-login.json"
 DATA_DIR_VARIABLE = "DXTS_DATA_DIR"
 DEFAULT_DATA_DIR = Path("~/.dxts")
 # The data directory of the `dxts up` running now, for the commands started without one.
@@ -106,6 +110,15 @@ class Connection:
             value = options.get(name) or os.environ.get(variable) or saved.get(name)
             if value:
                 setattr(found, name, value)
+        given = options.get("token") or os.environ.get(ENVIRONMENT["token"])
+        if not given and (directory / LOGIN_FILE).is_file():
+            # Signed in with DiracX (`dxts login`): its access token, refreshed if need be,
+            # before the development token `dxts up` wrote.
+            from dxts.cli.diracx_credentials import Login
+
+            login = Login.read(directory)
+            if login is not None:
+                found.token = login.access_token()
         return found
 
     def write(self, path: Path) -> None:

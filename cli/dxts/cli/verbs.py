@@ -51,6 +51,13 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "provenance": ("dxts.cli.jobs", "provenance", "Where an output file came from."),
     "descendants": ("dxts.cli.jobs", "descendants", "What was made from a file, downstream."),
     "token": ("dxts.cli.tokens", "token_app", "Bearer tokens signed by the installation key."),
+    "login": ("dxts.cli.diracx_login", "login", "Sign in with your DiracX identity."),
+    "logout": ("dxts.cli.diracx_login", "logout", "Sign out of DiracX."),
+    "whoami": (
+        "dxts.cli.diracx_login",
+        "whoami",
+        "Your VO, name, group and roles, as dxts sees you.",
+    ),
     "up": ("dxts.cli.up", "up", "Run every component in this process (embedded default)."),
     "open": ("dxts.cli.open_page", "open_page", "A page of the web view, with a one-time sign-in."),
     "adaptor": ("dxts.cli.adaptor_check", "adaptor_app", "Check a backend adaptor's contract."),
@@ -68,7 +75,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "execution": ("<str>", "host:port of the execution service."),
     "accounting": ("<str>", "host:port of the accounting service."),
     "dispatcher": ("<str>", "host:port of the dispatcher (for a parcel's job logs)."),
-    "token": ("<str>", "Bearer token (default: DXTS_TOKEN)."),
+    "token": ("<str>", "Bearer token (default: DXTS_TOKEN, else your `dxts login`)."),
 }
 # Typer's own options, which it adds to the application.
 BUILT_IN: dict[str, tuple[str, str]] = {

@@ -218,6 +218,31 @@ Their jobs run user code, so whatever the adaptor holds is the most exposed secr
   value: {{ .Values.auth.issuer | quote }}
 - name: DXTS_AUTH_AUDIENCE
   value: {{ .Values.auth.audience | quote }}
+{{- with .Values.auth.diracx }}
+{{- if .url }}
+{{- if not .vos }}
+{{- fail "auth.diracx.vos: name the VOs whose DiracX users may call dxts" }}
+{{- end }}
+- name: DXTS_AUTH_DIRACX_URL
+  value: {{ .url | quote }}
+- name: DXTS_AUTH_DIRACX_VOS
+  value: {{ toJson .vos | quote }}
+- name: DXTS_AUTH_DIRACX_KEYS_REFRESH_S
+  value: {{ .keysRefreshSeconds | quote }}
+{{- with .audience }}
+- name: DXTS_AUTH_DIRACX_AUDIENCE
+  value: {{ . | quote }}
+{{- end }}
+{{- with .propertyRoles }}
+- name: DXTS_AUTH_DIRACX_PROPERTY_ROLES
+  value: {{ toJson . | quote }}
+{{- end }}
+{{- with .groupRoles }}
+- name: DXTS_AUTH_DIRACX_GROUP_ROLES
+  value: {{ toJson . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* Annotations that roll the pods when what the chart generates for them changes. */}}

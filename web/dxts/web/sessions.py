@@ -38,7 +38,10 @@ class Session:
 
     @property
     def subject(self) -> str:
-        return str(_claims(self.token).get("sub", "?"))
+        """Who is signed in, as the page names them: a DiracX user's name
+        (`preferred_username`), else the token's subject."""
+        claims = _claims(self.token)
+        return str(claims.get("preferred_username") or claims.get("sub", "?"))
 
     @property
     def vo(self) -> str:

@@ -10,6 +10,10 @@ the server log next to the traceback, so nothing about the internals reaches the
 Client side, `domain_error(rpc_error)` rebuilds the domain error from such a status (same
 class, same message, same fields), so a service calling another, and the CLI, handle the same
 exceptions as in-process code.
+
+The rich-status modules (google.rpc's messages, grpc_status) are imported when a status is
+built or read, not with this module: every `dxts` command imports it, and a command that
+succeeds never needs them (tests/cli/test_cli_startup.py holds the command to that).
 """
 
 from __future__ import annotations
@@ -17,15 +21,16 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from typing import TYPE_CHECKING
 
 import grpc
-from google.protobuf import any_pb2
-from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
 from dxts.core import errors
 from dxts.core.errors import DxtsError
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+    from google.rpc import error_details_pb2, status_pb2
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,8 @@ def code_for(cls: type[BaseException]) -> grpc.StatusCode:
 
 def rich_status(error: BaseException, *, method: str = "") -> status_pb2.Status:
     """The google.rpc.Status an error is reported as (logging the unexpected ones)."""
+    from google.rpc import error_details_pb2
+
     if isinstance(error, grpc.RpcError):
         # A call made while serving failed and its caller let the error through.
         converted = domain_error(error)
@@ -143,6 +150,9 @@ def rich_status(error: BaseException, *, method: str = "") -> status_pb2.Status:
 
 
 def _status(code: grpc.StatusCode, message: str, details: list[Message]) -> status_pb2.Status:
+    from google.protobuf import any_pb2
+    from google.rpc import status_pb2
+
     packed = []
     for detail in details:
         wrapper = any_pb2.Any()
@@ -153,6 +163,8 @@ def _status(code: grpc.StatusCode, message: str, details: list[Message]) -> stat
 
 def to_grpc_status(status: status_pb2.Status) -> grpc.Status:
     """What `context.abort_with_status` takes."""
+    from grpc_status import rpc_status
+
     return rpc_status.to_status(status)
 
 
@@ -209,6 +221,9 @@ def _rebuild(
 def _details_of(
     error: grpc.RpcError,
 ) -> tuple[error_details_pb2.ErrorInfo | None, error_details_pb2.BadRequest | None]:
+    from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
+
     try:
         status = rpc_status.from_call(error)
     except ValueError:

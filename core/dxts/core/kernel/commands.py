@@ -87,7 +87,7 @@ class Request:
 
     @property
     def author(self) -> str:
-        return self.caller.sub[:AUTHOR_LENGTH] or "dxts"
+        return self.caller.display_name[:AUTHOR_LENGTH] or "dxts"
 
     @property
     def event(self) -> str:

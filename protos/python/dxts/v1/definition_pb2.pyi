@@ -28,6 +28,55 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class GetCallerRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCallerRequest: _TypeAlias = GetCallerRequest  # noqa: Y015
+
+@_typing.final
+class GetCallerResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VO_FIELD_NUMBER: _builtins.int
+    SUB_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    vo: _builtins.str
+    sub: _builtins.str
+    name: _builtins.str
+    """The DiracX user name (`preferred_username`); empty for a token of dxts's own key."""
+    group: _builtins.str
+    """The DiracX group the token was issued for; empty for a token of dxts's own key."""
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vo: _builtins.str = ...,
+        sub: _builtins.str = ...,
+        name: _builtins.str = ...,
+        group: _builtins.str = ...,
+        roles: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "name", b"name", "roles", b"roles", "sub", b"sub", "vo", b"vo"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCallerResponse: _TypeAlias = GetCallerResponse  # noqa: Y015
+
+@_typing.final
 class Workgraph(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

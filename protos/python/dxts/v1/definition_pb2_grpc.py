@@ -180,6 +180,11 @@ class DefinitionServiceStub:
                 request_serializer=dxts_dot_v1_dot_definition__pb2.SubmitJobRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_definition__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
+        self.GetCaller = channel.unary_unary(
+                '/dxts.v1.DefinitionService/GetCaller',
+                request_serializer=dxts_dot_v1_dot_definition__pb2.GetCallerRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_definition__pb2.GetCallerResponse.FromString,
+                _registered_method=True)
 
 
 class DefinitionServiceServicer:
@@ -374,6 +379,14 @@ class DefinitionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCaller(self, request, context):
+        """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+        subject, and for a DiracX user the DiracX name and group and the roles they map to here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DefinitionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -521,6 +534,11 @@ def add_DefinitionServiceServicer_to_server(servicer, server):
                     servicer.SubmitJob,
                     request_deserializer=dxts_dot_v1_dot_definition__pb2.SubmitJobRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_definition__pb2.SubmitJobResponse.SerializeToString,
+            ),
+            'GetCaller': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCaller,
+                    request_deserializer=dxts_dot_v1_dot_definition__pb2.GetCallerRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_definition__pb2.GetCallerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1306,6 +1324,33 @@ class DefinitionService:
             '/dxts.v1.DefinitionService/SubmitJob',
             dxts_dot_v1_dot_definition__pb2.SubmitJobRequest.SerializeToString,
             dxts_dot_v1_dot_definition__pb2.SubmitJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCaller(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.DefinitionService/GetCaller',
+            dxts_dot_v1_dot_definition__pb2.GetCallerRequest.SerializeToString,
+            dxts_dot_v1_dot_definition__pb2.GetCallerResponse.FromString,
             options,
             channel_credentials,
             insecure,

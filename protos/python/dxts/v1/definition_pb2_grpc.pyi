@@ -84,6 +84,10 @@ class DefinitionServiceStub:
     ProcessLineage: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ProcessLineageRequest, _definition_pb2.ProcessLineageResponse]
     SubmitJob: _grpc.UnaryUnaryMultiCallable[_definition_pb2.SubmitJobRequest, _definition_pb2.SubmitJobResponse]
     """User jobs: validated and stored here, the parcel created by execution."""
+    GetCaller: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetCallerRequest, _definition_pb2.GetCallerResponse]
+    """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+    subject, and for a DiracX user the DiracX name and group and the roles they map to here.
+    """
 
 @_typing.type_check_only
 class DefinitionServiceAsyncStub(DefinitionServiceStub):
@@ -134,6 +138,10 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     ProcessLineage: _aio.UnaryUnaryMultiCallable[_definition_pb2.ProcessLineageRequest, _definition_pb2.ProcessLineageResponse]  # type: ignore[assignment]
     SubmitJob: _aio.UnaryUnaryMultiCallable[_definition_pb2.SubmitJobRequest, _definition_pb2.SubmitJobResponse]  # type: ignore[assignment]
     """User jobs: validated and stored here, the parcel created by execution."""
+    GetCaller: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetCallerRequest, _definition_pb2.GetCallerResponse]  # type: ignore[assignment]
+    """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+    subject, and for a DiracX user the DiracX name and group and the roles they map to here.
+    """
 
 class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -355,5 +363,15 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.SubmitJobResponse, _abc.Awaitable[_definition_pb2.SubmitJobResponse]]:
         """User jobs: validated and stored here, the parcel created by execution."""
+
+    @_abc_1.abstractmethod
+    def GetCaller(
+        self,
+        request: _definition_pb2.GetCallerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_definition_pb2.GetCallerResponse, _abc.Awaitable[_definition_pb2.GetCallerResponse]]:
+        """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
+        subject, and for a DiracX user the DiracX name and group and the roles they map to here.
+        """
 
 def add_DefinitionServiceServicer_to_server(servicer: DefinitionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,4 @@
-"""DefinitionService's process store, registry and user-job RPCs."""
+"""DefinitionService's process store, registry and user-job RPCs, and GetCaller."""
 
 from __future__ import annotations
 
@@ -114,4 +114,18 @@ class ProcessRpcs(ServicerBase):
             parcel_id=id_to_str(submitted.parcel_id),
             process_id=hash_to_str(submitted.process_id),
             warnings=[diagnostic_pb(p) for p in submitted.warnings],
+        )
+
+    # -- the caller ------------------------------------------------------------------------------
+
+    async def GetCaller(
+        self, request: definition_pb2.GetCallerRequest, context: Context
+    ) -> definition_pb2.GetCallerResponse:
+        caller = current_identity()
+        return definition_pb2.GetCallerResponse(
+            vo=caller.vo,
+            sub=caller.sub,
+            name=caller.name,
+            group=caller.group,
+            roles=sorted(caller.roles),
         )

@@ -51,6 +51,7 @@ class WorkgraphRpcs(ServicerBase):
             dry_run=request.dry_run,
             request_id=request.request_id,
             locks=self._locks,
+            author=identity.display_name,
         )
         with serving(rpc(definition_pb2_grpc.DefinitionServiceServicer.StartWorkgraph)):
             await start_if_asked(self._database, self._caller(), submitted)

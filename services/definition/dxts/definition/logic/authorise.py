@@ -28,7 +28,8 @@ class Caller:
 
     @property
     def author(self) -> str:
-        return self.identity.sub[:AUTHOR_LENGTH]
+        """The name the logs show: a DiracX user's name, else the token's subject."""
+        return self.identity.display_name[:AUTHOR_LENGTH]
 
     @property
     def is_operator(self) -> bool:

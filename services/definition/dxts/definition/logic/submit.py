@@ -209,13 +209,14 @@ async def submit_workgraph(
     allow_unknown_plugins: bool = False,
     request_id: str = "",
     locks: LockManager | None = None,
+    author: str = "",
 ) -> Submitted:
     """Validate, compile and (unless `dry_run`) create the workgraph and all its members.
 
     With a `request_id` (ignored by a dry run), a repeat of a submission this caller already
     made answers that one (`Submitted.repeated`) and writes nothing; see the module docstring.
     `locks` serialises repeats (a LockManager of `database`; one is opened for the call if
-    none is given).
+    none is given). `author` is the name the logs show (a DiracX user's name), else `sub`.
 
     Raises InvalidArgument listing every error (each a DocumentViolation with its kind), and
     FailedPrecondition for a request id already used for another document or other labels.
@@ -254,7 +255,7 @@ async def submit_workgraph(
             raise _refused(key, f"that no longer compiles onto its record ({error})") from error
         if not dry_run and ids is None:
             await check_active_workgraphs(conn, config.policy, vo, sub, starting=False)
-            await insert_plan(conn, plan, request_id=key, digest=digest)
+            await insert_plan(conn, plan, request_id=key, digest=digest, author=author)
         return plan, ids is not None
 
     plan, repeated = await run_creating_command(
@@ -280,7 +281,7 @@ async def start_if_asked(database: Database, caller: Caller, submitted: Submitte
 
 
 async def insert_plan(
-    conn: Transaction, plan: Plan, *, request_id: str = "", digest: str = ""
+    conn: Transaction, plan: Plan, *, request_id: str = "", digest: str = "", author: str = ""
 ) -> None:
     """Every row of a plan, in the caller's transaction: one INSERT per table.
 
@@ -366,7 +367,7 @@ async def insert_plan(
         ],
         action_rows=action_rows,
     )
-    author = plan.sub[:AUTHOR_LENGTH] or "definition"
+    author = (author or plan.sub)[:AUTHOR_LENGTH] or "definition"
     created = {"vo": plan.vo, "workgraph": id_to_str(plan.workgraph_id)}
     submission: dict[str, Any] = dict(created)
     if request_id:
