@@ -37,7 +37,6 @@ async def test_every_node_fault_is_survived(tmp_path: Path) -> None:
         tmp_path,
         db_url=server.render_as_string(hide_password=False),
         seeds=SEEDS,
-        quorum_hold_s=5.0,
         emit=lines.append,
     )
     assert [r.fault for r in reports] == list(FAULTS)

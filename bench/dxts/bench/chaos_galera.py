@@ -135,6 +135,11 @@ def inject(fault: str) -> tuple[str, Callable[[], str]]:
         galera("kill", str(others[0]))
 
         def restore() -> str:
+            # The survivor believes in the old primary component until it has given up on
+            # the dead nodes (about 6 s): a bootstrap before that changes nothing.
+            deadline = time.monotonic() + 60
+            while node_state(survivor) == "Synced" and time.monotonic() < deadline:
+                time.sleep(0.5)
             galera("bootstrap", str(survivor))
             return f"node {survivor} bootstrapped (pc.bootstrap)"
 
