@@ -21,6 +21,7 @@ from adaptor_serving import Build, Served
 from diracx_fixture import pilot_running_every_job, running_diracx
 from dxts_relay_adaptor import RelayAdaptor
 from slurm_cluster import slurm_conf
+from xrootd_servers import endpoints
 
 from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
@@ -73,6 +74,15 @@ async def local(place: Place) -> AsyncIterator[Build]:
 
 
 @contextlib.asynccontextmanager
+async def local_xrootd(place: Place) -> AsyncIterator[Build]:
+    """The local adaptor with the real XRootD servers as its grid SEs (`scripts/xrootd`)."""
+    settings = LocalSettings(
+        work_dir=place.work, kill_grace_s=1, capacity=CAPACITY, storage_endpoints=endpoints()
+    )
+    yield lambda: LocalAdaptor(settings)
+
+
+@contextlib.asynccontextmanager
 async def relay(place: Place) -> AsyncIterator[Build]:
     """The adaptor package under tests/relay_adaptor, which dxts knows only by entry point."""
     settings = LocalSettings(name="relay", work_dir=place.work, kill_grace_s=1, capacity=CAPACITY)
@@ -103,6 +113,7 @@ ADAPTORS: dict[str, Callable[[Place], contextlib.AbstractAsyncContextManager[Bui
     "null": null,
     "null-push": null_push,
     "local": local,
+    "local-xrootd": local_xrootd,
     "relay": relay,
     "slurm": slurm,
     "diracx": diracx,

@@ -192,11 +192,18 @@ async def test_replication_costs_each_destination_what_it_lacks(
     await run_packer(database, plugins, t)
     (parcel,) = await facets(database, t.id)
     assert parcel.Parameters is None
+    # Each file names the input it stands for: the backend reports each file's fate by it.
+    ids = {
+        row.LFN: [str(UUID(bytes=bytes(row.InputID)))] for row in await s.input_rows(database, t.id)
+    }
     assert parcel.Request == {
         "Operations": [
             {
                 "Type": "ReplicateAndRegister",
-                "Files": [{"LFN": "/lhcb/dm/a", "Size": 100}, {"LFN": "/lhcb/dm/b", "Size": 50}],
+                "Files": [
+                    {"LFN": "/lhcb/dm/a", "Size": 100, "Inputs": ids["/lhcb/dm/a"]},
+                    {"LFN": "/lhcb/dm/b", "Size": 50, "Inputs": ids["/lhcb/dm/b"]},
+                ],
                 "TargetSE": ["CERN-DST", "RAL-DST"],
             }
         ]

@@ -656,3 +656,29 @@ async def test_parcels_carrying_many_inputs_are_recorded_in_batches_bounded_by_t
     assert sum(carried_by_batch) == 10 and max(carried_by_batch) <= 5
     assert await statuses(database, world.transformation_id) == {"Processed": 10}
     await assert_counters_exact(database)
+
+
+async def test_a_data_parcel_reports_each_files_inputs(
+    database: Database, catalogue: FileCatalogue
+) -> None:
+    """A data adaptor's status report (one copy failed) fails that file's input alone: the
+    parcel is PartiallyDone, the others Processed; without a report the parcel is whole."""
+    await empty(database)
+    world = await transformation(database, outputs=(), kind="Data")
+    copied, refused, whole = await feed(database, world, 3)
+    partly, wholly = await pack(database, world, [[copied, refused], [whole]])
+    fates = report(**{id_to_str(copied): "SUCCESS", id_to_str(refused): "FAILURE"})
+    await record_outcomes(database, [outcome(partly, report=fates), outcome(wholly)])
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+
+    assert [r.Status for r in await parcels_of(database, world.transformation_id)] == [
+        "PartiallyDone",
+        "Done",
+    ]
+    rows = await inputs_of(database, world.transformation_id)
+    assert {k: r.Status for k, r in rows.items()} == {
+        copied: "Processed",
+        refused: "Failed",
+        whole: "Processed",
+    }
+    await assert_counters_exact(database)

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Callable
 
+import pytest
 import sqlalchemy as sa
 from test_web_attention import quarantine
 from test_web_pages import submitted
@@ -17,6 +18,7 @@ from web_support import Browser, Dxts
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_from_str, new_ids
 from dxts.core.schema import execution
+from dxts.web import workgraphs
 
 
 async def failed_parcels(database: Database, transformation_id: str, count: int) -> None:
@@ -122,3 +124,20 @@ async def test_the_errors_page_groups_failures_as_dxts_errors_does(
     theirs = await stranger.get("/errors")
     assert theirs.status_code == 200 and "ERROR: seed" not in theirs.text
     assert (await stranger.get("/errors", params={"wg": workgraph})).status_code == 404
+
+
+async def test_a_slow_failure_grouping_never_takes_the_workgraph_page_down(
+    dxts: Dxts,
+    browser: Browser,
+    token: Callable[[str, str], str],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    workgraph, steps = await submitted(dxts, start=True)
+    await failed_parcels(database, steps["Simulation"], 2)
+    monkeypatch.setattr(workgraphs, "FAILURES_BUDGET_S", 0.0)
+    client = await browser(token("demo", "olivia"))
+    page = await client.get(f"/workgraphs/{workgraph}")
+    assert page.status_code == 200 and 'id="workgraph-status">Active<' in page.text
+    assert "Not shown: grouping its failures took longer than 0 s" in page.text
+    assert f'href="/errors?wg={workgraph}"' in page.text

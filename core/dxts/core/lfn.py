@@ -123,6 +123,5 @@ class FileNamespace(BaseSettings):
         verb = "change or remove" if write else "read"
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
         return (
-            f"{first} is {whose}: VO {vo} may {verb} only files under "
-            f"{', '.join(prefixes)}{more}"
+            f"{first} is {whose}: VO {vo} may {verb} only files under {', '.join(prefixes)}{more}"
         )

@@ -16,6 +16,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import grpc
+
+from dxts.core.errors import DxtsError
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2
 from dxts.web import errors, names
 from dxts.web.graph import Drawing, Node, layout
@@ -30,6 +33,7 @@ READ_PAGE = 1000
 ROWS = 100
 LOG_ENTRIES = 40
 FAILURE_GROUPS_SHOWN = 5
+FAILURES_BUDGET_S = 3.0
 COUNTS_PER_CALL = 1000  # GetCounts' limit on ids per request
 WORKGRAPH_STATUSES = {
     names.workgraph_status(number): number
@@ -304,6 +308,7 @@ class WorkgraphPage:
     # Its members' failures grouped as /errors and `dxts errors` group them, largest first.
     failures: list[errors.ErrorGroup] = field(default_factory=list)
     failure_groups: int = 0
+    failures_missing: str = ""  # why the panel is not shown (the errors page has them)
 
 
 def _failed_or_pending(actions: Any) -> list[definition_pb2.Action]:
@@ -347,7 +352,7 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
     blocked = [m for m in members if m.status.endswith("Blocked") or m.status == "Finalizing"]
     ids = [m.transformation.transformation_id for m in members]
     failing, *details = await asyncio.gather(
-        errors.grouped(clients, ids, None, examples=3) if ids else _no_failures(),
+        _failures_within(clients, ids),
         *(
             clients.definition.GetTransformation(
                 definition_pb2.GetTransformationRequest(
@@ -367,6 +372,7 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
         member.blocked_by = _failed_or_pending(
             a for a in detail.actions if a.state in member.status
         )
+    groups = [] if isinstance(failing, str) else failing[0]
     status = names.workgraph_status(summary.status or got.workgraph.status)
     approving = list(got.actions)
     blocking = [(m.step, a) for m in members for a in m.blocked_by]
@@ -394,13 +400,27 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
         reasons=not_finishing(status, got.workgraph, members),
         labels=labels_of(got.workgraph.annotations_json),
         blocking=blocking,
-        failures=[errors.group_of(g, known) for g in failing[0][:FAILURE_GROUPS_SHOWN]],
-        failure_groups=len(failing[0]),
+        failures=[errors.group_of(g, known) for g in groups[:FAILURE_GROUPS_SHOWN]],
+        failure_groups=len(groups),
+        failures_missing=failing if isinstance(failing, str) else "",
     )
 
 
-async def _no_failures() -> tuple[list[Any], int, bool]:
-    return [], 0, False
+async def _failures_within(
+    clients: UserClients, ids: list[str]
+) -> tuple[list[Any], int, bool] | str:
+    """Its members' failure groups, or why they are not shown: the panel is a summary the
+    errors page has in full, so it gets FAILURES_BUDGET_S and never takes the page down."""
+    if not ids:
+        return [], 0, False
+    try:
+        return await asyncio.wait_for(
+            errors.grouped(clients, ids, None, examples=3), FAILURES_BUDGET_S
+        )
+    except TimeoutError:
+        return f"grouping its failures took longer than {FAILURES_BUDGET_S:g} s"
+    except (DxtsError, grpc.aio.AioRpcError) as error:
+        return f"its failures could not be grouped: {error}"
 
 
 def not_finishing(

@@ -17,6 +17,8 @@
   cap on what a parcel asks).
 * `site`: where its parcels run, as a failure names it (`dxts errors` groups by it); by default
   the machine's host name.
+* `transfer_timeout_s` / `transfer_parallel`: a data parcel's copies (docs/storage.md): those
+  still running at the timeout are killed and fail as timed out; how many run at once.
 * `catalogue`: whether the adaptor opens the installation's file catalogue (the chart turns it
   off when the adaptors are given no catalogue credential of their own).
 * The file catalogue used to find `lfn:` inputs' replicas (and updated by data requests) is the
@@ -58,5 +60,9 @@ class LocalSettings(RunnerEnvironment):
     sandbox_paths: list[Path] = Field(default_factory=list, description="read-only for jobs")
     site: str = Field(default_factory=socket.gethostname, max_length=128)
     catalogue: bool = Field(True, description="open the file catalogue (false: lfn: inputs fail)")
+    transfer_timeout_s: float = Field(
+        900, gt=0, description="a data parcel's copies still running then fail as timed out"
+    )
+    transfer_parallel: int = Field(16, ge=1, description="copies and storage calls at once")
     default_wall_time_s: int = Field(3600, ge=1)
     max_wall_time_s: int = Field(86400, ge=1)

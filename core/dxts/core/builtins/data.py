@@ -10,6 +10,10 @@ request is a DIRAC RMS body, the vocabulary the data backends carry out:
 * remove with `storage` → `RemoveReplica` there, freeing what those storage elements hold;
 * remove without `storage` → `RemoveFile`, freeing every replica the catalogue knows.
 
+Each listed file names the ids of the inputs it stands for (`Inputs`): the backend reports
+each file's fate by them (a status report), so one failed copy fails its inputs, not the
+parcel's others.
+
 Where a file's replicas are comes from the file catalogue when one is injected; without one
 the deltas assume the request acts on every file (a replicate adds, a replica removal frees)
 and a whole-file removal declares nothing, since it cannot say where the file was.
@@ -92,6 +96,7 @@ def operation_of(transformation: Transformation, override: DataOperation | None)
 class _File:
     lfn: str
     size: int
+    inputs: list[str]  # the ids of the inputs naming it, which the backend reports by
 
 
 async def data_proposals(
@@ -109,7 +114,12 @@ async def data_proposals(
     carried = [record for record in group if record.lfn is not None]
     if not carried:
         return proposals
-    files = list({r.lfn: _File(r.lfn, r.lfn_size or 0) for r in carried if r.lfn}.values())
+    by_lfn: dict[str, _File] = {}
+    for record in carried:
+        if record.lfn:
+            file = by_lfn.setdefault(record.lfn, _File(record.lfn, record.lfn_size or 0, []))
+            file.inputs.append(str(record.id))
+    files = list(by_lfn.values())
     replicas = await catalogue.replicas([f.lfn for f in files]) if catalogue else None
     request, deltas = _request(files, operation, replicas)
     proposals.append(
@@ -126,7 +136,7 @@ async def data_proposals(
 def _request(
     files: list[_File], operation: DataOperation, replicas: Mapping[str, tuple[str, ...]] | None
 ) -> tuple[dict[str, Any], list[StorageDelta]]:
-    listed = [{"LFN": f.lfn, "Size": f.size} for f in files]
+    listed = [{"LFN": f.lfn, "Size": f.size, "Inputs": f.inputs} for f in files]
 
     def held(file: _File, se: str) -> bool:
         return replicas is None or se in replicas.get(file.lfn, ())

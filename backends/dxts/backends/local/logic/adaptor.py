@@ -292,6 +292,7 @@ class LocalAdaptor:
             job_dir = self.settings.work_dir / "jobs" / job.identifier
             job_dir.mkdir(parents=True, exist_ok=True)
             collected = cwl.Collected([])
+            files_failed = ""
             try:
                 if run.cancelled:
                     pass
@@ -307,12 +308,7 @@ class LocalAdaptor:
                         self._boxed(payload, job.submission),
                     )
                 else:
-                    await data.run_request(
-                        json.loads(job.submission.request_json),
-                        self.settings,
-                        self.catalogue,
-                        data.VOFiles(job.submission.vo, self.namespace),
-                    )
+                    collected, files_failed = await self._data(job.submission)
             except Exception as error:  # whatever broke, this parcel's outcome says it
                 failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))
                 if not run.cancelled:
@@ -336,7 +332,7 @@ class LocalAdaptor:
                 self._outcome(
                     job,
                     ended,
-                    "cancelled on request" if run.cancelled else "",
+                    "cancelled on request" if run.cancelled else files_failed,
                     collected=collected,
                     usage=run.usage,
                 ),
@@ -347,6 +343,23 @@ class LocalAdaptor:
         finally:
             self._runs.pop(parcel_id, None)
             self.finished()
+
+    async def _data(self, submission: Submission) -> tuple[cwl.Collected, str]:
+        """Carry out a data request: a status report of each input's fate and the files that
+        failed, in their own words; JobFailed when every file failed (the first one's class),
+        or some did and the request does not say which inputs they stand for."""
+        report = await data.run_request(
+            json.loads(submission.request_json),
+            self.settings,
+            self.catalogue,
+            data.VOFiles(submission.vo, self.namespace),
+        )
+        status_report = report.status_report()
+        if report.failures and (len(report.failures) == len(report.inputs) or not status_report):
+            first = next(iter(report.failures.values()))
+            raise JobFailed(report.summary(), failure=first.failure)
+        text = json.dumps(status_report, sort_keys=True) if status_report else ""
+        return cwl.Collected([], report=text), report.summary()
 
     def _boxed(self, payload: ComputePayload, submission: Submission) -> sandbox.Boxed:
         """The parcel's box and wall time (JobFailed: its requirements cannot be read)."""

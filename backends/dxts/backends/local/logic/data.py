@@ -1,18 +1,25 @@
-"""Carrying out a data parcel's request between local storage-element directories.
+"""Carrying out a data parcel's request between storage elements: local directories
+(`<storage_root>/<SE>/<LFN>`) and XRootD servers (`DXTS_STORAGE_ENDPOINTS`, docs/storage.md).
 
 The request is a DIRAC RMS body (the packer writes it on the data parcel, the backend hands it
 over):
-`{"Operations": [{"Type": ..., "TargetSE": ..., "SourceSE": ..., "Files": [{"LFN": ...}]}]}`,
-operations in order. The local backend understands the three a data transformation uses:
+`{"Operations": [{"Type": ..., "TargetSE": ..., "SourceSE": ..., "Files": [{"LFN": ...,
+"Inputs": [input id, ...]}]}]}`, operations in order. The three a data transformation uses:
 
-* `ReplicateAndRegister` — copy each file from a local replica (`SourceSE` if given, else the
-  first catalogue replica present here) to every `TargetSE`, and register the new replicas;
+* `ReplicateAndRegister` — copy each file from a replica (`SourceSE` if given, else the
+  catalogue's replicas, local ones first) to every `TargetSE`, verify the copy's adler32 against
+  the catalogue's checksum (the source's when the catalogue has none), and register the new
+  replicas; a copy that does not match is deleted, never registered;
 * `RemoveReplica` — delete each file at every `TargetSE` and forget those replicas;
-* `RemoveFile` — delete every local replica of each file and forget the file.
+* `RemoveFile` — delete every replica of each file and forget the file.
 
-`TargetSE`/`SourceSE` may be a comma-separated string (RMS) or a list. Every step is idempotent
-(a replica already in place is not copied again, a missing one is not an error to remove), so a
-request interrupted by a restart can be run again. An empty request succeeds at once.
+Copies involving an XRootD SE go through `dxts.core.transfers` (third-party when both servers do
+it, streamed otherwise; killed at the transfer timeout). Each file ends done or failed on its own,
+in the words of whatever failed; a file that failed is left alone by the later operations (a
+replica is never removed after its copy failed). Every step is idempotent (a replica already in
+place with the right checksum is not copied again, a missing one is not an error to remove), so
+a request interrupted by a restart can be run again. Request mistakes (no Operations, an unknown
+SE or operation, a bad LFN) fail the whole parcel at once.
 
 Every operation changes the files it names (a copy registers a replica), so each must be a file
 of the VO the parcel works for (`ParcelSubmission.vo`, under that VO's namespace,
@@ -25,46 +32,64 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
 from dxts.backends.local.settings import LocalSettings
-from dxts.backends.runner.cwl import JobFailed
+from dxts.backends.runner.failures import JobFailed
+from dxts.core import transfers
 from dxts.core.adaptor.model import Failure, FailureClass
-from dxts.core.catalogue import FileCatalogue
+from dxts.core.catalogue import CatalogueFile, FileCatalogue
 from dxts.core.lfn import FileNamespace, lfn_problem
 
-
-def _names(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [name.strip() for name in value.split(",") if name.strip()]
-    if isinstance(value, list) and all(isinstance(name, str) for name in value):
-        return value
-    return []
+T = TypeVar("T")
+SHOWN = 3  # failures quoted in a parcel's message
 
 
-def _lfns(operation: dict[str, Any], index: int) -> list[str]:
-    files = operation.get("Files") or []
-    lfns = [f.get("LFN") for f in files if isinstance(f, dict)]
-    if len(lfns) != len(files):
-        raise JobFailed(f'Operations[{index}].Files: each file is {{"LFN": ...}}')
-    for position, lfn in enumerate(lfns):
-        problem = lfn_problem(lfn)
-        if problem is not None:
-            raise JobFailed(f"Operations[{index}].Files[{position}].LFN {lfn!r}: {problem}")
-    return lfns  # type: ignore[return-value]
+@dataclass(frozen=True)
+class FileFailure:
+    lfn: str
+    failure: Failure  # its class, the SE's or the client's words, the file and the SE
+
+    @property
+    def message(self) -> str:
+        return f"{self.lfn} at {self.failure.storage_element}: {self.failure.tool_message}"
 
 
-def _local_ses(settings: LocalSettings, ses: Iterable[str], index: int, what: str) -> list[str]:
-    names = list(ses)
-    unknown = [se for se in names if se not in settings.storage_elements]
-    if not names or unknown:
-        raise JobFailed(
-            f"Operations[{index}].{what}: {', '.join(unknown) or 'none given'} is not a storage "
-            f"element of this backend ({', '.join(settings.storage_elements)})"
+@dataclass
+class RequestReport:
+    """Each file's fate: the files the request named (with the input ids each stands for) and
+    the first failure of each file that failed."""
+
+    inputs: dict[str, list[str]] = field(default_factory=dict)  # LFN -> input ids
+    failures: dict[str, FileFailure] = field(default_factory=dict)
+
+    def fail(self, lfn: str, kind: FailureClass, se: str, words: str) -> None:
+        words = " ".join(words.split()) or "failed, without a reason"
+        self.failures.setdefault(
+            lfn, FileFailure(lfn, Failure(kind, words, lfn=lfn, storage_element=se))
         )
-    return names
+
+    def summary(self) -> str:
+        """One line: how many files failed, and the first few in their own words."""
+        if not self.failures:
+            return ""
+        shown = "; ".join(f.message for f in list(self.failures.values())[:SHOWN])
+        more = f" (and {len(self.failures) - SHOWN} more)" if len(self.failures) > SHOWN else ""
+        return f"{len(self.failures)} of {len(self.inputs)} files failed: {shown}{more}"
+
+    def status_report(self) -> dict[str, dict[str, str]] | None:
+        """The parcel's status report (docs/cwl.md) keyed by input id; None when the request
+        does not say which inputs its files stand for."""
+        if not all(self.inputs.values()):
+            return None
+        return {
+            input_id: {"action": "FAILURE" if lfn in self.failures else "SUCCESS"}
+            for lfn, ids in self.inputs.items()
+            for input_id in ids
+        }
 
 
 @dataclass(frozen=True)
@@ -86,46 +111,116 @@ class VOFiles:
             raise JobFailed(refused, failure=Failure(FailureClass.REFUSED, tool_message=refused))
 
 
+def _names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [name.strip() for name in value.split(",") if name.strip()]
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return value
+    return []
+
+
+def _files(operation: dict[str, Any], index: int, report: RequestReport) -> list[str]:
+    files = operation.get("Files") or []
+    if not all(isinstance(f, dict) and "LFN" in f for f in files):
+        raise JobFailed(f'Operations[{index}].Files: each file is {{"LFN": ...}}')
+    lfns = []
+    for position, entry in enumerate(files):
+        lfn = entry["LFN"]
+        problem = lfn_problem(lfn)
+        if problem is not None:
+            raise JobFailed(f"Operations[{index}].Files[{position}].LFN {lfn!r}: {problem}")
+        inputs = entry.get("Inputs") or []
+        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+            raise JobFailed(f"Operations[{index}].Files[{position}].Inputs: a list of input ids")
+        report.inputs.setdefault(lfn, [])
+        report.inputs[lfn] += [i for i in inputs if i not in report.inputs[lfn]]
+        lfns.append(lfn)
+    return lfns
+
+
+def known_ses(settings: LocalSettings) -> list[str]:
+    return [*settings.storage_elements, *settings.storage_endpoints]
+
+
+def location(settings: LocalSettings, se: str, lfn: str) -> str:
+    """Where the replica of `lfn` at `se` is: its root:// URL, or its local path."""
+    endpoint = settings.storage_endpoints.get(se)
+    return endpoint.url(lfn) if endpoint else str(settings.se_path(se, lfn))
+
+
+def _ses(settings: LocalSettings, ses: Iterable[str], index: int, what: str) -> list[str]:
+    names, known = list(ses), known_ses(settings)
+    unknown = [se for se in names if se not in known]
+    if not names or unknown:
+        raise JobFailed(
+            f"Operations[{index}].{what}: {', '.join(unknown) or 'none given'} is not a storage "
+            f"element of this backend ({', '.join(known)})"
+        )
+    return names
+
+
 async def run_request(
     request: Any, settings: LocalSettings, catalogue: FileCatalogue | None, files: VOFiles
-) -> None:
-    """Carry out the request, on `files.vo`'s files only; JobFailed (with what went wrong)
-    when it cannot be."""
+) -> RequestReport:
+    """Carry out the request, on `files.vo`'s files only: each file's fate in the report;
+    JobFailed (with what is wrong) when the request itself cannot be carried out."""
+    report = RequestReport()
     if request in (None, {}):
-        return
+        return report
     operations = request.get("Operations") if isinstance(request, dict) else None
     if not isinstance(operations, list):
         raise JobFailed("the request has no Operations list")
     if not operations:
-        return
+        return report
     if catalogue is None:
         raise JobFailed("data requests need a file catalogue, and none is configured")
-    named: list[list[str]] = []
-    for index, operation in enumerate(operations):
+    steps = []
+    for index, operation in enumerate(operations):  # every mistake found before anything moves
         if not isinstance(operation, dict):
             raise JobFailed(f"Operations[{index}] is not an object")
-        named.append(_lfns(operation, index))
-    files.check([lfn for lfns in named for lfn in lfns])  # before anything is touched
-    for index, (operation, lfns) in enumerate(zip(operations, named, strict=True)):
-        kind = operation.get("Type")
-        if kind == "ReplicateAndRegister":
-            targets = _local_ses(settings, _names(operation.get("TargetSE")), index, "TargetSE")
-            await _replicate(lfns, targets, _names(operation.get("SourceSE")), settings, catalogue)
-        elif kind == "RemoveReplica":
-            targets = _local_ses(settings, _names(operation.get("TargetSE")), index, "TargetSE")
-            for lfn in lfns:
-                for se in targets:
-                    settings.se_path(se, lfn).unlink(missing_ok=True)
-            await catalogue.remove_replicas({lfn: targets for lfn in lfns})
+        kind, lfns = operation.get("Type"), _files(operation, index, report)
+        if kind in ("ReplicateAndRegister", "RemoveReplica"):
+            targets = _ses(settings, _names(operation.get("TargetSE")), index, "TargetSE")
         elif kind == "RemoveFile":
-            held = await catalogue.replicas(lfns)
-            for lfn in lfns:
-                for se in held.get(lfn, ()):
-                    if se in settings.storage_elements:
-                        settings.se_path(se, lfn).unlink(missing_ok=True)
-            await catalogue.remove_files(lfns)
+            targets = []
         else:
             raise JobFailed(f"Operations[{index}]: the local backend cannot do {kind!r}")
+        steps.append((kind, lfns, targets, _names(operation.get("SourceSE"))))
+    files.check([lfn for step in steps for lfn in step[1]])  # before anything is touched
+    for kind, lfns, targets, sources in steps:
+        still = [lfn for lfn in lfns if lfn not in report.failures]
+        if kind == "ReplicateAndRegister":
+            await _replicate(still, targets, sources, settings, catalogue, report)
+        elif kind == "RemoveReplica":
+            await _remove_replicas(still, targets, settings, catalogue, report)
+        else:
+            await _remove_files(still, settings, catalogue, report)
+    return report
+
+
+async def _each(
+    call: Callable[[str], T], locations: Sequence[str], parallel: int
+) -> list[T | transfers.StorageError]:
+    """`call` (a blocking storage call) on each location in threads, `parallel` at once; a
+    StorageError is returned in its place."""
+    gate = asyncio.Semaphore(parallel)
+
+    async def one(where: str) -> T | transfers.StorageError:
+        async with gate:
+            try:
+                return await asyncio.to_thread(call, where)
+            except transfers.StorageError as error:
+                return error
+
+    return await asyncio.gather(*(one(where) for where in locations))
+
+
+@dataclass
+class _Planned:
+    lfn: str
+    source_se: str
+    target_se: str
+    expected: str  # the checksum the copy must have
 
 
 async def _replicate(
@@ -134,29 +229,184 @@ async def _replicate(
     sources: list[str],
     settings: LocalSettings,
     catalogue: FileCatalogue,
+    report: RequestReport,
 ) -> None:
     files = await catalogue.files(lfns)
-    registrations = []
+    known = known_ses(settings)
+    chosen: dict[str, str] = {}
     for lfn in lfns:
         file = files.get(lfn)
         if file is None:
-            raise JobFailed(f"{lfn} is not in the catalogue")
-        candidates = sources or list(file.replicas)
-        source = next(
-            (
-                settings.se_path(se, lfn)
-                for se in candidates
-                if se in settings.storage_elements and settings.se_path(se, lfn).is_file()
-            ),
-            None,
-        )
-        for se in targets:
-            target = settings.se_path(se, lfn)
-            if target.is_file() and target.stat().st_size == file.size:
-                continue
-            if source is None:
-                raise JobFailed(f"{lfn}: no local replica to copy from ({', '.join(candidates)})")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            await asyncio.to_thread(shutil.copyfile, source, target)
-        registrations.append(file.model_copy(update={"replicas": tuple(targets)}))
+            report.fail(lfn, FailureClass.STAGE_IN, "", "not in the catalogue")
+            continue
+        candidates = [se for se in (sources or file.replicas) if se in known and se not in targets]
+        # A local directory replica that is not there is no source; a server is asked by the copy.
+        present = [
+            se
+            for se in candidates
+            if se in settings.storage_endpoints or settings.se_path(se, lfn).is_file()
+        ]
+        if not present:
+            where = ", ".join(candidates or file.replicas) or "none"
+            report.fail(lfn, FailureClass.STAGE_IN, where, f"no replica to copy from ({where})")
+            continue
+        chosen[lfn] = sorted(present, key=lambda se: se in settings.storage_endpoints)[0]
+    expected = await _expected_checksums(chosen, files, settings, report)
+    plans = [_Planned(lfn, chosen[lfn], se, expected[lfn]) for lfn in expected for se in targets]
+    held = await _each(
+        transfers.checksum,
+        [location(settings, p.target_se, p.lfn) for p in plans],
+        settings.transfer_parallel,
+    )
+    to_copy = [
+        p
+        for p, there in zip(plans, held, strict=True)
+        if not (isinstance(there, str) and transfers.same_checksum(there, p.expected))
+    ]
+    await _copy(to_copy, settings, report)
+    registrations = [
+        files[lfn].model_copy(update={"replicas": tuple(targets)})
+        for lfn in expected
+        if lfn not in report.failures
+    ]
     await catalogue.register(registrations)
+
+
+async def _expected_checksums(
+    chosen: dict[str, str],
+    files: dict[str, CatalogueFile],
+    settings: LocalSettings,
+    report: RequestReport,
+) -> dict[str, str]:
+    """The checksum each copy must have: the catalogue's, else the source replica's."""
+    unknown = [lfn for lfn in chosen if not files[lfn].checksum]
+    asked = await _each(
+        transfers.checksum,
+        [location(settings, chosen[lfn], lfn) for lfn in unknown],
+        settings.transfer_parallel,
+    )
+    found = dict(zip(unknown, asked, strict=True))
+    expected = {}
+    for lfn, se in chosen.items():
+        value = files[lfn].checksum or found.get(lfn)
+        if isinstance(value, transfers.StorageError):
+            report.fail(lfn, FailureClass.STAGE_IN, se, str(value))
+        elif value is None:
+            report.fail(lfn, FailureClass.STAGE_IN, se, "no such file at the source")
+        else:
+            expected[lfn] = value
+    return expected
+
+
+async def _copy(plans: list[_Planned], settings: LocalSettings, report: RequestReport) -> None:
+    """Copy, then verify each copy's checksum at its destination; a copy that failed or does
+    not match is deleted there (a partial or wrong replica is never left to be registered)."""
+    remote, local = [], []
+    for plan in plans:
+        source = location(settings, plan.source_se, plan.lfn)
+        target = location(settings, plan.target_se, plan.lfn)
+        if transfers.is_remote(source) or transfers.is_remote(target):
+            remote.append((plan, transfers.Copy(source, target, False)))
+        else:
+            local.append((plan, source, target))
+    copies = [
+        (
+            plan,
+            transfers.Copy(c.source, c.target, transfers.can_copy_third_party(c.source, c.target)),
+        )
+        for plan, c in remote
+    ]
+    results = await transfers.copy_files(
+        [c for _, c in copies],
+        timeout_s=settings.transfer_timeout_s,
+        parallel=settings.transfer_parallel,
+    )
+    copied = []
+    for (plan, copy), result in zip(copies, results, strict=True):
+        if result.ok:
+            copied.append(plan)
+            continue
+        if result.timed_out:
+            report.fail(plan.lfn, FailureClass.TIME_EXCEEDED, plan.target_se, result.message)
+        elif "(destination)" in result.message or not transfers.is_remote(copy.source):
+            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, result.message)
+        else:
+            report.fail(plan.lfn, FailureClass.STAGE_IN, plan.source_se, result.message)
+    for plan, source, target in local:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copyfile, source, target)
+        copied.append(plan)
+    await _verify(copied, settings, report)
+    failed = [p for p in plans if p.lfn in report.failures]
+    await _each(  # best effort: a server that is down keeps nothing it was not sent whole
+        transfers.remove,
+        [location(settings, p.target_se, p.lfn) for p in failed],
+        settings.transfer_parallel,
+    )
+
+
+async def _verify(plans: list[_Planned], settings: LocalSettings, report: RequestReport) -> None:
+    found = await _each(
+        transfers.checksum,
+        [location(settings, p.target_se, p.lfn) for p in plans],
+        settings.transfer_parallel,
+    )
+    for plan, value in zip(plans, found, strict=True):
+        if isinstance(value, transfers.StorageError):
+            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, str(value))
+        elif value is None:
+            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, "the copy is not there")
+        elif not transfers.same_checksum(value, plan.expected):
+            report.fail(
+                plan.lfn,
+                FailureClass.STAGE_OUT,
+                plan.target_se,
+                f"checksum mismatch: the copy has {value}, expected {plan.expected}",
+            )
+
+
+async def _remove_at(
+    pairs: list[tuple[str, str]], settings: LocalSettings, report: RequestReport
+) -> list[tuple[str, str]]:
+    """Delete the replicas (LFN, SE); the pairs removed (or already gone)."""
+    results = await _each(
+        transfers.remove,
+        [location(settings, se, lfn) for lfn, se in pairs],
+        settings.transfer_parallel,
+    )
+    removed = []
+    for (lfn, se), result in zip(pairs, results, strict=True):
+        if isinstance(result, transfers.StorageError):
+            report.fail(lfn, FailureClass.STAGE_OUT, se, str(result))
+        else:
+            removed.append((lfn, se))
+    return removed
+
+
+async def _remove_replicas(
+    lfns: list[str],
+    targets: list[str],
+    settings: LocalSettings,
+    catalogue: FileCatalogue,
+    report: RequestReport,
+) -> None:
+    removed = await _remove_at([(lfn, se) for lfn in lfns for se in targets], settings, report)
+    await catalogue.remove_replicas(_grouped(removed))
+
+
+async def _remove_files(
+    lfns: list[str], settings: LocalSettings, catalogue: FileCatalogue, report: RequestReport
+) -> None:
+    held = await catalogue.replicas(lfns)
+    known = known_ses(settings)
+    pairs = [(lfn, se) for lfn in lfns for se in held.get(lfn, ()) if se in known]
+    removed = set(await _remove_at(pairs, settings, report))
+    await catalogue.remove_replicas(_grouped(removed))
+    await catalogue.remove_files([lfn for lfn in lfns if lfn not in report.failures])
+
+
+def _grouped(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for lfn, se in pairs:
+        grouped.setdefault(lfn, []).append(se)
+    return grouped

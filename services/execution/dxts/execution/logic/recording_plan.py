@@ -59,9 +59,11 @@ def plan_recording(
     if outcome.result != SUCCEEDED:  # stored by an older recorder, or by hand: still a failure
         plan.fail(outcome.message or "the backend reported a failure")
         return plan
+    # A compute parcel's process declares its report; a data parcel's adaptor reports each
+    # file's fate by the input ids the request names (docs/storage.md) when it has them.
     declared = (
         outputs is not None and parcel.kind == Kind.COMPUTE and STATUS_REPORT_OUTPUT in outputs
-    )
+    ) or (parcel.kind == Kind.DATA and bool(outcome.status_report_json))
     entries: dict[bytes, Entry] = {}
     if declared:
         if not outcome.status_report_json:

@@ -1,0 +1,211 @@
+"""Moving files to, from and between storage elements with the XRootD client library.
+
+Copies run in a child process (`python -m dxts.core.xrootd_copy`), many at once in one XRootD
+`CopyProcess`, third-party (`xrdcp --tpc only`) when both ends are XRootD servers that do it and
+streamed through the client otherwise. The child is killed at the deadline: a server that stops
+answering mid-transfer cannot hold a copy past its timeout (a thread inside this process could
+not be stopped, and the client library's own timeouts do not cover a server that is up but
+silent). Every copy result carries the words the server or the client library gave.
+
+Checksums are adler32 (`adler32:0a1b2c3d`, the catalogue's form); a server's is asked with
+`query checksum`, a local file's computed. The client is told to give up on a dead server at
+once (one connection attempt) rather than retry for minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# Read by the client library when it starts: set before it is imported, here and in the child.
+CLIENT_ENVIRONMENT = {
+    "XRD_CONNECTIONRETRY": "1",
+    "XRD_CONNECTIONWINDOW": "5",
+    "XRD_REQUESTTIMEOUT": "60",
+    "XRD_STREAMTIMEOUT": "60",
+}
+for _name, _value in CLIENT_ENVIRONMENT.items():
+    os.environ.setdefault(_name, _value)
+
+from XRootD import client  # noqa: E402 - after its environment
+from XRootD.client.flags import QueryCode  # noqa: E402
+
+ASK_TIMEOUT_S = 30  # one stat, checksum or removal
+CHUNK = 1 << 20
+
+
+class StorageError(Exception):
+    """A storage operation failed; the message is the server's or the client's own words."""
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy: source and target each a root:// URL or a local path."""
+
+    source: str
+    target: str
+    third_party: bool = False
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    ok: bool
+    message: str = ""  # the server's or the client's words when it failed
+    timed_out: bool = False
+
+
+def is_remote(location: str) -> bool:
+    return location.startswith(("root://", "xroot://"))
+
+
+def server_of(url: str) -> str:
+    """`root://host:port` of a `root://host:port//path` URL."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def path_of(url: str) -> str:
+    """The absolute path on the server of a `root://host:port//path` URL."""
+    rest = url.partition("://")[2]
+    return "/" + rest.split("/", 1)[1].lstrip("/")
+
+
+def adler32_of(path: Path) -> str:
+    """A local file's checksum, in the catalogue's form."""
+    value = 1
+    with path.open("rb") as stream:
+        while chunk := stream.read(CHUNK):
+            value = zlib.adler32(chunk, value)
+    return f"adler32:{value:08x}"
+
+
+def same_checksum(a: str, b: str) -> bool:
+    """Whether two `adler32:hex` checksums agree (the client library drops leading zeros)."""
+    kind_a, _, hex_a = a.partition(":")
+    kind_b, _, hex_b = b.partition(":")
+    try:
+        return kind_a.lower() == kind_b.lower() and int(hex_a, 16) == int(hex_b, 16)
+    except ValueError:
+        return False
+
+
+def _failed(status: Any) -> StorageError:
+    """The client library's status (`XRootDStatus`) as an error in its own words."""
+    return StorageError(str(status.message).strip())
+
+
+def checksum(location: str) -> str | None:
+    """The checksum of a replica; None when it does not exist; StorageError otherwise."""
+    if not is_remote(location):
+        path = Path(location)
+        return adler32_of(path) if path.is_file() else None
+    filesystem = client.FileSystem(server_of(location))
+    status, answer = filesystem.query(QueryCode.CHECKSUM, path_of(location), timeout=ASK_TIMEOUT_S)
+    if not status.ok:
+        if status.errno == 3011:  # kXR_NotFound
+            return None
+        raise _failed(status)
+    kind, _, value = answer.decode().rstrip("\x00").strip().partition(" ")
+    return f"{kind}:{int(value, 16):08x}"
+
+
+def size(location: str) -> int | None:
+    """The size of a replica; None when it does not exist; StorageError otherwise."""
+    if not is_remote(location):
+        path = Path(location)
+        return path.stat().st_size if path.is_file() else None
+    status, info = client.FileSystem(server_of(location)).stat(
+        path_of(location), timeout=ASK_TIMEOUT_S
+    )
+    if not status.ok:
+        if status.errno == 3011:
+            return None
+        raise _failed(status)
+    return int(info.size)
+
+
+def remove(location: str) -> None:
+    """Delete a replica; one already gone is not an error; StorageError otherwise."""
+    if not is_remote(location):
+        Path(location).unlink(missing_ok=True)
+        return
+    status, _ = client.FileSystem(server_of(location)).rm(path_of(location), timeout=ASK_TIMEOUT_S)
+    if not status.ok and status.errno != 3011:
+        raise _failed(status)
+
+
+@cache
+def third_party_capable(server: str) -> bool:
+    """Whether an XRootD server does third-party copies (`query config tpc` answers 1)."""
+    status, answer = client.FileSystem(server).query(QueryCode.CONFIG, "tpc", timeout=10)
+    return bool(status.ok) and answer.decode().strip().rstrip("\x00") == "1"
+
+
+def can_copy_third_party(source: str, target: str) -> bool:
+    """Both ends are XRootD servers that do third-party copies (else the client streams)."""
+    if not (is_remote(source) and is_remote(target)):
+        return False
+    try:
+        return third_party_capable(server_of(source)) and third_party_capable(server_of(target))
+    except Exception:  # a server that cannot be asked is streamed to, and fails there
+        return False
+
+
+async def copy_files(
+    copies: Sequence[Copy], *, timeout_s: float, parallel: int = 16
+) -> list[CopyResult]:
+    """Run the copies (the target overwritten, its folders made, a partial one never kept by
+    the server); one result each, in order. Copies still running at `timeout_s` fail as timed
+    out: the child process doing them is killed."""
+    if not copies:
+        return []
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "dxts.core.xrootd_copy",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, **CLIENT_ENVIRONMENT},
+    )
+    assert child.stdin is not None and child.stdout is not None
+    request = {"parallel": parallel, "timeout_s": timeout_s, "copies": [asdict(c) for c in copies]}
+    child.stdin.write(json.dumps(request).encode())
+    child.stdin.close()
+    results: dict[int, CopyResult] = {}
+
+    async def read() -> None:
+        assert child.stdout is not None
+        async for line in child.stdout:
+            answer = json.loads(line)
+            results[answer["index"]] = CopyResult(answer["ok"], answer["message"])
+
+    try:
+        await asyncio.wait_for(read(), timeout_s)
+        await child.wait()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        await child.wait()
+    finally:
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            await child.wait()
+    stderr = (await child.stderr.read()).decode(errors="replace").strip() if child.stderr else ""
+    missing = CopyResult(False, f"timed out after {timeout_s:g} s", timed_out=True)
+    if child.returncode not in (0, -signal.SIGKILL) and not results:
+        last = stderr.splitlines()[-1] if stderr else f"exit status {child.returncode}"
+        missing = CopyResult(False, f"the copy process failed: {last}")
+    return [results.get(index, missing) for index in range(len(copies))]

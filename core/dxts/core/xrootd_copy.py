@@ -1,0 +1,62 @@
+"""The child process `dxts.core.transfers.copy_files` runs the copies in, so that it can be
+killed at their deadline: reads `{"parallel", "timeout_s", "copies": [{source, target,
+third_party}]}` on stdin, runs them in one XRootD CopyProcess, and prints one JSON line per
+copy as it ends: `{"index", "ok", "message"}` (the message is the server's or the client's)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from XRootD import client
+
+from dxts.core.transfers import CLIENT_ENVIRONMENT  # noqa: F401 - sets the client's environment
+
+
+class _Reporter:
+    """The CopyProcess progress handler: one line per job as it ends (jobs count from 1)."""
+
+    def begin(self, job: int, total: int, source: Any, target: Any) -> None:
+        pass
+
+    def update(self, job: int, processed: int, total: int) -> None:
+        pass
+
+    def should_cancel(self, job: int) -> bool:
+        return False
+
+    def end(self, job: int, results: dict[str, Any]) -> None:
+        status = results.get("status")
+        ok = bool(status is not None and status.ok)
+        message = "" if ok or status is None else status.message.strip()
+        line = {"index": job - 1, "ok": ok, "message": message}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+
+def main() -> None:
+    request = json.load(sys.stdin)
+    timeout = max(1, int(request["timeout_s"]))
+    process = client.CopyProcess()
+    process.parallel(max(1, int(request["parallel"])))
+    for copy in request["copies"]:
+        process.add_job(
+            copy["source"],
+            copy["target"],
+            force=True,
+            posc=True,  # the server keeps the file only once it is whole
+            mkdir=True,
+            thirdparty="only" if copy["third_party"] else "none",
+            tpctimeout=timeout,
+            cptimeout=timeout,
+            inittimeout=timeout,
+        )
+    status = process.prepare()
+    if not status.ok:
+        sys.exit(f"the copies could not be prepared: {status.message.strip()}")
+    process.run(_Reporter())
+
+
+if __name__ == "__main__":
+    main()
