@@ -51,6 +51,7 @@ DEFINITION = {
     "Actions",
     "WorkgraphHandles",
     "TransformationHandles",
+    "WorkgraphQuotaLocks",
 }
 EXECUTION = {
     "Inputs",

@@ -98,7 +98,9 @@ async def test_vo_b_neither_gets_nor_overwrites_vo_a_files(
 ) -> None:
     world = installation
     got = await world.dxts(world.bob, "file", "get", A_FILES[0], str(tmp_path / "stolen"))
-    assert "/vo-a/raw/1.raw is not in the catalogue (of VO vo-b)" in one_line(got)
+    assert "/vo-a/raw/1.raw is VO vo-a's file: VO vo-b may read only files under /vo-b/" in (
+        one_line(got)
+    )
     assert not (tmp_path / "stolen").exists()
 
     forged = tmp_path / "forged.bin"
@@ -122,6 +124,24 @@ async def test_vo_b_neither_gets_nor_overwrites_vo_a_files(
     assert (tmp_path / "calib.db").read_bytes() == f"VO A's {shared}".encode()
     put = await world.dxts(world.bob, "file", "put", str(forged), "--se", SE, "--lfn", shared)
     assert "VO vo-b may change or remove only files under /vo-b/" in one_line(put)
+
+
+async def test_a_token_naming_vo_a_that_the_installation_did_not_sign_gets_nothing(
+    installation: Installation, tmp_path: Path
+) -> None:
+    """The VO `dxts file` acts for is the one the definition service reads from the verified
+    token, not one the client reads from any token: VO B's user with a token of his own making
+    that names VO A neither reads VO A's file nor writes one, and nothing is touched."""
+    world = installation
+    forged = DevKeys.load_or_create(tmp_path / "bobs-keys").issue("vo-a", "bob", ["user"])
+    got = await world.dxts(forged, "file", "get", A_FILES[0], str(tmp_path / "stolen"))
+    assert "invalid bearer token: Signature verification failed" in one_line(got)
+    assert not (tmp_path / "stolen").exists()
+    local = tmp_path / "bob.bin"
+    local.write_bytes(b"bob was here")
+    put = await world.dxts(forged, "file", "put", str(local), "--se", SE, "--lfn", A_FILES[1])
+    assert "invalid bearer token: Signature verification failed" in one_line(put)
+    assert world.replica(A_FILES[1]).read_bytes() == f"VO A's {A_FILES[1]}".encode()
 
 
 def write(directory: Path, name: str, body: str) -> Path:

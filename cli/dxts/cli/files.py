@@ -15,11 +15,13 @@ checksum) to the destination; a replica whose checksum differs is an error namin
 the storage element, never silently returned. Both check the LFN first (`dxts.core.lfn`): one
 name is one file, so `/./A` or `//A` is refused rather than written over `/A`.
 
-Both act for the caller's VO, named by its token: `put` writes only in the VO's namespace
+Both act for the caller's VO, as the definition service reads it from the verified token and
+judges the LFN under the installation's namespace before anything is touched
+(`DefinitionService.GetFileAccess`, `checked_vo`): `put` writes only in the VO's namespace
 (`/<vo>/...`, `dxts.core.lfn.FileNamespace`; without `--lfn`, under `/<vo>/dxts/uploads/`),
-`get` finds only the VO's files and the shared ones (another VO's LFN is "not in the
-catalogue"). These commands reach the storage and catalogue directly, so this is the boundary
-for users who reach them only through `dxts file`; see docs/security.md.
+`get` finds only the VO's files and the shared ones (another VO's LFN is refused, naming
+whose it is). These commands then reach the storage and catalogue directly, so this is the
+boundary for users who reach them only through `dxts file`; see docs/security.md.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dxts.cli.connection import Connection
 from dxts.core.errors import FailedPrecondition, InvalidArgument
 
 if TYPE_CHECKING:
+    from dxts.cli.client import Clients
     from dxts.core.catalogue import CatalogueFile, FileCatalogue
 
 file_app = typer.Typer(no_args_is_help=True, help="Files in and out of the storage elements.")
@@ -81,13 +84,15 @@ class Storage:
     vo: str
 
     @classmethod
-    def of(cls, connection: Connection) -> Storage:
+    def of(cls, connection: Connection, verified_vo: str | None = None) -> Storage:
+        """The storage for `verified_vo` (the VO the definition service read from the
+        verified token, `checked_vo`), else for the VO the token names, read unverified."""
         if not connection.storage or not connection.catalogue:
             raise FailedPrecondition(
                 "the storage root and the catalogue are unknown: start `dxts up` (its "
                 "connection file names them) or set DXTS_STORAGE_ROOT and DXTS_CATALOGUE_URL"
             )
-        vo = connection.claims().get("vo")
+        vo = verified_vo or connection.claims().get("vo")
         if not isinstance(vo, str) or not vo:
             raise FailedPrecondition(
                 "files belong to a VO: give a token naming yours (--token or DXTS_TOKEN)"
@@ -216,10 +221,24 @@ def _copy_unless_there(local: Path, target: Path, checksum: str | None) -> None:
     scratch.replace(target)
 
 
-def _storage(ctx: typer.Context) -> Storage:
+async def checked_vo(clients: Clients, lfns: list[str], *, write: bool) -> str:
+    """The caller's VO as the definition service verified it from the token, once the service
+    said the VO may read (or, with `write`, change) `lfns` under the installation's namespace
+    (`DefinitionService.GetFileAccess`: PERMISSION_DENIED naming the file otherwise). Asked
+    before storage or the catalogue is touched, so a forged token or a client's own settings
+    lift nothing the service would refuse."""
+    from dxts.v1 import definition_pb2
+
+    reply = await clients.definition.GetFileAccess(
+        definition_pb2.GetFileAccessRequest(lfns=lfns, write=write)
+    )
+    return str(reply.vo)
+
+
+def _storage(ctx: typer.Context, verified_vo: str) -> Storage:
     from dxts.cli.client import connection_of
 
-    return Storage.of(connection_of(ctx))
+    return Storage.of(connection_of(ctx), verified_vo)
 
 
 @file_app.command("put")
@@ -235,8 +254,11 @@ def file_put(
     """Store a local file at a storage element and register it; prints its LFN."""
     from dxts.cli.client import run
 
-    async def body(_: object) -> str:
-        storage = _storage(ctx)
+    async def body(clients: Clients) -> str:
+        from dxts.core.lfn import check_lfn
+
+        named = [check_lfn(lfn, field="--lfn")] if lfn is not None else []
+        storage = _storage(ctx, await checked_vo(clients, named, write=True))
         async with storage.catalogue() as catalogue:
             return await storage.put(catalogue, local, se, lfn)
 
@@ -254,8 +276,12 @@ def file_get(
     """Copy a registered file from a storage element; prints where it was written."""
     from dxts.cli.client import run
 
-    async def body(_: object) -> Path:
-        storage = _storage(ctx)
+    async def body(clients: Clients) -> Path:
+        from dxts.core.lfn import check_lfn
+
+        storage = _storage(
+            ctx, await checked_vo(clients, [check_lfn(lfn, field="LFN")], write=False)
+        )
         async with storage.catalogue() as catalogue:
             return await storage.get(catalogue, lfn, destination)
 

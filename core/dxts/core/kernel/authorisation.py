@@ -173,6 +173,8 @@ RULES: Rules = {
     ),
     # A name a person typed (a handle, an id's prefix, WG/STEP), resolved in the caller's VO.
     **_rows(PEOPLE_AND_SERVICES, DEFINITION.ResolveName),
+    # Whether a person's VO may use files: `dxts file` asks before it touches storage.
+    **_rows(PEOPLE, DEFINITION.GetFileAccess),
     # Who the caller is: anyone with a token may ask about that token.
     **_rows(PEOPLE | COMPONENTS, DEFINITION.GetCaller),
     # Execution: people read and steer inputs and parcels of their VO; the lifecycle too.

@@ -176,3 +176,15 @@ actions = sa.Table(
     sa.CheckConstraint("(WorkgraphID IS NULL) <> (TransformationID IS NULL)", name="one_owner"),
     **MYSQL_TABLE_OPTIONS,
 )
+
+# Not in the seed schema: definition's lock row per (VO, Sub) whose active workgraphs are
+# limited (`policy.quotas.active_workgraphs_per_user`), locked by a submission or start of that
+# owner's before counting, so that two at once never both pass at the limit
+# (`dxts.definition.store.quota_locks`). Created put-if-absent; it holds nothing but the lock.
+workgraph_quota_locks = sa.Table(
+    "WorkgraphQuotaLocks",
+    metadata,
+    sa.Column("VO", sa.String(32), primary_key=True),
+    sa.Column("Sub", sa.String(256), primary_key=True),
+    **MYSQL_TABLE_OPTIONS,
+)

@@ -2125,3 +2125,53 @@ class ResolveNameResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResolveNameResponse: _TypeAlias = ResolveNameResponse  # noqa: Y015
+
+@_typing.final
+class GetFileAccessRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LFNS_FIELD_NUMBER: _builtins.int
+    WRITE_FIELD_NUMBER: _builtins.int
+    write: _builtins.bool
+    """Whether the caller means to change them (put, remove); else only to read them."""
+    @_builtins.property
+    def lfns(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Absolute LFNs in their normal form; none only asks for the caller's VO and home."""
+
+    def __init__(
+        self,
+        *,
+        lfns: _abc.Iterable[_builtins.str] | None = ...,
+        write: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lfns", b"lfns", "write", b"write"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetFileAccessRequest: _TypeAlias = GetFileAccessRequest  # noqa: Y015
+
+@_typing.final
+class GetFileAccessResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VO_FIELD_NUMBER: _builtins.int
+    HOME_FIELD_NUMBER: _builtins.int
+    vo: _builtins.str
+    """The caller's VO, from its verified token."""
+    home: _builtins.str
+    """The prefix of that VO's own files (`/lhcb/`), under the installation's namespace."""
+    def __init__(
+        self,
+        *,
+        vo: _builtins.str = ...,
+        home: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["home", b"home", "vo", b"vo"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetFileAccessResponse: _TypeAlias = GetFileAccessResponse  # noqa: Y015

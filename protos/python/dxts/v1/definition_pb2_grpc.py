@@ -180,6 +180,11 @@ class DefinitionServiceStub:
                 request_serializer=dxts_dot_v1_dot_definition__pb2.SubmitJobRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_definition__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
+        self.GetFileAccess = channel.unary_unary(
+                '/dxts.v1.DefinitionService/GetFileAccess',
+                request_serializer=dxts_dot_v1_dot_definition__pb2.GetFileAccessRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_definition__pb2.GetFileAccessResponse.FromString,
+                _registered_method=True)
         self.GetCaller = channel.unary_unary(
                 '/dxts.v1.DefinitionService/GetCaller',
                 request_serializer=dxts_dot_v1_dot_definition__pb2.GetCallerRequest.SerializeToString,
@@ -379,6 +384,17 @@ class DefinitionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetFileAccess(self, request, context):
+        """Files: whether the caller's VO, as its verified token names it, may read (or, with
+        `write`, change) the files `lfns` names under the installation's file namespace; what
+        `dxts file` asks before it touches storage or the catalogue. PERMISSION_DENIED, in one line
+        naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
+        normal form.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCaller(self, request, context):
         """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
         subject, and for a DiracX user the DiracX name and group and the roles they map to here.
@@ -534,6 +550,11 @@ def add_DefinitionServiceServicer_to_server(servicer, server):
                     servicer.SubmitJob,
                     request_deserializer=dxts_dot_v1_dot_definition__pb2.SubmitJobRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_definition__pb2.SubmitJobResponse.SerializeToString,
+            ),
+            'GetFileAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFileAccess,
+                    request_deserializer=dxts_dot_v1_dot_definition__pb2.GetFileAccessRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_definition__pb2.GetFileAccessResponse.SerializeToString,
             ),
             'GetCaller': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCaller,
@@ -1324,6 +1345,33 @@ class DefinitionService:
             '/dxts.v1.DefinitionService/SubmitJob',
             dxts_dot_v1_dot_definition__pb2.SubmitJobRequest.SerializeToString,
             dxts_dot_v1_dot_definition__pb2.SubmitJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFileAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.DefinitionService/GetFileAccess',
+            dxts_dot_v1_dot_definition__pb2.GetFileAccessRequest.SerializeToString,
+            dxts_dot_v1_dot_definition__pb2.GetFileAccessResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -84,6 +84,13 @@ class DefinitionServiceStub:
     ProcessLineage: _grpc.UnaryUnaryMultiCallable[_definition_pb2.ProcessLineageRequest, _definition_pb2.ProcessLineageResponse]
     SubmitJob: _grpc.UnaryUnaryMultiCallable[_definition_pb2.SubmitJobRequest, _definition_pb2.SubmitJobResponse]
     """User jobs: validated and stored here, the parcel created by execution."""
+    GetFileAccess: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetFileAccessRequest, _definition_pb2.GetFileAccessResponse]
+    """Files: whether the caller's VO, as its verified token names it, may read (or, with
+    `write`, change) the files `lfns` names under the installation's file namespace; what
+    `dxts file` asks before it touches storage or the catalogue. PERMISSION_DENIED, in one line
+    naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
+    normal form.
+    """
     GetCaller: _grpc.UnaryUnaryMultiCallable[_definition_pb2.GetCallerRequest, _definition_pb2.GetCallerResponse]
     """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
     subject, and for a DiracX user the DiracX name and group and the roles they map to here.
@@ -138,6 +145,13 @@ class DefinitionServiceAsyncStub(DefinitionServiceStub):
     ProcessLineage: _aio.UnaryUnaryMultiCallable[_definition_pb2.ProcessLineageRequest, _definition_pb2.ProcessLineageResponse]  # type: ignore[assignment]
     SubmitJob: _aio.UnaryUnaryMultiCallable[_definition_pb2.SubmitJobRequest, _definition_pb2.SubmitJobResponse]  # type: ignore[assignment]
     """User jobs: validated and stored here, the parcel created by execution."""
+    GetFileAccess: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetFileAccessRequest, _definition_pb2.GetFileAccessResponse]  # type: ignore[assignment]
+    """Files: whether the caller's VO, as its verified token names it, may read (or, with
+    `write`, change) the files `lfns` names under the installation's file namespace; what
+    `dxts file` asks before it touches storage or the catalogue. PERMISSION_DENIED, in one line
+    naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
+    normal form.
+    """
     GetCaller: _aio.UnaryUnaryMultiCallable[_definition_pb2.GetCallerRequest, _definition_pb2.GetCallerResponse]  # type: ignore[assignment]
     """Who the caller is as this installation sees its token (`dxts whoami`): the VO, the
     subject, and for a DiracX user the DiracX name and group and the roles they map to here.
@@ -363,6 +377,19 @@ class DefinitionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_definition_pb2.SubmitJobResponse, _abc.Awaitable[_definition_pb2.SubmitJobResponse]]:
         """User jobs: validated and stored here, the parcel created by execution."""
+
+    @_abc_1.abstractmethod
+    def GetFileAccess(
+        self,
+        request: _definition_pb2.GetFileAccessRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_definition_pb2.GetFileAccessResponse, _abc.Awaitable[_definition_pb2.GetFileAccessResponse]]:
+        """Files: whether the caller's VO, as its verified token names it, may read (or, with
+        `write`, change) the files `lfns` names under the installation's file namespace; what
+        `dxts file` asks before it touches storage or the catalogue. PERMISSION_DENIED, in one line
+        naming the file and whose it is, when it may not; INVALID_ARGUMENT for an LFN not in its
+        normal form.
+        """
 
     @_abc_1.abstractmethod
     def GetCaller(
