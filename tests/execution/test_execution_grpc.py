@@ -227,6 +227,9 @@ async def test_an_input_with_its_parcels_parent_and_children(
     )
     assert child.parent.input_id == id_to_str(parent.InputID)
     assert json.loads(child.input.descriptor_json) == {"Mask": "1-5"}
+    # The child's history before it existed: the parcel that carried its parent.
+    assert [p.parcel_id for p in child.inherited_parcels] == [id_to_str(parent.LastParcelID)]
+    assert not child.parcels and not reply.inherited_parcels
     children = await stubs["alice"].ListInputs(
         execution_pb2.ListInputsRequest(
             transformation_id=tid, parent_input_id=id_to_str(parent.InputID)

@@ -424,6 +424,7 @@ class GetInputResponse(_message.Message):
     PARCELS_FIELD_NUMBER: _builtins.int
     PARENT_FIELD_NUMBER: _builtins.int
     CHILDREN_FIELD_NUMBER: _builtins.int
+    INHERITED_PARCELS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def input(self) -> Global___Input: ...
     @_builtins.property
@@ -436,6 +437,12 @@ class GetInputResponse(_message.Message):
 
     @_builtins.property
     def children(self) -> _containers.RepeatedCompositeFieldContainer[Global___Input]: ...
+    @_builtins.property
+    def inherited_parcels(self) -> _containers.RepeatedCompositeFieldContainer[Global___Parcel]:
+        """A split child: the parcels that carried its ancestors (its parent, the parent's parent, ...)
+        before it existed, oldest first, failed attempts included: the child's history.
+        """
+
     def __init__(
         self,
         *,
@@ -443,10 +450,11 @@ class GetInputResponse(_message.Message):
         parcels: _abc.Iterable[Global___Parcel] | None = ...,
         parent: Global___Input | None = ...,
         children: _abc.Iterable[Global___Input] | None = ...,
+        inherited_parcels: _abc.Iterable[Global___Parcel] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "parent", b"parent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["children", b"children", "input", b"input", "parcels", b"parcels", "parent", b"parent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["children", b"children", "inherited_parcels", b"inherited_parcels", "input", b"input", "parcels", b"parcels", "parent", b"parent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -113,6 +113,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             input=input_pb(detail.input),
             parcels=[parcel_pb(row) for row in detail.parcels],
             children=[input_pb(row) for row in detail.children],
+            inherited_parcels=[parcel_pb(row) for row in detail.inherited],
         )
         if detail.parent is not None:
             reply.parent.CopyFrom(input_pb(detail.parent))

@@ -74,6 +74,12 @@ class InputDetail:
     parcels: list[ParcelRecord]
     parent: InputRecord | None
     children: list[InputRecord]
+    # A split child's history before it existed: its ancestors' parcels, oldest first.
+    inherited: list[ParcelRecord]
+
+
+# How far up a split child's ancestry its history is read (a split of a split of a split...).
+MAX_SPLIT_DEPTH = 16
 
 
 async def get_input(database: Database, transformation_id: bytes, input_id: bytes) -> InputDetail:
@@ -86,11 +92,23 @@ async def get_input(database: Database, transformation_id: bytes, input_id: byte
             if row.parent_input_id
             else None
         )
+        inherited: list[ParcelRecord] = []
+        ancestor = parent
+        for _ in range(MAX_SPLIT_DEPTH):
+            if ancestor is None:
+                break
+            inherited[:0] = await db.parcels_of_input(conn, transformation_id, ancestor.input_id)
+            ancestor = (
+                await db.input_row(conn, transformation_id, ancestor.parent_input_id)
+                if ancestor.parent_input_id
+                else None
+            )
         return InputDetail(
             row,
             await db.parcels_of_input(conn, transformation_id, input_id),
             parent,
             await db.children_of(conn, transformation_id, input_id),
+            inherited,
         )
 
     return await database.run(work, isolation=Isolation.REPEATABLE_READ)
