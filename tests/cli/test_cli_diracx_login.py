@@ -21,7 +21,8 @@ from cli_support import EXAMPLES
 from diracx_fixture import DiracXServer, running_diracx
 from typer.testing import CliRunner, Result
 
-from dxts.cli.diracx_credentials import LOGIN_FILE, Credentials, write_credentials
+from dxts.cli.connection import Options
+from dxts.cli.diracx_credentials import LOGIN_FILE, Credentials, Login, write_credentials
 from dxts.cli.main import app
 from dxts.cli.up import Stack, compose
 from dxts.core.catalogue import CatalogueSettings, open_catalogue
@@ -275,3 +276,23 @@ async def test_a_refresh_diracx_refuses_is_one_line(
     assert refused.exit_code == 1
     assert refused.stderr.startswith("error: DiracX refused to refresh the sign-in (")
     assert len(refused.stderr.splitlines()) == 1
+
+
+def test_the_commands_ask_the_sign_in_for_a_token_on_every_call(
+    diracx: DiracXServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The access token is read (and refreshed) per call, not once per command: a command that
+    outlives it (`dxts watch`) goes on with the refreshed one."""
+    path = signed_in_with_dirac(diracx, tmp_path, "alice")
+    data, _ = home(tmp_path, "alice")
+    Login(diracx.url, path).write(data)
+    monkeypatch.setenv("DIRACX_CREDENTIALS_PATH", str(path))
+    monkeypatch.delenv("DXTS_TOKEN", raising=False)
+    connection = Options({}, data).connection()
+    assert connection.token_source is not None
+    assert connection.token_source() == connection.token
+    stored = json.loads(path.read_text())
+    path.write_text(json.dumps({**stored, "expires_on": int(time.time()) - 60}))
+    refreshed = connection.token_source()
+    assert refreshed != connection.token
+    assert refreshed == json.loads(path.read_text())["access_token"]

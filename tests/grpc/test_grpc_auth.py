@@ -269,3 +269,15 @@ async def test_the_authorisation_table_is_checked_before_any_handler(dev_keys: D
         "DispatcherStatus may be called by operator, admin, service; ursula is user"
     )
     assert dispatcher.reached == ["olivia"]
+
+
+async def test_a_token_function_is_asked_on_every_call(
+    server: GrpcServer, dev_keys: DevKeys
+) -> None:
+    """A channel outliving its token (a DiracX access token, `dxts watch`) carries the current
+    one on each call."""
+    tokens = iter([dev_keys.issue("lhcb", "alice"), dev_keys.issue("lhcb", "bob")])
+    async with channel(server.address, token=lambda: next(tokens)) as ch:
+        first = await unary(ch, "WhoAmI")(StringValue())
+        second = await unary(ch, "WhoAmI")(StringValue())
+    assert [json.loads(a.value)[1] for a in (first, second)] == ["alice", "bob"]

@@ -58,7 +58,8 @@ class Clients:
                     f"its data directory with --data-dir or {DATA_DIR_VARIABLE}, or give the "
                     f"address with --{service} or {ENVIRONMENT[service]}"
                 )
-            self._channels[service] = channel(address, token=self.connection.token)
+            token = self.connection.token_source or self.connection.token
+            self._channels[service] = channel(address, token=token)
         return self._channels[service]
 
     # Each service's stubs are imported when first asked for: a command loads only the

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,9 @@ class Connection:
     storage: str | None = None
     storage_elements: str | None = None
     catalogue: str | None = None
+    # Signed in with `dxts login`: what gives the current DiracX access token, asked on every
+    # call (it expires within the hour; a `dxts watch` outlives it). Never written to a file.
+    token_source: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def resolve(cls, options: dict[str, str | None], directory: Path) -> Connection:
@@ -119,11 +123,12 @@ class Connection:
             login = Login.read(directory)
             if login is not None:
                 found.token = login.access_token()
+                found.token_source = login.access_token
         return found
 
     def write(self, path: Path) -> None:
         """Save it (mode 0600: the token is a credential) for the commands to find."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "token_source"}
         scratch = path.with_suffix(".tmp")
         scratch.unlink(missing_ok=True)
         # Created 0600, never readable by others even for an instant.

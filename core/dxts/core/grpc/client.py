@@ -27,19 +27,22 @@ if TYPE_CHECKING:
     from dxts.core.grpc.tls import TlsSettings
 
 TLS_VARIABLE_PREFIX = "DXTS_TLS_"
+# A bearer token, or what gives the current one.
+Token = str | Callable[[], str]
 
 
 class _CallSettings:
     """What every call of one channel gets: its token and its default deadline."""
 
-    def __init__(self, token: str | None, default_timeout: float | None) -> None:
+    def __init__(self, token: Token | None, default_timeout: float | None) -> None:
         self.token = token
         self.default_timeout = default_timeout
 
     def apply(self, details: ClientCallDetails) -> ClientCallDetails:
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
         if self.token is not None and "authorization" not in metadata:
-            metadata.add("authorization", f"Bearer {self.token}")
+            token = self.token() if callable(self.token) else self.token
+            metadata.add("authorization", f"Bearer {token}")
         timeout = call_timeout(details.timeout, self.default_timeout)
         if timeout is not None and timeout <= 0:
             # Already too late: fail here, as grpc would only race the call against its timer.
@@ -124,7 +127,7 @@ def _tls_configured() -> bool:
 
 def channel(
     address: str,
-    token: str | None = None,
+    token: Token | None = None,
     *,
     default_timeout: float | None = DEFAULT_TIMEOUT_S,
     credentials: grpc.ChannelCredentials | None = None,
@@ -132,6 +135,9 @@ def channel(
     tls: TlsSettings | None = None,
 ) -> grpc.aio.Channel:
     """A grpc.aio channel to `address` whose calls carry `token` and a deadline.
+
+    `token` may be a function, asked on every call: a token that expires while the channel is
+    open (a DiracX access token, refreshed by `dxts login`'s credentials) stays current.
 
     TLS when `credentials` are given, or when the process's TLS settings (`tls`, default: the
     `DXTS_TLS_*` environment) name a CA to verify servers with; plain text otherwise (the
