@@ -38,6 +38,7 @@ from dxts.core.db import Database
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import ActionResult
+from dxts.v1 import execution_pb2
 
 # -- a partner comparison -------------------------------------------------------------------------
 
@@ -316,3 +317,20 @@ async def test_a_simulations_histograms_are_merged_in_one_last_parcel_per_member
                 ActionResult.PASSED,
                 f"merged 4 histograms under hist in parcel {id_to_str(bytes(merge.ParcelID))}",
             )
+
+        # Forward lineage from a seed, which has no LFN: from the input itself.
+        seed = (await world.inputs(wg, "Sim"))[0]
+        walk = await world.execution.ListDescendants(
+            execution_pb2.ListDescendantsRequest(
+                transformation_id=wg.members["Sim"], input_id=id_to_str(bytes(seed.InputID))
+            )
+        )
+        first, *rest = walk.records
+        assert (first.depth, first.input.lfn, first.input.descriptor_json) == (
+            1,
+            "",
+            json.dumps(seed.Descriptor, separators=(",", ":")),
+        )
+        made = {o.lfn for o in first.outputs if o.output_name == "out"}
+        assert {r.input.lfn for r in rest if r.depth == 2} == made
+        assert {r.input.transformation_id for r in rest} == {wg.members["Reco"]}
