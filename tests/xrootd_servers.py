@@ -14,7 +14,8 @@ DATA_DIR = Path(os.environ.get("DXTS_XROOTD_DIR", "/tmp/dxts-xrootd"))
 
 def xrootd_environment() -> dict[str, str]:
     """The servers' settings (`scripts/xrootd env`), the servers started now if they are down;
-    also set in os.environ, for the client library and the commands a test runs."""
+    the client's (not dxts's: other tests' adaptors read the environment) also set in
+    os.environ, for the client library and the commands a test runs."""
     if subprocess.run([SCRIPT, "status"], capture_output=True).returncode != 0:
         started = subprocess.run([SCRIPT, "start"], capture_output=True, text=True)
         assert started.returncode == 0, f"scripts/xrootd start failed: {started.stderr}"
@@ -23,7 +24,7 @@ def xrootd_environment() -> dict[str, str]:
     for line in lines.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")
         settings[name] = shlex.split(value)[0]
-    os.environ.update(settings)
+    os.environ.update({k: v for k, v in settings.items() if not k.startswith("DXTS_")})
     return settings
 
 

@@ -97,3 +97,14 @@ def test_each_pod_mounts_its_own_certificate(rendered: dict[str, Manifests]) -> 
         mounted[name] = volumes["tls"]["secret"]["secretName"]
         assert mounted[name] == name.replace(PREFIX, f"{PREFIX}-tls", 1)
     assert len(set(mounted.values())) == len(mounted)
+
+
+def test_the_local_adaptor_names_its_node_as_the_site_of_its_failures(
+    rendered: dict[str, Manifests],
+) -> None:
+    """The site a failure names (`dxts errors` groups by it) is the Kubernetes node the local
+    adaptor runs on, not its pod's host name, which changes with every restart."""
+    local = adaptor_pods(rendered["default"])[f"{PREFIX}-backend-local"]
+    (container,) = local["spec"]["template"]["spec"]["containers"]
+    site = env_of(container)["DXTS_LOCAL_SITE"]
+    assert site["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}

@@ -1,4 +1,7 @@
-"""The reference productions' plugins end to end (SQLite and MariaDB), in the in-process world.
+"""The reference productions' plugins end to end (SQLite and MariaDB). The partner comparison
+and the histogram merge run in both shapes (every component in this process, and each its own
+process as the chart deploys them: the plugins' providers are each component's own); the others
+in the in-process world.
 
 * A partner comparison: four raw files simulated, each reconstructed twice (RecoA, RecoB); the
   Compare step is driven by RecoA's files and joined with RecoB's by ByPartner, the partner named
@@ -8,6 +11,10 @@
 * A staged scout: ScoutInStages raises the Seeds member's sample through three stages (1, 2 and
   4 events), each settled before the next, then accepts, saying which stage settled; the
   sign-off given, the rest of the events run to Completed.
+* A stripping: LHCbAncestors feeds each RDST file with its raw ancestor from the catalogue's
+  lineage, AncestorLookup packs two files with their ancestors to a parcel.
+* A simulation and its reconstruction, each member's histograms merged at Finalizing in one
+  last parcel (MergeHistograms); then forward lineage from a seed, which has no LFN.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 from e2e_world import (
     RC,
+    Launch,
     Submitted,
     T,
     W,
@@ -38,6 +46,7 @@ from dxts.core.db import Database
 from dxts.core.ids import id_from_str, id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import ActionResult
+from dxts.v1 import execution_pb2
 
 # -- a partner comparison -------------------------------------------------------------------------
 
@@ -102,10 +111,8 @@ def _lfn(file: dict[str, Any]) -> str:
     return str(file["location"]).removeprefix("lfn:")
 
 
-async def test_two_reconstructions_are_compared_partner_by_partner(
-    database: Database, tmp_path: Path
-) -> None:
-    async with running(database, tmp_path) as world:
+async def test_two_reconstructions_are_compared_partner_by_partner(launch: Launch) -> None:
+    async with launch() as world:
         wg = await world.submit(comparison())
         await world.start(wg)
         await world.reach(wg, W.COMPLETED)
@@ -284,10 +291,10 @@ async def _merge_parcels(world: World) -> list[Any]:
 
 
 async def test_a_simulations_histograms_are_merged_in_one_last_parcel_per_member(
-    database: Database, tmp_path: Path
+    launch: Launch,
 ) -> None:
     null = NullSettings(name="null", outputs=["out", "hist"])
-    async with running(database, tmp_path, null=null) as world:
+    async with launch(null=null) as world:
         wg = await world.submit(
             workgraph(
                 {"seeds": seeds(4)},
@@ -301,8 +308,8 @@ async def test_a_simulations_histograms_are_merged_in_one_last_parcel_per_member
         await check_invariants(world, wg)
 
         actions = await world.actions(wg)
+        # Every parcel of no transformation (another scenario's on this database among them).
         merges = await _merge_parcels(world)
-        assert len(merges) == 2 and {m.Status for m in merges} == {"Done"}
         for name in ("Sim", "Reco"):
             histograms = sorted(await world.produced(wg, f"{name}/hist"))
             assert len(histograms) == 4
@@ -311,8 +318,26 @@ async def test_a_simulations_histograms_are_merged_in_one_last_parcel_per_member
                 for m in merges
                 if sorted(_lfn(f) for f in m.Parameters["histograms"]) == histograms
             ]
+            assert merge.Status == "Done"
             merged = actions[f"{name}/Finalizing/1"]
             assert (merged.Result, merged.Message) == (
                 ActionResult.PASSED,
                 f"merged 4 histograms under hist in parcel {id_to_str(bytes(merge.ParcelID))}",
             )
+
+        # Forward lineage from a seed, which has no LFN: from the input itself.
+        seed = (await world.inputs(wg, "Sim"))[0]
+        walk = await world.execution.ListDescendants(
+            execution_pb2.ListDescendantsRequest(
+                transformation_id=wg.members["Sim"], input_id=id_to_str(bytes(seed.InputID))
+            )
+        )
+        first, *rest = walk.records
+        assert (first.depth, first.input.lfn, first.input.descriptor_json) == (
+            1,
+            "",
+            json.dumps(seed.Descriptor, separators=(",", ":")),
+        )
+        made = {o.lfn for o in first.outputs if o.output_name == "out"}
+        assert {r.input.lfn for r in rest if r.depth == 2} == made
+        assert {r.input.transformation_id for r in rest} == {wg.members["Reco"]}

@@ -11,4 +11,5 @@ BENCHMARKS: dict[str, str] = {
     "cli": "dxts.bench.cli",
     "e2e": "dxts.bench.e2e",
     "job": "dxts.bench.job",
+    "transfer": "dxts.bench.transfer",
 }

@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -30,7 +30,10 @@ from typing import Any
 # Read by the client library when it starts: set before it is imported, here and in the child.
 CLIENT_ENVIRONMENT = {
     "XRD_CONNECTIONRETRY": "1",
-    "XRD_CONNECTIONWINDOW": "5",
+    # A new process's first lookups can stall for the resolver's timeout (5 s by default): a
+    # window shorter than that expired copies; the resolver is capped at 1 s too.
+    "XRD_CONNECTIONWINDOW": "15",
+    "RES_OPTIONS": "timeout:1 attempts:1",
     "XRD_REQUESTTIMEOUT": "60",
     "XRD_STREAMTIMEOUT": "60",
 }
@@ -104,13 +107,30 @@ def _failed(status: Any) -> StorageError:
     return StorageError(str(status.message).strip())
 
 
+@cache
+def _filesystem(server: str) -> Any:
+    """One client per server for this process (the library shares its connections)."""
+    return client.FileSystem(server)
+
+
+def _ask(location: str, call: Callable[[Any, str], Any]) -> Any:
+    """`call(filesystem, path)`, asked again once when the library answers "Operation expired"
+    at once: seen on this machine when threads first ask one server together, before its
+    connection is up."""
+    answer = call(_filesystem(server_of(location)), path_of(location))
+    if not answer[0].ok and "Operation expired" in str(answer[0].message):
+        answer = call(_filesystem(server_of(location)), path_of(location))
+    return answer
+
+
 def checksum(location: str) -> str | None:
     """The checksum of a replica; None when it does not exist; StorageError otherwise."""
     if not is_remote(location):
         path = Path(location)
         return adler32_of(path) if path.is_file() else None
-    filesystem = client.FileSystem(server_of(location))
-    status, answer = filesystem.query(QueryCode.CHECKSUM, path_of(location), timeout=ASK_TIMEOUT_S)
+    status, answer = _ask(
+        location, lambda fs, path: fs.query(QueryCode.CHECKSUM, path, timeout=ASK_TIMEOUT_S)
+    )
     if not status.ok:
         if status.errno == 3011:  # kXR_NotFound
             return None
@@ -124,9 +144,7 @@ def size(location: str) -> int | None:
     if not is_remote(location):
         path = Path(location)
         return path.stat().st_size if path.is_file() else None
-    status, info = client.FileSystem(server_of(location)).stat(
-        path_of(location), timeout=ASK_TIMEOUT_S
-    )
+    status, info = _ask(location, lambda fs, path: fs.stat(path, timeout=ASK_TIMEOUT_S))
     if not status.ok:
         if status.errno == 3011:
             return None
@@ -139,7 +157,7 @@ def remove(location: str) -> None:
     if not is_remote(location):
         Path(location).unlink(missing_ok=True)
         return
-    status, _ = client.FileSystem(server_of(location)).rm(path_of(location), timeout=ASK_TIMEOUT_S)
+    status, _ = _ask(location, lambda fs, path: fs.rm(path, timeout=ASK_TIMEOUT_S))
     if not status.ok and status.errno != 3011:
         raise _failed(status)
 

@@ -34,8 +34,8 @@ from dxts.core.kernel.bounds import MAX_BATCH  # what one request may carry
 from dxts.core.settings import KindSetting, ServiceTokenSettings
 from dxts.core.states import Kind
 
-# The Backend of the born-Done recovery parcels, which are never submitted: never a configured
-# backend.
+# The backend execution directs the born-Done recovery parcels to (DirectedParcels), which are
+# never submitted: never a configured backend.
 RESERVED_BACKEND_NAMES = frozenset({"recovery"})
 
 

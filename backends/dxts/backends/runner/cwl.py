@@ -37,7 +37,6 @@ import os
 import shutil
 import signal
 import sys
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +51,7 @@ from dxts.backends.runner.failures import (
     payload_exit_code,
     runner_failed,
 )
+from dxts.backends.runner.fetch import fetch
 from dxts.backends.runner.sandbox import local_path
 from dxts.backends.runner.settings import RunnerSettings, Storage
 from dxts.core.adaptor.model import (
@@ -64,6 +64,8 @@ from dxts.core.adaptor.model import (
     Submission,
 )
 from dxts.core.catalogue import FileCatalogue
+from dxts.core.storage import StorageEndpoint
+from dxts.core.transfers import adler32_of as adler32
 
 STATUS_REPORT_OUTPUT = "status-report"
 INPUT_IDS_INPUT = "dxts-input-ids"
@@ -208,8 +210,11 @@ def _declares_input(payload: ComputePayload, name: str) -> bool:
     )
 
 
-async def stage(value: Any, settings: Storage, catalogue: FileCatalogue | None) -> Any:
-    """The input object with every `lfn:` File pointing at a local replica."""
+async def stage(
+    value: Any, settings: Storage, catalogue: FileCatalogue | None, into: Path | None = None
+) -> Any:
+    """The input object with every `lfn:` File at a local replica (else one fetched `into` a
+    folder from an XRootD SE, `dxts.backends.runner.fetch`)."""
     wanted: set[str] = set()
 
     def collect(item: Any) -> None:
@@ -231,18 +236,25 @@ async def stage(value: Any, settings: Storage, catalogue: FileCatalogue | None) 
         raise JobFailed("lfn: inputs need a file catalogue, and none is configured")
     replicas = await catalogue.replicas(sorted(wanted))
     local: dict[str, Path] = {}
+    remote: dict[str, str] = {}  # LFN -> the XRootD SE to fetch it from (into is set)
+    endpoints: dict[str, StorageEndpoint] = getattr(settings, "storage_endpoints", {})
     for lfn in sorted(wanted):
         for se in replicas.get(lfn, ()):
             if se in settings.storage_elements and settings.se_path(se, lfn).is_file():
                 local[lfn] = settings.se_path(se, lfn)
                 break
         else:
-            where = ", ".join(settings.storage_elements)
+            fetchable = [se for se in replicas.get(lfn, ()) if se in endpoints]
+            if fetchable and into is not None:
+                remote[lfn] = fetchable[0]
+                continue
+            where = ", ".join([*settings.storage_elements, *endpoints])
             raise JobFailed(
                 f"cannot stage lfn:{lfn}: no replica at {where} "
                 f"(catalogue replicas: {', '.join(replicas.get(lfn, ())) or 'none'})",
                 failure=Failure(FailureClass.STAGE_IN, lfn=lfn, storage_element=where),
             )
+    local |= await fetch(remote, endpoints, catalogue, into, settings) if into else {}
 
     def rewrite(item: Any) -> Any:
         if isinstance(item, dict):
@@ -257,14 +269,6 @@ async def stage(value: Any, settings: Storage, catalogue: FileCatalogue | None) 
         return item
 
     return rewrite(value)
-
-
-def adler32(path: Path) -> str:
-    checksum = 1
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            checksum = zlib.adler32(chunk, checksum)
-    return f"adler32:{checksum:08x}"
 
 
 @dataclass
@@ -395,13 +399,15 @@ async def input_object(
     submission: Submission,
     settings: Storage,
     catalogue: FileCatalogue | None,
+    staging: Path | None = None,
 ) -> dict[str, Any]:
-    """The parcel's CWL input object as the runner gets it: `lfn:` inputs staged, and the ids of
-    the inputs it carries when the root process declares `dxts-input-ids`."""
+    """The parcel's CWL input object as the runner gets it: `lfn:` inputs staged (`staging`: a
+    folder for those fetched), and the ids of the inputs it carries when the root process
+    declares `dxts-input-ids`."""
     parameters = json.loads(submission.parameters_json) if submission.parameters_json else {}
     if not isinstance(parameters, dict):
         raise JobFailed("the parameters are not a CWL input object")
-    parameters = await stage(parameters, settings, catalogue)
+    parameters = await stage(parameters, settings, catalogue, staging)
     if _declares_input(payload, INPUT_IDS_INPUT):
         parameters[INPUT_IDS_INPUT] = list(submission.input_ids)
     return parameters
@@ -421,7 +427,7 @@ async def run_compute(
     on success, JobFailed otherwise."""
     root = materialise(payload, job_dir / "process")
     (job_dir / "resolved-hints.json").write_text(payload.resolved_hints_json or "{}")
-    parameters = await input_object(payload, submission, settings, catalogue)
+    parameters = await input_object(payload, submission, settings, catalogue, job_dir / "staged")
     (job_dir / "job.json").write_text(json.dumps(parameters, indent=1))
     out, tmp = job_dir / "out", job_dir / "tmp"
     out.mkdir(exist_ok=True)

@@ -823,9 +823,16 @@ class ListDescendantsRequest(_message.Message):
     LFN_FIELD_NUMBER: _builtins.int
     MAX_DEPTH_FIELD_NUMBER: _builtins.int
     PAGING_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    INPUT_ID_FIELD_NUMBER: _builtins.int
     lfn: _builtins.str
     max_depth: _builtins.int
     """How many steps to follow downstream; 0 = all the way (up to the server's bound)."""
+    transformation_id: _builtins.str
+    """Instead of `lfn`: start from this one input of this transformation (level 1), which need
+    not have an LFN (a simulation's seed).
+    """
+    input_id: _builtins.str
     @_builtins.property
     def paging(self) -> _common_pb2.Paging: ...
     def __init__(
@@ -834,10 +841,12 @@ class ListDescendantsRequest(_message.Message):
         lfn: _builtins.str = ...,
         max_depth: _builtins.int = ...,
         paging: _common_pb2.Paging | None = ...,
+        transformation_id: _builtins.str = ...,
+        input_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["paging", b"paging"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lfn", b"lfn", "max_depth", b"max_depth", "paging", b"paging"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_id", b"input_id", "lfn", b"lfn", "max_depth", b"max_depth", "paging", b"paging", "transformation_id", b"transformation_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

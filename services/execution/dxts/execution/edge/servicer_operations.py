@@ -266,11 +266,25 @@ class OperationsRpcs:
     async def ListDescendants(
         self, request: execution_pb2.ListDescendantsRequest, context: Context
     ) -> execution_pb2.ListDescendantsResponse:
-        fingerprint = filters_fingerprint(request.lfn, request.max_depth)
+        begin = None
+        if request.transformation_id or request.input_id:
+            begin = (
+                required_id(request.transformation_id, "transformation_id"),
+                required_id(request.input_id, "input_id"),
+            )
+            if request.lfn:
+                raise InvalidArgument("give lfn or an input, not both", field="lfn")
+            if begin[0] not in await self._visible({begin[0]}, context):
+                raise NotFound("input", request.input_id)
+        fingerprint = filters_fingerprint(
+            request.lfn, request.max_depth, request.transformation_id, request.input_id
+        )
         position = decode_page_token(request.paging, filters=fingerprint, field=PAGE_TOKEN)
         start = lineage.resume_key(position, field=PAGE_TOKEN)
         size = page_size(request.paging)
-        walk = await lineage.descendants(self.database, request.lfn, max_depth=request.max_depth)
+        walk = await lineage.descendants(
+            self.database, request.lfn, max_depth=request.max_depth, start=begin
+        )
         visible = await self._visible({r.input.transformation_id for r in walk.records}, context)
         shown = [
             r
@@ -278,6 +292,8 @@ class OperationsRpcs:
             if r.input.transformation_id in visible and (start is None or r.key > start)
         ]
         if not shown and start is None:
+            if begin is not None:
+                raise NotFound("input", request.input_id)
             raise NotFound("file", request.lfn)
         page = shown[:size]
         token = ""

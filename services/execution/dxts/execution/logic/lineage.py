@@ -20,6 +20,7 @@ from dxts.core.errors import InvalidArgument
 from dxts.execution.records import InputRecord, ParcelRecord
 from dxts.execution.store import lineage as db
 from dxts.execution.store.operations import OutputRow, outputs_of, parcel_rows
+from dxts.execution.store.queries import input_row
 
 LINEAGE_RECORDS = 10_000  # a walk stops growing here
 Key = tuple[int, str, bytes, bytes, bytes]
@@ -48,19 +49,35 @@ class Walk:
     truncated: bool  # the walk met LINEAGE_RECORDS before its end
 
 
-async def descendants(database: Database, lfn: str, *, max_depth: int = 0) -> Walk:
-    """Every record of the walk from `lfn`, in order, up to the bounds."""
-    if not lfn:
-        raise InvalidArgument("required", field="lfn")
+async def descendants(
+    database: Database,
+    lfn: str,
+    *,
+    max_depth: int = 0,
+    start: tuple[bytes, bytes] | None = None,
+) -> Walk:
+    """Every record of the walk from `lfn`, in order, up to the bounds. With `start`, a
+    (TransformationID, InputID), the walk starts from that one input instead (level 1), which
+    need not have an LFN: a simulation's seed has none, yet what was made from it has."""
+    if not lfn and start is None:
+        raise InvalidArgument("required (or transformation_id and input_id)", field="lfn")
     if max_depth < 0:
         raise InvalidArgument("must not be negative", field="max_depth")
 
     async def work(conn: Transaction) -> Walk:
         records: list[DescendantRecord] = []
-        seen: set[str] = {lfn}
+        seen: set[str] = {lfn} if lfn else set()
         wanted, depth = [lfn], 1
+        first: list[InputRecord] | None = None
+        if start is not None:
+            found = await input_row(conn, *start)
+            if found is None:
+                return Walk([], truncated=False)
+            first = [found]
+            seen |= {found.lfn} if found.lfn else set()
         while wanted:
-            level = await _level(conn, wanted, depth)
+            level = await _level(conn, wanted, depth, readers=first)
+            first = None
             records.extend(level)
             if len(records) >= LINEAGE_RECORDS:
                 return Walk(records[:LINEAGE_RECORDS], truncated=True)
@@ -74,8 +91,12 @@ async def descendants(database: Database, lfn: str, *, max_depth: int = 0) -> Wa
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
 
 
-async def _level(conn: Transaction, lfns: list[str], depth: int) -> list[DescendantRecord]:
-    readers = await db.readers_of(conn, lfns)
+async def _level(
+    conn: Transaction, lfns: list[str], depth: int, *, readers: list[InputRecord] | None = None
+) -> list[DescendantRecord]:
+    """The records of one level: the inputs that are `lfns` (or the `readers` given)."""
+    if readers is None:
+        readers = await db.readers_of(conn, lfns)
     carried = await db.parcels_carrying(conn, [(r.transformation_id, r.input_id) for r in readers])
     parcel_ids = sorted({p for ids in carried.values() for p in ids})
     rows = await parcel_rows(conn, parcel_ids)
