@@ -856,3 +856,35 @@ async def _check_processed_once(world: World, wg: Submitted) -> None:
         found = succeeded.get(input_id, [])
         assert len(found) == 1, f"input {id_to_str(input_id)} in {len(found)} successful parcels"
         assert found[0] == parcel, f"input {id_to_str(input_id)}: LastParcelID is another parcel"
+
+
+async def output_sources(world: World, wg: Submitted, output: str) -> dict[str, str]:
+    """LFN produced under `output` → the LFN of the input its parcel processed."""
+    out, pi, i = execution.parcel_outputs, execution.parcel_inputs, execution.inputs
+    async with world.database.transaction(RC) as conn:
+        rows = await conn.execute(
+            sa.select(out.c.LFN, i.c.LFN.label("source"))
+            .select_from(
+                out.join(pi, pi.c.ParcelID == out.c.ParcelID).join(
+                    i,
+                    sa.and_(
+                        i.c.TransformationID == pi.c.TransformationID,
+                        i.c.InputID == pi.c.InputID,
+                    ),
+                )
+            )
+            .where(out.c.TransformationOutputID == id_from_str(wg.outputs[output]))
+        )
+        return {str(r.LFN): str(r.source) for r in rows}
+
+
+async def done_parameters(world: World, wg: Submitted, name: str) -> list[Any]:
+    """The parameters of the step's parcels that ended Done."""
+    p, c = execution.parcels, execution.compute_parcels
+    async with world.database.transaction(RC) as conn:
+        rows = await conn.execute(
+            sa.select(c.c.Parameters)
+            .select_from(p.join(c, c.c.ParcelID == p.c.ParcelID))
+            .where(p.c.TransformationID == wg.tid(name), p.c.Status == "Done")
+        )
+        return [r.Parameters for r in rows]

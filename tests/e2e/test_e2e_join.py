@@ -30,7 +30,9 @@ from e2e_world import (
     W,
     World,
     check_invariants,
+    done_parameters,
     listed,
+    output_sources,
     running,
     selection,
     step,
@@ -40,7 +42,7 @@ from e2e_world import (
 
 from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.core.db import Database
-from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 
 pytestmark = pytest.mark.mariadb_only
@@ -76,37 +78,6 @@ def joined() -> dict[str, Any]:
         },
         {"joined": "Join/out"},
     )
-
-
-async def _sources(world: World, wg: Submitted, output: str) -> dict[str, str]:
-    """LFN produced under `output` → the LFN of the input its parcel processed."""
-    out, pi, i = execution.parcel_outputs, execution.parcel_inputs, execution.inputs
-    async with world.database.transaction(RC) as conn:
-        rows = await conn.execute(
-            sa.select(out.c.LFN, i.c.LFN.label("source"))
-            .select_from(
-                out.join(pi, pi.c.ParcelID == out.c.ParcelID).join(
-                    i,
-                    sa.and_(
-                        i.c.TransformationID == pi.c.TransformationID,
-                        i.c.InputID == pi.c.InputID,
-                    ),
-                )
-            )
-            .where(out.c.TransformationOutputID == id_from_str(wg.outputs[output]))
-        )
-        return {str(r.LFN): str(r.source) for r in rows}
-
-
-async def _parameters(world: World, wg: Submitted, name: str) -> list[Any]:
-    p, c = execution.parcels, execution.compute_parcels
-    async with world.database.transaction(RC) as conn:
-        rows = await conn.execute(
-            sa.select(c.c.Parameters)
-            .select_from(p.join(c, c.c.ParcelID == p.c.ParcelID))
-            .where(p.c.TransformationID == wg.tid(name), p.c.Status == "Done")
-        )
-        return [r.Parameters for r in rows]
 
 
 def _count(world: World, wg: Submitted, name: str, **expected: int) -> Any:
@@ -160,9 +131,9 @@ async def test_a_join_waits_for_its_partner_and_sets_aside_what_never_comes(
         await check_invariants(world, wg)
 
         # Each join carries RecoA's file and RecoB's file made from the same simulated file.
-        from_a = await _sources(world, wg, "RecoA/out")
-        from_b = await _sources(world, wg, "RecoB/out")
-        parameters = await _parameters(world, wg, "Join")
+        from_a = await output_sources(world, wg, "RecoA/out")
+        from_b = await output_sources(world, wg, "RecoB/out")
+        parameters = await done_parameters(world, wg, "Join")
         assert len(parameters) == 3
         for carried in parameters:
             (driving,) = carried["files"]

@@ -27,12 +27,13 @@ import sqlalchemy as sa
 from e2e_world import (
     RC,
     Launch,
-    Submitted,
     T,
     W,
     World,
     check_invariants,
+    done_parameters,
     listed,
+    output_sources,
     running,
     seeds,
     step,
@@ -43,7 +44,7 @@ from e2e_world import (
 from dxts.backends.null.settings import NullSettings
 from dxts.core.catalogue import CatalogueFile
 from dxts.core.db import Database
-from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.ids import id_to_str
 from dxts.core.schema import execution
 from dxts.core.states import ActionResult
 from dxts.v1 import execution_pb2
@@ -76,37 +77,6 @@ def comparison() -> dict[str, Any]:
     )
 
 
-async def _sources(world: World, wg: Submitted, output: str) -> dict[str, str]:
-    """LFN produced under `output` → the LFN of the input its parcel processed."""
-    out, pi, i = execution.parcel_outputs, execution.parcel_inputs, execution.inputs
-    async with world.database.transaction(RC) as conn:
-        rows = await conn.execute(
-            sa.select(out.c.LFN, i.c.LFN.label("source"))
-            .select_from(
-                out.join(pi, pi.c.ParcelID == out.c.ParcelID).join(
-                    i,
-                    sa.and_(
-                        i.c.TransformationID == pi.c.TransformationID,
-                        i.c.InputID == pi.c.InputID,
-                    ),
-                )
-            )
-            .where(out.c.TransformationOutputID == id_from_str(wg.outputs[output]))
-        )
-        return {str(r.LFN): str(r.source) for r in rows}
-
-
-async def _done_parameters(world: World, wg: Submitted, name: str) -> list[Any]:
-    p, c = execution.parcels, execution.compute_parcels
-    async with world.database.transaction(RC) as conn:
-        rows = await conn.execute(
-            sa.select(c.c.Parameters)
-            .select_from(p.join(c, c.c.ParcelID == p.c.ParcelID))
-            .where(p.c.TransformationID == wg.tid(name), p.c.Status == "Done")
-        )
-        return [r.Parameters for r in rows]
-
-
 def _lfn(file: dict[str, Any]) -> str:
     return str(file["location"]).removeprefix("lfn:")
 
@@ -118,9 +88,9 @@ async def test_two_reconstructions_are_compared_partner_by_partner(launch: Launc
         await world.reach(wg, W.COMPLETED)
         await check_invariants(world, wg)
 
-        from_a = await _sources(world, wg, "RecoA/out")
-        from_b = await _sources(world, wg, "RecoB/out")
-        parameters = await _done_parameters(world, wg, "Compare")
+        from_a = await output_sources(world, wg, "RecoA/out")
+        from_b = await output_sources(world, wg, "RecoB/out")
+        parameters = await done_parameters(world, wg, "Compare")
         # Four sets, two to a parcel (the feeder's last files may leave as a smaller group).
         assert sorted(len(p["files"]) for p in parameters) in ([2, 2], [1, 1, 2], [1, 1, 1, 1])
         pairs = [
@@ -256,7 +226,7 @@ async def test_a_stripping_is_fed_its_files_ancestors_from_the_catalogues_lineag
             f"/lhcb/e2e/strip/rdst{n}": {"run": 7, "ancestors": [f"/lhcb/e2e/strip/raw{n}"]}
             for n in range(4)
         }
-        parameters = await _done_parameters(world, wg, "Strip")
+        parameters = await done_parameters(world, wg, "Strip")
         assert len(parameters) == 2
         for carried in parameters:
             rdst = [_lfn(f).removeprefix("/lhcb/e2e/strip/rdst") for f in carried["files"]]
