@@ -166,6 +166,16 @@ async def test_the_failure_rate_quotes_the_tools_own_line_over_the_runners_log(
     assert item.what == f"2 of its last 4 parcels failed: {TOOL_LINE}"
 
 
+async def test_one_problematic_input_waits_for_a_decision(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    fixture = await build_workgraph(database, status="Active", members=RUNNING)
+    await add_inputs(database, fixture.ids["reconstruct"], "Problematic", 1, timedelta(minutes=9))
+    _, members = await read(stubs, fixture)
+    (item,) = members["reconstruct"].attention
+    assert item.what == "1 Problematic input waits for a decision"
+
+
 async def test_problematic_inputs_wait_for_a_decision(
     database: Database, stubs: dict[str, Stub]
 ) -> None:

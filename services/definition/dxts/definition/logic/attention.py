@@ -146,7 +146,9 @@ def _problematic(facts: MemberFacts) -> list[Item]:
     return [
         Item(
             "problematic-inputs",
-            f"{count} Problematic input{'s' * (count != 1)} wait for a decision",
+            "1 Problematic input waits for a decision"
+            if count == 1
+            else f"{count} Problematic inputs wait for a decision",
             facts.problematic_since,
             "look at them, then reset them to try again or write them off "
             f"(dxts inputs reset / write-off {facts.name})",
