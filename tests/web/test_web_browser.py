@@ -3,8 +3,8 @@ scripts/browser) against a running `dxts up`: the example production followed on
 Completed without a reload, a member paused with the button, another VO's user shown no page,
 a bad id a clear 404, and `dxts open` giving a URL chromium shows signed in.
 
-With DXTS_WEB_SCREENSHOTS=DIR the browser's screenshots of the list, the workgraph page and a
-member page are written to DIR (docs/images holds the ones the docs show)."""
+With DXTS_WEB_SCREENSHOTS=DIR the browser's screenshots of every page (list, workgraph, member,
+file lineage, errors, parcel, jobs) are written to DIR (docs/images holds the ones the docs show)."""
 
 from __future__ import annotations
 
@@ -218,6 +218,16 @@ def test_the_example_production_is_followed_on_its_page_to_completed(
     assert chrome.find_elements(By.CSS_SELECTOR, "#progress polyline.series.processed")
     assert len(chrome.find_elements(By.CSS_SELECTOR, "#parcels tr[data-parcel]")) == 2
     screenshot(chrome, "member")
+    # One of the member's outputs, followed to its lineage: the parcel that made it, from its input.
+    # (read in one script: the live update may replace the table between two calls)
+    lfn, href = chrome.execute_script(
+        "const a = document.querySelector('#parcels tr[data-parcel] a[href^=\"/files?lfn=\"]');"
+        "return [a.textContent, a.getAttribute('href')];"
+    )
+    chrome.get(f"{up.web}{href}")
+    assert text_of(chrome, "section.provenance h3").startswith(lfn)
+    assert "Done" in text_of(chrome, "section.provenance")
+    screenshot(chrome, "files")
     chrome.get(f"{up.web}/workgraphs")
     text_of(chrome, "#workgraphs")
     assert chrome.find_elements(By.CSS_SELECTOR, f'#workgraphs tr[data-workgraph="{workgraph}"]')
