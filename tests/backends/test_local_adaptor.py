@@ -124,6 +124,7 @@ class Harness:
         self.settings = LocalSettings(
             work_dir=tmp / "local",
             storage_elements=["LOCAL", "TAPE"],
+            storage_endpoints={},  # its two folder SEs only, whatever the shell exports
             workers=2,
             kill_grace_s=1,
         )
