@@ -4,7 +4,7 @@ Completed without a reload, a member paused with the button, another VO's user s
 a bad id a clear 404, and `dxts open` giving a URL chromium shows signed in.
 
 With DXTS_WEB_SCREENSHOTS=DIR the browser's screenshots of every page (list, workgraph, member,
-file lineage, errors, parcel, jobs) are written to DIR (docs/images holds the ones the docs show)."""
+file lineage, errors, parcel, jobs) are written to DIR (docs/images holds those the docs show)."""
 
 from __future__ import annotations
 
