@@ -29,6 +29,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from ast_assignments import values_assigned
 
 from dxts.core.schema import metadata
 
@@ -493,16 +494,7 @@ def _row_keys(expr: ast.expr, scope: ast.AST, depth: int = 0) -> set[str] | None
             found |= inner
         return found
     if isinstance(expr, ast.Name):
-        values = [
-            node.value
-            for node in ast.walk(scope)
-            if isinstance(node, ast.Assign | ast.AnnAssign)
-            and node.value is not None
-            and any(
-                isinstance(t, ast.Name) and t.id == expr.id
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            )
-        ]
+        values = values_assigned(scope, expr.id)
         if not values:
             return None
         found = set()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ast_assignments import values_assigned
 from test_ownership import (
     DISPATCHER_SIDE,
     EXECUTION_SIDE,
@@ -176,16 +177,7 @@ def _mappings(expr: ast.expr, scope: ast.AST, depth: int = 0) -> list[ast.Dict] 
             found.extend(inner)
         return found
     if isinstance(expr, ast.Name):
-        values = [
-            node.value
-            for node in ast.walk(scope)
-            if isinstance(node, ast.Assign | ast.AnnAssign)
-            and node.value is not None
-            and any(
-                isinstance(t, ast.Name) and t.id == expr.id
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            )
-        ]
+        values = values_assigned(scope, expr.id)
         if not values:
             return None
         found = []
