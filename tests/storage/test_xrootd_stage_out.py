@@ -41,6 +41,10 @@ def settings(tmp_path: Path, output_se: str) -> RunnerEnvironment:
     )
 
 
+def contents(path: Path) -> bytes:
+    return path.read_bytes()
+
+
 def job_outputs(tmp_path: Path, payloads: dict[str, bytes]) -> tuple[dict[str, object], Path]:
     """What a runner leaves: files under out/ and the output object naming them."""
     out = tmp_path / "out"
@@ -87,7 +91,7 @@ async def test_outputs_are_uploaded_verified_and_staged_in_again(
         tmp_path / "staged",
     )
     path = Path(unquote(staged["input"]["location"].removeprefix("file://")))
-    assert path.read_bytes() == payloads["a.dst"]
+    assert contents(path) == payloads["a.dst"]
 
 
 async def test_a_copy_that_differs_from_what_the_job_wrote_fails_and_is_not_kept(

@@ -39,6 +39,7 @@ async def fetch(
             expected = known[lfn].checksum if lfn in known else None
             found = await asyncio.to_thread(transfers.adler32_of, paths[lfn])
             if not expected or transfers.same_checksum(found, expected):
+                _passable(paths[lfn], into)
                 continue
             words = f"checksum mismatch: the copy has {found}, the catalogue says {expected}"
         raise JobFailed(
@@ -46,6 +47,15 @@ async def fetch(
             failure=Failure(FailureClass.STAGE_IN, words, lfn=lfn, storage_element=se),
         )
     return paths
+
+
+def _passable(path: Path, into: Path) -> None:
+    """The folders from `into` down to a fetched file 0711, as the sandbox makes a mount
+    point's parents: a job run as another user passes through them to the file it is shown
+    there (`sandbox`: the file itself, or a copy it may read, bound at its path) but lists
+    none of them."""
+    for folder in reversed(path.relative_to(into).parents):  # `.` (into itself) first
+        (into / folder).chmod(0o711)
 
 
 def endpoints_of(settings: Storage) -> dict[str, StorageEndpoint]:
