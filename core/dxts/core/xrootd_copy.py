@@ -13,6 +13,8 @@ from XRootD import client
 
 from dxts.core.transfers import CLIENT_ENVIRONMENT  # noqa: F401 - sets the client's environment
 
+KILLED_FIRST_S = 30
+
 
 class _Reporter:
     """The CopyProcess progress handler: one line per job as it ends (jobs count from 1)."""
@@ -37,7 +39,10 @@ class _Reporter:
 
 def main() -> None:
     request = json.load(sys.stdin)
-    timeout = max(1, int(request["timeout_s"]))
+    # The parent kills this process at `timeout_s`: the client's own timeouts are set past it,
+    # so that every copy unfinished at the deadline fails alike, as timed out, and never as an
+    # "Operation expired" from whichever clock happened to run first.
+    timeout = max(1, int(request["timeout_s"])) + KILLED_FIRST_S
     process = client.CopyProcess()
     process.parallel(max(1, int(request["parallel"])))
     for copy in request["copies"]:

@@ -221,6 +221,7 @@ class _Planned:
     source_se: str
     target_se: str
     expected: str  # the checksum the copy must have
+    size: int | None  # the catalogue's, when it knows it
 
 
 async def _replicate(
@@ -252,7 +253,11 @@ async def _replicate(
             continue
         chosen[lfn] = sorted(present, key=lambda se: se in settings.storage_endpoints)[0]
     expected = await _expected_checksums(chosen, files, settings, report)
-    plans = [_Planned(lfn, chosen[lfn], se, expected[lfn]) for lfn in expected for se in targets]
+    plans = [
+        _Planned(lfn, chosen[lfn], se, expected[lfn], files[lfn].size)
+        for lfn in expected
+        for se in targets
+    ]
     held = await _each(
         transfers.checksum,
         [location(settings, p.target_se, p.lfn) for p in plans],
@@ -321,28 +326,58 @@ async def _copy(plans: list[_Planned], settings: LocalSettings, report: RequestR
         timeout_s=settings.transfer_timeout_s,
         parallel=settings.transfer_parallel,
     )
-    copied = []
-    for (plan, copy), result in zip(copies, results, strict=True):
-        if result.ok:
-            copied.append(plan)
-            continue
+    copied = [plan for (plan, _), result in zip(copies, results, strict=True) if result.ok]
+    failed = [
+        (plan, copy, result)
+        for (plan, copy), result in zip(copies, results, strict=True)
+        if not result.ok
+    ]
+    for (plan, _, result), source_failed in zip(
+        failed, await _source_failed(failed, settings), strict=True
+    ):
         if result.timed_out:
             report.fail(plan.lfn, FailureClass.TIME_EXCEEDED, plan.target_se, result.message)
-        elif "(destination)" in result.message or not transfers.is_remote(copy.source):
-            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, result.message)
-        else:
+        elif source_failed:
             report.fail(plan.lfn, FailureClass.STAGE_IN, plan.source_se, result.message)
+        else:
+            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, result.message)
     for plan, source, target in local:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(shutil.copyfile, source, target)
         copied.append(plan)
     await _verify(copied, settings, report)
-    failed = [p for p in plans if p.lfn in report.failures]
     await _each(  # best effort: a server that is down keeps nothing it was not sent whole
         transfers.remove,
-        [location(settings, p.target_se, p.lfn) for p in failed],
+        [location(settings, p.target_se, p.lfn) for p in plans if p.lfn in report.failures],
         settings.transfer_parallel,
     )
+
+
+async def _source_failed(
+    failed: list[tuple[_Planned, transfers.Copy, transfers.CopyResult]], settings: LocalSettings
+) -> list[bool]:
+    """Which end each failed copy failed at: the one the client's words name (`(source)`,
+    `(destination)`), else the source when it no longer gives the file whole. A connection
+    dropped mid-copy names neither, and a destination that died is not the source's fault."""
+    unnamed = [
+        copy.source
+        for _, copy, result in failed
+        if transfers.is_remote(copy.source)
+        and not result.timed_out
+        and "(source)" not in result.message
+        and "(destination)" not in result.message
+    ]
+    sizes = iter(await _each(transfers.size, unnamed, settings.transfer_parallel))
+    blamed = []
+    for plan, copy, result in failed:
+        if not transfers.is_remote(copy.source) or result.timed_out:
+            blamed.append(False)
+        elif "(source)" in result.message or "(destination)" in result.message:
+            blamed.append("(source)" in result.message)
+        else:
+            found = next(sizes)
+            blamed.append(not isinstance(found, int) or plan.size not in (None, found))
+    return blamed
 
 
 async def _verify(plans: list[_Planned], settings: LocalSettings, report: RequestReport) -> None:
