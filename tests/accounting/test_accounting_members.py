@@ -28,10 +28,26 @@ MEMBERS = [new_id(), new_id()]
 
 
 class Definition(definition_pb2_grpc.DefinitionServiceServicer):
-    """GetWorkgraph only, for one known workgraph; records who asked."""
+    """GetWorkgraph for one known workgraph, ListActiveTransformations by id for its members;
+    records who asked, and how many ids each listing carried."""
 
     def __init__(self) -> None:
         self.callers: list[str] = []
+        self.listed: list[int] = []
+
+    async def ListActiveTransformations(
+        self, request: definition_pb2.ListActiveTransformationsRequest, context: Any
+    ) -> definition_pb2.ListActiveTransformationsResponse:
+        self.callers.append(current_identity().sub)
+        self.listed.append(len(request.transformation_ids))
+        known = {id_to_str(t) for t in MEMBERS}
+        return definition_pb2.ListActiveTransformationsResponse(
+            transformations=[
+                definition_pb2.Transformation(transformation_id=t)
+                for t in request.transformation_ids
+                if t in known
+            ]
+        )
 
     async def GetWorkgraph(
         self, request: definition_pb2.GetWorkgraphRequest, context: Any
@@ -103,6 +119,20 @@ async def test_the_lister_forwards_the_callers_token(
             await lister.workgraph(new_id(), token=user_token)
         with pytest.raises(Unauthenticated):
             await lister.workgraph(WORKGRAPH, token=None)
+
+
+async def test_a_callers_transformations_are_checked_in_one_call(
+    definition: Definition, definition_server: GrpcServer, user_token: str
+) -> None:
+    async with channel(definition_server.address) as ch:
+        lister = DefinitionMemberLister(ch, definition_server.address)
+        definition.listed.clear()
+        await lister.check_transformations([*MEMBERS, MEMBERS[0]], token=user_token)
+        assert definition.listed == [2]  # one call, each id once
+        assert definition.callers[-1] == "ursula"
+        stranger = new_id()
+        with pytest.raises(NotFound, match=id_to_str(stranger)):
+            await lister.check_transformations([MEMBERS[0], stranger], token=user_token)
 
 
 async def test_a_server_without_the_definition_service_is_unavailable(

@@ -67,3 +67,8 @@ class InMemoryTransformations:
         if record is None:
             raise NotFound("transformation", id_to_str(transformation_id))
         return Description(record.id, record.vo, record.owner_sub, record.status)
+
+    async def describe_many(
+        self, transformation_ids: Collection[bytes], *, token: str | None
+    ) -> list[Description]:
+        return [await self.describe(tid, token=token) for tid in transformation_ids]

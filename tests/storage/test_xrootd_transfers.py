@@ -9,10 +9,13 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import tempfile
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from dxts.core import transfers
 from dxts.core.adaptor.model import FailureClass
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.lfn import FileNamespace
+from dxts.core.storage import parse_endpoints
 
 LHCB = data.VOFiles("lhcb", FileNamespace())  # every file here is under /lhcb/
 
@@ -193,40 +197,95 @@ async def test_removal_deletes_replicas_and_forgets_them(
 
 # -- a server that stops answering: its own servers, so the shared ones stay up ---------------
 
-PRIVATE = {"DXTS_XROOTD_DIR": "/tmp/dxts-xrootd-failing", "DXTS_XROOTD_PORT": "10960"}
+
+@dataclass(frozen=True)
+class PrivateServers:
+    """A set of XRootD servers of this module's own (`scripts/xrootd` with its own folder and
+    ports), which it stops, kills and restarts: the shared ones stay up for everyone else, and
+    no other process (another worker, another checkout's run, a server left over from one)
+    uses the same folder or ports."""
+
+    folder: Path
+    first_port: int
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "DXTS_XROOTD_DIR": str(self.folder),
+            "DXTS_XROOTD_PORT": str(self.first_port),
+        }
+
+    def script(self, command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SCRIPT, command], env=self.environment, capture_output=True, text=True
+        )
+
+    def endpoints(self) -> dict[str, object]:
+        """DOOMED-A/B/C: the servers' SEs, each its `/doomed` folder."""
+        return dict(
+            parse_endpoints(
+                {
+                    f"DOOMED-{letter}": f"root://127.0.0.1:{self.first_port + n}//doomed"
+                    for n, letter in enumerate("ABC")
+                }
+            )
+        )
+
+    def data(self, letter: str, url_path: str) -> Path:
+        return self.folder / f"XRD-{letter}" / "data" / url_path.lstrip("/")
+
+    def pid(self, letter: str) -> int:
+        """The server's PID, checked to be that server's: a PID file naming another process
+        (PIDs are reused) would stop an innocent process and leave the server answering."""
+        base = self.folder / f"XRD-{letter}"
+        pid = int((base / "xrootd.pid").read_text())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert str(base / "xrootd.cfg").encode() in command, f"PID {pid} is not XRD-{letter}"
+        return pid
+
+
+def four_free_ports() -> int:
+    """The first of four consecutive ports nothing listens on (the servers' three and HTTP)."""
+    for first in range(10960, 11960, 4):
+        sockets = []
+        try:
+            for port in range(first, first + 4):
+                sockets.append(socket.create_server(("127.0.0.1", port)))
+            return first
+        except OSError:
+            continue
+        finally:
+            for opened in sockets:
+                opened.close()
+    raise AssertionError("no four consecutive free ports from 10960")
 
 
 @pytest.fixture(scope="module")
-def failing() -> Iterator[dict[str, str]]:
-    environment = {**os.environ, **PRIVATE}
-    started = subprocess.run([SCRIPT, "start"], env=environment, capture_output=True, text=True)
-    assert started.returncode == 0, started.stderr
-    lines = subprocess.run([SCRIPT, "env"], env=environment, capture_output=True, text=True)
-    text = lines.stdout.splitlines()[0].split("=", 1)[1]
+def failing() -> Iterator[PrivateServers]:
+    # Under /tmp itself: the daemons run as the user xrootd, who cannot enter pytest's folders.
+    servers = PrivateServers(Path(tempfile.mkdtemp(prefix="dxts-xrootd-")), four_free_ports())
+    servers.folder.chmod(0o755)
+    started = servers.script("start")
     try:
-        yield {
-            f"DOOMED-{k[-1]}": v.replace("//dxts", "//doomed")
-            for k, v in (pair.split("=", 1) for pair in text.split(","))
-        }
+        assert started.returncode == 0, started.stderr
+        yield servers
     finally:
-        subprocess.run([SCRIPT, "stop"], env=environment, capture_output=True)
-
-
-def server_pid(letter: str) -> int:
-    return int(Path(PRIVATE["DXTS_XROOTD_DIR"], f"XRD-{letter}", "xrootd.pid").read_text())
+        servers.script("stop")
+        shutil.rmtree(servers.folder, ignore_errors=True)
 
 
 async def test_a_silent_server_is_failed_at_the_timeout_and_nothing_kept(
     settings: LocalSettings,
     catalogue: LocalFileCatalogue,
-    failing: dict[str, str],
+    failing: PrivateServers,
     db_url: str,
 ) -> None:
     """The source server is stopped (SIGSTOP: up, but silent): the copy would wait for ever;
     it fails as timed out, the file is not registered at the target, and the request ends."""
     settings = settings.model_copy(
         update={
-            "storage_endpoints": {**settings.storage_endpoints, **_endpoints(failing)},
+            "storage_endpoints": {**settings.storage_endpoints, **failing.endpoints()},
             "transfer_timeout_s": 4,
         }
     )
@@ -235,12 +294,13 @@ async def test_a_silent_server_is_failed_at_the_timeout_and_nothing_kept(
     await catalogue.register(
         [CatalogueFile(lfn=lfn, size=1000, checksum=adler32(payload), replicas=("DOOMED-A",))]
     )
-    put_private("A", settings.storage_endpoints["DOOMED-A"].path(lfn), payload)
-    os.kill(server_pid("A"), signal.SIGSTOP)
+    place(failing.data("A", settings.storage_endpoints["DOOMED-A"].path(lfn)), payload)
+    os.kill(failing.pid("A"), signal.SIGSTOP)
     try:
         report = await data.run_request(replicate([lfn], "XRD-B"), settings, catalogue, LHCB)
     finally:
-        os.kill(server_pid("A"), signal.SIGCONT)
+        os.kill(failing.pid("A"), signal.SIGCONT)
+    assert lfn in report.failures, f"the copy from a stopped server succeeded: {report}"
     failure = report.failures[lfn].failure
     assert failure.failure_class is FailureClass.TIME_EXCEEDED
     assert failure.tool_message == "timed out after 4 s"
@@ -251,14 +311,14 @@ async def test_a_silent_server_is_failed_at_the_timeout_and_nothing_kept(
 async def test_a_server_killed_mid_transfer_fails_the_file_with_its_reason(
     settings: LocalSettings,
     catalogue: LocalFileCatalogue,
-    failing: dict[str, str],
+    failing: PrivateServers,
     db_url: str,
 ) -> None:
     """The destination is killed while a large copy is being written to it: the file fails
     (in the client's words, or as timed out), nothing is registered there."""
     settings = settings.model_copy(
         update={
-            "storage_endpoints": {**settings.storage_endpoints, **_endpoints(failing)},
+            "storage_endpoints": {**settings.storage_endpoints, **failing.endpoints()},
             "transfer_timeout_s": 60,
         }
     )
@@ -268,24 +328,18 @@ async def test_a_server_killed_mid_transfer_fails_the_file_with_its_reason(
     await catalogue.register(
         [CatalogueFile(lfn=lfn, size=len(payload), checksum=adler32(payload), replicas=("XRD-A",))]
     )
-    target = Path(
-        PRIVATE["DXTS_XROOTD_DIR"],
-        "XRD-B",
-        "data",
-        settings.storage_endpoints["DOOMED-B"].path(lfn).lstrip("/"),
-    )
+    target = failing.data("B", settings.storage_endpoints["DOOMED-B"].path(lfn))
     running = asyncio.create_task(
         data.run_request(replicate([lfn], "DOOMED-B"), settings, catalogue, LHCB)
     )
-    victim = server_pid("B")
+    victim = failing.pid("B")
     assert await asyncio.to_thread(_appears, target, 60), "the copy never reached the server"
     os.kill(victim, signal.SIGKILL)
     report = await running
-    await asyncio.to_thread(
-        subprocess.run, [SCRIPT, "start"], env={**os.environ, **PRIVATE}, capture_output=True
-    )
+    restarted = await asyncio.to_thread(failing.script, "start")
+    assert restarted.returncode == 0, restarted.stderr
     failure = report.failures[lfn].failure
-    assert failure.failure_class in (FailureClass.STAGE_OUT, FailureClass.TIME_EXCEEDED)
+    assert failure.failure_class in (FailureClass.STAGE_OUT, FailureClass.TIME_EXCEEDED), failure
     assert failure.storage_element == "DOOMED-B"
     assert failure.tool_message
     assert await catalogue.replicas([lfn]) == {lfn: ("XRD-A",)}
@@ -298,13 +352,3 @@ def _appears(path: Path, within_s: float) -> bool:
             return True
         time.sleep(0.002)
     return False
-
-
-def _endpoints(failing: dict[str, str]) -> dict[str, object]:
-    from dxts.core.storage import parse_endpoints
-
-    return dict(parse_endpoints(failing))
-
-
-def put_private(letter: str, url_path: str, payload: bytes) -> None:
-    place(Path(PRIVATE["DXTS_XROOTD_DIR"], f"XRD-{letter}", "data", url_path.lstrip("/")), payload)

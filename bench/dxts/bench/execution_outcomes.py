@@ -106,6 +106,11 @@ class _Definition:
         r = self.record
         return Description(r.id, r.vo, r.owner_sub, r.status)
 
+    async def describe_many(
+        self, transformation_ids: Collection[bytes], *, token: str | None
+    ) -> list[Description]:
+        return [await self.describe(tid, token=token) for tid in transformation_ids]
+
 
 @dataclass
 class Seeded:

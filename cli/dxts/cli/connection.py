@@ -43,6 +43,7 @@ ENVIRONMENT = {
     "storage": "DXTS_STORAGE_ROOT",
     "storage_elements": "DXTS_STORAGE_ELEMENTS",
     "catalogue": "DXTS_CATALOGUE_URL",
+    "storage_endpoints": "DXTS_STORAGE_ENDPOINTS",
 }
 
 
@@ -102,6 +103,8 @@ class Connection:
     storage: str | None = None
     storage_elements: str | None = None
     catalogue: str | None = None
+    # The storage elements served over XRootD (`NAME=root://...,...`, dxts.core.storage).
+    storage_endpoints: str | None = None
     # Signed in with `dxts login`: what gives the current DiracX access token, asked on every
     # call (it expires within the hour; a `dxts watch` outlives it). Never written to a file.
     token_source: Callable[[], str] | None = field(default=None, repr=False, compare=False)

@@ -1,4 +1,4 @@
-"""Files in and out of the installation's storage: `dxts file put` and `dxts file get`.
+"""Files in and out of the installation's storage: `dxts file put`, `get` and `ls`.
 
 No service carries file contents (the contracts move parcels, outcomes and catalogue entries,
 never bytes), so these commands reach the storage the way the adaptors of `dxts up` do: the
@@ -15,7 +15,14 @@ checksum) to the destination; a replica whose checksum differs is an error namin
 the storage element, never silently returned. Both check the LFN first (`dxts.core.lfn`): one
 name is one file, so `/./A` or `//A` is refused rather than written over `/A`.
 
-Both act for the caller's VO, as the definition service reads it from the verified token and
+The storage elements named in DXTS_STORAGE_ENDPOINTS (`dxts up` writes its own into the
+connection file) are XRootD servers (docs/storage.md): `put` uploads there with the XRootD client
+and checks the server's adler32 of the copy before registering it (a copy that differs is
+deleted); `get` fetches a replica from there when no local one is at hand and checks the copy
+against the registered checksum. `ls LFN` lists the file's replicas, each with its SE, where it is,
+and the size and checksum the SE holds, beside the catalogue's.
+
+All act for the caller's VO, as the definition service reads it from the verified token and
 judges the LFN under the installation's namespace before anything is touched
 (`DefinitionService.GetFileAccess`, `checked_vo`): `put` writes only in the VO's namespace
 (`/<vo>/...`, `dxts.core.lfn.FileNamespace`; without `--lfn`, under `/<vo>/dxts/uploads/`),
@@ -32,9 +39,9 @@ import hashlib
 import os
 import shutil
 import zlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -45,6 +52,7 @@ from dxts.core.errors import FailedPrecondition, InvalidArgument
 if TYPE_CHECKING:
     from dxts.cli.client import Clients
     from dxts.core.catalogue import CatalogueFile, FileCatalogue
+    from dxts.core.storage import StorageEndpoint
 
 file_app = typer.Typer(no_args_is_help=True, help="Files in and out of the storage elements.")
 
@@ -52,6 +60,7 @@ file_app = typer.Typer(no_args_is_help=True, help="Files in and out of the stora
 # hash, so that the same file put twice is one catalogue entry and two different files of one
 # name never collide.
 UPLOADS = "dxts/uploads"  # below the VO's home: /<vo>/dxts/uploads
+TRANSFER_TIMEOUT_S = 900.0  # one upload or download to or from an XRootD SE
 
 
 def adler32(path: Path) -> str:
@@ -82,6 +91,7 @@ class Storage:
     elements: tuple[str, ...]
     catalogue_url: str
     vo: str
+    endpoints: Mapping[str, StorageEndpoint] = field(default_factory=dict)
 
     @classmethod
     def of(cls, connection: Connection, verified_vo: str | None = None) -> Storage:
@@ -98,7 +108,13 @@ class Storage:
                 "files belong to a VO: give a token naming yours (--token or DXTS_TOKEN)"
             )
         elements = tuple(e for e in (connection.storage_elements or "").split(",") if e)
-        return cls(Path(connection.storage), elements, connection.catalogue, vo)
+        from dxts.core.storage import parse_endpoints
+
+        try:
+            endpoints = parse_endpoints(connection.storage_endpoints or "")
+        except ValueError as error:
+            raise InvalidArgument(f"DXTS_STORAGE_ENDPOINTS: {error}") from None
+        return cls(Path(connection.storage), elements, connection.catalogue, vo, endpoints)
 
     @property
     def uploads(self) -> str:
@@ -138,7 +154,10 @@ class Storage:
         known = (await catalogue.files([entry.lfn])).get(entry.lfn)
         if known is not None and not known.same_file(entry):
             raise FailedPrecondition(f"{entry.lfn} is registered with other content")
-        await asyncio.to_thread(_copy_unless_there, local, target, entry.checksum)
+        if storage_element in self.endpoints:
+            await _upload(local, self.endpoints[storage_element], entry)
+        else:
+            await asyncio.to_thread(_copy_unless_there, local, target, entry.checksum)
         await catalogue.register([entry])
         return entry.lfn
 
@@ -158,9 +177,10 @@ class Storage:
         from dxts.core.catalogue import CatalogueFile
         from dxts.core.lfn import check_lfn
 
-        if self.elements and storage_element not in self.elements:
+        known = [*self.elements, *self.endpoints]
+        if known and storage_element not in known:
             raise InvalidArgument(
-                f"no storage element {storage_element!r} (there are {', '.join(self.elements)})",
+                f"no storage element {storage_element!r} (there are {', '.join(known)})",
                 field="--se",
             )
         if not local.is_file():
@@ -180,7 +200,67 @@ class Storage:
         file = (await catalogue.files([lfn])).get(lfn)
         if file is None:  # another VO's file is not there for this one
             raise FailedPrecondition(f"{lfn} is not in the catalogue (of VO {self.vo})")
+        remote = [se for se in file.replicas if se in self.endpoints]
+        local = [se for se in file.replicas if se not in self.endpoints]
+        if remote and not any(self.path(se, file.lfn).is_file() for se in local):
+            return await self._fetch(file, destination, remote)
         return await asyncio.to_thread(self._copy_replica, file, destination)
+
+    async def _fetch(self, file: CatalogueFile, destination: Path, ses: list[str]) -> Path:
+        """The first replica at an XRootD SE that can be fetched and has the registered
+        checksum, copied (whole or not at all); FailedPrecondition naming each SE and what
+        went wrong there (the server's words, or the checksum its copy has) otherwise."""
+        from dxts.core import transfers
+
+        target = await asyncio.to_thread(_made_room, destination, PurePosixPath(file.lfn).name)
+        scratch = target.with_name(f".{target.name}.{os.getpid()}.part")
+        problems = []
+        for se in ses:
+            copy = transfers.Copy(self.endpoints[se].url(file.lfn), str(scratch))
+            (result,) = await transfers.copy_files([copy], timeout_s=TRANSFER_TIMEOUT_S)
+            if not result.ok:
+                problems.append(f"{se}: {result.message}")
+                continue
+            found = await asyncio.to_thread(adler32, scratch)
+            if file.checksum is None or transfers.same_checksum(found, file.checksum):
+                scratch.replace(target)
+                return target
+            scratch.unlink()
+            problems.append(f"{se} holds {found}, registered {file.checksum}")
+        raise FailedPrecondition(f"cannot get {file.lfn}: {'; '.join(problems)}")
+
+    async def replicas(self, catalogue: FileCatalogue, lfn: str) -> list[str]:
+        """`ls`: the registered size and checksum of `lfn`, then one line per replica: its
+        SE, where it is, and the size and checksum that SE holds (`missing` when it holds
+        none, or the server's words when it cannot be asked)."""
+        from dxts.core.lfn import check_lfn
+
+        check_lfn(lfn, field="LFN")
+        file = (await catalogue.files([lfn])).get(lfn)
+        if file is None:
+            raise FailedPrecondition(f"{lfn} is not in the catalogue (of VO {self.vo})")
+        lines = [f"{lfn}  size {file.size}  {file.checksum or 'no checksum'}"]
+        for se in file.replicas:
+            lines.append("  " + "  ".join(await asyncio.to_thread(self._held, se, lfn)))
+        return lines
+
+    def _held(self, se: str, lfn: str) -> list[str]:
+        """An SE's replica of `lfn`: SE, location, size and checksum as the SE has them."""
+        from dxts.core import transfers
+
+        if se in self.endpoints:
+            location = self.endpoints[se].url(lfn)
+        elif se in self.elements:
+            location = str(self.path(se, lfn))
+        else:
+            return [se, "(an SE this installation does not reach)"]
+        try:
+            size, checksum = transfers.size(location), transfers.checksum(location)
+        except transfers.StorageError as error:
+            return [se, location, str(error)]
+        if size is None or checksum is None:
+            return [se, location, "missing"]
+        return [se, location, str(size), checksum]
 
     def _copy_replica(self, file: CatalogueFile, destination: Path) -> Path:
         """The first replica under the root whose content has the registered checksum, copied
@@ -208,6 +288,43 @@ class Storage:
         raise FailedPrecondition(
             f"checksum mismatch for {file.lfn}: registered {file.checksum}, "
             f"but {'; '.join(mismatches)}"
+        )
+
+
+def _made_room(destination: Path, name: str) -> Path:
+    """Where a file of `name` got to `destination` goes (a directory: under its name), its
+    folder made."""
+    target = destination / name if destination.is_dir() else destination
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+async def _upload(local: Path, endpoint: StorageEndpoint, entry: CatalogueFile) -> None:
+    """Put `local` at the XRootD SE (whole or not at all: the server keeps it once complete),
+    unless the same content is there; then the server's adler32 of it must be the entry's (a
+    copy that differs is deleted). FailedPrecondition in the server's words otherwise."""
+    from dxts.core import transfers
+
+    url = endpoint.url(entry.lfn)
+    where = f"{entry.lfn} at {endpoint.name}"
+    try:
+        there = await asyncio.to_thread(transfers.checksum, url)
+        if there and entry.checksum and transfers.same_checksum(there, entry.checksum):
+            return
+        (result,) = await transfers.copy_files(
+            [transfers.Copy(str(local), url)], timeout_s=TRANSFER_TIMEOUT_S
+        )
+        if not result.ok:
+            raise FailedPrecondition(f"cannot put {where}: {result.message}")
+        found = await asyncio.to_thread(transfers.checksum, url)
+    except transfers.StorageError as error:
+        raise FailedPrecondition(f"cannot put {where}: {error}") from None
+    if found is None or not entry.checksum or not transfers.same_checksum(found, entry.checksum):
+        with contextlib.suppress(transfers.StorageError):
+            await asyncio.to_thread(transfers.remove, url)
+        raise FailedPrecondition(
+            f"cannot put {where}: checksum mismatch: the copy has {found}, "
+            f"expected {entry.checksum}"
         )
 
 
@@ -286,3 +403,23 @@ def file_get(
             return await storage.get(catalogue, lfn, destination)
 
     typer.echo(str(run(ctx, body)))
+
+
+@file_app.command("ls")
+def file_ls(
+    ctx: typer.Context,
+    lfn: Annotated[str, typer.Argument(metavar="LFN", help="A registered file.")],
+) -> None:
+    """List a registered file's replicas: SE, where, and the size and checksum each SE holds."""
+    from dxts.cli.client import run
+
+    async def body(clients: Clients) -> list[str]:
+        from dxts.core.lfn import check_lfn
+
+        storage = _storage(
+            ctx, await checked_vo(clients, [check_lfn(lfn, field="LFN")], write=False)
+        )
+        async with storage.catalogue() as catalogue:
+            return await storage.replicas(catalogue, lfn)
+
+    typer.echo("\n".join(run(ctx, body)))

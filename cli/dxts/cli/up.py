@@ -50,6 +50,7 @@ from dxts.backends.logic.adaptor import Adaptor
 from dxts.cli.connection import (
     CONNECTION_FILE,
     CURRENT_FILE,
+    ENVIRONMENT,
     Connection,
     data_dir,
     forget_current,
@@ -419,6 +420,7 @@ async def _run(
             storage=str(directory / "storage"),
             storage_elements=",".join(STORAGE_ELEMENTS),
             catalogue=local_catalogue,
+            storage_endpoints=os.environ.get(ENVIRONMENT["storage_endpoints"]) or None,
         )
         connection_file = directory / CONNECTION_FILE
         connection.write(connection_file)

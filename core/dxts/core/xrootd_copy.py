@@ -9,9 +9,12 @@ import json
 import sys
 from typing import Any
 
+# The client's settings (`transfers.CLIENT_ENVIRONMENT`) come in the environment the parent
+# starts this process with: importing `dxts.core.transfers` here for them would cost every
+# batch of copies the start-up of asyncio (a third of this process's start).
 from XRootD import client
 
-from dxts.core.transfers import CLIENT_ENVIRONMENT  # noqa: F401 - sets the client's environment
+KILLED_FIRST_S = 30
 
 
 class _Reporter:
@@ -37,7 +40,10 @@ class _Reporter:
 
 def main() -> None:
     request = json.load(sys.stdin)
-    timeout = max(1, int(request["timeout_s"]))
+    # The parent kills this process at `timeout_s`: the client's own timeouts are set past it,
+    # so that every copy unfinished at the deadline fails alike, as timed out, and never as an
+    # "Operation expired" from whichever clock happened to run first.
+    timeout = max(1, int(request["timeout_s"])) + KILLED_FIRST_S
     process = client.CopyProcess()
     process.parallel(max(1, int(request["parallel"])))
     for copy in request["copies"]:

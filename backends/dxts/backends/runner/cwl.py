@@ -18,9 +18,10 @@ Staging: a File in the input object whose `location` (or `path`) is `lfn:<LFN>` 
 the replica of that LFN at one of this adaptor's storage elements, found through the file
 catalogue. Outputs (`collect_outputs`): every File and Directory of the output object, wherever
 it is (arrays, records, secondaryFiles, a Directory's listing), is moved to the output storage
-element under `<output prefix>/<its path under out/>`, each stored file reported in the
-manifest with its LFN, size and adler32 checksum, and the output object itself comes back with
-their locations `lfn:<LFN>` (everything else as the runner gave it); the output with id
+element under `<output prefix>/<its path under out/>` (uploaded to it when it is an XRootD SE:
+`stage_out`), each stored file reported in the manifest with its LFN, size and adler32
+checksum, and the output object itself comes back with their locations `lfn:<LFN>` (everything
+else as the runner gave it); the output with id
 `status-report` is the status report (docs/cwl.md): its JSON content is returned as the
 outcome's report instead of being stored. A runner that exits non-zero is a FAILED outcome
 classified by `failures.runner_failed` (an application error with the exit status of the tool
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from dxts.backends.runner import sandbox
+from dxts.backends.runner import sandbox, stage_out
 from dxts.backends.runner.cwltool_main import TOOL_STDERR_VARIABLE
 from dxts.backends.runner.failures import (
     TOOL_STDERR,
@@ -51,7 +52,7 @@ from dxts.backends.runner.failures import (
     payload_exit_code,
     runner_failed,
 )
-from dxts.backends.runner.fetch import fetch
+from dxts.backends.runner.fetch import endpoints_of, stage
 from dxts.backends.runner.sandbox import local_path
 from dxts.backends.runner.settings import RunnerSettings, Storage
 from dxts.core.adaptor.model import (
@@ -64,7 +65,6 @@ from dxts.core.adaptor.model import (
     Submission,
 )
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.storage import StorageEndpoint
 from dxts.core.transfers import adler32_of as adler32
 
 STATUS_REPORT_OUTPUT = "status-report"
@@ -210,67 +210,6 @@ def _declares_input(payload: ComputePayload, name: str) -> bool:
     )
 
 
-async def stage(
-    value: Any, settings: Storage, catalogue: FileCatalogue | None, into: Path | None = None
-) -> Any:
-    """The input object with every `lfn:` File at a local replica (else one fetched `into` a
-    folder from an XRootD SE, `dxts.backends.runner.fetch`)."""
-    wanted: set[str] = set()
-
-    def collect(item: Any) -> None:
-        if isinstance(item, dict):
-            if item.get("class") == "File":
-                location = item.get("location") or item.get("path") or ""
-                if isinstance(location, str) and location.startswith("lfn:"):
-                    wanted.add(location.removeprefix("lfn:"))
-            for child in item.values():
-                collect(child)
-        elif isinstance(item, list):
-            for child in item:
-                collect(child)
-
-    collect(value)
-    if not wanted:
-        return value
-    if catalogue is None:
-        raise JobFailed("lfn: inputs need a file catalogue, and none is configured")
-    replicas = await catalogue.replicas(sorted(wanted))
-    local: dict[str, Path] = {}
-    remote: dict[str, str] = {}  # LFN -> the XRootD SE to fetch it from (into is set)
-    endpoints: dict[str, StorageEndpoint] = getattr(settings, "storage_endpoints", {})
-    for lfn in sorted(wanted):
-        for se in replicas.get(lfn, ()):
-            if se in settings.storage_elements and settings.se_path(se, lfn).is_file():
-                local[lfn] = settings.se_path(se, lfn)
-                break
-        else:
-            fetchable = [se for se in replicas.get(lfn, ()) if se in endpoints]
-            if fetchable and into is not None:
-                remote[lfn] = fetchable[0]
-                continue
-            where = ", ".join([*settings.storage_elements, *endpoints])
-            raise JobFailed(
-                f"cannot stage lfn:{lfn}: no replica at {where} "
-                f"(catalogue replicas: {', '.join(replicas.get(lfn, ())) or 'none'})",
-                failure=Failure(FailureClass.STAGE_IN, lfn=lfn, storage_element=where),
-            )
-    local |= await fetch(remote, endpoints, catalogue, into, settings) if into else {}
-
-    def rewrite(item: Any) -> Any:
-        if isinstance(item, dict):
-            out = {key: rewrite(child) for key, child in item.items()}
-            location = item.get("location") or item.get("path") or ""
-            if item.get("class") == "File" and str(location).startswith("lfn:"):
-                out.pop("path", None)
-                out["location"] = local[str(location).removeprefix("lfn:")].as_uri()
-            return out
-        if isinstance(item, list):
-            return [rewrite(child) for child in item]
-        return item
-
-    return rewrite(value)
-
-
 @dataclass
 class Collected:
     """What a finished run gives its outcome: the manifest of stored files, the status report
@@ -321,9 +260,10 @@ class _Placement:
         return rewritten
 
 
-def _store(placement: _Placement, settings: Storage, output_se: str) -> list[OutputFile]:
-    """Move every placed File and Directory to the output storage element; the manifest names
-    each stored file once (a Directory's every file, listed or not)."""
+def _store(placement: _Placement, where: Callable[[str], Path], output_se: str) -> list[OutputFile]:
+    """Move every placed File and Directory to `where` it goes (the output storage element's
+    folder, or the spool of an upload to it); the manifest names each stored file once (a
+    Directory's every file, listed or not)."""
     manifest: dict[str, OutputFile] = {}
     moved: list[Path] = []
     for source, (lfn, name) in sorted(placement.moves.items()):
@@ -334,7 +274,7 @@ def _store(placement: _Placement, settings: Storage, output_se: str) -> list[Out
                 f"the runner reported {source.name}, which it did not leave",
                 failure=Failure(FailureClass.STAGE_OUT, lfn=lfn, storage_element=output_se),
             )
-        target = settings.se_path(output_se, lfn)
+        target = where(lfn)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_dir():
             shutil.rmtree(target)  # a previous attempt's
@@ -377,12 +317,18 @@ def _status_report(value: Any) -> str:
 
 
 def collect_outputs(
-    output_object: dict[str, Any], submission: Submission, settings: Storage, outdir: Path
+    output_object: dict[str, Any],
+    submission: Submission,
+    settings: Storage,
+    outdir: Path,
+    spool: Path | None = None,
 ) -> Collected:
-    """Move the outputs the runner left under `outdir` to the output storage element, and give
-    back the output object at their LFNs: every value whatever its type, Files (with their
-    secondaryFiles) and Directories wherever they are (in arrays, in records)."""
-    assert settings.output_se is not None
+    """Move the outputs the runner left under `outdir` to the output storage element (into
+    `spool` instead, for an upload to an XRootD SE: `stage_out`), and give back the output
+    object at their LFNs: every value whatever its type, Files (with their secondaryFiles) and
+    Directories wherever they are (in arrays, in records)."""
+    output_se = settings.output_se
+    assert output_se is not None
     report = _status_report(output_object.get(STATUS_REPORT_OUTPUT))
     placement = _Placement(outdir, submission.output_prefix)
     rewritten = {
@@ -390,7 +336,10 @@ def collect_outputs(
         for name, value in sorted(output_object.items())
         if name != STATUS_REPORT_OUTPUT
     }
-    manifest = _store(placement, settings, settings.output_se)
+    if spool is None:
+        manifest = _store(placement, lambda lfn: settings.se_path(output_se, lfn), output_se)
+    else:
+        manifest = _store(placement, lambda lfn: stage_out.spooled(spool, lfn), output_se)
     return Collected(manifest, report, json.dumps(rewritten, ensure_ascii=False))
 
 
@@ -475,9 +424,17 @@ async def run_compute(
         raise JobFailed(f"the CWL runner's output object is not JSON: {error}") from None
     if boxed is not None and (problem := sandbox.outputs_problem(output_object, out, entered)):
         raise JobFailed(problem, failure=Failure(FailureClass.STAGE_OUT))
-    collected = collect_outputs(output_object, submission, settings, out)
+    endpoint = endpoints_of(settings).get(settings.output_se or "")
+    spool = job_dir / "stage-out" if endpoint else None
+    collected = collect_outputs(output_object, submission, settings, out, spool)
     if boxed is not None:  # the job user wrote them: now they are the adaptor's
-        sandbox.reclaim(settings.se_path(f.storage_element, f.lfn) for f in collected.outputs)
+        sandbox.reclaim(
+            stage_out.spooled(spool, f.lfn) if spool else settings.se_path(f.storage_element, f.lfn)
+            for f in collected.outputs
+        )
+    if endpoint and spool:
+        timeout_s = getattr(settings, "transfer_timeout_s", 900.0)
+        await stage_out.upload(collected.outputs, spool, endpoint, timeout_s)
     return collected
 
 

@@ -161,7 +161,7 @@ class RunnerEnvironment(BaseSettings):
             self.storage_root = self.work_dir.parent / "se"
         if self.output_se is None:
             self.output_se = self.storage_elements[0]
-        if self.output_se not in self.storage_elements:
+        if self.output_se not in [*self.storage_elements, *self.storage_endpoints]:
             raise ValueError(f"output_se {self.output_se!r} is not a storage element")
         return self
 

@@ -204,15 +204,18 @@ async def _each(
     """`call` (a blocking storage call) on each location in threads, `parallel` at once; a
     StorageError is returned in its place."""
     gate = asyncio.Semaphore(parallel)
+    return await asyncio.gather(*(_asked(call, where, gate) for where in locations))
 
-    async def one(where: str) -> T | transfers.StorageError:
-        async with gate:
-            try:
-                return await asyncio.to_thread(call, where)
-            except transfers.StorageError as error:
-                return error
 
-    return await asyncio.gather(*(one(where) for where in locations))
+async def _asked(
+    call: Callable[[str], T], where: str, gate: asyncio.Semaphore
+) -> T | transfers.StorageError:
+    """`call(where)` in a thread once `gate` lets it; a StorageError returned, not raised."""
+    async with gate:
+        try:
+            return await asyncio.to_thread(call, where)
+        except transfers.StorageError as error:
+            return error
 
 
 @dataclass
@@ -221,6 +224,7 @@ class _Planned:
     source_se: str
     target_se: str
     expected: str  # the checksum the copy must have
+    size: int | None  # the catalogue's, when it knows it
 
 
 async def _replicate(
@@ -252,7 +256,11 @@ async def _replicate(
             continue
         chosen[lfn] = sorted(present, key=lambda se: se in settings.storage_endpoints)[0]
     expected = await _expected_checksums(chosen, files, settings, report)
-    plans = [_Planned(lfn, chosen[lfn], se, expected[lfn]) for lfn in expected for se in targets]
+    plans = [
+        _Planned(lfn, chosen[lfn], se, expected[lfn], files[lfn].size)
+        for lfn in expected
+        for se in targets
+    ]
     held = await _each(
         transfers.checksum,
         [location(settings, p.target_se, p.lfn) for p in plans],
@@ -316,42 +324,89 @@ async def _copy(plans: list[_Planned], settings: LocalSettings, report: RequestR
         )
         for plan, c in remote
     ]
+    # Each copy's checksum is asked as soon as it ends, while the others are still copying.
+    gate = asyncio.Semaphore(settings.transfer_parallel)
+    asked: dict[str, asyncio.Task[str | transfers.StorageError | None]] = {}
+
+    def ended(index: int, result: transfers.CopyResult) -> None:
+        if result.ok:
+            target = copies[index][1].target
+            asked[target] = asyncio.create_task(_asked(transfers.checksum, target, gate))
+
     results = await transfers.copy_files(
         [c for _, c in copies],
         timeout_s=settings.transfer_timeout_s,
         parallel=settings.transfer_parallel,
+        ended=ended,
     )
-    copied = []
-    for (plan, copy), result in zip(copies, results, strict=True):
-        if result.ok:
-            copied.append(plan)
-            continue
+    found = {target: await task for target, task in asked.items()}
+    copied = [plan for (plan, _), result in zip(copies, results, strict=True) if result.ok]
+    failed = [
+        (plan, copy, result)
+        for (plan, copy), result in zip(copies, results, strict=True)
+        if not result.ok
+    ]
+    for (plan, _, result), source_failed in zip(
+        failed, await _source_failed(failed, settings), strict=True
+    ):
         if result.timed_out:
             report.fail(plan.lfn, FailureClass.TIME_EXCEEDED, plan.target_se, result.message)
-        elif "(destination)" in result.message or not transfers.is_remote(copy.source):
-            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, result.message)
-        else:
+        elif source_failed:
             report.fail(plan.lfn, FailureClass.STAGE_IN, plan.source_se, result.message)
+        else:
+            report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, result.message)
     for plan, source, target in local:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(shutil.copyfile, source, target)
         copied.append(plan)
-    await _verify(copied, settings, report)
-    failed = [p for p in plans if p.lfn in report.failures]
+    await _verify(copied, settings, report, found)
     await _each(  # best effort: a server that is down keeps nothing it was not sent whole
         transfers.remove,
-        [location(settings, p.target_se, p.lfn) for p in failed],
+        [location(settings, p.target_se, p.lfn) for p in plans if p.lfn in report.failures],
         settings.transfer_parallel,
     )
 
 
-async def _verify(plans: list[_Planned], settings: LocalSettings, report: RequestReport) -> None:
-    found = await _each(
-        transfers.checksum,
-        [location(settings, p.target_se, p.lfn) for p in plans],
-        settings.transfer_parallel,
-    )
-    for plan, value in zip(plans, found, strict=True):
+async def _source_failed(
+    failed: list[tuple[_Planned, transfers.Copy, transfers.CopyResult]], settings: LocalSettings
+) -> list[bool]:
+    """Which end each failed copy failed at: the one the client's words name (`(source)`,
+    `(destination)`), else the source when it no longer gives the file whole. A connection
+    dropped mid-copy names neither, and a destination that died is not the source's fault."""
+    unnamed = [
+        copy.source
+        for _, copy, result in failed
+        if transfers.is_remote(copy.source)
+        and not result.timed_out
+        and "(source)" not in result.message
+        and "(destination)" not in result.message
+    ]
+    sizes = iter(await _each(transfers.size, unnamed, settings.transfer_parallel))
+    blamed = []
+    for plan, copy, result in failed:
+        if not transfers.is_remote(copy.source) or result.timed_out:
+            blamed.append(False)
+        elif "(source)" in result.message or "(destination)" in result.message:
+            blamed.append("(source)" in result.message)
+        else:
+            found = next(sizes)
+            blamed.append(not isinstance(found, int) or plan.size not in (None, found))
+    return blamed
+
+
+async def _verify(
+    plans: list[_Planned],
+    settings: LocalSettings,
+    report: RequestReport,
+    found: dict[str, str | transfers.StorageError | None],
+) -> None:
+    """Each copy's checksum at its destination (`found`: those asked already) against the
+    one it must have."""
+    targets = [location(settings, p.target_se, p.lfn) for p in plans]
+    unasked = [target for target in targets if target not in found]
+    answers = await _each(transfers.checksum, unasked, settings.transfer_parallel)
+    found |= dict(zip(unasked, answers, strict=True))
+    for plan, value in zip(plans, (found[target] for target in targets), strict=True):
         if isinstance(value, transfers.StorageError):
             report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, str(value))
         elif value is None:

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 import grpc
 
 from dxts.accounting.logic.members import Member, WorkgraphMembers
-from dxts.core.errors import Unavailable
+from dxts.core.errors import NotFound, Unavailable
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.ids import id_from_str, id_to_str
+from dxts.core.kernel.bounds import MAX_ITEMS
 from dxts.core.states import Kind, TransformationStatus, WorkgraphStatus
 from dxts.v1 import common_pb2, definition_pb2, definition_pb2_grpc
 
@@ -23,7 +24,7 @@ def _bearer(token: str | None) -> tuple[tuple[str, str], ...] | None:
 
 
 class DefinitionMemberLister:
-    """A MemberLister over `DefinitionService.GetWorkgraph`, `GetTransformation` and
+    """A MemberLister over `DefinitionService.GetWorkgraph`, `ListActiveTransformations` and
     `ListTransformations`, on a `dxts.core.grpc.channel` built without a token (each call
     carries the caller's)."""
 
@@ -32,13 +33,28 @@ class DefinitionMemberLister:
         self._address = address
 
     async def check_transformations(self, ids: Sequence[bytes], *, token: str | None) -> None:
-        for transformation_id in ids:  # NotFound (the domain error) for one the caller cannot see
-            await self._stub.GetTransformation(
-                definition_pb2.GetTransformationRequest(
-                    transformation_id=id_to_str(transformation_id)
-                ),
-                metadata=_bearer(token),
-            )
+        """One ListActiveTransformations per MAX_ITEMS ids, asked by id with the caller's token
+        (definition scopes it by the caller's VO, as GetTransformation): one call for a page of
+        a thousand members, not a thousand; NotFound names the first one left out."""
+        wanted = [id_to_str(t) for t in dict.fromkeys(ids)]
+        seen: set[str] = set()
+        for start in range(0, len(wanted), MAX_ITEMS):
+            page_token = ""
+            while True:
+                reply = await self._stub.ListActiveTransformations(
+                    definition_pb2.ListActiveTransformationsRequest(
+                        paging=common_pb2.Paging(page_size=PAGE_SIZE, page_token=page_token),
+                        transformation_ids=wanted[start : start + MAX_ITEMS],
+                    ),
+                    metadata=_bearer(token),
+                )
+                seen.update(t.transformation_id for t in reply.transformations)
+                page_token = reply.next_page_token
+                if not page_token:
+                    break
+        missing = [t for t in wanted if t not in seen]
+        if missing:
+            raise NotFound("transformation", missing[0])
 
     async def transformations_of(self, vo: str, *, token: str | None) -> list[bytes]:
         found: list[bytes] = []

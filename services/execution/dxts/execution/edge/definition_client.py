@@ -3,7 +3,9 @@
 * `active()` — `DefinitionService.ListActiveTransformations`, all pages, with execution's
   service token; `listed(ids)` the same call asked by id;
 * `describe(id, token=...)` — `GetTransformation` with the caller's own token, so that
-  definition decides what the caller may see (NotFound otherwise).
+  definition decides what the caller may see (NotFound otherwise); `describe_many` the same
+  for many ids, as `ListActiveTransformations` asked by id with the caller's token (one call
+  per MAX_ITEMS ids: definition scopes it by the caller's VO as it does GetTransformation).
 
 Both answer the domain records of `dxts.execution.logic.transformations`.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from dxts.core.errors import NotFound
 from dxts.core.grpc.convert import enum_from_proto
 from dxts.core.ids import hash_from_str, id_from_str, id_to_str
 from dxts.core.kernel.bounds import MAX_ITEMS
@@ -24,6 +27,10 @@ from dxts.execution.logic.transformations import ActiveTransformation, Descripti
 from dxts.v1 import common_pb2, definition_pb2, definition_pb2_grpc
 
 PAGE_SIZE = 500
+
+
+def _bearer(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    return (("authorization", f"Bearer {token}"),) if token else None
 
 
 def _json_object(text: str, field_name: str) -> dict[str, Any]:
@@ -90,7 +97,9 @@ class GrpcTransformations:
             found.extend(await self._list(ids[start : start + MAX_ITEMS]))
         return found
 
-    async def _list(self, ids: Collection[str]) -> list[ActiveTransformation]:
+    async def _list(
+        self, ids: Collection[str], caller_token: str | None = None
+    ) -> list[ActiveTransformation]:
         found: list[ActiveTransformation] = []
         token = ""
         while True:
@@ -98,18 +107,34 @@ class GrpcTransformations:
                 definition_pb2.ListActiveTransformationsRequest(
                     paging=common_pb2.Paging(page_size=PAGE_SIZE, page_token=token),
                     transformation_ids=ids,
-                )
+                ),
+                metadata=_bearer(caller_token),
             )
             found.extend(from_proto(message) for message in reply.transformations)
             token = reply.next_page_token
             if not token:
                 return found
 
+    async def describe_many(
+        self, transformation_ids: Collection[bytes], *, token: str | None
+    ) -> list[Description]:
+        ids = [id_to_str(tid) for tid in dict.fromkeys(transformation_ids)]
+        seen: dict[bytes, ActiveTransformation] = {}
+        for start in range(0, len(ids), MAX_ITEMS):
+            for record in await self._list(ids[start : start + MAX_ITEMS], token):
+                seen[record.id] = record
+        missing = [tid for tid in dict.fromkeys(transformation_ids) if tid not in seen]
+        if missing:
+            raise NotFound("transformation", id_to_str(missing[0]))
+        return [
+            Description(r.id, r.vo, r.owner_sub, r.status)
+            for r in (seen[tid] for tid in dict.fromkeys(transformation_ids))
+        ]
+
     async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
-        metadata = (("authorization", f"Bearer {token}"),) if token else None
         reply = await self._stub.GetTransformation(
             definition_pb2.GetTransformationRequest(transformation_id=id_to_str(transformation_id)),
-            metadata=metadata,
+            metadata=_bearer(token),
         )
         message = reply.transformation
         return Description(

@@ -235,11 +235,11 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         if not 0 <= request.examples <= failure_groups.MAX_EXAMPLES:
             problems.add("examples", f"from 0 to {failure_groups.MAX_EXAMPLES}")
         problems.raise_if_any()
-        for tid in dict.fromkeys(tids):
-            await self._describe(tid, context)  # NotFound for one the caller may not see
+        wanted = list(dict.fromkeys(tids))
+        await self._describe_many(wanted, context)  # NotFound for one the caller may not see
         grouped = await failure_groups.group_failures(
             self.database,
-            list(dict.fromkeys(tids)),
+            wanted,
             since=from_timestamp(request.since) if request.HasField("since") else None,
             examples=request.examples or failure_groups.DEFAULT_EXAMPLES,
         )

@@ -122,6 +122,14 @@ class OperationsRpcs:
             token = None
         return await self.transformations.describe(transformation_id, token=token)
 
+    async def _describe_many(self, ids: list[bytes], context: Context) -> list[Description]:
+        """`_describe` of each, in one call per MAX_ITEMS ids."""
+        try:
+            token: str | None = bearer_token(context.invocation_metadata())
+        except Unauthenticated:
+            token = None
+        return await self.transformations.describe_many(ids, token=token)
+
     async def _steered(self, transformation_id: bytes, context: Context) -> Description:
         described = await self._describe(transformation_id, context)
         self._caller().check_steers(

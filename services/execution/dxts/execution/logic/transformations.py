@@ -138,6 +138,13 @@ class ActiveTransformations(Protocol):
         it does not exist or the caller may not see it."""
         ...
 
+    async def describe_many(
+        self, transformation_ids: Collection[bytes], *, token: str | None
+    ) -> list[Description]:
+        """`describe` of each, in as few calls as the definition side allows (a grouping over
+        500 members must not ask 500 times); NotFound names the first the caller may not see."""
+        ...
+
 
 class ActiveSnapshot:
     """The last `active()` list, refreshed when older than `max_age_s`, indexed for lookups.
