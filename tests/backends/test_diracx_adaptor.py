@@ -12,17 +12,22 @@ import dataclasses
 import json
 import sys
 import tarfile
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from diracx_fixture import DiracXServer, TestPilot, running_diracx
+from xrootd_servers import data_path, endpoints
 
+from dxts.backends.diracx import plugin as diracx_plugin
 from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic import jdl
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
+from dxts.backends.diracx.payload import STORAGE_ENDPOINTS_VARIABLE
 from dxts.backends.diracx.settings import DiracXPolicy
+from dxts.backends.plugins import Site
 from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.adaptor.model import (
     ComputePayload,
@@ -401,3 +406,33 @@ async def test_an_error_reading_one_job_s_end_is_its_failed_outcome_and_the_poll
     assert failed.failure is not None
     assert failed.failure.tool_message == "ReadError: file could not be opened successfully"
     assert other.message.endswith("the tool exited with 3: broken tool")
+
+
+async def test_a_job_uploads_its_outputs_to_the_installation_s_xrootd_se(
+    server: DiracXServer, pilot: TestPilot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The installation's XRootD SEs reach the job in its JDL-safe environment (the plugin's
+    `DXTS_PAYLOAD_STORAGE_ENDPOINTS`), and the job uploads its output there (a real server)."""
+    folder = f"diracx-test/{id_to_str(new_id())}"
+    servers = endpoints()
+    monkeypatch.setenv("DXTS_STORAGE_ENDPOINTS", f"XRD-B={servers['XRD-B']}/{folder}")
+    site = Site(data_dir=tmp_path, catalogue=None, storage_root=tmp_path / "se",
+                storage_elements=("XRD-B",), url=server.url)  # fmt: skip
+    environment = diracx_plugin.settings(site).payload_environment
+    assert environment[STORAGE_ENDPOINTS_VARIABLE] == f"XRD-B={servers['XRD-B']}/{folder}"
+    settings = server.adaptor_settings(tmp_path / "adaptor", payload_environment=environment)
+    adaptor = DiracXAdaptor(settings, DiracXClient.for_settings(settings))
+    await adaptor.start()
+    try:
+        submitted = parcel({"message": "uploaded"})
+        (result,) = await submit(adaptor, WRITER, submitted)
+        (run,) = await pilot.run_waiting()
+        assert run.exit_code == 0
+        outcome = await poll_one(adaptor, result.identifier)
+    finally:
+        await adaptor.stop()
+    assert outcome.result == OutcomeResult.SUCCEEDED, outcome.message
+    (output,) = outcome.outputs
+    assert output.storage_element == "XRD-B"
+    assert data_path("XRD-B", f"/dxts/{folder}{output.lfn}").read_text() == "uploaded"
+    assert output.checksum == f"adler32:{zlib.adler32(b'uploaded'):08x}"

@@ -180,11 +180,16 @@ def can_copy_third_party(source: str, target: str) -> bool:
 
 
 async def copy_files(
-    copies: Sequence[Copy], *, timeout_s: float, parallel: int = 16
+    copies: Sequence[Copy],
+    *,
+    timeout_s: float,
+    parallel: int = 16,
+    ended: Callable[[int, CopyResult], None] | None = None,
 ) -> list[CopyResult]:
     """Run the copies (the target overwritten, its folders made, a partial one never kept by
     the server); one result each, in order. Copies still running at `timeout_s` fail as timed
-    out: the child process doing them is killed."""
+    out: the child process doing them is killed. `ended(index, result)` is called as each copy
+    ends, so that what follows a copy (its checksum asked) overlaps the copies still running."""
     if not copies:
         return []
     child = await asyncio.create_subprocess_exec(
@@ -207,7 +212,9 @@ async def copy_files(
         assert child.stdout is not None
         async for line in child.stdout:
             answer = json.loads(line)
-            results[answer["index"]] = CopyResult(answer["ok"], answer["message"])
+            result = results[answer["index"]] = CopyResult(answer["ok"], answer["message"])
+            if ended is not None:
+                ended(answer["index"], result)
 
     try:
         await asyncio.wait_for(read(), timeout_s)

@@ -9,9 +9,10 @@ import json
 import sys
 from typing import Any
 
+# The client's settings (`transfers.CLIENT_ENVIRONMENT`) come in the environment the parent
+# starts this process with: importing `dxts.core.transfers` here for them would cost every
+# batch of copies the start-up of asyncio (a third of this process's start).
 from XRootD import client
-
-from dxts.core.transfers import CLIENT_ENVIRONMENT  # noqa: F401 - sets the client's environment
 
 KILLED_FIRST_S = 30
 

@@ -8,7 +8,10 @@ output prefix). The parcel runs with cwltool through the adaptor kit's runner
 `dxts-run/`, with the worker's storage elements and file catalogue taken from its environment
 (`DXTS_LOCAL_STORAGE_ROOT`, `DXTS_LOCAL_OUTPUT_SE`, `DXTS_CATALOGUE_*`, and
 `DXTS_PAYLOAD_STORAGE_ELEMENTS`, colon-separated: DIRAC's JDL parser cannot carry the quotes
-of the JSON list `DXTS_LOCAL_STORAGE_ELEMENTS` would need, nor a comma in a list's string).
+of the JSON list `DXTS_LOCAL_STORAGE_ELEMENTS` would need, nor a comma in a list's string; and
+`DXTS_PAYLOAD_STORAGE_ENDPOINTS`, the installation's XRootD SEs as `NAME=root://... ...`,
+space-separated for the same reason: `DXTS_STORAGE_ENDPOINTS` with spaces for commas, so the job
+fetches its `lfn:` inputs from them and uploads its outputs to one, docs/storage.md).
 They are the adaptor's `payload_environment`, given to the job as its JDL
 `ExecutionEnvironment`.
 
@@ -52,6 +55,7 @@ TOOL_STDERR = "dxts-tool.stderr"
 RUN_DIR = "dxts-run"
 OUTPUT_SANDBOX = (RESULT_FILE, RUNNER_LOG, TOOL_STDERR)
 STORAGE_ELEMENTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ELEMENTS"
+STORAGE_ENDPOINTS_VARIABLE = "DXTS_PAYLOAD_STORAGE_ENDPOINTS"
 
 
 class Result(NamedTuple):
@@ -112,9 +116,10 @@ def read_result(text: str) -> Result:
 def _runner_settings(run_dir: Path) -> RunnerEnvironment:
     """The runner's settings on this worker: its storage from the environment."""
     names = [n for n in os.environ.get(STORAGE_ELEMENTS_VARIABLE, "").split(":") if n]
-    if names:
-        return RunnerEnvironment(work_dir=run_dir, storage_elements=names)
-    return RunnerEnvironment(work_dir=run_dir)
+    given: dict[str, Any] = {"storage_elements": names} if names else {}
+    if endpoints := os.environ.get(STORAGE_ENDPOINTS_VARIABLE, "").split():
+        given["storage_endpoints"] = ",".join(endpoints)
+    return RunnerEnvironment(work_dir=run_dir, **given)
 
 
 def _catalogue() -> FileCatalogue | None:

@@ -5,14 +5,16 @@ identity (DXTS_DIRACX_*)."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
-from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE
+from dxts.backends.diracx.payload import STORAGE_ELEMENTS_VARIABLE, STORAGE_ENDPOINTS_VARIABLE
 from dxts.backends.diracx.settings import PAYLOAD_MODULE, DiracXSettings
 from dxts.backends.plugins import Created, Site
 from dxts.core.states import Kind
+from dxts.core.storage import parse_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +22,8 @@ log = logging.getLogger(__name__)
 def settings(site: Site) -> DiracXSettings:
     """Its credentials from DXTS_DIRACX_*, its jobs' payloads run by this Python (unless
     DXTS_DIRACX_PAYLOAD_COMMAND says otherwise) and told to use the site's storage elements and
-    catalogue: a worker on this machine, such as the test pilot."""
+    catalogue, and the installation's XRootD SEs (DXTS_STORAGE_ENDPOINTS, in the JDL-safe form
+    the payload reads): a worker on this machine, such as the test pilot."""
     if site.url is None:
         raise ValueError("the DiracX adaptor needs the installation's URL")
     environment = {
@@ -30,6 +33,12 @@ def settings(site: Site) -> DiracXSettings:
     }
     if site.catalogue_url:
         environment["DXTS_CATALOGUE_URL"] = site.catalogue_url
+    endpoints = parse_endpoints(os.environ.get("DXTS_STORAGE_ENDPOINTS", ""))
+    if endpoints:
+        environment[STORAGE_ENDPOINTS_VARIABLE] = " ".join(
+            f"{name}={endpoint.server}//{endpoint.prefix.lstrip('/')}"
+            for name, endpoint in endpoints.items()
+        )
     chosen = DiracXSettings(url=site.url, work_dir=site.data_dir / "diracx")
     if "payload_command" not in chosen.model_fields_set:
         chosen.payload_command = [sys.executable, "-m", PAYLOAD_MODULE]

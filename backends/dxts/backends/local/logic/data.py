@@ -204,15 +204,18 @@ async def _each(
     """`call` (a blocking storage call) on each location in threads, `parallel` at once; a
     StorageError is returned in its place."""
     gate = asyncio.Semaphore(parallel)
+    return await asyncio.gather(*(_asked(call, where, gate) for where in locations))
 
-    async def one(where: str) -> T | transfers.StorageError:
-        async with gate:
-            try:
-                return await asyncio.to_thread(call, where)
-            except transfers.StorageError as error:
-                return error
 
-    return await asyncio.gather(*(one(where) for where in locations))
+async def _asked(
+    call: Callable[[str], T], where: str, gate: asyncio.Semaphore
+) -> T | transfers.StorageError:
+    """`call(where)` in a thread once `gate` lets it; a StorageError returned, not raised."""
+    async with gate:
+        try:
+            return await asyncio.to_thread(call, where)
+        except transfers.StorageError as error:
+            return error
 
 
 @dataclass
@@ -321,11 +324,22 @@ async def _copy(plans: list[_Planned], settings: LocalSettings, report: RequestR
         )
         for plan, c in remote
     ]
+    # Each copy's checksum is asked as soon as it ends, while the others are still copying.
+    gate = asyncio.Semaphore(settings.transfer_parallel)
+    asked: dict[str, asyncio.Task[str | transfers.StorageError | None]] = {}
+
+    def ended(index: int, result: transfers.CopyResult) -> None:
+        if result.ok:
+            target = copies[index][1].target
+            asked[target] = asyncio.create_task(_asked(transfers.checksum, target, gate))
+
     results = await transfers.copy_files(
         [c for _, c in copies],
         timeout_s=settings.transfer_timeout_s,
         parallel=settings.transfer_parallel,
+        ended=ended,
     )
+    found = {target: await task for target, task in asked.items()}
     copied = [plan for (plan, _), result in zip(copies, results, strict=True) if result.ok]
     failed = [
         (plan, copy, result)
@@ -345,7 +359,7 @@ async def _copy(plans: list[_Planned], settings: LocalSettings, report: RequestR
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(shutil.copyfile, source, target)
         copied.append(plan)
-    await _verify(copied, settings, report)
+    await _verify(copied, settings, report, found)
     await _each(  # best effort: a server that is down keeps nothing it was not sent whole
         transfers.remove,
         [location(settings, p.target_se, p.lfn) for p in plans if p.lfn in report.failures],
@@ -380,13 +394,19 @@ async def _source_failed(
     return blamed
 
 
-async def _verify(plans: list[_Planned], settings: LocalSettings, report: RequestReport) -> None:
-    found = await _each(
-        transfers.checksum,
-        [location(settings, p.target_se, p.lfn) for p in plans],
-        settings.transfer_parallel,
-    )
-    for plan, value in zip(plans, found, strict=True):
+async def _verify(
+    plans: list[_Planned],
+    settings: LocalSettings,
+    report: RequestReport,
+    found: dict[str, str | transfers.StorageError | None],
+) -> None:
+    """Each copy's checksum at its destination (`found`: those asked already) against the
+    one it must have."""
+    targets = [location(settings, p.target_se, p.lfn) for p in plans]
+    unasked = [target for target in targets if target not in found]
+    answers = await _each(transfers.checksum, unasked, settings.transfer_parallel)
+    found |= dict(zip(unasked, answers, strict=True))
+    for plan, value in zip(plans, (found[target] for target in targets), strict=True):
         if isinstance(value, transfers.StorageError):
             report.fail(plan.lfn, FailureClass.STAGE_OUT, plan.target_se, str(value))
         elif value is None:
