@@ -641,8 +641,8 @@ class GroupFailuresResponse(_message.Message):
     PARCELS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     parcels: _builtins.int
-    """How many failed parcels were read; `truncated` when more failed than one call reads (the
-    latest are read).
+    """How many failed parcels were counted; `truncated` when they failed in more distinct
+    words than one call counts (20,000: the commonest are kept).
     """
     truncated: _builtins.bool
     @_builtins.property
