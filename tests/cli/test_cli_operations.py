@@ -1,15 +1,21 @@
 """The verbs that reach execution through the command: halts, cancellations, flushes, input
-operations, user jobs, provenance, and `watch`'s ending statuses (the services run without their
-sweeps here, so nothing moves unless a command moves it)."""
+operations (a Failed input decided by hand), user jobs, provenance, and `watch`'s ending
+statuses (the services run without their sweeps here, so nothing moves unless a command moves
+it)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import sqlalchemy as sa
 from cli_support import EXAMPLES, Dxts
 
 from dxts.cli.operate import IN_MOTION
+from dxts.core.counters import journal_inputs
+from dxts.core.db import Database, Isolation, db_now
+from dxts.core.ids import id_from_str, id_to_str, input_hash, new_id
+from dxts.core.schema import execution
 from dxts.v1.definition_pb2_grpc import DefinitionServiceServicer as Definition
 
 
@@ -103,3 +109,48 @@ async def test_watch_gives_up_at_its_timeout(dxts: Dxts, output: str) -> None:
         assert (found["status"], found["exit"]) == ("New", 5)
     else:
         assert f"{workgraph} still New" in watched.stdout
+
+
+async def failed_input(database: Database, transformation_id: str) -> str:
+    """A Failed input of the member, written by hand with its journal (no sweep runs here)."""
+    tid, input_id = id_from_str(transformation_id), new_id()
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        await conn.execute(
+            sa.insert(execution.inputs).values(
+                TransformationID=tid,
+                InputID=input_id,
+                InputHash=input_hash(None, {"seed": 7}),
+                Descriptor={"seed": 7},
+                Status="Failed",
+                ErrorCount=1,
+                UpdatedAt=await db_now(conn),
+            )
+        )
+        await journal_inputs(conn, {(tid, None, "Failed"): 1})
+    return id_to_str(input_id)
+
+
+async def test_an_operator_decides_a_failed_input(dxts: Dxts, database: Database) -> None:
+    _, members = await submitted(dxts)
+    simulation = members["Simulation"]
+    input_id = await failed_input(database, simulation)
+    decide = ("inputs", "decide", simulation, input_id)
+    for args, said in (
+        (("write-off", "--reason", "x", "--backend", "slurm"), "write-off does not take --backend"),
+        (("split", "--reason", "x"), "split needs --children"),
+        (("retry",), "reason  say why"),
+        (("split", "--reason", "x", "--children", "@/no/such.json"), "cannot read /no/such.json"),
+        (("split", "--reason", "x", "--children", "[]"), "a JSON list of at least one child"),
+    ):
+        refused = await dxts(*decide, *args)
+        assert refused.exit_code == 1 and said in refused.stderr, refused.output
+        assert len(refused.stderr.splitlines()) == 1, refused.output
+
+    halves = json.dumps([{"descriptor": {"seed": 7, "half": h}} for h in (1, 2)])
+    split = await dxts(*decide, "split", "--children", halves, "--reason", "too many events")
+
+    assert split.exit_code == 0, split.output
+    head, children = split.stdout.strip().split(": 2 children, ")
+    assert head == f"input {input_id} Split" and len(children.split(", ")) == 2
+    again = await dxts(*decide, "retry", "--reason", "once more")
+    assert again.exit_code == 1 and "is Split: only a Failed input" in again.stderr

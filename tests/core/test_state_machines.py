@@ -93,21 +93,21 @@ EXPECTED = {
     ),
     "input": expand(
         f"""
-        * > Unassigned : {FEEDER}, {CORE}, {HOOK}
+        * > Unassigned : {FEEDER}, {CORE}, {HOOK}, {OP}
         * > Processed : {CORE}
         Unassigned > Assigned : {PACKER}
         Unassigned > Problematic : {PACKER}
         Assigned > Processed : {CORE}
         Assigned > Split : {CORE}
         Assigned > Failed : {CORE}
-        Failed > Unassigned : {HOOK}
-        Failed > Split : {HOOK}
+        Failed > Unassigned : {HOOK}, {OP}
+        Failed > Split : {HOOK}, {OP}
         Failed > Problematic : {HOOK}
         Problematic > Unassigned : {OP}, {CORE}
         Problematic > NotProcessed : {OP}, {CORE}
         Unassigned > NotProcessed : {OP}, {CORE}
         Assigned > NotProcessed : {CORE}
-        Failed > NotProcessed : {CORE}, {HOOK}
+        Failed > NotProcessed : {CORE}, {HOOK}, {OP}
         Assigned > Unassigned : {CORE}
         """
     ),
@@ -259,5 +259,9 @@ def test_bad_input_is_a_domain_error(call: object) -> None:
 
 def test_sources_of_builds_conditional_updates() -> None:
     assert INPUT.sources_of("NotProcessed") == {"Problematic", "Unassigned", "Assigned", "Failed"}
-    assert INPUT.sources_of("NotProcessed", Actor.OPERATOR) == {"Problematic", "Unassigned"}
+    assert INPUT.sources_of("NotProcessed", Actor.OPERATOR) == {
+        "Problematic",
+        "Unassigned",
+        "Failed",
+    }
     assert PARCEL.sources_of("Completing") == {"Reserved", "Assigned"}

@@ -1,5 +1,6 @@
 """Two retries of one execution command racing, on MariaDB: the command applies once and both
-answer its result (ResetInputs, WriteOffInputs, CancelParcels, Flush), with one log row."""
+answer its result (ResetInputs, WriteOffInputs, DecideFailedInput, CancelParcels, Flush), with one
+log row; two different decisions racing on one Failed input: the first wins."""
 
 from __future__ import annotations
 
@@ -181,3 +182,64 @@ async def test_racing_flushes_apply_once(
             )
         ).one()
     assert parcels == INPUTS
+
+
+async def all_failed(mariadb: Database, definitions: InMemoryTransformations) -> Any:
+    """A transformation whose `INPUTS` inputs are all Failed, by hand with their journal."""
+    t = await fed(mariadb, definitions)
+    async with mariadb.transaction(s.RC) as conn:
+        await conn.execute(
+            sa.update(execution.inputs)
+            .where(execution.inputs.c.TransformationID == t.id)
+            .values(Status="Failed", ErrorCount=1)
+        )
+        await journal_inputs(conn, {(t.id, "Unassigned", "Failed"): INPUTS})
+    return t
+
+
+async def test_racing_decisions_on_a_failed_input_apply_once(
+    mariadb: Database, definitions: InMemoryTransformations, operator: Any
+) -> None:
+    t = await all_failed(mariadb, definitions)
+    first_input, second_input = sorted(r.InputID for r in await s.input_rows(mariadb, t.id))[:2]
+    retried = execution_pb2.DecideFailedInputRequest(
+        request_id="decide-1",
+        transformation_id=id_to_str(t.id),
+        input_id=id_to_str(first_input),
+        reason="the site is back",
+        retry=execution_pb2.RetryDecision(),
+    )
+
+    # Two retries of one request: one decision, both told it, one log row.
+    first, second = await twice(operator.DecideFailedInput, retried)
+
+    assert first == second
+    assert first.status == enum_to_proto(InputStatus.UNASSIGNED)
+    assert len(await logged(mariadb, t.id, "decide-1")) == 1
+
+    # Two people deciding one input differently: the first wins, the second is told its state.
+    retry_it = write_off(retried, "off-1", second_input)
+    retry_it.retry.SetInParent()
+    retry_it.request_id = "retry-2"
+    outcomes = await asyncio.gather(
+        operator.DecideFailedInput(write_off(retried, "off-1", second_input)),
+        operator.DecideFailedInput(retry_it),
+        return_exceptions=True,
+    )
+
+    refused = [o for o in outcomes if isinstance(o, Exception)]
+    (won,) = [o for o in outcomes if not isinstance(o, Exception)]
+    assert len(refused) == 1 and "only a Failed input is decided" in str(refused[0])
+    rows = {r.InputID: r.Status for r in await s.input_rows(mariadb, t.id)}
+    assert enum_to_proto(InputStatus(rows[second_input])) == won.status
+    assert list(rows.values()).count("Failed") == INPUTS - 2
+    await s.assert_counters_exact(mariadb, t.id)
+
+
+def write_off(request: Any, request_id: str, input_id: bytes) -> Any:
+    """`request` as a write-off of another input, under another request id."""
+    changed = execution_pb2.DecideFailedInputRequest()
+    changed.CopyFrom(request)
+    changed.request_id, changed.input_id = request_id, id_to_str(input_id)
+    changed.write_off.SetInParent()
+    return changed

@@ -151,6 +151,34 @@ async def test_mixed_failures_group_by_class_backend_and_normalised_message(
     assert len(reply.groups[0].example_parcel_ids) == 10
 
 
+async def test_a_message_repeated_word_for_word_is_one_group_with_its_latest_examples(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    """The database counts failures alike word for word: one count of 6, whose examples are
+    read from its parcels (the latest first), beside one whose words differ by a number."""
+    inputs = await feed(database, world, 8)
+    parcel_ids = await pack(database, world, [[i] for i in inputs])
+    oom = common_pb2.Failure(failure_class=common_pb2.FAILURE_CLASS_OUT_OF_MEMORY)
+    for p in parcel_ids[:6]:  # one at a time: each fails later than the one before
+        await record_outcome_messages(database, [failed(p, oom, "killed: out of memory")])
+    await record_outcome_messages(
+        database,
+        [
+            failed(p, oom, f"killed: out of memory after {n} s")
+            for n, p in enumerate(parcel_ids[6:])
+        ],
+    )
+    reply = await stubs["alice"].GroupFailures(
+        execution_pb2.GroupFailuresRequest(transformation_ids=[id_to_str(world.transformation_id)])
+    )
+    assert (reply.parcels, [g.count for g in reply.groups]) == (8, [6, 2])
+    same, numbered = reply.groups
+    assert same.reason == "killed: out of memory" and len(set(same.example_parcel_ids)) == 3
+    assert set(same.example_parcel_ids) <= {id_to_str(p) for p in parcel_ids[:6]}
+    assert numbered.reason == "killed: out of memory after # s"
+    assert sorted(numbered.example_parcel_ids) == sorted(id_to_str(p) for p in parcel_ids[6:])
+
+
 async def test_another_vo_and_bad_arguments_are_refused(
     database: Database, world: World, stubs: dict[str, Any]
 ) -> None:

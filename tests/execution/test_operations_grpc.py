@@ -3,6 +3,7 @@ and MariaDB."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,18 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from definition_double import InMemoryTransformations
+from google.protobuf import json_format
 from recording_world import (
     RC,
     TOOL,
     World,
+    assert_counters_exact,
     empty,
     feed,
+    inputs_of,
     outcome,
     pack,
+    parcel,
     report,
     statuses,
     transformation,
@@ -28,7 +33,7 @@ from dxts.core import content_store
 from dxts.core.catalogue import CatalogueSettings
 from dxts.core.catalogue.local import LocalFileCatalogue
 from dxts.core.db import Database
-from dxts.core.errors import FailedPrecondition, NotFound, PermissionDenied
+from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.grpc import DevKeys, GrpcServer, Service, channel
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.identity import current_identity
@@ -37,7 +42,7 @@ from dxts.core.locks import LockManager
 from dxts.core.schema import accounting
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, TransformationStatus
-from dxts.execution.edge.servicer_operations import OperationsRpcs
+from dxts.execution.edge.servicer_operations import OperationsRpcs, record_outcome_messages
 from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.transformations import ActiveSnapshot, Description
 from dxts.execution.settings import ExecutionSettings
@@ -272,3 +277,208 @@ async def test_provenance_shows_only_what_the_caller_may_see(
     assert record.inputs[0].status == common_pb2.INPUT_STATUS_PROCESSED
     with pytest.raises(NotFound):
         await stubs["carol"].Provenance(execution_pb2.ProvenanceRequest(lfn=lfn))
+
+
+# -- an operator deciding a Failed input in its hook's place ----------------------------------
+
+
+async def failed(
+    database: Database, world: World, count: int, why: str = "node lost"
+) -> list[bytes]:
+    """`count` inputs that failed together in one parcel (Failed, ErrorCount 1)."""
+    inputs = await feed(database, world, count)
+    (p,) = await pack(database, world, [inputs])
+    await record_outcome_messages(
+        database, [outcome(p, result=common_pb2.OUTCOME_RESULT_FAILED, message=why)]
+    )
+    assert await statuses(database, world.transformation_id) == {"Failed": count}
+    return inputs
+
+
+def decide(world: World, input_id: bytes, **fields: Any) -> execution_pb2.DecideFailedInputRequest:
+    return execution_pb2.DecideFailedInputRequest(
+        transformation_id=id_to_str(world.transformation_id), input_id=id_to_str(input_id), **fields
+    )
+
+
+async def logged(database: Database, world: World, event: str) -> list[Any]:
+    log = accounting.transformation_log
+    async with database.transaction(RC) as conn:
+        return list(
+            await conn.execute(
+                sa.select(log)
+                .where(log.c.TransformationID == world.transformation_id, log.c.EventType == event)
+                .order_by(log.c.LogID)
+            )
+        )
+
+
+async def test_an_operator_retries_a_failed_input_elsewhere_once_per_request(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    i, other = await failed(database, world, 2)
+    request = decide(
+        world,
+        i,
+        request_id="retry-1",
+        reason="the node is gone; try Slurm with more memory",
+        retry=execution_pb2.RetryDecision(backend="slurm", requirements_json='{"memory_mb": 4000}'),
+    )
+    with pytest.raises(PermissionDenied, match="operator"):
+        await stubs["bob"].DecideFailedInput(request)
+    with pytest.raises(NotFound):
+        await stubs["carol"].DecideFailedInput(request)
+
+    first = await stubs["operator"].DecideFailedInput(request)
+    again = await stubs["operator"].DecideFailedInput(request)  # a retry: the same answer
+
+    assert first == again
+    assert (first.status, list(first.child_input_ids)) == (common_pb2.INPUT_STATUS_UNASSIGNED, [])
+    rows = await inputs_of(database, world.transformation_id)
+    assert (rows[i].Status, rows[i].ErrorCount) == ("Unassigned", 1)  # its errors still count
+    assert rows[other].Status == "Failed"  # the hook's, still
+    parcel_row = await parcel(database, bytes(rows[i].LastParcelID))
+    assert parcel_row.Annotations["retry_with"] == {
+        "backend": "slurm",
+        "requirements": {"memory_mb": 4000},
+    }
+    (command,) = await logged(database, world, "DecideFailedInput")
+    assert (command.Author, command.Message) == ("olga", request.reason)
+    assert command.Data == {
+        "command": "DecideFailedInput",
+        "request_id": "retry-1",
+        "result": {
+            "input_id": id_to_str(i),
+            "decision": "RetryWith",
+            "status": "Unassigned",
+            "children": [],
+        },
+    }
+    (decided,) = await logged(database, world, "FailedInputDecided")
+    assert (decided.Message, decided.Data["by"], decided.Data["inputs"]) == (
+        request.reason,
+        "operator",
+        [id_to_str(i)],
+    )
+    # Decided already: another decision on it is refused, naming its state.
+    with pytest.raises(FailedPrecondition, match="is Unassigned: only a Failed input"):
+        await stubs["alice"].DecideFailedInput(
+            decide(world, i, reason="again", write_off=execution_pb2.WriteOffDecision())
+        )
+    await assert_counters_exact(database)
+
+
+async def test_an_operator_writes_off_or_splits_a_failed_input(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    gone, big = await failed(database, world, 2, why="too big")
+    lfn = (await inputs_of(database, world.transformation_id))[big].LFN
+    halves = [
+        {"lfn": lfn, "lfn_size": 500, "descriptor": {"Mask": "1-50"}},
+        {"lfn": lfn, "lfn_size": 500, "descriptor": {"Mask": "51-100"}},
+    ]
+
+    off = await stubs["operator"].DecideFailedInput(
+        decide(
+            world, gone, reason="the file is corrupt", write_off=execution_pb2.WriteOffDecision()
+        )
+    )
+    split = await stubs["alice"].DecideFailedInput(
+        decide(
+            world,
+            big,
+            reason="too big for one job",
+            split=execution_pb2.SplitDecision(children_json=json.dumps(halves)),
+        )
+    )
+
+    assert off.status == common_pb2.INPUT_STATUS_NOT_PROCESSED
+    assert split.status == common_pb2.INPUT_STATUS_SPLIT
+    rows = await inputs_of(database, world.transformation_id)
+    children = {id_to_str(k): r for k, r in rows.items() if r.ParentInputID is not None}
+    assert sorted(children) == sorted(split.child_input_ids)
+    assert {(r.Status, r.ErrorCount, bytes(r.ParentInputID)) for r in children.values()} == {
+        ("Unassigned", 1, big)
+    }
+    assert sorted(r.Descriptor["Mask"] for r in children.values()) == ["1-50", "51-100"]
+    (written_off,) = await logged(database, world, "InputWrittenOff")
+    assert (written_off.Message, written_off.Data) == (
+        "the file is corrupt",
+        {"input_id": id_to_str(gone), "by": "operator"},
+    )
+    assert await statuses(database, world.transformation_id) == {
+        "NotProcessed": 1,
+        "Split": 1,
+        "Unassigned": 2,
+    }
+    await assert_counters_exact(database)
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"write_off": {}}, "reason: say why"),
+        ({"reason": "x"}, "decision: give a decision: retry, write_off or split"),
+        (
+            {"reason": "x", "retry": {"requirements_json": "[1]"}},
+            "retry.requirements_json: must be a JSON object",
+        ),
+        (
+            {"reason": "x", "retry": {"requirements_json": "{"}},
+            "retry.requirements_json: not valid JSON",
+        ),
+        ({"reason": "x", "split": {"children_json": "{}"}}, "split.children_json: a JSON list"),
+        (
+            {"reason": "x", "split": {"children_json": '[{"lfn": "/a", "lfn_size": -1}]'}},
+            "split.children_json: [0].lfn_size",
+        ),
+        (
+            {"reason": "x", "split": {"children_json": '[{"descriptor": {"a": 1}}, 7]'}},
+            "split.children_json: [1]: expected an object",
+        ),
+        (
+            {
+                "reason": "x",
+                "split": {
+                    "children_json": '[{"lfn": "/a", "lfn_size": 1}, {"lfn": "/a", "lfn_size": 1}]'
+                },
+            },
+            "split.children_json: same lfn and descriptor: item 1 repeats item 0",
+        ),
+    ],
+)
+async def test_a_bad_decision_is_refused_in_one_line(
+    database: Database,
+    world: World,
+    stubs: dict[str, Any],
+    fields: dict[str, Any],
+    said: str,
+) -> None:
+    (i,) = await failed(database, world, 1)
+    request = decide(world, i)
+    json_format.ParseDict(fields, request)
+
+    with pytest.raises(InvalidArgument) as refused:
+        await stubs["operator"].DecideFailedInput(request)
+
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+    assert await statuses(database, world.transformation_id) == {"Failed": 1}
+
+
+async def test_deciding_an_input_the_transformation_has_not_is_not_found(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    await failed(database, world, 1)
+    with pytest.raises(NotFound, match="input"):
+        await stubs["operator"].DecideFailedInput(
+            decide(world, world.transformation_id, reason="x", retry=execution_pb2.RetryDecision())
+        )
+    with pytest.raises(InvalidArgument, match="input_id"):
+        await stubs["operator"].DecideFailedInput(
+            execution_pb2.DecideFailedInputRequest(
+                transformation_id=id_to_str(world.transformation_id),
+                input_id="not-an-id",
+                reason="x",
+                retry=execution_pb2.RetryDecision(),
+            )
+        )

@@ -9,7 +9,9 @@ as the workgraph's owner. Seeded, untimed:
 * its first member given `inputs` inputs (Processed, Failed, Problematic and Unassigned, settled
   over the last hour) and `parcels` ended parcels with a measured usage and outcome (a few
   percent Failed with a handful of reasons), plus a few in flight, journalled as execution
-  would.
+  would; then `failures` more Failed parcels, failed over the last day, their messages naming
+  one of 100 worker nodes (so the grouping folds 100 wordings of each reason into one group);
+* `workgraphs` more one-step workgraphs, submitted (New) beside it, for the list.
 
 Figures (milliseconds per page, lower is better), each against a baseline of the same page's
 gRPC reads alone (the data the page gathers, without HTTP and templating), so the ratio is
@@ -17,14 +19,17 @@ the cost of rendering:
 
 * `workgraph_page_ms`: GET /workgraphs/WG (graph layout, counts, reasons, log);
 * `member_page_ms`: GET /transformations/TF of the member with `inputs` inputs;
-* `list_page_ms`: GET /workgraphs (its progress counted over every member);
-* `errors_page_ms`: GET /errors?wg=WG (GroupFailures over every member, its failed parcels);
+* `list_page_ms`: GET /workgraphs (`workgraphs` + 1 of them, progress counted over every
+  member);
+* `errors_page_ms`: GET /errors?wg=WG (GroupFailures over every member, over its
+  `failures` + a few percent of `parcels` failed parcels);
 * `parcel_page_ms`: GET /parcels/P of a failed parcel of the big member (GetParcel, its
   member; no dispatcher is served here, so no logs are asked for).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -75,13 +80,30 @@ class WebParams:
     inputs: int
     parcels: int
     rounds: int
+    failures: int = 0
+    workgraphs: int = 0
 
 
 SCALES = {
-    "tiny": WebParams(members=5, inputs=2_000, parcels=200, rounds=2),
-    "small": WebParams(members=50, inputs=1_000_000, parcels=20_000, rounds=5),
-    "full": WebParams(members=50, inputs=1_000_000, parcels=100_000, rounds=20),
+    "tiny": WebParams(members=5, inputs=2_000, parcels=200, rounds=2, failures=300, workgraphs=5),
+    "small": WebParams(
+        members=50,
+        inputs=1_000_000,
+        parcels=20_000,
+        rounds=5,
+        failures=100_000,
+        workgraphs=1_000,
+    ),
+    "full": WebParams(
+        members=50,
+        inputs=1_000_000,
+        parcels=100_000,
+        rounds=20,
+        failures=100_000,
+        workgraphs=1_000,
+    ),
 }
+SUBMIT_SIDE_BY_SIDE = 8
 
 
 async def run(bench: Bench, params: WebParams) -> None:
@@ -101,6 +123,8 @@ async def run(bench: Bench, params: WebParams) -> None:
                 "members": params.members,
                 "inputs": params.inputs,
                 "parcels": params.parcels,
+                "failures": params.failures,
+                "workgraphs": params.workgraphs + 1,
                 "baseline": "the page's gRPC reads alone (no HTTP, no templates)",
             }
             pages: list[tuple[str, str, Callable[[], Awaitable[Any]]]] = [
@@ -221,7 +245,34 @@ async def _seed(database: Database, web: Web, token: str, params: WebParams) -> 
         hash_from_str(first.process_id),
         params.parcels,
     )
+    await _seed_failures(
+        database,
+        id_from_str(first.transformation_id),
+        hash_from_str(first.process_id),
+        params.failures,
+    )
+    await _submit_others(clients, params.workgraphs)
     return workgraph, first.transformation_id
+
+
+async def _submit_others(clients: Any, count: int) -> None:
+    """`count` one-step workgraphs, SUBMIT_SIDE_BY_SIDE submissions at a time."""
+
+    async def submit(n: int) -> None:
+        await clients.definition.SubmitWorkgraph(
+            definition_pb2.SubmitWorkgraphRequest(
+                request_id=str(uuid.uuid4()),
+                bundle=common_pb2.DocumentBundle(
+                    main_path="workgraph.cwl",
+                    files={"workgraph.cwl": chain_document(1, f"web-list-{n}").encode()},
+                ),
+            )
+        )
+
+    for start in range(0, count, SUBMIT_SIDE_BY_SIDE):
+        await asyncio.gather(
+            *(submit(n) for n in range(start, min(count, start + SUBMIT_SIDE_BY_SIDE)))
+        )
 
 
 async def _a_failed_parcel(database: Database, member: str) -> str:
@@ -274,6 +325,48 @@ async def _seed_inputs(database: Database, transformation_id: bytes, count: int)
         async with database.transaction(RC) as conn:
             await conn.execute(sa.insert(execution.inputs), rows)
             await journal_inputs(conn, moves)
+
+
+async def _seed_failures(
+    database: Database, transformation_id: bytes, process_id: bytes, count: int
+) -> None:
+    """`count` Failed parcels, failed over the last day, each naming its worker node."""
+    now = utc_now()
+    for start in range(0, count, SEED_BATCH):
+        size = min(SEED_BATCH, count - start)
+        rows = []
+        for n, parcel_id in enumerate(new_ids(size), start=start):
+            at = now - timedelta(seconds=86_400 * (count - n) / count)
+            message = f"{FAILURES[n % len(FAILURES)]} on wn-{n % 100:03d}"
+            outcome = {
+                "result": "OUTCOME_RESULT_FAILED",
+                "backend": "local",
+                "identifier": f"failed-job-{n}",
+                "message": message,
+                "exit_code": 137 if n % len(FAILURES) == 0 else 1,
+            }
+            rows.append(
+                {
+                    "ParcelID": parcel_id,
+                    "TransformationID": transformation_id,
+                    "Kind": Kind.COMPUTE.value,
+                    "Status": ParcelStatus.FAILED.value,
+                    "Backend": "local",
+                    "Annotations": {"outcome": outcome, "reason": message},
+                    "UpdatedAt": at,
+                    "CompletedAt": at,
+                }
+            )
+        async with database.transaction(RC) as conn:
+            await conn.execute(sa.insert(execution.parcels), rows)
+            await conn.execute(
+                sa.insert(execution.compute_parcels),
+                [{"ParcelID": r["ParcelID"], "ProcessID": process_id} for r in rows],
+            )
+            moves: dict[tuple[bytes, str | None, str | None], int] = {
+                (transformation_id, None, ParcelStatus.FAILED.value): size
+            }
+            await journal_parcels(conn, moves)
 
 
 async def _seed_parcels(

@@ -1,6 +1,6 @@
 """Operator verbs: steering workgraphs and transformations (docs/operating.md), the feeders,
-and the inputs an operator resets or writes off. Each prints the entity as it is afterwards,
-on one line (or, with --output json, the service's answer)."""
+and the inputs an operator resets, writes off or decides (`decide`). Each prints the entity as
+it is afterwards, on one line (or, with --output json, the service's answer)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from dxts.cli.client import Clients, request_id, run
+from dxts.cli.decide import inputs_decide
 from dxts.cli.inspect import ListByDefault, list_inputs
 from dxts.cli.names import action_number, member_id, workgraph_id
 from dxts.cli.output import Output, OutputOption, message_dict, name, parse_enum, print_json
@@ -468,9 +469,10 @@ def _json_object(text: str, field: str) -> str:
 inputs_app = typer.Typer(
     cls=ListByDefault,
     no_args_is_help=True,
-    help="A member's inputs: list (`dxts inputs TF`), reset, write off.",
+    help="A member's inputs: list (`dxts inputs TF`), reset, write off, decide a Failed one.",
 )
 inputs_app.command("list")(list_inputs)
+inputs_app.command("decide")(inputs_decide)
 
 Ids = Annotated[list[str] | None, typer.Option("--id", help="An input id; repeatable.")]
 Statuses = Annotated[

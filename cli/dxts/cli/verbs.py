@@ -44,7 +44,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "Back from Finalizing to Active.",
     ),
     "feeder": ("dxts.cli.operate", "feeder_app", "A member's feeder: enable, disable, args."),
-    "inputs": ("dxts.cli.operate", "inputs_app", "A member's inputs: list, reset, write off."),
+    "inputs": (
+        "dxts.cli.operate",
+        "inputs_app",
+        "A member's inputs: list, reset, write off, decide.",
+    ),
     "job": ("dxts.cli.jobs", "job_app", "User jobs: one CWL process, one parcel."),
     "file": ("dxts.cli.files", "file_app", "Files in and out of the storage elements."),
     "registry": ("dxts.cli.jobs", "registry_app", "The process registry."),

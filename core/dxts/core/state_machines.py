@@ -246,15 +246,16 @@ INPUT = StateMachine(
     states=values(InputStatus),
     edges=_edges(
         [
-            (None, I.UNASSIGNED, (Actor.FEEDER, CORE, HOOK), "fed, or a split child to redo"),
+            (None, I.UNASSIGNED, (Actor.FEEDER, CORE, HOOK, OP), "fed, or a split child to redo"),
             (None, I.PROCESSED, CORE, "recovery split child claimed by a born-Done parcel"),
             (I.UNASSIGNED, I.ASSIGNED, Actor.PACKER, "packed into a parcel"),
             (I.UNASSIGNED, I.PROBLEMATIC, Actor.PACKER, "packer says BadInput"),
             (I.ASSIGNED, I.PROCESSED, CORE, "parcel reports SUCCESS"),
             (I.ASSIGNED, I.SPLIT, CORE, "parcel reports SPLIT"),
             (I.ASSIGNED, I.FAILED, CORE, "parcel reports FAILURE, or the parcel Failed"),
-            (I.FAILED, I.UNASSIGNED, HOOK, "HandleFailedInput: ToUnassigned"),
-            (I.FAILED, I.SPLIT, HOOK, "HandleFailedInput: SplitInto"),
+            # An operator may decide a Failed input in the hook's place (DecideFailedInput).
+            (I.FAILED, I.UNASSIGNED, (HOOK, OP), "HandleFailedInput: ToUnassigned, RetryWith"),
+            (I.FAILED, I.SPLIT, (HOOK, OP), "HandleFailedInput: SplitInto"),
             (I.FAILED, I.PROBLEMATIC, HOOK, "HandleFailedInput: ToProblematic"),
             (
                 I.PROBLEMATIC,
@@ -270,7 +271,7 @@ INPUT = StateMachine(
             ),
             (I.UNASSIGNED, I.NOT_PROCESSED, (OP, CORE), "write-off, close, cancellation, halt"),
             (I.ASSIGNED, I.NOT_PROCESSED, CORE, "its parcel reached Cancelled"),
-            (I.FAILED, I.NOT_PROCESSED, (CORE, HOOK), "halt, or HandleFailedInput: WriteOff"),
+            (I.FAILED, I.NOT_PROCESSED, (CORE, HOOK, OP), "halt, or HandleFailedInput: WriteOff"),
             (I.ASSIGNED, I.UNASSIGNED, CORE, "parcel reports NOT_TRIED"),
         ]
     ),

@@ -36,11 +36,15 @@ class InputVerb:
     explains: str
     target: str  # the input status it moves inputs to
     danger: bool = False
+    # The statuses its RPC takes, when fewer than the operator's edges to `target` (a reset
+    # takes Problematic inputs; a Failed one is decided one by one, `dxts inputs decide`).
+    only: frozenset[str] | None = None
 
     @property
     def applies_to(self) -> frozenset[str]:
         """The statuses an operator can move an input out of with this verb."""
-        return INPUT.sources_of(self.target, Actor.OPERATOR)
+        sources = INPUT.sources_of(self.target, Actor.OPERATOR)
+        return sources if self.only is None else sources & self.only
 
     @property
     def asks_message(self) -> bool:
@@ -66,6 +70,7 @@ INPUT_VERBS = {
             "The inputs go back to Unassigned with no error counted: they will be packed and "
             "run again.",
             InputStatus.UNASSIGNED,
+            only=frozenset({InputStatus.PROBLEMATIC}),
         ),
     )
 }

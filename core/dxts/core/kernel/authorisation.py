@@ -190,6 +190,7 @@ RULES: Rules = {
         EXECUTION.ListDescendants,
         EXECUTION.ResetInputs,
         EXECUTION.WriteOffInputs,
+        EXECUTION.DecideFailedInput,
         EXECUTION.CancelParcels,
         EXECUTION.Flush,
         EXECUTION.ResetFeeders,

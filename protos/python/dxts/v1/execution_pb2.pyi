@@ -641,8 +641,8 @@ class GroupFailuresResponse(_message.Message):
     PARCELS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     parcels: _builtins.int
-    """How many failed parcels were read; `truncated` when more failed than one call reads (the
-    latest are read).
+    """How many failed parcels were counted; `truncated` when they failed in more distinct
+    words than one call counts (20,000: the commonest are kept).
     """
     truncated: _builtins.bool
     @_builtins.property
@@ -1023,6 +1023,144 @@ class WriteOffInputsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WriteOffInputsResponse: _TypeAlias = WriteOffInputsResponse  # noqa: Y015
+
+@_typing.final
+class DecideFailedInputRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    INPUT_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    RETRY_FIELD_NUMBER: _builtins.int
+    WRITE_OFF_FIELD_NUMBER: _builtins.int
+    SPLIT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    transformation_id: _builtins.str
+    input_id: _builtins.str
+    """A Failed input of that transformation."""
+    reason: _builtins.str
+    """Why (required): the log keeps it with the decision."""
+    @_builtins.property
+    def retry(self) -> Global___RetryDecision: ...
+    @_builtins.property
+    def write_off(self) -> Global___WriteOffDecision: ...
+    @_builtins.property
+    def split(self) -> Global___SplitDecision: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        transformation_id: _builtins.str = ...,
+        input_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        retry: Global___RetryDecision | None = ...,
+        write_off: Global___WriteOffDecision | None = ...,
+        split: Global___SplitDecision | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "retry", b"retry", "split", b"split", "write_off", b"write_off"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "input_id", b"input_id", "reason", b"reason", "request_id", b"request_id", "retry", b"retry", "split", b"split", "transformation_id", b"transformation_id", "write_off", b"write_off"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_decision: _TypeAlias = _typing.Literal["retry", "write_off", "split"]  # noqa: Y015
+    _WhichOneofArgType_decision: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_decision) -> _WhichOneofReturnType_decision | None: ...
+
+Global___DecideFailedInputRequest: _TypeAlias = DecideFailedInputRequest  # noqa: Y015
+
+@_typing.final
+class RetryDecision(_message.Message):
+    """Back to Unassigned, to be packed again; with a backend and/or requirements, its next parcel
+    goes to that backend and asks for them (merged over what the packer asks).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BACKEND_FIELD_NUMBER: _builtins.int
+    REQUIREMENTS_JSON_FIELD_NUMBER: _builtins.int
+    backend: _builtins.str
+    requirements_json: _builtins.str
+    """A JSON object of requirements (`{"memory_mb": 4000}`); empty for none."""
+    def __init__(
+        self,
+        *,
+        backend: _builtins.str = ...,
+        requirements_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "requirements_json", b"requirements_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryDecision: _TypeAlias = RetryDecision  # noqa: Y015
+
+@_typing.final
+class WriteOffDecision(_message.Message):
+    """NotProcessed: the input will not be processed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteOffDecision: _TypeAlias = WriteOffDecision  # noqa: Y015
+
+@_typing.final
+class SplitDecision(_message.Message):
+    """Split: the input is replaced by finer children, inserted Unassigned with its ErrorCount."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHILDREN_JSON_FIELD_NUMBER: _builtins.int
+    children_json: _builtins.str
+    """A JSON list of children shaped as a feeder yields them: `{"lfn", "lfn_size",
+    "descriptor"}`, or `{"descriptor"}` for an input without a file.
+    """
+    def __init__(
+        self,
+        *,
+        children_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["children_json", b"children_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SplitDecision: _TypeAlias = SplitDecision  # noqa: Y015
+
+@_typing.final
+class DecideFailedInputResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    CHILD_INPUT_IDS_FIELD_NUMBER: _builtins.int
+    status: _common_pb2.InputStatus.ValueType
+    """What the input is now: Unassigned, NotProcessed or Split."""
+    @_builtins.property
+    def child_input_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The split children inserted (one the transformation already has is not inserted again)."""
+
+    def __init__(
+        self,
+        *,
+        status: _common_pb2.InputStatus.ValueType = ...,
+        child_input_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["child_input_ids", b"child_input_ids", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DecideFailedInputResponse: _TypeAlias = DecideFailedInputResponse  # noqa: Y015
 
 @_typing.final
 class CancelParcelsRequest(_message.Message):

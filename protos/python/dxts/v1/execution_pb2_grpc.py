@@ -85,6 +85,11 @@ class ExecutionServiceStub:
                 request_serializer=dxts_dot_v1_dot_execution__pb2.WriteOffInputsRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_execution__pb2.WriteOffInputsResponse.FromString,
                 _registered_method=True)
+        self.DecideFailedInput = channel.unary_unary(
+                '/dxts.v1.ExecutionService/DecideFailedInput',
+                request_serializer=dxts_dot_v1_dot_execution__pb2.DecideFailedInputRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_execution__pb2.DecideFailedInputResponse.FromString,
+                _registered_method=True)
         self.CancelParcels = channel.unary_unary(
                 '/dxts.v1.ExecutionService/CancelParcels',
                 request_serializer=dxts_dot_v1_dot_execution__pb2.CancelParcelsRequest.SerializeToString,
@@ -194,6 +199,15 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DecideFailedInput(self, request, context):
+        """One Failed input decided by an operator in its HandleFailedInput hook's place (the member
+        paused to look at it, or its hook failing on it): retried (on another backend, asking
+        more), written off, or split, with the reason logged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CancelParcels(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -298,6 +312,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.WriteOffInputs,
                     request_deserializer=dxts_dot_v1_dot_execution__pb2.WriteOffInputsRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_execution__pb2.WriteOffInputsResponse.SerializeToString,
+            ),
+            'DecideFailedInput': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideFailedInput,
+                    request_deserializer=dxts_dot_v1_dot_execution__pb2.DecideFailedInputRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_execution__pb2.DecideFailedInputResponse.SerializeToString,
             ),
             'CancelParcels': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelParcels,
@@ -605,6 +624,33 @@ class ExecutionService:
             '/dxts.v1.ExecutionService/WriteOffInputs',
             dxts_dot_v1_dot_execution__pb2.WriteOffInputsRequest.SerializeToString,
             dxts_dot_v1_dot_execution__pb2.WriteOffInputsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideFailedInput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.ExecutionService/DecideFailedInput',
+            dxts_dot_v1_dot_execution__pb2.DecideFailedInputRequest.SerializeToString,
+            dxts_dot_v1_dot_execution__pb2.DecideFailedInputResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,6 +55,11 @@ class ExecutionServiceStub:
     ResetInputs: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ResetInputsRequest, _execution_pb2.ResetInputsResponse]
     """Operator operations."""
     WriteOffInputs: _grpc.UnaryUnaryMultiCallable[_execution_pb2.WriteOffInputsRequest, _execution_pb2.WriteOffInputsResponse]
+    DecideFailedInput: _grpc.UnaryUnaryMultiCallable[_execution_pb2.DecideFailedInputRequest, _execution_pb2.DecideFailedInputResponse]
+    """One Failed input decided by an operator in its HandleFailedInput hook's place (the member
+    paused to look at it, or its hook failing on it): retried (on another backend, asking
+    more), written off, or split, with the reason logged.
+    """
     CancelParcels: _grpc.UnaryUnaryMultiCallable[_execution_pb2.CancelParcelsRequest, _execution_pb2.CancelParcelsResponse]
     Flush: _grpc.UnaryUnaryMultiCallable[_execution_pb2.FlushRequest, _execution_pb2.FlushResponse]
     """One packer invocation with flush=True (called by definition's FlushTransformation)."""
@@ -99,6 +104,11 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     ResetInputs: _aio.UnaryUnaryMultiCallable[_execution_pb2.ResetInputsRequest, _execution_pb2.ResetInputsResponse]  # type: ignore[assignment]
     """Operator operations."""
     WriteOffInputs: _aio.UnaryUnaryMultiCallable[_execution_pb2.WriteOffInputsRequest, _execution_pb2.WriteOffInputsResponse]  # type: ignore[assignment]
+    DecideFailedInput: _aio.UnaryUnaryMultiCallable[_execution_pb2.DecideFailedInputRequest, _execution_pb2.DecideFailedInputResponse]  # type: ignore[assignment]
+    """One Failed input decided by an operator in its HandleFailedInput hook's place (the member
+    paused to look at it, or its hook failing on it): retried (on another backend, asking
+    more), written off, or split, with the reason logged.
+    """
     CancelParcels: _aio.UnaryUnaryMultiCallable[_execution_pb2.CancelParcelsRequest, _execution_pb2.CancelParcelsResponse]  # type: ignore[assignment]
     Flush: _aio.UnaryUnaryMultiCallable[_execution_pb2.FlushRequest, _execution_pb2.FlushResponse]  # type: ignore[assignment]
     """One packer invocation with flush=True (called by definition's FlushTransformation)."""
@@ -200,6 +210,17 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _execution_pb2.WriteOffInputsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.WriteOffInputsResponse, _abc.Awaitable[_execution_pb2.WriteOffInputsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DecideFailedInput(
+        self,
+        request: _execution_pb2.DecideFailedInputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.DecideFailedInputResponse, _abc.Awaitable[_execution_pb2.DecideFailedInputResponse]]:
+        """One Failed input decided by an operator in its HandleFailedInput hook's place (the member
+        paused to look at it, or its hook failing on it): retried (on another backend, asking
+        more), written off, or split, with the reason logged.
+        """
 
     @_abc_1.abstractmethod
     def CancelParcels(

@@ -11,14 +11,19 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from dxts.core.adaptor.mapping import FAILURE_CLASSES
-from dxts.core.errors import InvalidArgument
-from dxts.core.grpc.convert import enum_to_proto, json_text, to_timestamp
+from dxts.core.errors import FieldViolation, InvalidArgument
+from dxts.core.grpc.convert import enum_to_proto, from_json_text, json_text, to_timestamp
 from dxts.core.grpc.requests import Problems
 from dxts.core.ids import hash_to_str, id_to_str
+from dxts.core.plugins import Decision, Input, RetryWith, SplitInto, ToUnassigned, WriteOff
+from dxts.core.plugins.args import violations
 from dxts.core.states import InputStatus, Kind, ParcelStatus
 from dxts.execution.logic.failure_groups import FailureGroup
 from dxts.execution.logic.queries import OutputRow
+from dxts.execution.logic.status_reports import child_input
 from dxts.execution.records import ComputeFacet, InputRecord, ParcelRecord
 from dxts.v1 import execution_pb2
 
@@ -116,6 +121,49 @@ def selection_of(
     ids = problems.ids(texts, f"selection.{'input_ids' if inputs else 'parcel_ids'}")
     problems.raise_if_any()
     return ids, None
+
+
+SPLIT = "split.children_json"
+
+
+def decision_of(request: execution_pb2.DecideFailedInputRequest, reason: str) -> Decision:
+    """The operator's decision as the hook's would be, `reason` its note (its reason for a
+    write-off); a bad one is INVALID_ARGUMENT naming the field."""
+    chosen = request.WhichOneof("decision")
+    if chosen is None:
+        raise InvalidArgument("give a decision: retry, write_off or split", field="decision")
+    if chosen == "write_off":
+        return WriteOff(reason=reason)
+    if chosen == "split":
+        children = _children(request.split.children_json)
+        try:
+            return SplitInto(children=children, note=reason)
+        except ValidationError as error:  # two children alike
+            raise InvalidArgument(
+                [FieldViolation(SPLIT, v.description) for v in violations(error)]
+            ) from None
+    asked = from_json_text(request.retry.requirements_json, field="retry.requirements_json")
+    if asked is not None and not isinstance(asked, dict):
+        raise InvalidArgument("must be a JSON object", field="retry.requirements_json")
+    backend = request.retry.backend or None
+    if not asked and backend is None:
+        return ToUnassigned(note=reason)
+    try:
+        return RetryWith(requirements=asked or {}, backend=backend, note=reason)
+    except ValidationError as error:
+        raise InvalidArgument(violations(error, "retry")) from None
+
+
+def _children(text: str) -> list[Input]:
+    """split.children_json: a JSON list of children in the feeder's shape, at least one."""
+    raw = from_json_text(text, field=SPLIT)
+    if not isinstance(raw, list) or not raw:
+        raise InvalidArgument("a JSON list of at least one child", field=SPLIT)
+    problems: list[str] = []
+    children = [child_input(item, f"[{index}]", problems) for index, item in enumerate(raw)]
+    if problems:
+        raise InvalidArgument([FieldViolation(SPLIT, problem) for problem in problems])
+    return [child for child in children if child is not None]
 
 
 def failure_group_pb(

@@ -6,8 +6,9 @@ The servicer that inherits it sets `database`, `transformations` (the definition
 may see it), `locks` and `settings`. Rights, on top of what definition lets the caller see:
 
 * RecordOutcomes — dxts's own components only (the service role: the dispatcher);
-* steering a transformation (reset, write off, cancel, clean) — its owner or an operator of its
-  VO, or a component; steering a user job — its submitter or an operator of its VO;
+* steering a transformation (reset, write off, decide a Failed input, cancel, clean) — its owner
+  or an operator of its VO, or a component; steering a user job — its submitter or an operator
+  of its VO;
 * CreateUserParcel — for the caller itself (definition forwards the submitter's token), or a
   component; reading a user job or a provenance — anyone of the VO.
 
@@ -31,6 +32,7 @@ from dxts.core.errors import (
     Unauthenticated,
 )
 from dxts.core.grpc.auth import bearer_token
+from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.grpc.convert import from_json_text as _from_json_text
 from dxts.core.grpc.paging import (
     decode_page_token,
@@ -46,6 +48,7 @@ from dxts.core.locks import LockManager
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.edge.mapping import (
     compute_facet_pb,
+    decision_of,
     hash_text,
     input_pb,
     output_pb,
@@ -55,6 +58,7 @@ from dxts.execution.edge.mapping import (
 from dxts.execution.logic import (
     cleaning,
     commands,
+    decisions,
     lineage,
     operations,
     parcel_names,
@@ -84,8 +88,8 @@ async def record_outcome_messages(
 
 
 class OperationsRpcs:
-    """RecordOutcomes, ResetInputs, WriteOffInputs, CancelParcels, Provenance, CreateUserParcel,
-    GetUserParcel and CleanTransformation."""
+    """RecordOutcomes, ResetInputs, WriteOffInputs, DecideFailedInput, CancelParcels,
+    Provenance, CreateUserParcel, GetUserParcel and CleanTransformation."""
 
     database: Database
     transformations: ActiveTransformations
@@ -179,6 +183,24 @@ class OperationsRpcs:
             batch=self.settings.operation_batch,
         )
         return execution_pb2.WriteOffInputsResponse(written_off_count=count)
+
+    async def DecideFailedInput(
+        self, request: execution_pb2.DecideFailedInputRequest, context: Context
+    ) -> execution_pb2.DecideFailedInputResponse:
+        tid = required_id(request.transformation_id, "transformation_id")
+        input_id = required_id(request.input_id, "input_id")
+        reason = request.reason.strip()[:REASON_MAX]
+        if not reason:
+            raise InvalidArgument("say why: the log keeps it with the decision", field="reason")
+        decision = decision_of(request, reason)
+        await self._steered(tid, context)
+        decided = await decisions.decide_failed_input(
+            self.database, self._request(request.request_id, reason), tid, input_id, decision
+        )
+        return execution_pb2.DecideFailedInputResponse(
+            status=enum_to_proto(decided.status),  # type: ignore[arg-type]
+            child_input_ids=[id_to_str(child) for child in decided.children],
+        )
 
     async def CancelParcels(
         self, request: execution_pb2.CancelParcelsRequest, context: Context

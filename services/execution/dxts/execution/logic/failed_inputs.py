@@ -166,9 +166,10 @@ async def handle_failed_inputs(
                 continue
             decisions.append((row, decision))
         applied = await database.run(
-            functools.partial(_apply, transformation_id=tid, decisions=decisions), isolation=RC
+            functools.partial(apply_decisions, transformation_id=tid, decisions=decisions),
+            isolation=RC,
         )
-        handled.decided.update(applied)
+        handled.decided.update(applied.decided)
         if len(page) < batch:
             break
     for decision, count in handled.decided.items():
@@ -187,12 +188,23 @@ async def handle_failed_inputs(
     return handled
 
 
-async def _apply(
+@dataclass
+class Applied:
+    """What applying a batch of decisions did: counts by decision, the split children made."""
+
+    decided: Counter[str] = field(default_factory=Counter)
+    children: list[bytes] = field(default_factory=list)
+
+
+async def apply_decisions(
     conn: Transaction,
     transformation_id: bytes,
     decisions: list[tuple[FailedInput, Decision]],
-) -> Counter[str]:
-    """Apply the decisions on the inputs still Failed (locked first); counts by decision."""
+    *,
+    actor: Actor = Actor.HOOK,
+) -> Applied:
+    """Apply the decisions on the inputs still Failed (locked first), as the hook's or, in its
+    place, an operator's (`actor`, which the log rows name as `by`)."""
     still = await db.lock_failed(conn, transformation_id, [row.input_id for row, _ in decisions])
     now = await db_now(conn)
     by_target: dict[str, list[bytes]] = defaultdict(list)
@@ -204,14 +216,14 @@ async def _apply(
         transformation_id,
         [c.input_hash for _, d in decisions if isinstance(d, SplitInto) for c in d.children],
     )
-    applied: Counter[str] = Counter()
+    applied = Applied()
     directives: dict[bytes, dict[str, Any]] = {}  # failed ParcelID → its annotations, directed
     noted: dict[tuple[str, str], list[bytes]] = defaultdict(list)
     for row, decision in decisions:
         input_id = row.input_id
         if input_id not in still:
             continue
-        applied[type(decision).__name__] += 1
+        applied.decided[type(decision).__name__] += 1
         if decision.note:
             noted[(type(decision).__name__, decision.note)].append(input_id)
         if isinstance(decision, ToUnassigned):
@@ -235,7 +247,7 @@ async def _apply(
                     "InputWrittenOff",
                     AUTHOR,
                     message=decision.reason,
-                    data={"input_id": id_to_str(input_id), "by": "hook"},
+                    data={"input_id": id_to_str(input_id), "by": actor.value},
                 )
             )
         elif isinstance(decision, ToProblematic):
@@ -246,7 +258,7 @@ async def _apply(
                     "InputProblematic",
                     AUTHOR,
                     message=decision.reason,
-                    data={"input_id": id_to_str(input_id), "by": "hook"},
+                    data={"input_id": id_to_str(input_id), "by": actor.value},
                 )
             )
         else:
@@ -267,9 +279,10 @@ async def _apply(
             )
         )
     await rows.insert_inputs(conn, children)
+    applied.children = [child["InputID"] for child in children]
     for target, ids in by_target.items():
         await move_inputs(
-            conn, transformation_id, ids, source=I.FAILED, target=target, actor=Actor.HOOK, now=now
+            conn, transformation_id, ids, source=I.FAILED, target=target, actor=actor, now=now
         )
     await db.annotate_parcels(conn, directives)
     reasons.extend(
@@ -280,6 +293,7 @@ async def _apply(
             message=note,
             data={
                 "decision": kind,
+                "by": actor.value,
                 "count": len(ids),
                 "inputs": [id_to_str(input_id) for input_id in ids[:LOGGED_INPUTS]],
             },

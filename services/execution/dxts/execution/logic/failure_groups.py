@@ -5,24 +5,27 @@ code and message; parcels alike share (class, backend, site, normalised message)
 being the tool's own line when the adaptor reported one, else the backend's (or, for a failure
 execution decided itself, its recorded reason). The normalisation
 (`dxts.core.adaptor.failures.normalise`) folds numbers, ids and paths, so one tool failing on
-12 inputs is one group. At most `MAX_PARCELS` failed parcels are read per call, the latest.
+12 inputs is one group. The database counts the failed parcels alike word for word (no
+parcel's annotations are read here, whatever their number); the words are normalised here, once
+per distinct message, and the counts they fold together merged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from dxts.core.adaptor.failures import normalise
 from dxts.core.adaptor.model import FailureClass
 from dxts.core.db import Database, Isolation
-from dxts.execution.logic.parcel_annotations import REASON, stored_outcome
-from dxts.execution.records import ParcelRecord
 from dxts.execution.store import failures as db
 
-MAX_PARCELS = 20_000  # failed parcels read per call: the latest
+MAX_COUNTS = 20_000  # distinct (transformation, key, own words) counted per call: the largest
+EXAMPLE_READS = 50  # groups whose examples are read parcel by parcel, the largest
+NO_MESSAGE = "(no message)"
+_FAILURE_CLASSES = {c.value: c for c in FailureClass}
 MAX_TRANSFORMATIONS = 500
 DEFAULT_EXAMPLES = 3
 MAX_EXAMPLES = 10
@@ -42,56 +45,47 @@ class FailureGroup:
     example_inputs: list[bytes] = field(default_factory=list)
     exit_codes: set[int] = field(default_factory=set)
     transformation_ids: set[bytes] = field(default_factory=set)
+    counted: list[db.Counted] = field(default_factory=list)  # the counts merged into it
 
 
 @dataclass(frozen=True)
 class Grouped:
     groups: list[FailureGroup]
-    parcels: int  # failed parcels read
-    truncated: bool  # more failed than were read
+    parcels: int  # failed parcels counted
+    truncated: bool  # more distinct failures than one call counts (the largest are kept)
 
 
-def _words(parcel: ParcelRecord) -> tuple[FailureClass, str, str, int | None]:
-    """A failed parcel's class, site, own words and exit code, from its recorded outcome (or
-    the reason execution recorded when it failed the parcel itself)."""
-    annotations: Mapping[str, Any] = parcel.annotations or {}
-    outcome = stored_outcome(annotations)
-    reason = str(annotations.get(REASON) or "")
-    if outcome is None:
-        return FailureClass.UNSPECIFIED, "", reason or "(no message)", None
-    failure = outcome.failure
-    failure_class = failure.failure_class if failure else FailureClass.UNSPECIFIED
-    words = (failure.tool_message if failure else "") or outcome.message or reason
-    return (
-        failure_class,
-        failure.site if failure else "",
-        words or "(no message)",
-        outcome.exit_code,
-    )
-
-
-def group(failed: Sequence[ParcelRecord], examples: int) -> list[FailureGroup]:
-    """`failed` (the latest first) grouped, the largest group first."""
+def group(counted: Sequence[db.Counted], examples: int) -> list[FailureGroup]:
+    """The database's counts of failures alike word for word merged into groups (the
+    largest first); each group's examples the latest parcel of each of its counts, the
+    latest first, and its message the latest failure's own words."""
     groups: dict[tuple[str, str, str, str], FailureGroup] = {}
-    for parcel in failed:
-        failure_class, site, words, exit_code = _words(parcel)
-        backend = parcel.backend or ""
-        reason = normalise(words)
-        key = (failure_class.value, backend, site, reason)
+    for alike in sorted(counted, key=lambda c: (c.last_seen, c.latest), reverse=True):
+        failure_class = _FAILURE_CLASSES.get(alike.failure_class, FailureClass.UNSPECIFIED)
+        words = alike.words or NO_MESSAGE
+        reason = _normalised(words)
+        key = (failure_class.value, alike.backend, alike.site, reason)
         found = groups.get(key)
         if found is None:
-            found = groups[key] = FailureGroup(failure_class, backend, site, reason, words)
-        moment = parcel.completed_at or parcel.updated_at
-        found.count += 1
-        found.last_seen = max(found.last_seen or moment, moment)
-        found.first_seen = min(found.first_seen or moment, moment)
+            found = groups[key] = FailureGroup(
+                failure_class, alike.backend, alike.site, reason, words
+            )
+        found.count += alike.count
+        found.last_seen = max(found.last_seen or alike.last_seen, alike.last_seen)
+        found.first_seen = min(found.first_seen or alike.first_seen, alike.first_seen)
+        found.counted.append(alike)
         if len(found.examples) < examples:
-            found.examples.append(parcel.parcel_id)
-        if exit_code is not None:
-            found.exit_codes.add(exit_code)
-        if parcel.transformation_id is not None:
-            found.transformation_ids.add(parcel.transformation_id)
+            found.examples.append(alike.latest)
+        if alike.exit_code is not None:
+            found.exit_codes.add(alike.exit_code)
+        found.transformation_ids.add(alike.transformation_id)
     return sorted(groups.values(), key=lambda g: (-g.count, g.reason))
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(words: str) -> str:
+    """`normalise` once per distinct message (the same words recur across refreshes)."""
+    return normalise(words)
 
 
 async def group_failures(
@@ -102,13 +96,20 @@ async def group_failures(
     examples: int,
 ) -> Grouped:
     """The failed parcels of the transformations (the caller may see each), grouped, with the
-    inputs of the examples; one snapshot."""
+    inputs of the examples; one snapshot. A group counted as one set of words whose parcels
+    outnumber its examples gets its latest parcels read (at most EXAMPLE_READS groups, the
+    largest)."""
     async with database.transaction(Isolation.REPEATABLE_READ) as conn:
-        failed = await db.failed_parcels(conn, transformation_ids, since, MAX_PARCELS + 1)
-        truncated = len(failed) > MAX_PARCELS
-        groups = group(failed[:MAX_PARCELS], examples)
+        counted = await db.counted_failures(conn, transformation_ids, since, MAX_COUNTS + 1)
+        truncated = len(counted) > MAX_COUNTS
+        groups = group(counted[:MAX_COUNTS], examples)
+        for found in groups[:EXAMPLE_READS]:
+            if len(found.counted) == 1 and len(found.examples) < min(found.count, examples):
+                found.examples = await db.latest_failed(
+                    conn, transformation_ids, since, found.counted[0], examples
+                )
         shown = [p for g in groups for p in g.examples]
         inputs = await db.input_ids_of(conn, shown)
     for found in groups:
         found.example_inputs = [i for p in found.examples for i in inputs.get(p, [])][:examples]
-    return Grouped(groups, min(len(failed), MAX_PARCELS), truncated)
+    return Grouped(groups, sum(c.count for c in counted[:MAX_COUNTS]), truncated)

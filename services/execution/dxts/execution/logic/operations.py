@@ -27,7 +27,7 @@ from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.core.errors import FieldViolation, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.identity import Identity
 from dxts.core.ids import id_from_str, id_to_str
-from dxts.core.state_machines import INPUT, PARCEL, Actor
+from dxts.core.state_machines import PARCEL, Actor
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.logic.parcel_annotations import CANCEL_REASON, CANCEL_REQUESTED, RECOVERY_PARCEL
 from dxts.execution.logic.recording import move_carried_inputs
@@ -43,7 +43,9 @@ BATCH = 1_000
 PROVENANCE_RECORDS = 1_000  # a provenance answer stops growing here
 I, P = InputStatus, ParcelStatus  # noqa: E741 - the state tables' names
 
-RESETTABLE = INPUT.sources_of(I.UNASSIGNED, Actor.OPERATOR)  # Problematic
+# A reset is for inputs set aside; a Failed one is its hook's to decide, or an operator's in its
+# place, one by one (DecideFailedInput).
+RESETTABLE = (I.PROBLEMATIC,)
 WRITABLE_OFF = (I.UNASSIGNED, I.FAILED, I.PROBLEMATIC)  # to NotProcessed (operator, halt, close)
 CANCELLABLE = (P.UNASSIGNED, P.RESERVED, P.ASSIGNED)
 

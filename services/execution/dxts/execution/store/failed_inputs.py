@@ -20,17 +20,11 @@ from dxts.execution.store.common import chunked
 RETRY_WITH = "retry_with"
 
 
-async def failed_page(
-    conn: AsyncConnection, transformation_id: bytes, *, after: bytes | None, limit: int
-) -> list[FailedInput]:
-    """Failed inputs in key order after `after` ((TransformationID, Status) index), each with
-    its last parcel's Kind, Status, Backend, Annotations and requirements (None when it has
-    none)."""
+def _with_last_parcel(*condition: Any) -> sa.Select[Any]:
+    """Inputs meeting `condition`, each with its last parcel's Kind, Status, Backend,
+    Annotations and requirements (None when it has none), in key order."""
     i, p, c, r = inputs.c, parcels.c, compute_parcels.c, requirements.c
-    condition = [i.TransformationID == transformation_id, i.Status == InputStatus.FAILED]
-    if after is not None:
-        condition.append(i.InputID > after)
-    rows = await conn.execute(
+    return (
         sa.select(
             i.InputID,
             i.ParentInputID,
@@ -52,25 +46,59 @@ async def failed_page(
         )
         .where(*condition)
         .order_by(i.InputID)
-        .limit(limit)
     )
-    return [
-        FailedInput(
-            input_id=bytes(row.InputID),
-            parent_input_id=bytes(row.ParentInputID) if row.ParentInputID else None,
-            lfn=row.LFN,
-            lfn_size=row.LFNSize,
-            descriptor=row.Descriptor,
-            error_count=row.ErrorCount,
-            last_parcel_id=bytes(row.LastParcelID) if row.LastParcelID is not None else None,
-            parcel_kind=row.Kind,
-            parcel_status=row.ParcelStatus,
-            backend=row.Backend,
-            annotations=row.Annotations,
-            requirements=row.Requirements,
-        )
-        for row in rows
-    ]
+
+
+def _failed_input(row: Any) -> FailedInput:
+    return FailedInput(
+        input_id=bytes(row.InputID),
+        parent_input_id=bytes(row.ParentInputID) if row.ParentInputID else None,
+        lfn=row.LFN,
+        lfn_size=row.LFNSize,
+        descriptor=row.Descriptor,
+        error_count=row.ErrorCount,
+        last_parcel_id=bytes(row.LastParcelID) if row.LastParcelID is not None else None,
+        parcel_kind=row.Kind,
+        parcel_status=row.ParcelStatus,
+        backend=row.Backend,
+        annotations=row.Annotations,
+        requirements=row.Requirements,
+    )
+
+
+async def failed_page(
+    conn: AsyncConnection, transformation_id: bytes, *, after: bytes | None, limit: int
+) -> list[FailedInput]:
+    """Failed inputs in key order after `after` ((TransformationID, Status) index), each with
+    its last parcel."""
+    i = inputs.c
+    condition = [i.TransformationID == transformation_id, i.Status == InputStatus.FAILED]
+    if after is not None:
+        condition.append(i.InputID > after)
+    rows = await conn.execute(_with_last_parcel(*condition).limit(limit))
+    return [_failed_input(row) for row in rows]
+
+
+async def lock_input(
+    conn: AsyncConnection, transformation_id: bytes, input_id: bytes
+) -> tuple[str, FailedInput] | None:
+    """One input of the transformation, locked (`SELECT … FOR UPDATE` by primary key): its
+    status and the input with its last parcel; None when the transformation has no such
+    input."""
+    i = inputs.c
+    found = await conn.execute(
+        sa.select(i.Status)
+        .with_hint(inputs, BY_PRIMARY_KEY, "mysql")
+        .where(i.TransformationID == transformation_id, i.InputID == input_id)
+        .with_for_update()
+    )
+    status = found.scalar_one_or_none()
+    if status is None:
+        return None
+    rows = await conn.execute(
+        _with_last_parcel(i.TransformationID == transformation_id, i.InputID == input_id)
+    )
+    return str(status), _failed_input(rows.one())
 
 
 async def lock_failed(
