@@ -10,6 +10,7 @@ import json
 import pwd
 import shutil
 import subprocess
+import zlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +19,17 @@ from typing import Any
 import pytest
 from adaptor_serving import serve_adaptor
 from slurm_cluster import job_python, shared_directory, slurm_conf
-from test_local_adaptor import FAILING, PYTHON, SLEEPER, WRITER, compute_payload, submission
+from test_local_adaptor import (
+    COPIER,
+    FAILING,
+    PYTHON,
+    SLEEPER,
+    WRITER,
+    compute_payload,
+    submission,
+)
 from test_local_adaptor import Harness as LocalHarness
+from xrootd_servers import data_path, endpoints
 
 from dxts.backends.slurm.edge.commands import Slurm, array_ranges
 from dxts.backends.slurm.logic import batch, outcomes
@@ -30,9 +40,11 @@ from dxts.backends.slurm.store.state import Job
 from dxts.cli.adaptor_conformance import FAILING_TOOL, failing_script
 from dxts.core.adaptor.mapping import payload_from_proto, submission_from_proto
 from dxts.core.adaptor.model import FailureClass
+from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str, new_id
+from dxts.core.storage import parse_endpoints
 from dxts.v1 import backend_pb2, backend_pb2_grpc, common_pb2
 
 ACCEPTED = backend_pb2.SUBMIT_DISPOSITION_ACCEPTED
@@ -77,10 +89,11 @@ class Harness(LocalHarness):
         )
         self.adaptor: Any = None
         self.server: GrpcServer | None = None
+        self.catalogue: Any = None  # the file catalogue given to the adaptor, if any
 
     async def start(self, **overrides: Any) -> Any:
         settings = self.slurm_settings.model_copy(update=overrides)
-        self.adaptor = SlurmAdaptor(settings, slurm=Slurm(settings))
+        self.adaptor = SlurmAdaptor(settings, self.catalogue, slurm=Slurm(settings))
         await self.adaptor.start()
         self.server = await serve_adaptor(self.adaptor, self.keys.verifier())
         self.channel = channel(self.server.address, token=self.token, default_timeout=60)
@@ -459,3 +472,45 @@ async def test_an_error_reading_one_task_s_end_is_its_failed_outcome_and_the_pol
     assert failed.message.endswith("cannot be read: OSError: [Errno 5] Input/output error")
     assert failed.failure.tool_message == "OSError: [Errno 5] Input/output error"
     assert succeeded.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, succeeded.message
+
+
+async def test_jobs_stage_over_xrootd_in_from_the_adaptor_and_out_from_their_node(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """With an XRootD output SE (a real server), the task uploads its outputs there itself,
+    checked, and the outcome names that SE; the next job's `lfn:` input, only that server holds,
+    is fetched into its directory by the adaptor before sbatch, and read by the job account."""
+    folder = f"slurm-test/{id_to_str(new_id())}"
+    chosen = parse_endpoints({"XRD-B": f"{endpoints()['XRD-B']}/{folder}"})
+    catalogue = LocalFileCatalogue(
+        CatalogueSettings(url=f"sqlite+aiosqlite:///{tmp_path / 'catalogue.sqlite'}")
+    )
+    await catalogue.start()
+    await harness.stop()
+    harness.catalogue = catalogue
+    await harness.start(storage_endpoints=chosen, output_se="XRD-B")
+    try:
+        (result,) = await harness.submit(compute_payload(WRITER), submission({"message": "hi"}))
+        written = await harness.outcome(result.identifier)
+        assert written.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, written.message
+        (output,) = written.outputs
+        await catalogue.register(
+            [CatalogueFile(lfn=output.lfn, size=2, checksum=output.checksum, replicas=("XRD-B",))]
+        )
+        reading = submission({"input-data": {"class": "File", "location": f"lfn:{output.lfn}"}})
+        (result,) = await harness.submit(compute_payload(COPIER), reading)
+        copied = await harness.outcome(result.identifier)
+    finally:
+        await harness.stop()
+        harness.catalogue = None
+        await harness.start()
+        await catalogue.close()
+    assert (output.storage_element, output.checksum) == (
+        "XRD-B",
+        f"adler32:{zlib.adler32(b'hi'):08x}",
+    )
+    assert data_path("XRD-B", f"/dxts/{folder}{output.lfn}").read_text() == "hi"
+    assert copied.result == common_pb2.OUTCOME_RESULT_SUCCEEDED, copied.message
+    (copy,) = copied.outputs
+    assert copy.storage_element == "XRD-B"
+    assert data_path("XRD-B", f"/dxts/{folder}{copy.lfn}").read_text() == "hi"

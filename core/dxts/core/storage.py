@@ -59,6 +59,11 @@ class StorageEndpoint(BaseModel):
         """The replica's path on the server (InvalidArgument for an LFN not in normal form)."""
         return self.prefix + check_lfn(lfn)
 
+    @property
+    def base(self) -> str:
+        """The endpoint as it is configured: `root://host:port//prefix`."""
+        return f"{self.server}//{self.prefix.lstrip('/')}"
+
     def url(self, lfn: str) -> str:
         """The replica's full URL, as `xrdcp` takes it."""
         return f"{self.server}/{self.path(lfn)}"

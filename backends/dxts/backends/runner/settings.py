@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -64,20 +65,30 @@ def replica_path(storage_root: Path, storage_element: str, lfn: str) -> Path:
 
 class StorageElements(BaseModel):
     """A `Storage` of its own, for an adaptor whose runs happen elsewhere (a Slurm node reads it
-    from the batch's task table): the root, the elements, and where outputs go (default: the
-    first element)."""
+    from the batch's task table): the root, the elements, the XRootD SEs (kept as their URLs),
+    and where outputs go (default: the first element)."""
 
     model_config = ConfigDict(extra="ignore")
 
     storage_root: Path
     storage_elements: list[str] = Field(min_length=1)
     output_se: str | None = None
+    storage_endpoints: dict[str, StorageEndpoint] = Field(default_factory=dict)
+
+    @field_validator("storage_endpoints", mode="before")
+    @classmethod
+    def _endpoints(cls, value: Any) -> dict[str, StorageEndpoint]:
+        return parse_endpoints(value)
+
+    @field_serializer("storage_endpoints")
+    def _urls(self, endpoints: dict[str, StorageEndpoint]) -> dict[str, str]:
+        return {name: endpoint.base for name, endpoint in endpoints.items()}
 
     @model_validator(mode="after")
     def _output_se(self) -> StorageElements:
         if self.output_se is None:
             self.output_se = self.storage_elements[0]
-        if self.output_se not in self.storage_elements:
+        if self.output_se not in [*self.storage_elements, *self.storage_endpoints]:
             raise ValueError(f"output_se {self.output_se!r} is not a storage element")
         return self
 
@@ -88,6 +99,7 @@ class StorageElements(BaseModel):
         storage_root: Path | None,
         storage_elements: list[str],
         output_se: str | None,
+        storage_endpoints: dict[str, StorageEndpoint] | None = None,
     ) -> StorageElements:
         """The storage elements of an adaptor working in `work_dir`: by default in `se/`
         beside it."""
@@ -95,6 +107,7 @@ class StorageElements(BaseModel):
             storage_root=storage_root or work_dir.parent / "se",
             storage_elements=storage_elements,
             output_se=output_se,
+            storage_endpoints=storage_endpoints or {},
         )
 
     def se_path(self, storage_element: str, lfn: str) -> Path:

@@ -5,7 +5,8 @@ batch's `tasks.json` maps each array task index to its parcel's directory, outpu
 storage; the process tree is materialised once for the batch (`process/`), and each parcel's
 input object (`job.json`, its `lfn:` inputs already staged) is in its own directory. The task
 runs cwltool there (`runner.out`: the output object, `runner.log`: its log, `tool.stderr`: the
-tools' stderr), then moves the outputs to the output storage element and writes `result.json` —
+tools' stderr), then moves the outputs to the output storage element (uploads them, checked,
+when it is an XRootD SE: `dxts.backends.runner.stage_out`) and writes `result.json` —
 the manifest and the status report, exactly as the local adaptor collects them
 (`dxts.backends.runner.cwl`) — or the reason the result cannot be used, with the failure's
 class and the tool's own line (`dxts.backends.runner.failures`). It exits with the exit status
@@ -15,6 +16,7 @@ tool's status), else as the runner did, so that Slurm's state and exit code are 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -23,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from dxts.backends.runner import stage_out
 from dxts.backends.runner.cwl import RUNNER_LOG, RUNNER_STDOUT, collect_outputs
 from dxts.backends.runner.cwltool_main import TOOL_STDERR_VARIABLE
 from dxts.backends.runner.failures import TOOL_STDERR, JobFailed, runner_failed
@@ -33,6 +36,8 @@ from dxts.core.adaptor.model import Submission
 TASKS_FILE = "tasks.json"
 RESULT_FILE = "result.json"
 RUNNER = "dxts.backends.runner.cwltool_main"
+# Uploading the outputs to an XRootD output SE (`stage_out`): copies still running then fail.
+UPLOAD_TIMEOUT_S = 900.0
 
 
 def _failed(failed: JobFailed) -> dict[str, Any]:
@@ -84,7 +89,11 @@ def run_task(batch_dir: Path, index: int) -> int:
     submission = Submission(task["parcel_id"], output_prefix=task["output_prefix"])
     try:
         output_object = json.loads((job_dir / RUNNER_STDOUT).read_text())
-        collected = collect_outputs(output_object, submission, storage, out)
+        endpoint = storage.storage_endpoints.get(storage.output_se or "")
+        spool = job_dir / "stage-out" if endpoint else None
+        collected = collect_outputs(output_object, submission, storage, out, spool)
+        if endpoint and spool:
+            asyncio.run(stage_out.upload(collected.outputs, spool, endpoint, UPLOAD_TIMEOUT_S))
     except JobFailed as error:
         write_result(job_dir, _failed(error))
         return 1

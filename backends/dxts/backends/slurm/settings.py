@@ -5,7 +5,10 @@
   (`jobs/<identifier>/`: its input object, the runner's log and output, `result.json`), kept as
   the parcel's sandbox; the adaptor's own SQLite state (`state.sqlite`) lives there too.
 * `storage_root` / `storage_elements` / `output_se`: the storage elements, one directory each
-  on the shared filesystem (as the local adaptor's; by default `<work_dir>/../se`).
+  on the shared filesystem (as the local adaptor's; by default `<work_dir>/../se`); the
+  installation's XRootD SEs (`DXTS_STORAGE_ENDPOINTS`, docs/storage.md): `lfn:` inputs only
+  they hold are fetched into the parcel's directory before its job is submitted, and a job
+  whose `output_se` is one uploads its outputs there from its node.
 * The resource request of a parcel (`dxts.backends.slurm.logic.resources`): its requirements
   (`cores`, `memory_mb`, `wall_time_s`, `partition`), else its CWL ResourceRequirement, else
   `default_cores` / `default_memory_mb` / `default_wall_time_s`; the partition is the
@@ -28,13 +31,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from dxts.backends.runner.settings import StorageElements
 from dxts.core.adaptor.failures import DEFAULT_ERROR_PATTERN
+from dxts.core.storage import StorageEndpoint, parse_endpoints
 
 DEFAULT_WORK_DIR = Path("/var/lib/dxts/storage/slurm")
 
@@ -48,6 +52,11 @@ class SlurmSettings(BaseSettings):
     storage_root: Path | None = Field(None, description="default: <work_dir>/../se")
     storage_elements: list[str] = Field(default_factory=lambda: ["LOCAL"], min_length=1)
     output_se: str | None = Field(None, description="default: the first storage element")
+    storage_endpoints: Annotated[dict[str, StorageEndpoint], NoDecode] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("DXTS_STORAGE_ENDPOINTS", "storage_endpoints"),
+        description="SE name -> root://host:port//prefix (dxts.core.storage)",
+    )
     partition: str = ""
     allowed_partitions: list[str] = Field(
         default_factory=list,
@@ -76,6 +85,11 @@ class SlurmSettings(BaseSettings):
         120.0, gt=0, description="a submitted job neither squeue nor sacct knows for so long"
     )
 
+    @field_validator("storage_endpoints", mode="before")
+    @classmethod
+    def _endpoints(cls, value: Any) -> dict[str, StorageEndpoint]:
+        return parse_endpoints(value)
+
     @model_validator(mode="after")
     def _storage(self) -> SlurmSettings:
         """The storage elements follow the local adaptor's rules (defaults and checks)."""
@@ -89,5 +103,9 @@ class SlurmSettings(BaseSettings):
     def storage(self) -> StorageElements:
         """The storage elements as the runner's staging and output code reads them."""
         return StorageElements.beside(
-            self.work_dir, self.storage_root, self.storage_elements, self.output_se
+            self.work_dir,
+            self.storage_root,
+            self.storage_elements,
+            self.output_se,
+            self.storage_endpoints,
         )

@@ -45,8 +45,9 @@ def prepare_tree(settings: SlurmSettings, account: JobUser | None) -> None:
     for folder in (settings.work_dir, settings.work_dir / "jobs", settings.work_dir / "batches"):
         folder.chmod(0o711)
     settings.storage_root.chmod(0o711)
-    output = settings.storage_root / settings.output_se
-    os.chown(output, account.uid, account.gid)
+    if settings.output_se not in settings.storage_endpoints:  # else uploaded to a server
+        output = settings.storage_root / settings.output_se
+        os.chown(output, account.uid, account.gid)
     for state in settings.work_dir.glob("state.sqlite*"):
         state.chmod(0o600)
 

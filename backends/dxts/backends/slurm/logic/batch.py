@@ -53,7 +53,7 @@ async def prepare_parcel(
     """Write the parcel's input object; its entry in `tasks.json` (JobFailed: cannot run)."""
     directory = job_dir(settings, identifier)
     directory.mkdir(parents=True, exist_ok=True)
-    parameters = await input_object(payload, parcel, storage, catalogue)
+    parameters = await input_object(payload, parcel, storage, catalogue, directory / "staged")
     (directory / "job.json").write_text(json.dumps(parameters, indent=1))
     return {
         "parcel_id": parcel.parcel_id,
