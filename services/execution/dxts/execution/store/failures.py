@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -100,14 +100,25 @@ def _span_sqlite(element: span_number, compiler: Any, **kw: Any) -> str:
     return f"({seconds} / {width})"
 
 
+class FailureKey(NamedTuple):
+    """What failed parcels are counted by (`counted_failures`): alike word for word."""
+
+    transformation_id: bytes
+    backend: str
+    failure_class: str
+    site: str
+    words: str
+    exit_code: int | None
+
+
 @dataclass(frozen=True)
 class Counted:
     """Failed parcels alike word for word: how many, when, and the latest one."""
 
     @property
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> FailureKey:
         """What they are counted by, as `counted_over_time` names it."""
-        return (
+        return FailureKey(
             self.transformation_id,
             self.backend,
             self.failure_class,
@@ -191,7 +202,7 @@ async def counted_over_time(
     transformation_ids: Sequence[bytes],
     start: datetime,
     width_s: int,
-) -> list[tuple[tuple[Any, ...], int, int]]:
+) -> list[tuple[FailureKey, int, int]]:
     """The failed parcels since `start` counted by what they are grouped on (the `Counted`
     key) and by span of `width_s` seconds: (key, span number, count)."""
     key = list(_key().values())
@@ -203,14 +214,7 @@ async def counted_over_time(
     )
     return [
         (
-            (
-                bytes(r[0]),
-                r[1] or "",
-                r[2],
-                r[3],
-                r[4],
-                _number(r[5]),
-            ),
+            FailureKey(bytes(r[0]), r[1] or "", r[2], r[3], r[4], _number(r[5])),
             int(r.span),
             int(r.n),
         )
@@ -223,7 +227,7 @@ async def latest_failed(
     transformation_ids: Sequence[bytes],
     since: datetime | None,
     scanned: int,
-) -> list[tuple[tuple[Any, ...], bytes]]:
+) -> list[tuple[FailureKey, bytes]]:
     """The latest `scanned` failed parcels (by id: UUIDv7, creation order), each with what it
     is counted by (the `Counted` key), the latest first: the parcels are chosen before any
     annotation is read, so the JSON is read `scanned` times, not once per failed parcel."""
@@ -241,7 +245,7 @@ async def latest_failed(
     )
     return [
         (
-            (bytes(r[1]), r[2] or "", r[3], r[4], r[5], _number(r[6])),
+            FailureKey(bytes(r[1]), r[2] or "", r[3], r[4], r[5], _number(r[6])),
             bytes(r.ParcelID),
         )
         for r in rows
