@@ -92,6 +92,12 @@ async def test_a_bad_document_lists_every_problem_and_fails(dxts: Dxts, tmp_path
         ("error", "no-driving-input", "steps.sim.in"),
     }
     assert all(len(line) == 4 and line[3] for line in lines)
+    # The lines are `dxts validate`'s, the position of each path included.
+    validated = await dxts("validate", str(document))
+    assert sorted(result.stderr.splitlines()) == sorted(
+        line for line in validated.stdout.splitlines() if line.startswith("error  ")
+    )
+    assert all(line.endswith(")") and "  (line " in line for line in result.stderr.splitlines())
 
 
 async def test_list_filters_and_parses_as_json(dxts: Dxts, workgraph: str) -> None:

@@ -133,6 +133,16 @@ async def test_a_bad_document_is_refused_with_every_problem(
         ("steps.merge.hints.dirac:Transformation.packer.name", "unknown-plugin"),
     }
     assert len(refused.value.violations) == 5
+    # Each says where its path is written, as `dxts validate` does: line and column.
+    lines = files["invalid/several.cwl"].splitlines()
+    said = {v.field: v.description for v in refused.value.violations}
+    for field, row, written in (
+        ("steps.merge.hints.dirac:Transformation.packer.name", 16, "name: NoSuchPacker"),
+        ("steps.merge.in.input-data", 18, "input-data"),
+    ):
+        column = lines[row - 1].index(written) + 1
+        assert said[field].endswith(f"  (line {row}, column {column})"), said[field]
+    assert all("  (line " in description for description in said.values())
     assert await count_workgraphs(database) == before
 
 

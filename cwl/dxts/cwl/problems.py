@@ -68,9 +68,7 @@ class Problem:
         """The CLI's one-line form: `error  kind  path  message`, then `(line L, column C)`
         when the position is known."""
         text = f"{self.severity.value}  {self.kind.value}  {self.path or '.'}  {self.message}"
-        if self.position is None:
-            return text
-        return f"{text}  (line {self.position[0]}, column {self.position[1]})"
+        return text + _where(self.position)
 
 
 def error(kind: Kind, path: str, message: str) -> Problem:
@@ -97,15 +95,25 @@ def errors_of(problems: Iterable[Problem]) -> list[Problem]:
 
 
 def raise_for_errors(problems: Iterable[Problem]) -> None:
-    """Raise InvalidArgument listing every error, if there is any."""
+    """Raise InvalidArgument listing every error, if there is any: each description is
+    `kind: message`, then `  (line L, column C)` when the position is known, as `Problem.line`
+    ends (a client rebuilding the line from the path and the description prints the same)."""
     found = errors_of(problems)
     if found:
         raise InvalidArgument(
             [
-                DocumentViolation(p.path, f"{p.kind.value}: {p.message}", kind=p.kind.value)
+                DocumentViolation(
+                    p.path,
+                    f"{p.kind.value}: {p.message}{_where(p.position)}",
+                    kind=p.kind.value,
+                )
                 for p in found
             ]
         )
+
+
+def _where(position: tuple[int, int] | None) -> str:
+    return "" if position is None else f"  (line {position[0]}, column {position[1]})"
 
 
 def join(*parts: str | int) -> str:

@@ -61,6 +61,7 @@ from dxts.cwl.check import stored_references, validate_bundle
 from dxts.cwl.compile import IdsMismatch, Plan, PlanIds, compile_plan
 from dxts.cwl.loading import Bundle, LoadedDocument
 from dxts.cwl.plugins import PluginCatalogue
+from dxts.cwl.positions import located
 from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
 from dxts.definition.logic import processes, workgraph_commands
 from dxts.definition.logic.authorise import Caller
@@ -228,7 +229,7 @@ async def submit_workgraph(
     checked = await in_abandonable_thread(
         validate_bundle, bundle, catalogue, config, vo, allow_unknown_plugins
     )
-    raise_for_errors(checked.problems)
+    raise_for_errors(located(checked.problems, bundle))
     checkpoint("resolving references and compiling")
     document, analysis = checked.document, checked.analysis
     assert document is not None and analysis is not None
@@ -238,7 +239,7 @@ async def submit_workgraph(
     async def work(conn: Transaction) -> tuple[Plan, bool]:
         ids = await recorded_submission(conn, vo, sub, key, digest) if key else None
         resolved, problems = await resolve_references(conn, document, vo)
-        raise_for_errors(problems)
+        raise_for_errors(located(problems, bundle))
         try:
             plan = compile_plan(
                 document,
