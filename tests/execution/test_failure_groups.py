@@ -177,6 +177,17 @@ async def test_a_message_repeated_word_for_word_is_one_group_with_its_latest_exa
     assert set(same.example_parcel_ids) <= {id_to_str(p) for p in parcel_ids[:6]}
     assert numbered.reason == "killed: out of memory after # s"
     assert sorted(numbered.example_parcel_ids) == sorted(id_to_str(p) for p in parcel_ids[6:])
+    assert list(same.over_time) == [] and not reply.HasField("over_time_from")
+
+    # Over time: every failure in one of the spans, from the first failure to now.
+    reply = await stubs["alice"].GroupFailures(
+        execution_pb2.GroupFailuresRequest(
+            transformation_ids=[id_to_str(world.transformation_id)], buckets=4
+        )
+    )
+    assert [(len(g.over_time), sum(g.over_time)) for g in reply.groups] == [(4, 6), (4, 2)]
+    first = min(g.first_seen.ToDatetime() for g in reply.groups)
+    assert reply.over_time_from.ToDatetime() <= first <= reply.over_time_to.ToDatetime()
 
 
 async def test_another_vo_and_bad_arguments_are_refused(
@@ -196,6 +207,7 @@ async def test_another_vo_and_bad_arguments_are_refused(
         execution_pb2.GroupFailuresRequest(transformation_ids=["nonsense"]),
         execution_pb2.GroupFailuresRequest(transformation_ids=[tid] * 501),
         execution_pb2.GroupFailuresRequest(transformation_ids=[tid], examples=11),
+        execution_pb2.GroupFailuresRequest(transformation_ids=[tid], buckets=97),
     ):
         with pytest.raises(InvalidArgument):
             await stubs["alice"].GroupFailures(bad)

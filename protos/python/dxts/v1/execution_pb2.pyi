@@ -532,8 +532,14 @@ class GroupFailuresRequest(_message.Message):
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     SINCE_FIELD_NUMBER: _builtins.int
     EXAMPLES_FIELD_NUMBER: _builtins.int
+    BUCKETS_FIELD_NUMBER: _builtins.int
     examples: _builtins.int
     """Example parcels (and their inputs) per group: 0 gives the default of 3; at most 10."""
+    buckets: _builtins.int
+    """Each group's failures over time, counted in this many equal spans from `since` (unset:
+    the first failure grouped) to the moment of the call (`over_time_from`, `over_time_to`);
+    0: not counted; at most 96.
+    """
     @_builtins.property
     def transformation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The transformations whose failed parcels are grouped: 1 to 500, each one the caller may see
@@ -550,10 +556,11 @@ class GroupFailuresRequest(_message.Message):
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
         since: _timestamp_pb2.Timestamp | None = ...,
         examples: _builtins.int = ...,
+        buckets: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["examples", b"examples", "since", b"since", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buckets", b"buckets", "examples", b"examples", "since", b"since", "transformation_ids", b"transformation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -580,6 +587,7 @@ class FailureGroup(_message.Message):
     EXIT_CODES_FIELD_NUMBER: _builtins.int
     TRANSFORMATION_IDS_FIELD_NUMBER: _builtins.int
     EXAMPLE_PARCEL_HANDLES_FIELD_NUMBER: _builtins.int
+    OVER_TIME_FIELD_NUMBER: _builtins.int
     failure_class: _common_pb2.FailureClass.ValueType
     backend: _builtins.str
     site: _builtins.str
@@ -608,6 +616,12 @@ class FailureGroup(_message.Message):
     def example_parcel_handles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The handles of example_parcel_ids, in the same order ("p-10293")."""
 
+    @_builtins.property
+    def over_time(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Its failures in each of the request's `buckets` spans, the earliest first (empty when
+        no buckets were asked for).
+        """
+
     def __init__(
         self,
         *,
@@ -624,10 +638,11 @@ class FailureGroup(_message.Message):
         exit_codes: _abc.Iterable[_builtins.int] | None = ...,
         transformation_ids: _abc.Iterable[_builtins.str] | None = ...,
         example_parcel_handles: _abc.Iterable[_builtins.str] | None = ...,
+        over_time: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["first_seen", b"first_seen", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_handles", b"example_parcel_handles", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "count", b"count", "example_input_ids", b"example_input_ids", "example_parcel_handles", b"example_parcel_handles", "example_parcel_ids", b"example_parcel_ids", "exit_codes", b"exit_codes", "failure_class", b"failure_class", "first_seen", b"first_seen", "last_seen", b"last_seen", "message", b"message", "over_time", b"over_time", "reason", b"reason", "site", b"site", "transformation_ids", b"transformation_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -640,6 +655,8 @@ class GroupFailuresResponse(_message.Message):
     GROUPS_FIELD_NUMBER: _builtins.int
     PARCELS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
+    OVER_TIME_FROM_FIELD_NUMBER: _builtins.int
+    OVER_TIME_TO_FIELD_NUMBER: _builtins.int
     parcels: _builtins.int
     """How many failed parcels were counted; `truncated` when they failed in more distinct
     words than one call counts (20,000: the commonest are kept).
@@ -649,16 +666,24 @@ class GroupFailuresResponse(_message.Message):
     def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___FailureGroup]:
         """The largest group first."""
 
+    @_builtins.property
+    def over_time_from(self) -> _timestamp_pb2.Timestamp:
+        """The span the groups' `over_time` counts cover (unset when no buckets were asked for)."""
+
+    @_builtins.property
+    def over_time_to(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
         groups: _abc.Iterable[Global___FailureGroup] | None = ...,
         parcels: _builtins.int = ...,
         truncated: _builtins.bool = ...,
+        over_time_from: _timestamp_pb2.Timestamp | None = ...,
+        over_time_to: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["over_time_from", b"over_time_from", "over_time_to", b"over_time_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "parcels", b"parcels", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "over_time_from", b"over_time_from", "over_time_to", b"over_time_to", "parcels", b"parcels", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -184,4 +184,5 @@ def failure_group_pb(
         example_input_ids=[id_to_str(i) for i in found.example_inputs],
         exit_codes=sorted(found.exit_codes),
         transformation_ids=sorted(id_to_str(t) for t in found.transformation_ids),
+        over_time=found.over_time,
     )

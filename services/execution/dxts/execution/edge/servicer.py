@@ -234,6 +234,8 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             problems.add("transformation_ids", f"at most {failure_groups.MAX_TRANSFORMATIONS}")
         if not 0 <= request.examples <= failure_groups.MAX_EXAMPLES:
             problems.add("examples", f"from 0 to {failure_groups.MAX_EXAMPLES}")
+        if not 0 <= request.buckets <= failure_groups.MAX_BUCKETS:
+            problems.add("buckets", f"from 0 to {failure_groups.MAX_BUCKETS}")
         problems.raise_if_any()
         wanted = list(dict.fromkeys(tids))
         await self._describe_many(wanted, context)  # NotFound for one the caller may not see
@@ -242,15 +244,20 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             wanted,
             since=from_timestamp(request.since) if request.HasField("since") else None,
             examples=request.examples or failure_groups.DEFAULT_EXAMPLES,
+            buckets=request.buckets,
         )
         named = await parcel_names.handles_of(
             self.database, [p for g in grouped.groups for p in g.examples]
         )
-        return execution_pb2.GroupFailuresResponse(
+        reply = execution_pb2.GroupFailuresResponse(
             groups=[failure_group_pb(g, named) for g in grouped.groups],
             parcels=grouped.parcels,
             truncated=grouped.truncated,
         )
+        if grouped.over_time is not None:
+            reply.over_time_from.FromDatetime(grouped.over_time[0])
+            reply.over_time_to.FromDatetime(grouped.over_time[1])
+        return reply
 
     # -- flush ------------------------------------------------------------------------------------
 

@@ -13,22 +13,24 @@ per distinct message, and the counts they fold together merged.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from dxts.core.adaptor.failures import normalise
 from dxts.core.adaptor.model import FailureClass
-from dxts.core.db import Database, Isolation
+from dxts.core.db import Database, Isolation, Transaction, db_now
 from dxts.execution.store import failures as db
 
 MAX_COUNTS = 20_000  # distinct (transformation, key, own words) counted per call: the largest
-EXAMPLE_READS = 50  # groups whose examples are read parcel by parcel, the largest
+EXAMPLE_SCAN = 2_000  # latest failed parcels read for examples, when the counts lack them
 NO_MESSAGE = "(no message)"
 _FAILURE_CLASSES = {c.value: c for c in FailureClass}
 MAX_TRANSFORMATIONS = 500
 DEFAULT_EXAMPLES = 3
 MAX_EXAMPLES = 10
+MAX_BUCKETS = 96
 
 
 @dataclass
@@ -46,6 +48,7 @@ class FailureGroup:
     exit_codes: set[int] = field(default_factory=set)
     transformation_ids: set[bytes] = field(default_factory=set)
     counted: list[db.Counted] = field(default_factory=list)  # the counts merged into it
+    over_time: list[int] = field(default_factory=list)  # failures per span, the earliest first
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Grouped:
     groups: list[FailureGroup]
     parcels: int  # failed parcels counted
     truncated: bool  # more distinct failures than one call counts (the largest are kept)
+    over_time: tuple[datetime, datetime] | None = None  # the span `over_time` counts cover
 
 
 def group(counted: Sequence[db.Counted], examples: int) -> list[FailureGroup]:
@@ -94,22 +98,75 @@ async def group_failures(
     *,
     since: datetime | None,
     examples: int,
+    buckets: int = 0,
 ) -> Grouped:
     """The failed parcels of the transformations (the caller may see each), grouped, with the
-    inputs of the examples; one snapshot. A group counted as one set of words whose parcels
-    outnumber its examples gets its latest parcels read (at most EXAMPLE_READS groups, the
-    largest)."""
+    inputs of the examples; one snapshot. A group whose counts give fewer examples than its
+    parcels allow gets them from the latest failed parcels (`_more_examples`)."""
     async with database.transaction(Isolation.REPEATABLE_READ) as conn:
         counted = await db.counted_failures(conn, transformation_ids, since, MAX_COUNTS + 1)
         truncated = len(counted) > MAX_COUNTS
         groups = group(counted[:MAX_COUNTS], examples)
-        for found in groups[:EXAMPLE_READS]:
-            if len(found.counted) == 1 and len(found.examples) < min(found.count, examples):
-                found.examples = await db.latest_failed(
-                    conn, transformation_ids, since, found.counted[0], examples
-                )
+        if any(len(g.examples) < min(g.count, examples) for g in groups):
+            await _more_examples(conn, transformation_ids, since, groups, examples)
         shown = [p for g in groups for p in g.examples]
         inputs = await db.input_ids_of(conn, shown)
+        span = await _over_time(conn, transformation_ids, since, groups, buckets)
     for found in groups:
         found.example_inputs = [i for p in found.examples for i in inputs.get(p, [])][:examples]
-    return Grouped(groups, sum(c.count for c in counted[:MAX_COUNTS]), truncated)
+    return Grouped(groups, sum(c.count for c in counted[:MAX_COUNTS]), truncated, span)
+
+
+async def _more_examples(
+    conn: Transaction,
+    transformation_ids: Sequence[bytes],
+    since: datetime | None,
+    groups: Sequence[FailureGroup],
+    examples: int,
+) -> None:
+    """Examples for the groups whose counts gave fewer than asked (one count of many parcels:
+    a message repeated word for word), from the latest EXAMPLE_SCAN failed parcels."""
+    by_key = {c.key: g for g in groups for c in g.counted}
+    wanting = {id(g) for g in groups if len(g.examples) < min(g.count, examples)}
+    taken: dict[int, list[bytes]] = {}
+    for key, parcel_id in await db.latest_failed(conn, transformation_ids, since, EXAMPLE_SCAN):
+        owner = by_key.get(key)
+        if owner is not None and id(owner) in wanting:
+            found = taken.setdefault(id(owner), [])
+            if len(found) < examples:
+                found.append(parcel_id)
+    for owner in groups:
+        more = taken.get(id(owner), [])
+        if id(owner) in wanting and more:
+            owner.examples = list(dict.fromkeys([*more, *owner.examples]))[:examples]
+
+
+async def _over_time(
+    conn: Transaction,
+    transformation_ids: Sequence[bytes],
+    since: datetime | None,
+    groups: Sequence[FailureGroup],
+    buckets: int,
+) -> tuple[datetime, datetime] | None:
+    """Each group's failures counted in `buckets` equal spans from `since` (else its first
+    failure) to now, in one statement; the span covered (None: no buckets asked)."""
+    if not buckets:
+        return None
+    end = _utc(await db_now(conn))
+    firsts = [_utc(g.first_seen) for g in groups if g.first_seen is not None]
+    start = _utc(since) if since is not None else min(firsts, default=end)
+    width = max(1, math.ceil((end - start).total_seconds() / buckets))
+    by_key = {c.key: g for g in groups for c in g.counted}
+    for each in groups:
+        each.over_time = [0] * buckets
+    naive = start.replace(tzinfo=None)
+    for key, number, count in await db.counted_over_time(conn, transformation_ids, naive, width):
+        owner = by_key.get(key)
+        if owner is not None:
+            owner.over_time[min(max(number, 0), buckets - 1)] += count
+    return start, end
+
+
+def _utc(moment: datetime) -> datetime:
+    """An aware UTC moment (the database's are naive UTC)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
