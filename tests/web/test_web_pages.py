@@ -153,6 +153,20 @@ async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
     assert sum(int(n) for n in label.split(", ")) == 12
 
 
+async def test_the_list_says_when_each_workgraph_was_submitted_and_sorts_by_it(
+    dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
+) -> None:
+    workgraph, _ = await submitted(dxts)
+    client = await browser(token("demo", "olivia"))
+    page = await client.get("/workgraphs?sort=submitted")
+    assert page.status_code == 200 and '<a href="/workgraphs?sort=submitted" class="sorted">' in (
+        page.text
+    )
+    row = re.search(rf'<tr data-workgraph="{workgraph}".*?</tr>', page.text, re.S)
+    assert row is not None
+    assert re.search(r'<td class="submitted" title="[0-9-]+ [0-9:]+ UTC">[^<]+ ago</td>', row[0])
+
+
 async def test_another_vo_gets_no_page_and_a_bad_id_a_clear_404(
     dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
 ) -> None:

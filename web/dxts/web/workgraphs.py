@@ -43,6 +43,7 @@ WORKGRAPH_STATUSES = {
 SORTS = {
     "trouble": "trouble first",
     "activity": "last activity",
+    "submitted": "submitted",
     "handle": "handle",
     "title": "title",
     "status": "status",
@@ -70,6 +71,12 @@ class ListedWorkgraph:
     @property
     def handle(self) -> str:
         return self.workgraph.handle or self.workgraph.workgraph_id
+
+    @property
+    def submitted(self) -> datetime | None:
+        """When it was submitted: its id's time (a UUIDv7). When it was started is in its log
+        only, which the list does not read (one ListLog a workgraph)."""
+        return names.created_at(self.workgraph.workgraph_id)
 
     @property
     def needs_attention(self) -> bool:
@@ -223,6 +230,7 @@ def _sort_key(sort: str) -> Callable[[ListedWorkgraph], Any]:
     return {
         "trouble": lambda w: (w.trouble, recent(w)),
         "activity": recent,
+        "submitted": lambda w: -(w.submitted.timestamp() if w.submitted else 0.0),
         "handle": lambda w: (len(w.handle), w.handle),
         "title": lambda w: (w.title.lower(), w.handle),
         "status": lambda w: (w.status, recent(w)),
