@@ -141,12 +141,16 @@ async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
     client = await browser(token("demo", "olivia"))
     page = await client.get(f"/transformations/{steps['Simulation']}")
     assert page.status_code == 200
-    rows = re.findall(r'<tr class="failure-group">(.*?)</tr>', page.text)
-    (row,) = rows
-    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
-    assert cells[0] == "application-error (exit code 3)"
-    assert cells[2].startswith("ERROR: seed ") and cells[3] == "12"
+    rows = re.findall(r'<tr class="failure-group"[^>]*>(.*?)</tr>', page.text, re.S)
+    (row,) = rows  # the errors page's table, without the members column
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert cells[0] == "12"
+    assert cells[1] == 'application-error <span class="muted">(exit code 3)</span>'
+    assert cells[3].startswith("<code>ERROR: seed ")
     assert 'title="ERROR: seed # is out of range"' in row
+    # Its failures over time: a sparkline whose bars count the 12.
+    (label,) = re.findall(r'aria-label="failures over time: ([0-9, ]+)"', row)
+    assert sum(int(n) for n in label.split(", ")) == 12
 
 
 async def test_another_vo_gets_no_page_and_a_bad_id_a_clear_404(

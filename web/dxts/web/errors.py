@@ -21,6 +21,7 @@ from dxts.web.services import UserClients
 
 IDS_PER_CALL = 500  # GroupFailures' bound on transformations per request
 EXAMPLES = 5
+SPANS = 24  # each group's failures over time: this many equal spans (GroupFailures' buckets)
 WINDOWS = {
     "1h": timedelta(hours=1),
     "6h": timedelta(hours=6),
@@ -50,6 +51,20 @@ class ErrorGroup:
     examples: list[tuple[str, str]]  # (parcel id, handle or id)
     inputs: list[str]
     members: list[MemberName]
+    over_time: list[int] = field(default_factory=list)  # failures per span, earliest first
+
+    @property
+    def spark(self) -> list[tuple[float, float]]:
+        """The sparkline's bars, as (x, height) in a 96 by 20 box (the template draws them)."""
+        highest = max(self.over_time, default=0)
+        if not highest:
+            return []
+        width = 96 / len(self.over_time)
+        return [
+            (round(n * width, 2), round(20 * count / highest, 2))
+            for n, count in enumerate(self.over_time)
+            if count
+        ]
 
 
 @dataclass
@@ -86,6 +101,7 @@ def group_of(found: execution_pb2.FailureGroup, known: dict[str, MemberName]) ->
         members=[
             known.get(t, MemberName(t, t, "")) for t in dict.fromkeys(found.transformation_ids)
         ],
+        over_time=list(found.over_time),
     )
 
 
@@ -113,7 +129,7 @@ async def grouped(
     requests = []
     for start in range(0, len(ids), IDS_PER_CALL):
         request = execution_pb2.GroupFailuresRequest(
-            transformation_ids=ids[start : start + IDS_PER_CALL], examples=examples
+            transformation_ids=ids[start : start + IDS_PER_CALL], examples=examples, buckets=SPANS
         )
         if since is not None:
             request.since.FromDatetime(since)

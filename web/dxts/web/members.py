@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dxts.core.adaptor.mapping import failure_class_from_proto
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
-from dxts.web import names
+from dxts.web import errors, names
 from dxts.web.names import ENDED_PARCELS, IN_FLIGHT_PARCELS
 from dxts.web.plots import Histogram, Plot, cumulative, histogram
 from dxts.web.services import UserClients
@@ -38,6 +37,7 @@ SAMPLE_PAGES = 1
 RECENT = 12
 LOG_ENTRIES = 40
 EXAMPLES_PER_REASON = 3
+FAILURES_BUDGET_S = 3.0  # as the workgraph page's panel
 WAITING_SHOWN = 100
 # The usage annotation (cpu_hours, wall_hours, memory_gb) → what a histogram shows.
 MEASURES = (
@@ -72,17 +72,6 @@ class ParcelRow:
 
 
 @dataclass
-class FailureGroup:
-    failure_class: str  # as people read it: application-error
-    backend: str
-    reason: str  # the normalised message the group shares
-    message: str  # the latest one's own words
-    exit_codes: str
-    count: int
-    examples: list[str]
-
-
-@dataclass
 class MemberPage:
     transformation: definition_pb2.Transformation
     status: str
@@ -91,7 +80,7 @@ class MemberPage:
     parcels: dict[str, int]
     in_flight: list[ParcelRow]
     recent: list[ParcelRow]
-    failures: list[FailureGroup]
+    failures: list[errors.ErrorGroup]
     usage: list[Histogram]
     progress: Plot | None
     log: list[accounting_pb2.LogEntry]
@@ -99,6 +88,7 @@ class MemberPage:
     sampled_inputs: int
     # Inputs waiting for a person (Problematic) or failed and to be retried, first page.
     waiting: list[tuple[execution_pb2.Input, str]] = field(default_factory=list)
+    failures_missing: str = ""  # why its failures are not shown (the errors page has them)
 
     @property
     def problematic(self) -> int:
@@ -133,19 +123,20 @@ def _annotations(parcel: execution_pb2.Parcel) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def failure_groups(reply: execution_pb2.GroupFailuresResponse) -> list[FailureGroup]:
-    return [
-        FailureGroup(
-            failure_class=failure_class_from_proto(g.failure_class).value,
-            backend=g.backend + (f" at {g.site}" if g.site else ""),
-            reason=g.reason,
-            message=g.message,
-            exit_codes=", ".join(str(c) for c in g.exit_codes),
-            count=g.count,
-            examples=list(g.example_parcel_ids),
-        )
-        for g in reply.groups
-    ]
+async def _failures_within(
+    clients: UserClients, transformation_id: str
+) -> execution_pb2.GroupFailuresResponse | str:
+    """Its failures grouped (with each group over time), or why they are not shown: the
+    panel gets FAILURES_BUDGET_S and never takes the page down (the errors page has them)."""
+    request = execution_pb2.GroupFailuresRequest(
+        transformation_ids=[transformation_id],
+        examples=EXAMPLES_PER_REASON,
+        buckets=errors.SPANS,
+    )
+    try:
+        return await asyncio.wait_for(clients.execution.GroupFailures(request), FAILURES_BUDGET_S)
+    except TimeoutError:
+        return f"grouping its failures took longer than {FAILURES_BUDGET_S:g} s"
 
 
 def usage_histograms(ended: Sequence[execution_pb2.Parcel]) -> list[Histogram]:
@@ -235,11 +226,7 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         ),
         _pages(ex.ListParcels, parcels_in(*IN_FLIGHT_PARCELS), 1),
         _pages(ex.ListParcels, parcels_in(*ENDED_PARCELS), SAMPLE_PAGES),
-        ex.GroupFailures(
-            execution_pb2.GroupFailuresRequest(
-                transformation_ids=[transformation_id], examples=EXAMPLES_PER_REASON
-            )
-        ),
+        _failures_within(clients, transformation_id),
         _pages(ex.ListInputs, inputs_in(*PROCESSED), SAMPLE_PAGES),
         _pages(ex.ListInputs, inputs_in(*FAILED), SAMPLE_PAGES),
         ex.ListInputs(
@@ -267,7 +254,8 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         parcels=names.counts(parcel_counts.counts[0].counts),
         in_flight=[parcel_row(p) for p in flying],
         recent=[parcel_row(p) for p in ended[len(flying) - RECENT :]][::-1],
-        failures=failure_groups(failed),
+        failures=[] if isinstance(failed, str) else [errors.group_of(g, {}) for g in failed.groups],
+        failures_missing=failed if isinstance(failed, str) else "",
         usage=usage_histograms(ended),
         progress=cumulative(times, now, start=began, end=ended_at),
         log=list(log.entries),
