@@ -1,6 +1,7 @@
 """Two retries of one execution command racing, on MariaDB: the command applies once and both
 answer its result (ResetInputs, WriteOffInputs, DecideFailedInput, CancelParcels, Flush), with one
-log row; two different decisions racing on one Failed input: the first wins."""
+log row; two different decisions racing on one Failed input, or an operator racing the hook:
+the first wins."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from dxts.core.db import Database
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.grpc.convert import enum_to_proto
 from dxts.core.ids import id_to_str
+from dxts.core.plugins import Registry
 from dxts.core.schema import execution
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.execution.component import Execution, build_execution
+from dxts.execution.logic.failed_inputs import handle_failed_inputs
 from dxts.execution.logic.feeding import run_feeder
 from dxts.execution.logic.packing import run_packer
 from dxts.execution.logic.transformations import ActiveTransformation
@@ -243,3 +246,36 @@ def write_off(request: Any, request_id: str, input_id: bytes) -> Any:
     changed.request_id, changed.input_id = request_id, id_to_str(input_id)
     changed.write_off.SetInParent()
     return changed
+
+
+async def test_the_hook_and_an_operator_racing_on_a_failed_input_decide_it_once(
+    mariadb: Database, definitions: InMemoryTransformations, operator: Any
+) -> None:
+    t = await all_failed(mariadb, definitions)
+    chosen = sorted(r.InputID for r in await s.input_rows(mariadb, t.id))[INPUTS // 2]
+    request = execution_pb2.DecideFailedInputRequest(
+        request_id="off-race",
+        transformation_id=id_to_str(t.id),
+        input_id=id_to_str(chosen),
+        reason="the file is corrupt",
+        write_off=execution_pb2.WriteOffDecision(),
+    )
+
+    # The default hook retries every input (ErrorCount 1 is under its maximum) in batches.
+    handled, decided = await asyncio.gather(
+        handle_failed_inputs(mariadb, Registry.discover(), t, batch=BATCH),
+        operator.DecideFailedInput(request),
+        return_exceptions=True,
+    )
+
+    assert not isinstance(handled, BaseException), handled
+    rows = {r.InputID: r.Status for r in await s.input_rows(mariadb, t.id)}
+    if isinstance(decided, BaseException):  # the hook's batch took it first
+        assert "is Unassigned: only a Failed input is decided" in str(decided)
+        assert handled.decided == {"ToUnassigned": INPUTS}
+        assert rows[chosen] == "Unassigned"
+    else:
+        assert handled.decided == {"ToUnassigned": INPUTS - 1}
+        assert rows[chosen] == "NotProcessed"
+    assert list(rows.values()).count("Unassigned") == handled.decided["ToUnassigned"]
+    await s.assert_counters_exact(mariadb, t.id)
