@@ -54,7 +54,12 @@ from dxts.definition.logic.queries import (
 )
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import workgraphs as workgraphs_db
-from dxts.definition.store.attention import EndedParcel, last_ended_parcels, problematic_since
+from dxts.definition.store.attention import (
+    ENDED,
+    EndedParcel,
+    last_ended_parcels,
+    problematic_since,
+)
 from dxts.definition.store.feeder_states import FeederState, feeder_states_of
 
 T, W = TransformationStatus, WorkgraphStatus
@@ -356,7 +361,11 @@ async def _read(
             elif entity == Entity.PARCEL.value:
                 parcels[bytes(tid)][status] = values["Count"]
     live = [m.transformation_id for m in members if m.status not in ENDED_MEMBERS]
-    ended = await last_ended_parcels(conn, live, rules.window)
+    # Only members whose counters say a parcel has ended: a list of a thousand workgraphs not
+    # yet running reads (and builds a statement of) none.
+    ended = await last_ended_parcels(
+        conn, [t for t in live if any(parcels[t].get(s) for s in ENDED)], rules.window
+    )
     problematic = [t for t in live if inputs[t].get(InputStatus.PROBLEMATIC)]
     since = await problematic_since(conn, problematic)
     feeders = await feeder_states_of(conn, live)

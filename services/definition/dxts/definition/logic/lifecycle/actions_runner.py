@@ -187,9 +187,11 @@ async def apply_requirements(
         message = f"requirements template updated by {action}"
         if lowered:
             data["capped_by_policy"] = lowered
-            message += " (lowered to the installation's policy: " + ", ".join(
-                f"{key} {merged[key]:g} → {held[key]:g}" for key in sorted(lowered)
-            ) + ")"
+            message += (
+                " (lowered to the installation's policy: "
+                + ", ".join(f"{key} {merged[key]:g} → {held[key]:g}" for key in sorted(lowered))
+                + ")"
+            )
         entries.append(LogEntry(tid, "Requirements", AUTHOR, message=message, data=data))
     await log_transformations(conn, entries)
 
@@ -230,9 +232,7 @@ async def over_policy(
     ]
     if not problems:
         return None
-    return f"{action} proposed requirements over the installation's policy: " + "; ".join(
-        problems
-    )
+    return f"{action} proposed requirements over the installation's policy: " + "; ".join(problems)
 
 
 async def _settle(
