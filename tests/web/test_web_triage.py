@@ -110,6 +110,12 @@ async def test_the_errors_page_groups_failures_as_dxts_errors_does(
     assert f'href="/transformations/{steps["Simulation"]}"' in row
     examples = re.findall(r'href="/parcels/([^"]+)"', row)
     assert examples == cli[0]["example_parcel_ids"]
+    # Named by handle, not id: the workgraph in the title and beside each member hit.
+    (handle,) = re.findall(r"<h1>Errors of workgraph <a [^>]*><code>(wg-\d+)</code>", page.text)
+    assert f">of {handle}</a>" in row
+    # Over time: the sparkline's spans count the 12, the earliest first.
+    (spans,) = re.findall(r'aria-label="failures over time: ([0-9, ]+)"', row)
+    assert sum(int(n) for n in spans.split(", ")) == 12 and len(spans.split(", ")) == 24
 
     panel = (await client.get(f"/workgraphs/{workgraph}")).text
     shown = r'id="failures">.*data-count="12".*ERROR: seed \d+ is out of range'

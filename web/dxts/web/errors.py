@@ -35,6 +35,13 @@ class MemberName:
     transformation_id: str
     step: str
     workgraph_id: str
+    handle: str = ""  # "wg-42/Reco" for a workgraph's member, else "t-7"
+
+    @property
+    def workgraph_handle(self) -> str:
+        """Its workgraph's handle ("wg-42"), else a short id."""
+        prefix, slash, _ = self.handle.partition("/")
+        return prefix if slash else f"{self.workgraph_id[:8]}…"
 
 
 @dataclass
@@ -75,6 +82,7 @@ class ErrorsPage:
     members: int  # how many members were asked about
     parcels_read: int
     truncated: bool
+    workgraph_handle: str = ""  # "wg-42", when one workgraph's
     failed: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -114,7 +122,7 @@ async def member_names(clients: UserClients, workgraph_id: str) -> dict[str, Mem
         page = await clients.definition.ListTransformations(request)
         for t in page.transformations:
             found[t.transformation_id] = MemberName(
-                t.transformation_id, t.step or t.transformation_id, t.workgraph_id
+                t.transformation_id, t.step or t.transformation_id, t.workgraph_id, t.handle
             )
         if not page.next_page_token:
             return found
@@ -149,11 +157,13 @@ async def errors_page(
 ) -> ErrorsPage:
     window = window if window in WINDOWS else ""
     since = (now or datetime.now(UTC)) - WINDOWS[window] if window else None
+    handle = ""
     if workgraph_id:
         # NOT_FOUND for a workgraph the user may not see, before anything else is read.
-        await clients.definition.GetWorkgraph(
+        got = await clients.definition.GetWorkgraph(
             definition_pb2.GetWorkgraphRequest(workgraph_id=workgraph_id)
         )
+        handle = got.workgraph.handle
     known = await member_names(clients, workgraph_id)
     groups, read, truncated = (
         await grouped(clients, list(known), since) if known else ([], 0, False)
@@ -165,4 +175,5 @@ async def errors_page(
         members=len(known),
         parcels_read=read,
         truncated=truncated,
+        workgraph_handle=handle,
     )

@@ -372,7 +372,7 @@ async def workgraph_page(clients: UserClients, workgraph_id: str) -> WorkgraphPa
     )
     known = {
         m.transformation.transformation_id: errors.MemberName(
-            m.transformation.transformation_id, m.step, workgraph_id
+            m.transformation.transformation_id, m.step, workgraph_id, m.transformation.handle
         )
         for m in members
     }
