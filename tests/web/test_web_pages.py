@@ -141,6 +141,9 @@ async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
     client = await browser(token("demo", "olivia"))
     page = await client.get(f"/transformations/{steps['Simulation']}")
     assert page.status_code == 200
+    # Named by handle (its id beside), its workgraph too.
+    (workgraph,) = re.findall(r"<h1>Simulation <code>(wg-\d+)/Simulation</code>", page.text)
+    assert "of workgraph <a href=" in page.text and f"<code>{workgraph}</code></a>" in page.text
     rows = re.findall(r'<tr class="failure-group"[^>]*>(.*?)</tr>', page.text, re.S)
     (row,) = rows  # the errors page's table, without the members column
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
