@@ -136,9 +136,17 @@ class Walk:
         """Poll `show` until `holds` (the state the walkthrough says comes next)."""
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while not holds(shown := self.show()):
-            assert time.monotonic() < deadline, f"never {what}: {summary(shown)}"
+            assert time.monotonic() < deadline, f"never {what}: {summary(shown)}\n{self.story()}"
             time.sleep(0.5)
         return shown
+
+    def story(self) -> str:
+        """The logs of the workgraph and its members, for a wait that timed out: what the
+        services decided, and when."""
+        told = self.runner.invoke(app, ["logs", self.current, "--limit", "60"]).output
+        for step in ("Simulation", "Reconstruction"):
+            told += self.runner.invoke(app, ["logs", f"{self.current}/{step}"]).output
+        return told
 
 
 def summary(shown: dict[str, Any]) -> str:
