@@ -43,15 +43,17 @@ CONFORMANCE_MODULE = "tests/backends/test_adaptor_conformance.py"
 ADAPTOR_SERVERS = {"slurm": "slurm", "diracx": "diracx"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give each test the worker group it runs in under pytest-xdist's `loadgroup`."""
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        group = SHARED_SERVERS.get(module, module)
-        if module == CONFORMANCE_MODULE:
-            adaptor = item.callspec.params["adaptor"]  # type: ignore[attr-defined]
-            group = ADAPTOR_SERVERS.get(adaptor, group)
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Give each test the worker group it runs in under pytest-xdist's `loadgroup`, as it is
+    collected: the xdist worker reads the groups in its own `pytest_collection_modifyitems`,
+    which ran before this project's (a group given there was never seen, and a module's tests
+    were spread over both workers, each setting up its module-scoped servers)."""
+    module = item.nodeid.split("::", 1)[0]
+    group = SHARED_SERVERS.get(module, module)
+    if module == CONFORMANCE_MODULE:
+        adaptor = item.callspec.params["adaptor"]  # type: ignore[attr-defined]
+        group = ADAPTOR_SERVERS.get(adaptor, group)
+    item.add_marker(pytest.mark.xdist_group(group))
 
 
 def mysql_server_url() -> str | None:
