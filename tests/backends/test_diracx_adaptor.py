@@ -426,7 +426,8 @@ async def test_a_job_uploads_its_outputs_to_the_installation_s_xrootd_se(
     try:
         submitted = parcel({"message": "uploaded"})
         (result,) = await submit(adaptor, WRITER, submitted)
-        (run,) = await pilot.run_waiting()
+        # Its own job: an earlier test's may still wait in the shared server.
+        run = await pilot.run(await job_of(adaptor, submitted.parcel_id))
         assert run.exit_code == 0
         outcome = await poll_one(adaptor, result.identifier)
     finally:

@@ -268,7 +268,9 @@ def failing() -> Iterator[PrivateServers]:
     servers.folder.chmod(0o755)
     started = servers.script("start")
     try:
-        assert started.returncode == 0, started.stderr
+        logs = sorted(servers.folder.glob("XRD-*/log/xrootd.log"))
+        told = "".join(log.read_text()[-600:] for log in logs)
+        assert started.returncode == 0, f"{started.stderr}{told}"
         yield servers
     finally:
         servers.script("stop")
