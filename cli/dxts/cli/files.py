@@ -183,6 +183,11 @@ class Storage:
                 f"no storage element {storage_element!r} (there are {', '.join(known)})",
                 field="--se",
             )
+        endpoint = self.endpoints.get(storage_element)
+        if endpoint is not None and endpoint.read_only:
+            raise InvalidArgument(
+                f"{storage_element} is read-only: nothing is put there", field="--se"
+            )
         if not local.is_file():
             raise InvalidArgument(f"no such file: {local}", field="LOCAL")
         lfn = check_lfn(lfn or upload_lfn(local, self.uploads), field="--lfn")

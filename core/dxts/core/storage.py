@@ -6,7 +6,8 @@ place everywhere. Its value is either `NAME=URL[,NAME=URL...]` or a JSON object
 `{"NAME": "URL", ...}` (what the chart writes from `storageEndpoints`). A URL is
 `root://host[:port]//prefix` (or `xroot://`): the replica of LFN `/vo/x` at that SE is
 `root://host:port//prefix/vo/x`. An SE not named here is a local directory SE of the adaptor
-(`<storage_root>/<SE>/<LFN>`), unchanged; a name in both is the endpoint.
+(`<storage_root>/<SE>/<LFN>`), unchanged; a name in both is the endpoint. A name written
+`NAME:ro` is a read-only SE: read from, never written to or removed from (its name is `NAME`).
 """
 
 from __future__ import annotations
@@ -22,22 +23,29 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from dxts.core.lfn import check_lfn
 
 SCHEMES = ("root", "xroot")
+READ_ONLY = ":ro"  # after an SE's name: nothing is written to or removed from it
 SE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class StorageEndpoint(BaseModel):
-    """One SE behind an XRootD server: its name, the server (`root://host:port`) and the folder
-    under the server's export its replicas live in."""
+    """One SE behind an XRootD server: its name, the server (`root://host:port`), the folder
+    under the server's export its replicas live in, and whether dxts may write there (a
+    read-only SE is another site's, or an archive: its replicas are read, never made or
+    removed)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     server: str
     prefix: str
+    read_only: bool = False
 
     @classmethod
     def parse(cls, name: str, url: str) -> StorageEndpoint:
-        """ValueError, in one line naming the SE, for anything but `root://host[:port]//path`."""
+        """ValueError, in one line naming the SE, for anything but `root://host[:port]//path`;
+        `name` is `NAME` or `NAME:ro` (read-only)."""
+        read_only = name.endswith(READ_ONLY)
+        name = name.removesuffix(READ_ONLY)
         if not SE_NAME.match(name):
             raise ValueError(f"{name!r} is not a storage element name (letters, digits, _ . -)")
         parts = urlsplit(url)
@@ -53,7 +61,13 @@ class StorageEndpoint(BaseModel):
         prefix = "/" + parts.path.strip("/") if parts.path.strip("/") else ""
         if ".." in prefix.split("/"):
             raise ValueError(f"{name}: {url!r}: '..' in the path")
-        return cls(name=name, server=f"{parts.scheme}://{parts.netloc}", prefix=prefix)
+        server = f"{parts.scheme}://{parts.netloc}"
+        return cls(name=name, server=server, prefix=prefix, read_only=read_only)
+
+    @property
+    def key(self) -> str:
+        """The name as configured: `NAME`, or `NAME:ro` for a read-only SE."""
+        return self.name + (READ_ONLY if self.read_only else "")
 
     def path(self, lfn: str) -> str:
         """The replica's path on the server (InvalidArgument for an LFN not in normal form)."""
@@ -94,7 +108,8 @@ def parse_endpoints(value: Any) -> dict[str, StorageEndpoint]:
             continue
         if not isinstance(url, str):
             raise ValueError(f"{name}: the endpoint is a URL string")
-        endpoints[name] = StorageEndpoint.parse(name, url.strip())
+        endpoint = StorageEndpoint.parse(name, url.strip())
+        endpoints[endpoint.name] = endpoint
     return endpoints
 
 
@@ -106,7 +121,8 @@ class StorageSettings(BaseSettings):
 
     endpoints: Annotated[dict[str, StorageEndpoint], NoDecode] = Field(
         default_factory=dict,
-        description="SE name -> root://host:port//prefix (NAME=URL,... or a JSON object)",
+        description="SE name -> root://host:port//prefix (NAME=URL,... or a JSON object; "
+        "NAME:ro for a read-only SE)",
     )
 
     @field_validator("endpoints", mode="before")

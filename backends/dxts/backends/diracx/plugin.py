@@ -36,7 +36,7 @@ def settings(site: Site) -> DiracXSettings:
     endpoints = parse_endpoints(os.environ.get("DXTS_STORAGE_ENDPOINTS", ""))
     if endpoints:
         environment[STORAGE_ENDPOINTS_VARIABLE] = " ".join(
-            f"{name}={endpoint.base}" for name, endpoint in endpoints.items()
+            f"{endpoint.key}={endpoint.base}" for endpoint in endpoints.values()
         )
     chosen = DiracXSettings(url=site.url, work_dir=site.data_dir / "diracx")
     if "payload_command" not in chosen.model_fields_set:

@@ -56,6 +56,17 @@ class RunnerSettings(Storage, Protocol):
         ...
 
 
+def check_output_se(
+    output_se: str, storage_elements: list[str], endpoints: dict[str, StorageEndpoint]
+) -> None:
+    """ValueError unless outputs can be written at `output_se`: a known SE, not a read-only one
+    (found when the component starts, not at the first job's stage-out)."""
+    if output_se not in [*storage_elements, *endpoints]:
+        raise ValueError(f"output_se {output_se!r} is not a storage element")
+    if output_se in endpoints and endpoints[output_se].read_only:
+        raise ValueError(f"output_se {output_se!r} is read-only: outputs cannot be written there")
+
+
 def replica_path(storage_root: Path, storage_element: str, lfn: str) -> Path:
     """Where a replica of `lfn` at a storage element under `storage_root` lives
     (`<storage_root>/<storage element>/<LFN>`); InvalidArgument for an LFN not in its normal
@@ -82,14 +93,13 @@ class StorageElements(BaseModel):
 
     @field_serializer("storage_endpoints")
     def _urls(self, endpoints: dict[str, StorageEndpoint]) -> dict[str, str]:
-        return {name: endpoint.base for name, endpoint in endpoints.items()}
+        return {endpoint.key: endpoint.base for endpoint in endpoints.values()}
 
     @model_validator(mode="after")
     def _output_se(self) -> StorageElements:
         if self.output_se is None:
             self.output_se = self.storage_elements[0]
-        if self.output_se not in [*self.storage_elements, *self.storage_endpoints]:
-            raise ValueError(f"output_se {self.output_se!r} is not a storage element")
+        check_output_se(self.output_se, self.storage_elements, self.storage_endpoints)
         return self
 
     @classmethod
@@ -174,8 +184,7 @@ class RunnerEnvironment(BaseSettings):
             self.storage_root = self.work_dir.parent / "se"
         if self.output_se is None:
             self.output_se = self.storage_elements[0]
-        if self.output_se not in [*self.storage_elements, *self.storage_endpoints]:
-            raise ValueError(f"output_se {self.output_se!r} is not a storage element")
+        check_output_se(self.output_se, self.storage_elements, self.storage_endpoints)
         return self
 
     def se_path(self, storage_element: str, lfn: str) -> Path:

@@ -13,6 +13,10 @@ over):
 * `RemoveReplica` — delete each file at every `TargetSE` and forget those replicas;
 * `RemoveFile` — delete every replica of each file and forget the file.
 
+An SE configured read-only (`NAME:ro`) is never written to or removed from: each file an
+operation would copy to one, remove from one, or (`RemoveFile`) whose replicas include one,
+fails as `refused` naming the SE, and nothing of it is touched.
+
 Copies involving an XRootD SE go through `dxts.core.transfers` (third-party when both servers do
 it, streamed otherwise; killed at the transfer timeout). Each file ends done or failed on its own,
 in the words of whatever failed; a file that failed is left alone by the later operations (a
@@ -188,6 +192,7 @@ async def run_request(
         steps.append((kind, lfns, targets, _names(operation.get("SourceSE"))))
     files.check([lfn for step in steps for lfn in step[1]])  # before anything is touched
     for kind, lfns, targets, sources in steps:
+        _refuse_read_only(kind, lfns, targets, settings, report)
         still = [lfn for lfn in lfns if lfn not in report.failures]
         if kind == "ReplicateAndRegister":
             await _replicate(still, targets, sources, settings, catalogue, report)
@@ -196,6 +201,25 @@ async def run_request(
         else:
             await _remove_files(still, settings, catalogue, report)
     return report
+
+
+def read_only_ses(settings: LocalSettings) -> set[str]:
+    """The SEs configured read-only (`NAME:ro`, docs/storage.md)."""
+    return {name for name, endpoint in settings.storage_endpoints.items() if endpoint.read_only}
+
+
+def _refuse_read_only(
+    kind: str, lfns: list[str], ses: list[str], settings: LocalSettings, report: RequestReport
+) -> None:
+    """Each file an operation would write or remove at a read-only SE fails as refused, naming
+    the SE, before anything of it is touched (no copy to the other targets either: a file is
+    done whole or not at all)."""
+    refused = read_only_ses(settings).intersection(ses)
+    verb = "written to" if kind == "ReplicateAndRegister" else "removed from"
+    for se in sorted(refused):
+        words = f"{se} is read-only: no replica is {verb} it"
+        for lfn in lfns:
+            report.fail(lfn, FailureClass.REFUSED, se, words)
 
 
 async def _each(
@@ -453,6 +477,9 @@ async def _remove_files(
     lfns: list[str], settings: LocalSettings, catalogue: FileCatalogue, report: RequestReport
 ) -> None:
     held = await catalogue.replicas(lfns)
+    for lfn in lfns:  # a file with a replica at a read-only SE keeps every replica
+        _refuse_read_only("RemoveFile", [lfn], list(held.get(lfn, ())), settings, report)
+    lfns = [lfn for lfn in lfns if lfn not in report.failures]
     known = known_ses(settings)
     pairs = [(lfn, se) for lfn in lfns for se in held.get(lfn, ()) if se in known]
     removed = set(await _remove_at(pairs, settings, report))
