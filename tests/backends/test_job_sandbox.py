@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -267,3 +271,36 @@ def test_the_box_shows_an_inputs_secondary_files_and_nothing_else_beside_it(
         (tmp_path / name).write_text(name)
     shown = sandbox.with_secondary_files({tmp_path / "A.bam"})
     assert {p.name for p in shown} == {"A.bam", "A.bam.bai", "A.bai"}
+
+
+def test_the_adaptor_refuses_to_start_when_the_job_user_cannot_start_the_runner() -> None:
+    """A checkout or virtualenv made under umask 077 is closed to the job user: every job would
+    fail importing the runner, so the adaptor names the problem at start instead. The installed
+    runner passes the same check."""
+    box = sandbox.confinement("bwrap", "dxts-job", False, [])
+    assert sandbox.runner_problem(box, sys.executable, "dxts.backends.runner.cwltool_main") is None
+    shared = Path(tempfile.mkdtemp(prefix="dxts-runner-probe-"))
+    try:
+        shared.chmod(0o755)
+        venv = shared / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        subprocess.run(["chmod", "-R", "go+rX", str(venv)], check=True)  # whatever the umask
+        closed = shared / "closed"
+        (closed / "closedrunner").mkdir(parents=True)
+        (closed / "closedrunner" / "__init__.py").write_text("")
+        (closed / "closedrunner" / "main.py").write_text("")
+        site = next(venv.glob("lib/python*/site-packages"))
+        (site / "closed.pth").write_text(f"{closed}\n")
+        subprocess.run(["chmod", "-R", "go+rX", str(closed), str(site)], check=True)
+        python = str(venv / "bin" / "python")
+        assert sandbox.runner_problem(box, python, "closedrunner.main") is None
+        os.chmod(closed, 0o700)  # as umask 077 leaves a checkout's folder
+        problem = sandbox.runner_problem(box, python, "closedrunner.main")
+        assert problem is not None
+        assert problem.startswith("the job user 'dxts-job' cannot start the runner")
+        assert "No module named 'closedrunner'" in problem
+        assert str(venv) in problem
+        with pytest.raises(sandbox.SandboxError, match="cannot start the runner"):
+            sandbox.confinement("bwrap", "dxts-job", False, [], [python, "-m", "closedrunner.main"])
+    finally:
+        shutil.rmtree(shared)

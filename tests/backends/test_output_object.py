@@ -154,6 +154,7 @@ async def test_formats_are_checked_against_the_ontology_the_document_names(
     carried in the stored process, is beside the process the runner reads, so an input of a
     subclass of the format asked for is accepted."""
     (tmp_path / "ref.fasta").write_text(">x\nACGT\n")
+    (tmp_path / "ref.fasta").chmod(0o644)  # a file of the machine is readable by its users
     # A file of the machine, not a catalogued one: jobs see it only where the installation
     # shows it to them (`sandbox_paths`).
     await harness.stop()

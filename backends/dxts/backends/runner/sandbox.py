@@ -36,7 +36,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,8 +120,15 @@ class Entered:
         return [*measure, str(usage), "--", *self.user, *runner]
 
 
-def confinement(sandbox: str, job_user: str, network: bool, read_only: Iterable[Path]) -> Box:
-    """The box the settings ask for, checked to work here (SandboxError: why it cannot)."""
+def confinement(
+    sandbox: str,
+    job_user: str,
+    network: bool,
+    read_only: Iterable[Path],
+    runner: Sequence[str] = (),
+) -> Box:
+    """The box the settings ask for, checked to work here (SandboxError: why it cannot),
+    including that the job user can start a Python `runner` (`python -m module …`) in it."""
     user = job_user_named(job_user)
     if sandbox == "none":
         if os.geteuid() == 0 and user is None:
@@ -141,7 +148,45 @@ def confinement(sandbox: str, job_user: str, network: bool, read_only: Iterable[
     )
     if probe.returncode != 0:
         raise SandboxError(f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()}")
+    if len(runner) >= 3 and runner[1] == "-m":
+        problem = runner_problem(box, runner[0], runner[2])
+        if problem is not None:
+            raise SandboxError(problem)
     return box
+
+
+def runner_problem(box: Box, python: str, module: str) -> str | None:
+    """Why the job user cannot start the runner (`python -m module`) in its box, in one line
+    (None: it can). The job user reads the runner's Python and package with its own rights: an
+    installation it cannot read (a checkout or virtualenv made under umask 077) would fail every
+    job with an import error, so the adaptor refuses to start instead."""
+    if box.user is None:
+        return None  # the jobs run as the adaptor's own user, who runs this Python already
+    check = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    command = [
+        shutil.which("setpriv") or "setpriv",
+        f"--reuid={box.user.uid}",
+        f"--regid={box.user.gid}",
+        "--clear-groups",
+        "--",
+        python,
+        "-I",
+        "-c",
+        check,
+    ]
+    if box.bwrap:
+        switching = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        command = ["bwrap", *_namespaces(box), "--ro-bind", "/", "/", *switching, "--", *command]
+    probe = subprocess.run(command, capture_output=True, text=True, check=False)
+    if probe.returncode == 0:
+        return None
+    lines = probe.stderr.strip().splitlines()
+    said = lines[-1] if lines else f"{module} is not found"
+    return (
+        f"the job user {box.user.name!r} cannot start the runner ({python} -m {module}): {said}; "
+        f"it must be able to read {Path(python).parent.parent} and {RUNNER_PACKAGE} "
+        "(scripts/job-sandbox opens a development checkout to it)"
+    )
 
 
 def job_user_named(name: str) -> JobUser | None:

@@ -97,6 +97,7 @@ class LocalAdaptor:
                 self.settings.job_user,
                 self.settings.sandbox_network,
                 self.settings.sandbox_paths,
+                self.settings.runner,
             )
         (self.settings.work_dir / "jobs").mkdir(parents=True, exist_ok=True)
         assert self.settings.storage_root is not None
