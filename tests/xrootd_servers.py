@@ -34,6 +34,11 @@ def endpoints() -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in text.split(","))
 
 
+def http_server() -> str:
+    """`http://host:port` of XRD-A's XrdHttp (WebDAV without TLS): XRD-A's files, over HTTP."""
+    return xrootd_environment()["DXTS_XROOTD_HTTP"]
+
+
 def data_path(se: str, url_path: str) -> Path:
     """Where the server keeps the file at `url_path` (e.g. `/dxts/x`) on disk."""
     return DATA_DIR / se / "data" / url_path.lstrip("/")

@@ -21,6 +21,20 @@ def test_both_spellings_name_the_same_endpoints(monkeypatch: pytest.MonkeyPatch)
     assert StorageSettings().endpoint("C") is None
 
 
+def test_webdav_and_read_only_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """davs:// is spoken as https:// with one slash before the path; `NAME:ro` is read-only and
+    keeps that spelling when written out again (`key`, `base`)."""
+    value = "D:ro=davs://dav.example.org:8443/data/,H=http://h:10943,R:ro=root://h//x"
+    monkeypatch.setenv("DXTS_STORAGE_ENDPOINTS", value)
+    endpoints = StorageSettings().endpoints
+    assert sorted(endpoints) == ["D", "H", "R"]
+    assert endpoints["D"].url("/vo/f") == "https://dav.example.org:8443/data/vo/f"
+    assert endpoints["H"].url("/vo/f") == "http://h:10943/vo/f"
+    assert [e.read_only for e in endpoints.values()] == [True, False, True]
+    again = ",".join(f"{e.key}={e.base}" for e in endpoints.values())
+    assert StorageSettings(endpoints=again).endpoints == endpoints
+
+
 def test_unset_means_every_se_is_a_local_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DXTS_STORAGE_ENDPOINTS", raising=False)
     assert StorageSettings().endpoints == {}
@@ -32,7 +46,7 @@ def test_unset_means_every_se_is_a_local_directory(monkeypatch: pytest.MonkeyPat
     ("value", "words"),
     [
         ("A=root://h:1/data", "A: 'root://h:1/data': the path needs a double slash"),
-        ("A=https://h//data", "A: 'https://h//data' is not an XRootD endpoint"),
+        ("A=gsiftp://h//data", "A: 'gsiftp://h//data' is not a storage endpoint"),
         ("A=root://u:p@h//data", "A: 'root://u:p@h//data': no user, query or fragment"),
         ("A=root://h//data/../etc", "'..' in the path"),
         ("A root://h//d", "expected NAME=URL"),

@@ -1,13 +1,15 @@
-"""The installation's grid storage elements: SE name -> the XRootD endpoint that serves it.
+"""The installation's grid storage elements: SE name -> the server endpoint that serves it.
 
 One setting, `DXTS_STORAGE_ENDPOINTS`, read by every component that moves or locates bytes (the
 local and Slurm adaptors, their jobs, `dxts file`), so the catalogue's SE names mean the same
 place everywhere. Its value is either `NAME=URL[,NAME=URL...]` or a JSON object
 `{"NAME": "URL", ...}` (what the chart writes from `storageEndpoints`). A URL is
 `root://host[:port]//prefix` (or `xroot://`): the replica of LFN `/vo/x` at that SE is
-`root://host:port//prefix/vo/x`. An SE not named here is a local directory SE of the adaptor
-(`<storage_root>/<SE>/<LFN>`), unchanged; a name in both is the endpoint. A name written
-`NAME:ro` is a read-only SE: read from, never written to or removed from (its name is `NAME`).
+`root://host:port//prefix/vo/x`; or `davs://host[:port]/prefix` (WebDAV over TLS, spoken as
+`https://`; also `https://`, and `http://` for a server without TLS): the replica is
+`https://host:port/prefix/vo/x`. A name written `NAME:ro` is a read-only SE: read from, never
+written to or removed from (the name is `NAME`). An SE not named here is a local directory SE of
+the adaptor (`<storage_root>/<SE>/<LFN>`), unchanged; a name in both is the endpoint.
 """
 
 from __future__ import annotations
@@ -22,15 +24,20 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from dxts.core.lfn import check_lfn
 
-SCHEMES = ("root", "xroot")
+XROOTD_SCHEMES = ("root", "xroot")
+HTTP_SCHEMES = ("davs", "https", "http")
 READ_ONLY = ":ro"  # after an SE's name: nothing is written to or removed from it
 SE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+class StorageError(Exception):
+    """A storage operation failed; the message is the server's or the client's own words."""
+
+
 class StorageEndpoint(BaseModel):
-    """One SE behind an XRootD server: its name, the server (`root://host:port`), the folder
-    under the server's export its replicas live in, and whether dxts may write there (a
-    read-only SE is another site's, or an archive: its replicas are read, never made or
+    """One SE behind a server: its name, the server (`root://host:port`, `https://host:port`),
+    the folder under the server's export its replicas live in, and whether dxts may write there
+    (a read-only SE is another site's, or an archive: its replicas are read, never made or
     removed)."""
 
     model_config = ConfigDict(frozen=True)
@@ -42,18 +49,21 @@ class StorageEndpoint(BaseModel):
 
     @classmethod
     def parse(cls, name: str, url: str) -> StorageEndpoint:
-        """ValueError, in one line naming the SE, for anything but `root://host[:port]//path`;
-        `name` is `NAME` or `NAME:ro` (read-only)."""
+        """ValueError, in one line naming the SE, for anything but `root://host[:port]//path` or
+        `davs|https|http://host[:port]/path`; `name` is `NAME` or `NAME:ro` (read-only)."""
         read_only = name.endswith(READ_ONLY)
         name = name.removesuffix(READ_ONLY)
         if not SE_NAME.match(name):
             raise ValueError(f"{name!r} is not a storage element name (letters, digits, _ . -)")
         parts = urlsplit(url)
-        if parts.scheme not in SCHEMES or not parts.hostname:
-            raise ValueError(f"{name}: {url!r} is not an XRootD endpoint (root://host:port//path)")
+        if parts.scheme not in (*XROOTD_SCHEMES, *HTTP_SCHEMES) or not parts.hostname:
+            raise ValueError(
+                f"{name}: {url!r} is not a storage endpoint "
+                "(root://host:port//path or davs://host:port/path)"
+            )
         if parts.query or parts.fragment or parts.username or parts.password:
             raise ValueError(f"{name}: {url!r}: no user, query or fragment in an endpoint")
-        if not parts.path.startswith("//"):
+        if parts.scheme in XROOTD_SCHEMES and not parts.path.startswith("//"):
             raise ValueError(
                 f"{name}: {url!r}: the path needs a double slash (root://host:port//path), "
                 "a single one is relative to the server's login directory"
@@ -61,7 +71,9 @@ class StorageEndpoint(BaseModel):
         prefix = "/" + parts.path.strip("/") if parts.path.strip("/") else ""
         if ".." in prefix.split("/"):
             raise ValueError(f"{name}: {url!r}: '..' in the path")
-        server = f"{parts.scheme}://{parts.netloc}"
+        # WebDAV over TLS is HTTPS: the URL every client library takes.
+        scheme = "https" if parts.scheme == "davs" else parts.scheme
+        server = f"{scheme}://{parts.netloc}"
         return cls(name=name, server=server, prefix=prefix, read_only=read_only)
 
     @property
@@ -69,17 +81,26 @@ class StorageEndpoint(BaseModel):
         """The name as configured: `NAME`, or `NAME:ro` for a read-only SE."""
         return self.name + (READ_ONLY if self.read_only else "")
 
+    @property
+    def over_http(self) -> bool:
+        """Spoken to over HTTP(S)/WebDAV rather than the XRootD protocol."""
+        return self.server.startswith(("https://", "http://"))
+
     def path(self, lfn: str) -> str:
         """The replica's path on the server (InvalidArgument for an LFN not in normal form)."""
         return self.prefix + check_lfn(lfn)
 
     @property
     def base(self) -> str:
-        """The endpoint as it is configured: `root://host:port//prefix`."""
+        """The endpoint as it is configured: `root://host:port//prefix`, `https://host/prefix`."""
+        if self.over_http:
+            return f"{self.server}{self.prefix or '/'}"
         return f"{self.server}//{self.prefix.lstrip('/')}"
 
     def url(self, lfn: str) -> str:
-        """The replica's full URL, as `xrdcp` takes it."""
+        """The replica's full URL, as `xrdcp` (or an HTTP client) takes it."""
+        if self.over_http:
+            return f"{self.server}{self.path(lfn)}"
         return f"{self.server}/{self.path(lfn)}"
 
 
@@ -121,8 +142,8 @@ class StorageSettings(BaseSettings):
 
     endpoints: Annotated[dict[str, StorageEndpoint], NoDecode] = Field(
         default_factory=dict,
-        description="SE name -> root://host:port//prefix (NAME=URL,... or a JSON object; "
-        "NAME:ro for a read-only SE)",
+        description="SE name -> root://host:port//prefix or davs://host:port/prefix "
+        "(NAME=URL,... or a JSON object; NAME:ro for a read-only SE)",
     )
 
     @field_validator("endpoints", mode="before")

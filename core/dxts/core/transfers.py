@@ -1,8 +1,10 @@
-"""Moving files to, from and between storage elements with the XRootD client library.
+"""Moving files to, from and between storage elements with the XRootD client library (and, for
+HTTP(S)/WebDAV SEs, `dxts.core.http_storage`).
 
 Copies run in a child process (`python -m dxts.core.xrootd_copy`), many at once in one XRootD
 `CopyProcess`, third-party (`xrdcp --tpc only`) when both ends are XRootD servers that do it and
-streamed through the client otherwise. The child is killed at the deadline: a server that stops
+streamed through the client otherwise; a copy with an HTTP end streams through the child in a
+thread of its own, as many at once. The child is killed at the deadline: a server that stops
 answering mid-transfer cannot hold a copy past its timeout (a thread inside this process could
 not be stopped, and the client library's own timeouts do not cover a server that is up but
 silent). Every copy result carries the words the server or the client library gave.
@@ -43,12 +45,11 @@ for _name, _value in CLIENT_ENVIRONMENT.items():
 from XRootD import client  # noqa: E402 - after its environment
 from XRootD.client.flags import QueryCode  # noqa: E402
 
+from dxts.core import http_storage  # noqa: E402
+from dxts.core.storage import StorageError  # noqa: E402 - where every caller catches it
+
 ASK_TIMEOUT_S = 30  # one stat, checksum or removal
 CHUNK = 1 << 20
-
-
-class StorageError(Exception):
-    """A storage operation failed; the message is the server's or the client's own words."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,13 @@ class CopyResult:
     timed_out: bool = False
 
 
-def is_remote(location: str) -> bool:
+def is_xrootd(location: str) -> bool:
     return location.startswith(("root://", "xroot://"))
+
+
+def is_remote(location: str) -> bool:
+    """On a server (XRootD or HTTP), not a local path."""
+    return is_xrootd(location) or http_storage.is_http(location)
 
 
 def server_of(url: str) -> str:
@@ -128,6 +134,8 @@ def checksum(location: str) -> str | None:
     if not is_remote(location):
         path = Path(location)
         return adler32_of(path) if path.is_file() else None
+    if http_storage.is_http(location):
+        return http_storage.checksum(location)
     status, answer = _ask(
         location, lambda fs, path: fs.query(QueryCode.CHECKSUM, path, timeout=ASK_TIMEOUT_S)
     )
@@ -144,6 +152,8 @@ def size(location: str) -> int | None:
     if not is_remote(location):
         path = Path(location)
         return path.stat().st_size if path.is_file() else None
+    if http_storage.is_http(location):
+        return http_storage.size(location)
     status, info = _ask(location, lambda fs, path: fs.stat(path, timeout=ASK_TIMEOUT_S))
     if not status.ok:
         if status.errno == 3011:
@@ -156,6 +166,9 @@ def remove(location: str) -> None:
     """Delete a replica; one already gone is not an error; StorageError otherwise."""
     if not is_remote(location):
         Path(location).unlink(missing_ok=True)
+        return
+    if http_storage.is_http(location):
+        http_storage.remove(location)
         return
     status, _ = _ask(location, lambda fs, path: fs.rm(path, timeout=ASK_TIMEOUT_S))
     if not status.ok and status.errno != 3011:
@@ -171,7 +184,7 @@ def third_party_capable(server: str) -> bool:
 
 def can_copy_third_party(source: str, target: str) -> bool:
     """Both ends are XRootD servers that do third-party copies (else the client streams)."""
-    if not (is_remote(source) and is_remote(target)):
+    if not (is_xrootd(source) and is_xrootd(target)):
         return False
     try:
         return third_party_capable(server_of(source)) and third_party_capable(server_of(target))
