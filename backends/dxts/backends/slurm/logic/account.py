@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
-from dxts.backends.runner.sandbox import JobUser, job_user_named
+from dxts.backends.runner import cwltool_main
+from dxts.backends.runner.sandbox import Box, JobUser, SandboxError, job_user_named, runner_problem
 from dxts.backends.slurm.settings import SlurmSettings
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,13 @@ def job_account(settings: SlurmSettings) -> JobUser | None:
             "the Slurm adaptor runs as root and DXTS_SLURM_JOB_USER is empty: jobs run as root "
             "(set an unprivileged account for anything but a development machine)"
         )
+    if account is not None:
+        # The nodes start the runner from the adaptor's software area (the same paths): one
+        # closed to the account would fail every job with an import error.
+        runner = cwltool_main.__name__
+        problem = runner_problem(Box(user=account, bwrap=False), sys.executable, runner)
+        if problem is not None:
+            raise SandboxError(problem)
     return account
 
 
