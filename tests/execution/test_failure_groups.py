@@ -1,31 +1,39 @@
 """GroupFailures over a served execution component, on SQLite and MariaDB: a tool failing on 12
 inputs is one group with its count, exit code, examples and their inputs; a lost parcel is a
 group of its own; the caller's VO bounds what it may group (another VO's user gets NOT_FOUND);
-bad arguments get one clear answer; the failed-parcel counter counts by class and backend."""
+bad arguments get one clear answer; the failed-parcel counter counts by class and backend; the
+groups the service keeps in memory equal a recount from the rows after new failures, a late
+one and a cleaning."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import runner_support as s
+import sqlalchemy as sa
 from google.protobuf.timestamp_pb2 import Timestamp
 from prometheus_client import REGISTRY
 from recording_world import World, feed, outcome, pack
 from test_execution_grpc import CALLERS, ByVO
 
+from dxts.core.adaptor.failures import normalise
 from dxts.core.catalogue import FileCatalogue
-from dxts.core.db import Database
+from dxts.core.db import Database, Isolation
 from dxts.core.errors import InvalidArgument, NotFound
 from dxts.core.grpc import DevKeys, GrpcServer, channel
 from dxts.core.ids import id_to_str
+from dxts.core.schema import definition, execution
 from dxts.core.settings import ServerSettings
 from dxts.execution.component import build_execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages
+from dxts.execution.logic.failure_folds import FailureFolds
 from dxts.execution.settings import ExecutionSettings
+from dxts.execution.store import failures as failures_store
+from dxts.execution.store.cleaning import delete_parcels
 from dxts.v1 import common_pb2, execution_pb2, execution_pb2_grpc
 
 FAILED = common_pb2.OUTCOME_RESULT_FAILED
@@ -190,6 +198,37 @@ async def test_a_message_repeated_word_for_word_is_one_group_with_its_latest_exa
     assert reply.over_time_from.ToDatetime() <= first <= reply.over_time_to.ToDatetime()
 
 
+async def test_a_second_read_folds_only_what_failed_since(
+    database: Database, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first read folds every failed parcel; one with nothing new reads no annotation;
+    one after two more failures reads those two alone."""
+    read: list[int] = []
+    for name in ("failed_rows", "failed_rows_of"):
+        original = getattr(failures_store, name)
+
+        async def counting(*args: Any, _original: Any = original) -> Any:
+            rows = await _original(*args)
+            read.append(len(rows))
+            return rows
+
+        monkeypatch.setattr(failures_store, name, counting)
+    tid = world.transformation_id
+    parcel_ids = await pack(database, world, [[i] for i in await feed(database, world, 7)])
+    tool = common_pb2.Failure(failure_class=APPLICATION_ERROR)
+    await record_outcome_messages(database, [failed(p, tool, "no space") for p in parcel_ids[:5]])
+    folds = FailureFolds()
+
+    async def counts() -> int:
+        async with database.transaction(Isolation.REPEATABLE_READ) as conn:
+            return (await folds.read(conn, [tid]))[tid].count
+
+    assert (await counts(), read) == (5, [5])
+    assert (await counts(), read) == (5, [5])
+    await record_outcome_messages(database, [failed(p, tool, "no space") for p in parcel_ids[5:]])
+    assert (await counts(), read) == (7, [5, 2])
+
+
 async def test_another_vo_and_bad_arguments_are_refused(
     database: Database, world: World, stubs: dict[str, Any]
 ) -> None:
@@ -211,3 +250,120 @@ async def test_another_vo_and_bad_arguments_are_refused(
     ):
         with pytest.raises(InvalidArgument):
             await stubs["alice"].GroupFailures(bad)
+
+
+async def recount(
+    database: Database, tid: bytes, since: datetime | None, examples: int
+) -> dict[str, tuple[int, datetime, datetime, list[str]]]:
+    """The failure groups counted afresh from the rows, in Python, as the service documents
+    them: reason → (count, first seen, last seen, the latest failed parcels)."""
+    p = execution.parcels.c
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        rows = (
+            await conn.execute(
+                sa.select(p.ParcelID, p.Annotations, p.CompletedAt, p.UpdatedAt).where(
+                    p.TransformationID == tid, p.Status == "Failed"
+                )
+            )
+        ).all()
+    found: dict[str, list[tuple[datetime, bytes]]] = {}
+    for parcel_id, recorded, completed_at, updated_at in rows:
+        at = completed_at or updated_at
+        if since is not None and at < since.replace(tzinfo=None):
+            continue
+        outcome_ = (recorded or {}).get("outcome", {})
+        words = (
+            outcome_.get("failure", {}).get("tool_message")
+            or outcome_.get("message")
+            or (recorded or {}).get("reason")
+            or "(no message)"
+        )
+        found.setdefault(normalise(words), []).append((at, bytes(parcel_id)))
+    return {
+        reason: (
+            len(failures),
+            min(failures)[0],
+            max(failures)[0],
+            [id_to_str(pid) for _, pid in sorted(failures, reverse=True)[:examples]],
+        )
+        for reason, failures in found.items()
+    }
+
+
+def as_answered(reply: Any) -> dict[str, tuple[int, datetime, datetime, list[str]]]:
+    return {
+        g.reason: (
+            g.count,
+            g.first_seen.ToDatetime(),
+            g.last_seen.ToDatetime(),
+            list(g.example_parcel_ids),
+        )
+        for g in reply.groups
+    }
+
+
+async def test_the_groups_stay_exact_as_failures_arrive_late_or_are_cleaned(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    """GroupFailures folds each failure once and then only the new ones: after more failures,
+    one of them visible only long after it failed (behind the margin caught up with), and after
+    cleaning deleted some, every answer equals a recount from the rows; another VO still gets
+    NOT_FOUND."""
+    tid = world.transformation_id
+    inputs = await feed(database, world, 30)
+    parcel_ids = await pack(database, world, [[i] for i in inputs])
+    tool = common_pb2.Failure(failure_class=APPLICATION_ERROR)
+
+    def failing(parcels: Sequence[bytes], words: str) -> list[Any]:
+        return [failed(p, tool, f"{words} {n}") for n, p in enumerate(parcels)]
+
+    async def answered(since: datetime | None = None) -> Any:
+        request = execution_pb2.GroupFailuresRequest(
+            transformation_ids=[id_to_str(tid)], examples=10, buckets=6
+        )
+        if since is not None:
+            request.since.FromDatetime(since)
+        return await stubs["alice"].GroupFailures(request)
+
+    async def check(since: datetime | None = None) -> None:
+        reply = await answered(since)
+        assert as_answered(reply) == await recount(database, tid, since, 10)
+        assert reply.parcels == sum(g.count for g in reply.groups)
+        assert [sum(g.over_time) for g in reply.groups] == [g.count for g in reply.groups]
+
+    await record_outcome_messages(database, failing(parcel_ids[:8], "ERROR: seed out of range"))
+    await check()
+    middle = datetime.now(UTC)
+    await record_outcome_messages(database, failing(parcel_ids[8:14], "ERROR: seed out of range"))
+    await record_outcome_messages(database, failing(parcel_ids[14:20], "stage-out timed out after"))
+    await check()
+    await check(since=middle)
+
+    # A failure whose transaction became visible an hour after it failed.
+    await record_outcome_messages(
+        database, failing(parcel_ids[20:21], "killed by the batch system")
+    )
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        await conn.execute(
+            sa.update(execution.parcels)
+            .where(execution.parcels.c.ParcelID == parcel_ids[20])
+            .values(CompletedAt=datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=1))
+        )
+    await check()
+    await check(since=middle)
+    assert (await answered()).parcels == 21
+
+    # Cleaning a cancelled transformation deletes its parcels before its counter.
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        await conn.execute(
+            sa.update(definition.transformations)
+            .where(definition.transformations.c.TransformationID == tid)
+            .values(Status="Cancelling")
+        )
+        await delete_parcels(conn, tid, limit=5)
+    await check()
+    assert (await answered()).parcels == 16
+    with pytest.raises(NotFound):
+        await stubs["carol"].GroupFailures(
+            execution_pb2.GroupFailuresRequest(transformation_ids=[id_to_str(tid)])
+        )

@@ -68,6 +68,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         self.registry = registry
         self.locks = locks
         self.settings = settings
+        self.failure_folds = failure_groups.FailureFolds()
         self.parcels_completing = _nothing
         self.parcels_unassigned = _nothing
 
@@ -241,6 +242,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         await self._describe_many(wanted, context)  # NotFound for one the caller may not see
         grouped = await failure_groups.group_failures(
             self.database,
+            self.failure_folds,
             wanted,
             since=from_timestamp(request.since) if request.HasField("since") else None,
             examples=request.examples or failure_groups.DEFAULT_EXAMPLES,

@@ -5,32 +5,59 @@ code and message; parcels alike share (class, backend, site, normalised message)
 being the tool's own line when the adaptor reported one, else the backend's (or, for a failure
 execution decided itself, its recorded reason). The normalisation
 (`dxts.core.adaptor.failures.normalise`) folds numbers, ids and paths, so one tool failing on
-12 inputs is one group. The database counts the failed parcels alike word for word (no
-parcel's annotations are read here, whatever their number); the words are normalised here, once
-per distinct message, and the counts they fold together merged.
+12 inputs is one group. The failed parcels come counted word for word from the service's
+memory of them (`failure_folds`: exact, checked against the counters in the same snapshot,
+each failure's annotations read once per process); the words are normalised here, once per
+distinct message, and the counts they fold together merged.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
 import math
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dxts.core.adaptor.failures import normalise
 from dxts.core.adaptor.model import FailureClass
-from dxts.core.db import Database, Isolation, Transaction, db_now
+from dxts.core.db import Database, Isolation, db_now
+from dxts.execution.logic.failure_folds import Alike, FailureFolds, Folded, micros, moment
 from dxts.execution.store import failures as db
+from dxts.execution.store.failures import FailureKey
 
-MAX_COUNTS = 20_000  # distinct (transformation, key, own words) counted per call: the largest
-EXAMPLE_SCAN = 2_000  # latest failed parcels read for examples, when the counts lack them
+MAX_COUNTS = 20_000  # distinct (transformation, key, own words) grouped per call: the largest
 NO_MESSAGE = "(no message)"
 _FAILURE_CLASSES = {c.value: c for c in FailureClass}
 MAX_TRANSFORMATIONS = 500
 DEFAULT_EXAMPLES = 3
 MAX_EXAMPLES = 10
 MAX_BUCKETS = 96
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Failed parcels alike word for word, those failed since the moment asked: how many,
+    when, and the latest ones."""
+
+    key: FailureKey
+    alike: Alike
+    start: int  # the first of `alike.times` counted
+    latest: list[tuple[int, bytes]]  # (when, ParcelID) of the latest, the latest first
+
+    @property
+    def count(self) -> int:
+        return len(self.alike.times) - self.start
+
+    @property
+    def first_seen(self) -> int:
+        return self.alike.times[self.start]
+
+    @property
+    def last_seen(self) -> int:
+        return self.alike.times[-1]
 
 
 @dataclass
@@ -43,11 +70,11 @@ class FailureGroup:
     count: int = 0
     first_seen: datetime | None = None
     last_seen: datetime | None = None
-    examples: list[bytes] = field(default_factory=list)  # parcel ids, the latest first
+    examples: list[bytes] = field(default_factory=list)  # parcel ids, the latest failed first
     example_inputs: list[bytes] = field(default_factory=list)
     exit_codes: set[int] = field(default_factory=set)
     transformation_ids: set[bytes] = field(default_factory=set)
-    counted: list[db.Counted] = field(default_factory=list)  # the counts merged into it
+    counted: list[Counted] = field(default_factory=list)  # the counts merged into it
     over_time: list[int] = field(default_factory=list)  # failures per span, the earliest first
 
 
@@ -55,34 +82,53 @@ class FailureGroup:
 class Grouped:
     groups: list[FailureGroup]
     parcels: int  # failed parcels counted
-    truncated: bool  # more distinct failures than one call counts (the largest are kept)
+    truncated: bool  # more distinct failures than one call groups (the largest are kept)
     over_time: tuple[datetime, datetime] | None = None  # the span `over_time` counts cover
 
 
-def group(counted: Sequence[db.Counted], examples: int) -> list[FailureGroup]:
-    """The database's counts of failures alike word for word merged into groups (the
-    largest first); each group's examples the latest parcel of each of its counts, the
-    latest first, and its message the latest failure's own words."""
+def counted(folded: Mapping[bytes, Folded], since: datetime | None) -> list[Counted]:
+    """The failures alike word for word of every transformation, failed at or after `since`
+    (all of them without), the largest count first."""
+    floor = micros(since) if since is not None else None
+    found = []
+    for each in folded.values():
+        for key, alike in each.alike.items():
+            start = bisect_left(alike.times, floor) if floor is not None else 0
+            if start < len(alike.times):
+                latest = [x for x in alike.latest if floor is None or x[0] >= floor]
+                found.append(Counted(key, alike, start, latest))
+    return sorted(found, key=lambda c: (-c.count, _order(c.key)))
+
+
+def _order(key: FailureKey) -> tuple[object, ...]:
+    """A key in a total order (an exit code may be absent)."""
+    return (*key[:5], key.exit_code is None, key.exit_code or 0)
+
+
+def group(counted: Sequence[Counted], examples: int) -> list[FailureGroup]:
+    """Counts of failures alike word for word merged into groups (the largest first); each
+    group's examples its latest failed parcels, and its message the latest failure's words."""
     groups: dict[tuple[str, str, str, str], FailureGroup] = {}
-    for alike in sorted(counted, key=lambda c: (c.last_seen, c.latest), reverse=True):
-        failure_class = _FAILURE_CLASSES.get(alike.failure_class, FailureClass.UNSPECIFIED)
-        words = alike.words or NO_MESSAGE
+    for alike in sorted(counted, key=lambda c: (c.last_seen, c.latest[:1]), reverse=True):
+        key = alike.key
+        failure_class = _FAILURE_CLASSES.get(key.failure_class, FailureClass.UNSPECIFIED)
+        words = key.words or NO_MESSAGE
         reason = _normalised(words)
-        key = (failure_class.value, alike.backend, alike.site, reason)
-        found = groups.get(key)
-        if found is None:
-            found = groups[key] = FailureGroup(
-                failure_class, alike.backend, alike.site, reason, words
-            )
+        found = groups.setdefault(
+            (failure_class.value, key.backend, key.site, reason),
+            FailureGroup(failure_class, key.backend, key.site, reason, words),
+        )
         found.count += alike.count
-        found.last_seen = max(found.last_seen or alike.last_seen, alike.last_seen)
-        found.first_seen = min(found.first_seen or alike.first_seen, alike.first_seen)
+        first, last = moment(alike.first_seen), moment(alike.last_seen)
+        found.last_seen = max(found.last_seen or last, last)
+        found.first_seen = min(found.first_seen or first, first)
         found.counted.append(alike)
-        if len(found.examples) < examples:
-            found.examples.append(alike.latest)
-        if alike.exit_code is not None:
-            found.exit_codes.add(alike.exit_code)
-        found.transformation_ids.add(alike.transformation_id)
+        if key.exit_code is not None:
+            found.exit_codes.add(key.exit_code)
+        found.transformation_ids.add(key.transformation_id)
+    for found in groups.values():
+        latest = heapq.nlargest(examples, (x for c in found.counted for x in c.latest))
+        found.examples = [parcel_id for _, parcel_id in latest]
     return sorted(groups.values(), key=lambda g: (-g.count, g.reason))
 
 
@@ -94,6 +140,7 @@ def _normalised(words: str) -> str:
 
 async def group_failures(
     database: Database,
+    folds: FailureFolds,
     transformation_ids: Sequence[bytes],
     *,
     since: datetime | None,
@@ -101,72 +148,43 @@ async def group_failures(
     buckets: int = 0,
 ) -> Grouped:
     """The failed parcels of the transformations (the caller may see each), grouped, with the
-    inputs of the examples; one snapshot. A group whose counts give fewer examples than its
-    parcels allow gets them from the latest failed parcels (`_more_examples`)."""
+    inputs of the examples; one snapshot (`now` read first: a failure after it, committed by
+    the time the snapshot is taken, counts in the last span)."""
     async with database.transaction(Isolation.REPEATABLE_READ) as conn:
-        counted = await db.counted_failures(conn, transformation_ids, since, MAX_COUNTS + 1)
-        truncated = len(counted) > MAX_COUNTS
-        groups = group(counted[:MAX_COUNTS], examples)
-        if any(len(g.examples) < min(g.count, examples) for g in groups):
-            await _more_examples(conn, transformation_ids, since, groups, examples)
-        shown = [p for g in groups for p in g.examples]
-        inputs = await db.input_ids_of(conn, shown)
-        span = await _over_time(conn, transformation_ids, since, groups, buckets)
+        now = _utc(await db_now(conn))
+        folded = await folds.read(conn, transformation_ids)
+        # No await from here to the groups: another read may fold more into what is read here.
+        everything = counted(folded, since)
+        kept = everything[:MAX_COUNTS]
+        groups = group(kept, examples)
+        span = _over_time(groups, since, buckets, now) if buckets else None
+        inputs = await db.input_ids_of(conn, [p for g in groups for p in g.examples])
     for found in groups:
         found.example_inputs = [i for p in found.examples for i in inputs.get(p, [])][:examples]
-    return Grouped(groups, sum(c.count for c in counted[:MAX_COUNTS]), truncated, span)
+    return Grouped(groups, sum(c.count for c in kept), len(everything) > MAX_COUNTS, span)
 
 
-async def _more_examples(
-    conn: Transaction,
-    transformation_ids: Sequence[bytes],
-    since: datetime | None,
-    groups: Sequence[FailureGroup],
-    examples: int,
-) -> None:
-    """Examples for the groups whose counts gave fewer than asked (one count of many parcels:
-    a message repeated word for word), from the latest EXAMPLE_SCAN failed parcels."""
-    by_key = {c.key: g for g in groups for c in g.counted}
-    wanting = {id(g) for g in groups if len(g.examples) < min(g.count, examples)}
-    taken: dict[int, list[bytes]] = {}
-    for key, parcel_id in await db.latest_failed(conn, transformation_ids, since, EXAMPLE_SCAN):
-        owner = by_key.get(key)
-        if owner is not None and id(owner) in wanting:
-            found = taken.setdefault(id(owner), [])
-            if len(found) < examples:
-                found.append(parcel_id)
-    for owner in groups:
-        more = taken.get(id(owner), [])
-        if id(owner) in wanting and more:
-            owner.examples = list(dict.fromkeys([*more, *owner.examples]))[:examples]
-
-
-async def _over_time(
-    conn: Transaction,
-    transformation_ids: Sequence[bytes],
-    since: datetime | None,
-    groups: Sequence[FailureGroup],
-    buckets: int,
-) -> tuple[datetime, datetime] | None:
-    """Each group's failures counted in `buckets` equal spans from `since` (else its first
-    failure) to now, in one statement; the span covered (None: no buckets asked)."""
-    if not buckets:
-        return None
-    end = _utc(await db_now(conn))
+def _over_time(
+    groups: Sequence[FailureGroup], since: datetime | None, buckets: int, end: datetime
+) -> tuple[datetime, datetime]:
+    """Each group's failures counted in `buckets` equal spans of whole seconds from `since`
+    (else its first failure) to `end`, the last span taking any later; the span covered."""
     firsts = [_utc(g.first_seen) for g in groups if g.first_seen is not None]
     start = _utc(since) if since is not None else min(firsts, default=end)
-    width = max(1, math.ceil((end - start).total_seconds() / buckets))
-    by_key = {c.key: g for g in groups for c in g.counted}
+    width = max(1, math.ceil((end - start).total_seconds() / buckets)) * 1_000_000
+    bounds = [micros(start) + n * width for n in range(1, buckets)]
     for each in groups:
         each.over_time = [0] * buckets
-    naive = start.replace(tzinfo=None)
-    for key, number, count in await db.counted_over_time(conn, transformation_ids, naive, width):
-        owner = by_key.get(key)
-        if owner is not None:
-            owner.over_time[min(max(number, 0), buckets - 1)] += count
+        for alike in each.counted:
+            times, below = alike.alike.times, alike.start
+            for n, bound in enumerate(bounds):
+                upto = max(below, bisect_left(times, bound, lo=below))
+                each.over_time[n] += upto - below
+                below = upto
+            each.over_time[-1] += len(times) - below
     return start, end
 
 
-def _utc(moment: datetime) -> datetime:
+def _utc(moment_: datetime) -> datetime:
     """An aware UTC moment (the database's are naive UTC)."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment_.replace(tzinfo=UTC) if moment_.tzinfo is None else moment_.astimezone(UTC)

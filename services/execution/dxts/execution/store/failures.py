@@ -1,14 +1,14 @@
-"""SQL of GroupFailures: the failed parcels of some transformations counted in the database by
-what a failure is grouped on (class, backend, site, own words, exit code, transformation),
-each group's first and last failure and its latest parcel; the words, class and site taken out
-of `Annotations` by the database (JSON paths), so no parcel's whole annotations leave it. Then
-the latest parcels of a few such groups and the inputs of the examples shown. One statement
-each, on the (TransformationID, Status) index and ParcelInputs' primary key."""
+"""SQL of GroupFailures: the failed parcels of some transformations, each with what a failure is
+grouped on (class, backend, site, own words, exit code, transformation) and when it failed; the
+words, class and site taken out of `Annotations` by the database (JSON paths), so no parcel's
+whole annotations leave it. Read in full the first time a transformation's failures are asked
+for, then only those failed since (`failed_since`, no JSON read, then `failed_rows_of` for the
+new ones): `dxts.execution.logic.failure_folds` keeps the rest in memory. One statement each, on
+the (TransformationID, Status) index and the primary keys."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -17,8 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
+from dxts.core.schema.definition import transformations
 from dxts.core.schema.execution import parcel_inputs, parcels
 from dxts.core.states import ParcelStatus
+from dxts.execution.store.common import chunked
 
 _OUTCOME = ("outcome",)
 _FAILURE = ("outcome", "failure")
@@ -49,7 +51,7 @@ def _json_value_sqlite(element: json_value, compiler: Any, **kw: Any) -> str:
 
 def _text(*path: str) -> sa.ColumnElement[Any]:
     """The path's scalar; the path (names of this module only) is written into the statement,
-    so that it is part of the statement's cache key and the same in SELECT and GROUP BY."""
+    so that it is part of the statement's cache key."""
     return json_value(parcels.c.Annotations, sa.literal_column(f"'$.{'.'.join(path)}'"))
 
 
@@ -64,44 +66,20 @@ def _words() -> sa.ColumnElement[Any]:
     )
 
 
-def _key() -> dict[str, sa.ColumnElement[Any]]:
-    """What failures are counted by, by name."""
-    return {
-        "TransformationID": parcels.c.TransformationID,
-        "Backend": parcels.c.Backend,
-        "failure_class": sa.func.coalesce(_text(*_FAILURE, "class"), ""),
-        "site": sa.func.coalesce(_text(*_FAILURE, "site"), ""),
-        "words": _words(),
-        "exit_code": _text(*_OUTCOME, "exit_code"),
-    }
-
-
-class span_number(FunctionElement[int]):
-    """Which of equal spans of `width` seconds from `start` a moment falls in (0 the first),
-    for moments at or after `start`: integer arithmetic on the seconds between them."""
-
-    type = sa.Integer()
-    inherit_cache = True
-
-
-@compiles(span_number, "mysql")
-@compiles(span_number, "mariadb")
-def _span_mysql(element: span_number, compiler: Any, **kw: Any) -> str:
-    moment, start, width = (compiler.process(c, **kw) for c in element.clauses)
-    return f"(TIMESTAMPDIFF(SECOND, {start}, {moment}) DIV {width})"
-
-
-@compiles(span_number, "sqlite")
-def _span_sqlite(element: span_number, compiler: Any, **kw: Any) -> str:
-    moment, start, width = (compiler.process(c, **kw) for c in element.clauses)
-    seconds = (
-        f"(CAST(strftime('%s', {moment}) AS INTEGER) - CAST(strftime('%s', {start}) AS INTEGER))"
-    )
-    return f"({seconds} / {width})"
+def _key() -> list[sa.ColumnElement[Any]]:
+    """What failures are grouped on, in `FailureKey`'s order."""
+    return [
+        parcels.c.TransformationID,
+        parcels.c.Backend,
+        sa.func.coalesce(_text(*_FAILURE, "class"), ""),
+        sa.func.coalesce(_text(*_FAILURE, "site"), ""),
+        _words(),
+        _text(*_OUTCOME, "exit_code"),
+    ]
 
 
 class FailureKey(NamedTuple):
-    """What failed parcels are counted by (`counted_failures`): alike word for word."""
+    """What failed parcels are told apart by: alike word for word."""
 
     transformation_id: bytes
     backend: str
@@ -111,42 +89,12 @@ class FailureKey(NamedTuple):
     exit_code: int | None
 
 
-@dataclass(frozen=True)
-class Counted:
-    """Failed parcels alike word for word: how many, when, and the latest one."""
+class FailedRow(NamedTuple):
+    """One failed parcel: which, what it is grouped on, and when it failed (naive UTC)."""
 
-    @property
-    def key(self) -> FailureKey:
-        """What they are counted by, as `counted_over_time` names it."""
-        return FailureKey(
-            self.transformation_id,
-            self.backend,
-            self.failure_class,
-            self.site,
-            self.words,
-            self.exit_code,
-        )
-
-    transformation_id: bytes
-    backend: str
-    failure_class: str
-    site: str
-    words: str
-    exit_code: int | None
-    count: int
-    first_seen: datetime
-    last_seen: datetime
-    latest: bytes  # the greatest ParcelID (UUIDv7: the last created)
-
-
-def _conditions(
-    transformation_ids: Sequence[bytes], since: datetime | None
-) -> list[sa.ColumnElement[bool]]:
-    c = parcels.c
-    found = [c.TransformationID.in_(transformation_ids), c.Status == ParcelStatus.FAILED]
-    if since is not None:
-        found.append(failed_at() >= since)
-    return found
+    parcel_id: bytes
+    key: FailureKey
+    failed_at: datetime
 
 
 def _number(value: Any) -> int | None:
@@ -157,99 +105,78 @@ def _number(value: Any) -> int | None:
         return None
 
 
-async def counted_failures(
-    conn: AsyncConnection,
-    transformation_ids: Sequence[bytes],
-    since: datetime | None,
-    limit: int,
-) -> list[Counted]:
-    """The failed parcels counted by what they are grouped on, the largest first, at most
-    `limit` such counts."""
-    key = list(_key().values())
-    count = sa.func.count().label("n")
-    rows = await conn.execute(
-        sa.select(
-            *(expression.label(name) for name, expression in _key().items()),
-            count,
-            sa.func.min(failed_at()).label("first_seen"),
-            sa.func.max(failed_at()).label("last_seen"),
-            sa.func.max(parcels.c.ParcelID).label("latest"),
-        )
-        .where(*_conditions(transformation_ids, since))
-        .group_by(*key)
-        .order_by(count.desc())
-        .limit(limit)
-    )
+def _failed_rows(rows: Any) -> list[FailedRow]:
     return [
-        Counted(
-            bytes(r.TransformationID),
-            r.Backend or "",
-            r.failure_class,
-            r.site,
-            r.words,
-            _number(r.exit_code),
-            r.n,
-            r.first_seen,
-            r.last_seen,
-            bytes(r.latest),
-        )
-        for r in rows
-    ]
-
-
-async def counted_over_time(
-    conn: AsyncConnection,
-    transformation_ids: Sequence[bytes],
-    start: datetime,
-    width_s: int,
-) -> list[tuple[FailureKey, int, int]]:
-    """The failed parcels since `start` counted by what they are grouped on (the `Counted`
-    key) and by span of `width_s` seconds: (key, span number, count)."""
-    key = list(_key().values())
-    span = span_number(failed_at(), sa.literal(start, sa.DateTime()), sa.literal(width_s))
-    rows = await conn.execute(
-        sa.select(*key, span.label("span"), sa.func.count().label("n"))
-        .where(*_conditions(transformation_ids, start))
-        .group_by(*key, span)
-    )
-    return [
-        (
-            FailureKey(bytes(r[0]), r[1] or "", r[2], r[3], r[4], _number(r[5])),
-            int(r.span),
-            int(r.n),
-        )
-        for r in rows
-    ]
-
-
-async def latest_failed(
-    conn: AsyncConnection,
-    transformation_ids: Sequence[bytes],
-    since: datetime | None,
-    scanned: int,
-) -> list[tuple[FailureKey, bytes]]:
-    """The latest `scanned` failed parcels (by id: UUIDv7, creation order), each with what it
-    is counted by (the `Counted` key), the latest first: the parcels are chosen before any
-    annotation is read, so the JSON is read `scanned` times, not once per failed parcel."""
-    latest = (
-        sa.select(parcels.c.ParcelID)
-        .where(*_conditions(transformation_ids, since))
-        .order_by(parcels.c.ParcelID.desc())
-        .limit(scanned)
-        .subquery()
-    )
-    rows = await conn.execute(
-        sa.select(parcels.c.ParcelID, *_key().values())
-        .join_from(parcels, latest, latest.c.ParcelID == parcels.c.ParcelID)
-        .order_by(parcels.c.ParcelID.desc())
-    )
-    return [
-        (
+        FailedRow(
+            bytes(r[0]),
             FailureKey(bytes(r[1]), r[2] or "", r[3], r[4], r[5], _number(r[6])),
-            bytes(r.ParcelID),
+            r[7],
         )
         for r in rows
     ]
+
+
+def _failed(transformation_ids: Sequence[bytes]) -> list[sa.ColumnElement[bool]]:
+    return [
+        parcels.c.TransformationID.in_(transformation_ids),
+        parcels.c.Status == ParcelStatus.FAILED,
+    ]
+
+
+async def failed_rows(
+    conn: AsyncConnection, transformation_ids: Sequence[bytes]
+) -> list[FailedRow]:
+    """Every failed parcel of the transformations, with what it is grouped on."""
+    rows = await conn.execute(
+        sa.select(parcels.c.ParcelID, *_key(), failed_at()).where(*_failed(transformation_ids))
+    )
+    return _failed_rows(rows)
+
+
+async def failed_since(
+    conn: AsyncConnection, bounds: Mapping[bytes, datetime]
+) -> list[tuple[bytes, bytes]]:
+    """(TransformationID, ParcelID) of each transformation's parcels failed at or after its
+    bound: index entries and the rows' times only, no annotation read."""
+    if not bounds:
+        return []
+    c = parcels.c
+    rows = await conn.execute(
+        sa.select(c.TransformationID, c.ParcelID).where(
+            c.Status == ParcelStatus.FAILED,
+            sa.or_(
+                *(
+                    sa.and_(c.TransformationID == tid, failed_at() >= bound)
+                    for tid, bound in bounds.items()
+                )
+            ),
+        )
+    )
+    return [(bytes(tid), bytes(pid)) for tid, pid in rows]
+
+
+async def failed_rows_of(conn: AsyncConnection, parcel_ids: Sequence[bytes]) -> list[FailedRow]:
+    """These failed parcels, with what each is grouped on: one statement per chunk of ids."""
+    found: list[FailedRow] = []
+    for chunk in chunked(sorted(parcel_ids)):
+        rows = await conn.execute(
+            sa.select(parcels.c.ParcelID, *_key(), failed_at()).where(
+                parcels.c.ParcelID.in_(chunk), parcels.c.Status == ParcelStatus.FAILED
+            )
+        )
+        found.extend(_failed_rows(rows))
+    return found
+
+
+async def statuses_of(
+    conn: AsyncConnection, transformation_ids: Sequence[bytes]
+) -> dict[bytes, str]:
+    """TransformationID → its status, as this transaction sees it."""
+    t = transformations.c
+    rows = await conn.execute(
+        sa.select(t.TransformationID, t.Status).where(t.TransformationID.in_(transformation_ids))
+    )
+    return {bytes(tid): str(status) for tid, status in rows}
 
 
 async def input_ids_of(
