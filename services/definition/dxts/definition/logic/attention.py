@@ -370,8 +370,13 @@ async def _read(
     since = await problematic_since(conn, problematic)
     feeders = await feeder_states_of(conn, live)
     actions: dict[bytes | None, list[ActionView]] = {}
+    # Only failed checks are items (`_failed_checks`): a list of a thousand workgraphs reads
+    # (and decodes) a few rows, not every member's every action.
     owned = await actions_db.actions_of(
-        conn, transformation_ids=ids, workgraph_ids=[w.workgraph_id for w in workgraphs]
+        conn,
+        transformation_ids=ids,
+        workgraph_ids=[w.workgraph_id for w in workgraphs],
+        results=[ActionResult.FAILED],
     )
     for row in owned:
         actions.setdefault(row.transformation_id or row.workgraph_id, []).append(action_view(row))
@@ -399,8 +404,11 @@ async def _read(
         if len(window) >= rules.min_ended:
             failed = sum(p.status == ParcelStatus.FAILED for p in window)
             found.failed_share[tid] = failed / len(window)
+    by_workgraph: dict[bytes | None, list[TransformationView]] = {}
+    for m in members:
+        by_workgraph.setdefault(m.workgraph_id, []).append(m)
     for wg in workgraphs:
-        own = [m for m in members if m.workgraph_id == wg.workgraph_id]
+        own = by_workgraph.get(wg.workgraph_id, [])
         found.workgraphs[wg.workgraph_id] = workgraph_items(
             wg.status, actions.get(wg.workgraph_id, []), own, found.members
         )

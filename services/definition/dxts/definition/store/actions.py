@@ -149,8 +149,10 @@ async def actions_of(
     workgraph_id: bytes | None = None,
     transformation_ids: Iterable[bytes] = (),
     workgraph_ids: Iterable[bytes] = (),
+    results: Iterable[str] | None = None,
 ) -> list[ActionRecord]:
-    """Every action of the owners, by owner, list and position."""
+    """Every action of the owners (with one of `results`, when given), by owner, list and
+    position."""
     owners = []
     if workgraph_id is not None:
         owners.append(actions.c.WorkgraphID == workgraph_id)
@@ -162,9 +164,10 @@ async def actions_of(
         owners.append(actions.c.TransformationID.in_(wanted))
     if not owners:
         return []
+    wanted_results = [] if results is None else [actions.c.Result.in_(list(results))]
     result = await conn.execute(
         sa.select(actions)
-        .where(sa.or_(*owners))
+        .where(sa.or_(*owners), *wanted_results)
         .order_by(actions.c.TransformationID, actions.c.State, actions.c.Position)
     )
     return [ActionRecord.of(row) for row in result]
