@@ -18,7 +18,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -114,11 +114,20 @@ class Verdict:
 class Target:
     """A live adaptor: its stub (`BackendAdaptorServiceStub`), how to restart it (returns once
     the restart is under way; the checks wait for it to answer again), and the dispatcher
-    stand-in it pushes to when it reports in push mode."""
+    stand-in it pushes to when it reports in push mode.
+
+    By default the check parcels run `sleep SECONDS`. An adaptor whose parcels must move data
+    to be checked at all (one staging over a storage server) is given a `tool` taking
+    `seconds` and more `inputs` (the same for every check parcel, e.g. an `lfn:` File), and a
+    `verify` that reads each check parcel's terminal outcome: the words of what is wrong with
+    it (a succeeded parcel's outputs not where the outcome says), or None."""
 
     stub: Any
     restart: Callable[[], Awaitable[None]] | None = None
     dispatcher: DispatcherStandIn | None = None
+    tool: dict[str, Any] = field(default_factory=lambda: SLEEP)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    verify: Callable[[common_pb2.Outcome], Awaitable[str | None]] | None = None
 
 
 def tool_payload(tool: dict[str, Any]) -> backend_pb2.Payload:
@@ -133,15 +142,6 @@ def tool_payload(tool: dict[str, Any]) -> backend_pb2.Payload:
             resolved_hints_id="0" * 64,
             resolved_hints_json="{}",
         )
-    )
-
-
-def _parcel(seconds: int = 0, parcel_id: str | None = None) -> backend_pb2.ParcelSubmission:
-    key = parcel_id or id_to_str(new_id())
-    return backend_pb2.ParcelSubmission(
-        parcel_id=key,
-        parameters_json=json.dumps({"seconds": seconds}),
-        output_prefix=f"/dxts/adaptor-check/{key}",
     )
 
 
@@ -162,7 +162,7 @@ class Conformance:
         self.target = target
         self.stub = target.stub
         self.timeout_s = timeout_s
-        self.payload = tool_payload(SLEEP)
+        self.payload = tool_payload(target.tool)
         self.description: backend_pb2.DescribeResponse | None = None
 
     async def verdict(self, name: str) -> Verdict:
@@ -206,11 +206,24 @@ class Conformance:
         _expect(result.disposition == ACCEPTED, f"the check's parcel was refused: {result.reason}")
         return str(result.identifier)
 
+    def _parcel(self, seconds: int = 0) -> backend_pb2.ParcelSubmission:
+        """A check parcel running the check's tool for `seconds`."""
+        key = id_to_str(new_id())
+        return backend_pb2.ParcelSubmission(
+            parcel_id=key,
+            parameters_json=json.dumps({**self.target.inputs, "seconds": seconds}),
+            output_prefix=f"/dxts/adaptor-check/{key}",
+        )
+
     async def outcome(self, identifier: str) -> common_pb2.Outcome:
+        """The parcel's terminal outcome (checked by the target's `verify`, when it has one)."""
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             reply = await self.stub.Poll(backend_pb2.PollRequest(identifiers=[identifier]))
             if reply.outcomes:
+                if self.target.verify is not None:
+                    problem = await self.target.verify(reply.outcomes[0])
+                    _expect(problem is None, f"{identifier}: {problem}")
                 return reply.outcomes[0]
             _expect(identifier not in reply.unknown_identifiers, f"{identifier} became unknown")
             await asyncio.sleep(0.2)
@@ -248,7 +261,7 @@ class Conformance:
 
     async def idempotent_submit(self) -> str:
         self.runs_the_check_parcels()
-        parcel = _parcel()
+        parcel = self._parcel()
         before = await self.counters()
         first, second = await self.submit(parcel), await self.submit(parcel)
         _expect(first[0].disposition == ACCEPTED, f"refused: {first[0].reason}")
@@ -265,7 +278,11 @@ class Conformance:
         return "the same key twice: one identifier" + (", one run" if "started" in before else "")
 
     async def results_in_order(self) -> str:
-        parcels = [_parcel(), backend_pb2.ParcelSubmission(parcel_id="not-a-uuid"), _parcel()]
+        parcels = [
+            self._parcel(),
+            backend_pb2.ParcelSubmission(parcel_id="not-a-uuid"),
+            self._parcel(),
+        ]
         results = await self.submit(*parcels)
         _expect(
             [r.parcel_id for r in results] == [p.parcel_id for p in parcels],
@@ -288,7 +305,7 @@ class Conformance:
         return "keys that are not UUIDs are refused, with a reason"
 
     async def refuses_cancelled_keys(self) -> str:
-        parcel = _parcel()
+        parcel = self._parcel()
         reply = await self.stub.Cancel(backend_pb2.CancelRequest(parcel_ids=[parcel.parcel_id]))
         _expect(
             [(k.parcel_id, k.identifier) for k in reply.keys] == [(parcel.parcel_id, "")],
@@ -300,7 +317,7 @@ class Conformance:
 
     async def poll_terminal_outcome(self) -> str:
         self.runs_the_check_parcels()
-        parcel = _parcel()
+        parcel = self._parcel()
         identifier = await self.accepted(parcel)
         outcome = await self.outcome(identifier)
         _expect(
@@ -326,7 +343,7 @@ class Conformance:
 
     async def cancel_in_flight(self) -> str:
         self.runs_the_check_parcels()
-        identifier = await self.accepted(_parcel(LONG_SLEEP_S))
+        identifier = await self.accepted(self._parcel(LONG_SLEEP_S))
         if not await self.still_running(identifier):
             raise Skipped("the parcel ended before it could be cancelled")
         await self.stub.Cancel(backend_pb2.CancelRequest(identifiers=[identifier]))
@@ -357,7 +374,7 @@ class Conformance:
             )
         if self.declared.kind != common_pb2.KIND_COMPUTE:
             return "NOT_FOUND for an identifier never issued (no parcel run to ask about)"
-        identifier = await self.accepted(_parcel())
+        identifier = await self.accepted(self._parcel())
         await self.outcome(identifier)
         reply = await self.stub.GetLogs(
             backend_pb2.GetLogsRequest(identifier=identifier, max_bytes=LOG_BYTES)
@@ -419,14 +436,14 @@ class Conformance:
             if dispatcher is None:
                 return "pull mode: outcomes reach the dispatcher through Poll"
             self.runs_the_check_parcels()
-            identifier = await self.accepted(_parcel())
+            identifier = await self.accepted(self._parcel())
             await self.outcome(identifier)
             _expect(not dispatcher.reports_of(identifier), "pull mode, yet it pushed an outcome")
             return "pull mode: outcomes through Poll, none pushed"
         if dispatcher is None:
             raise Skipped("push mode: no dispatcher stand-in to push to (--dispatcher-listen)")
         self.runs_the_check_parcels()
-        parcel = _parcel()
+        parcel = self._parcel()
         identifier = await self.accepted(parcel)
         wait = self.timeout_s
         _expect(
@@ -452,7 +469,7 @@ class Conformance:
         self.runs_the_check_parcels()
         capacity = self.declared.capacity
         if capacity == 0:
-            results = await self.submit(_parcel(), _parcel(), _parcel())
+            results = await self.submit(self._parcel(), self._parcel(), self._parcel())
             _expect(
                 all(r.disposition == ACCEPTED for r in results),
                 "declares no capacity limit, yet refused a Submit of three parcels",
@@ -461,7 +478,7 @@ class Conformance:
             return "declares no limit: three parcels at once accepted"
         if capacity > MOST_FILLED:
             raise Skipped(f"capacity {capacity}: more parcels than the check fills ({MOST_FILLED})")
-        results = await self.submit(*(_parcel(LONG_SLEEP_S) for _ in range(capacity + 1)))
+        results = await self.submit(*(self._parcel(LONG_SLEEP_S) for _ in range(capacity + 1)))
         taken = [r.identifier for r in results if r.disposition == ACCEPTED]
         try:
             refused = [r for r in results if r.disposition == REFUSED]
@@ -472,7 +489,7 @@ class Conformance:
             if taken:
                 await self.stub.Cancel(backend_pb2.CancelRequest(identifiers=taken))
                 await asyncio.gather(*(self.outcome(identifier) for identifier in taken))
-        identifier = await self.accepted(_parcel())
+        identifier = await self.accepted(self._parcel())
         await self.outcome(identifier)
         return f"capacity {capacity}: the parcel beyond it refused, with a reason; room once done"
 
@@ -480,7 +497,7 @@ class Conformance:
         if self.target.restart is None:
             raise Skipped("no way to restart the adaptor was given (--restart-command)")
         self.runs_the_check_parcels()
-        parcel = _parcel(RESTART_SLEEP_S)
+        parcel = self._parcel(RESTART_SLEEP_S)
         identifier = await self.accepted(parcel)
         forgets = FORGETS_ON_RESTART in self.declared.limitations
         if not forgets and not await self.still_running(identifier):
