@@ -5,7 +5,7 @@ end-to-end scenarios: set what they answer, read what they were asked.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -22,6 +22,9 @@ class MemoryCounts:
     input_counts: dict[UUID, dict[InputStatus, int]] = field(default_factory=dict)
     parcel_counts: dict[UUID, dict[ParcelStatus, int]] = field(default_factory=dict)
     calls: int = 0
+    # Run once right after the next `inputs` answer, then cleared: a writer that commits between
+    # the engine's read of the counts and what it does with them.
+    after_read: Callable[[], None] | None = None
 
     def set(
         self,
@@ -36,7 +39,11 @@ class MemoryCounts:
 
     async def inputs(self, ids: Sequence[UUID]) -> dict[UUID, dict[InputStatus, int]]:
         self.calls += 1
-        return {t: dict(self.input_counts.get(t, {})) for t in ids}
+        answer = {t: dict(self.input_counts.get(t, {})) for t in ids}
+        then, self.after_read = self.after_read, None
+        if then is not None:
+            then()
+        return answer
 
     async def parcels(self, ids: Sequence[UUID]) -> dict[UUID, dict[ParcelStatus, int]]:
         self.calls += 1

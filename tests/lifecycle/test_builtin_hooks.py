@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -125,14 +126,43 @@ async def test_scout_waits_for_an_edge_member_to_be_fed_every_file_produced() ->
         OutputRecord(sims, "out", True, uuid.uuid4(), f"/sim/{n}") for n in range(3)
     ]
     execution.input_rows[reco.id] += [
-        InputRecord(uuid.uuid4(), f"/sim/{n}", 1, None) for n in (0, 1)
+        InputRecord(uuid.uuid4(), f"/sim/{n}", 1, None, I.PROCESSED) for n in (0, 1)
     ]
     # Reco processed the two files fed so far; the third is made but not fed yet.
     settled = {sim.id: {I.PROCESSED: 3}, reco.id: {I.PROCESSED: 2}}
     assert await scout([sim, reco], settled, execution=execution) == {}
-    execution.input_rows[reco.id].append(InputRecord(uuid.uuid4(), "/sim/2", 1, None))
+    execution.input_rows[reco.id].append(InputRecord(uuid.uuid4(), "/sim/2", 1, None, I.PROCESSED))
     fed = {sim.id: {I.PROCESSED: 3}, reco.id: {I.PROCESSED: 3}}
     assert accepted(await scout([sim, reco], fed, execution=execution))
+
+
+async def test_scout_waits_for_a_file_fed_after_the_overviews_were_read() -> None:
+    """The overviews are read before the hook lists the member's inputs: a file fed in between
+    is in neither the overview nor settled. Counting it as fed accepted the scout with it
+    Unassigned behind BySize, which then held it with no flush to come."""
+    sims = uuid.uuid4()
+    sim = member("sim")
+    reco = member("reco", feeder="Edge", args={"transformation_output_id": str(sims)})
+    execution = MemoryExecution()
+    execution.output_rows[sim.id] += [
+        OutputRecord(sims, "out", True, uuid.uuid4(), f"/sim/{n}") for n in range(3)
+    ]
+    execution.input_rows[reco.id] += [
+        InputRecord(uuid.uuid4(), f"/sim/{n}", 1, None, I.PROCESSED) for n in (0, 1)
+    ]
+    # What the overviews said just before the third file was fed.
+    before = {sim.id: {I.PROCESSED: 3}, reco.id: {I.PROCESSED: 2}}
+    third = InputRecord(uuid.uuid4(), "/sim/2", 1, None)
+    execution.input_rows[reco.id].append(third)
+    for status in (I.UNASSIGNED, I.ASSIGNED, I.FAILED):  # fed; packed or failed since
+        execution.input_rows[reco.id][-1] = replace(third, status=status)
+        assert await scout([sim, reco], before, execution=execution) == {}, status
+    # The next round's overviews show it waiting: the member is flushed, not accepted.
+    execution.input_rows[reco.id][-1] = third
+    waiting = {sim.id: {I.PROCESSED: 3}, reco.id: {I.PROCESSED: 2, I.UNASSIGNED: 1}}
+    assert await scout([sim, reco], waiting, execution=execution) == {
+        reco.id: Operation(flush=True)
+    }
 
 
 async def test_scout_waits_for_a_seeds_member_whose_feeder_is_off_before_its_sample() -> None:

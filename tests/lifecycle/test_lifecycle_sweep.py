@@ -5,7 +5,9 @@ per-workgraph lock; standalone transformations."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -153,6 +155,54 @@ async def test_a_workgraph_walks_from_scouting_to_archived(database: Database, e
         if r.EventType == "StateChange" and r.NewStatus == "Finalized"
     ]
     assert finalized == ["sim", "reco", "replicate"]
+
+
+async def test_a_file_fed_after_the_scouts_counts_were_read_is_flushed_before_accepting(
+    database: Database, engine: Rig
+) -> None:
+    """The interleaving of the walkthrough's stuck scout: the lifecycle reads the counts (reco
+    settled on the one file fed so far), reco's feeder then feeds sim's second file, and only
+    then does ScoutUntilSettled list reco's inputs to see that every file sim made was fed. It
+    was there, Unassigned: the scout was accepted without it, and BySize held it back with no
+    flush to come. Now the scout waits, flushes reco the next round, and accepts once it is
+    processed."""
+    from dxts.core.plugins import InputRecord
+    from dxts.core.plugins.protocols.lifecycle import OutputRecord
+
+    world = await build(
+        database,
+        {"sim": Member(), "reco": Member(feeder="Edge", source="sim")},
+        status="Scouting",
+        hooks={"ScoutingToApproving": {"hook": "ScoutUntilSettled", "args": {"min_sample": 2}}},
+        approving=[("ManualApproval", {"role": "mc_production_manager"})],
+    )
+    sim, reco = world.uid("sim"), world.uid("reco")
+    made = uuid.UUID(bytes=world.outputs["sim"])
+    engine.execution.output_rows[sim] += [
+        OutputRecord(made, "sim-out", False, uuid.uuid4(), f"/sim/{n}") for n in range(2)
+    ]
+    first = InputRecord(uuid.uuid4(), "/sim/0", 1, None, I.PROCESSED)
+    second = InputRecord(uuid.uuid4(), "/sim/1", 1, None)
+    engine.execution.input_rows[reco].append(first)
+    engine.counts.set(sim, {I.PROCESSED: 2})
+    engine.counts.set(reco, {I.PROCESSED: 1})
+
+    def fed() -> None:
+        engine.execution.input_rows[reco].append(second)
+        engine.counts.set(reco, {I.PROCESSED: 1, I.UNASSIGNED: 1})
+
+    def flushed() -> int:
+        return engine.execution.called("flush").count(reco)
+
+    engine.counts.after_read = fed
+    assert (await engine.sweep(world))[0] == "Scouting"
+    assert flushed() == 0
+    # The next round sees it waiting to be packed: reco is flushed, and still not accepted.
+    assert (await engine.sweep(world))[0] == "Scouting"
+    assert flushed() == 1
+    engine.execution.input_rows[reco][-1] = replace(second, status=I.PROCESSED)
+    engine.counts.set(reco, {I.PROCESSED: 2})
+    assert (await engine.sweep(world))[0] == "ApprovingBlocked"
 
 
 async def test_a_cancelled_workgraph_cleans_upstream_first(database: Database, engine: Rig) -> None:
@@ -310,8 +360,6 @@ async def test_the_engine_refuses_to_start_with_a_plugin_it_cannot_serve(
 async def test_an_action_reads_its_siblings_from_the_definition_rows(
     database: Database, engine: Rig
 ) -> None:
-    from dataclasses import replace
-
     from dxts.core.plugins import InputRecord
 
     world = await build(

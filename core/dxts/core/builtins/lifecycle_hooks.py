@@ -221,16 +221,25 @@ def _event_stage(
 async def _fed_all_produced(
     execution: ExecutionView | None, transformation: Transformation
 ) -> bool:
-    """An Edge member holds every file its producer has made so far under the output it reads.
+    """An Edge member holds every file its producer has made so far under the output it reads,
+    each as an input that has settled (none of them still in flight).
 
     Without this, a consumer whose inputs are all processed looks settled in the moment between
     its producer recording a file and its feeder feeding it, and the scout would be judged on a
-    sample that has not gone through the whole chain."""
+    sample that has not gone through the whole chain. The input must have settled, not merely
+    be there: the overviews `_settled` judged were read before this listing, so an input fed in
+    between is in neither, and accepting then would judge the scout without it and leave it
+    Unassigned behind a grouping packer, which only this hook flushes while the producer's
+    feeder is on (until the sign-off, and after it until the producer has drained)."""
     output = transformation.feeder_args.get("transformation_output_id")
     if transformation.feeder != EDGE_FEEDER or output is None:
         return True
     execution = needed(execution, "ExecutionView")
-    fed = {item.lfn async for item in execution.inputs(transformation.id) if item.lfn}
+    fed = {
+        item.lfn
+        async for item in execution.inputs(transformation.id)
+        if item.lfn and item.status not in IN_FLIGHT
+    }
     async for produced in execution.outputs_of(UUID(str(output))):
         if produced.lfn not in fed:
             return False
