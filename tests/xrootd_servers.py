@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import subprocess
 from pathlib import Path
 
@@ -42,3 +43,19 @@ def http_server() -> str:
 def data_path(se: str, url_path: str) -> Path:
     """Where the server keeps the file at `url_path` (e.g. `/dxts/x`) on disk."""
     return DATA_DIR / se / "data" / url_path.lstrip("/")
+
+
+def four_free_ports() -> int:
+    """The first of four consecutive ports nothing listens on (the servers' three and HTTP)."""
+    for first in range(10960, 11960, 4):
+        sockets = []
+        try:
+            for port in range(first, first + 4):
+                sockets.append(socket.create_server(("127.0.0.1", port)))
+            return first
+        except OSError:
+            continue
+        finally:
+            for opened in sockets:
+                opened.close()
+    raise AssertionError("no four consecutive free ports from 10960")

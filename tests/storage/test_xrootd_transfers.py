@@ -9,7 +9,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from xrootd_servers import SCRIPT, data_path, endpoints
+from xrootd_servers import SCRIPT, data_path, endpoints, four_free_ports
 
 from dxts.backends.local.logic import data
 from dxts.backends.local.settings import LocalSettings
@@ -243,22 +242,6 @@ class PrivateServers:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert str(base / "xrootd.cfg").encode() in command, f"PID {pid} is not XRD-{letter}"
         return pid
-
-
-def four_free_ports() -> int:
-    """The first of four consecutive ports nothing listens on (the servers' three and HTTP)."""
-    for first in range(10960, 11960, 4):
-        sockets = []
-        try:
-            for port in range(first, first + 4):
-                sockets.append(socket.create_server(("127.0.0.1", port)))
-            return first
-        except OSError:
-            continue
-        finally:
-            for opened in sockets:
-                opened.close()
-    raise AssertionError("no four consecutive free ports from 10960")
 
 
 @pytest.fixture(scope="module")

@@ -33,16 +33,17 @@ def is_http(location: str) -> bool:
     return location.startswith(("https://", "http://"))
 
 
-def _verify() -> ssl.SSLContext | bool:
-    """The grid's CA folder when the environment names one, else the default CAs."""
-    folder = os.environ.get("X509_CERT_DIR")
-    return ssl.create_default_context(capath=folder) if folder else True
+def client() -> httpx.Client:
+    """One client per process (and CA folder): its connection pool is shared by the copies'
+    threads. TLS is verified against the grid's CA folder when the environment names one
+    (`X509_CERT_DIR`), else against the system's CAs."""
+    return _client(os.environ.get("X509_CERT_DIR") or None)
 
 
 @cache
-def client() -> httpx.Client:
-    """One client per process: its connection pool is shared by the copies' threads."""
-    return httpx.Client(timeout=TIMEOUT, verify=_verify(), follow_redirects=True)
+def _client(ca_folder: str | None) -> httpx.Client:
+    verify = ssl.create_default_context(capath=ca_folder) if ca_folder else True
+    return httpx.Client(timeout=TIMEOUT, verify=verify, follow_redirects=True)
 
 
 def _failed(response: httpx.Response, end: str = "") -> StorageError:
