@@ -113,7 +113,8 @@ DECLARED_READS: dict[str, dict[str, str]] = {
     },
     "dxts.definition": {
         "WorkgraphLog": "a retried SubmitWorkgraph finds its workgraph by the request id its "
-        "creation row carries",
+        "creation row carries; a workgraph read for a person says when it was started (its first "
+        "move out of New)",
         "FeederStates": "a feeder is on while its switch is on and it has not said NoMoreInputs: "
         "the drain guard and the commands read both in their own transaction",
         "Parcels": "attention: a member's last ended parcels (its failed-parcel rate, lost "
@@ -123,7 +124,8 @@ DECLARED_READS: dict[str, dict[str, str]] = {
     },
     "dxts.execution": {
         "Transformations": "a feeder's batch reads the operator's switch and the status under a "
-        "shared lock, ordering it with their change; lineage names a file's producing step",
+        "shared lock, ordering it with their change; lineage names a file's producing step; "
+        "GroupFailures keeps no member whose rows cleaning may be deleting (its status)",
         "TransformationOutputs": "provenance finds which parcel produced a file by probing "
         "ParcelOutputs output by output, and only this table lists every declared output",
         "BackendIDs": "a parcel's description shows the identifier its backend gave it",

@@ -3,7 +3,7 @@ inputs is one group with its count, exit code, examples and their inputs; a lost
 group of its own; the caller's VO bounds what it may group (another VO's user gets NOT_FOUND);
 bad arguments get one clear answer; the failed-parcel counter counts by class and backend; the
 groups the service keeps in memory equal a recount from the rows after new failures, a late
-one and a cleaning."""
+one and a cleaning; parcels over time (CountParcelsOverTime) equal a recount from the rows."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import runner_support as s
 import sqlalchemy as sa
 from google.protobuf.timestamp_pb2 import Timestamp
 from prometheus_client import REGISTRY
-from recording_world import World, feed, outcome, pack
+from recording_world import World, definitions, feed, outcome, pack, report
 from test_execution_grpc import CALLERS, ByVO
 
 from dxts.core.adaptor.failures import normalise
@@ -30,7 +30,10 @@ from dxts.core.schema import definition, execution
 from dxts.core.settings import ServerSettings
 from dxts.execution.component import build_execution
 from dxts.execution.edge.servicer_operations import record_outcome_messages
+from dxts.execution.logic import parcel_times
+from dxts.execution.logic.completing import Recorder
 from dxts.execution.logic.failure_folds import FailureFolds
+from dxts.execution.logic.transformations import ActiveSnapshot
 from dxts.execution.settings import ExecutionSettings
 from dxts.execution.store import failures as failures_store
 from dxts.execution.store.cleaning import delete_parcels
@@ -366,4 +369,66 @@ async def test_the_groups_stay_exact_as_failures_arrive_late_or_are_cleaned(
     with pytest.raises(NotFound):
         await stubs["carol"].GroupFailures(
             execution_pb2.GroupFailuresRequest(transformation_ids=[id_to_str(tid)])
+        )
+
+
+async def test_parcels_over_time_count_what_the_rows_record(
+    database: Database, world: World, stubs: dict[str, Any], catalogue: FileCatalogue
+) -> None:
+    """CountParcelsOverTime: parcels created (their ids' time) and ended (CompletedAt) counted
+    by span equal a recount from the rows; what is still in flight at the end is what has not
+    ended; another VO gets NOT_FOUND, a bad span count one clear answer."""
+    tid = world.transformation_id
+    inputs = await feed(database, world, 9)
+    parcel_ids = await pack(database, world, [[i] for i in inputs])
+    tool = common_pb2.Failure(failure_class=APPLICATION_ERROR)
+    await record_outcome_messages(database, [failed(p, tool, "no space") for p in parcel_ids[:3]])
+    await record_outcome_messages(
+        database,
+        [
+            outcome(p, report=report(**{id_to_str(i): "SUCCESS"}))
+            for p, i in zip(parcel_ids[3:5], inputs[3:5], strict=True)
+        ],
+    )
+    await Recorder(database, catalogue, ActiveSnapshot(definitions(world))).record_completing()
+    reply = await stubs["alice"].CountParcelsOverTime(
+        execution_pb2.CountParcelsOverTimeRequest(transformation_id=id_to_str(tid), buckets=5)
+    )
+    p = execution.parcels.c
+    async with database.transaction(Isolation.READ_COMMITTED) as conn:
+        rows = (
+            await conn.execute(
+                sa.select(p.ParcelID, p.Status, p.CompletedAt).where(p.TransformationID == tid)
+            )
+        ).all()
+    start, end = reply.span_from.ToDatetime(), reply.span_to.ToDatetime()
+    width = (end - start) / 5
+
+    def span(moment: datetime) -> int:
+        return min(4, max(0, int((moment - start) / width)))
+
+    created = [span(parcel_times.created_at(bytes(r.ParcelID))) for r in rows]
+    ended = [span(r.CompletedAt) if r.CompletedAt else None for r in rows]
+    assert start == min(parcel_times.created_at(bytes(r.ParcelID)) for r in rows)
+    assert list(reply.failed) == [
+        sum(e == n and r.Status == "Failed" for r, e in zip(rows, ended, strict=True))
+        for n in range(5)
+    ]
+    assert list(reply.done) == [
+        sum(e == n and r.Status == "Done" for r, e in zip(rows, ended, strict=True))
+        for n in range(5)
+    ]
+    assert list(reply.in_flight) == [
+        sum(c <= n and (e is None or e > n) for c, e in zip(created, ended, strict=True))
+        for n in range(5)
+    ]
+    assert (sum(reply.failed), sum(reply.done)) == (3, 2)
+    assert reply.in_flight[-1] == sum(r.CompletedAt is None for r in rows) == 4
+    with pytest.raises(NotFound):
+        await stubs["carol"].CountParcelsOverTime(
+            execution_pb2.CountParcelsOverTimeRequest(transformation_id=id_to_str(tid), buckets=5)
+        )
+    with pytest.raises(InvalidArgument):
+        await stubs["alice"].CountParcelsOverTime(
+            execution_pb2.CountParcelsOverTimeRequest(transformation_id=id_to_str(tid), buckets=97)
         )

@@ -154,20 +154,39 @@ async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
     # Its failures over time: a sparkline whose bars count the 12.
     (label,) = re.findall(r'aria-label="failures over time: ([0-9, ]+)"', row)
     assert sum(int(n) for n in label.split(", ")) == 12
+    # Its parcels over time (CountParcelsOverTime), saying what they are derived from.
+    plot = re.search(r'<svg class="plot" id="parcels-over-time".*?</svg>', page.text, re.S)
+    assert plot is not None
+    drawn = re.findall(r'<polyline class="series ([a-z-]+)"', plot[0])
+    assert drawn == ["in-flight", "done", "failed"]
+    assert "created (its id's time) and not yet ended (its completion time)" in page.text
 
 
-async def test_the_list_says_when_each_workgraph_was_submitted_and_sorts_by_it(
+async def test_the_list_says_when_each_workgraph_was_started_and_sorts_by_it(
     dxts: Dxts, browser: Browser, token: Callable[[str, str], str]
 ) -> None:
-    workgraph, _ = await submitted(dxts)
+    """ "started" is the workgraph's first move out of New in its log; a New one says it is not
+    started, and when it was submitted (its id's time) in the cell's title."""
+    new, _ = await submitted(dxts)
+    started, _ = await submitted(dxts, start=True)
     client = await browser(token("demo", "olivia"))
-    page = await client.get("/workgraphs?sort=submitted")
-    assert page.status_code == 200 and '<a href="/workgraphs?sort=submitted" class="sorted">' in (
+    page = await client.get("/workgraphs?sort=started")
+    assert page.status_code == 200 and '<a href="/workgraphs?sort=started" class="sorted">' in (
         page.text
     )
-    row = re.search(rf'<tr data-workgraph="{workgraph}".*?</tr>', page.text, re.S)
-    assert row is not None
-    assert re.search(r'<td class="submitted" title="[0-9-]+ [0-9:]+ UTC">[^<]+ ago</td>', row[0])
+    rows = {
+        w: re.search(rf'<tr data-workgraph="{w}".*?</tr>', page.text, re.S) for w in (new, started)
+    }
+    assert rows[new] is not None and rows[started] is not None
+    assert rows[started].start() < rows[new].start()  # the latest started first
+    assert re.search(
+        r'<td class="started" title="submitted [0-9-]+ [0-9:]+ UTC">not started</td>', rows[new][0]
+    )
+    assert re.search(
+        r'<td class="started" title="started [0-9-]+ [0-9:]+ UTC, submitted [0-9-]+ [0-9:]+ UTC">'
+        r"[^<]+ ago</td>",
+        rows[started][0],
+    )
 
 
 async def test_another_vo_gets_no_page_and_a_bad_id_a_clear_404(

@@ -29,12 +29,13 @@ from typing import Any
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
 from dxts.web import errors, names
 from dxts.web.names import ENDED_PARCELS, IN_FLIGHT_PARCELS
-from dxts.web.plots import Histogram, Plot, cumulative, histogram
+from dxts.web.plots import Histogram, Plot, cumulative, histogram, spans
 from dxts.web.services import UserClients
 
 PAGE = 250
 SAMPLE_PAGES = 1
 RECENT = 12
+OVER_TIME_SPANS = 48  # the parcels-over-time plot: spans from the first parcel to the end
 LOG_ENTRIES = 40
 EXAMPLES_PER_REASON = 3
 FAILURES_BUDGET_S = 3.0  # as the workgraph page's panel
@@ -84,6 +85,8 @@ class MemberPage:
     usage: list[Histogram]
     progress: Plot | None
     log: list[accounting_pb2.LogEntry]
+    # Its parcels in flight, done and failed in OVER_TIME_SPANS spans (CountParcelsOverTime).
+    parcels_over_time: Plot | None
     sampled_parcels: int
     sampled_inputs: int
     # Inputs waiting for a person (Problematic) or failed and to be retried, first page.
@@ -179,6 +182,14 @@ def parcel_row(parcel: execution_pb2.Parcel) -> ParcelRow:
     )
 
 
+def _parcels_over_time(found: execution_pb2.CountParcelsOverTimeResponse) -> Plot | None:
+    start, end = names.when(found.span_from), names.when(found.span_to)
+    if start is None or end is None:
+        return None
+    series = {"in-flight": found.in_flight, "done": found.done, "failed": found.failed}
+    return spans({name: list(values) for name, values in series.items()}, start, end)
+
+
 async def member_page(clients: UserClients, transformation_id: str, now: datetime) -> MemberPage:
     got = await clients.definition.GetTransformation(
         definition_pb2.GetTransformationRequest(transformation_id=transformation_id)
@@ -210,6 +221,7 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         processed_inputs,
         failed_inputs,
         first_input,
+        over_time,
     ) = await asyncio.gather(
         clients.accounting.GetCounts(
             accounting_pb2.GetCountsRequest(transformation_ids=ids, entity=common_pb2.ENTITY_INPUT)
@@ -232,6 +244,11 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         ex.ListInputs(
             execution_pb2.ListInputsRequest(
                 transformation_id=transformation_id, paging=common_pb2.Paging(page_size=1)
+            )
+        ),
+        ex.CountParcelsOverTime(
+            execution_pb2.CountParcelsOverTimeRequest(
+                transformation_id=transformation_id, buckets=OVER_TIME_SPANS
             )
         ),
     )
@@ -259,6 +276,7 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         usage=usage_histograms(ended),
         progress=cumulative(times, now, start=began, end=ended_at),
         log=list(log.entries),
+        parcels_over_time=_parcels_over_time(over_time),
         sampled_parcels=len(ended),
         sampled_inputs=len(processed_inputs) + len(failed_inputs),
         waiting=sorted(

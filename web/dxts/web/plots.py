@@ -1,6 +1,7 @@
-"""Plots as SVG geometry computed on the server: progress over time (cumulative counts) and
-distributions (histograms). The templates draw the polylines and bars; nothing runs in the
-browser, so a page is complete as served and the numbers on it are the ones computed here."""
+"""Plots as SVG geometry computed on the server: progress over time (cumulative counts),
+counts in equal spans of time (step lines) and distributions (histograms). The templates draw
+the polylines and bars; nothing runs in the browser, so a page is complete as served and the
+numbers on it are the ones computed here."""
 
 from __future__ import annotations
 
@@ -79,6 +80,30 @@ def cumulative(
     ]
     return Plot(drawn, ticks, labels)
 
+
+def spans(series: Mapping[str, Sequence[int]], start: datetime, end: datetime) -> Plot | None:
+    """One step line per series over equal spans from `start` to `end`: each span drawn at its
+    value (a level at the span's end, or a count within it, as the caller says in the
+    caption). None when every value is zero."""
+    top = max((v for values in series.values() for v in values), default=0)
+    if not top:
+        return None
+    low, high = start.timestamp(), end.timestamp()
+    drawn = []
+    for name, values in series.items():
+        width = (high - low) / max(1, len(values))
+        points = []
+        for n, value in enumerate(values):
+            y = f"{_y(value, top):.1f}"
+            points += [f"{_x(low + n * width, low, high):.1f},{y}"]
+            points += [f"{_x(low + (n + 1) * width, low, high):.1f},{y}"]
+        drawn.append(Series(name, " ".join(points), values[-1] if values else 0))
+    ticks = [(round(_y(v, top)), f"{v:,}") for v in sorted({0, top // 2, top})]
+    labels = [
+        (round(_x(v, low, high)), datetime.fromtimestamp(v, UTC).strftime("%H:%M:%S"))
+        for v in (low, high)
+    ]
+    return Plot(drawn, ticks, labels)
 
 @dataclass
 class Bar:

@@ -34,7 +34,6 @@ ROWS = 100
 LOG_ENTRIES = 40
 FAILURE_GROUPS_SHOWN = 5
 FAILURES_BUDGET_S = 3.0
-COUNTS_PER_CALL = 1000  # GetCounts' limit on ids per request
 WORKGRAPH_STATUSES = {
     names.workgraph_status(number): number
     for number in common_pb2.WorkgraphStatus.values()
@@ -43,7 +42,7 @@ WORKGRAPH_STATUSES = {
 SORTS = {
     "trouble": "trouble first",
     "activity": "last activity",
-    "submitted": "submitted",
+    "started": "started",
     "handle": "handle",
     "title": "title",
     "status": "status",
@@ -74,9 +73,13 @@ class ListedWorkgraph:
 
     @property
     def submitted(self) -> datetime | None:
-        """When it was submitted: its id's time (a UUIDv7). When it was started is in its log
-        only, which the list does not read (one ListLog a workgraph)."""
+        """When it was submitted: its id's time (a UUIDv7)."""
         return names.created_at(self.workgraph.workgraph_id)
+
+    @property
+    def started(self) -> datetime | None:
+        """When it was started: its log's first move out of New (None: not yet)."""
+        return names.when(self.workgraph.started_at)
 
     @property
     def needs_attention(self) -> bool:
@@ -203,26 +206,6 @@ def title_of(annotations_json: str) -> str:
     return str(found.get("label") or found.get("id") or "") if isinstance(found, dict) else ""
 
 
-async def input_counts(clients: UserClients, ids: list[str]) -> dict[str, dict[str, int]]:
-    """Exact input counts by status of each transformation, in as few GetCounts as allowed."""
-    found: dict[str, dict[str, int]] = {}
-    chunks = [ids[i : i + COUNTS_PER_CALL] for i in range(0, len(ids), COUNTS_PER_CALL)]
-    replies = await asyncio.gather(
-        *(
-            clients.accounting.GetCounts(
-                accounting_pb2.GetCountsRequest(
-                    transformation_ids=chunk, entity=common_pb2.ENTITY_INPUT
-                )
-            )
-            for chunk in chunks
-        )
-    )
-    for reply in replies:
-        for counted in reply.counts:
-            found[counted.transformation_id] = names.counts(counted.counts)
-    return found
-
-
 def _sort_key(sort: str) -> Callable[[ListedWorkgraph], Any]:
     def recent(w: ListedWorkgraph) -> float:
         return -(w.updated.timestamp() if w.updated else 0.0)
@@ -230,7 +213,7 @@ def _sort_key(sort: str) -> Callable[[ListedWorkgraph], Any]:
     return {
         "trouble": lambda w: (w.trouble, recent(w)),
         "activity": recent,
-        "submitted": lambda w: -(w.submitted.timestamp() if w.submitted else 0.0),
+        "started": lambda w: -(w.started.timestamp() if w.started else 0.0),
         "handle": lambda w: (len(w.handle), w.handle),
         "title": lambda w: (w.title.lower(), w.handle),
         "status": lambda w: (w.status, recent(w)),
@@ -250,11 +233,9 @@ async def list_workgraphs(clients: UserClients, filters: Filters) -> Listing:
         token = page.next_page_token
         if not token:
             break
-    ids = [t for w in read for t in w.transformation_ids]
-    counted = await input_counts(clients, ids) if ids else {}
     listed = []
     for w in read:
-        members = [counted.get(t, {}) for t in w.transformation_ids]
+        members = [names.counts(w.input_counts)]  # its members' inputs, summed by definition
         listed.append(
             ListedWorkgraph(
                 workgraph=w,

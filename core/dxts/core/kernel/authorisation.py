@@ -186,6 +186,7 @@ RULES: Rules = {
         EXECUTION.GetParcel,
         EXECUTION.ResolveParcelName,
         EXECUTION.GroupFailures,
+        EXECUTION.CountParcelsOverTime,
         EXECUTION.Provenance,
         EXECUTION.ListDescendants,
         EXECUTION.ResetInputs,

@@ -92,6 +92,8 @@ class Workgraph(_message.Message):
     HALTED_FIELD_NUMBER: _builtins.int
     ATTENTION_FIELD_NUMBER: _builtins.int
     ENDED_WITH_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    INPUT_COUNTS_FIELD_NUMBER: _builtins.int
     HANDLE_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     type: _builtins.str
@@ -119,6 +121,18 @@ class Workgraph(_message.Message):
         filled by GetWorkgraph and ListWorkgraphs for people, not for dxts's own components).
         """
 
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was started: its log's first move out of New to Scouting or Active (unset while
+        it has not been; filled with `attention`, for people).
+        """
+
+    @_builtins.property
+    def input_counts(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.StatusCount]:
+        """Its members' inputs by status, summed: exact, from the counters read with `attention`
+        (filled with it, for people).
+        """
+
     def __init__(
         self,
         *,
@@ -134,11 +148,13 @@ class Workgraph(_message.Message):
         halted: _builtins.bool = ...,
         attention: _abc.Iterable[Global___Attention] | None = ...,
         ended_with: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        input_counts: _abc.Iterable[_common_pb2.StatusCount] | None = ...,
         handle: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["started_at", b"started_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "ended_with", b"ended_with", "halted", b"halted", "handle", b"handle", "hooks_json", b"hooks_json", "owner_sub", b"owner_sub", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations_json", b"annotations_json", "attention", b"attention", "ended_with", b"ended_with", "halted", b"halted", "handle", b"handle", "hooks_json", b"hooks_json", "input_counts", b"input_counts", "owner_sub", b"owner_sub", "started_at", b"started_at", "status", b"status", "transformation_ids", b"transformation_ids", "type", b"type", "updated_at", b"updated_at", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

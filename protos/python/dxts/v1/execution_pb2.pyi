@@ -567,6 +567,79 @@ class GroupFailuresRequest(_message.Message):
 Global___GroupFailuresRequest: _TypeAlias = GroupFailuresRequest  # noqa: Y015
 
 @_typing.final
+class CountParcelsOverTimeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSFORMATION_ID_FIELD_NUMBER: _builtins.int
+    BUCKETS_FIELD_NUMBER: _builtins.int
+    transformation_id: _builtins.str
+    """One transformation the caller may see (NOT_FOUND otherwise)."""
+    buckets: _builtins.int
+    """How many equal spans, 1 to 96."""
+    def __init__(
+        self,
+        *,
+        transformation_id: _builtins.str = ...,
+        buckets: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buckets", b"buckets", "transformation_id", b"transformation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountParcelsOverTimeRequest: _TypeAlias = CountParcelsOverTimeRequest  # noqa: Y015
+
+@_typing.final
+class CountParcelsOverTimeResponse(_message.Message):
+    """What the rows record, and nothing more: a parcel's creation is its id's time (a UUIDv7), its
+    end its CompletedAt; no per-status time is recorded, so "in flight" is created and not yet
+    ended (waiting for a backend included), not "running on a worker".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPAN_FROM_FIELD_NUMBER: _builtins.int
+    SPAN_TO_FIELD_NUMBER: _builtins.int
+    IN_FLIGHT_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def span_from(self) -> _timestamp_pb2.Timestamp:
+        """The spans cover [span_from, span_to): from the first parcel's creation to the last end,
+        or to the moment of the call while any parcel is not ended. Unset: no parcel.
+        """
+
+    @_builtins.property
+    def span_to(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def in_flight(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Per span, the earliest first: parcels created before its end and not ended by it."""
+
+    @_builtins.property
+    def done(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Per span: parcels that ended in it Done or PartiallyDone, and Failed."""
+
+    @_builtins.property
+    def failed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        span_from: _timestamp_pb2.Timestamp | None = ...,
+        span_to: _timestamp_pb2.Timestamp | None = ...,
+        in_flight: _abc.Iterable[_builtins.int] | None = ...,
+        done: _abc.Iterable[_builtins.int] | None = ...,
+        failed: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["span_from", b"span_from", "span_to", b"span_to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "failed", b"failed", "in_flight", b"in_flight", "span_from", b"span_from", "span_to", b"span_to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountParcelsOverTimeResponse: _TypeAlias = CountParcelsOverTimeResponse  # noqa: Y015
+
+@_typing.final
 class FailureGroup(_message.Message):
     """Failures alike: same class, backend and site, and the same message once its numbers, ids and
     paths are normalised (so that one tool failing on 12 inputs is one group).

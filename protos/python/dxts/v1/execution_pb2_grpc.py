@@ -65,6 +65,11 @@ class ExecutionServiceStub:
                 request_serializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.SerializeToString,
                 response_deserializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresResponse.FromString,
                 _registered_method=True)
+        self.CountParcelsOverTime = channel.unary_unary(
+                '/dxts.v1.ExecutionService/CountParcelsOverTime',
+                request_serializer=dxts_dot_v1_dot_execution__pb2.CountParcelsOverTimeRequest.SerializeToString,
+                response_deserializer=dxts_dot_v1_dot_execution__pb2.CountParcelsOverTimeResponse.FromString,
+                _registered_method=True)
         self.Provenance = channel.unary_unary(
                 '/dxts.v1.ExecutionService/Provenance',
                 request_serializer=dxts_dot_v1_dot_execution__pb2.ProvenanceRequest.SerializeToString,
@@ -167,6 +172,14 @@ class ExecutionServiceServicer:
     def GroupFailures(self, request, context):
         """What is failing, where and why: the failed parcels of some transformations grouped by
         (failure class, backend, site, normalised message), with counts and examples.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountParcelsOverTime(self, request, context):
+        """A transformation's parcels over time, counted in the database in equal spans: how many
+        were in flight at the end of each span, and how many ended Done or Failed within it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -292,6 +305,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.GroupFailures,
                     request_deserializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.FromString,
                     response_serializer=dxts_dot_v1_dot_execution__pb2.GroupFailuresResponse.SerializeToString,
+            ),
+            'CountParcelsOverTime': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountParcelsOverTime,
+                    request_deserializer=dxts_dot_v1_dot_execution__pb2.CountParcelsOverTimeRequest.FromString,
+                    response_serializer=dxts_dot_v1_dot_execution__pb2.CountParcelsOverTimeResponse.SerializeToString,
             ),
             'Provenance': grpc.unary_unary_rpc_method_handler(
                     servicer.Provenance,
@@ -516,6 +534,33 @@ class ExecutionService:
             '/dxts.v1.ExecutionService/GroupFailures',
             dxts_dot_v1_dot_execution__pb2.GroupFailuresRequest.SerializeToString,
             dxts_dot_v1_dot_execution__pb2.GroupFailuresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountParcelsOverTime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dxts.v1.ExecutionService/CountParcelsOverTime',
+            dxts_dot_v1_dot_execution__pb2.CountParcelsOverTimeRequest.SerializeToString,
+            dxts_dot_v1_dot_execution__pb2.CountParcelsOverTimeResponse.FromString,
             options,
             channel_credentials,
             insecure,

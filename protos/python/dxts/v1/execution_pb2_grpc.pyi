@@ -48,6 +48,10 @@ class ExecutionServiceStub:
     """What is failing, where and why: the failed parcels of some transformations grouped by
     (failure class, backend, site, normalised message), with counts and examples.
     """
+    CountParcelsOverTime: _grpc.UnaryUnaryMultiCallable[_execution_pb2.CountParcelsOverTimeRequest, _execution_pb2.CountParcelsOverTimeResponse]
+    """A transformation's parcels over time, counted in the database in equal spans: how many
+    were in flight at the end of each span, and how many ended Done or Failed within it.
+    """
     Provenance: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]
     """Which parcel produced a file, from which inputs, and so on upstream."""
     ListDescendants: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListDescendantsRequest, _execution_pb2.ListDescendantsResponse]
@@ -96,6 +100,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     GroupFailures: _aio.UnaryUnaryMultiCallable[_execution_pb2.GroupFailuresRequest, _execution_pb2.GroupFailuresResponse]  # type: ignore[assignment]
     """What is failing, where and why: the failed parcels of some transformations grouped by
     (failure class, backend, site, normalised message), with counts and examples.
+    """
+    CountParcelsOverTime: _aio.UnaryUnaryMultiCallable[_execution_pb2.CountParcelsOverTimeRequest, _execution_pb2.CountParcelsOverTimeResponse]  # type: ignore[assignment]
+    """A transformation's parcels over time, counted in the database in equal spans: how many
+    were in flight at the end of each span, and how many ended Done or Failed within it.
     """
     Provenance: _aio.UnaryUnaryMultiCallable[_execution_pb2.ProvenanceRequest, _execution_pb2.ProvenanceResponse]  # type: ignore[assignment]
     """Which parcel produced a file, from which inputs, and so on upstream."""
@@ -178,6 +186,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_execution_pb2.GroupFailuresResponse, _abc.Awaitable[_execution_pb2.GroupFailuresResponse]]:
         """What is failing, where and why: the failed parcels of some transformations grouped by
         (failure class, backend, site, normalised message), with counts and examples.
+        """
+
+    @_abc_1.abstractmethod
+    def CountParcelsOverTime(
+        self,
+        request: _execution_pb2.CountParcelsOverTimeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.CountParcelsOverTimeResponse, _abc.Awaitable[_execution_pb2.CountParcelsOverTimeResponse]]:
+        """A transformation's parcels over time, counted in the database in equal spans: how many
+        were in flight at the end of each span, and how many ended Done or Failed within it.
         """
 
     @_abc_1.abstractmethod

@@ -10,7 +10,13 @@ from typing import Any
 from dxts.core.errors import FieldViolation, InvalidArgument
 from dxts.core.grpc.convert import enum_to_proto, json_text, to_timestamp
 from dxts.core.ids import canonical_json, hash_to_str, id_to_str
-from dxts.core.states import ActionResult, Kind, TransformationStatus, WorkgraphStatus
+from dxts.core.states import (
+    ActionResult,
+    InputStatus,
+    Kind,
+    TransformationStatus,
+    WorkgraphStatus,
+)
 from dxts.cwl.compile import Plan
 from dxts.cwl.loading import Bundle
 from dxts.cwl.problems import Problem
@@ -78,6 +84,11 @@ def workgraph_pb(
     return definition_pb2.Workgraph(
         attention=[attention_pb(i) for i in attention.workgraphs.get(wid, [])] if attention else [],
         ended_with=attention.ended_with.get(wid, "") if attention else "",
+        started_at=to_timestamp(attention.started.get(wid)) if attention else None,
+        input_counts=[
+            common_pb2.StatusCount(input_status=_number(InputStatus(status)), count=count)
+            for status, count in (attention.inputs.get(wid, {}) if attention else {}).items()
+        ],
         workgraph_id=id_to_str(view.workgraph_id),
         type=view.type,
         status=_number(WorkgraphStatus(view.status)),

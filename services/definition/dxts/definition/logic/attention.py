@@ -123,6 +123,9 @@ class Attention:
     workgraphs: dict[bytes, list[Item]] = field(default_factory=dict)
     members: dict[bytes, list[Item]] = field(default_factory=dict)
     ended_with: dict[bytes, str] = field(default_factory=dict)
+    # Per workgraph: when it was started (absent: not yet), and its members' inputs by status.
+    started: dict[bytes, datetime] = field(default_factory=dict)
+    inputs: dict[bytes, dict[str, int]] = field(default_factory=dict)
     # Per running member with enough ended parcels, the share of them that failed (metrics).
     failed_share: dict[bytes, float] = field(default_factory=dict)
 
@@ -385,7 +388,9 @@ async def _read(
     if unknown:
         rows = await workgraphs_db.workgraph_rows(conn, ids=sorted(unknown))
         statuses.update((r.workgraph_id, r.status) for r in rows)
-    found = Attention()
+    found = Attention(
+        started=await workgraphs_db.started_at(conn, [w.workgraph_id for w in workgraphs])
+    )
     for m in members:
         tid = m.transformation_id
         facts = MemberFacts(
@@ -412,6 +417,11 @@ async def _read(
         found.workgraphs[wg.workgraph_id] = workgraph_items(
             wg.status, actions.get(wg.workgraph_id, []), own, found.members
         )
+        summed: dict[str, int] = {}
+        for m in own:
+            for status, count in inputs[m.transformation_id].items():
+                summed[status] = summed.get(status, 0) + count
+        found.inputs[wg.workgraph_id] = summed
         found.ended_with[wg.workgraph_id] = ended_with(
             wg.status,
             (inputs[m.transformation_id] for m in own),

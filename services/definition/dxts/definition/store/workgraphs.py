@@ -26,6 +26,7 @@ from dxts.core.schema.definition import (
     transformations,
     workgraphs,
 )
+from dxts.core.states import WorkgraphStatus
 from dxts.definition.store import handles
 from dxts.definition.store.transformations import STATE_COLUMNS, TransformationState, state_record
 
@@ -123,6 +124,28 @@ async def submissions_with_request(
         .order_by(log.LogID)
     )
     return [EarlierSubmission(bytes(wid), owners[bytes(wid)], data) for wid, data in result]
+
+
+async def started_at(
+    conn: AsyncConnection, workgraph_ids: Iterable[bytes]
+) -> dict[bytes, datetime]:
+    """WorkgraphID → when it was started: its log's first move out of New to Scouting or Active
+    (one grouped read on the log's (WorkgraphID, CreatedAt) index); absent while it was not."""
+    wanted = list(workgraph_ids)
+    if not wanted:
+        return {}
+    log = workgraph_log.c
+    rows = await conn.execute(
+        sa.select(log.WorkgraphID, sa.func.min(log.CreatedAt).label("started"))
+        .where(
+            log.WorkgraphID.in_(wanted),
+            log.EventType == STATE_CHANGE,
+            log.OldStatus == WorkgraphStatus.NEW.value,
+            log.NewStatus.in_([WorkgraphStatus.SCOUTING.value, WorkgraphStatus.ACTIVE.value]),
+        )
+        .group_by(log.WorkgraphID)
+    )
+    return {bytes(r.WorkgraphID): r.started for r in rows}
 
 
 _OWNER = (ownership.c.OwnershipID, ownership.c.VO, ownership.c.Sub)

@@ -18,7 +18,7 @@ from dxts.core.adaptor.mapping import outcome_to_proto
 from dxts.core.db import Database
 from dxts.core.deadlines import time_remaining
 from dxts.core.errors import NotFound
-from dxts.core.grpc.convert import enum_from_proto, from_timestamp, json_text
+from dxts.core.grpc.convert import enum_from_proto, from_timestamp, json_text, to_timestamp
 from dxts.core.grpc.paging import filters_fingerprint, page_size
 from dxts.core.grpc.requests import Problems, next_page_token, page_after, required_id
 from dxts.core.locks import LockManager
@@ -33,7 +33,7 @@ from dxts.execution.edge.mapping import (
     parcel_pb,
 )
 from dxts.execution.edge.servicer_operations import Context, OperationsRpcs
-from dxts.execution.logic import commands, failure_groups, parcel_names, queries
+from dxts.execution.logic import commands, failure_groups, parcel_names, parcel_times, queries
 from dxts.execution.logic.feeding import reset_feeders
 from dxts.execution.logic.parcel_annotations import stored_outcome
 from dxts.execution.logic.transformations import ActiveSnapshot, ActiveTransformations
@@ -259,6 +259,26 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
         if grouped.over_time is not None:
             reply.over_time_from.FromDatetime(grouped.over_time[0])
             reply.over_time_to.FromDatetime(grouped.over_time[1])
+        return reply
+
+    async def CountParcelsOverTime(
+        self, request: execution_pb2.CountParcelsOverTimeRequest, context: Context
+    ) -> execution_pb2.CountParcelsOverTimeResponse:
+        problems = Problems()
+        tid = problems.id(request.transformation_id, "transformation_id")
+        if not 1 <= request.buckets <= parcel_times.MAX_BUCKETS:
+            problems.add("buckets", f"from 1 to {parcel_times.MAX_BUCKETS}")
+        problems.raise_if_any()
+        assert tid is not None
+        await self._describe(tid, context)  # NotFound for one the caller may not see
+        found = await parcel_times.parcels_over_time(self.database, tid, request.buckets)
+        reply = execution_pb2.CountParcelsOverTimeResponse(
+            in_flight=found.in_flight, done=found.done, failed=found.failed
+        )
+        start, end = to_timestamp(found.start), to_timestamp(found.end)
+        if start is not None and end is not None:
+            reply.span_from.CopyFrom(start)
+            reply.span_to.CopyFrom(end)
         return reply
 
     # -- flush ------------------------------------------------------------------------------------
