@@ -453,6 +453,7 @@ class World:
         for (tid, entity, status), values in reading.items():
             counted[wg.name_of(bytes(tid))][f"{entity}.{status}"] = values["Count"]
         lines.append(f"  counters: {dict(counted)}")
+        lines += await self._withheld(wg)
         workgraph_log, _ = await self.logs(wg)
         lines += [
             f"  log: {r.OldStatus} → {r.NewStatus} by {r.Author}"
@@ -463,6 +464,25 @@ class World:
         if failures:
             lines.append(f"  plugin failures: {failures[-3:]}")
         return "\n".join(lines)
+
+    async def _withheld(self, wg: Submitted) -> list[str]:
+        """The Unassigned inputs a packer withheld (DelayInput), per member: an input waiting
+        out its delay looks, in the counters, like one nothing will ever pack."""
+        c = execution.inputs.c
+        async with self.database.transaction(RC) as conn:
+            rows = await conn.execute(
+                sa.select(c.TransformationID, sa.func.count(), sa.func.max(c.DelayedUntil))
+                .where(
+                    c.TransformationID.in_([wg.tid(n) for n in wg.members]),
+                    c.Status == InputStatus.UNASSIGNED.value,
+                    c.DelayedUntil.is_not(None),
+                )
+                .group_by(c.TransformationID)
+            )
+            return [
+                f"  withheld: {wg.name_of(bytes(tid))} {n} Unassigned until {until} (UTC)"
+                for tid, n, until in rows
+            ]
 
     async def until(
         self,
