@@ -3,7 +3,8 @@
 Each document is validated against the installed plugins (none is unknown: the six plugins are
 built-ins) and submitted as it is to the in-process world, whose null adaptor stands in for
 running the stand-in tools (each tool is checked under plain cwltool by
-tests/cwl/test_reference_tools.py): the partner comparison, the stripping fed from a catalogue
+tests/cwl/test_reference_tools.py): the partner comparison (RecoB's jobs slower than RecoA's,
+so that every set waits for its partner), the stripping fed from a catalogue
 whose lineage names each RDST file's raw ancestors, and the simulation scouted in three stages,
 signed off, and its histograms merged.
 """
@@ -16,7 +17,7 @@ import pytest
 from e2e_world import Submitted, W, World, check_invariants, running
 from typer.testing import CliRunner
 
-from dxts.backends.null.settings import NullSettings
+from dxts.backends.null.settings import NullRule, NullSettings
 from dxts.cli.main import app
 from dxts.core.catalogue import CatalogueFile
 from dxts.core.db import Database
@@ -64,6 +65,13 @@ async def test_the_reference_documents_run_to_completed(database: Database, tmp_
     async with running(database, tmp_path, null=null) as world:
         await _lineage(world)
         comparison = await _submit(world, "partner-comparison")
+        # RecoB's jobs end after RecoA's, so the Comparison meets each set before its partner
+        # is made and withholds it (what a loaded machine did once, now every run): the sets
+        # must still be compared well within the wait, not after ByPartner's default delay.
+        recob = comparison.members["RecoB"]
+        world.null.settings.rules.append(
+            NullRule(fate="success", output_prefix=f"/{recob}/", delay_s=3)
+        )
         stripping = await _submit(world, "stripping-with-ancestors")
         simulation = await _submit(world, "simulation-staged")
         for wg in (comparison, stripping, simulation):
