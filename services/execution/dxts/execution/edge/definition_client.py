@@ -132,14 +132,8 @@ class GrpcTransformations:
         ]
 
     async def describe(self, transformation_id: bytes, *, token: str | None) -> Description:
-        reply = await self._stub.GetTransformation(
-            definition_pb2.GetTransformationRequest(transformation_id=id_to_str(transformation_id)),
-            metadata=_bearer(token),
-        )
-        message = reply.transformation
-        return Description(
-            id=transformation_id,
-            vo=message.vo,
-            owner_sub=message.owner_sub,
-            status=enum_from_proto(TransformationStatus, message.status, field="status"),
-        )
+        """By ListActiveTransformations, not GetTransformation: the same VO scoping, without
+        the attention items and actions a person's GetTransformation reads (every execution
+        read of a member page asks this once)."""
+        (found,) = await self.describe_many([transformation_id], token=token)
+        return found
