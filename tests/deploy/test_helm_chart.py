@@ -491,19 +491,20 @@ def test_a_pushing_null_adaptor_is_told_where_the_dispatcher_is(
     assert int(port) in {p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc"}
 
 
-def test_the_local_and_slurm_adaptors_are_told_the_storage_endpoints_and_nothing_else_is(
+def test_the_adaptors_and_the_definition_service_are_told_the_storage_endpoints_alone(
     rendered: dict[str, Manifests],
 ) -> None:
-    """`storageEndpoints` reaches the local and Slurm adaptors (they stage over XRootD) as the
-    JSON object dxts.core.storage reads, and no other component (the services move no bytes)."""
+    """`storageEndpoints` reaches the local and Slurm adaptors (they stage over XRootD) and the
+    definition service (it refuses a data member writing to a read-only SE) as the JSON object
+    dxts.core.storage reads, and no other component (the others neither move nor judge bytes)."""
     told = {}
     for doc in of_kind(rendered["everything"], "Deployment").values():
         (container,) = doc["spec"]["template"]["spec"]["containers"]
         value = env_of(container).get("DXTS_STORAGE_ENDPOINTS")
         if value is not None:
             told[component(doc)] = StorageSettings(endpoints=value["value"]).endpoints
-    for adaptor in ("backend-local", "backend-slurm"):
-        (endpoint,) = told.pop(adaptor).values()
+    for told_it in ("backend-local", "backend-slurm", "definition"):
+        (endpoint,) = told.pop(told_it).values()
         assert endpoint.url("/vo/x") == "root://xrootd.example.org:1094//data/dst/vo/x"
     assert told == {}
     for doc in of_kind(rendered["default"], "Deployment").values():

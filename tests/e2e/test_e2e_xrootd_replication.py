@@ -4,7 +4,8 @@ registered in the catalogue, are fed to a data member by a catalogue query (subm
 feeder → DataManagement packer → dispatcher → the local data adaptor, `dxts up`'s composition),
 copied to XRD-C (streamed: XRD-C does no third-party copy) and registered there; the workgraph
 reaches Completed with every input Processed once, and XRD-C, asked for each replica's adler32,
-answers the one the catalogue registered, which is the bytes' own."""
+answers the one the catalogue registered, which is the bytes' own. With XRD-C configured
+read-only (`XRD-C:ro`), the definition service refuses such a production at submission."""
 
 from __future__ import annotations
 
@@ -17,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from e2e_local import LocalWorld, running_local
-from e2e_world import VO, W, check_invariants, workgraph
+from e2e_world import RC, VO, W, check_invariants, workgraph
 from xrootd_servers import xrootd_environment
 
 from dxts.core import transfers
 from dxts.core.catalogue import CatalogueFile
 from dxts.core.db import Database
+from dxts.core.errors import InvalidArgument
+from dxts.core.schema import definition
 from dxts.core.storage import parse_endpoints
 
 FILES = 1000
@@ -69,6 +73,17 @@ async def world(
     """`dxts up`'s composition with the XRootD test servers as its grid SEs."""
     servers = xrootd_environment()["DXTS_STORAGE_ENDPOINTS"]
     monkeypatch.setenv("DXTS_STORAGE_ENDPOINTS", servers)
+    async with running_local("up", database, db_url, tmp_path / "up") as running:
+        yield running
+
+
+@pytest.fixture
+async def read_only_world(
+    database: Database, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[LocalWorld]:
+    """The same, XRD-C named read-only."""
+    servers = xrootd_environment()["DXTS_STORAGE_ENDPOINTS"]
+    monkeypatch.setenv("DXTS_STORAGE_ENDPOINTS", servers.replace("XRD-C=", "XRD-C:ro="))
     async with running_local("up", database, db_url, tmp_path / "up") as running:
         yield running
 
@@ -142,3 +157,44 @@ async def test_a_thousand_files_replicated_through_the_service_are_verified_at_t
         if not transfers.same_checksum(answers[lfn] or "", adler32(payload))
     ]
     assert not wrong, [(lfn, answers[lfn]) for lfn in wrong[:3]]
+
+
+async def workgraphs(world: LocalWorld) -> int:
+    async with world.database.transaction(RC) as conn:
+        counted = sa.select(sa.func.count()).select_from(definition.workgraphs)
+        return int((await conn.execute(counted)).scalar_one())
+
+
+async def test_a_production_writing_to_a_read_only_se_is_refused_at_submission(
+    read_only_world: LocalWorld,
+) -> None:
+    """Replicating to XRD-C, removing from it, or a packer's operation doing either: each
+    refused with the path of what names it; nothing is created."""
+    replicate = document("never")
+    remove = document("never")
+    remove["hints"]["dirac:Workgraph"]["data_management"][0] |= {
+        "operation": "remove",
+        "storage": ["XRD-B", DESTINATION],
+    }
+    overridden = document("never")
+    overridden["hints"]["dirac:Workgraph"]["data_management"][0] |= {
+        "operation": "remove",
+        "storage": "XRD-B",
+        "packer": {
+            "name": "DataManagement",
+            "args": {"operation": {"operation": "replicate", "destination": DESTINATION}},
+        },
+    }
+    declared = "hints.dirac:Workgraph.data_management[0]"
+    before = await workgraphs(read_only_world)
+    for refused, field, verb in (
+        (replicate, "destination", "replicated to"),
+        (remove, "storage", "removed from"),
+        (overridden, "packer.args.operation.destination", "replicated to"),
+    ):
+        with pytest.raises(InvalidArgument) as raised:
+            await read_only_world.submit(refused)
+        said = str(raised.value)
+        assert f"{declared}.{field}" in said, said
+        assert f"XRD-C is a read-only storage element: nothing is {verb} it" in said, said
+    assert await workgraphs(read_only_world) == before

@@ -4,18 +4,21 @@ lifecycle engine's.
 Read from `DXTS_DEFINITION_*`, except the names the chart gives every service:
 `DXTS_EXECUTION_ADDRESS` (where Flush, halts and user parcels are forwarded),
 `DXTS_CONFIG_FILE` (the installation configuration, read by `dxts.core.config`'s loader, the
-one every component uses) and `DXTS_DATA_DIR` (development keys).
+one every component uses), `DXTS_DATA_DIR` (development keys) and `DXTS_STORAGE_ENDPOINTS`
+(the installation's SEs: a data member writing to a read-only one is refused at submission).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from dxts.core.config import DefinitionConfig, load_installation_config
 from dxts.core.settings import DataDirSettings, ServiceTokenSettings
+from dxts.core.storage import StorageEndpoint, parse_endpoints
 from dxts.definition.logic.attention import AttentionRules
 
 WEEK_S = 7 * 24 * 3600.0
@@ -34,6 +37,12 @@ class DefinitionSettings(DataDirSettings):
         None,
         validation_alias=AliasChoices("DXTS_CONFIG_FILE", "config_file"),
         description="the installation configuration (YAML); None: the built-in defaults",
+    )
+    storage_endpoints: Annotated[dict[str, StorageEndpoint], NoDecode] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("DXTS_STORAGE_ENDPOINTS", "storage_endpoints"),
+        description="the installation's SEs (dxts.core.storage): a data member replicating "
+        "to, or removing from, a read-only one is refused at submission",
     )
     operator_role: str = Field(
         "operator",
@@ -72,6 +81,16 @@ class DefinitionSettings(DataDirSettings):
         gt=0,
         description="how often the attention gauges are measured (with the lifecycle engine)",
     )
+
+    @field_validator("storage_endpoints", mode="before")
+    @classmethod
+    def _endpoints(cls, value: Any) -> dict[str, StorageEndpoint]:
+        return parse_endpoints(value)
+
+    @property
+    def read_only_ses(self) -> frozenset[str]:
+        """The SEs nothing may be written to or removed from."""
+        return frozenset(name for name, e in self.storage_endpoints.items() if e.read_only)
 
     def attention_rules(self) -> AttentionRules:
         """The thresholds of the attention rules (`logic.attention`)."""

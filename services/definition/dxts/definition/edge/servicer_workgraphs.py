@@ -52,6 +52,7 @@ class WorkgraphRpcs(ServicerBase):
             request_id=request.request_id,
             locks=self._locks,
             author=identity.display_name,
+            read_only_ses=self._settings.read_only_ses,
         )
         with serving(rpc(definition_pb2_grpc.DefinitionServiceServicer.StartWorkgraph)):
             await start_if_asked(self._database, self._caller(), submitted)

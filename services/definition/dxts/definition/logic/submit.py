@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -66,6 +66,7 @@ from dxts.cwl.problems import Kind, Problem, Severity, error, raise_for_errors
 from dxts.definition.logic import processes, workgraph_commands
 from dxts.definition.logic.authorise import Caller
 from dxts.definition.logic.quotas import check_active_workgraphs
+from dxts.definition.logic.read_only import read_only_problems
 from dxts.definition.store import registry as registry_db
 from dxts.definition.store import transformations as transformations_db
 from dxts.definition.store import workgraphs as workgraphs_db
@@ -211,8 +212,10 @@ async def submit_workgraph(
     request_id: str = "",
     locks: LockManager | None = None,
     author: str = "",
+    read_only_ses: Collection[str] = (),
 ) -> Submitted:
-    """Validate, compile and (unless `dry_run`) create the workgraph and all its members.
+    """Validate, compile and (unless `dry_run`) create the workgraph and all its members; a
+    data member writing to or removing from one of `read_only_ses` is refused (read_only.py).
 
     With a `request_id` (ignored by a dry run), a repeat of a submission this caller already
     made answers that one (`Submitted.repeated`) and writes nothing; see the module docstring.
@@ -233,6 +236,7 @@ async def submit_workgraph(
     checkpoint("resolving references and compiling")
     document, analysis = checked.document, checked.analysis
     assert document is not None and analysis is not None
+    raise_for_errors(located(read_only_problems(analysis, read_only_ses), bundle))
     warnings = tuple(p for p in checked.problems if p.severity is Severity.WARNING)
     digest = submission_digest(bundle, labels) if key else ""
 
