@@ -227,6 +227,11 @@ def test_the_example_production_is_followed_on_its_page_to_completed(
     chrome.get(f"{up.web}{href}")
     assert text_of(chrome, "section.provenance h3").startswith(lfn)
     assert "Done" in text_of(chrome, "section.provenance")
+    # Named as a person names them: the parcel by its handle, the member as WG/STEP.
+    assert re.search(
+        r"made by parcel p-\d+ Done of member wg-\d+/Simulation ",
+        text_of(chrome, "section.provenance"),
+    )
     screenshot(chrome, "files")
     chrome.get(f"{up.web}/workgraphs")
     text_of(chrome, "#workgraphs")

@@ -105,6 +105,7 @@ def spans(series: Mapping[str, Sequence[int]], start: datetime, end: datetime) -
     ]
     return Plot(drawn, ticks, labels)
 
+
 @dataclass
 class Bar:
     x: int

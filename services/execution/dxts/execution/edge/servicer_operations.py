@@ -281,11 +281,12 @@ class OperationsRpcs:
         ]
         if not shown:
             raise NotFound("file", request.lfn)
+        named = await parcel_names.handles_of(self.database, [r.parcel.parcel_id for r in shown])
         return execution_pb2.ProvenanceResponse(
             records=[
                 execution_pb2.ProvenanceRecord(
                     output=output_pb(r.output),
-                    parcel=parcel_pb(r.parcel),
+                    parcel=parcel_pb(r.parcel, named.get(r.parcel.parcel_id, "")),
                     process_id=hash_text(r.parcel.process_id),
                     inputs=[input_pb(i) for i in r.inputs],
                 )
@@ -329,12 +330,17 @@ class OperationsRpcs:
         token = ""
         if len(shown) > size:
             token = encode_page_token(lineage.position(page[-1].key), filters=fingerprint)
+        named = await parcel_names.handles_of(
+            self.database, [r.parcel.parcel_id for r in page if r.parcel is not None]
+        )
         return execution_pb2.ListDescendantsResponse(
             records=[
                 execution_pb2.DescendantRecord(
                     depth=r.depth,
                     input=input_pb(r.input),
-                    parcel=parcel_pb(r.parcel) if r.parcel is not None else None,
+                    parcel=parcel_pb(r.parcel, named.get(r.parcel.parcel_id, ""))
+                    if r.parcel is not None
+                    else None,
                     process_id=hash_text(r.parcel.process_id) if r.parcel is not None else "",
                     outputs=[output_pb(o) for o in r.outputs],
                 )
