@@ -49,6 +49,7 @@ from dxts.bench.harness import Bench, Operation
 from dxts.bench.seeding import utc_now
 from dxts.cli.up import compose
 from dxts.core.catalogue import CatalogueSettings, open_catalogue
+from dxts.core.component import settle_heap
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition
@@ -209,6 +210,7 @@ async def _served(database: Database) -> AsyncIterator[tuple[Web, str]]:
                 accounting_address=stack.address("accounting"),
             )
         )
+        settle_heap()  # as `dxts up` does once it has started
         try:
             yield web, keys.issue("bench", "bench", ["operator", "user"])
         finally:

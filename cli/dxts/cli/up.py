@@ -57,6 +57,7 @@ from dxts.cli.connection import (
     record_current,
 )
 from dxts.core.catalogue import CatalogueSettings, FileCatalogue, open_catalogue
+from dxts.core.component import settle_heap
 from dxts.core.db import Database
 from dxts.core.errors import DxtsError, Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, TokenVerifier
@@ -437,6 +438,7 @@ async def _run(
             f"ready: the dxts commands read {connection_file} (recorded in {CURRENT_FILE} "
             "for the commands started without --data-dir); Ctrl-C stops"
         )
+        settle_heap()
         await _until_signalled()
         _say("dxts up: stopping")
     _say("dxts up: stopped")

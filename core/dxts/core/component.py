@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -103,6 +104,17 @@ class Process:
 Build = Callable[[S, Process], Awaitable[Component]]
 
 
+def settle_heap() -> None:
+    """Once a server has started, put every object then alive (modules, settings, compiled
+    statements, channels, caches) beyond the cyclic garbage collector's scans (`gc.freeze`):
+    a full collection then walks only what requests allocate. Without it, full collections over
+    the start-up heap of `dxts up` (every component in one process) added about 120 ms to one
+    request in three of the web bench's list page; the objects frozen live as long as the
+    process anyway."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve(what: str, settings: Callable[[], S], build: Build[S]) -> None:
     """The body of every server's `main()`: read `settings()`, `build` the component from them
     and serve it until SIGTERM or SIGINT (see the module docstring). `what` names the server in
@@ -143,6 +155,7 @@ async def serve_until_signalled(
                     database=process.opened_database,
                     log=log,
                 )
+            settle_heap()
             await signalled.wait()
             log.info("signal received: stopping")
     finally:

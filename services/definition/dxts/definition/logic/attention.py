@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from dxts.core.adaptor.model import FailureClass
 from dxts.core.counters import TRANSFORMATION, Entity
@@ -50,7 +51,7 @@ from dxts.definition.logic.queries import (
     TransformationView,
     WorkgraphView,
     action_view,
-    member_views,
+    member_states,
 )
 from dxts.definition.store import actions as actions_db
 from dxts.definition.store import workgraphs as workgraphs_db
@@ -97,11 +98,29 @@ class Item:
     step: str = ""
 
 
+class Member(Protocol):
+    """What the rules read of a member: a whole TransformationView (a member's own page) or a
+    MemberState (a workgraph's members)."""
+
+    @property
+    def transformation_id(self) -> bytes: ...
+    @property
+    def workgraph_id(self) -> bytes | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def step(self) -> str: ...
+    @property
+    def halted(self) -> bool: ...
+    @property
+    def updated_at(self) -> datetime: ...
+
+
 @dataclass(frozen=True)
 class MemberFacts:
     """What the rules look at for one member, read from the records."""
 
-    member: TransformationView
+    member: Member
     workgraph_status: str | None
     actions: Sequence[ActionView]
     inputs: Mapping[str, int]
@@ -301,7 +320,7 @@ def member_items(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
 def workgraph_items(
     status: str,
     own_actions: Iterable[ActionView],
-    members: Sequence[TransformationView],
+    members: Sequence[Member],
     items: Mapping[bytes, list[Item]],
 ) -> list[Item]:
     """The workgraph's own failed checks, then its members' items, each naming its member."""
@@ -339,7 +358,7 @@ async def attention_of(
     async def work(conn: Transaction) -> Attention:
         known = {m.transformation_id for m in members}
         wanted = [t for w in workgraphs for t in w.transformation_ids if t not in known]
-        everyone = [*members, *await member_views(conn, wanted)]
+        everyone: list[Member] = [*members, *await member_states(conn, wanted)]
         return await _read(conn, rules, workgraphs, everyone)
 
     return await database.run(work, isolation=Isolation.READ_COMMITTED)
@@ -349,7 +368,7 @@ async def _read(
     conn: Transaction,
     rules: AttentionRules,
     workgraphs: Sequence[WorkgraphView],
-    members: Sequence[TransformationView],
+    members: Sequence[Member],
 ) -> Attention:
     now = await db_now(conn)
     ids = [m.transformation_id for m in members]
@@ -409,7 +428,7 @@ async def _read(
         if len(window) >= rules.min_ended:
             failed = sum(p.status == ParcelStatus.FAILED for p in window)
             found.failed_share[tid] = failed / len(window)
-    by_workgraph: dict[bytes | None, list[TransformationView]] = {}
+    by_workgraph: dict[bytes | None, list[Member]] = {}
     for m in members:
         by_workgraph.setdefault(m.workgraph_id, []).append(m)
     for wg in workgraphs:

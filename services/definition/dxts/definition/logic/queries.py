@@ -316,14 +316,37 @@ async def _transformation_views(
     return views
 
 
-async def member_views(conn: Transaction, ids: Sequence[bytes]) -> list[TransformationView]:
+@dataclass(frozen=True)
+class MemberState:
+    """What attention needs of a member it was not handed whole (a workgraph's members): a
+    list of a thousand workgraphs reads this, not every member's definition and outputs."""
+
+    transformation_id: bytes
+    workgraph_id: bytes | None
+    status: str
+    step: str
+    halted: bool
+    updated_at: datetime
+
+
+async def member_states(conn: Transaction, ids: Sequence[bytes]) -> list[MemberState]:
     """The transformations of `ids` (no visibility check: the caller has read their
     workgraphs), for attention."""
-    if not ids:
-        return []
-    return await _transformation_views(
-        conn, await transformations_db.transformation_rows(conn, ids=ids)
-    )
+    found = []
+    for r in await transformations_db.member_rows(conn, ids):
+        annotations = r.annotations if isinstance(r.annotations, dict) else {}
+        of_workgraph = r.workgraph_annotations if isinstance(r.workgraph_annotations, dict) else {}
+        found.append(
+            MemberState(
+                transformation_id=r.transformation_id,
+                workgraph_id=r.workgraph_id,
+                status=r.status,
+                step=str(annotations.get("id") or ""),
+                halted=bool(of_workgraph.get(HALTED)),
+                updated_at=r.updated_at,
+            )
+        )
+    return found
 
 
 async def get_workgraph(database: Database, viewer: Viewer, workgraph_id: bytes) -> WorkgraphDetail:

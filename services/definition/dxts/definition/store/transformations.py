@@ -6,7 +6,7 @@ changes are conditional UPDATEs whose row counts the caller checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -287,6 +287,38 @@ async def transformation_rows(
     if limit is not None:
         query = query.limit(limit)
     return [_transformation_record(row) for row in await conn.execute(query)]
+
+
+class MemberRow(NamedTuple):
+    """What attention reads of a member: no definition columns, no outputs."""
+
+    transformation_id: bytes
+    workgraph_id: bytes | None
+    status: str
+    annotations: Any  # JSON, as stored (its step is "id")
+    workgraph_annotations: Any  # JSON, as stored (halted)
+    updated_at: datetime
+
+
+async def member_rows(conn: AsyncConnection, ids: Sequence[bytes]) -> list[MemberRow]:
+    """The transformations of `ids`, as attention reads them, in one statement."""
+    if not ids:
+        return []
+    t = transformations.c
+    rows = await conn.execute(
+        sa.select(
+            t.TransformationID,
+            ownership.c.WorkgraphID,
+            t.Status,
+            t.Annotations,
+            workgraphs.c.Annotations.label("WorkgraphAnnotations"),
+            t.UpdatedAt,
+        )
+        .join(ownership, ownership.c.OwnershipID == t.OwnershipID)
+        .outerjoin(workgraphs, workgraphs.c.WorkgraphID == ownership.c.WorkgraphID)
+        .where(t.TransformationID.in_(list(ids)))
+    )
+    return [MemberRow(bytes(r[0]), _optional_id(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
 
 class DeclaredOutput(NamedTuple):
