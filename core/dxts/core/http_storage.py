@@ -103,15 +103,17 @@ def remove(url: str) -> None:
 
 
 @contextlib.contextmanager
-def _reader(source: str) -> Iterator[tuple[int, Iterator[bytes]]]:
-    """The source's size and its bytes, from a local file, an XRootD or an HTTP server."""
+def _reader(source: str) -> Iterator[tuple[int | None, Iterator[bytes]]]:
+    """The source's size (None when an HTTP source does not say it) and its bytes, from a
+    local file, an XRootD or an HTTP server."""
     if is_http(source):
         try:
             with client().stream("GET", source) as response:
                 if not response.is_success:
                     response.read()
                     raise _failed(response, "source")
-                yield int(response.headers["Content-Length"]), response.iter_bytes(CHUNK)
+                length = response.headers.get("Content-Length")
+                yield int(length) if length else None, _http_chunks(response)
         except httpx.HTTPError as error:
             raise StorageError(f"{type(error).__name__}: {error} (source)") from None
     elif source.startswith(("root://", "xroot://")):
@@ -133,6 +135,14 @@ def _reader(source: str) -> Iterator[tuple[int, Iterator[bytes]]]:
             yield os.fstat(stream.fileno()).st_size, iter(lambda: stream.read(CHUNK), b"")
 
 
+def _http_chunks(response: httpx.Response) -> Iterator[bytes]:
+    """The body, a failure to read it the source's (also when read inside an upload's PUT)."""
+    try:
+        yield from response.iter_bytes(CHUNK)
+    except httpx.HTTPError as error:
+        raise StorageError(f"{type(error).__name__}: {error} (source)") from None
+
+
 def _xrootd_chunks(remote: Any, length: int) -> Iterator[bytes]:
     for offset in range(0, length, CHUNK):
         status, chunk = remote.read(offset, CHUNK)
@@ -141,10 +151,12 @@ def _xrootd_chunks(remote: Any, length: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _write(target: str, length: int, chunks: Iterator[bytes]) -> None:
+def _write(target: str, length: int | None, chunks: Iterator[bytes]) -> None:
     """The bytes written at the target (an HTTP PUT of known length, an XRootD file kept only
     once whole, or a local file)."""
     if is_http(target):
+        if length is None:
+            raise StorageError("the source does not say its length, which an upload needs (source)")
         try:
             response = client().put(target, content=chunks, headers={"Content-Length": str(length)})
         except httpx.HTTPError as error:
