@@ -50,10 +50,7 @@ steps:
     hints:
       dirac:Transformation:
         driving_input: reco-a
-        # A set whose RecoB file is not made yet is looked at again 15 s later: the stand-in
-        # tools run in seconds (the default, 15 minutes, suits hour-long reconstructions, and
-        # would hold every set RecoA finished first for that long after RecoB caught up).
-        packer: {name: ByPartner, args: {partner_input: reco-b, group_size: 2, delay_minutes: 0.25}}
+        packer: {name: ByPartner, args: {partner_input: reco-b, group_size: 2}}
         actions:
           Finalizing: [{action: EveryPartnerJoined}]
     run: tools/compare.cwl

@@ -8,13 +8,16 @@ from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
+import pytest
 import runner_support as s
 import sqlalchemy as sa
 from definition_double import InMemoryTransformations
 from test_after_wait import consumer
 from test_builtin_packers import Step, facets, files
 
-from dxts.core.db import Database
+from dxts.core.counters import journal_inputs, journal_parcels
+from dxts.core.db import Database, db_now
+from dxts.core.ids import new_id
 from dxts.core.schema import execution
 from dxts.core.states import InputStatus
 from dxts.execution.logic.feeding import run_feeder
@@ -27,10 +30,12 @@ async def _world(
     plugins: Any,
     partner_statuses: list[str],
     packer_args: dict[str, Any],
+    packer: str = "ByPartner",
     **annotations: Any,
-) -> Any:
+) -> tuple[Any, Step]:
     """Reconstructions A and B of the same raw files (B's input for file n in
-    `partner_statuses[n]`), and a comparison fed with A's files whose `other` input joins B's."""
+    `partner_statuses[n]`), and a comparison fed with A's files whose `other` input joins B's:
+    (the comparison, B)."""
     a = Step(database, await s.transformation(database, feeder="List", outputs=["reco"]))
     b = Step(database, await s.transformation(database, feeder="List", outputs=["reco"]))
     definitions.put(a.record)
@@ -42,7 +47,7 @@ async def _world(
         database,
         feeder="Edge",
         feeder_args={"transformation_output_id": str(UUID(bytes=a.output_id))},
-        packer="ByPartner",
+        packer=packer,
         packer_args=packer_args,
         annotations={
             "driving_input": "mine",
@@ -52,14 +57,58 @@ async def _world(
     )
     driving = files([(f"/lhcb/recoA/{n}", 2, None) for n in range(len(partner_statuses))])
     await run_feeder(database, plugins, replace(consumer, feeder="List", feeder_args=driving))
-    return consumer
+    return consumer, b
+
+
+async def _partner_ends(database: Database, step: Step, source: str, produced: str) -> None:
+    """B's Assigned input on `source` is processed by a new parcel that made `produced` (what
+    recording writes, with its counter deltas)."""
+    tid, parcel_id = step.record.id, new_id()
+    i = execution.inputs.c
+    async with database.transaction(s.RC) as conn:
+        now = await db_now(conn)
+        await conn.execute(
+            sa.insert(execution.parcels).values(
+                ParcelID=parcel_id,
+                TransformationID=tid,
+                Kind="Compute",
+                Status="Done",
+                UpdatedAt=now,
+            )
+        )
+        await journal_parcels(conn, {(tid, None, "Done"): 1})
+        (input_id,) = (
+            await conn.execute(
+                sa.select(i.InputID).where(i.TransformationID == tid, i.LFN.in_([source]))
+            )
+        ).scalars()
+        await conn.execute(
+            sa.update(execution.inputs)
+            .where(i.TransformationID == tid, i.InputID == input_id)
+            .values(Status="Processed", LastParcelID=parcel_id, UpdatedAt=now)
+        )
+        await journal_inputs(conn, {(tid, "Assigned", "Processed"): 1})
+        await conn.execute(
+            sa.insert(execution.parcel_inputs).values(
+                TransformationID=tid, ParcelID=parcel_id, InputID=input_id
+            )
+        )
+        await conn.execute(
+            sa.insert(execution.parcel_outputs).values(
+                TransformationOutputID=step.output_id,
+                OutputID=new_id(),
+                ParcelID=parcel_id,
+                LFN=produced,
+                LFNSize=2,
+            )
+        )
 
 
 async def test_by_partner_groups_complete_sets_and_holds_back_the_rest(
     database: Database, plugins: Any, definitions: InMemoryTransformations
 ) -> None:
     statuses = ["Processed", "Processed", "Processed", "Assigned", "NotProcessed"]
-    consumer = await _world(database, definitions, plugins, statuses, {"group_size": 2})
+    consumer, _ = await _world(database, definitions, plugins, statuses, {"group_size": 2})
     # The feeder is active: two complete sets make a parcel, the third waits for company.
     result = await run_packer(database, plugins, replace(consumer, feeder_enabled=True))
     assert (result.parcels, result.delayed, result.problematic) == (1, 1, 1)
@@ -103,7 +152,7 @@ async def test_by_partner_groups_complete_sets_and_holds_back_the_rest(
 async def test_by_partner_refuses_a_step_that_joins_nothing_it_names(
     database: Database, plugins: Any, definitions: InMemoryTransformations
 ) -> None:
-    consumer = await _world(
+    consumer, _ = await _world(
         database, definitions, plugins, ["Processed"], {"partner_input": "elsewhere"}
     )
     result = await run_packer(database, plugins, consumer)
@@ -125,7 +174,7 @@ async def test_by_partner_waits_after_a_staging_of_the_partner_files(
         plugins,
         {"/lhcb/recoB/0": InputStatus.PROCESSED, "/lhcb/recoB/1": InputStatus.ASSIGNED},
     )
-    consumer_t = await _world(
+    consumer_t, _ = await _world(
         database,
         definitions,
         plugins,
@@ -137,3 +186,40 @@ async def test_by_partner_waits_after_a_staging_of_the_partner_files(
     assert (result.parcels, result.delayed, result.problematic) == (1, 1, 0)
     (parcel,) = await facets(database, consumer_t.id)
     assert parcel.Parameters["other"] == [{"class": "File", "location": "lfn:/lhcb/recoB/0"}]
+
+
+@pytest.mark.parametrize(
+    ("packer", "args"),
+    [
+        ("ByPartner", {"group_size": 1}),
+        ("Join", {"partner_input": "other", "input_parameter": "mine"}),
+    ],
+)
+async def test_a_withheld_set_is_packed_once_its_partner_is_made_not_after_the_delay(
+    database: Database,
+    plugins: Any,
+    definitions: InMemoryTransformations,
+    packer: str,
+    args: dict[str, Any],
+) -> None:
+    """RecoA ends before RecoB: the set meets the packer before its partner is made and is
+    withheld (for the default 15 minutes). The next invocation after RecoB made the partner
+    packs it; a set whose partner is still running is withheld again."""
+    statuses = ["Assigned", "Assigned"]
+    consumer, b = await _world(database, definitions, plugins, statuses, {}, packer=packer)
+    if packer == "Join":
+        args = {**args, "partner": str(UUID(bytes=b.output_id))}
+    consumer = replace(consumer, packer_args=args, feeder_enabled=False)
+    result = await run_packer(database, plugins, consumer)
+    assert (result.parcels, result.delayed) == (0, 2)
+    await _partner_ends(database, b, "/lhcb/raw/0", "/lhcb/recoB/0")
+    result = await run_packer(database, plugins, consumer)
+    assert (result.parcels, result.delayed) == (1, 1)
+    assert result.released == 2  # both offered again; the one still waiting withheld anew
+    (parcel,) = await facets(database, consumer.id)
+    assert parcel.Parameters["other"] == [{"class": "File", "location": "lfn:/lhcb/recoB/0"}]
+    rows = {r.LFN: r for r in await s.input_rows(database, consumer.id)}
+    assert rows["/lhcb/recoA/0"].Status == "Assigned"
+    assert rows["/lhcb/recoA/1"].Status == "Unassigned"
+    assert rows["/lhcb/recoA/1"].DelayedUntil is not None  # withheld again, for its delay
+    await s.assert_counters_exact(database, consumer.id)

@@ -3,6 +3,9 @@
 The packer is streamed the claimable inputs (Unassigned, DelayedUntil passed) with `flush`,
 `feeder_active` and the exact `input_overview` (one counter read), and what it proposes becomes
 rows in batches of `batch` decided inputs, one transaction each (`db.packing.write_batch`).
+Before, under the same lock, what the core holds for the packer is revisited: inputs its
+`after` wait set aside (`after_review`), and sets withheld for a partner that has since grown
+(`partner_release`).
 
 Claim, hand over, re-check. Each chunk is claimed with `FOR UPDATE SKIP LOCKED` in a READ
 COMMITTED transaction that commits as soon as the rows are read; the rows are then handed to
@@ -74,6 +77,7 @@ from dxts.core.plugins.protocols.readers import (
 from dxts.core.policy import Policy
 from dxts.core.states import InputStatus, Kind
 from dxts.execution import metrics
+from dxts.execution.logic import partner_release
 from dxts.execution.logic.after_review import review
 from dxts.execution.logic.failed_inputs import merge_directives
 from dxts.execution.logic.feeding import plugin_stream
@@ -101,6 +105,7 @@ class PackResult:
 
     ran: bool = True  # False: another holder had the lock, or the packer may not run
     followed: int = 0  # set-aside inputs moved after their `after` consumer (`after_review`)
+    released: int = 0  # withheld sets offered again, their partner output grown (`partner_release`)
     offered: int = 0  # inputs streamed to the packer
     parcels: int = 0
     assigned: int = 0
@@ -258,6 +263,8 @@ async def run_packer(
             )
         waits_on = after_of(transformation.view())
         result.followed = (await review(database, transformation.id, waits_on)).moved
+        joined = partner_release.joined_outputs(transformation.annotations)
+        result.released = await partner_release.release(database, transformation.id, joined)
         stream = plugin_stream(
             registry,
             Point.PACKER,
