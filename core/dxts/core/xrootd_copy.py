@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 # The client's settings (`transfers.CLIENT_ENVIRONMENT`) come in the environment the parent
@@ -73,6 +72,11 @@ def main() -> None:
     http = {i for i, c in copies if c["source"].startswith(HTTP) or c["target"].startswith(HTTP)}
     over_http = [(i, c) for i, c in copies if i in http]
     by_xrootd = [(i, c) for i, c in copies if i not in http]
+    if not over_http:  # the usual case: no thread pool to import (it costs the start-up)
+        _run_xrootd(by_xrootd, parallel, timeout)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(parallel) as threads:
         for index, copy in over_http:
             threads.submit(_streamed, index, copy["source"], copy["target"])
