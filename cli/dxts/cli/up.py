@@ -438,7 +438,6 @@ async def _run(
             f"ready: the dxts commands read {connection_file} (recorded in {CURRENT_FILE} "
             "for the commands started without --data-dir); Ctrl-C stops"
         )
-        settle_heap()
         await _until_signalled()
         _say("dxts up: stopping")
     _say("dxts up: stopped")
@@ -493,6 +492,7 @@ async def _until_signalled() -> None:
     received = asyncio.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, received.set)
+    settle_heap()  # once a signal can no longer kill the process before it is handled
     try:
         await received.wait()
     finally:
