@@ -121,6 +121,9 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "parcels, last progress), a bounded read on the (TransformationID, Status) index each "
         "time a workgraph or member is read",
         "Inputs": "attention: since when a member's Problematic inputs wait (one grouped read)",
+        "TransformationLog": "attention: a member's recent packer failures, the PackerFailed "
+        "rows execution appends (a round's or a flush's), read over a window on the "
+        "(TransformationID, CreatedAt) index",
     },
     "dxts.execution": {
         "Transformations": "a feeder's batch reads the operator's switch and the status under a "

@@ -54,11 +54,22 @@ async def test_halt_and_cancel(dxts: Dxts) -> None:
 async def test_flush_and_input_operations(dxts: Dxts) -> None:
     _, members = await submitted(dxts)
     merge = members["Merge"]
-    flushed = await dxts("flush", merge)
+    flushed = await dxts("flush", merge)  # the packer runs during the call: nothing to pack
     assert (flushed.exit_code, flushed.stdout) == (
         0,
-        f"{merge} flush requested: its packer packs what it holds back on its next round\n",
+        f"{merge} flushed: 0 parcels made of 0 inputs (0 offered)\n",
     )
+    as_json = await dxts("flush", merge, "-o", "json")
+    assert json.loads(as_json.stdout) == {
+        "transformation_id": merge,
+        "inputs_offered": "0",
+        "parcels_created": "0",
+        "inputs_assigned": "0",
+        "inputs_problematic": "0",
+        "inputs_delayed": "0",
+        "failure": "",
+        "failure_class": "",
+    }
 
     reset = await dxts("inputs", "reset", merge, "--status", "problematic")
     assert (reset.exit_code, reset.stdout) == (0, "0 inputs reset\n")

@@ -412,8 +412,8 @@ SCRIPT: list[tuple[str, Check]] = [
         and_then(
             says(
                 lambda w: (
-                    f"{w.member_id('Reconstruction')} flush requested: its packer packs "
-                    "what it holds back on its next round"
+                    f"{w.member_id('Reconstruction')} flushed: 1 parcel made of 1 input "
+                    "(1 offered)"
                 )
             ),
             lone_file_packed,

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from dxts.core import content_store
 from dxts.core.db import Database, Isolation, db_now
 from dxts.core.ids import id_to_str, new_id
+from dxts.core.plugins.protocols.lifecycle import Flushed
 from dxts.core.schema import accounting, definition, execution
 from dxts.definition.logic.execution import UserParcel
 
@@ -335,6 +336,7 @@ class ExecutionDouble:
         self.calls: list[tuple[Any, ...]] = []
         self.tokens: list[str | None] = []
         self.fail: Exception | None = None
+        self.flushed = Flushed()  # what a flush answers
 
     def factory(self, token: str | None) -> ExecutionDouble:
         self.tokens.append(token)
@@ -345,8 +347,9 @@ class ExecutionDouble:
             raise self.fail
         self.calls.append(call)
 
-    async def flush(self, transformation_id: bytes, *, request_id: str) -> None:
+    async def flush(self, transformation_id: bytes, *, request_id: str) -> Flushed:
         self._record("flush", transformation_id, request_id)
+        return self.flushed
 
     async def cancel_in_flight(
         self, transformation_id: bytes, *, request_id: str, reason: str

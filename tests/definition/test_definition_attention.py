@@ -13,7 +13,8 @@ from definition_world import RC, Fixture, Stub, build_workgraph
 from dxts.core.counters import journal_inputs, journal_parcels
 from dxts.core.db import Database, db_now
 from dxts.core.ids import id_to_str, input_hash, new_id
-from dxts.core.schema import definition, execution
+from dxts.core.logs import LogEntry, log_transformations
+from dxts.core.schema import accounting, definition, execution
 from dxts.v1 import definition_pb2
 
 pb = definition_pb2
@@ -370,3 +371,49 @@ async def test_parcels_the_backend_refused_need_attention_in_its_words(
     )
     _, members = await read(stubs, other)
     assert "backend-refused" not in [i.kind for i in members["simulate"].attention]
+
+
+async def log_packer_failure(
+    database: Database, tid: bytes, words: str, *, flush: bool, ago: timedelta = timedelta(0)
+) -> None:
+    """A PackerFailed row as execution logs it (`packing._record_failure`), `ago`."""
+    entry = LogEntry(
+        tid,
+        "PackerFailed",
+        "execution",
+        message=words,
+        data={"packer": "BySize", "error": "PluginFailed", "flush": flush},
+    )
+    async with database.transaction(RC) as conn:
+        await log_transformations(conn, [entry])
+        if ago:
+            log = accounting.transformation_log
+            newest = sa.select(sa.func.max(log.c.LogID)).scalar_subquery()
+            now = await db_now(conn)
+            await conn.execute(
+                sa.update(log).where(log.c.LogID == newest).values(CreatedAt=now - ago)
+            )
+
+
+async def test_a_packer_that_failed_lately_needs_attention_in_its_words(
+    database: Database, stubs: dict[str, Stub]
+) -> None:
+    """A packer's failure, a round's or a flush's (a PeriodicFlush hook's), logged on the member
+    by execution, is an item while it is recent (30 min): the newest's class and words."""
+    fixture = await build_workgraph(database, status="Active", members=RUNNING)
+    sim, reco = fixture.ids["simulate"], fixture.ids["reconstruct"]
+    words = "packer 'BySize' (dxts) raised OSError: staging area full"
+    await log_packer_failure(database, sim, "an old one", flush=False, ago=timedelta(hours=2))
+    await log_packer_failure(database, reco, "a round's", flush=False, ago=timedelta(minutes=5))
+    await log_packer_failure(database, reco, words, flush=True)
+    workgraph, members = await read(stubs, fixture)
+    assert list(members["simulate"].attention) == []  # over the window: no longer failing
+    (item,) = members["reconstruct"].attention
+    assert (item.kind, item.what) == (
+        "packer-failed",
+        f"its packer failed on a flush (PluginFailed), 2 times in the last 30 min: {words}",
+    )
+    assert item.command == f"dxts logs {fixture.tid('reconstruct')} --newest-first"
+    assert item.since.ToDatetime() < workgraph.updated_at.ToDatetime()  # the first, 5 min ago
+    (listed,) = workgraph.attention
+    assert (listed.kind, listed.step) == ("packer-failed", "reconstruct")

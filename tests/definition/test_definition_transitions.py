@@ -31,6 +31,7 @@ from definition_world import (
 from dxts.core.db import Database, Isolation
 from dxts.core.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from dxts.core.ids import id_to_str
+from dxts.core.plugins.protocols.lifecycle import Flushed
 from dxts.core.schema import definition as schema
 from dxts.definition.logic import queries
 from dxts.v1 import common_pb2, definition_pb2
@@ -600,6 +601,23 @@ async def test_flush_is_forwarded_for_an_active_transformation_only(
     )
     assert execution.calls[calls:] == [("flush", fixture.ids["simulate"], "f1")]
     assert execution.tokens[-1]  # the caller's own token is forwarded
+    # What the packer did comes back to the caller, its failure included (words and class).
+    execution.flushed = Flushed(
+        offered=3,
+        parcels=1,
+        assigned=2,
+        failure="packer 'X' (x) raised OSError: disk full",
+        failure_class="PluginFailed",
+    )
+    reply = await stubs["owner"].FlushTransformation(
+        pb.FlushTransformationRequest(transformation_id=fixture.tid("simulate"), request_id="f2")
+    )
+    assert (reply.inputs_offered, reply.parcels_created, reply.inputs_assigned) == (3, 1, 2)
+    assert (reply.failure, reply.failure_class) == (
+        "packer 'X' (x) raised OSError: disk full",
+        "PluginFailed",
+    )
+    calls += 1
     with pytest.raises(FailedPrecondition) as refused:
         await stubs["owner"].FlushTransformation(
             pb.FlushTransformationRequest(transformation_id=fixture.tid("reconstruct"))

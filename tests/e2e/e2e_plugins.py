@@ -1,9 +1,13 @@
-"""The one scenario plugin that needs the in-process world: `JoinByName` (packer), the built-in
-Join whose `partner` is a TransformationOutputID — which a document cannot name, since the
-compiler mints it at submission — given here as "step/output" and resolved through
-`OutputNames`, which the world fills after submitting. It is registered beside the installed
-plugins by `e2e_world.running` only (a provider no standalone component has); the other test
-plugins are installed (tests/e2e_plugins) and found by every component on its own.
+"""The scenario plugins that need the in-process world, registered beside the installed plugins
+by `e2e_world.running` only; the other test plugins are installed (tests/e2e_plugins) and found
+by every component on its own.
+
+* `JoinByName` (packer): the built-in Join whose `partner` is a TransformationOutputID — which a
+  document cannot name, since the compiler mints it at submission — given here as
+  "step/output" and resolved through `OutputNames`, which the world fills after submitting (a
+  provider no standalone component has);
+* `FailsOnFlush` (packer): holds every input back for a flush, and raises on a flush, in words
+  a person can act on (a packer whose flush path is broken).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import AsyncIterator
 from pydantic import Field
 
 from dxts.core.builtins.join import JoinArgs, join
+from dxts.core.builtins.packers import PackArgs
 from dxts.core.plugins import InputRecord, PackerProposal, PluginArgs, Transformation
 from dxts.core.plugins.points import PluginKind
 from dxts.core.plugins.protocols.readers import PartnerLookup
@@ -51,7 +56,24 @@ async def join_by_name(
         yield proposal
 
 
+FLUSH_FAILURE = "the staging area is full: cannot pack the inputs held back"
+
+
+async def fails_on_flush(
+    *, packer_args: PackArgs, inputs: AsyncIterator[InputRecord], flush: bool
+) -> AsyncIterator[PackerProposal]:
+    async for _ in inputs:
+        pass
+    if flush:
+        raise RuntimeError(FLUSH_FAILURE)
+    return
+    yield  # pragma: no cover - an async generator that proposes nothing
+
+
 def scenario_plugins() -> list[Plugin]:
-    plugin, problems = analyse(PluginKind.PACKER, "JoinByName", join_by_name, "(tests/e2e)")
-    assert plugin is not None, problems
-    return [plugin]
+    found = []
+    for name, function in (("JoinByName", join_by_name), ("FailsOnFlush", fails_on_flush)):
+        plugin, problems = analyse(PluginKind.PACKER, name, function, "(tests/e2e)")
+        assert plugin is not None, problems
+        found.append(plugin)
+    return found

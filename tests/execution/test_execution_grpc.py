@@ -401,6 +401,25 @@ async def test_flush_packs_what_the_packer_holds_back(
         await stubs["operator"].Flush(request)
 
 
+async def test_a_flush_whose_packer_fails_answers_the_failure_and_logs_it(
+    database: Database, definitions: ByVO, stubs: dict[str, Any], component: Execution
+) -> None:
+    """ByPartner on a step that joins nothing raises when it runs: the flush's reply says so, in
+    the packer's words and with the failure's class, and the member's log has it (a flush's)."""
+    t = await made(database, definitions, 2, packer="ByPartner")
+    request = execution_pb2.FlushRequest(transformation_id=id_to_str(t.id), request_id="f1")
+    reply = await stubs["alice"].Flush(request)
+    assert reply.failure_class == "PluginFailed"
+    assert "name the partner's step input (partner_input)" in reply.failure
+    assert (reply.inputs_offered, reply.parcels_created) == (0, 0)
+    again = await stubs["alice"].Flush(request)  # the same request: the recorded answer
+    assert (again.failure, again.failure_class) == (reply.failure, reply.failure_class)
+    logged = [r for r in await s.log_rows(database, t.id) if r.EventType == "PackerFailed"]
+    assert [(r.Message, r.Data) for r in logged] == [
+        (reply.failure, {"packer": "ByPartner", "error": "PluginFailed", "flush": True})
+    ]
+
+
 async def test_reset_feeders_lets_an_exhausted_feeder_run_again(
     database: Database, definitions: ByVO, stubs: dict[str, Any], component: Execution
 ) -> None:

@@ -11,7 +11,13 @@ from typing import Any
 from uuid import UUID
 
 from dxts.core.plugins import InputRecord, Transformation
-from dxts.core.plugins.protocols.lifecycle import CleanMode, CleanStep, OutputRecord, ParcelRecord
+from dxts.core.plugins.protocols.lifecycle import (
+    CleanMode,
+    CleanStep,
+    Flushed,
+    OutputRecord,
+    ParcelRecord,
+)
 from dxts.core.states import InputStatus, ParcelStatus
 
 
@@ -67,6 +73,7 @@ class MemoryExecution:
     calls: list[tuple[str, UUID, Any]] = field(default_factory=list)
     on_cancel: Any = None
     on_write_off: Any = None
+    flushed: Flushed = field(default_factory=Flushed)  # what every flush answers
 
     async def parcels(
         self, transformation_id: UUID, statuses: Collection[ParcelStatus] = ()
@@ -96,8 +103,9 @@ class MemoryExecution:
         for pair in list(self.success_rows.get(transformation_id, [])):
             yield pair
 
-    async def flush(self, transformation_id: UUID, *, request_id: str) -> None:
+    async def flush(self, transformation_id: UUID, *, request_id: str) -> Flushed:
         self.calls.append(("flush", transformation_id, request_id))
+        return self.flushed
 
     async def cancel_in_flight(
         self, transformation_id: UUID, *, request_id: str, reason: str

@@ -3,6 +3,7 @@ and MariaDB."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from lifecycle_world import (
 from dxts.core.db import Database, Isolation
 from dxts.core.plugins import Accept, ActionResult, Operation
 from dxts.core.plugins.proposals import HOOK_MEMORY
+from dxts.core.plugins.protocols.lifecycle import Flushed
 from dxts.core.schema.definition import workgraphs
 from dxts.core.states import InputStatus, ParcelStatus
 from dxts.definition.logic.lifecycle.drain import undrained
@@ -134,7 +136,7 @@ async def test_the_guard_reads_no_counts_while_a_feeder_is_on(
 
 
 async def test_the_workgraph_hook_applies_before_the_members_hooks_run(
-    database: Database, engine: Rig
+    database: Database, engine: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
     raised = {**SEEDS, "target_events": 2000}
     world = await build(
@@ -156,8 +158,13 @@ async def test_the_workgraph_hook_applies_before_the_members_hooks_run(
     script.queue("wg", {world.uid("sim"): Operation(feeder_args=raised)})
     script.queue("m-merge", Operation(flush=True))
     script.queue("m-sim", Operation(pause=True))
+    # The flush's packer fails: execution logs it on the member (PackerFailed), not definition.
+    engine.execution.flushed = Flushed(failure="raised OSError: full", failure_class="PluginFailed")
     start = len(script.calls)
-    assert await engine.sweep(world) == (
+    with caplog.at_level(logging.WARNING, "dxts.definition.logic.lifecycle.operations"):
+        swept = await engine.sweep(world)
+    assert "its packer failed (PluginFailed): raised OSError: full" in caplog.text
+    assert swept == (
         "Active",
         {"sim": "Paused", "merge": "Active", "held": "Paused"},
     )

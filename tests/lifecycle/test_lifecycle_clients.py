@@ -19,7 +19,7 @@ from dxts.core.errors import Unavailable
 from dxts.core.grpc import DevKeys, GrpcServer, Service, channel
 from dxts.core.grpc.convert import enum_from_proto, enum_to_proto, json_text
 from dxts.core.ids import new_id
-from dxts.core.plugins.protocols.lifecycle import CleanMode
+from dxts.core.plugins.protocols.lifecycle import CleanMode, Flushed
 from dxts.core.schema.definition import ownership, transformation_outputs, transformations
 from dxts.core.settings import ServerSettings
 from dxts.core.states import InputStatus, Kind, ParcelStatus
@@ -153,7 +153,9 @@ class Recording(execution_pb2_grpc.ExecutionServiceServicer):
 
     async def Flush(self, request: Any, context: Any) -> Any:
         self.requests.append(("Flush", request))
-        return execution_pb2.FlushResponse()
+        return execution_pb2.FlushResponse(
+            inputs_offered=2, failure="packer raised OSError: full", failure_class="PluginFailed"
+        )
 
     async def CancelParcels(self, request: Any, context: Any) -> Any:
         self.requests.append(("CancelParcels", request))
@@ -253,7 +255,10 @@ async def test_outputs_and_successes_read_each_successful_parcel(
 
 async def test_control_requests_reach_execution(served: tuple[Recording, GrpcExecution]) -> None:
     recording, client = served
-    await client.flush(recording.tid, request_id="r1")
+    flushed = await client.flush(recording.tid, request_id="r1")
+    assert flushed == Flushed(
+        offered=2, failure="packer raised OSError: full", failure_class="PluginFailed"
+    )
     await client.cancel_in_flight(recording.tid, request_id="r2", reason="cancelled")
     await client.write_off_waiting(recording.tid, request_id="r3", reason="cancelled")
     first = await client.clean_transformation(recording.tid, CleanMode.CLEAN, request_id="r4")

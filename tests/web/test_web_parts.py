@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from types import SimpleNamespace
 
+import pytest
+
+from dxts.core.errors import DxtsError
 from dxts.v1 import definition_pb2
+from dxts.web import steering
 from dxts.web.app import _local
 from dxts.web.graph import Node, layout
 from dxts.web.plots import cumulative, histogram
@@ -145,3 +150,17 @@ def test_why_it_has_not_finished_is_the_drain_guards_reasons_member_by_member() 
         "Reco: it is Paused (resume it)",
     ]
     assert not_finishing("Completed", definition_pb2.Workgraph(), held) == []
+
+
+async def test_a_flush_whose_packer_failed_is_refused_in_the_packers_words() -> None:
+    """The flush ran, but its packer failed: the page says so (as a refusal) in its words."""
+
+    async def flush(request: definition_pb2.FlushTransformationRequest) -> object:
+        return definition_pb2.FlushTransformationResponse(
+            inputs_offered=2, failure="packer raised OSError: full", failure_class="PluginFailed"
+        )
+
+    clients = SimpleNamespace(definition=SimpleNamespace(FlushTransformation=flush))
+    verbs = steering.MEMBER_VERBS
+    with pytest.raises(DxtsError, match=r"its packer failed \(PluginFailed\): packer raised"):
+        await steering.steer(clients, verbs, "flush", "01", "")  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dxts.cli.client import Clients, request_id, run
+from dxts.cli.client import EXIT_FAILED, Clients, fail_line, request_id, run
 from dxts.cli.decide import inputs_decide
 from dxts.cli.inspect import ListByDefault, list_inputs
 from dxts.cli.names import action_number, member_id, workgraph_id
@@ -217,20 +217,53 @@ def resume(
     )
 
 
-def flush(ctx: typer.Context, transformation_id: TF, reason: Reason = "") -> None:
-    """Ask the packer to pack what it holds back as too small, once."""
+def flush(
+    ctx: typer.Context,
+    transformation_id: TF,
+    reason: Reason = "",
+    output: OutputOption = Output.TEXT,
+) -> None:
+    """Run the packer once to pack what it holds back as too small; what it made, or why it
+    failed (exit 1)."""
 
-    async def call(c: Clients) -> str:
+    async def call(c: Clients) -> tuple[str, pb.FlushTransformationResponse]:
         member = await member_id(c, transformation_id)
-        await c.definition.FlushTransformation(
+        reply = await c.definition.FlushTransformation(
             pb.FlushTransformationRequest(
                 request_id=request_id(), transformation_id=member, reason=reason
             )
         )
-        return member
+        return member, reply
 
-    member = run(ctx, call)
-    typer.echo(f"{member} flush requested: its packer packs what it holds back on its next round")
+    member, reply = run(ctx, call)
+    if output is Output.JSON:
+        print_json({"transformation_id": member, **message_dict(reply)})
+    elif not reply.failure:
+        typer.echo(f"{member} flushed: {flush_summary(reply)}")
+    if reply.failure:
+        made = f" ({flush_summary(reply)} before it stopped)" if reply.parcels_created else ""
+        fail_line(
+            f"error: {member} flush failed: its packer stopped ({reply.failure_class}): "
+            f"{reply.failure}{made}; dxts why {member}"
+        )
+        raise typer.Exit(EXIT_FAILED)
+
+
+def flush_summary(reply: pb.FlushTransformationResponse) -> str:
+    """'1 parcel made of 2 inputs (3 offered, 1 withheld)'."""
+    parts = [f"{reply.inputs_offered} offered"]
+    if reply.inputs_delayed:
+        parts.append(f"{reply.inputs_delayed} withheld")
+    if reply.inputs_problematic:
+        parts.append(f"{reply.inputs_problematic} set aside")
+    return (
+        f"{_counted(reply.parcels_created, 'parcel')} made of "
+        f"{_counted(reply.inputs_assigned, 'input')} ({', '.join(parts)})"
+    )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 # -- actions ------------------------------------------------------------------------------------

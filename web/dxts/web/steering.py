@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dxts.core.errors import DxtsError
 from dxts.core.grpc.calls import method_on, request_type
 from dxts.core.state_machines import TRANSFORMATION, WORKGRAPH, Actor
 from dxts.core.states import TransformationStatus, WorkgraphStatus
@@ -195,6 +196,13 @@ def _request(verb: Verb, target: str, reason: str) -> Any:
 async def steer(
     clients: UserClients, verbs: Mapping[str, Verb], name: str, target: str, reason: str
 ) -> None:
-    """Call the verb's RPC; a refusal raises the domain error the service answered."""
+    """Call the verb's RPC; a refusal raises the domain error the service answered, and so does
+    a flush whose packer failed (the call ran: its reply says why the packer stopped)."""
     verb = verbs[name]
-    await method_on(clients.definition, verb.rpc)(_request(verb, target, reason))
+    reply = await method_on(clients.definition, verb.rpc)(_request(verb, target, reason))
+    failure = getattr(reply, "failure", "")
+    if failure:
+        raise DxtsError(
+            f"the flush ran, but its packer failed ({getattr(reply, 'failure_class', '')}): "
+            f"{failure}"
+        )

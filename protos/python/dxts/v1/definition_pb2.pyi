@@ -1423,14 +1423,41 @@ Global___FlushTransformationRequest: _TypeAlias = FlushTransformationRequest  # 
 
 @_typing.final
 class FlushTransformationResponse(_message.Message):
+    """What the packer invocation did (ExecutionService.Flush's answer). A packer that failed is
+    not an RPC error: the flush was run, and `failure` says in its words why the packer stopped.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
+    INPUTS_OFFERED_FIELD_NUMBER: _builtins.int
+    PARCELS_CREATED_FIELD_NUMBER: _builtins.int
+    INPUTS_ASSIGNED_FIELD_NUMBER: _builtins.int
+    INPUTS_PROBLEMATIC_FIELD_NUMBER: _builtins.int
+    INPUTS_DELAYED_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
+    FAILURE_CLASS_FIELD_NUMBER: _builtins.int
+    inputs_offered: _builtins.int
+    parcels_created: _builtins.int
+    inputs_assigned: _builtins.int
+    inputs_problematic: _builtins.int
+    inputs_delayed: _builtins.int
+    failure: _builtins.str
+    """Why the packer failed, if it did (empty: it did not), and the failure's class."""
+    failure_class: _builtins.str
     def __init__(
         self,
+        *,
+        inputs_offered: _builtins.int = ...,
+        parcels_created: _builtins.int = ...,
+        inputs_assigned: _builtins.int = ...,
+        inputs_problematic: _builtins.int = ...,
+        inputs_delayed: _builtins.int = ...,
+        failure: _builtins.str = ...,
+        failure_class: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "failure_class", b"failure_class", "inputs_assigned", b"inputs_assigned", "inputs_delayed", b"inputs_delayed", "inputs_offered", b"inputs_offered", "inputs_problematic", b"inputs_problematic", "parcels_created", b"parcels_created"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

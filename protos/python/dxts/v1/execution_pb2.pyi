@@ -1352,6 +1352,7 @@ class FlushResponse(_message.Message):
     INPUTS_PROBLEMATIC_FIELD_NUMBER: _builtins.int
     INPUTS_DELAYED_FIELD_NUMBER: _builtins.int
     FAILURE_FIELD_NUMBER: _builtins.int
+    FAILURE_CLASS_FIELD_NUMBER: _builtins.int
     inputs_offered: _builtins.int
     """Inputs the packer was offered (Unassigned, not withheld, not held by another transaction)."""
     parcels_created: _builtins.int
@@ -1360,8 +1361,12 @@ class FlushResponse(_message.Message):
     """Set aside by the packer (BadInput) and withheld (DelayInput)."""
     inputs_delayed: _builtins.int
     failure: _builtins.str
-    """Why the packer failed, if it did (also logged on the transformation); what it decided
-    before failing stays written.
+    """Why the packer failed, if it did, in the words of what failed (also logged on the
+    transformation: PackerFailed); what it decided before failing stays written.
+    """
+    failure_class: _builtins.str
+    """The failure's class, when it failed: PluginFailed (the packer raised), InvalidArgument (it
+    proposed what it may not), FailedPrecondition (it may not run as it stands), ...
     """
     def __init__(
         self,
@@ -1372,10 +1377,11 @@ class FlushResponse(_message.Message):
         inputs_problematic: _builtins.int = ...,
         inputs_delayed: _builtins.int = ...,
         failure: _builtins.str = ...,
+        failure_class: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "inputs_assigned", b"inputs_assigned", "inputs_delayed", b"inputs_delayed", "inputs_offered", b"inputs_offered", "inputs_problematic", b"inputs_problematic", "parcels_created", b"parcels_created"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "failure_class", b"failure_class", "inputs_assigned", b"inputs_assigned", "inputs_delayed", b"inputs_delayed", "inputs_offered", b"inputs_offered", "inputs_problematic", b"inputs_problematic", "parcels_created", b"parcels_created"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -76,6 +76,13 @@ class DefinitionSettings(DataDirSettings):
         "attention",
     )
 
+    attention_packer_failed_minutes: float = Field(
+        30.0,
+        gt=0,
+        description="a member whose packer failed (a round's or a flush's invocation) this "
+        "recently needs attention",
+    )
+
     attention_metrics_interval_s: float = Field(
         60.0,
         gt=0,
@@ -99,6 +106,7 @@ class DefinitionSettings(DataDirSettings):
             window=self.attention_window,
             min_ended=min(self.attention_min_ended, self.attention_window),
             stall_s=self.attention_stall_minutes * 60,
+            packer_window_s=self.attention_packer_failed_minutes * 60,
         )
 
     def definition_config(self) -> DefinitionConfig:

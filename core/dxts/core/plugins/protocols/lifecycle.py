@@ -116,10 +116,27 @@ class Siblings(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Flushed:
+    """What one flush did (ExecutionService.Flush's answer). A packer that failed is not an
+    error of the call: the flush ran, and `failure` says why the packer stopped, in its words,
+    with its class (PluginFailed, InvalidArgument, ...); what it decided before stays written."""
+
+    offered: int = 0
+    parcels: int = 0
+    assigned: int = 0
+    problematic: int = 0
+    delayed: int = 0
+    failure: str = ""
+    failure_class: str = ""
+
+
 class ExecutionControl(Protocol):
     """Execution's operations the lifecycle asks for; each is idempotent by `request_id`."""
 
-    async def flush(self, transformation_id: UUID, *, request_id: str) -> None: ...
+    async def flush(self, transformation_id: UUID, *, request_id: str) -> Flushed:
+        """One packer invocation with flush=True, and what it did."""
+        ...
 
     async def cancel_in_flight(
         self, transformation_id: UUID, *, request_id: str, reason: str

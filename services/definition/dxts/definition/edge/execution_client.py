@@ -1,7 +1,8 @@
 """The execution service over gRPC, as the definition service uses it.
 
-* `GrpcExecutionClient` — the `ExecutionClient` of the operator commands and user jobs: Flush,
-  CancelParcels and WriteOffInputs carrying the caller's bearer token (execution applies its
+* `GrpcExecutionClient` — the `ExecutionClient` of the operator commands and user jobs: Flush
+  (answering what the packer did, its failure included), CancelParcels and WriteOffInputs
+  carrying the caller's bearer token (execution applies its
   rights to the same caller); CreateUserParcel with definition's own service token (only a
   service creates a parcel: definition has checked the job is the caller's own);
   `NoExecutionClient` stands in when no address is configured (every forward is UNAVAILABLE);
@@ -34,6 +35,7 @@ from dxts.core.plugins.protocols.lifecycle import (
     CleanMode,
     CleanStep,
     FinalParcel,
+    Flushed,
     OutputRecord,
     ParcelRecord,
 )
@@ -58,12 +60,21 @@ class GrpcExecutionClient:
         self._metadata = _bearer(token)
         self._service_metadata = _bearer(service_token)
 
-    async def flush(self, transformation_id: bytes, *, request_id: str) -> None:
-        await self._stub.Flush(
+    async def flush(self, transformation_id: bytes, *, request_id: str) -> Flushed:
+        reply = await self._stub.Flush(
             execution_pb2.FlushRequest(
                 request_id=request_id, transformation_id=id_to_str(transformation_id)
             ),
             metadata=self._metadata,
+        )
+        return Flushed(
+            offered=reply.inputs_offered,
+            parcels=reply.parcels_created,
+            assigned=reply.inputs_assigned,
+            problematic=reply.inputs_problematic,
+            delayed=reply.inputs_delayed,
+            failure=reply.failure,
+            failure_class=reply.failure_class,
         )
 
     async def cancel_in_flight(
@@ -141,7 +152,7 @@ class NoExecutionClient:
             "and user jobs need it"
         )
 
-    async def flush(self, transformation_id: bytes, *, request_id: str) -> None:
+    async def flush(self, transformation_id: bytes, *, request_id: str) -> Flushed:
         raise self._refuse()
 
     async def cancel_in_flight(
@@ -300,8 +311,8 @@ class GrpcExecution:
             for input_id in sorted(carried):
                 yield parcel.id, input_id
 
-    async def flush(self, transformation_id: UUID, *, request_id: str) -> None:
-        await self._forward.flush(transformation_id.bytes, request_id=request_id)
+    async def flush(self, transformation_id: UUID, *, request_id: str) -> Flushed:
+        return await self._forward.flush(transformation_id.bytes, request_id=request_id)
 
     async def cancel_in_flight(
         self, transformation_id: UUID, *, request_id: str, reason: str
@@ -384,7 +395,7 @@ class NoExecution:
         raise _no_execution()
         yield  # pragma: no cover
 
-    async def flush(self, transformation_id: UUID, *, request_id: str) -> None:
+    async def flush(self, transformation_id: UUID, *, request_id: str) -> Flushed:
         raise _no_execution()
 
     async def cancel_in_flight(

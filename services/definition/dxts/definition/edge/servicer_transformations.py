@@ -141,7 +141,7 @@ class TransformationRpcs(ServicerBase):
         self, request: definition_pb2.FlushTransformationRequest, context: Context
     ) -> definition_pb2.FlushTransformationResponse:
         tid = required_id(request.transformation_id, "transformation_id")
-        await transformation_commands.flush(
+        flushed = await transformation_commands.flush(
             self._database,
             self._caller(),
             tid,
@@ -149,7 +149,15 @@ class TransformationRpcs(ServicerBase):
             reason=request.reason,
             request_id=request.request_id,
         )
-        return definition_pb2.FlushTransformationResponse()
+        return definition_pb2.FlushTransformationResponse(
+            inputs_offered=flushed.offered,
+            parcels_created=flushed.parcels,
+            inputs_assigned=flushed.assigned,
+            inputs_problematic=flushed.problematic,
+            inputs_delayed=flushed.delayed,
+            failure=flushed.failure,
+            failure_class=flushed.failure_class,
+        )
 
     # -- transformations -------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@ A member needs attention when (in the order its items come)
 * its backend refused its submissions (`backend-refused`): a failed parcel of class `refused`
   (the adaptor refused the whole Submit, over one of its bounds: every retry will be refused
   too until the document or the backend changes), quoting the adaptor's words;
+* its packer failed in the last `packer_window_s` (`packer-failed`): a round's or a flush's
+  invocation (a PeriodicFlush hook's included), quoting the newest failure's class and words
+  from the PackerFailed row execution logged; a packer that keeps failing logs one each round;
 * one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
   signs off the check;
 * it has Problematic inputs (`problematic-inputs`): they wait for a decision;
@@ -58,7 +61,9 @@ from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.attention import (
     ENDED,
     EndedParcel,
+    PackerFailures,
     last_ended_parcels,
+    packer_failures,
     problematic_since,
 )
 from dxts.definition.store.feeder_states import FeederState, feeder_states_of
@@ -85,6 +90,7 @@ class AttentionRules:
     window: int = 20
     min_ended: int = 3
     stall_s: float = 1800.0
+    packer_window_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ class MemberFacts:
     problematic_since: datetime | None
     now: datetime
     feeder: FeederState | None = None
+    packer_failures: PackerFailures | None = None
 
     @property
     def name(self) -> str:
@@ -267,6 +274,28 @@ def _backend_refused(facts: MemberFacts) -> list[Item]:
     ]
 
 
+def _packer_failed(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
+    failed = facts.packer_failures
+    if failed is None:
+        return []
+    times = (
+        f", {failed.count} times in the last {int(rules.packer_window_s // 60)} min"
+        if failed.count > 1
+        else ""
+    )
+    return [
+        Item(
+            "packer-failed",
+            f"its packer failed{' on a flush' * failed.flush} ({failed.error_class or '?'})"
+            f"{times}: {_quoted(failed.message) or 'no message'}",
+            failed.first,
+            "fix what it names (the packer's arguments, its plugin, an input it refuses): its "
+            f"next round runs it again (dxts flush {facts.name} runs it now)",
+            f"dxts logs {facts.name} --newest-first",
+        )
+    ]
+
+
 def _stalled(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
     member = facts.member
     if (
@@ -302,6 +331,7 @@ _MEMBER_RULES: tuple[Callable[[MemberFacts, AttentionRules], list[Item]], ...] =
     _failure_rate,
     lambda facts, rules: _backend_lost(facts),
     lambda facts, rules: _backend_refused(facts),
+    _packer_failed,
     lambda facts, rules: _failed_checks(facts.actions, facts.member.status),
     lambda facts, rules: _problematic(facts),
     lambda facts, rules: _feeder_held(facts),
@@ -391,6 +421,7 @@ async def _read(
     problematic = [t for t in live if inputs[t].get(InputStatus.PROBLEMATIC)]
     since = await problematic_since(conn, problematic)
     feeders = await feeder_states_of(conn, live)
+    packer = await packer_failures(conn, live, now - timedelta(seconds=rules.packer_window_s))
     actions: dict[bytes | None, list[ActionView]] = {}
     # Only failed checks are items (`_failed_checks`): a list of a thousand workgraphs reads
     # (and decodes) a few rows, not every member's every action.
@@ -422,6 +453,7 @@ async def _read(
             since.get(tid),
             now,
             feeders.get(tid),
+            packer.get(tid),
         )
         found.members[tid] = member_items(facts, rules)
         window = facts.last_ended[: rules.window]

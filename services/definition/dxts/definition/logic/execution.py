@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dxts.core.plugins.protocols.lifecycle import ExecutionControl
+from dxts.core.plugins.protocols.lifecycle import ExecutionControl, Flushed
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class UserParcel:
 
 
 class ExecutionClient(Protocol):
-    async def flush(self, transformation_id: bytes, *, request_id: str) -> None:
-        """One packer invocation with flush=True."""
+    async def flush(self, transformation_id: bytes, *, request_id: str) -> Flushed:
+        """One packer invocation with flush=True, and what it did (its failure included)."""
 
     async def cancel_in_flight(
         self, transformation_id: bytes, *, request_id: str, reason: str

@@ -13,6 +13,7 @@ from dxts.core.errors import FailedPrecondition
 from dxts.core.ids import id_to_str
 from dxts.core.kernel.commands import Result
 from dxts.core.logs import LogEntry, log_transformations
+from dxts.core.plugins.protocols.lifecycle import Flushed
 from dxts.core.state_machines import (
     BLOCKED_COUNTERPART,
     TRANSFORMATION,
@@ -230,8 +231,9 @@ async def flush(
     execution: ExecutionClient,
     reason: str = "",
     request_id: str = "",
-) -> Result:
-    """Ask for one packer invocation with flush=True on an Active transformation."""
+) -> Flushed:
+    """Ask for one packer invocation with flush=True on an Active transformation; what it did,
+    a packer's failure included (its words and class), for the caller to see."""
     request_id = request_id or str(uuid.uuid4())
 
     def admit(locked: LockedTransformation) -> None:
@@ -251,7 +253,7 @@ async def flush(
     async def apply(conn: Transaction, locked: LockedTransformation) -> Result:
         return {}
 
-    result = await transformation_command(
+    await transformation_command(
         database,
         caller,
         transformation_id,
@@ -260,5 +262,4 @@ async def flush(
         reason=reason,
         admit=admit,
     )
-    await execution.flush(transformation_id, request_id=request_id)
-    return result
+    return await execution.flush(transformation_id, request_id=request_id)

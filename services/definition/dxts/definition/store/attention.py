@@ -1,11 +1,13 @@
 """What definition reads of execution's Parcels and Inputs to tell whether a member needs a
 person (`logic.attention`): each member's last ended parcels (the failed-parcel rate, lost
-parcels, the last progress) and since when its Problematic inputs wait.
+parcels, the last progress) and since when its Problematic inputs wait; and of the members'
+logs, the packer failures execution logged there (`packer_failures`).
 
-Both are bounded reads on execution's (TransformationID, Status) indexes, made when a workgraph
-or member is read: at most `window` parcels per member and status, and one grouped row per
-member with Problematic inputs. Execution alone writes the rows; the reads are declared in
-tests/test_ownership.py.
+All are bounded reads, made when a workgraph or member is read: at most `window` parcels per
+member and status, and one grouped row per member with Problematic inputs, on execution's
+(TransformationID, Status) indexes; the PackerFailed rows of a recent window, on the log's
+(TransformationID, CreatedAt) index, grouped, then the newest of each by its LogID. Execution
+alone writes the rows; the reads are declared in tests/test_ownership.py.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from dxts.core.schema.accounting import transformation_log
 from dxts.core.schema.execution import inputs, parcels
 from dxts.core.states import InputStatus, ParcelStatus
 
@@ -32,6 +35,9 @@ OUTCOME = "outcome"
 FAILURE = "failure"
 TOOL_MESSAGE = "tool_message"
 CLASS = "class"
+# What execution logs when a packer invocation fails (`packing._record_failure`): its words
+# (Message) and, in Data, its class (`error`) and whether a flush asked for it (`flush`).
+PACKER_FAILED = "PackerFailed"
 
 
 @dataclass(frozen=True)
@@ -131,3 +137,60 @@ async def problematic_since(
         .group_by(c.TransformationID)
     )
     return {bytes(r.TransformationID): r.since for r in rows}
+
+
+@dataclass(frozen=True)
+class PackerFailures:
+    """A member's packer failures since a moment: how many, the first, and the newest's words,
+    class and whether it was a flush's."""
+
+    count: int
+    first: datetime
+    message: str
+    error_class: str
+    flush: bool
+
+
+async def packer_failures(
+    conn: AsyncConnection, transformation_ids: Sequence[bytes], since: datetime
+) -> dict[bytes, PackerFailures]:
+    """Per member that has some, its PackerFailed rows since `since` (two statements)."""
+    if not transformation_ids:
+        return {}
+    c = transformation_log.c
+    grouped = (
+        await conn.execute(
+            sa.select(
+                c.TransformationID,
+                sa.func.count().label("failures"),
+                sa.func.min(c.CreatedAt).label("first"),
+                sa.func.max(c.LogID).label("newest"),
+            )
+            .where(
+                c.TransformationID.in_(transformation_ids),
+                c.CreatedAt >= since,
+                c.EventType == PACKER_FAILED,
+            )
+            .group_by(c.TransformationID)
+        )
+    ).all()
+    if not grouped:
+        return {}
+    newest = {
+        r.LogID: r
+        for r in await conn.execute(
+            sa.select(c.LogID, c.Message, c.Data).where(c.LogID.in_([g.newest for g in grouped]))
+        )
+    }
+    found = {}
+    for g in grouped:
+        row = newest[g.newest]
+        data = row.Data if isinstance(row.Data, dict) else {}
+        found[bytes(g.TransformationID)] = PackerFailures(
+            g.failures,
+            g.first,
+            row.Message or "",
+            str(data.get("error") or ""),
+            bool(data.get("flush")),
+        )
+    return found

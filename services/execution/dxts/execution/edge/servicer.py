@@ -310,6 +310,7 @@ class ExecutionServicer(OperationsRpcs, execution_pb2_grpc.ExecutionServiceServi
             inputs_problematic=result.problematic,
             inputs_delayed=result.delayed,
             failure=result.error or "",
+            failure_class=(result.error_class or "") if result.error else "",
         )
 
     # -- feeders ----------------------------------------------------------------------------------

@@ -163,7 +163,8 @@ async def flush(
             )
             if result.ran:
                 return {name: getattr(result, name) for name in PACK_COUNTS} | {
-                    "error": result.error
+                    "error": result.error,
+                    "error_class": result.error_class,
                 }
             if loop.time() + FLUSH_RETRY_S >= ends:
                 raise Aborted(
@@ -177,7 +178,7 @@ async def flush(
     )
     counts = [int(result.get(name) or 0) for name in PACK_COUNTS]
     offered, parcels, assigned, problematic, delayed, batches = counts
-    error = result.get("error")
+    error, error_class = result.get("error"), result.get("error_class")
     return PackResult(
         offered=offered,
         parcels=parcels,
@@ -186,4 +187,5 @@ async def flush(
         delayed=delayed,
         batches=batches,
         error=error if isinstance(error, str) else None,
+        error_class=error_class if isinstance(error_class, str) else None,
     )

@@ -112,7 +112,8 @@ class PackResult:
     problematic: int = 0
     delayed: int = 0
     batches: int = 0
-    error: str | None = None
+    error: str | None = None  # the failure's words
+    error_class: str | None = None  # its class: the exception's type (PluginFailed, ...)
     failure: BaseException | None = field(default=None, repr=False)
 
 
@@ -291,8 +292,8 @@ async def run_packer(
         finally:
             await stream.aclose()
     except Exception as error:
-        result.error, result.failure = str(error), error
-        await _record_failure(database, transformation, error)
+        result.error, result.error_class, result.failure = str(error), type(error).__name__, error
+        await _record_failure(database, transformation, error, flush=flush)
     result.offered = offer.offered
     _count(transformation, result)
     metrics.RUN_SECONDS.labels(point="Packer").observe(time.perf_counter() - started)
@@ -382,15 +383,17 @@ async def _follow_retry_directives(conn: Any, target: db.Target, pending: db.Bat
 
 
 async def _record_failure(
-    database: Database, transformation: ActiveTransformation, error: Exception
+    database: Database, transformation: ActiveTransformation, error: Exception, *, flush: bool
 ) -> None:
+    """Count and log the failure: a PackerFailed row (its words, its class in `error`, and
+    whether a flush asked for the invocation), which the member's attention quotes."""
     packer = transformation.packer
     metrics.PLUGIN_FAILURES.labels(point="Packer", plugin=packer).inc()
     quiet = isinstance(error, db.ClaimLost)
     (log.info if quiet else log.warning)(
         "packer %s of %s stopped: %s", packer, _tid(transformation), error
     )
-    data = {"packer": packer, "error": type(error).__name__}
+    data = {"packer": packer, "error": type(error).__name__, "flush": flush}
     try:
         async with database.transaction(Isolation.READ_COMMITTED) as conn:
             await db.log_packer(conn, transformation.id, "PackerFailed", str(error), data)

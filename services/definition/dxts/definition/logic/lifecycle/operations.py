@@ -12,7 +12,8 @@ the hook runs in, then per target
 * `pause` — Active → Paused, taken by the hook (a state change with its log row);
 * `flush` — on an Active member of a workgraph that is not halted: `flushed_at` recorded in the
   transformation's annotations (what PeriodicFlush reads), a `Flush` log row, and after the
-  commit one packer invocation with flush=True asked of execution;
+  commit one packer invocation with flush=True asked of execution; a packer that fails there
+  is logged by execution on the member (PackerFailed), which makes it an attention item;
 * `remember` — the hook's memory, stored in the annotations (`HOOK_MEMORY`).
 
 An operation on a target that is no longer running (New, Active or Paused) is dropped. A batch
@@ -176,6 +177,17 @@ async def apply_operations(
     await engine.database.run(work, isolation=Isolation.READ_COMMITTED)
     for tid in flushes:
         try:
-            await engine.control.flush(uuid.UUID(bytes=tid), request_id=str(uuid.uuid4()))
+            flushed = await engine.control.flush(uuid.UUID(bytes=tid), request_id=str(uuid.uuid4()))
         except DxtsError as error:
             log.warning("flush of %s not forwarded: %s", id_to_str(tid), error)
+            continue
+        if flushed.failure:
+            # Execution logged it on the member (PackerFailed, flush: true), which its attention
+            # quotes (`logic.attention`): not logged twice.
+            log.warning(
+                "flush of %s by %s: its packer failed (%s): %s",
+                id_to_str(tid),
+                author,
+                flushed.failure_class,
+                flushed.failure,
+            )
