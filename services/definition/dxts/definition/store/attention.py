@@ -38,6 +38,9 @@ CLASS = "class"
 # What execution logs when a packer invocation fails (`packing._record_failure`): its words
 # (Message) and, in Data, its class (`error`) and whether a flush asked for it (`flush`).
 PACKER_FAILED = "PackerFailed"
+# A batch that lost a race with another writer of its inputs (an operator's write-off): the
+# next round packs again, nobody need act (execution logs it quietly).
+CLAIM_LOST = "ClaimLost"
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,8 @@ class PackerFailures:
 async def packer_failures(
     conn: AsyncConnection, transformation_ids: Sequence[bytes], since: datetime
 ) -> dict[bytes, PackerFailures]:
-    """Per member that has some, its PackerFailed rows since `since` (two statements)."""
+    """Per member that has some, its PackerFailed rows since `since`, lost races aside (two
+    statements)."""
     if not transformation_ids:
         return {}
     c = transformation_log.c
@@ -170,6 +174,7 @@ async def packer_failures(
                 c.TransformationID.in_(transformation_ids),
                 c.CreatedAt >= since,
                 c.EventType == PACKER_FAILED,
+                sa.func.coalesce(c.Data["error"].as_string(), "") != CLAIM_LOST,
             )
             .group_by(c.TransformationID)
         )
