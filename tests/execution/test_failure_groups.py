@@ -205,7 +205,8 @@ async def test_a_second_read_folds_only_what_failed_since(
     database: Database, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first read folds every failed parcel; one with nothing new reads no annotation;
-    one after two more failures reads those two alone."""
+    one after two more failures reads those two alone. Messages differing by a number are one
+    reason in memory, holding the latest one's words."""
     read: list[int] = []
     for name in ("failed_rows", "failed_rows_of"):
         original = getattr(failures_store, name)
@@ -219,16 +220,24 @@ async def test_a_second_read_folds_only_what_failed_since(
     tid = world.transformation_id
     parcel_ids = await pack(database, world, [[i] for i in await feed(database, world, 7)])
     tool = common_pb2.Failure(failure_class=APPLICATION_ERROR)
-    await record_outcome_messages(database, [failed(p, tool, "no space") for p in parcel_ids[:5]])
+    for n, p in enumerate(parcel_ids[:5]):  # one at a time: each fails later
+        await record_outcome_messages(database, [failed(p, tool, f"no space left, {n} MB")])
     folds = FailureFolds()
 
     async def counts() -> int:
         async with database.transaction(Isolation.REPEATABLE_READ) as conn:
-            return (await folds.read(conn, [tid]))[tid].count
+            folded = (await folds.read(conn, [tid]))[tid]
+        (alike,) = folded.alike.values()
+        assert alike.message[1:] == (
+            parcel_ids[folded.count - 1],
+            f"no space left, {folded.count - 1} MB",
+        )
+        return folded.count
 
     assert (await counts(), read) == (5, [5])
     assert (await counts(), read) == (5, [5])
-    await record_outcome_messages(database, [failed(p, tool, "no space") for p in parcel_ids[5:]])
+    for n, p in enumerate(parcel_ids[5:], start=5):
+        await record_outcome_messages(database, [failed(p, tool, f"no space left, {n} MB")])
     assert (await counts(), read) == (7, [5, 2])
 
 

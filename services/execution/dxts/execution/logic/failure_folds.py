@@ -23,19 +23,24 @@ each parcel to Failed, docs/counters.md), read in that snapshot:
   its rows before its counter) is folded in full on every read and not kept.
 
 One lock: reads take turns, so two never fold the same parcels (and each compares in its own
-snapshot, taken under the lock). Memory: eight bytes a failure plus each distinct message;
-what is folded lives as long as the process, and a new process folds again on first ask.
+snapshot, taken under the lock). Memory: eight bytes a failure, plus each distinct reason
+(words normalised as they are folded: a message naming its seed is one reason, not one per
+seed) with its latest words; what is folded lives as long as the process, and a new process
+folds again on first ask.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 from bisect import insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
+from dxts.core.adaptor.failures import normalise
 from dxts.core.counters import TRANSFORMATION
 from dxts.core.counters.instances import Entity
 from dxts.core.db import Transaction
@@ -44,7 +49,8 @@ from dxts.execution.store import failures as db
 from dxts.execution.store.failures import FailedRow, FailureKey
 
 MARGIN = timedelta(minutes=5)  # how late a failure's commit may be and still be caught up with
-KEPT_EXAMPLES = 10  # the latest failures kept per message: GroupFailures' most examples
+KEPT_EXAMPLES = 10  # the latest failures kept per reason: GroupFailures' most examples
+NO_MESSAGE = "(no message)"
 _EPOCH = datetime(1970, 1, 1)
 T = TransformationStatus
 # Where cleaning may delete a transformation's rows (before its counter), or has.
@@ -65,38 +71,72 @@ def moment(micros_: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros_)
 
 
+class Reason(NamedTuple):
+    """What failed parcels are counted by: alike once their words are normalised, so that a
+    tool naming its seed, path or id in every message takes one entry, not one per failure."""
+
+    transformation_id: bytes
+    backend: str
+    failure_class: str
+    site: str
+    reason: str  # the normalised words
+    exit_code: int | None
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(words: str) -> str:
+    """`normalise` once per distinct message (the same words recur across folds)."""
+    return normalise(words)
+
+
+def reason_of(key: FailureKey) -> Reason:
+    return Reason(
+        key.transformation_id,
+        key.backend,
+        key.failure_class,
+        key.site,
+        _normalised(key.words or NO_MESSAGE),
+        key.exit_code,
+    )
+
+
 @dataclass
 class Alike:
-    """A transformation's failed parcels alike word for word."""
+    """A transformation's failed parcels alike (one `Reason`)."""
 
     times: list[int] = field(default_factory=list)  # when each failed, ascending
     latest: list[tuple[int, bytes]] = field(default_factory=list)  # (when, ParcelID), latest first
+    message: tuple[int, bytes, str] = (-1, b"", "")  # the latest failure's (when, ParcelID, words)
 
-    def add(self, found: Sequence[tuple[int, bytes]]) -> None:
+    def add(self, found: Sequence[tuple[int, bytes, str]]) -> None:
         if len(found) < 64:
-            for at, _ in found:
+            for at, _, _ in found:
                 insort(self.times, at)
         else:
-            self.times = sorted([*self.times, *(at for at, _ in found)])
-        self.latest = heapq.nlargest(KEPT_EXAMPLES, [*self.latest, *found])
+            self.times = sorted([*self.times, *(at for at, _, _ in found)])
+        self.latest = heapq.nlargest(KEPT_EXAMPLES, [*self.latest, *((a, p) for a, p, _ in found)])
+        newest = max(found, key=lambda f: f[:2])
+        if newest[:2] > self.message[:2]:
+            self.message = newest
 
 
 @dataclass
 class Folded:
     """One transformation's failed parcels as folded so far."""
 
-    alike: dict[FailureKey, Alike] = field(default_factory=dict)
+    alike: dict[Reason, Alike] = field(default_factory=dict)
     count: int = 0
     watermark: int | None = None  # the latest failure folded
     recent: dict[bytes, int] = field(default_factory=dict)  # folded at or after watermark - MARGIN
 
     def fold(self, rows: Iterable[FailedRow]) -> None:
-        by_key: dict[FailureKey, list[tuple[int, bytes]]] = {}
+        by_key: dict[Reason, list[tuple[int, bytes, str]]] = {}
         for row in rows:
             if row.parcel_id in self.recent:
                 continue
             at = micros(row.failed_at)
-            by_key.setdefault(row.key, []).append((at, row.parcel_id))
+            words = row.key.words or NO_MESSAGE
+            by_key.setdefault(reason_of(row.key), []).append((at, row.parcel_id, words))
             self.recent[row.parcel_id] = at
             self.count += 1
             self.watermark = at if self.watermark is None else max(self.watermark, at)

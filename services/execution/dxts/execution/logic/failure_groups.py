@@ -5,15 +5,14 @@ code and message; parcels alike share (class, backend, site, normalised message)
 being the tool's own line when the adaptor reported one, else the backend's (or, for a failure
 execution decided itself, its recorded reason). The normalisation
 (`dxts.core.adaptor.failures.normalise`) folds numbers, ids and paths, so one tool failing on
-12 inputs is one group. The failed parcels come counted word for word from the service's
-memory of them (`failure_folds`: exact, checked against the counters in the same snapshot,
-each failure's annotations read once per process); the words are normalised here, once per
-distinct message, and the counts they fold together merged.
+12 inputs is one group. The failed parcels come counted by transformation, exit code and
+normalised words from the service's memory of them (`failure_folds`: exact, checked against the
+counters in the same snapshot, each failure's annotations read and its words normalised once
+per process); here those counts are merged into groups.
 """
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 from bisect import bisect_left
@@ -21,15 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from dxts.core.adaptor.failures import normalise
 from dxts.core.adaptor.model import FailureClass
 from dxts.core.db import Database, Isolation, db_now
-from dxts.execution.logic.failure_folds import Alike, FailureFolds, Folded, micros, moment
+from dxts.execution.logic.failure_folds import Alike, FailureFolds, Folded, Reason, micros, moment
 from dxts.execution.store import failures as db
-from dxts.execution.store.failures import FailureKey
 
-MAX_COUNTS = 20_000  # distinct (transformation, key, own words) grouped per call: the largest
-NO_MESSAGE = "(no message)"
+MAX_COUNTS = 20_000  # distinct (transformation, exit code, reason...) grouped per call: the largest
 _FAILURE_CLASSES = {c.value: c for c in FailureClass}
 MAX_TRANSFORMATIONS = 500
 DEFAULT_EXAMPLES = 3
@@ -39,10 +35,10 @@ MAX_BUCKETS = 96
 
 @dataclass(frozen=True)
 class Counted:
-    """Failed parcels alike word for word, those failed since the moment asked: how many,
+    """Failed parcels alike (one `Reason`), those failed since the moment asked: how many,
     when, and the latest ones."""
 
-    key: FailureKey
+    key: Reason
     alike: Alike
     start: int  # the first of `alike.times` counted
     latest: list[tuple[int, bytes]]  # (when, ParcelID) of the latest, the latest first
@@ -87,7 +83,7 @@ class Grouped:
 
 
 def counted(folded: Mapping[bytes, Folded], since: datetime | None) -> list[Counted]:
-    """The failures alike word for word of every transformation, failed at or after `since`
+    """The failures alike of every transformation, failed at or after `since`
     (all of them without), the largest count first."""
     floor = micros(since) if since is not None else None
     found = []
@@ -100,23 +96,21 @@ def counted(folded: Mapping[bytes, Folded], since: datetime | None) -> list[Coun
     return sorted(found, key=lambda c: (-c.count, _order(c.key)))
 
 
-def _order(key: FailureKey) -> tuple[object, ...]:
+def _order(key: Reason) -> tuple[object, ...]:
     """A key in a total order (an exit code may be absent)."""
     return (*key[:5], key.exit_code is None, key.exit_code or 0)
 
 
 def group(counted: Sequence[Counted], examples: int) -> list[FailureGroup]:
-    """Counts of failures alike word for word merged into groups (the largest first); each
-    group's examples its latest failed parcels, and its message the latest failure's words."""
+    """Counts of failures alike merged into groups (the largest first); each group's examples
+    its latest failed parcels, and its message the latest failure's own words."""
     groups: dict[tuple[str, str, str, str], FailureGroup] = {}
-    for alike in sorted(counted, key=lambda c: (c.last_seen, c.latest[:1]), reverse=True):
+    for alike in sorted(counted, key=lambda c: c.alike.message[:2], reverse=True):
         key = alike.key
         failure_class = _FAILURE_CLASSES.get(key.failure_class, FailureClass.UNSPECIFIED)
-        words = key.words or NO_MESSAGE
-        reason = _normalised(words)
         found = groups.setdefault(
-            (failure_class.value, key.backend, key.site, reason),
-            FailureGroup(failure_class, key.backend, key.site, reason, words),
+            (failure_class.value, key.backend, key.site, key.reason),
+            FailureGroup(failure_class, key.backend, key.site, key.reason, alike.alike.message[2]),
         )
         found.count += alike.count
         first, last = moment(alike.first_seen), moment(alike.last_seen)
@@ -130,12 +124,6 @@ def group(counted: Sequence[Counted], examples: int) -> list[FailureGroup]:
         latest = heapq.nlargest(examples, (x for c in found.counted for x in c.latest))
         found.examples = [parcel_id for _, parcel_id in latest]
     return sorted(groups.values(), key=lambda g: (-g.count, g.reason))
-
-
-@functools.lru_cache(maxsize=4096)
-def _normalised(words: str) -> str:
-    """`normalise` once per distinct message (the same words recur across refreshes)."""
-    return normalise(words)
 
 
 async def group_failures(
