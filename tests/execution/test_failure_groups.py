@@ -7,6 +7,7 @@ one and a cleaning; parcels over time (CountParcelsOverTime) equal a recount fro
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -199,6 +200,43 @@ async def test_a_message_repeated_word_for_word_is_one_group_with_its_latest_exa
     assert [(len(g.over_time), sum(g.over_time)) for g in reply.groups] == [(4, 6), (4, 2)]
     first = min(g.first_seen.ToDatetime() for g in reply.groups)
     assert reply.over_time_from.ToDatetime() <= first <= reply.over_time_to.ToDatetime()
+
+
+async def test_reads_beside_failures_being_recorded_never_count_one_twice(
+    database: Database, world: World, stubs: dict[str, Any]
+) -> None:
+    """GroupFailures called over and over while failures are recorded one transaction at a
+    time: no answer counts more than were begun, nor fewer than the answer before, and the
+    last equals a recount from the rows."""
+    tid = world.transformation_id
+    parcel_ids = await pack(database, world, [[i] for i in await feed(database, world, 30)])
+    tool = common_pb2.Failure(failure_class=APPLICATION_ERROR)
+    words = ("disk full on {}", "ERROR: bad seed {}", "stage-out of /data/{}.root timed out")
+    started = 0  # recordings begun: none can be counted before
+
+    async def record() -> None:
+        nonlocal started
+        for n, p in enumerate(parcel_ids):
+            started += 1
+            await record_outcome_messages(database, [failed(p, tool, words[n % 3].format(n))])
+            await asyncio.sleep(0)
+
+    request = execution_pb2.GroupFailuresRequest(transformation_ids=[id_to_str(tid)], buckets=4)
+    writer = asyncio.create_task(record())
+    seen = 0
+    while not writer.done():
+        reply = await stubs["alice"].GroupFailures(request)
+        assert seen <= reply.parcels <= started
+        assert reply.parcels == sum(g.count for g in reply.groups)
+        seen = reply.parcels
+    await writer
+    reply = await stubs["alice"].GroupFailures(request)
+    assert reply.parcels == 30
+    assert as_answered(
+        await stubs["alice"].GroupFailures(
+            execution_pb2.GroupFailuresRequest(transformation_ids=[id_to_str(tid)], examples=10)
+        )
+    ) == await recount(database, tid, None, 10)
 
 
 async def test_a_second_read_folds_only_what_failed_since(
