@@ -141,15 +141,17 @@ async def group_failures(
     async with database.transaction(Isolation.REPEATABLE_READ) as conn:
         now = _utc(await db_now(conn))
         folded = await folds.read(conn, transformation_ids)
-        # No await from here to the groups: another read may fold more into what is read here.
+        # Counts, groups and spans taken before the next await: another read may then fold more
+        # into what is read here.
         everything = counted(folded, since)
         kept = everything[:MAX_COUNTS]
+        total = sum(c.count for c in kept)
         groups = group(kept, examples)
         span = _over_time(groups, since, buckets, now) if buckets else None
         inputs = await db.input_ids_of(conn, [p for g in groups for p in g.examples])
     for found in groups:
         found.example_inputs = [i for p in found.examples for i in inputs.get(p, [])][:examples]
-    return Grouped(groups, sum(c.count for c in kept), len(everything) > MAX_COUNTS, span)
+    return Grouped(groups, total, len(everything) > MAX_COUNTS, span)
 
 
 def _over_time(
