@@ -130,7 +130,9 @@ DECLARED_READS: dict[str, dict[str, str]] = {
         "shared lock, ordering it with their change; lineage names a file's producing step; "
         "GroupFailures keeps no member whose rows cleaning may be deleting (its status)",
         "TransformationOutputs": "provenance finds which parcel produced a file by probing "
-        "ParcelOutputs output by output, and only this table lists every declared output",
+        "ParcelOutputs output by output, and only this table lists every declared output; the "
+        "release of sets withheld for a partner finds the driving output's producer, ended or "
+        "not (one primary-key read)",
         "BackendIDs": "a parcel's description shows the identifier its backend gave it",
         "Requirements": "HandleFailedInput is shown the requirements a failed parcel was sent "
         "with (a retry rule raises them)",

@@ -202,9 +202,10 @@ async def test_a_withheld_set_is_packed_once_its_partner_is_made_not_after_the_d
     packer: str,
     args: dict[str, Any],
 ) -> None:
-    """RecoA ends before RecoB: the set meets the packer before its partner is made and is
-    withheld (for the default 15 minutes). The next invocation after RecoB made the partner
-    packs it; a set whose partner is still running is withheld again."""
+    """RecoA ends before RecoB: both sets meet the packer before their partners are made and
+    are withheld (for the default 15 minutes). The next invocation after RecoB made one partner
+    packs that set, and leaves the other withheld; a round with no new partner offers nothing;
+    the second partner made, its set is packed."""
     statuses = ["Assigned", "Assigned"]
     consumer, b = await _world(database, definitions, plugins, statuses, {}, packer=packer)
     if packer == "Join":
@@ -212,14 +213,25 @@ async def test_a_withheld_set_is_packed_once_its_partner_is_made_not_after_the_d
     consumer = replace(consumer, packer_args=args, feeder_enabled=False)
     result = await run_packer(database, plugins, consumer)
     assert (result.parcels, result.delayed) == (0, 2)
+    withheld = {r.LFN: r.DelayedUntil for r in await s.input_rows(database, consumer.id)}[
+        "/lhcb/recoA/1"
+    ]
     await _partner_ends(database, b, "/lhcb/raw/0", "/lhcb/recoB/0")
     result = await run_packer(database, plugins, consumer)
-    assert (result.parcels, result.delayed) == (1, 1)
-    assert result.released == 2  # both offered again; the one still waiting withheld anew
+    assert (result.released, result.parcels, result.delayed) == (1, 1, 0)
     (parcel,) = await facets(database, consumer.id)
     assert parcel.Parameters["other"] == [{"class": "File", "location": "lfn:/lhcb/recoB/0"}]
     rows = {r.LFN: r for r in await s.input_rows(database, consumer.id)}
     assert rows["/lhcb/recoA/0"].Status == "Assigned"
-    assert rows["/lhcb/recoA/1"].Status == "Unassigned"
-    assert rows["/lhcb/recoA/1"].DelayedUntil is not None  # withheld again, for its delay
+    # The other set's partner is not made: it is left withheld, not looked up again.
+    assert (rows["/lhcb/recoA/1"].Status, rows["/lhcb/recoA/1"].DelayedUntil) == (
+        "Unassigned",
+        withheld,
+    )
+    result = await run_packer(database, plugins, consumer)
+    assert (result.released, result.offered) == (0, 0)
+    await _partner_ends(database, b, "/lhcb/raw/1", "/lhcb/recoB/1")
+    result = await run_packer(database, plugins, consumer)
+    assert (result.released, result.parcels) == (1, 1)
+    assert {r.Status for r in await s.input_rows(database, consumer.id)} == {"Assigned"}
     await s.assert_counters_exact(database, consumer.id)

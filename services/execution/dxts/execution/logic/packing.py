@@ -4,7 +4,7 @@ The packer is streamed the claimable inputs (Unassigned, DelayedUntil passed) wi
 `feeder_active` and the exact `input_overview` (one counter read), and what it proposes becomes
 rows in batches of `batch` decided inputs, one transaction each (`db.packing.write_batch`).
 Before, under the same lock, what the core holds for the packer is revisited: inputs its
-`after` wait set aside (`after_review`), and sets withheld for a partner that has since grown
+`after` wait set aside (`after_review`), and sets withheld for a partner that has since been made
 (`partner_release`).
 
 Claim, hand over, re-check. Each chunk is claimed with `FOR UPDATE SKIP LOCKED` in a READ
@@ -105,7 +105,7 @@ class PackResult:
 
     ran: bool = True  # False: another holder had the lock, or the packer may not run
     followed: int = 0  # set-aside inputs moved after their `after` consumer (`after_review`)
-    released: int = 0  # withheld sets offered again, their partner output grown (`partner_release`)
+    released: int = 0  # withheld sets offered again, their partner made (`partner_release`)
     offered: int = 0  # inputs streamed to the packer
     parcels: int = 0
     assigned: int = 0
@@ -264,8 +264,9 @@ async def run_packer(
             )
         waits_on = after_of(transformation.view())
         result.followed = (await review(database, transformation.id, waits_on)).moved
-        joined = partner_release.joined_outputs(transformation.annotations)
-        result.released = await partner_release.release(database, transformation.id, joined)
+        finder = await _partner_finder(registry)
+        if finder is not None:
+            result.released = await finder.releases.release(transformation)
         stream = plugin_stream(
             registry,
             Point.PACKER,
@@ -298,6 +299,15 @@ async def run_packer(
     _count(transformation, result)
     metrics.RUN_SECONDS.labels(point="Packer").observe(time.perf_counter() - started)
     return result
+
+
+async def _partner_finder(registry: Registry) -> PartnerFinder | None:
+    """Execution's `PartnerLookup`, when the registry's providers have it."""
+    wanted: Any = PartnerLookup  # a Protocol: the providers match it as it was registered
+    if not registry.providers.can_provide(wanted):
+        return None
+    found = await registry.providers.get(wanted)
+    return found if isinstance(found, PartnerFinder) else None
 
 
 async def _feeder_active(
@@ -436,11 +446,14 @@ class CounterReader(InputOverviewReader):
 class PartnerFinder(PartnerLookup):
     """`PartnerLookup` over execution's tables; the partner output's producer is looked up
     among the Active transformations (none Active: no partner input is found, so every
-    driving input waits)."""
+    driving input waits). It holds the release of the sets withheld for a partner that has
+    since been made (`partner_release`), which the runner applies before the joining packers
+    look up again."""
 
     def __init__(self, database: Database, snapshot: ActiveSnapshot) -> None:
         self._database = database
         self._snapshot = snapshot
+        self.releases = partner_release.PartnerRelease(database)
 
     async def partners(
         self, lfns: Sequence[str], *, driving_output: UUID, partner_output: UUID

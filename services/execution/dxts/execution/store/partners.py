@@ -1,63 +1,20 @@
 """SQL of the Join packer's partner lookup: for each driving input, the partner transformation's
-files produced from the same sources, and where each stands (`find_partners`); and of the
-release of the sets withheld for a partner once the partner output has grown
-(`newest_output`, `release_withheld`: see `dxts.execution.logic.partner_release`).
+files produced from the same sources, and where each stands (`find_partners`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from uuid import UUID
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from dxts.core.db import utcnow
 from dxts.core.plugins.protocols.readers import Partner, PartnerState, ProducedFile
 from dxts.core.schema.execution import inputs, parcel_inputs, parcel_outputs, parcels
 from dxts.core.states import InputStatus
 from dxts.execution.store.common import chunked
-
-UNASSIGNED = InputStatus.UNASSIGNED.value
-
-
-async def newest_output(conn: AsyncConnection, output_ids: Collection[bytes]) -> bytes | None:
-    """The largest OutputID recorded under any of these outputs (a UUIDv7: when the newest
-    file was recorded), one primary-key read each; None when none has a file."""
-    newest: bytes | None = None
-    for output_id in sorted(output_ids):
-        found = (
-            await conn.execute(
-                sa.select(sa.func.max(parcel_outputs.c.OutputID)).where(
-                    parcel_outputs.c.TransformationOutputID == output_id
-                )
-            )
-        ).scalar()
-        if found is not None and (newest is None or bytes(found) > newest):
-            newest = bytes(found)
-    return newest
-
-
-async def release_withheld(
-    conn: AsyncConnection, transformation_id: bytes, *, withheld_by: datetime, now: datetime
-) -> int:
-    """Offer again the inputs withheld (Unassigned, DelayedUntil to come) at or before
-    `withheld_by`: DelayedUntil cleared, in one statement on the (TransformationID, Status)
-    index (a withheld row's UpdatedAt is when it was withheld: `packing._delay`)."""
-    c = inputs.c
-    result = await conn.execute(
-        sa.update(inputs)
-        .where(
-            c.TransformationID == transformation_id,
-            c.Status == UNASSIGNED,
-            c.DelayedUntil > utcnow(),  # the claim's clock (`packing.claim_chunk`)
-            c.UpdatedAt <= withheld_by,
-        )
-        .values(DelayedUntil=None, UpdatedAt=now)
-    )
-    return int(result.rowcount)
 
 
 async def find_partners(
