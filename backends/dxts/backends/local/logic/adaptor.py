@@ -8,8 +8,10 @@ twice. On start, jobs left queued are queued again, and jobs left running by a p
 (whose runner died with it, or is killed now) end FAILED: they did not finish, and running them
 again could repeat what they had already done.
 
-Cancel is real: a queued job ends CANCELLED without starting, a running one has its process
-group terminated (SIGTERM, then SIGKILL after the grace period) and ends CANCELLED.
+Cancel is real: a queued job ends CANCELLED without starting, a running compute job has its
+process group terminated (SIGTERM, then SIGKILL after the grace period), a running data request
+is stopped where it is (its copies' process killed: a server keeps no partial file, and nothing
+not whole is registered), and either ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class LocalAdaptor:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._runs: dict[str, Run] = {}
+        self._requests: dict[str, asyncio.Task[data.RequestReport]] = {}  # data parcels running
         self._background: set[asyncio.Task[None]] = set()
         self.box: sandbox.Box | None = None  # how compute jobs are confined (set at start)
         # Told each time a job ends: in one process with the dispatcher (`dxts up`) it wakes the
@@ -245,6 +248,10 @@ class LocalAdaptor:
         await self.store.request_cancel([job.parcel_id])
         run = self._runs.get(job.parcel_id)
         if run is not None:
+            run.cancelled = True  # now: a data request about to start, or ending, sees it
+            request = self._requests.get(job.parcel_id)
+            if request is not None:
+                request.cancel()
             task = asyncio.create_task(cwl.kill(run, self.settings.kill_grace_s))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -309,7 +316,7 @@ class LocalAdaptor:
                         self._boxed(payload, job.submission),
                     )
                 else:
-                    collected, files_failed = await self._data(job.submission)
+                    collected, files_failed = await self._data(job.submission, run, job_dir)
             except Exception as error:  # whatever broke, this parcel's outcome says it
                 failed = error if isinstance(error, JobFailed) else JobFailed(parcel_failure(error))
                 if not run.cancelled:
@@ -345,16 +352,36 @@ class LocalAdaptor:
             self._runs.pop(parcel_id, None)
             self.finished()
 
-    async def _data(self, submission: Submission) -> tuple[cwl.Collected, str]:
+    async def _data(
+        self, submission: Submission, run: Run, job_dir: Path
+    ) -> tuple[cwl.Collected, str]:
         """Carry out a data request: a status report of each input's fate and the files that
-        failed, in their own words; JobFailed when every file failed (the first one's class),
-        or some did and the request does not say which inputs they stand for."""
-        report = await data.run_request(
-            json.loads(submission.request_json),
-            self.settings,
-            self.catalogue,
-            data.VOFiles(submission.vo, self.namespace),
+        failed, in their own words (each file's fate also written as the job's output, for
+        GetLogs); JobFailed when every file failed (the first one's class), or some did and
+        the request does not say which inputs they stand for. The request runs as a task of
+        its own, which Cancel stops (`_cancel`); nothing then is collected."""
+        if run.cancelled:
+            return cwl.Collected([]), ""
+        request = asyncio.create_task(
+            data.run_request(
+                json.loads(submission.request_json),
+                self.settings,
+                self.catalogue,
+                data.VOFiles(submission.vo, self.namespace),
+            )
         )
+        self._requests[submission.parcel_id] = request
+        try:
+            await asyncio.wait([request])
+        finally:  # the worker itself stopped (the adaptor stops): so does the request
+            if not request.done():
+                request.cancel()
+                await asyncio.wait([request])
+            self._requests.pop(submission.parcel_id, None)
+        if request.cancelled():
+            return cwl.Collected([]), ""
+        report = request.result()
+        (job_dir / cwl.RUNNER_STDOUT).write_text(_fates(report))
         status_report = report.status_report()
         if report.failures and (len(report.failures) == len(report.inputs) or not status_report):
             first = next(iter(report.failures.values()))
@@ -421,3 +448,14 @@ def _kill_leftover(group: int | None) -> None:
     if "cwltool" in command:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
+
+
+def _fates(report: data.RequestReport) -> str:
+    """Each file's fate, a line each: a data parcel's log (GetLogs gives it)."""
+    failed = report.failures
+    return "".join(
+        f"failed ({failed[lfn].failure.failure_class.value}): {failed[lfn].message}\n"
+        if lfn in failed
+        else f"done: {lfn}\n"
+        for lfn in report.inputs
+    )
