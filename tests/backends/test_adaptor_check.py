@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -141,6 +142,66 @@ async def test_an_adaptor_breaking_idempotency_fails_naming_the_property(
         line.startswith("SKIP restart-in-flight: no way to restart") for line in lines
     ), result.output
     assert lines[-1].startswith(f"1 of {len(PROPERTIES)} properties failed: idempotent-submit")
+
+
+# The properties that need a parcel run: on a data adaptor, only with its data parcels given.
+RUNNING = (
+    "idempotent-submit",
+    "results-in-order",
+    "refuses-cancelled-keys",
+    "poll-terminal-outcome",
+    "cancel-in-flight",
+    "get-logs",
+    "tool-failure",
+    "capacity",
+)
+
+
+async def test_a_data_adaptor_is_checked_with_the_data_parcels_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """Without `--data-parcels` a data adaptor's properties that need a parcel are SKIPs
+    saying what is missing, never PASSes; with the file, each is checked with its requests."""
+    keys = DevKeys.load_or_create(tmp_path / "keys")
+    adaptor = NullAdaptor(NullSettings(kind="data", delay_s=0.5, capacity=2))
+    await adaptor.start()
+    server = await serve_adaptor(adaptor, keys.verifier())
+    token = keys.issue("dxts", "dxts-dispatcher", ["dispatcher"])
+    copy = {"Type": "ReplicateAndRegister", "TargetSE": "SE-B", "Files": [{"LFN": "/lhcb/a"}]}
+    parcels = tmp_path / "data-parcels.json"
+    parcels.write_text(
+        json.dumps(
+            {
+                "vo": "lhcb",
+                "quick": {"Operations": [copy]},
+                "long": {"Operations": [copy]},
+                "failing": [
+                    {
+                        "request": {"Operations": [copy]},
+                        "class": "stage-in",
+                        "lfn": "/lhcb/a",
+                        "storage_element": "SE-A",
+                        "words": "no such file or directory",
+                    }
+                ],
+            }
+        )
+    )
+    check = ["adaptor", "check", server.address, "--token", token]
+    try:
+        without = await asyncio.to_thread(CliRunner().invoke, app, check)
+        given = await asyncio.to_thread(
+            CliRunner().invoke, app, [*check, "--data-parcels", str(parcels)]
+        )
+    finally:
+        await server.stop(grace=0)
+        await adaptor.stop()
+    assert without.exit_code == 0, without.output
+    assert given.exit_code == 0, given.output
+    for name in RUNNING:
+        assert f"SKIP {name}: a data adaptor's check parcels are requests" in without.output
+        assert f"PASS {name}: " in given.output, given.output
+    assert "PASS describe: null (KIND_DATA" in given.output
 
 
 def restart_script(directory: Path, environment: dict[str, str]) -> Path:

@@ -9,15 +9,17 @@ given a `Place` (a work directory kept across restarts, the stand-in's address) 
 whose check parcels must move data, what they run instead of `sleep` (the `local-xrootd`
 entries: each parcel stages a file in from one XRootD server and its copy out to another, and
 every succeeded parcel's output is checked at the server, once with the file catalogue on
-SQLite and once on MariaDB). Every property must PASS: what an adaptor cannot do it declares in
-Describe, and the check holds it to the declared behaviour.
+SQLite and once on MariaDB), and for a data adaptor its check parcels' requests (the
+`local-data-xrootd` entries: replications between the XRootD servers, the long ones from a
+throttled server of their own, `xrootd_data_conformance`). Every property must PASS: what an
+adaptor cannot do it declares in Describe, and the check holds it to the declared behaviour.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,8 @@ from diracx_fixture import pilot_running_every_job, running_diracx
 from dxts_relay_adaptor import RelayAdaptor
 from slurm_cluster import slurm_conf
 from xrootd_conformance import OUTPUT_SE, STAGE, staging
-from xrootd_servers import endpoints
+from xrootd_data_conformance import THROTTLE, data_checks
+from xrootd_servers import PrivateServers, endpoints, private_servers
 
 from dxts.backends.diracx.edge.client import DiracXClient
 from dxts.backends.diracx.logic.adaptor import DiracXAdaptor
@@ -41,8 +44,10 @@ from dxts.backends.slurm.edge.commands import Slurm
 from dxts.backends.slurm.logic.adaptor import SlurmAdaptor
 from dxts.backends.slurm.settings import SlurmSettings
 from dxts.cli.adaptor_conformance import PROPERTIES, SLEEP, Conformance, Target
+from dxts.cli.conformance_data import DataParcels
 from dxts.cli.dispatcher_standin import serving_standin
 from dxts.core.grpc import DevKeys, channel
+from dxts.core.states import Kind
 from dxts.v1 import backend_pb2_grpc, common_pb2
 
 pytestmark = pytest.mark.adaptor_conformance
@@ -67,6 +72,7 @@ class Entry:
     tool: dict[str, Any] = field(default_factory=lambda: SLEEP)
     inputs: dict[str, Any] = field(default_factory=dict)
     verify: Callable[[common_pb2.Outcome], Awaitable[str | None]] | None = None
+    data: DataParcels | None = None  # a data adaptor's check parcels
 
 
 @contextlib.asynccontextmanager
@@ -121,6 +127,42 @@ def local_xrootd(database: str) -> Callable[[Place], contextlib.AbstractAsyncCon
     return entry
 
 
+@pytest.fixture(scope="module")
+def slow_xrootd() -> Iterator[PrivateServers]:
+    """XRootD servers of the suite's own, each serving `THROTTLE` bytes a second: a large copy
+    from one cannot end for minutes (the shared servers are never slowed down)."""
+    with private_servers(throttle=THROTTLE) as servers:
+        yield servers
+
+
+def local_data_xrootd(
+    database: str,
+) -> Callable[[Place], contextlib.AbstractAsyncContextManager[Entry]]:
+    """The local data adaptor (`local-data`) with the XRootD servers as its SEs, its file
+    catalogue on `database` (the fixture giving its URL): its check parcels are replications
+    between them (`xrootd_data_conformance`)."""
+
+    @contextlib.asynccontextmanager
+    async def entry(place: Place) -> AsyncIterator[Entry]:
+        url = await place.fixture(database)
+        slow = await place.fixture("slow_xrootd")
+        async with data_checks(url, slow) as checks:
+            settings = LocalSettings(
+                name="local-data",
+                kind=Kind.DATA,
+                work_dir=place.work,
+                capacity=CAPACITY,
+                storage_endpoints=checks.settings_endpoints,
+            )
+            yield Entry(
+                lambda: LocalAdaptor(settings, checks.catalogue),
+                verify=checks.verify,
+                data=checks.parcels,
+            )
+
+    return entry
+
+
 @contextlib.asynccontextmanager
 async def relay(place: Place) -> AsyncIterator[Entry]:
     """The adaptor package under tests/relay_adaptor, which dxts knows only by entry point."""
@@ -154,6 +196,8 @@ ADAPTORS: dict[str, Callable[[Place], contextlib.AbstractAsyncContextManager[Ent
     "local": local,
     "local-xrootd": local_xrootd("sqlite_test_url"),
     "local-xrootd-mariadb": local_xrootd("mysql_test_url"),
+    "local-data-xrootd": local_data_xrootd("sqlite_test_url"),
+    "local-data-xrootd-mariadb": local_data_xrootd("mysql_test_url"),
     "relay": relay,
     "slurm": slurm,
     "diracx": diracx,
@@ -185,7 +229,9 @@ async def adaptor(
             channel(served.address, token=token, default_timeout=60)
         )
         stub = backend_pb2_grpc.BackendAdaptorServiceStub(opened)
-        target = Target(stub, served.restart, dispatcher, entry.tool, entry.inputs, entry.verify)
+        target = Target(
+            stub, served.restart, dispatcher, entry.tool, entry.inputs, entry.verify, entry.data
+        )
         yield Conformance(target, TIMEOUT_S)
 
 

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from test_xrootd_transfers import adler32, place
+from test_xrootd_transfers import adler32
 from typer.testing import CliRunner, Result
-from xrootd_servers import data_path, endpoints
+from xrootd_servers import data_path, endpoints, place
 
 from dxts.cli.connection import CONNECTION_FILE, Connection
 from dxts.cli.main import app

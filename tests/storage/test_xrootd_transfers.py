@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from xrootd_servers import SCRIPT, data_path, endpoints, four_free_ports
+from xrootd_servers import PrivateServers, data_path, endpoints, place, private_servers
 
 from dxts.backends.local.logic import data
 from dxts.backends.local.settings import LocalSettings
@@ -26,7 +22,6 @@ from dxts.core import transfers
 from dxts.core.adaptor.model import FailureClass
 from dxts.core.catalogue import CatalogueFile, CatalogueSettings, LocalFileCatalogue
 from dxts.core.lfn import FileNamespace
-from dxts.core.storage import parse_endpoints
 
 LHCB = data.VOFiles("lhcb", FileNamespace())  # every file here is under /lhcb/
 
@@ -58,15 +53,6 @@ def adler32(payload: bytes) -> str:
 def put(settings: LocalSettings, se: str, lfn: str, payload: bytes) -> None:
     """A replica placed on the server's disk directly, as another site's upload would."""
     place(data_path(se, settings.storage_endpoints[se].path(lfn)), payload)
-
-
-def place(path: Path, payload: bytes) -> None:
-    """A file the server owns (as if it had written it), with any folder made for it."""
-    missing = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(payload)
-    for made in [path, *missing]:
-        shutil.chown(made, "xrootd", "xrootd")
 
 
 def on_disk(settings: LocalSettings, se: str, lfn: str) -> Path:
@@ -197,67 +183,10 @@ async def test_removal_deletes_replicas_and_forgets_them(
 # -- a server that stops answering: its own servers, so the shared ones stay up ---------------
 
 
-@dataclass(frozen=True)
-class PrivateServers:
-    """A set of XRootD servers of this module's own (`scripts/xrootd` with its own folder and
-    ports), which it stops, kills and restarts: the shared ones stay up for everyone else, and
-    no other process (another worker, another checkout's run, a server left over from one)
-    uses the same folder or ports."""
-
-    folder: Path
-    first_port: int
-
-    @property
-    def environment(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "DXTS_XROOTD_DIR": str(self.folder),
-            "DXTS_XROOTD_PORT": str(self.first_port),
-        }
-
-    def script(self, command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [SCRIPT, command], env=self.environment, capture_output=True, text=True
-        )
-
-    def endpoints(self) -> dict[str, object]:
-        """DOOMED-A/B/C: the servers' SEs, each its `/doomed` folder."""
-        return dict(
-            parse_endpoints(
-                {
-                    f"DOOMED-{letter}": f"root://127.0.0.1:{self.first_port + n}//doomed"
-                    for n, letter in enumerate("ABC")
-                }
-            )
-        )
-
-    def data(self, letter: str, url_path: str) -> Path:
-        return self.folder / f"XRD-{letter}" / "data" / url_path.lstrip("/")
-
-    def pid(self, letter: str) -> int:
-        """The server's PID, checked to be that server's: a PID file naming another process
-        (PIDs are reused) would stop an innocent process and leave the server answering."""
-        base = self.folder / f"XRD-{letter}"
-        pid = int((base / "xrootd.pid").read_text())
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        assert str(base / "xrootd.cfg").encode() in command, f"PID {pid} is not XRD-{letter}"
-        return pid
-
-
 @pytest.fixture(scope="module")
 def failing() -> Iterator[PrivateServers]:
-    # Under /tmp itself: the daemons run as the user xrootd, who cannot enter pytest's folders.
-    servers = PrivateServers(Path(tempfile.mkdtemp(prefix="dxts-xrootd-")), four_free_ports())
-    servers.folder.chmod(0o755)
-    started = servers.script("start")
-    try:
-        logs = sorted(servers.folder.glob("XRD-*/log/xrootd.log"))
-        told = "".join(log.read_text()[-600:] for log in logs)
-        assert started.returncode == 0, f"{started.stderr}{told}"
+    with private_servers() as servers:
         yield servers
-    finally:
-        servers.script("stop")
-        shutil.rmtree(servers.folder, ignore_errors=True)
 
 
 async def test_a_silent_server_is_failed_at_the_timeout_and_nothing_kept(

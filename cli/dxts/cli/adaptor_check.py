@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from dxts.cli.adaptor_conformance import Failed, Target, Verdict, check_adaptor
 from dxts.cli.client import EXIT_FAILED, fail_line
+from dxts.cli.conformance_data import DataParcels, from_file
 from dxts.cli.dispatcher_standin import serving_standin
 from dxts.core.errors import DxtsError
 from dxts.core.grpc import channel
@@ -41,6 +43,7 @@ async def _run(
     timeout_s: float,
     restart_command: str | None,
     dispatcher_listen: str | None,
+    data: DataParcels | None,
 ) -> list[Verdict]:
     async with contextlib.AsyncExitStack() as stack:
         dispatcher = (
@@ -59,6 +62,7 @@ async def _run(
             stub,
             restart=restart_by(restart_command) if restart_command else None,
             dispatcher=dispatcher,
+            data=data,
         )
         return await check_adaptor(target, timeout_s=timeout_s)
 
@@ -93,11 +97,25 @@ def check(
             show_default=False,
         ),
     ] = None,
+    data_parcels: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="JSON file of a data adaptor's check parcels: the requests naming its SEs and "
+            "files (docs/adaptors.md; without it a data adaptor's checks that run a parcel are "
+            "skipped).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Exercise an adaptor's contract: one PASS / FAIL / SKIP line per property, exit 1 on any
     failure."""
+    data = from_file(data_parcels) if data_parcels else None
     try:
-        verdicts = asyncio.run(_run(address, token, timeout, restart_command, dispatcher_listen))
+        verdicts = asyncio.run(
+            _run(address, token, timeout, restart_command, dispatcher_listen, data)
+        )
     except DxtsError as error:  # no adaptor there at all, or it refuses this caller
         fail_line(f"error: {address}: {error}")
         raise typer.Exit(EXIT_FAILED) from None

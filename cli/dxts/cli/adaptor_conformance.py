@@ -2,14 +2,18 @@
 live adaptor over gRPC (`protos/dxts/v1/backend.proto`), whatever language it is written in.
 
 `dxts adaptor check ADDRESS` and the pytest suite (`pytest -m adaptor_conformance`) run these
-same checks; docs/adaptors.md gives the rules they check. The parcels they submit run one tiny
-CWL tool (`sleep SECONDS`): a compute adaptor must be able to run it; an adaptor that runs
-nothing (the null adaptor) passes as long as its answers keep the contract. One more tool fails
-on purpose (`tool-failure`): the failure taxonomy every adaptor reports (docs/adaptors.md). What
-an adaptor cannot do it declares in Describe (`limitations`), and the checks then hold it to
-the declared behaviour instead. Two checks need something around the adaptor (`Target`): a way
-to restart it, and a dispatcher stand-in to push outcomes to; without them they are skipped,
-saying so.
+same checks; docs/adaptors.md gives the rules they check. The checks follow the kind the adaptor
+describes. A compute adaptor's parcels run one tiny CWL tool (`sleep SECONDS`): it must be able
+to run it; an adaptor that runs nothing (the null adaptor) passes as long as its answers keep
+the contract. One more tool fails on purpose (`tool-failure`): the failure taxonomy every
+adaptor reports (docs/adaptors.md). A data adaptor's parcels are data requests given to the
+checks (`conformance_data.DataParcels`: they name its storage elements and files): quick ones,
+transfers that cannot end for minutes where a compute parcel sleeps ten minutes, and copies
+that fail for the storage's own reasons where a tool fails. What an adaptor cannot do it
+declares in Describe (`limitations`), and the checks then hold it to the declared behaviour
+instead. Some checks need something around the adaptor (`Target`): a way to restart it, a
+dispatcher stand-in to push outcomes to, a data adaptor's requests; without them they are
+skipped, saying so.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import grpc
 
+from dxts.cli.conformance_data import DataParcels
 from dxts.cli.dispatcher_standin import DispatcherStandIn
 from dxts.core.errors import DxtsError, NotFound, Unavailable
 from dxts.core.ids import content_hash, hash_to_str, id_to_str, new_id
@@ -63,6 +68,7 @@ def failing_script(marked: str, status: int = TOOL_EXIT_STATUS) -> str:
 
 
 LONG_SLEEP_S = 600  # a parcel that must be stopped: it would run for ten minutes
+QUICK, LONG, RESTARTED = "quick", "long", "restarted"  # what `Conformance.parcel` makes
 RESTART_SLEEP_S = 10  # a parcel still running when the adaptor restarts
 LOG_BYTES = 64  # what the logs check asks GetLogs for, of each stream
 MOST_FILLED = 16  # the largest capacity the capacity check fills with parcels
@@ -120,7 +126,9 @@ class Target:
     to be checked at all (one staging over a storage server) is given a `tool` taking
     `seconds` and more `inputs` (the same for every check parcel, e.g. an `lfn:` File), and a
     `verify` that reads each check parcel's terminal outcome: the words of what is wrong with
-    it (a succeeded parcel's outputs not where the outcome says), or None."""
+    it (a succeeded parcel's outputs not where the outcome says), or None. A data adaptor's
+    check parcels are the `data` requests (without them, the checks that need a parcel run are
+    skipped, saying so)."""
 
     stub: Any
     restart: Callable[[], Awaitable[None]] | None = None
@@ -128,6 +136,10 @@ class Target:
     tool: dict[str, Any] = field(default_factory=lambda: SLEEP)
     inputs: dict[str, Any] = field(default_factory=dict)
     verify: Callable[[common_pb2.Outcome], Awaitable[str | None]] | None = None
+    data: DataParcels | None = None
+
+
+DATA_PAYLOAD = backend_pb2.Payload(data=backend_pb2.DataPayload())
 
 
 def tool_payload(tool: dict[str, Any]) -> backend_pb2.Payload:
@@ -162,7 +174,6 @@ class Conformance:
         self.target = target
         self.stub = target.stub
         self.timeout_s = timeout_s
-        self.payload = tool_payload(target.tool)
         self.description: backend_pb2.DescribeResponse | None = None
 
     async def verdict(self, name: str) -> Verdict:
@@ -188,9 +199,23 @@ class Conformance:
         assert self.description is not None
         return self.description
 
+    @property
+    def moves_data(self) -> bool:
+        return self.declared.kind == common_pb2.KIND_DATA
+
+    @property
+    def payload(self) -> backend_pb2.Payload:
+        """What every check parcel of the adaptor's kind shares."""
+        return DATA_PAYLOAD if self.moves_data else tool_payload(self.target.tool)
+
     def runs_the_check_parcels(self) -> None:
-        if self.declared.kind != common_pb2.KIND_COMPUTE:
-            raise Skipped("the check's parcels are compute parcels")
+        if self.moves_data and self.target.data is None:
+            raise Skipped(
+                "a data adaptor's check parcels are requests naming its storage elements and "
+                "files, and none were given (--data-parcels)"
+            )
+        if self.declared.kind not in (common_pb2.KIND_COMPUTE, common_pb2.KIND_DATA):
+            raise Skipped(f"no check parcels for kind {common_pb2.Kind.Name(self.declared.kind)}")
 
     async def submit(self, *parcels: backend_pb2.ParcelSubmission) -> list[Any]:
         reply = await self.stub.Submit(
@@ -206,9 +231,21 @@ class Conformance:
         _expect(result.disposition == ACCEPTED, f"the check's parcel was refused: {result.reason}")
         return str(result.identifier)
 
-    def _parcel(self, seconds: int = 0) -> backend_pb2.ParcelSubmission:
-        """A check parcel running the check's tool for `seconds`."""
+    async def parcel(self, kind: str = QUICK) -> backend_pb2.ParcelSubmission:
+        """A check parcel of the adaptor's kind: QUICK ends soon, LONG would run for ten
+        minutes, RESTARTED is still running when the adaptor restarts (a compute parcel's tool
+        sleeping that long; a data adaptor's quick or long request)."""
         key = id_to_str(new_id())
+        if self.moves_data:
+            assert self.target.data is not None
+            make = self.target.data.quick if kind == QUICK else self.target.data.long
+            return backend_pb2.ParcelSubmission(
+                parcel_id=key,
+                request_json=await make(),
+                output_prefix=f"/dxts/adaptor-check/{key}",
+                vo=self.target.data.vo,
+            )
+        seconds = {QUICK: 0, LONG: LONG_SLEEP_S, RESTARTED: RESTART_SLEEP_S}[kind]
         return backend_pb2.ParcelSubmission(
             parcel_id=key,
             parameters_json=json.dumps({**self.target.inputs, "seconds": seconds}),
@@ -261,7 +298,7 @@ class Conformance:
 
     async def idempotent_submit(self) -> str:
         self.runs_the_check_parcels()
-        parcel = self._parcel()
+        parcel = await self.parcel()
         before = await self.counters()
         first, second = await self.submit(parcel), await self.submit(parcel)
         _expect(first[0].disposition == ACCEPTED, f"refused: {first[0].reason}")
@@ -278,10 +315,11 @@ class Conformance:
         return "the same key twice: one identifier" + (", one run" if "started" in before else "")
 
     async def results_in_order(self) -> str:
+        self.runs_the_check_parcels()
         parcels = [
-            self._parcel(),
+            await self.parcel(),
             backend_pb2.ParcelSubmission(parcel_id="not-a-uuid"),
-            self._parcel(),
+            await self.parcel(),
         ]
         results = await self.submit(*parcels)
         _expect(
@@ -305,7 +343,8 @@ class Conformance:
         return "keys that are not UUIDs are refused, with a reason"
 
     async def refuses_cancelled_keys(self) -> str:
-        parcel = self._parcel()
+        self.runs_the_check_parcels()
+        parcel = await self.parcel()
         reply = await self.stub.Cancel(backend_pb2.CancelRequest(parcel_ids=[parcel.parcel_id]))
         _expect(
             [(k.parcel_id, k.identifier) for k in reply.keys] == [(parcel.parcel_id, "")],
@@ -317,7 +356,7 @@ class Conformance:
 
     async def poll_terminal_outcome(self) -> str:
         self.runs_the_check_parcels()
-        parcel = self._parcel()
+        parcel = await self.parcel()
         identifier = await self.accepted(parcel)
         outcome = await self.outcome(identifier)
         _expect(
@@ -343,7 +382,7 @@ class Conformance:
 
     async def cancel_in_flight(self) -> str:
         self.runs_the_check_parcels()
-        identifier = await self.accepted(self._parcel(LONG_SLEEP_S))
+        identifier = await self.accepted(await self.parcel(LONG))
         if not await self.still_running(identifier):
             raise Skipped("the parcel ended before it could be cancelled")
         await self.stub.Cancel(backend_pb2.CancelRequest(identifiers=[identifier]))
@@ -372,9 +411,8 @@ class Conformance:
                 error.code() == grpc.StatusCode.NOT_FOUND,
                 f"GetLogs of an identifier never issued: {error.code().name}, not NOT_FOUND",
             )
-        if self.declared.kind != common_pb2.KIND_COMPUTE:
-            return "NOT_FOUND for an identifier never issued (no parcel run to ask about)"
-        identifier = await self.accepted(self._parcel())
+        self.runs_the_check_parcels()
+        identifier = await self.accepted(await self.parcel())
         await self.outcome(identifier)
         reply = await self.stub.GetLogs(
             backend_pb2.GetLogsRequest(identifier=identifier, max_bytes=LOG_BYTES)
@@ -395,6 +433,8 @@ class Conformance:
 
     async def tool_failure(self) -> str:
         self.runs_the_check_parcels()
+        if self.moves_data:
+            return await self.data_failure()
         marked = f"ERROR: the conformance check marked line {id_to_str(new_id())[-12:]}"
         key = id_to_str(new_id())
         parcel = backend_pb2.ParcelSubmission(
@@ -430,20 +470,65 @@ class Conformance:
             "APPLICATION_ERROR, its exit code and exactly that line"
         )
 
+    async def data_failure(self) -> str:
+        """`tool-failure` for a data adaptor: each failing request (submitted together) ends
+        FAILED with its class, naming its file and storage element, in the storage's words. No
+        exit code is asked for: no process of the payload's exits."""
+        assert self.target.data is not None
+        expected = await self.target.data.failing()
+        _expect(bool(expected), "no failing data request was given to check")
+        parcels = [
+            backend_pb2.ParcelSubmission(
+                parcel_id=id_to_str(new_id()),
+                request_json=failing.request_json,
+                vo=self.target.data.vo,
+            )
+            for failing in expected
+        ]
+        results = await self.submit(*parcels)
+        refused = [r.reason for r in results if r.disposition != ACCEPTED]
+        _expect(not refused, f"a failing data parcel was refused: {'; '.join(refused)}")
+        outcomes = await asyncio.gather(*(self.outcome(r.identifier) for r in results))
+        if NO_LOGS in self.declared.limitations and any(o.result != FAILED for o in outcomes):
+            ended = ", ".join(_result(o) for o in outcomes)
+            return f"runs nothing (declares no logs): the failing requests ended {ended}"
+        for failing, outcome in zip(expected, outcomes, strict=True):
+            name = common_pb2.FailureClass.Name(failing.failure_class)
+            _expect(outcome.result == FAILED, f"{failing.lfn}: {_result(outcome)}, not FAILED")
+            failure = outcome.failure
+            _expect(
+                failure.failure_class == failing.failure_class,
+                f"{failing.lfn}: class "
+                f"{common_pb2.FailureClass.Name(failure.failure_class)}, not {name}",
+            )
+            _expect(
+                (failure.lfn, failure.storage_element) == (failing.lfn, failing.storage_element),
+                f"the failure names {failure.lfn!r} at {failure.storage_element!r}, not "
+                f"{failing.lfn!r} at {failing.storage_element!r}",
+            )
+            _expect(
+                failing.words in failure.tool_message,
+                f"{failing.lfn}: the message {failure.tool_message!r} lacks {failing.words!r}",
+            )
+        return "; ".join(
+            f"{common_pb2.FailureClass.Name(f.failure_class)} at {f.storage_element}, {f.words!r}"
+            for f in expected
+        )
+
     async def push_mode(self) -> str:
         dispatcher = self.target.dispatcher
         if self.declared.report_mode == backend_pb2.REPORT_MODE_PULL:
             if dispatcher is None:
                 return "pull mode: outcomes reach the dispatcher through Poll"
             self.runs_the_check_parcels()
-            identifier = await self.accepted(self._parcel())
+            identifier = await self.accepted(await self.parcel())
             await self.outcome(identifier)
             _expect(not dispatcher.reports_of(identifier), "pull mode, yet it pushed an outcome")
             return "pull mode: outcomes through Poll, none pushed"
         if dispatcher is None:
             raise Skipped("push mode: no dispatcher stand-in to push to (--dispatcher-listen)")
         self.runs_the_check_parcels()
-        parcel = self._parcel()
+        parcel = await self.parcel()
         identifier = await self.accepted(parcel)
         wait = self.timeout_s
         _expect(
@@ -469,7 +554,7 @@ class Conformance:
         self.runs_the_check_parcels()
         capacity = self.declared.capacity
         if capacity == 0:
-            results = await self.submit(self._parcel(), self._parcel(), self._parcel())
+            results = await self.submit(*[await self.parcel() for _ in range(3)])
             _expect(
                 all(r.disposition == ACCEPTED for r in results),
                 "declares no capacity limit, yet refused a Submit of three parcels",
@@ -478,7 +563,7 @@ class Conformance:
             return "declares no limit: three parcels at once accepted"
         if capacity > MOST_FILLED:
             raise Skipped(f"capacity {capacity}: more parcels than the check fills ({MOST_FILLED})")
-        results = await self.submit(*(self._parcel(LONG_SLEEP_S) for _ in range(capacity + 1)))
+        results = await self.submit(*[await self.parcel(LONG) for _ in range(capacity + 1)])
         taken = [r.identifier for r in results if r.disposition == ACCEPTED]
         try:
             refused = [r for r in results if r.disposition == REFUSED]
@@ -489,7 +574,7 @@ class Conformance:
             if taken:
                 await self.stub.Cancel(backend_pb2.CancelRequest(identifiers=taken))
                 await asyncio.gather(*(self.outcome(identifier) for identifier in taken))
-        identifier = await self.accepted(self._parcel())
+        identifier = await self.accepted(await self.parcel())
         await self.outcome(identifier)
         return f"capacity {capacity}: the parcel beyond it refused, with a reason; room once done"
 
@@ -497,7 +582,7 @@ class Conformance:
         if self.target.restart is None:
             raise Skipped("no way to restart the adaptor was given (--restart-command)")
         self.runs_the_check_parcels()
-        parcel = self._parcel(RESTART_SLEEP_S)
+        parcel = await self.parcel(RESTARTED)
         identifier = await self.accepted(parcel)
         forgets = FORGETS_ON_RESTART in self.declared.limitations
         if not forgets and not await self.still_running(identifier):
