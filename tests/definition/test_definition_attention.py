@@ -425,3 +425,20 @@ async def test_a_packer_that_failed_lately_needs_attention_in_its_words(
     assert item.since.ToDatetime() < workgraph.updated_at.ToDatetime()  # the first, 5 min ago
     (listed,) = workgraph.attention
     assert (listed.kind, listed.step) == ("packer-failed", "reconstruct")
+    # A hook's flush execution did not run (the lifecycle's FlushFailed row) says so.
+    entry = LogEntry(
+        fixture.ids["replicate"],
+        "FlushFailed",
+        "hook PeriodicFlush",
+        message="execution is restarting",
+        data={"error": "Unavailable", "flush": True},
+    )
+    async with database.transaction(RC) as conn:
+        await log_transformations(conn, [entry])
+    _, members = await read(stubs, fixture)
+    assert [(i.kind, i.what) for i in members["replicate"].attention] == [
+        (
+            "packer-failed",
+            "a flush of it was not run (Unavailable): execution is restarting",
+        )
+    ]

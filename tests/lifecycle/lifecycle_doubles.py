@@ -74,6 +74,7 @@ class MemoryExecution:
     on_cancel: Any = None
     on_write_off: Any = None
     flushed: Flushed = field(default_factory=Flushed)  # what every flush answers
+    flush_error: Exception | None = None  # what every flush raises instead, when set
 
     async def parcels(
         self, transformation_id: UUID, statuses: Collection[ParcelStatus] = ()
@@ -105,6 +106,8 @@ class MemoryExecution:
 
     async def flush(self, transformation_id: UUID, *, request_id: str) -> Flushed:
         self.calls.append(("flush", transformation_id, request_id))
+        if self.flush_error is not None:
+            raise self.flush_error
         return self.flushed
 
     async def cancel_in_flight(

@@ -22,6 +22,7 @@ from lifecycle_world import (
 )
 
 from dxts.core.db import Database, Isolation
+from dxts.core.errors import Unavailable
 from dxts.core.plugins import Accept, ActionResult, Operation
 from dxts.core.plugins.proposals import HOOK_MEMORY
 from dxts.core.plugins.protocols.lifecycle import Flushed
@@ -187,6 +188,32 @@ async def test_the_workgraph_hook_applies_before_the_members_hooks_run(
     assert sorted(events[1:]) == [
         ("merge", "Flush", "hook ScriptedMemberHook"),
         ("sim", "StateChange", "hook ScriptedMemberHook"),
+    ]
+
+
+async def test_a_hooks_flush_execution_did_not_run_is_logged_on_the_member(
+    database: Database, engine: Rig
+) -> None:
+    """Execution away (or its packer busy past the wait): no packer ran, so nothing logged the
+    failure but the lifecycle: a FlushFailed row in the member's log, its class and words."""
+    world = await build(
+        database, {"sim": Member(hooks={"Active": scripted("ScriptedMemberHook", "m-sim")})}
+    )
+    engine.script.queue("m-sim", Operation(flush=True))
+    engine.execution.flush_error = Unavailable("execution is restarting")
+    await engine.sweep(world)
+    _, member_log = await logs(database, world)
+    rows = [
+        (r.EventType, r.Author, r.Message, r.Data) for r in member_log if "Flush" in r.EventType
+    ]
+    assert rows == [
+        ("Flush", "hook ScriptedMemberHook", None, None),
+        (
+            "FlushFailed",
+            "hook ScriptedMemberHook",
+            "execution is restarting",
+            {"error": "Unavailable", "flush": True},
+        ),
     ]
 
 

@@ -13,7 +13,8 @@ A member needs attention when (in the order its items come)
   too until the document or the backend changes), quoting the adaptor's words;
 * its packer failed in the last `packer_window_s` (`packer-failed`): a round's or a flush's
   invocation (a PeriodicFlush hook's included), quoting the newest failure's class and words
-  from the PackerFailed row execution logged; a packer that keeps failing logs one each round;
+  from the PackerFailed row execution logged (or the FlushFailed row of a hook's flush
+  execution did not run); a packer that keeps failing logs one each round;
 * one of its lifecycle checks failed (`action-failed`): it is blocked until someone resets or
   signs off the check;
 * it has Problematic inputs (`problematic-inputs`): they wait for a decision;
@@ -60,6 +61,7 @@ from dxts.definition.store import actions as actions_db
 from dxts.definition.store import workgraphs as workgraphs_db
 from dxts.definition.store.attention import (
     ENDED,
+    FLUSH_FAILED,
     EndedParcel,
     PackerFailures,
     last_ended_parcels,
@@ -283,11 +285,16 @@ def _packer_failed(facts: MemberFacts, rules: AttentionRules) -> list[Item]:
         if failed.count > 1
         else ""
     )
+    what = (
+        "a flush of it was not run"
+        if failed.event == FLUSH_FAILED
+        else f"its packer failed{' on a flush' * failed.flush}"
+    )
     return [
         Item(
             "packer-failed",
-            f"its packer failed{' on a flush' * failed.flush} ({failed.error_class or '?'})"
-            f"{times}: {_quoted(failed.message) or 'no message'}",
+            f"{what} ({failed.error_class or '?'}){times}: "
+            f"{_quoted(failed.message) or 'no message'}",
             failed.first,
             "fix what it names (the packer's arguments, its plugin, an input it refuses): its "
             f"next round runs it again (dxts flush {facts.name} runs it now)",

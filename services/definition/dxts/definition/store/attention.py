@@ -1,7 +1,8 @@
 """What definition reads of execution's Parcels and Inputs to tell whether a member needs a
 person (`logic.attention`): each member's last ended parcels (the failed-parcel rate, lost
 parcels, the last progress) and since when its Problematic inputs wait; and of the members'
-logs, the packer failures execution logged there (`packer_failures`).
+logs, the packer failures execution logged there and the flushes it did not run
+(`packer_failures`).
 
 All are bounded reads, made when a workgraph or member is read: at most `window` parcels per
 member and status, and one grouped row per member with Problematic inputs, on execution's
@@ -38,6 +39,9 @@ CLASS = "class"
 # What execution logs when a packer invocation fails (`packing._record_failure`): its words
 # (Message) and, in Data, its class (`error`) and whether a flush asked for it (`flush`).
 PACKER_FAILED = "PackerFailed"
+# What the lifecycle logs when a hook's flush was not run by execution (unavailable, or its
+# packer busy past the wait): its words, and in Data its class (`error`) and `flush`.
+FLUSH_FAILED = "FlushFailed"
 # A batch that lost a race with another writer of its inputs (an operator's write-off): the
 # next round packs again, nobody need act (execution logs it quietly).
 CLAIM_LOST = "ClaimLost"
@@ -145,20 +149,21 @@ async def problematic_since(
 @dataclass(frozen=True)
 class PackerFailures:
     """A member's packer failures since a moment: how many, the first, and the newest's words,
-    class and whether it was a flush's."""
+    class, whether it was a flush's, and its event (PackerFailed, or FlushFailed: not run)."""
 
     count: int
     first: datetime
     message: str
     error_class: str
     flush: bool
+    event: str = PACKER_FAILED
 
 
 async def packer_failures(
     conn: AsyncConnection, transformation_ids: Sequence[bytes], since: datetime
 ) -> dict[bytes, PackerFailures]:
-    """Per member that has some, its PackerFailed rows since `since`, lost races aside (two
-    statements)."""
+    """Per member that has some, its PackerFailed and FlushFailed rows since `since`, lost races
+    aside (two statements)."""
     if not transformation_ids:
         return {}
     c = transformation_log.c
@@ -173,7 +178,7 @@ async def packer_failures(
             .where(
                 c.TransformationID.in_(transformation_ids),
                 c.CreatedAt >= since,
-                c.EventType == PACKER_FAILED,
+                c.EventType.in_([PACKER_FAILED, FLUSH_FAILED]),
                 sa.func.coalesce(c.Data["error"].as_string(), "") != CLAIM_LOST,
             )
             .group_by(c.TransformationID)
@@ -184,7 +189,9 @@ async def packer_failures(
     newest = {
         r.LogID: r
         for r in await conn.execute(
-            sa.select(c.LogID, c.Message, c.Data).where(c.LogID.in_([g.newest for g in grouped]))
+            sa.select(c.LogID, c.EventType, c.Message, c.Data).where(
+                c.LogID.in_([g.newest for g in grouped])
+            )
         )
     }
     found = {}
@@ -197,5 +204,6 @@ async def packer_failures(
             row.Message or "",
             str(data.get("error") or ""),
             bool(data.get("flush")),
+            row.EventType,
         )
     return found

@@ -13,7 +13,9 @@ the hook runs in, then per target
 * `flush` — on an Active member of a workgraph that is not halted: `flushed_at` recorded in the
   transformation's annotations (what PeriodicFlush reads), a `Flush` log row, and after the
   commit one packer invocation with flush=True asked of execution; a packer that fails there
-  is logged by execution on the member (PackerFailed), which makes it an attention item;
+  is logged by execution on the member (PackerFailed), and a flush execution did not run
+  (unavailable, or its packer busy past the wait) here (FlushFailed): either is an attention
+  item of the member;
 * `remember` — the hook's memory, stored in the annotations (`HOOK_MEMORY`).
 
 An operation on a target that is no longer running (New, Active or Paused) is dropped. A batch
@@ -45,6 +47,7 @@ from dxts.definition.logic.lifecycle.engine import Engine, hook_author
 from dxts.definition.logic.locked import lock_transformation, lock_workgraph
 from dxts.definition.logic.moves import move_transformations
 from dxts.definition.store import transformations as transformations_db
+from dxts.definition.store.attention import FLUSH_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -175,11 +178,24 @@ async def apply_operations(
         await log_transformations(conn, entries)
 
     await engine.database.run(work, isolation=Isolation.READ_COMMITTED)
+    failed: list[LogEntry] = []
     for tid in flushes:
         try:
             flushed = await engine.control.flush(uuid.UUID(bytes=tid), request_id=str(uuid.uuid4()))
         except DxtsError as error:
+            # The packer never ran (execution away, or busy past the wait): said on the member,
+            # where its attention finds it (`logic.attention`), as a packer's failure would be.
             log.warning("flush of %s not forwarded: %s", id_to_str(tid), error)
+            kind = type(error).__name__
+            failed.append(
+                LogEntry(
+                    tid,
+                    FLUSH_FAILED,
+                    author,
+                    message=str(error),
+                    data={"error": kind, "flush": True},
+                )
+            )
             continue
         if flushed.failure:
             # Execution logged it on the member (PackerFailed, flush: true), which its attention
@@ -191,3 +207,7 @@ async def apply_operations(
                 flushed.failure_class,
                 flushed.failure,
             )
+    if failed:
+        await engine.database.run(
+            lambda conn: log_transformations(conn, failed), isolation=Isolation.READ_COMMITTED
+        )
