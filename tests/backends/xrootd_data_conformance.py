@@ -140,7 +140,12 @@ class DataChecks:
         ]
 
     async def held(self, se: str, lfn: str) -> str | None:
-        return await asyncio.to_thread(transfers.checksum, self.endpoints[se].url(lfn))
+        """The checksum of the copy at `se`; None when there is none; the server's words when
+        it cannot say (a copy still being written is busy)."""
+        try:
+            return await asyncio.to_thread(transfers.checksum, self.endpoints[se].url(lfn))
+        except transfers.StorageError as error:
+            return str(error)
 
     async def verify(self, outcome: common_pb2.Outcome) -> str | None:
         """What is wrong with a check parcel's outcome, by its files at the servers and in the
