@@ -465,6 +465,10 @@ async def test_data_requests_move_replicas_between_storage_elements(harness: Har
         assert harness.settings.se_path("TAPE", lfn).read_bytes() == b"raw!"
         assert not harness.settings.se_path("LOCAL", lfn).exists()
     assert await harness.catalogue.replicas(lfns) == {lfn: ("TAPE",) for lfn in lfns}
+    logs = (
+        await harness.stub.GetLogs(backend_pb2.GetLogsRequest(identifier=result.identifier))
+    ).logs
+    assert logs.stdout == "".join(f"done: {lfn}\n" for lfn in lfns)  # each file's fate
 
     bad = {"Operations": [{"Type": "ReplicateAndRegister", "TargetSE": "MARS", "Files": files}]}
     (result,) = await harness.submit(
