@@ -4,7 +4,8 @@ Completed without a reload, a member paused with the button, another VO's user s
 a bad id a clear 404, and `dxts open` giving a URL chromium shows signed in.
 
 With DXTS_WEB_SCREENSHOTS=DIR the browser's screenshots of every page (list, workgraph, member,
-file lineage, errors, parcel, jobs) are written to DIR (docs/images holds those the docs show)."""
+a member with failures, file lineage, errors, parcel, jobs) are written to DIR (docs/images holds
+those the docs show)."""
 
 from __future__ import annotations
 
@@ -423,6 +424,23 @@ def test_a_shifter_finds_a_failing_production_reads_its_stderr_and_writes_it_off
     chrome.get(f"{up.web}/workgraphs/{failing}")
     until(lambda: text_of(chrome, "#workgraph-status") == "Completed")
     until(lambda: "with 2 written off" in text_of(chrome, "#live"), 60)
+
+    # Its member's failure rate over time: the 2 failed parcels of the 4 that ended, per span.
+    member = json.loads(up.dxts("show", failing, "-o", "json"))["members"][0]["transformation"]
+    chrome.get(f"{up.web}/transformations/{member['transformation_id']}")
+    text_of(chrome, "#failure-rate")
+    rate = chrome.find_element(By.CSS_SELECTOR, "svg#failure-rate")
+    assert (rate.get_attribute("data-failed"), rate.get_attribute("data-ended")) == ("2", "4")
+    assert "2 failed of 4 ended (50%)" in rate.find_element(By.XPATH, "..").text
+    bars = chrome.execute_script(
+        "return [...document.querySelectorAll('#failure-rate rect.bin')].map(b =>"
+        " [+b.dataset.failed, +b.dataset.ended, b.getBBox().height])"
+    )
+    assert sum(b[0] for b in bars) == 2 and sum(b[1] for b in bars) == 4, bars
+    full = max(h * e / f for f, e, h in bars if f)  # the height of a 100% bar on this axis
+    for failed, ended, height in bars:  # each bar as tall as its span's rate
+        assert abs(height - full * failed / ended) <= 2 or (failed == 0 and height == 1), bars
+    screenshot(chrome, "member-failures")
     chrome.get(f"{up.web}/workgraphs/{failing}")  # the verbs are the page's, not its live part
     text_of(chrome, "#workgraph-status")
     assert not chrome.find_elements(By.CSS_SELECTOR, ".steer a.button")  # nothing to steer

@@ -136,6 +136,19 @@ async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
                     },
                 }
                 for n, parcel_id in enumerate(new_ids(12))
+            ]
+            + [
+                {
+                    "ParcelID": parcel_id,
+                    "TransformationID": simulation,
+                    "Kind": "Compute",
+                    "Status": "Done",
+                    "Backend": "null",
+                    "UpdatedAt": now,
+                    "CompletedAt": now,
+                    "Annotations": {"outcome": {"result": "OUTCOME_RESULT_SUCCEEDED"}},
+                }
+                for parcel_id in new_ids(4)
             ],
         )
     client = await browser(token("demo", "olivia"))
@@ -160,6 +173,25 @@ async def test_a_member_page_groups_its_failures_as_dxts_errors_does(
     drawn = re.findall(r'<polyline class="series ([a-z-]+)"', plot[0])
     assert drawn == ["in-flight", "done", "failed"]
     assert "created (its id's time) and not yet ended (its completion time)" in page.text
+    # Its failure rate over time, from the same counts: 12 failed of the 16 that ended.
+    rate = re.search(r'<svg class="plot" id="failure-rate".*?</svg>', page.text, re.S)
+    assert rate is not None
+    assert 'data-failed="12" data-ended="16"' in rate[0]
+    assert "12 failed of 16 ended (75%)" in page.text
+    bars = re.findall(
+        r'<rect x="\d+" y="(\d+)" width="\d+" height="(\d+)" class="bin failed" '
+        r'data-failed="(\d+)" data-ended="(\d+)"',
+        rate[0],
+    )
+    assert sum(int(b[2]) for b in bars) == 12 and sum(int(b[3]) for b in bars) == 16
+    (top_label,) = re.findall(r'class="tick">(\d+)%</text>', rate[0])[-1:]
+    axis_bottom = max(int(y) + int(h) for y, h, _, _ in bars)
+    (top_y,) = re.findall(rf'y="(\d+)" text-anchor="end" class="tick">{top_label}%', rate[0])
+    for _, height, failed, ended in bars:  # each bar's height is its span's rate on the axis
+        share = int(failed) / int(ended) / (int(top_label) / 100)
+        assert abs(int(height) - share * (axis_bottom - int(top_y) + 4)) <= 2 or (
+            failed == "0" and height == "1"
+        )
 
 
 async def test_the_list_says_when_each_workgraph_was_started_and_sorts_by_it(

@@ -29,7 +29,7 @@ from typing import Any
 from dxts.v1 import accounting_pb2, common_pb2, definition_pb2, execution_pb2
 from dxts.web import errors, names
 from dxts.web.names import ENDED_PARCELS, IN_FLIGHT_PARCELS
-from dxts.web.plots import Histogram, Plot, cumulative, histogram, spans
+from dxts.web.plots import Histogram, Plot, RatePlot, cumulative, failure_rate, histogram, spans
 from dxts.web.services import UserClients
 
 PAGE = 250
@@ -87,6 +87,8 @@ class MemberPage:
     log: list[accounting_pb2.LogEntry]
     # Its parcels in flight, done and failed in OVER_TIME_SPANS spans (CountParcelsOverTime).
     parcels_over_time: Plot | None
+    # From the same counts: failed / (done + failed) of the parcels that ended in each span.
+    failure_rate: RatePlot | None
     sampled_parcels: int
     sampled_inputs: int
     # Inputs waiting for a person (Problematic) or failed and to be retried, first page.
@@ -190,6 +192,13 @@ def _parcels_over_time(found: execution_pb2.CountParcelsOverTimeResponse) -> Plo
     return spans({name: list(values) for name, values in series.items()}, start, end)
 
 
+def _failure_rate(found: execution_pb2.CountParcelsOverTimeResponse) -> RatePlot | None:
+    start, end = names.when(found.span_from), names.when(found.span_to)
+    if start is None or end is None:
+        return None
+    return failure_rate(list(found.done), list(found.failed), start, end)
+
+
 async def member_page(clients: UserClients, transformation_id: str, now: datetime) -> MemberPage:
     got = await clients.definition.GetTransformation(
         definition_pb2.GetTransformationRequest(transformation_id=transformation_id)
@@ -277,6 +286,7 @@ async def member_page(clients: UserClients, transformation_id: str, now: datetim
         progress=cumulative(times, now, start=began, end=ended_at),
         log=list(log.entries),
         parcels_over_time=_parcels_over_time(over_time),
+        failure_rate=_failure_rate(over_time),
         sampled_parcels=len(ended),
         sampled_inputs=len(processed_inputs) + len(failed_inputs),
         waiting=sorted(

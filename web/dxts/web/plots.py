@@ -1,5 +1,6 @@
 """Plots as SVG geometry computed on the server: progress over time (cumulative counts),
-counts in equal spans of time (step lines) and distributions (histograms). The templates draw
+counts in equal spans of time (step lines), a rate in equal spans (bars) and distributions
+(histograms). The templates draw
 the polylines and bars; nothing runs in the browser, so a page is complete as served and the
 numbers on it are the ones computed here."""
 
@@ -104,6 +105,95 @@ def spans(series: Mapping[str, Sequence[int]], start: datetime, end: datetime) -
         for v in (low, high)
     ]
     return Plot(drawn, ticks, labels)
+
+
+RATE_TOPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # the rate axis ends at the first ≥ the top
+
+
+@dataclass
+class RateBar:
+    x: int
+    y: int
+    width: int
+    height: int
+    failed: int
+    ended: int
+    title: str  # "12:00:00 to 12:05:00 UTC: 3 failed of 40 ended (7.5%)"
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.ended
+
+
+@dataclass
+class RatePlot:
+    """Failed over ended parcels per span: one bar per span in which any parcel ended (a span
+    with none has no rate, and no bar)."""
+
+    bars: list[RateBar]
+    y_ticks: list[tuple[int, str]]
+    x_labels: list[tuple[int, str]]
+    failed: int
+    ended: int
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = MARGIN_LEFT
+    bottom: int = HEIGHT - MARGIN_BOTTOM
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.ended
+
+    @property
+    def percent(self) -> str:
+        return percent(self.rate)
+
+
+def percent(rate: float) -> str:
+    return f"{rate * 100:.3g}%"
+
+
+def failure_rate(
+    done: Sequence[int], failed: Sequence[int], start: datetime, end: datetime
+) -> RatePlot | None:
+    """Each span's failure rate (failed / (done + failed) of the parcels that ended in it), on
+    an axis from 0 to the first of RATE_TOPS at least the highest rate, so that a rate of a few
+    percent is not a line along the bottom. None when no parcel failed."""
+    if not sum(failed):
+        return None
+    ended = [d + f for d, f in zip(done, failed, strict=True)]
+    highest = max(f / e for f, e in zip(failed, ended, strict=True) if e)
+    top = next(t for t in RATE_TOPS if t >= highest)
+    low, high = start.timestamp(), end.timestamp()
+    span = (high - low) / max(1, len(ended))
+    usable = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    bars = []
+    for n, (lost, total) in enumerate(zip(failed, ended, strict=True)):
+        if not total:
+            continue
+        x = MARGIN_LEFT + n * usable / len(ended)
+        # A span with no failure is a 1 px bar on the axis: a rate of 0, not a missing one.
+        height = max(1, round(_y(0, top) - _y(lost / total, top)))
+        began = datetime.fromtimestamp(low + n * span, UTC).strftime("%H:%M:%S")
+        until = datetime.fromtimestamp(low + (n + 1) * span, UTC).strftime("%H:%M:%S")
+        bars.append(
+            RateBar(
+                x=round(x),
+                y=round(_y(0, top)) - height,
+                width=max(1, round(usable / len(ended)) - 1),
+                height=height,
+                failed=lost,
+                ended=total,
+                title=f"{began} to {until} UTC: {lost:,} failed of {total:,} ended"
+                f" ({percent(lost / total)})",
+            )
+        )
+    ticks = [(round(_y(v, top)), percent(v)) for v in (0, top / 2, top)]
+    labels = [
+        (round(_x(v, low, high)), datetime.fromtimestamp(v, UTC).strftime("%H:%M:%S"))
+        for v in (low, high)
+    ]
+    return RatePlot(bars, ticks, labels, failed=sum(failed), ended=sum(ended))
 
 
 @dataclass
