@@ -8,6 +8,7 @@ BENCHMARKS: dict[str, str] = {
     "execution": "dxts.bench.execution",
     "slurm": "dxts.bench.slurm",
     "web": "dxts.bench.web",
+    "web-live": "dxts.bench.web_live",
     "cli": "dxts.bench.cli",
     "e2e": "dxts.bench.e2e",
     "job": "dxts.bench.job",

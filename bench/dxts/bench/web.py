@@ -109,8 +109,8 @@ SUBMIT_SIDE_BY_SIDE = 8
 
 async def run(bench: Bench, params: WebParams) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    async with _served(bench.database) as (web, token):
-        workgraph, member = await _seed(bench.database, web, token, params)
+    async with served(bench.database) as (web, token):
+        workgraph, member = await seed(bench.database, web, token, params)
         failed = await _a_failed_parcel(bench.database, member)
         session = web.sessions.open(token)
         clients = web.clients(session)
@@ -189,7 +189,7 @@ def _aware_now() -> datetime:
 
 
 @contextlib.asynccontextmanager
-async def _served(database: Database) -> AsyncIterator[tuple[Web, str]]:
+async def served(database: Database) -> AsyncIterator[tuple[Web, str]]:
     with tempfile.TemporaryDirectory(prefix="dxts-bench-web-") as scratch:
         data_dir = Path(scratch)
         keys = DevKeys.load_or_create(data_dir)
@@ -219,7 +219,7 @@ async def _served(database: Database) -> AsyncIterator[tuple[Web, str]]:
             await catalogue.close()
 
 
-async def _seed(database: Database, web: Web, token: str, params: WebParams) -> tuple[str, str]:
+async def seed(database: Database, web: Web, token: str, params: WebParams) -> tuple[str, str]:
     """The workgraph (submitted and started as its owner) and its first member's id, with
     that member's inputs and parcels inserted and journalled."""
     clients = web.services.as_user(token)
