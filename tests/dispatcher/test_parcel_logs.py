@@ -1,6 +1,8 @@
 """GetParcelLogs asks the adaptor for no more than the cap, and when the adaptor does not
 answer, the person hears so with a reference, never the transport's own words (addresses,
-internal errors), which go to the dispatcher's log under the same reference."""
+internal errors), which go to the dispatcher's log under the same reference; a job the backend
+has forgotten is refused in those words, not as the parcel not found (which a page shows as
+404)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from dxts.core.adaptor.model import MAX_LOG_BYTES, JobLogs
-from dxts.core.errors import Unavailable
+from dxts.core.errors import FailedPrecondition, NotFound, Unavailable
 from dxts.core.identity import Identity
 from dxts.dispatcher.logic.backends import BackendUnreachable
 from dxts.dispatcher.logic.logs import parcel_logs
@@ -31,14 +33,17 @@ class Placed:
 class Adaptor:
     adaptor = "local"
 
-    def __init__(self, reachable: bool) -> None:
+    def __init__(self, reachable: bool, forgotten: bool = False) -> None:
         self.reachable = reachable
+        self.forgotten = forgotten
         self.asked: list[int] = []
 
     async def logs(self, identifier: str, max_bytes: int) -> JobLogs:
         self.asked.append(max_bytes)
         if not self.reachable:
             raise BackendUnreachable(f"backend local: {INTERNALS}", rpc="GetLogs")
+        if self.forgotten:
+            raise NotFound("job", identifier)
         return JobLogs(stdout="ok")
 
 
@@ -71,3 +76,12 @@ async def test_an_unreachable_adaptor_is_named_without_its_transport_words(
     assert reference is not None
     logged = [r.getMessage() for r in caplog.records if reference.group(1) in r.getMessage()]
     assert len(logged) == 1 and "10.1.2.3" in logged[0]
+
+
+async def test_a_job_the_backend_forgot_is_refused_as_such_not_as_an_unknown_parcel() -> None:
+    with pytest.raises(FailedPrecondition) as refused:
+        await ask(Adaptor(reachable=True, forgotten=True), 0)
+    assert str(refused.value).startswith(
+        "backend local no longer knows job 00000000-0000-0000-0000-000000000000 of parcel "
+        "00010203-0405-0607-0809-0a0b0c0d0e0f"
+    )

@@ -4,7 +4,8 @@ identifier, and the only caller the adaptors answer, so it asks the adaptor on t
 behalf — after checking the parcel is of the person's VO, as execution does for GetParcel.
 It asks for no more than the adaptors' cap (`MAX_LOG_BYTES`), whatever the person asked, and
 when the adaptor does not answer the person hears so with a reference to the dispatcher's log,
-never the transport's own words (addresses, internal errors)."""
+never the transport's own words (addresses, internal errors). A job its backend has forgotten
+is a refusal saying so, not the parcel's NotFound."""
 
 from __future__ import annotations
 
@@ -75,5 +76,13 @@ async def parcel_logs(
         raise Unavailable(
             f"backend {place.backend} did not give the logs of parcel {shown}; the "
             f"dispatcher's log says why (reference {reference})"
+        ) from None
+    except NotFound:
+        # The parcel is found and the caller's; its backend has forgotten the job (a batch
+        # system forgets old jobs): not the parcel's NotFound, which would hide the parcel.
+        raise FailedPrecondition(
+            f"backend {place.backend} no longer knows job {identifier} of parcel {shown}, "
+            "nor its logs",
+            current_state=place.status,
         ) from None
     return ParcelLogs(place.backend, identifier, logs)
