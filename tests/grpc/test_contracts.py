@@ -82,6 +82,7 @@ def test_mutating_requests_carry_a_request_id() -> None:
         "Get",
         "List",
         "Group",
+        "Count",
         "Resolve",
         "Describe",
         "Poll",
