@@ -266,3 +266,25 @@ def _appears(path: Path, within_s: float) -> bool:
             return True
         time.sleep(0.002)
     return False
+
+
+def test_a_server_that_was_down_is_spoken_to_again_once_it_is_back(
+    failing: PrivateServers,
+) -> None:
+    """A server down when asked whether it does third-party copies is streamed to for now, and
+    asked again the next time; once it is back, this process's client speaks to it at once
+    (the answer used to be kept for the process, and the client library fails every call to a
+    server for 30 minutes after a connection error)."""
+    # Named as no other test names it, so that no answer from before is kept for it.
+    server = f"root://localhost:{failing.first_port + 1}"  # DOOMED-B: third-party copies on
+    stopped = failing.script("stop")
+    try:
+        assert stopped.returncode == 0, stopped.stderr
+        assert not transfers.third_party_capable(server)
+        with pytest.raises(transfers.StorageError, match="Connection error"):
+            transfers.checksum(f"{server}//doomed/nothing-here")
+    finally:
+        restarted = failing.script("start")
+    assert restarted.returncode == 0, restarted.stderr
+    assert transfers.checksum(f"{server}//doomed/nothing-here") is None  # the server's answer
+    assert transfers.third_party_capable(server)

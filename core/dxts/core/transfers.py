@@ -11,7 +11,9 @@ silent). Every copy result carries the words the server or the client library ga
 
 Checksums are adler32 (`adler32:0a1b2c3d`, the catalogue's form); a server's is asked with
 `query checksum`, a local file's computed. The client is told to give up on a dead server at
-once (one connection attempt) rather than retry for minutes.
+once (one connection attempt) rather than retry for minutes, and to forget a server's connection
+error at once: by default it fails every later call to that server for 30 minutes, long after
+the server is back.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ CLIENT_ENVIRONMENT = {
     "RES_OPTIONS": "timeout:1 attempts:1",
     "XRD_REQUESTTIMEOUT": "60",
     "XRD_STREAMTIMEOUT": "60",
+    # Seconds a connection error is remembered (and every call to that server failed at once):
+    # 1800 by default; 0 asks again each time.
+    "XRD_STREAMERRORWINDOW": "0",
 }
 for _name, _value in CLIENT_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)
@@ -175,11 +180,20 @@ def remove(location: str) -> None:
         raise _failed(status)
 
 
-@cache
+_THIRD_PARTY: dict[str, bool] = {}  # each server's answer, once it gave one
+
+
 def third_party_capable(server: str) -> bool:
-    """Whether an XRootD server does third-party copies (`query config tpc` answers 1)."""
-    status, answer = client.FileSystem(server).query(QueryCode.CONFIG, "tpc", timeout=10)
-    return bool(status.ok) and answer.decode().strip().rstrip("\x00") == "1"
+    """Whether an XRootD server does third-party copies (`query config tpc` answers 1). A
+    server's answer is kept for the process; a server that could not be asked (down, or silent
+    for the query's timeout: it blocks that long) is not capable now, and is asked again next
+    time, so that a moment's silence does not stream its copies for the rest of the process."""
+    if server not in _THIRD_PARTY:
+        status, answer = client.FileSystem(server).query(QueryCode.CONFIG, "tpc", timeout=10)
+        if not status.ok:
+            return False
+        _THIRD_PARTY[server] = answer.decode().strip().rstrip("\x00") == "1"
+    return _THIRD_PARTY[server]
 
 
 def can_copy_third_party(source: str, target: str) -> bool:

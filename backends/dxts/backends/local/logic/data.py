@@ -341,12 +341,13 @@ async def _copy(plans: list[_Planned], settings: LocalSettings, report: RequestR
             remote.append((plan, transfers.Copy(source, target, False)))
         else:
             local.append((plan, source, target))
+    # Asked in a thread: a server that does not answer holds the question for its timeout.
+    third_party = await asyncio.to_thread(
+        lambda: [transfers.can_copy_third_party(c.source, c.target) for _, c in remote]
+    )
     copies = [
-        (
-            plan,
-            transfers.Copy(c.source, c.target, transfers.can_copy_third_party(c.source, c.target)),
-        )
-        for plan, c in remote
+        (plan, transfers.Copy(c.source, c.target, tpc))
+        for (plan, c), tpc in zip(remote, third_party, strict=True)
     ]
     # Each copy's checksum is asked as soon as it ends, while the others are still copying.
     gate = asyncio.Semaphore(settings.transfer_parallel)
