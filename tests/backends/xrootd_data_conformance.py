@@ -7,7 +7,7 @@ MariaDB):
   XRD-C does no TPC), in turn;
 * long: a fresh 1 GiB file at SLOW-A, a server of the entry's own serving 1 MiB a second (the
   XrdThrottle plugin; `private_servers`), replicated to XRD-C: a real copy that would take about
-  seventeen minutes, stopped by the checks' Cancel or restart;
+  twenty minutes (24 MiB arrived in its first 30 s), stopped by the checks' Cancel or restart;
 * failing: a file the catalogue knows at XRD-B that is not there (stage-in at XRD-B, in the
   server's words) and a corrupted one (stage-out at XRD-C: the copy's checksum, as XRD-C gives
   it, is not the catalogue's).
@@ -40,7 +40,7 @@ from dxts.v1 import common_pb2
 VO = "dxts"  # the LFNs are under /dxts/, this VO's namespace
 SOURCE_SE, TARGETS, SLOW_SE, LONG_TARGET = "XRD-B", ("XRD-A", "XRD-C"), "SLOW-A", "XRD-C"
 THROTTLE = 1 << 20  # bytes a second SLOW-A serves
-LONG_SIZE = 1 << 30  # a file SLOW-A takes about seventeen minutes to give whole
+LONG_SIZE = 1 << 30  # a file SLOW-A takes about twenty minutes to give whole
 QUICK_SIZE = 256 << 10
 GONE_WITHIN_S = 30.0  # a killed streamed copy's partial file is dropped by the server (POSC)
 
