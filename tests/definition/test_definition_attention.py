@@ -148,6 +148,17 @@ async def test_a_failure_rate_above_the_threshold_quotes_the_latest_failure(
         pb.GetTransformationRequest(transformation_id=fixture.tid("simulate"))
     )
     assert kinds(member.transformation.attention) == ["failure-rate"]
+    # ListTransformations too, unless asked to leave them out (the errors page's names).
+    for without, expected in ((False, ["failure-rate"]), (True, [])):
+        members_listed = await stubs["owner"].ListTransformations(
+            pb.ListTransformationsRequest(workgraph_id=fixture.wid, without_attention=without)
+        )
+        (listed_sim,) = [
+            t
+            for t in members_listed.transformations
+            if t.transformation_id == fixture.tid("simulate")
+        ]
+        assert kinds(listed_sim.attention) == expected
     # dxts's own components read workgraphs for other reasons: they are spared the reads.
     machine = await stubs["service"].GetWorkgraph(pb.GetWorkgraphRequest(workgraph_id=fixture.wid))
     assert list(machine.workgraph.attention) == []

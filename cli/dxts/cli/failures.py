@@ -79,7 +79,7 @@ def parse_since(text: str | None) -> datetime | None:
 async def member_ids(clients: Clients, name: str | None) -> list[str]:
     """The transformations named: one member, a workgraph's members, or (None) every one the
     caller's VO has."""
-    request = definition_pb2.ListTransformationsRequest()
+    request = definition_pb2.ListTransformationsRequest(without_attention=True)
     if name is not None:
         kind, found = await entity(clients, name)
         if kind == "transformation":

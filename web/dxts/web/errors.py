@@ -115,7 +115,9 @@ def group_of(found: execution_pb2.FailureGroup, known: dict[str, MemberName]) ->
 
 async def member_names(clients: UserClients, workgraph_id: str) -> dict[str, MemberName]:
     """Every member the user may see (of one workgraph, when named), by id."""
-    request = definition_pb2.ListTransformationsRequest(workgraph_id=workgraph_id)
+    request = definition_pb2.ListTransformationsRequest(
+        workgraph_id=workgraph_id, without_attention=True
+    )
     request.paging.page_size = 1000
     found: dict[str, MemberName] = {}
     while True:

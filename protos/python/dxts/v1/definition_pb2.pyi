@@ -1565,12 +1565,17 @@ class ListTransformationsRequest(_message.Message):
     TYPE_FIELD_NUMBER: _builtins.int
     VO_FIELD_NUMBER: _builtins.int
     OWNER_SUB_FIELD_NUMBER: _builtins.int
+    WITHOUT_ATTENTION_FIELD_NUMBER: _builtins.int
     workgraph_id: _builtins.str
     """Filters; each empty filter matches everything."""
     kind: _common_pb2.Kind.ValueType
     type: _builtins.str
     vo: _builtins.str
     owner_sub: _builtins.str
+    without_attention: _builtins.bool
+    """Leave each member's attention items out, unread: for a caller that wants the members
+    only (their names, to ask about their failures), to whom reading them costs the most.
+    """
     @_builtins.property
     def paging(self) -> _common_pb2.Paging: ...
     @_builtins.property
@@ -1585,10 +1590,11 @@ class ListTransformationsRequest(_message.Message):
         type: _builtins.str = ...,
         vo: _builtins.str = ...,
         owner_sub: _builtins.str = ...,
+        without_attention: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["paging", b"paging"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "owner_sub", b"owner_sub", "paging", b"paging", "statuses", b"statuses", "type", b"type", "vo", b"vo", "workgraph_id", b"workgraph_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "owner_sub", b"owner_sub", "paging", b"paging", "statuses", b"statuses", "type", b"type", "vo", b"vo", "without_attention", b"without_attention", "workgraph_id", b"workgraph_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

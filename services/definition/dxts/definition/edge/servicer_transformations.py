@@ -213,7 +213,7 @@ class TransformationRpcs(ServicerBase):
             limit=_page_size(request.paging),
             after=page_after(request.paging, fingerprint),
         )
-        attention = await self._attention(members=page.items)
+        attention = None if request.without_attention else await self._attention(members=page.items)
         return definition_pb2.ListTransformationsResponse(
             transformations=[transformation_pb(t, attention) for t in page.items],
             next_page_token=next_page_token(page.last, fingerprint),
