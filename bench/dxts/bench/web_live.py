@@ -14,7 +14,7 @@ of the production's parcels out (its VO cap), so the production runs for a minut
 than the `e2e` benchmark's seconds, parcels dispatching and completing all along.
 
 Once its first parcel is Done, the pages below are requested in turn, round after round, until
-the production is Completed (or `rounds` rounds); a page's time counts only when the production
+the production is Completed (or `live_rounds` rounds); a page's time counts only when the production
 was running both before and after it. One untimed round before the production warms the
 services (the first GroupFailures of a member in a process reads its failures in full).
 
@@ -75,7 +75,8 @@ class LiveParams:
     seeds: int
     in_flight: int  # the production's parcels out at once (the dispatcher's VO cap)
     delay_s: float  # each parcel's time at the null adaptor
-    rounds: int  # at most this many rounds while it runs; the baseline's rounds after
+    rounds: int  # the baseline's rounds, once it is Completed
+    live_rounds: int  # at most this many rounds while it runs
 
     @property
     def timeout_s(self) -> float:
@@ -83,9 +84,15 @@ class LiveParams:
 
 
 SCALES = {
-    "tiny": LiveParams(web.SCALES["tiny"], seeds=150, in_flight=10, delay_s=1.0, rounds=3),
-    "small": LiveParams(web.SCALES["small"], seeds=10_000, in_flight=500, delay_s=2.0, rounds=20),
-    "full": LiveParams(web.SCALES["full"], seeds=10_000, in_flight=500, delay_s=2.0, rounds=50),
+    "tiny": LiveParams(
+        web.SCALES["tiny"], seeds=150, in_flight=10, delay_s=1.0, rounds=3, live_rounds=3
+    ),
+    "small": LiveParams(
+        web.SCALES["small"], seeds=10_000, in_flight=500, delay_s=2.0, rounds=10, live_rounds=300
+    ),
+    "full": LiveParams(
+        web.SCALES["full"], seeds=10_000, in_flight=500, delay_s=2.0, rounds=20, live_rounds=1000
+    ),
 }
 
 Pages = list[tuple[str, str]]
@@ -196,7 +203,7 @@ async def _measure(
                 lambda conn: _done_parcels(conn, simulation), isolation=RC
             )
             started = time.monotonic()
-            for _ in range(params.rounds):
+            for _ in range(params.live_rounds):
                 if not await _round(http, pages, live, running):
                     break
             window_s = time.monotonic() - started
