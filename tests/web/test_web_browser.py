@@ -440,6 +440,9 @@ def test_a_shifter_finds_a_failing_production_reads_its_stderr_and_writes_it_off
     full = max(h * e / f for f, e, h in bars if f)  # the height of a 100% bar on this axis
     for failed, ended, height in bars:  # each bar as tall as its span's rate
         assert abs(height - full * failed / ended) <= 2 or (failed == 0 and height == 1), bars
+    chrome.execute_script(
+        "document.getElementById('failure-rate').closest('section').scrollIntoView()"
+    )
     screenshot(chrome, "member-failures")
     chrome.get(f"{up.web}/workgraphs/{failing}")  # the verbs are the page's, not its live part
     text_of(chrome, "#workgraph-status")
