@@ -99,8 +99,11 @@ async def test_a_step_after_its_staging_never_packs_an_unstaged_file(
         await world.start(wg)
 
         async def staged_or_packed() -> tuple[str, bool] | None:
-            stage = {r.LFN: r.Status for r in await world.inputs(wg, "Stage")}
+            # Packed first, then the staging's status: Processed is final, so a file seen packed
+            # and then not Processed was packed before the staging processed it (read the other
+            # way round, the staging could finish and the step pack between the two reads).
             packed = slow in await _packed_lfns(world, wg, "Strip")
+            stage = {r.LFN: r.Status for r in await world.inputs(wg, "Stage")}
             if stage.get(slow) == I.PROCESSED.value or packed:
                 return str(stage.get(slow)), packed
             return None
